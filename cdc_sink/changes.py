@@ -1,0 +1,482 @@
+"""The canonical change batch: the one Arrow form every event format decodes to.
+
+A :class:`ChangeBatch` is a column-oriented list of events of one table schema:
+
+- ``op``: int8 code per event (:data:`OP_INSERT`, :data:`OP_UPSERT`, :data:`OP_UPDATE`,
+  :data:`OP_DELETE`);
+- ``keys``: one non-null Arrow array per primary-key column;
+- ``values`` and ``present``: for each value column that at least one event sets, the
+  values and a boolean mask of the events that *set* it. *Absent is not null*: a column
+  an event does not set has ``present == False`` and keeps its value; ``present`` with a
+  null value is a real update to null;
+- ``seq``: the int64 sequence of each event (tables with a ``sequence_column``);
+- ``position``: where each event came from (its index in the input, or a caller's source
+  position such as a Kafka offset), carried so rejects can be traced.
+
+Its wire form (:meth:`ChangeBatch.to_arrow`, used by the WAL and accepted by
+``Table.apply``) is one Arrow table::
+
+    __op: int8 | __seq: int64 (opt) | <key columns> | <col> | __set__<col> | ...
+
+Events are validated on construction; an invalid event is never raised mid-batch: it is
+returned in :class:`Rejects` with its position and a reason, and it is not in the batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdc_sink.errors import SchemaMismatch
+from cdc_sink.schema import Column, TableSchema, type_to_str
+
+__all__ = [
+    "OP_CODES",
+    "OP_DELETE",
+    "OP_INSERT",
+    "OP_NAMES",
+    "OP_UPDATE",
+    "OP_UPSERT",
+    "SET_PREFIX",
+    "ChangeBatch",
+    "Rejects",
+]
+
+OP_INSERT = 0
+OP_UPSERT = 1
+OP_UPDATE = 2
+OP_DELETE = 3
+OP_NAMES = ("insert", "upsert", "update", "delete")
+OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
+SET_PREFIX = "__set__"
+_MISSING = object()
+
+
+@dataclass
+class Rejects:
+    """Events refused by validation or by a tablet, with a reason each.
+
+    Attributes:
+        positions: Position of each rejected event (input index or source position).
+        reasons: One human-readable reason per rejected event.
+    """
+
+    positions: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    reasons: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.reasons)
+
+    def extend(self, other: Rejects) -> None:
+        """Appends ``other``'s rejects to this one."""
+        self.positions = np.concatenate([self.positions, other.positions])
+        self.reasons.extend(other.reasons)
+
+    def as_dict(self) -> dict[int, str]:
+        """Maps each rejected position to its reason."""
+        return {int(p): r for p, r in zip(self.positions.tolist(), self.reasons, strict=True)}
+
+
+@dataclass
+class ChangeBatch:
+    """A validated batch of change events of one schema (see the module docstring)."""
+
+    schema: TableSchema
+    op: np.ndarray
+    keys: tuple[pa.Array, ...]
+    values: dict[int, pa.Array]
+    present: dict[int, np.ndarray]
+    seq: np.ndarray | None = None
+    position: np.ndarray | None = None
+    _key_hash: np.ndarray | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    # ------------------------------------------------------------------ derived data
+    @property
+    def positions(self) -> np.ndarray:
+        """Source positions (the input index when no source position was given)."""
+        if self.position is None:
+            return np.arange(len(self), dtype=np.int64)
+        return self.position
+
+    def key_hash(self) -> np.ndarray:
+        """Spark ``xxhash64`` of the key columns (int64), computed once."""
+        if self._key_hash is None:
+            from cdc_sink.bucketing import spark_xxhash64
+
+            self._key_hash = np.asarray(spark_xxhash64(list(self.keys)), dtype=np.int64)
+        return self._key_hash
+
+    def bucket_ids(self) -> np.ndarray:
+        """Bucket of each event: ``pmod(xxhash64(key), num_buckets)`` as Spark computes it."""
+        buckets: np.ndarray = np.mod(self.key_hash(), self.schema.num_buckets).astype(np.int32)
+        return buckets
+
+    def take(self, indices: np.ndarray) -> ChangeBatch:
+        """Returns the events at ``indices`` (in that order) as a new batch."""
+        idx = np.asarray(indices, dtype=np.int64)
+        pidx = pa.array(idx)
+        values = {}
+        present = {}
+        for cid, arr in self.values.items():
+            p = self.present[cid][idx]
+            if p.any():
+                values[cid] = arr.take(pidx)
+                present[cid] = p
+        return ChangeBatch(
+            schema=self.schema,
+            op=self.op[idx],
+            keys=tuple(k.take(pidx) for k in self.keys),
+            values=values,
+            present=present,
+            seq=None if self.seq is None else self.seq[idx],
+            position=self.positions[idx],
+            _key_hash=None if self._key_hash is None else self._key_hash[idx],
+        )
+
+    def split_by_bucket(self) -> dict[int, ChangeBatch]:
+        """Splits the batch by bucket, keeping event order within each bucket."""
+        buckets = self.bucket_ids()
+        order = np.argsort(buckets, kind="stable")
+        sorted_b = buckets[order]
+        bounds = np.flatnonzero(np.diff(sorted_b)) + 1
+        out: dict[int, ChangeBatch] = {}
+        for chunk in np.split(order, bounds):
+            if len(chunk):
+                out[int(buckets[chunk[0]])] = self.take(chunk)
+        return out
+
+    # ------------------------------------------------------------------ wire form
+    def to_arrow(self) -> pa.Table:
+        """Returns the wire form (see the module docstring)."""
+        cols: dict[str, pa.Array] = {"__op": pa.array(self.op, pa.int8())}
+        if self.seq is not None:
+            cols["__seq"] = pa.array(self.seq, pa.int64())
+        for col, arr in zip(self.schema.key_columns, self.keys, strict=True):
+            cols[col.name] = arr
+        for c in self.schema.value_columns:
+            if c.id in self.values:
+                cols[c.name] = self.values[c.id]
+                cols[SET_PREFIX + c.name] = pa.array(self.present[c.id], pa.bool_())
+        return pa.table(cols)
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table | pa.RecordBatch, schema: TableSchema, *,
+                   position: np.ndarray | None = None) -> tuple[ChangeBatch, Rejects]:
+        """Builds a batch from its wire form, validating every event.
+
+        ``__op`` may hold int8 codes or op names. A value column without its
+        ``__set__<col>`` mask is taken as set by every event that is not a delete.
+
+        Args:
+            table: The wire-form table.
+            schema: The table schema.
+            position: Optional source position per row (defaults to the row index).
+
+        Returns:
+            The valid events and the rejects.
+
+        Raises:
+            SchemaMismatch: The table's columns do not fit the schema (unknown column,
+                missing key column, type that cannot be cast).
+        """
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        n = table.num_rows
+        names = set(table.column_names)
+        if "__op" not in names:
+            raise SchemaMismatch("change table has no '__op' column")
+        known = {"__op", "__seq", *schema.names}
+        known |= {SET_PREFIX + c.name for c in schema.value_columns}
+        unknown = sorted(names - known)
+        if unknown:
+            raise SchemaMismatch(f"change table has unknown column(s) {unknown}")
+        reasons = np.full(n, None, dtype=object)
+        op = _op_codes(table.column("__op"), reasons)
+        keys = []
+        for kc in schema.key_columns:
+            if kc.name not in names:
+                raise SchemaMismatch(f"change table lacks key column {kc.name!r}")
+            keys.append(_cast(table.column(kc.name), kc))
+        values: dict[int, pa.Array] = {}
+        present: dict[int, np.ndarray] = {}
+        not_delete = op != OP_DELETE
+        for c in schema.value_columns:
+            if c.name not in names:
+                continue
+            arr = _cast(table.column(c.name), c)
+            set_name = SET_PREFIX + c.name
+            if set_name in names:
+                mask = table.column(set_name).to_numpy(zero_copy_only=False)
+                mask = np.asarray(mask, dtype=object)
+                mask = np.where(mask == None, False, mask).astype(bool)  # noqa: E711
+            else:
+                mask = not_delete.copy()
+            values[c.id] = arr
+            present[c.id] = mask
+        seq = None
+        if "__seq" in names:
+            s = table.column("__seq")
+            if not pa.types.is_integer(s.type):
+                raise SchemaMismatch(f"'__seq' must be an integer column, got {s.type}")
+            s = s.combine_chunks() if isinstance(s, pa.ChunkedArray) else s
+            seq_valid = np.asarray(s.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            seq = s.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            reasons[~seq_valid & (reasons == None)] = "seq is null"  # noqa: E711
+        return _finish(schema, op, keys, values, present, seq, reasons, position)
+
+    @classmethod
+    def from_events(cls, events: Sequence[Mapping[str, Any]], schema: TableSchema, *,
+                    position: np.ndarray | None = None) -> tuple[ChangeBatch, Rejects]:
+        """Builds a batch from native event dicts ``{"op", "key", "set", "seq"?}``.
+
+        ``key`` is a mapping of every key column (or a scalar for a one-column key);
+        ``set`` maps column names to values (absent columns are not set). Dates and
+        timestamps may be ISO strings, decimals strings or numbers, binaries bytes.
+
+        Returns:
+            The valid events and the rejects (with reasons); never raises for a bad event.
+        """
+        n = len(events)
+        reasons = np.full(n, None, dtype=object)
+        ops: list[Any] = []
+        key_maps: list[Mapping[str, Any]] = []
+        set_maps: list[Mapping[str, Any]] = []
+        seqs: list[Any] = []
+        key_names = list(schema.primary_key)
+        one_key = len(key_names) == 1
+        known_values = {c.name for c in schema.value_columns}
+        for i, e in enumerate(events):
+            if not isinstance(e, Mapping):
+                reasons[i] = f"event is not an object: {type(e).__name__}"
+                ops.append(None)
+                key_maps.append({})
+                set_maps.append({})
+                seqs.append(None)
+                continue
+            ops.append(e.get("op"))
+            k = e.get("key")
+            if one_key and k is not None and not isinstance(k, Mapping):
+                k = {key_names[0]: k}
+            if not isinstance(k, Mapping):
+                reasons[i] = "event has no 'key' object"
+                k = {}
+            key_maps.append(k)
+            s = e.get("set") or {}
+            if e.get("op") == "delete":
+                s = {}  # a delete sets nothing; whatever it carries is ignored
+            if not isinstance(s, Mapping):
+                reasons[i] = reasons[i] or "'set' is not an object"
+                s = {}
+            set_maps.append(s)
+            seqs.append(e.get("seq", _MISSING))
+            if reasons[i] is None:
+                bad = [name for name in s if name not in known_values]
+                if bad:
+                    in_key = [b for b in bad if b in key_names]
+                    reasons[i] = (f"key column {in_key[0]!r} inside 'set'" if in_key
+                                  else f"unknown column {bad[0]!r}")
+                extra = [name for name in k if name not in key_names]
+                if extra and reasons[i] is None:
+                    reasons[i] = f"unknown key column {extra[0]!r}"
+        op = _op_codes(pa.array([o if isinstance(o, str) or o is None else repr(o)
+                                 for o in ops], pa.string()), reasons)
+        keys = [_column_from_py([km.get(c.name) for km in key_maps], c, reasons)
+                for c in schema.key_columns]
+        values: dict[int, pa.Array] = {}
+        present: dict[int, np.ndarray] = {}
+        for c in schema.value_columns:
+            vals = [sm.get(c.name, _MISSING) for sm in set_maps]
+            mask = np.fromiter((v is not _MISSING for v in vals), dtype=bool, count=n)
+            if not mask.any():
+                continue
+            values[c.id] = _column_from_py([None if v is _MISSING else v for v in vals], c,
+                                           reasons)
+            present[c.id] = mask
+        seq = None
+        if schema.sequence_column is not None or any(s is not _MISSING for s in seqs):
+            seq_arr = np.zeros(n, dtype=np.int64)
+            seq_given = np.zeros(n, dtype=bool)
+            for i, s in enumerate(seqs):
+                if s is _MISSING or s is None:
+                    continue
+                if isinstance(s, bool) or not isinstance(s, int) or not -(2**63) <= s < 2**63:
+                    reasons[i] = reasons[i] or f"seq {s!r} is not a 64-bit integer"
+                    continue
+                seq_arr[i] = s
+                seq_given[i] = True
+            missing = ~seq_given & (reasons == None)  # noqa: E711
+            if schema.sequence_column is None:
+                seq = None
+            else:
+                # Events without seq may carry the sequence column in 'set' instead.
+                scol = schema.column(schema.sequence_column)
+                if scol.id in values:
+                    sv = values[scol.id]
+                    from_set = present[scol.id] & np.asarray(sv.is_valid(), dtype=bool)
+                    use = missing & from_set
+                    if use.any():
+                        seq_arr[use] = np.asarray(sv.fill_null(0).to_numpy(
+                            zero_copy_only=False), dtype=np.int64)[use]
+                        seq_given |= use
+                seq = seq_arr
+                reasons[~seq_given & (reasons == None)] = "seq is missing"  # noqa: E711
+        return _finish(schema, op, keys, values, present, seq, reasons, position)
+
+
+# ---------------------------------------------------------------------- helpers
+def _op_codes(col: pa.Array | pa.ChunkedArray, reasons: np.ndarray) -> np.ndarray:
+    """Maps an op column (names or int codes) to int8 codes; unknown ops get a reason."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    n = len(col)
+    if pa.types.is_integer(col.type):
+        raw = col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        ok = (raw >= 0) & (raw <= OP_DELETE)
+        op = np.where(ok, raw, -1).astype(np.int8)
+    elif pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        idx = pc.index_in(col, value_set=pa.array(list(OP_NAMES)))
+        op = idx.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int8)
+        ok = op >= 0
+    else:
+        raise SchemaMismatch(f"'__op' must be int8 codes or op names, got {col.type}")
+    bad = ~ok & (reasons == None)  # noqa: E711
+    if bad.any():
+        shown = col.to_pylist()
+        for i in np.flatnonzero(bad):
+            reasons[i] = f"unknown op {shown[i]!r}"
+    assert len(op) == n
+    return op
+
+
+def _cast(col: pa.Array | pa.ChunkedArray, c: Column) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if col.type == c.type:
+        return col
+    if pa.types.is_null(col.type):
+        return pa.nulls(len(col), c.type)
+    try:
+        return col.cast(c.type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaMismatch(
+            f"column {c.name!r}: cannot cast {col.type} to {type_to_str(c.type)}: {exc}"
+        ) from exc
+
+
+def _coerce_py(v: Any, t: pa.DataType) -> Any:
+    """Converts JSON-ish Python values (ISO strings, numbers) to what Arrow accepts."""
+    if v is None:
+        return None
+    if pa.types.is_decimal(t) and isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return decimal.Decimal(str(v))
+    if pa.types.is_date32(t) and isinstance(v, str):
+        return dt.date.fromisoformat(v)
+    if pa.types.is_timestamp(t) and isinstance(v, str):
+        d = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        return d if d.tzinfo else d.replace(tzinfo=dt.timezone.utc)
+    if pa.types.is_binary(t) and isinstance(v, str):
+        return base64.b64decode(v, validate=True)
+    if pa.types.is_integer(t) and (isinstance(v, bool) or not isinstance(v, int)):
+        raise TypeError(f"{v!r} is not an integer")
+    if pa.types.is_floating(t) and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        raise TypeError(f"{v!r} is not a number")
+    if pa.types.is_boolean(t) and not isinstance(v, bool):
+        raise TypeError(f"{v!r} is not a bool")
+    if pa.types.is_string(t) and not isinstance(v, str):
+        raise TypeError(f"{v!r} is not a string")
+    return v
+
+
+def _column_from_py(vals: list[Any], c: Column, reasons: np.ndarray) -> pa.Array:
+    """Builds an Arrow array of ``c.type``; values that do not convert become null and
+    their events get a reason naming the column."""
+    try:
+        return pa.array([_coerce_py(v, c.type) for v in vals], type=c.type)
+    except (TypeError, ValueError, OverflowError, pa.ArrowException, decimal.InvalidOperation):
+        pass
+    clean: list[Any] = []
+    for i, v in enumerate(vals):
+        try:
+            cv = _coerce_py(v, c.type)
+            pa.array([cv], type=c.type)
+            clean.append(cv)
+        except (TypeError, ValueError, OverflowError, pa.ArrowException,
+                decimal.InvalidOperation, base64.binascii.Error):  # type: ignore[attr-defined]
+            if reasons[i] is None:
+                reasons[i] = f"column {c.name!r}: {v!r} is not a valid {type_to_str(c.type)}"
+            clean.append(None)
+    return pa.array(clean, type=c.type)
+
+
+def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
+            values: dict[int, pa.Array], present: dict[int, np.ndarray],
+            seq: np.ndarray | None, reasons: np.ndarray,
+            position: np.ndarray | None) -> tuple[ChangeBatch, Rejects]:
+    """Vectorized checks shared by every constructor, then the split into valid/rejects."""
+    n = len(op)
+    ok = reasons == None  # noqa: E711
+
+    def refuse(mask: np.ndarray, reason: str) -> None:
+        hit = mask & ok
+        if hit.any():
+            reasons[hit] = reason
+            ok[hit] = False
+
+    for kc, arr in zip(schema.key_columns, keys, strict=True):
+        refuse(~np.asarray(arr.is_valid(), dtype=bool),
+               f"key column {kc.name!r} is missing or null")
+    is_delete = op == OP_DELETE
+    for cid in list(present):
+        present[cid] = present[cid] & ~is_delete  # a delete sets nothing
+    for c in schema.value_columns:
+        if c.id in values and not c.nullable:
+            nulls = present[c.id] & ~np.asarray(values[c.id].is_valid(), dtype=bool)
+            refuse(nulls, f"null in non-nullable column {c.name!r}")
+    for c in schema.required_columns:
+        setting = present.get(c.id)
+        refuse((op == OP_INSERT) & (~setting if setting is not None else True),
+               f"insert does not set non-nullable column {c.name!r} (it has no default)")
+    if schema.sequence_column is not None:
+        if seq is None:
+            refuse(np.ones(n, bool), "seq is missing")
+        else:
+            scol = schema.column(schema.sequence_column)
+            if scol.id in values:
+                sv = values[scol.id]
+                differs = present[scol.id] & ~np.asarray(
+                    pc.equal(sv, pa.array(seq).cast(sv.type, safe=False)).fill_null(False),
+                    dtype=bool)
+                refuse(differs, f"sequence column {scol.name!r} in 'set' differs from seq")
+                # The tablet writes the sequence column from seq; drop it from the values.
+                del values[scol.id]
+                del present[scol.id]
+            info = np.iinfo(np.int64)
+            if scol.type != pa.int64():
+                lo, hi = _int_range(scol.type)
+                refuse((seq < lo) | (seq > hi), f"seq out of range of {type_to_str(scol.type)}")
+            del info
+    pos = np.arange(n, dtype=np.int64) if position is None else np.asarray(position, np.int64)
+    good = np.flatnonzero(ok)
+    bad = np.flatnonzero(~ok)
+    rejects = Rejects(positions=pos[bad], reasons=[str(r) for r in reasons[bad]])
+    full = ChangeBatch(schema=schema, op=op.astype(np.int8), keys=tuple(keys), values=values,
+                       present=present, seq=seq, position=pos)
+    if len(bad) == 0:
+        return full, rejects
+    return full.take(good), rejects
+
+
+def _int_range(t: pa.DataType) -> tuple[int, int]:
+    info = np.iinfo(t.to_pandas_dtype())
+    return int(info.min), int(info.max)
