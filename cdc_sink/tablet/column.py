@@ -1,0 +1,352 @@
+"""One column of a tablet: bases of immutable pages plus per-version deltas.
+
+In memory (the snapshot files of ``storage/`` hold the same pages on disk)::
+
+    bases:  [Base(version=b0, pages=(p0, p1, ...)), Base(version=b1, ...), ...]
+             each page an immutable Arrow array of page_rows rows (the last may be
+             shorter); a newer base shares every page compaction did not touch
+    deltas: [Delta(version=v, rows=uint32 sorted, values=Arrow array), ...]   (v ascending)
+
+The value of row r at version v is the value in the newest delta with version in
+(base.version, v] that contains r, else the base page's value, else the column default
+(rows created after the base, and columns added by a schema change). A reader takes the
+``(bases, deltas)`` tuple once, so compaction (which appends a base) and retention
+(which drops old bases/deltas) never disturb it; nothing is ever mutated in place.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.filters import PageStats, page_stats
+from cdc_sink.schema import Column
+from cdc_sink.tablet.keystore import (
+    arrow_validity,
+    arrow_values_view,
+    fixed_width_dtype,
+    numpy_to_arrow,
+    take,
+)
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+__all__ = ["Base", "ColumnStore", "Delta"]
+
+
+@dataclass(frozen=True)
+class Delta:
+    """The new values one version wrote to one column."""
+
+    version: int
+    rows: np.ndarray  # uint32, sorted, unique
+    values: pa.Array
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the row ids and values."""
+        return int(self.rows.nbytes + self.values.nbytes)
+
+    def page_bounds(self, page_rows: int, num_pages: int) -> np.ndarray:
+        """Index into ``rows`` where each page starts (length num_pages + 1)."""
+        starts = np.arange(num_pages + 1, dtype=np.int64) * page_rows
+        return np.searchsorted(self.rows, starts)
+
+
+@dataclass
+class Base:
+    """A column's full content at one version, as pages."""
+
+    version: int
+    num_rows: int
+    pages: tuple[pa.Array, ...]
+    stats: list[PageStats | None] = field(default_factory=list)
+    # Where each page is stored in a snapshot (set by storage.snapshot); a page shared
+    # with an older base keeps its location, so incremental snapshots skip it.
+    locations: list[Any] = field(default_factory=list)
+
+    def page_stats(self, p: int) -> PageStats:
+        """Min/max/null count of page ``p`` (computed once)."""
+        if len(self.stats) != len(self.pages):
+            self.stats = [None] * len(self.pages)
+        s = self.stats[p]
+        if s is None:
+            s = page_stats(self.pages[p])
+            self.stats[p] = s
+        return s
+
+
+class ColumnStore:
+    """Bases and deltas of one column (see the module docstring)."""
+
+    def __init__(self, column: Column, page_rows: int, version: int = 0) -> None:
+        self.column = column
+        self.page_rows = page_rows
+        self.dtype = fixed_width_dtype(column.type)
+        self.state: tuple[tuple[Base, ...], tuple[Delta, ...]] = (
+            (Base(version=version, num_rows=0, pages=()),), ())
+
+    # ------------------------------------------------------------------ writes
+    def add_delta(self, delta: Delta) -> None:
+        """Appends a delta of a version newer than every delta held."""
+        bases, deltas = self.state
+        self.state = (bases, (*deltas, delta))
+
+    def drop_version(self, version: int) -> None:
+        """Removes the delta of ``version`` (rollback of a pending version)."""
+        bases, deltas = self.state
+        self.state = (bases, tuple(d for d in deltas if d.version != version))
+
+    def set_base(self, base: Base) -> None:
+        """Adds a base (compaction result or a snapshot load)."""
+        bases, deltas = self.state
+        self.state = ((*bases, base), deltas)
+
+    def release_below(self, oldest: int) -> None:
+        """Drops what no version >= ``oldest`` needs: bases older than the newest base
+        <= oldest, and deltas that base already covers."""
+        bases, deltas = self.state
+        keep_from = 0
+        for i, b in enumerate(bases):
+            if b.version <= oldest:
+                keep_from = i
+        bases = bases[keep_from:]
+        floor = bases[0].version
+        self.state = (bases, tuple(d for d in deltas if d.version > floor))
+
+    # ------------------------------------------------------------------ reads
+    @staticmethod
+    def view(state: tuple[tuple[Base, ...], tuple[Delta, ...]],
+             version: int) -> tuple[Base, list[Delta]]:
+        """The base and deltas that make up ``version``."""
+        bases, deltas = state
+        base = bases[0]
+        for b in bases:
+            if b.version <= version:
+                base = b
+        ds = [d for d in deltas if base.version < d.version <= version]
+        return base, ds
+
+    def pages(self, version: int, num_rows: int, *,
+              page_filter: np.ndarray | None = None) -> Iterator[tuple[int, pa.Array]]:
+        """Yields ``(page number, array)`` of the column at ``version`` for rows
+        ``0..num_rows-1``; untouched base pages are yielded without a copy.
+
+        Args:
+            version: Version to read.
+            num_rows: Row count of the tablet at that version.
+            page_filter: Optional boolean per page; False pages are not produced.
+        """
+        base, ds = self.view(self.state, version)
+        num_pages = -(-num_rows // self.page_rows)
+        bounds = [d.page_bounds(self.page_rows, num_pages) for d in ds]
+        for p in range(num_pages):
+            if page_filter is not None and not page_filter[p]:
+                continue
+            start = p * self.page_rows
+            length = min(self.page_rows, num_rows - start)
+            touched = [(d, int(b[p]), int(b[p + 1])) for d, b in zip(ds, bounds, strict=True)
+                       if b[p] < b[p + 1]]
+            page = base.pages[p] if p < len(base.pages) else None
+            if not touched and page is not None and len(page) == length:
+                yield p, page
+            else:
+                yield p, self._materialize(page, start, length, touched)
+
+    def page_stats(self, version: int, num_rows: int) -> list[PageStats | None]:
+        """Per page: statistics when the page is an untouched base page, else None."""
+        base, ds = self.view(self.state, version)
+        num_pages = -(-num_rows // self.page_rows)
+        touched = np.zeros(num_pages, dtype=bool)
+        for d in ds:
+            if len(d.rows):
+                touched[np.unique(d.rows // self.page_rows)] = True
+        out: list[PageStats | None] = []
+        for p in range(num_pages):
+            full = p < len(base.pages) and len(base.pages[p]) == min(
+                self.page_rows, num_rows - p * self.page_rows)
+            out.append(base.page_stats(p) if full and not touched[p] else None)
+        return out
+
+    def _fill(self, length: int) -> pa.Array:
+        d = self.column.default
+        if d.is_valid:
+            return pa.repeat(d, length) if hasattr(pa, "repeat") else pa.array(
+                [d.as_py()] * length, type=self.column.type)
+        return pa.nulls(length, type=self.column.type)
+
+    def _materialize(self, page: pa.Array | None, start: int, length: int,
+                     touched: list[tuple[Delta, int, int]]) -> pa.Array:
+        have = 0 if page is None else len(page)
+        if self.dtype is not None:
+            return self._materialize_fixed(page, have, start, length, touched)
+        pieces = [page] if page is not None else []
+        idx = np.empty(length, dtype=np.int64)
+        idx[:have] = np.arange(have)
+        off = have
+        if have < length:
+            pieces.append(self._fill(1))
+            idx[have:] = off
+            off += 1
+        for d, lo, hi in touched:
+            pieces.append(d.values.slice(lo, hi - lo))
+            idx[d.rows[lo:hi].astype(np.int64) - start] = np.arange(off, off + hi - lo)
+            off += hi - lo
+        return pa.concat_arrays(pieces).take(pa.array(idx))
+
+    def _materialize_fixed(self, page: pa.Array | None, have: int, start: int, length: int,
+                           touched: list[tuple[Delta, int, int]]) -> pa.Array:
+        assert self.dtype is not None
+        data = np.empty(length, dtype=self.dtype)
+        valid: np.ndarray | None = None
+        if page is not None:
+            data[:have] = arrow_values_view(page, self.dtype)
+            pv = arrow_validity(page)
+            if pv is not None:
+                valid = np.ones(length, dtype=bool)
+                valid[:have] = pv
+        if have < length:
+            default = self.column.default
+            if default.is_valid:
+                data[have:] = arrow_values_view(pa.array([default.as_py()],
+                                                         type=self.column.type), self.dtype)[0]
+            else:
+                data[have:] = np.zeros(1, dtype=self.dtype)[0]
+                if valid is None:
+                    valid = np.ones(length, dtype=bool)
+                valid[have:] = False
+        for d, lo, hi in touched:
+            rows = d.rows[lo:hi].astype(np.int64) - start
+            vals = d.values.slice(lo, hi - lo)
+            data[rows] = arrow_values_view(vals, self.dtype)
+            dv = arrow_validity(vals)
+            if dv is not None:
+                if valid is None:
+                    valid = np.ones(length, dtype=bool)
+                valid[rows] = dv
+            elif valid is not None:
+                valid[rows] = True
+        return numpy_to_arrow(data, valid, self.column.type)
+
+    def gather(self, rows: np.ndarray, version: int) -> pa.Array:
+        """Values of the column at ``version`` for arbitrary row ids (point reads)."""
+        n = len(rows)
+        if n == 0:
+            return pa.array([], type=self.column.type)
+        uniq = rows
+        inverse = None
+        if not _is_sorted(rows) or (n > 1 and not (rows[1:] != rows[:-1]).all()):
+            uniq, inverse = np.unique(rows, return_inverse=True)
+        out = self._gather_sorted_unique(uniq, version)
+        return out if inverse is None else take(out, inverse.reshape(-1))
+
+    def _gather_sorted_unique(self, rows: np.ndarray, version: int) -> pa.Array:
+        base, ds = self.view(self.state, version)
+        n = len(rows)
+        src = np.zeros(n, dtype=np.int64)  # 0: base/default, k: delta k-1
+        off = np.zeros(n, dtype=np.int64)
+        for k, d in enumerate(ds, start=1):
+            if not len(d.rows):
+                continue
+            # Probes are sorted and unique: search the delta's rows among them, which
+            # costs O(len(delta) log n) instead of O(n log len(delta)).
+            lo, hi = np.searchsorted(d.rows, [rows[0], rows[-1] + 1])
+            if lo == hi:
+                continue
+            drows = d.rows[lo:hi]
+            pos = np.searchsorted(rows, drows)
+            pos_c = np.minimum(pos, n - 1)
+            hit = rows[pos_c] == drows
+            src[pos_c[hit]] = k
+            off[pos_c[hit]] = np.flatnonzero(hit) + lo
+        pieces: list[pa.Array] = []
+        order_parts: list[np.ndarray] = []
+        sel0 = np.flatnonzero(src == 0)
+        if len(sel0):
+            in_base = rows[sel0] < base.num_rows
+            from_base = sel0[in_base]
+            if len(from_base):
+                pieces.append(self._gather_base(base, rows[from_base]))
+                order_parts.append(from_base)
+            rest = sel0[~in_base]
+            if len(rest):
+                pieces.append(self._fill(len(rest)))
+                order_parts.append(rest)
+        for k, d in enumerate(ds, start=1):
+            sel = np.flatnonzero(src == k)
+            if len(sel):
+                pieces.append(take(d.values, off[sel]))
+                order_parts.append(sel)
+        if len(pieces) == 1:
+            return pieces[0]
+        where = np.concatenate(order_parts)
+        perm = np.empty(n, dtype=np.int64)
+        perm[where] = np.arange(n)
+        return take(pa.concat_arrays(pieces), perm)
+
+    def _gather_base(self, base: Base, rows: np.ndarray) -> pa.Array:
+        """Base values at sorted row ids, page by page (numpy for fixed width)."""
+        pr = self.page_rows
+        bounds = np.searchsorted(rows, np.arange(len(base.pages) + 1, dtype=np.int64) * pr)
+        hit_pages = np.flatnonzero(bounds[1:] > bounds[:-1])
+        if self.dtype is not None and self.dtype != np.dtype(bool):
+            data = np.empty(len(rows), dtype=self.dtype)
+            valid: np.ndarray | None = None
+            for p in hit_pages.tolist():
+                lo, hi = bounds[p], bounds[p + 1]
+                page = base.pages[p]
+                local = rows[lo:hi] - p * pr
+                data[lo:hi] = arrow_values_view(page, self.dtype)[local]
+                pv = arrow_validity(page)
+                if pv is not None:
+                    if valid is None:
+                        valid = np.ones(len(rows), dtype=bool)
+                    valid[lo:hi] = pv[local]
+            return numpy_to_arrow(data, valid, self.column.type)
+        parts = [base.pages[p].take(pa.array(rows[bounds[p]:bounds[p + 1]] - p * pr))
+                 for p in hit_pages.tolist()]
+        return pa.concat_arrays(parts) if parts else pa.array([], type=self.column.type)
+
+    def compacted_base(self, version: int, num_rows: int) -> Base:
+        """A base at ``version``: touched pages rebuilt, untouched pages shared (with
+        their statistics and snapshot locations)."""
+        old = self.base_at(version)
+        pages = tuple(arr for _, arr in self.pages(version, num_rows))
+        stats: list[PageStats | None] = [None] * len(pages)
+        locations: list[Any] = [None] * len(pages)
+        for p, arr in enumerate(pages):
+            if p < len(old.pages) and arr is old.pages[p]:
+                if old.stats:
+                    stats[p] = old.stats[p]
+                if old.locations:
+                    locations[p] = old.locations[p]
+        return Base(version=version, num_rows=num_rows, pages=pages, stats=stats,
+                    locations=locations)
+
+    def base_at(self, version: int) -> Base:
+        """The newest base at or below ``version``."""
+        bases, _ = self.state
+        i = bisect.bisect_right([b.version for b in bases], version) - 1
+        return bases[max(i, 0)]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by all bases (shared pages counted once) and deltas."""
+        bases, deltas = self.state
+        seen: dict[int, int] = {}
+        for b in bases:
+            for pg in b.pages:
+                seen[id(pg)] = pg.nbytes
+        return sum(seen.values()) + sum(d.nbytes for d in deltas)
+
+    @property
+    def num_deltas(self) -> int:
+        """Number of deltas held."""
+        return len(self.state[1])

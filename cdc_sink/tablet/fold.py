@@ -1,0 +1,153 @@
+"""Folding the events of one batch per key, exactly as if applied one by one.
+
+Input: events sorted by key group (then by batch order), each key's state before the
+batch (live?, current sequence ``S0`` of its live row or tombstone). Output: which events
+apply, which are stale or rejected, and each key's final state. Everything is a handful
+of numpy passes over the whole batch; there is no loop per event or per key.
+
+The sequential semantics (DESIGN.md §3) reduce to two facts that make this possible:
+
+* *Sequence.* An event applies only if ``seq >= S`` and then sets ``S = seq``; an event
+  that does not apply has ``seq < S``. So ``S`` before event i is the running maximum of
+  ``S0`` and the seqs of all earlier *non-rejected* events of the key: a segmented
+  exclusive cumulative max.
+* *Liveness* before event i is decided by the last applied insert/upsert/delete before it
+  (updates never change it), a segmented forward fill.
+
+The one circularity: an update (or an upsert that lacks a required column) applies only
+if the key is live, and a rejected event does not raise ``S``. The loop below assumes no
+such rejection, finds the *first* inconsistent event of each key, rejects it, and repeats;
+everything before a key's first inconsistency is exactly the sequential result, so each
+round fixes one rejection per key. It runs once when no event is rejected this way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cdc_sink.changes import OP_DELETE, OP_INSERT, OP_UPSERT
+
+__all__ = ["SEQ_NONE", "FoldResult", "fold_events"]
+
+SEQ_NONE = np.iinfo(np.int64).min
+
+
+@dataclass
+class FoldResult:
+    """Outcome of :func:`fold_events` (event arrays are in the sorted input order).
+
+    Attributes:
+        applied: Event takes effect.
+        stale: Event dropped because its seq is below the key's sequence.
+        rejected: Update (or partial upsert) of a key that is not live.
+        live_before: Whether the key was live just before the event.
+        final_live: Per group, whether the key is live after the batch.
+        reset_idx: Per group, index of the last event that (re)creates the row from
+            defaults (an insert, or an upsert of a key that was not live); -1 if none.
+        final_seq: Per group, the key's sequence after the batch (SEQ_NONE if none).
+        any_applied: Per group, whether any event applied.
+        gid: Group of each event (dense, non-decreasing).
+        gstart: Index of the first event of each group.
+    """
+
+    applied: np.ndarray
+    stale: np.ndarray
+    rejected: np.ndarray
+    live_before: np.ndarray
+    final_live: np.ndarray
+    reset_idx: np.ndarray
+    final_seq: np.ndarray
+    any_applied: np.ndarray
+    gid: np.ndarray
+    gstart: np.ndarray
+
+
+def _exclusive_segmented_max(values: np.ndarray, gid: np.ndarray, gstart: np.ndarray,
+                             init: np.ndarray) -> np.ndarray:
+    """For each i: max(init[gid[i]], values[j] for j < i in the same group)."""
+    n = len(values)
+    g = len(init)
+    merged = np.empty(n + g, dtype=np.int64)
+    init_pos = gstart + np.arange(g)
+    ev_pos = np.arange(n) + gid + 1
+    merged[init_pos] = init
+    merged[ev_pos] = values
+    uniq, rank = np.unique(merged, return_inverse=True)
+    m = np.int64(len(uniq))
+    group_of = np.empty(n + g, dtype=np.int64)
+    group_of[init_pos] = np.arange(g)
+    group_of[ev_pos] = gid
+    cm = np.maximum.accumulate(group_of * m + rank.astype(np.int64))
+    before = cm[ev_pos - 1] - gid * m
+    return np.asarray(uniq[before], dtype=np.int64)
+
+
+def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
+                seq: np.ndarray | None, live0: np.ndarray, seq0: np.ndarray) -> FoldResult:
+    """Folds events per key group (see the module docstring).
+
+    Args:
+        gid: Dense group id per event, non-decreasing (events sorted by group, then by
+            batch order).
+        op: Op code per event.
+        needs_live: Event applies only to a live key (updates, upserts lacking a
+            required column); otherwise it is rejected.
+        seq: Sequence per event, or None when the table has no sequence column.
+        live0: Per group, whether the key is live before the batch.
+        seq0: Per group, the key's sequence before the batch (SEQ_NONE if none).
+
+    Returns:
+        The :class:`FoldResult`.
+    """
+    n = len(gid)
+    ngroups = len(live0)
+    idx = np.arange(n, dtype=np.int64)
+    gstart = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]]) if n else np.empty(0, np.int64)
+    gend = np.r_[gstart[1:], n] - 1 if n else np.empty(0, np.int64)
+    my_start = gstart[gid]
+    changes_live = ~needs_live
+    rejected = np.zeros(n, dtype=bool)
+    is_delete = op == OP_DELETE
+    while True:
+        active = ~rejected
+        if seq is not None:
+            masked = np.where(active, seq, SEQ_NONE)
+            running = _exclusive_segmented_max(masked, gid, gstart, seq0)
+            stale = active & (seq < running)
+        else:
+            stale = np.zeros(n, dtype=bool)
+        applied = active & ~stale
+        changer = np.where(applied & changes_live, idx, -1)
+        incl = np.maximum.accumulate(changer) if n else changer
+        excl = np.r_[-1, incl[:-1]] if n else incl
+        has_prev = excl >= my_start
+        prev_op = op[np.maximum(excl, 0)]
+        live_before = np.where(has_prev, prev_op != OP_DELETE, live0[gid])
+        bad = applied & needs_live & ~live_before
+        if not bad.any():
+            break
+        bi = np.flatnonzero(bad)
+        gb = gid[bi]
+        rejected[bi[np.r_[True, gb[1:] != gb[:-1]]]] = True
+
+    # Final state per group.
+    last_changer = incl[gend] if n else np.empty(0, np.int64)
+    has_changer = last_changer >= gstart
+    final_live = np.where(has_changer, op[np.maximum(last_changer, 0)] != OP_DELETE, live0)
+    resets = applied & ((op == OP_INSERT) | ((op == OP_UPSERT) & changes_live & ~live_before))
+    reset_at = np.maximum.accumulate(np.where(resets, idx, -1)) if n else idx
+    reset_idx = reset_at[gend] if n else np.empty(0, np.int64)
+    reset_idx = np.where(reset_idx >= gstart, reset_idx, -1)
+    any_applied = np.zeros(ngroups, dtype=bool)
+    any_applied[gid[applied]] = True
+    if seq is not None:
+        last_applied = np.maximum.accumulate(np.where(applied, idx, -1))[gend] if n else idx
+        final_seq = np.where(last_applied >= gstart, seq[np.maximum(last_applied, 0)], seq0)
+    else:
+        final_seq = np.full(ngroups, SEQ_NONE, dtype=np.int64)
+    del is_delete
+    return FoldResult(applied=applied, stale=stale, rejected=rejected,
+                      live_before=live_before, final_live=final_live, reset_idx=reset_idx,
+                      final_seq=final_seq, any_applied=any_applied, gid=gid, gstart=gstart)

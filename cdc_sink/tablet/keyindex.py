@@ -1,0 +1,253 @@
+"""Hash index of one tablet: primary key -> dense row id, vectorized.
+
+In memory (nothing here is on disk; a tablet rebuilds it from its key columns)::
+
+    slots[2**b]      int32   row id, -1 empty, -2 removed (open addressing, linear probing)
+    row_hash[rows]   uint64  mixed hash of each row's key (cheap first comparison)
+    keys[k]          KeyStore per key column: the key values by row id (verification)
+
+A key's hash is Spark's ``xxhash64`` of the key columns (the one that also routes events
+to buckets), re-mixed with splitmix64 because all keys of one bucket share
+``hash mod num_buckets``. A probe compares ``row_hash`` first and then the key values
+themselves, so a 64-bit collision never merges two keys. Every operation works on whole
+arrays: each probing *round* is a handful of numpy operations over the keys still
+unresolved, and the number of rounds is the longest probe sequence (a few at load <= 0.6).
+
+Row ids are dense and assigned in insertion order; :meth:`KeyIndex.truncate` forgets the
+rows of a rolled-back version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.tablet.keystore import KeyStore
+
+__all__ = ["KeyIndex", "mix64"]
+
+_EMPTY = -1
+_REMOVED = -2
+_MAX_LOAD = 0.6
+
+
+def mix64(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer over an int64/uint64 array (returns uint64)."""
+    x = h.astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+class KeyIndex:
+    """Vectorized key -> row id index with verified keys (see the module docstring).
+
+    Args:
+        key_types: Arrow types of the key columns, in key order.
+        capacity: Expected number of keys (sizes the table; it grows as needed).
+    """
+
+    def __init__(self, key_types: Sequence[pa.DataType], capacity: int = 1024) -> None:
+        self.key_types = list(key_types)
+        self.keys = [KeyStore(t, capacity) for t in self.key_types]
+        self.count = 0
+        self._row_hash = np.zeros(max(capacity, 16), dtype=np.uint64)
+        bits = max(4, int(np.ceil(np.log2(max(capacity, 8) / _MAX_LOAD))))
+        self._alloc(bits)
+
+    # ------------------------------------------------------------------ sizing
+    def _alloc(self, bits: int) -> None:
+        self._removed = 0
+        self._bits = bits
+        self._mask = np.uint64((1 << bits) - 1)
+        self._shift = np.uint64(64 - bits)
+        self._slots = np.full(1 << bits, _EMPTY, dtype=np.int32)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the index, its hashes and its key stores."""
+        return int(self._slots.nbytes + self._row_hash.nbytes + sum(k.nbytes for k in self.keys))
+
+    def _home(self, hm: np.ndarray) -> np.ndarray:
+        return (hm >> self._shift).astype(np.int64)
+
+    def _ensure(self, extra: int) -> None:
+        need = self.count + extra
+        if need > len(self._row_hash):
+            grown = np.zeros(max(2 * len(self._row_hash), need), dtype=np.uint64)
+            grown[: self.count] = self._row_hash[: self.count]
+            self._row_hash = grown
+        if need + self._removed > _MAX_LOAD * len(self._slots):
+            bits = self._bits
+            while need > _MAX_LOAD * (1 << bits):
+                bits += 1
+            self._alloc(bits)
+            rows = np.arange(self.count, dtype=np.int64)
+            self._place(self._row_hash[: self.count], rows)
+
+    # ------------------------------------------------------------------ probing
+    def _place(self, hm: np.ndarray, rows: np.ndarray) -> None:
+        """Puts ``rows`` (hashes ``hm``, keys known absent and distinct) into free slots."""
+        pos = self._home(hm)
+        active = np.arange(len(rows))
+        mask = int(self._mask)
+        slots = self._slots
+        while active.size:
+            p = pos[active]
+            free = slots[p] < 0
+            cand = active[free]
+            if cand.size:
+                # Claim free slots by scatter; where several keys aim at one slot the
+                # last write stays, and the others see a foreign row id and move on.
+                pc_ = p[free]
+                slots[pc_] = rows[cand]
+                won = np.zeros(len(active), dtype=bool)
+                won[np.flatnonzero(free)] = slots[pc_] == rows[cand]
+                active = active[~won]
+            pos[active] = (pos[active] + 1) & mask
+
+    def lookup(self, key_hash: np.ndarray, keys: Sequence[pa.Array]) -> np.ndarray:
+        """Row id of each key, -1 where the key is not in the index.
+
+        Args:
+            key_hash: Spark xxhash64 of each key (int64).
+            keys: The key columns (same length as ``key_hash``).
+        """
+        n = len(key_hash)
+        out = np.full(n, -1, dtype=np.int64)
+        if n == 0 or self.count == 0:
+            return out
+        hm = mix64(key_hash)
+        pos = self._home(hm)
+        active = np.arange(n)
+        mask = int(self._mask)
+        slots = self._slots
+        row_hash = self._row_hash
+        while active.size:
+            s = slots[pos[active]].astype(np.int64)
+            done = s == _EMPTY
+            cand = np.flatnonzero(s >= 0)
+            if cand.size:
+                hit = row_hash[s[cand]] == hm[active[cand]]
+                cand = cand[hit]
+                if cand.size:
+                    ok = self._keys_equal(s[cand], active[cand], keys)
+                    cand = cand[ok]
+                    out[active[cand]] = s[cand]
+                    done[cand] = True
+            active = active[~done]
+            pos[active] = (pos[active] + 1) & mask
+        return out
+
+    def _keys_equal(self, rows: np.ndarray, which: np.ndarray,
+                    keys: Sequence[pa.Array]) -> np.ndarray:
+        ok = np.ones(len(rows), dtype=bool)
+        sel = pa.array(which)
+        for store, col in zip(self.keys, keys, strict=True):
+            ok &= store.equals(rows, col.take(sel))
+        return ok
+
+    def insert(self, key_hash: np.ndarray, keys: Sequence[pa.Array]) -> np.ndarray:
+        """Adds keys that are absent and distinct; returns their new row ids.
+
+        The caller guarantees absence and distinctness (a tablet deduplicates a batch and
+        looks keys up first); row ids are ``count, count+1, ...`` in input order.
+        """
+        k = len(key_hash)
+        rows = np.arange(self.count, self.count + k, dtype=np.int64)
+        if k == 0:
+            return rows
+        self._ensure(k)
+        hm = mix64(key_hash)
+        self._row_hash[self.count: self.count + k] = hm
+        for store, col in zip(self.keys, keys, strict=True):
+            store.append(col)
+        self._place(hm, rows)
+        self.count += k
+        return rows
+
+    def row_hashes(self) -> np.ndarray:
+        """The mixed hash of every row's key (what a snapshot stores to rebuild us)."""
+        return self._row_hash[: self.count]
+
+    def load(self, row_hash: np.ndarray, keys: Sequence[pa.Array]) -> None:
+        """Rebuilds an empty index from stored row hashes and key columns (row ids
+        ``0..len-1``), without rehashing the keys."""
+        assert self.count == 0
+        k = len(row_hash)
+        self._ensure(k)
+        self._row_hash[:k] = row_hash
+        for store, col in zip(self.keys, keys, strict=True):
+            store.append(col)
+        self._place(row_hash, np.arange(k, dtype=np.int64))
+        self.count = k
+
+    def truncate(self, n: int) -> None:
+        """Removes rows ``n..count-1`` (their keys become absent again)."""
+        if n >= self.count:
+            return
+        rows = np.arange(n, self.count, dtype=np.int64)
+        hm = self._row_hash[n: self.count]
+        pos = self._home(hm)
+        active = np.arange(len(rows))
+        mask = int(self._mask)
+        while active.size:
+            s = self._slots[pos[active]]
+            found = s == rows[active]
+            self._slots[pos[active[found]]] = _REMOVED
+            active = active[~found]
+            pos[active] = (pos[active] + 1) & mask
+        for store in self.keys:
+            store.truncate(n)
+        self._removed += len(rows)
+        self.count = n
+        if self._removed > len(self._slots) // 4:
+            # Removed markers only end probes at empty slots; too many make probes long
+            # (and a table without empty slots would never end a miss). Rebuild.
+            self._alloc(self._bits)
+            self._place(self._row_hash[: self.count], np.arange(self.count, dtype=np.int64))
+
+    def group_new(self, key_hash: np.ndarray, keys: Sequence[pa.Array]) -> np.ndarray:
+        """Groups equal keys of a batch: returns for each key the index of the first
+        occurrence of an equal key (keys compared by value, not only by hash)."""
+        n = len(key_hash)
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        order = np.argsort(key_hash, kind="stable")
+        hs = key_hash[order]
+        starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+        first_sorted = np.repeat(starts, np.diff(np.r_[starts, n]))
+        rep = np.empty(n, dtype=np.int64)
+        rep[order] = order[first_sorted]  # first occurrence (stable sort keeps input order)
+        # Verify: every key equals its representative's key.
+        ok = np.ones(n, dtype=bool)
+        rep_sel = pa.array(rep)
+        for col in keys:
+            c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+            ok &= _equal(c.take(rep_sel), c)
+        if not ok.all():  # a 64-bit collision inside the batch: exact grouping
+            rep = _exact_first_occurrence(keys)
+        return rep.astype(np.int64)
+
+
+def _equal(a: pa.Array, b: pa.Array) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.equal(a, b).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _exact_first_occurrence(keys: Sequence[pa.Array]) -> np.ndarray:
+    """Index of the first equal key for each row, by exact value (rare collision path)."""
+    table = pa.table({f"k{i}": k for i, k in enumerate(keys)})
+    table = table.append_column("__i", pa.array(np.arange(table.num_rows)))
+    firsts = table.group_by([f"k{i}" for i in range(len(keys))], use_threads=False).aggregate(
+        [("__i", "min")])
+    joined = table.join(firsts, keys=[f"k{i}" for i in range(len(keys))], use_threads=False)
+    joined = joined.sort_by("__i")
+    return np.asarray(joined.column("__i_min").to_numpy(), dtype=np.int64)
