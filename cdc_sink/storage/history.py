@@ -1,0 +1,117 @@
+"""What each bucket's versions are made of, derived from the version log.
+
+In memory only (rebuilt from ``_log/`` on open, extended as entries are read)::
+
+    snapshots[bucket] = [(snapshot version, manifest path), ...]   ascending
+    segments[bucket]  = [(version, segment path), ...]             ascending
+    schemas           = [(version, schema id), ...]                every schema change
+
+Bucket b at version v = newest snapshot s <= v, then the segments in (s, v]. A
+checkpoint (written by GC before it deletes old entries) carries the same lists as of
+its version in ``extra``, so deleting log entries loses nothing a retained version needs.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc_sink.storage.segments import file_version
+from cdc_sink.storage.version_log import Checkpoint, LogEntry, VersionLog
+
+__all__ = ["History"]
+
+
+@dataclass
+class History:
+    """Snapshots, segments and schema ids per version (see the module docstring)."""
+
+    snapshots: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    segments: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    schemas: list[tuple[int, int]] = field(default_factory=list)
+    upto: int = -1
+
+    @classmethod
+    def from_log(cls, log: VersionLog) -> History:
+        """Builds the history from the newest checkpoint and the entries after it."""
+        h = cls()
+        cp = log.read_checkpoint()
+        if cp is not None:
+            h._add_checkpoint(cp)
+        h.extend(log)
+        return h
+
+    def _add_checkpoint(self, cp: Checkpoint) -> None:
+        extra = cp.extra or {}
+        for b, rel in cp.bucket_snapshots.items():
+            if rel:
+                self.snapshots.setdefault(int(b), []).append((_snap_version(rel), rel))
+        for b, segs in extra.get("segments", {}).items():
+            self.segments.setdefault(int(b), []).extend((int(v), str(r)) for v, r in segs)
+        self.schemas.extend((int(v), int(s)) for v, s in extra.get("schemas", []))
+        if not self.schemas:
+            self.schemas.append((cp.version, cp.schema_id))
+        self.upto = cp.version
+
+    def extend(self, log: VersionLog) -> None:
+        """Adds the log entries newer than what the history holds."""
+        latest = log.latest()
+        if latest is None or latest <= self.upto:
+            return
+        oldest = log.oldest()
+        start = self.upto + 1 if oldest is None else max(self.upto + 1, oldest)
+        for e in log.entries(from_version=start, to_version=latest):
+            self.add(e)
+
+    def add(self, e: LogEntry) -> None:
+        """Adds one entry (versions must come in order)."""
+        if e.version <= self.upto:
+            return
+        for b, ref in e.buckets.items():
+            if ref.segment:
+                self.segments.setdefault(int(b), []).append((e.version, ref.segment))
+            if ref.snapshot:
+                self.snapshots.setdefault(int(b), []).append(
+                    (_snap_version(ref.snapshot), ref.snapshot))
+                self.snapshots[int(b)].sort()
+        if not self.schemas or self.schemas[-1][1] != e.schema_id:
+            self.schemas.append((e.version, e.schema_id))
+        self.upto = e.version
+
+    def schema_id_at(self, version: int) -> int:
+        """The schema id in force at ``version``."""
+        i = bisect.bisect_right([v for v, _ in self.schemas], version) - 1
+        return self.schemas[max(i, 0)][1]
+
+    def snapshot_at(self, bucket: int, version: int) -> tuple[int, str] | None:
+        """Newest snapshot of ``bucket`` at or below ``version``."""
+        snaps = self.snapshots.get(bucket, [])
+        i = bisect.bisect_right(snaps, (version, "\uffff")) - 1
+        return snaps[i] if i >= 0 else None
+
+    def segments_between(self, bucket: int, lo: int, hi: int) -> list[tuple[int, str]]:
+        """Segments of ``bucket`` with versions in (lo, hi]."""
+        segs = self.segments.get(bucket, [])
+        a = bisect.bisect_right(segs, (lo, "\uffff"))
+        b = bisect.bisect_right(segs, (hi, "\uffff"))
+        return segs[a:b]
+
+    def schema_changes_between(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Schema changes with versions in (lo, hi]."""
+        return [(v, s) for v, s in self.schemas if lo < v <= hi]
+
+    def checkpoint_extra(self, version: int, keep: dict[int, int]) -> dict[str, Any]:
+        """``extra`` for a checkpoint at ``version``: per bucket, the segments in
+        (kept snapshot version, version], and the schema changes."""
+        segs = {str(b): [[v, r] for v, r in self.segments_between(b, keep.get(b, -1), version)]
+                for b in self.segments}
+        return {"segments": {b: s for b, s in segs.items() if s},
+                "schemas": [[v, s] for v, s in self.schemas if v <= version]}
+
+
+def _snap_version(rel: str) -> int:
+    v = file_version(rel)
+    if v is None:
+        raise ValueError(f"not a snapshot manifest name: {rel}")
+    return v

@@ -1,0 +1,864 @@
+"""The version log: the table's single commit point, its history and its idempotency table.
+
+On disk, under the table root::
+
+    <table>/_log/
+        00000000000000000000.json              entry of version 0
+        00000000000000000001.json              entry of version 1
+        ...
+        00000000000000000042.json              entry of version 42 (the latest)
+        _checkpoint.00000000000000000040.json  checkpoint as of version 40
+        .00000000000000000043.json.<pid>.<rand>.tmp   a commit of 43 in flight (or orphaned)
+
+Every file is framed (framing.py): an 8-byte magic, then exactly one record whose
+payload is UTF-8 JSON. Despite the ``.json`` name the file is *not* plain JSON::
+
+    entry       b"CDCLOG\\x00\\x01" | u32 len | u32 crc32c | {"version": 42, "app_id": "job",
+                "batch_id": 17, "commit_time_ms": ..., "schema_id": 0, "kind": "data",
+                "buckets": {"3": {"segment": "_wal/3/...", "snapshot": null}}, "stats": {...}}
+    checkpoint  b"CDCCKP\\x00\\x01" | u32 len | u32 crc32c | {"version": 40, "app_ids": {...},
+                "bucket_snapshots": {"0": "_snapshots/0/...", ...}, "schema_id": 0, "extra": {...}}
+
+Committing version 43 (:meth:`VersionLog.commit`), after the WAL segments it names are
+durable::
+
+    entry 42 exists and is valid?           no -> ValueError (gap) / CommitConflict (unfinished)
+    [log.before_create]
+    write .00000000000000000043.json.<pid>.<rand>.tmp, fsync it
+    link(tmp, 00000000000000000043.json)    EEXIST -> CommitConflict: another writer won
+    unlink(tmp)                             -- version 43 is now visible, complete
+    [log.created]
+    fsync(_log/)                            -- and now durable
+    [log.dir_fsynced]
+
+``link(2)`` is the create-if-absent: the entry appears complete and fsynced or not at
+all, never replaces anything, and exactly one of several racing writers wins. (On a
+file system without hard links, fsutil falls back to writing the final name with
+``O_CREAT|O_EXCL``; readers may then briefly see an unfinished newest entry, which they
+treat as not committed.)
+
+An entry file that holds no complete record (empty, torn, zeros) can only be a commit
+attempt that never finished. If it is the newest entry it is not committed: readers
+ignore it and :meth:`VersionLog.repair` removes it so that the version can be committed
+again. A damaged entry below the newest, or one with a valid CRC but bad content, is
+:class:`~cdc_sink.errors.WalCorruption`.
+
+Checkpoints are derived data (the idempotency table and the per-bucket snapshot refs as
+of a version), written with a replacing atomic rename. Entries below the newest
+checkpoint may be deleted (:meth:`VersionLog.delete_entries_below`), oldest first, so
+the retained entries are always one contiguous run ending at the latest version.
+
+In memory, a :class:`VersionLog` caches the entries it has validated (they are
+immutable) and the latest version; finding newer versions costs one ``stat`` per
+version. Returned :class:`LogEntry` objects are shared with the cache: do not mutate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc_sink.errors import CommitConflict, VersionNotFound, WalCorruption
+from cdc_sink.storage import faults
+from cdc_sink.storage.framing import encode_file, read_records
+from cdc_sink.storage.fsutil import (
+    atomic_replace,
+    fsync_dir,
+    list_files,
+    list_temp_files,
+    publish_exclusive,
+)
+
+__all__ = [
+    "CHECKPOINT_MAGIC",
+    "LOG_DIR",
+    "LOG_MAGIC",
+    "BucketRef",
+    "Checkpoint",
+    "LogEntry",
+    "VersionLog",
+]
+
+LOG_DIR = "_log"
+"""Name of the log directory under the table root."""
+
+LOG_MAGIC = b"CDCLOG\x00\x01"
+"""Header of a log entry file: ``CDCLOG`` + format version 1."""
+
+CHECKPOINT_MAGIC = b"CDCCKP\x00\x01"
+"""Header of a checkpoint file: ``CDCCKP`` + format version 1."""
+
+_ENTRY_RE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
+
+faults.register(
+    "log.before_create",
+    "log.created",
+    "log.dir_fsynced",
+    "log.checkpoint_written",
+    "log.gc_deleting",
+    "log.repair_removing",
+)
+
+
+# ---------------------------------------------------------------- typed JSON helpers
+
+
+def _int(value: object, what: str) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    return value
+
+
+def _opt_int(value: object, what: str) -> int | None:
+    return None if value is None else _int(value, what)
+
+
+def _str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _opt_str(value: object, what: str) -> str | None:
+    return None if value is None else _str(value, what)
+
+
+def _dict(value: object, what: str) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be a dict, not {type(value).__name__}")
+    return value
+
+
+def _bucket_key(key: object, what: str) -> int:
+    """A bucket id: an int in memory, a decimal string in JSON."""
+    if isinstance(key, str) and key.isdigit():
+        return int(key)
+    bucket = _int(key, what)
+    if bucket < 0:
+        raise ValueError(f"{what} must be >= 0, got {bucket}")
+    return bucket
+
+
+def _loads(text: str | bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from None
+    return _dict(obj, what)
+
+
+# ---------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class BucketRef:
+    """What one bucket contributes to a version (paths relative to the table root).
+
+    Attributes:
+        segment: The WAL segment holding the bucket's transaction, if any.
+        snapshot: A snapshot of the bucket written at this version, if any.
+    """
+
+    segment: str | None
+    snapshot: str | None = None
+
+    def __post_init__(self) -> None:
+        _opt_str(self.segment, "BucketRef.segment")
+        _opt_str(self.snapshot, "BucketRef.snapshot")
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The JSON object form."""
+        return {"segment": self.segment, "snapshot": self.snapshot}
+
+    @classmethod
+    def from_dict(cls, obj: object) -> BucketRef:
+        """Parse the JSON object form.
+
+        Raises:
+            TypeError: A field has the wrong type.
+            KeyError: A field is missing.
+        """
+        d = _dict(obj, "bucket ref")
+        return cls(segment=d["segment"], snapshot=d["snapshot"])
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """The log entry of one version: what the commit wrote and who wrote it.
+
+    Attributes:
+        version: The version this entry commits.
+        app_id: The writing application (streaming query) for idempotency, or ``None``.
+        batch_id: The application's micro-batch id; set exactly when ``app_id`` is.
+        commit_time_ms: Commit time, milliseconds since the epoch (time travel).
+        schema_id: The schema the version is written under.
+        buckets: Per touched bucket, its WAL segment and/or snapshot.
+        stats: Counters of the commit (rows inserted, rejected, ...).
+        kind: ``"data"`` for a micro-batch; other kinds are the table layer's.
+    """
+
+    version: int
+    app_id: str | None
+    batch_id: int | None
+    commit_time_ms: int
+    schema_id: int
+    buckets: dict[int, BucketRef] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+    kind: str = "data"
+
+    def __post_init__(self) -> None:
+        if _int(self.version, "version") < 0:
+            raise ValueError(f"version must be >= 0, got {self.version}")
+        _opt_str(self.app_id, "app_id")
+        _opt_int(self.batch_id, "batch_id")
+        if (self.app_id is None) != (self.batch_id is None):
+            raise ValueError("app_id and batch_id are given together or not at all")
+        _int(self.commit_time_ms, "commit_time_ms")
+        _int(self.schema_id, "schema_id")
+        for bucket, ref in _dict(self.buckets, "buckets").items():
+            _bucket_key(bucket, "bucket id")
+            if not isinstance(ref, BucketRef):
+                raise TypeError(f"buckets[{bucket}] must be a BucketRef")
+        for name, value in _dict(self.stats, "stats").items():
+            _str(name, "stats key")
+            _int(value, f"stats[{name!r}]")
+        if not _str(self.kind, "kind"):
+            raise ValueError("kind must not be empty")
+
+    def to_json(self) -> str:
+        """Compact, key-sorted JSON (bucket ids become decimal strings)."""
+        obj = {
+            "version": self.version,
+            "app_id": self.app_id,
+            "batch_id": self.batch_id,
+            "commit_time_ms": self.commit_time_ms,
+            "schema_id": self.schema_id,
+            "buckets": {str(b): ref.to_dict() for b, ref in sorted(self.buckets.items())},
+            "stats": dict(self.stats),
+            "kind": self.kind,
+        }
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LogEntry:
+        """Parse :meth:`to_json` output; unknown keys are ignored.
+
+        Raises:
+            ValueError: Not JSON, or a field is missing or of the wrong type.
+        """
+        d = _loads(text, "log entry")
+        try:
+            return cls(
+                version=d["version"],
+                app_id=d["app_id"],
+                batch_id=d["batch_id"],
+                commit_time_ms=d["commit_time_ms"],
+                schema_id=d["schema_id"],
+                buckets={
+                    _bucket_key(b, "bucket id"): BucketRef.from_dict(ref)
+                    for b, ref in _dict(d["buckets"], "buckets").items()
+                },
+                stats=_dict(d["stats"], "stats"),
+                kind=d.get("kind", "data"),
+            )
+        except KeyError as exc:
+            raise ValueError(f"log entry lacks field {exc}") from None
+        except TypeError as exc:
+            raise ValueError(f"log entry: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What the log says as of one version, so that entries below it may be deleted.
+
+    Attributes:
+        version: The version it summarizes (entries up to and including it).
+        app_ids: The idempotency table: last committed ``batch_id`` per ``app_id``.
+        bucket_snapshots: Per bucket, the snapshot readers start from (or ``None``).
+        schema_id: The schema id at ``version``.
+        extra: Anything else the table layer wants kept (JSON-serializable).
+    """
+
+    version: int
+    app_ids: dict[str, int]
+    bucket_snapshots: dict[int, str | None]
+    schema_id: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if _int(self.version, "version") < 0:
+            raise ValueError(f"version must be >= 0, got {self.version}")
+        for app, batch in _dict(self.app_ids, "app_ids").items():
+            _str(app, "app id")
+            _int(batch, f"app_ids[{app!r}]")
+        for bucket, snap in _dict(self.bucket_snapshots, "bucket_snapshots").items():
+            _bucket_key(bucket, "bucket id")
+            _opt_str(snap, f"bucket_snapshots[{bucket}]")
+        _int(self.schema_id, "schema_id")
+        _dict(self.extra, "extra")
+
+    def to_json(self) -> str:
+        """Compact, key-sorted JSON (bucket ids become decimal strings)."""
+        obj = {
+            "version": self.version,
+            "app_ids": dict(self.app_ids),
+            "bucket_snapshots": {str(b): s for b, s in sorted(self.bucket_snapshots.items())},
+            "schema_id": self.schema_id,
+            "extra": self.extra,
+        }
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Checkpoint:
+        """Parse :meth:`to_json` output; unknown keys are ignored.
+
+        Raises:
+            ValueError: Not JSON, or a field is missing or of the wrong type.
+        """
+        d = _loads(text, "checkpoint")
+        try:
+            return cls(
+                version=d["version"],
+                app_ids=_dict(d["app_ids"], "app_ids"),
+                bucket_snapshots={
+                    _bucket_key(b, "bucket id"): s
+                    for b, s in _dict(d["bucket_snapshots"], "bucket_snapshots").items()
+                },
+                schema_id=d["schema_id"],
+                extra=_dict(d.get("extra", {}), "extra"),
+            )
+        except KeyError as exc:
+            raise ValueError(f"checkpoint lacks field {exc}") from None
+        except TypeError as exc:
+            raise ValueError(f"checkpoint: {exc}") from None
+
+
+# ---------------------------------------------------------------- the log
+
+
+class VersionLog:
+    """The version log of one table (``<root>/_log``).
+
+    Construction does no I/O; the directory is created by the first :meth:`commit`.
+    Any number of processes may read and commit concurrently: a commit either creates
+    its version's entry or raises :class:`CommitConflict`.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        """Open the log of the table at ``root``.
+
+        Args:
+            root: The table's root directory.
+        """
+        self.root = os.fspath(root)
+        self.log_dir = os.path.join(self.root, LOG_DIR)
+        self._entries: dict[int, LogEntry] = {}
+        self._latest: int | None = None
+        self._txn: tuple[int, dict[str, int]] | None = None
+        self._dir_ready = False
+
+    # ------------------------------------------------------------ names
+
+    def entry_path(self, version: int) -> str:
+        """The file of version ``version``'s entry."""
+        return os.path.join(self.log_dir, f"{version:020d}.json")
+
+    def checkpoint_path(self, version: int) -> str:
+        """The file of the checkpoint at ``version``."""
+        return os.path.join(self.log_dir, f"_checkpoint.{version:020d}.json")
+
+    def _entry_versions(self) -> list[int]:
+        names = list_files(self.log_dir, ".json")
+        return sorted(int(m.group(1)) for n in names if (m := _ENTRY_RE.match(n)))
+
+    def _checkpoint_versions(self) -> list[int]:
+        names = list_files(self.log_dir, ".json")
+        return sorted(int(m.group(1)) for n in names if (m := _CHECKPOINT_RE.match(n)))
+
+    # ------------------------------------------------------------ loading
+
+    def _load(self, version: int) -> LogEntry | int:
+        """The validated entry, or the offset where an unfinished entry file ends.
+
+        Raises:
+            FileNotFoundError: No entry file.
+            WalCorruption: The file is damaged in a way no unfinished commit leaves.
+        """
+        cached = self._entries.get(version)
+        if cached is not None:
+            return cached
+        path = self.entry_path(version)
+        with open(path, "rb") as f:
+            data = f.read()
+        res = read_records(data, path=path, magic=LOG_MAGIC, allow_torn_tail=True)
+        if not res.records:
+            return res.valid_length
+        if res.torn or len(res.records) != 1:
+            raise WalCorruption(
+                "log entry holds more than its one record", path=path, offset=len(LOG_MAGIC)
+            )
+        try:
+            entry = LogEntry.from_json(res.records[0])
+        except ValueError as exc:
+            raise WalCorruption(f"invalid log entry: {exc}", path=path, offset=0) from None
+        if entry.version != version:
+            raise WalCorruption(
+                f"log entry file of version {version} holds version {entry.version}",
+                path=path,
+                offset=0,
+            )
+        self._entries[version] = entry
+        return entry
+
+    def _load_committed(self, version: int) -> LogEntry:
+        """Load an entry that is not the newest: unfinished means damaged."""
+        got = self._load(version)
+        if isinstance(got, int):
+            raise WalCorruption(
+                f"log entry of version {version} is damaged and is not the newest",
+                path=self.entry_path(version),
+                offset=got,
+            )
+        return got
+
+    # ------------------------------------------------------------ queries
+
+    def latest(self) -> int | None:
+        """The newest committed version, or ``None`` when nothing is committed.
+
+        The first call lists the directory; later calls only probe for the next
+        versions' files. An unfinished newest entry is not committed and is skipped.
+
+        Raises:
+            WalCorruption: The log is damaged below its newest entry.
+        """
+        v = self._latest
+        if v is None:
+            versions = self._entry_versions()
+            if not versions:
+                return None
+            top = versions[-1]
+            try:
+                got: LogEntry | int = self._load(top)
+            except FileNotFoundError:  # an unfinished entry removed by repair()
+                got = 0
+            if isinstance(got, LogEntry):
+                v = top
+            elif len(versions) >= 2 and versions[-2] == top - 1:
+                self._load_committed(top - 1)
+                v = top - 1
+            elif top == 0:
+                return None
+            else:
+                raise WalCorruption(
+                    f"log entry of version {top - 1} is missing below version {top}",
+                    path=self.entry_path(top - 1),
+                    offset=0,
+                )
+        while True:  # probe for versions committed since
+            nxt = v + 1
+            try:
+                got = self._load(nxt)
+            except FileNotFoundError:
+                break
+            if isinstance(got, int):
+                if os.path.exists(self.entry_path(nxt + 1)):
+                    self._load_committed(nxt)  # raises: damaged below the newest
+                break
+            v = nxt
+        self._latest = v
+        return v
+
+    def oldest(self) -> int | None:
+        """The oldest version whose entry is retained, or ``None`` when empty.
+
+        That is the start of the contiguous run of entries that ends at
+        :meth:`latest`.
+
+        Raises:
+            WalCorruption: The log is damaged below its newest entry.
+        """
+        latest = self.latest()
+        if latest is None:
+            return None
+        present = set(self._entry_versions())
+        v = latest
+        while v - 1 in present:
+            v -= 1
+        return v
+
+    def read(self, version: int) -> LogEntry:
+        """The entry of a committed version.
+
+        Args:
+            version: The version.
+
+        Returns:
+            Its entry (shared with the cache: do not mutate).
+
+        Raises:
+            VersionNotFound: No entry for it (never committed, or deleted by GC), or
+                its entry is the unfinished newest one.
+            WalCorruption: The entry is damaged.
+        """
+        cached = self._entries.get(version)
+        if cached is not None:
+            return cached
+        try:
+            got = self._load(version) if version >= 0 else None
+        except FileNotFoundError:
+            got = None
+        if isinstance(got, LogEntry):
+            return got
+        if got is None:
+            why = f"version {version} has no log entry"
+        elif os.path.exists(self.entry_path(version + 1)):
+            return self._load_committed(version)  # raises: damaged below the newest
+        else:
+            why = f"version {version} is not committed (its log entry is unfinished)"
+        latest = self.latest()
+        oldest = self.oldest()
+        raise VersionNotFound(
+            f"{why}; retained versions: {oldest}..{latest}"
+            if latest is not None
+            else f"{why}; the table has no committed version",
+            version=version,
+            oldest=oldest,
+            latest=latest,
+        )
+
+    def entries(
+        self, from_version: int | None = None, to_version: int | None = None
+    ) -> list[LogEntry]:
+        """The entries of a range of committed versions, both ends included.
+
+        Args:
+            from_version: First version (default: :meth:`oldest`).
+            to_version: Last version (default: :meth:`latest`).
+
+        Returns:
+            The entries in version order (empty if the range is).
+
+        Raises:
+            VersionNotFound: A version in the range is not retained or not committed.
+            WalCorruption: An entry is damaged.
+        """
+        latest = self.latest()
+        if latest is None:
+            if from_version is None and to_version is None:
+                return []
+            raise VersionNotFound(
+                "the table has no committed version",
+                version=from_version if from_version is not None else to_version,
+            )
+        lo = self.oldest() if from_version is None else from_version
+        hi = latest if to_version is None else to_version
+        assert lo is not None
+        return [self.read(v) for v in range(lo, hi + 1)]
+
+    def version_at(self, timestamp_ms: int) -> int:
+        """The newest version committed at or before ``timestamp_ms``.
+
+        Args:
+            timestamp_ms: Milliseconds since the epoch.
+
+        Returns:
+            The version.
+
+        Raises:
+            VersionNotFound: The table is empty, or every retained version is newer
+                (the error names the oldest retained version).
+        """
+        latest = self.latest()
+        oldest = self.oldest()
+        if latest is None or oldest is None:
+            raise VersionNotFound(
+                f"no version at timestamp {timestamp_ms}: the table has no committed version"
+            )
+        for v in range(latest, oldest - 1, -1):
+            if self.read(v).commit_time_ms <= timestamp_ms:
+                return v
+        first = self.read(oldest).commit_time_ms
+        raise VersionNotFound(
+            f"no retained version was committed at or before timestamp {timestamp_ms}; "
+            f"the oldest readable version is {oldest}, committed at {first}",
+            oldest=oldest,
+            latest=latest,
+        )
+
+    # ------------------------------------------------------------ idempotency
+
+    def app_transactions(self, version: int | None = None) -> dict[str, int]:
+        """The idempotency table: the last ``batch_id`` of every ``app_id``.
+
+        Built from the newest checkpoint at or below ``version`` plus the entries after
+        it; computed incrementally across calls.
+
+        Args:
+            version: As of this committed version (default: the latest).
+
+        Returns:
+            A fresh dict ``{app_id: batch_id}``.
+
+        Raises:
+            VersionNotFound: ``version`` is not committed.
+            WalCorruption: Entries the table needs are missing or damaged.
+        """
+        latest = self.latest()
+        target = latest if version is None else version
+        if target is None:
+            return {}
+        if latest is None or target > latest:
+            raise VersionNotFound(
+                f"version {target} is not committed", version=target, latest=latest
+            )
+        for attempt in range(2):  # a concurrent GC may delete entries under our feet
+            oldest = self.oldest()
+            assert oldest is not None
+            if target < oldest:
+                raise VersionNotFound(
+                    f"version {target} is no longer retained (oldest: {oldest})",
+                    version=target,
+                    oldest=oldest,
+                    latest=latest,
+                )
+            if self._txn is not None and oldest - 1 <= self._txn[0] <= target:
+                done, table = self._txn[0], dict(self._txn[1])
+            else:
+                ckpt = self.read_checkpoint(max_version=target)
+                done, table = (ckpt.version, dict(ckpt.app_ids)) if ckpt else (-1, {})
+                if done + 1 < oldest:
+                    raise WalCorruption(
+                        f"log entries from version {done + 1} are needed for the idempotency "
+                        f"table but the oldest retained one is {oldest}",
+                        path=self.entry_path(done + 1),
+                        offset=0,
+                    )
+            try:
+                for v in range(done + 1, target + 1):
+                    entry = self.read(v)
+                    if entry.app_id is not None and entry.batch_id is not None:
+                        table[entry.app_id] = entry.batch_id
+            except VersionNotFound:
+                self._txn = None
+                if attempt:
+                    raise
+                continue
+            self._txn = (target, table)
+            return dict(table)
+        raise AssertionError("unreachable")
+
+    def last_batch_id(self, app_id: str) -> int | None:
+        """The last committed ``batch_id`` of ``app_id`` (``None``: never committed).
+
+        A micro-batch whose ``batch_id`` is at most this is already committed.
+
+        Raises:
+            WalCorruption: Entries the table needs are missing or damaged.
+        """
+        return self.app_transactions().get(app_id)
+
+    # ------------------------------------------------------------ commit
+
+    def _ensure_dir(self) -> None:
+        if self._dir_ready:
+            return
+        if not os.path.isdir(self.log_dir):
+            os.makedirs(self.log_dir, exist_ok=True)
+            fsync_dir(self.root)
+        self._dir_ready = True
+
+    def commit(self, entry: LogEntry) -> None:
+        """Commit ``entry.version``: create its entry file, exclusively and durably.
+
+        On return the version is visible and durable. On :class:`CommitConflict`
+        nothing of this attempt is visible. On any other error the outcome is unknown
+        (the entry may exist): re-read the log before deciding.
+
+        Args:
+            entry: The entry; its version must be the latest committed version + 1.
+
+        Raises:
+            CommitConflict: Another writer committed this version (or is committing the
+                one before it, or left it unfinished: see :meth:`repair`).
+            ValueError: The previous version has no entry (a version gap).
+            OSError: An I/O failure.
+        """
+        v = entry.version
+        if v > 0:
+            try:
+                prev = self._load(v - 1)
+            except FileNotFoundError:
+                raise ValueError(
+                    f"cannot commit version {v}: version {v - 1} has no log entry"
+                ) from None
+            if isinstance(prev, int):
+                raise CommitConflict(
+                    f"cannot commit version {v}: the entry of version {v - 1} is unfinished "
+                    "(a commit in flight, or a crashed one that repair() removes)"
+                )
+        elif self._entry_versions() or self._checkpoint_versions():
+            raise CommitConflict("cannot commit version 0: the log is not empty")
+        self._ensure_dir()
+        data = encode_file([entry.to_json().encode("utf-8")], magic=LOG_MAGIC)
+        faults.fault_point("log.before_create")
+        try:
+            publish_exclusive(self.entry_path(v), data, sync_dir=False)
+        except FileExistsError:
+            raise CommitConflict(f"version {v} was committed by another writer") from None
+        faults.fault_point("log.created")
+        fsync_dir(self.log_dir)
+        faults.fault_point("log.dir_fsynced")
+        self._entries[v] = entry
+
+    # ------------------------------------------------------------ checkpoints
+
+    def write_checkpoint(
+        self,
+        version: int,
+        app_ids: dict[str, int] | None,
+        bucket_snapshots: dict[int, str | None],
+        schema_id: int,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Write the checkpoint as of a committed version (replacing one at that version).
+
+        Args:
+            version: A committed version.
+            app_ids: The idempotency table as of ``version``; ``None`` computes it.
+                When given it must equal :meth:`app_transactions` at ``version``.
+            bucket_snapshots: Per bucket, the snapshot readers start from.
+            schema_id: The schema id at ``version``.
+            extra: More JSON-serializable state for the table layer.
+
+        Returns:
+            The checkpoint's path.
+
+        Raises:
+            VersionNotFound: ``version`` is not committed.
+            ValueError: ``app_ids`` disagrees with the log.
+        """
+        self.read(version)
+        expected = self.app_transactions(version)
+        if app_ids is not None and dict(app_ids) != expected:
+            raise ValueError(
+                f"app_ids {app_ids!r} disagree with the log as of version {version}: {expected!r}"
+            )
+        ckpt = Checkpoint(version, expected, dict(bucket_snapshots), schema_id, extra or {})
+        path = self.checkpoint_path(version)
+        atomic_replace(path, encode_file([ckpt.to_json().encode("utf-8")], magic=CHECKPOINT_MAGIC))
+        faults.fault_point("log.checkpoint_written")
+        return path
+
+    def _load_checkpoint(self, version: int) -> Checkpoint | None:
+        path = self.checkpoint_path(version)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            res = read_records(data, path=path, magic=CHECKPOINT_MAGIC, allow_torn_tail=False)
+            if len(res.records) != 1:
+                return None
+            ckpt = Checkpoint.from_json(res.records[0])
+        except (OSError, ValueError, WalCorruption):
+            return None
+        return ckpt if ckpt.version == version else None
+
+    def read_checkpoint(self, *, max_version: int | None = None) -> Checkpoint | None:
+        """The newest valid checkpoint (damaged checkpoint files are skipped).
+
+        Args:
+            max_version: Only consider checkpoints at or below this version.
+
+        Returns:
+            The checkpoint, or ``None`` if there is none.
+        """
+        for v in reversed(self._checkpoint_versions()):
+            if max_version is not None and v > max_version:
+                continue
+            ckpt = self._load_checkpoint(v)
+            if ckpt is not None:
+                return ckpt
+        return None
+
+    # ------------------------------------------------------------ maintenance
+
+    def delete_entries_below(self, version: int, *, dry_run: bool = False) -> list[str]:
+        """Delete the entries of versions below ``version``, and older checkpoints.
+
+        Entries go oldest first, so a crash midway leaves a contiguous run.
+
+        Args:
+            version: Keep this version's entry and everything newer. Must not exceed the
+                newest valid checkpoint's version.
+            dry_run: Only list what would be deleted.
+
+        Returns:
+            The paths deleted (or that would be).
+
+        Raises:
+            ValueError: No valid checkpoint at or above ``version``.
+        """
+        ckpt = self.read_checkpoint()
+        if ckpt is None or version > ckpt.version:
+            newest = None if ckpt is None else ckpt.version
+            raise ValueError(
+                f"cannot delete log entries below {version}: the newest checkpoint is {newest}"
+            )
+        doomed = [self.entry_path(v) for v in self._entry_versions() if v < version]
+        doomed += [self.checkpoint_path(v) for v in self._checkpoint_versions() if v < version]
+        if dry_run or not doomed:
+            return doomed
+        for path in doomed:
+            faults.fault_point("log.gc_deleting")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        fsync_dir(self.log_dir)
+        for v in [v for v in self._entries if v < version]:
+            del self._entries[v]
+        return doomed
+
+    def repair(self, *, dry_run: bool = False, temp_grace_s: float = 3600.0) -> list[str]:
+        """Remove what crashed commits left: an unfinished newest entry, old temp files.
+
+        Call it from the writer before committing after a crash. An unfinished newest
+        entry cannot belong to a live writer when hard links are available (the entry
+        appears complete); without them (see fsutil) call it only when no other writer
+        runs. Temporary files younger than ``temp_grace_s`` may belong to a commit in
+        flight and are kept.
+
+        Args:
+            dry_run: Only list what would be removed.
+            temp_grace_s: Minimum age of a temporary file to count as an orphan.
+
+        Returns:
+            The paths removed (or that would be).
+
+        Raises:
+            WalCorruption: The newest entry is damaged in a way no crash leaves.
+        """
+        doomed: list[str] = []
+        versions = self._entry_versions()
+        if versions:
+            with contextlib.suppress(FileNotFoundError):
+                if isinstance(self._load(versions[-1]), int):
+                    doomed.append(self.entry_path(versions[-1]))
+        now = time.time()
+        for name in list_temp_files(self.log_dir):
+            path = os.path.join(self.log_dir, name)
+            with contextlib.suppress(FileNotFoundError):
+                if now - os.stat(path).st_mtime >= temp_grace_s:
+                    doomed.append(path)
+        if dry_run or not doomed:
+            return doomed
+        for path in doomed:
+            faults.fault_point("log.repair_removing")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        fsync_dir(self.log_dir)
+        return doomed

@@ -1,0 +1,685 @@
+"""A durable, versioned cdc_sink table: N bucket tablets, a WAL, a version log, snapshots.
+
+On disk (every file immutable once written; the log entry is the only commit point)::
+
+    <table>/
+      _table.json                         options fixed at creation (page_rows)
+      _schema/<schema_id:08d>.json        every schema the table has had
+      _log/<version:020d>.json            version log entries (storage/version_log.py)
+      _log/_checkpoint.<version>.json     written by GC before old entries go
+      _wal/<bucket>/<v>-<attempt>.wal     change segments (storage/segments.py)
+      _snapshots/<bucket>/<v>-<a>.manifest, _pages/<bucket>/<v>-<a>.pages   (snapshot.py)
+
+In memory, a :class:`Table` opened for writing keeps one :class:`MemTablet` per bucket
+at the latest version (loaded lazily: newest snapshot + the segments after it), retains
+``memory_versions`` versions in them, and serves older versions by loading them from
+disk. Commit of one batch (DESIGN.md §3)::
+
+    decide   refresh from the log; (app_id, batch_id) already committed -> skipped
+    prepare  per touched bucket: WAL segment (fsync), maybe a snapshot of the previous
+             version, apply in memory as pending version v
+    commit   create log entry v exclusively -> visible; CommitConflict -> roll back
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.errors import (
+    CommitConflict,
+    SchemaError,
+    TableExists,
+    TableNotFound,
+    VersionNotFound,
+)
+from cdc_sink.schema import TableSchema
+from cdc_sink.storage.faults import fault_point, register
+from cdc_sink.storage.fsutil import fsync_dir, list_files, write_file_durable
+from cdc_sink.storage.history import History
+from cdc_sink.storage.segments import file_version, read_change_segment, write_change_segment
+from cdc_sink.storage.snapshot import (
+    SnapshotManifest,
+    load_snapshot,
+    read_manifest,
+    write_snapshot,
+)
+from cdc_sink.storage.version_log import BucketRef, LogEntry, VersionLog
+from cdc_sink.tablet import ApplyResult, MemTablet, TabletOptions
+
+__all__ = ["CommitResult", "Table", "TableOptions", "create_table", "open_table"]
+
+register("table.prepared", "table.committed", "gc.deleting")
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """How a table keeps its versions.
+
+    Attributes:
+        page_rows: Rows per page (fixed at creation).
+        memory_versions: Versions each in-memory tablet keeps readable.
+        compact_every: Compact a tablet's deltas in memory after this many versions.
+        snapshot_every: Write a bucket snapshot after this many versions changed the
+            bucket since its last snapshot.
+        retain_versions: GC keeps at least this many newest versions ...
+        retain_seconds: ... and every version committed within this many seconds.
+    """
+
+    page_rows: int = 65536
+    memory_versions: int = 100
+    compact_every: int = 20
+    snapshot_every: int = 50
+    retain_versions: int = 100
+    retain_seconds: float = 3600.0
+
+    @classmethod
+    def for_tests(cls) -> TableOptions:
+        """Tiny pages and frequent snapshots, to exercise every path in small tests."""
+        return cls(page_rows=8, memory_versions=4, compact_every=3, snapshot_every=3,
+                   retain_versions=3, retain_seconds=0.0)
+
+
+@dataclass
+class CommitResult:
+    """What ``Table.apply`` did.
+
+    Attributes:
+        version: The version created (or, when skipped, the latest version).
+        skipped: The ``(app_id, batch_id)`` was committed before; nothing was done.
+        counts: Inserted/updated/deleted/ignored/stale/rejected event counts.
+        rejects: Positions (input index) and reasons of the refused events.
+        buckets: Buckets the version touched.
+    """
+
+    version: int
+    skipped: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
+    rejects: Rejects = field(default_factory=Rejects)
+    buckets: list[int] = field(default_factory=list)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def create_table(path: str | os.PathLike[str], schema: TableSchema | Mapping[str, Any], *,
+                 options: TableOptions | None = None) -> Table:
+    """Creates an empty table at ``path`` (version 0).
+
+    Args:
+        path: Directory of the table (created if missing; must not hold a table).
+        schema: The schema, or its dictionary form.
+        options: Table options (``page_rows`` is fixed here).
+
+    Raises:
+        TableExists: ``path`` already holds a table.
+        SchemaError: The schema is invalid.
+    """
+    root = os.fspath(path)
+    if not isinstance(schema, TableSchema):
+        schema = TableSchema.from_dict(schema)
+    if schema.schema_id != 0:
+        schema = replace(schema, schema_id=0)
+    options = options or TableOptions()
+    os.makedirs(root, exist_ok=True)
+    log = VersionLog(root)
+    if log.latest() is not None or os.path.exists(os.path.join(root, "_table.json")):
+        raise TableExists(f"a table already exists at {root}")
+    try:
+        write_file_durable(os.path.join(root, "_table.json"),
+                           json.dumps({"format": 1, "page_rows": options.page_rows}).encode(),
+                           exclusive=True)
+    except FileExistsError:
+        raise TableExists(f"a table already exists at {root}") from None
+    _write_schema(root, schema)
+    try:
+        log.commit(LogEntry(version=0, app_id=None, batch_id=None, commit_time_ms=_now_ms(),
+                            schema_id=0, kind="create"))
+    except CommitConflict:
+        raise TableExists(f"a table already exists at {root}") from None
+    return Table(root, options=options)
+
+
+def open_table(path: str | os.PathLike[str], *, options: TableOptions | None = None) -> Table:
+    """Opens the table at ``path``.
+
+    Args:
+        path: The table directory.
+        options: In-memory and retention options (``page_rows`` comes from the table).
+
+    Raises:
+        TableNotFound: ``path`` holds no table.
+    """
+    root = os.fspath(path)
+    if not os.path.exists(os.path.join(root, "_table.json")):
+        raise TableNotFound(f"no cdc_sink table at {root}")
+    return Table(root, options=options)
+
+
+def _write_schema(root: str, schema: TableSchema) -> None:
+    d = os.path.join(root, "_schema")
+    os.makedirs(d, exist_ok=True)
+    p = os.path.join(d, f"{schema.schema_id:08d}.json")
+    try:
+        write_file_durable(p, json.dumps(schema.to_dict(), indent=1).encode(), exclusive=True)
+    except FileExistsError:
+        with open(p, "rb") as f:
+            if TableSchema.from_dict(json.loads(f.read())) != schema:
+                raise CommitConflict(
+                    f"schema {schema.schema_id} was written by another writer") from None
+
+
+class Table:
+    """A cdc_sink table (see the module docstring). Use :func:`create_table` or
+    :func:`open_table` to get one."""
+
+    def __init__(self, root: str, *, options: TableOptions | None = None) -> None:
+        self.root = root
+        with open(os.path.join(root, "_table.json"), "rb") as f:
+            meta = json.loads(f.read())
+        opts = options or TableOptions()
+        self.options = replace(opts, page_rows=int(meta["page_rows"]))
+        self.log = VersionLog(root)
+        self.log.repair()
+        self._schemas: dict[int, TableSchema] = {}
+        self._history = History.from_log(self.log)
+        self._tablets: dict[int, MemTablet] = {}
+        self._version = self._latest()
+        self._since_snapshot: dict[int, int] = {}
+        self._cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ metadata
+    def _latest(self) -> int:
+        v = self.log.latest()
+        if v is None:
+            raise TableNotFound(f"table at {self.root} has no committed version")
+        return v
+
+    def schema_of(self, schema_id: int) -> TableSchema:
+        """The schema with id ``schema_id``."""
+        s = self._schemas.get(schema_id)
+        if s is None:
+            with open(os.path.join(self.root, "_schema", f"{schema_id:08d}.json"), "rb") as f:
+                s = TableSchema.from_dict(json.loads(f.read()))
+            self._schemas[schema_id] = s
+        return s
+
+    def schema_at(self, version: int) -> TableSchema:
+        """The schema version ``version`` was written under."""
+        return self.schema_of(self._history.schema_id_at(version))
+
+    @property
+    def schema(self) -> TableSchema:
+        """The latest schema."""
+        self._refresh()
+        return self.schema_at(self._version)
+
+    @property
+    def version(self) -> int:
+        """The latest committed version."""
+        self._refresh()
+        return self._version
+
+    @property
+    def oldest_version(self) -> int:
+        """The oldest readable version."""
+        oldest = self.log.oldest()
+        return 0 if oldest is None else oldest
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every retained version: version, kind, app_id, batch_id, commit time, stats."""
+        self._refresh()
+        return [{"version": e.version, "kind": e.kind, "app_id": e.app_id,
+                 "batch_id": e.batch_id, "commit_time_ms": e.commit_time_ms,
+                 "schema_id": e.schema_id, "buckets": sorted(int(b) for b in e.buckets),
+                 "stats": dict(e.stats)}
+                for e in self.log.entries(from_version=self.oldest_version)]
+
+    # ------------------------------------------------------------------ tablets
+    def _empty_tablet(self, bucket: int, version: int) -> MemTablet:
+        return MemTablet(self.schema_at(version), bucket=bucket, version=version,
+                         options=TabletOptions(page_rows=self.options.page_rows))
+
+    def _load_bucket(self, bucket: int, version: int) -> MemTablet:
+        """Bucket ``bucket`` at ``version`` from disk: newest snapshot <= version, then
+        the segments after it."""
+        snap = self._history.snapshot_at(bucket, version)
+        if snap is None:
+            start = self._history.schemas[0][0] if self._history.schemas else 0
+            tablet = self._empty_tablet(bucket, start)
+        else:
+            start, rel = snap
+            manifest = read_manifest(self.root, rel)
+            tablet = load_snapshot(self.root, manifest, self.schema_of(manifest.schema_id),
+                                   lambda v: self._empty_tablet(bucket, v))
+        self._replay(tablet, start, version)
+        return tablet
+
+    def _replay(self, tablet: MemTablet, start: int, version: int) -> None:
+        """Brings ``tablet`` from ``start`` to ``version`` by replaying segments."""
+        b = tablet.bucket
+        for v, rel in self._history.segments_between(b, start, version):
+            schema = self.schema_at(v)
+            if schema.schema_id != tablet.schema.schema_id:
+                tablet.set_schema(schema)
+            _, batch = read_change_segment(self.root, rel, schema)
+            tablet.apply(batch, v)
+            tablet.commit(v)
+        schema = self.schema_at(version)
+        if schema.schema_id != tablet.schema.schema_id:
+            tablet.set_schema(schema)
+        if version > tablet.committed:
+            tablet.advance(version)
+
+    def _tablet(self, bucket: int) -> MemTablet:
+        """The writer's tablet of ``bucket`` at the latest version."""
+        t = self._tablets.get(bucket)
+        if t is None:
+            t = self._load_bucket(bucket, self._version)
+            self._tablets[bucket] = t
+        return t
+
+    def _refresh(self) -> None:
+        """Follows versions other writers committed (replaying them into loaded tablets)."""
+        latest = self._latest()
+        if latest == self._version:
+            return
+        with self._lock:
+            self._history.extend(self.log)
+            for _b, t in self._tablets.items():
+                if t.pending_version is not None:
+                    t.rollback()
+                self._replay(t, t.committed, latest)
+            self._version = latest
+
+    def _reader_tablet(self, bucket: int, version: int) -> MemTablet:
+        t = self._tablets.get(bucket)
+        if t is not None and t.oldest <= version <= t.committed:
+            return t
+        key = (bucket, version)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        t = self._load_bucket(bucket, version)
+        self._cache[key] = t
+        while len(self._cache) > 2 * self.schema_at(version).num_buckets:
+            self._cache.popitem(last=False)
+        return t
+
+    def _resolve(self, version: int | None, timestamp: Any) -> int:
+        self._refresh()
+        if version is not None and timestamp is not None:
+            raise ValueError("give version or timestamp, not both")
+        if timestamp is not None:
+            ts = _to_ms(timestamp)
+            return self.log.version_at(ts)
+        v = self._version if version is None else int(version)
+        oldest = self.oldest_version
+        if not oldest <= v <= self._version:
+            raise VersionNotFound(
+                f"version {v} is not readable: readable versions are {oldest}..{self._version}"
+                f" (the oldest readable version is {oldest})",
+                version=v, oldest=oldest, latest=self._version)
+        return v
+
+    # ------------------------------------------------------------------ reads
+    def bucket_batches(self, bucket: int, version: int, columns: Sequence[str] | None = None,
+                       filter: Any = None) -> Iterator[pa.RecordBatch]:
+        """Record batches of one bucket at ``version`` (what a Spark partition reads)."""
+        schema = self.schema_at(version)
+        t = self._reader_tablet(bucket, version)
+        with t.pin(version):
+            yield from t.batches(version, columns, filter, schema=schema)
+
+    def read(self, version: int | None = None, timestamp: Any = None,
+             columns: Sequence[str] | None = None, filter: Any = None) -> pa.Table:
+        """The table at a version as Arrow (rows grouped by bucket, in row id order).
+
+        Args:
+            version: Version to read (default latest).
+            timestamp: Or the newest version committed at or before this time
+                (datetime, or epoch milliseconds).
+            columns: Columns to return (default all, schema order).
+            filter: Conjunctive predicates ``[(column, op, value), ...]``; pages whose
+                min/max exclude them are skipped.
+
+        Raises:
+            VersionNotFound: The version is not retained (the message names the oldest
+                readable version).
+        """
+        v = self._resolve(version, timestamp)
+        schema = self.schema_at(v)
+        names = list(columns) if columns is not None else schema.names
+        out = schema.arrow_schema(names)
+        batches = [b for bucket in range(schema.num_buckets)
+                   for b in self.bucket_batches(bucket, v, names, filter)]
+        return pa.Table.from_batches(batches, schema=out)
+
+    def get(self, keys: pa.Table | Sequence[Mapping[str, Any]] | Sequence[Any],
+            version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Point lookups of keys at a version (missing keys are left out).
+
+        Args:
+            keys: A table of the key columns, a list of key dicts, or (one-column keys)
+                a list of key values.
+        """
+        v = self._resolve(version, None)
+        schema = self.schema_at(v)
+        kt = _keys_table(keys, schema)
+        from cdc_sink.bucketing import bucket_ids
+
+        buckets = bucket_ids([kt.column(c.name) for c in schema.key_columns],
+                             schema.num_buckets)
+        parts = []
+        for b in np.unique(buckets).tolist():
+            sel = np.flatnonzero(buckets == b)
+            t = self._reader_tablet(b, v)
+            with t.pin(v):
+                parts.append(t.get(kt.take(pa.array(sel)), v, columns, schema=schema))
+        names = list(columns) if columns is not None else schema.names
+        if not parts:
+            return schema.arrow_schema(names).empty_table()
+        return pa.concat_tables(parts)
+
+    # ------------------------------------------------------------------ writes
+    def apply(self, events: Sequence[Mapping[str, Any]] | pa.Table | ChangeBatch, *,
+              app_id: str | None = None, batch_id: int | None = None) -> CommitResult:
+        """Commits a batch of change events as the next version.
+
+        Args:
+            events: Event dicts ``{"op", "key", "set", "seq"?}``, a wire-form Arrow table,
+                or a :class:`ChangeBatch`.
+            app_id: Writer id for exactly-once commits (with ``batch_id``).
+            batch_id: Monotonic batch number of ``app_id``; a batch whose id is <= the
+                last one committed for ``app_id`` is skipped.
+
+        Returns:
+            The version, counts and rejects (invalid events never reach a tablet).
+
+        Raises:
+            CommitConflict: Another writer committed this version first; nothing of this
+                attempt is visible.
+        """
+        if (app_id is None) != (batch_id is None):
+            raise ValueError("app_id and batch_id go together")
+        with self._lock:
+            self._refresh()
+            if app_id is not None and batch_id is not None:
+                last = self.log.last_batch_id(app_id)
+                if last is not None and batch_id <= last:
+                    return CommitResult(version=self._version, skipped=True)
+            schema = self.schema_at(self._version)
+            batch, rejects = _to_batch(events, schema)
+            v = self._version + 1
+            refs: dict[int, BucketRef] = {}
+            written: list[str] = []
+            pending: list[MemTablet] = []
+            total = ApplyResult(rejects=rejects)
+            try:
+                for b, part in sorted(batch.split_by_bucket().items()):
+                    t = self._tablet(b)
+                    seg = write_change_segment(self.root, b, v, schema.schema_id, part)
+                    written.append(seg)
+                    snap = self._maybe_snapshot(t, schema.schema_id, written)
+                    res = t.apply(part, v)
+                    pending.append(t)
+                    total.add(res)
+                    refs[b] = BucketRef(segment=seg, snapshot=snap)
+                fault_point("table.prepared")
+                entry = LogEntry(version=v, app_id=app_id, batch_id=batch_id,
+                                 commit_time_ms=self._commit_time(), schema_id=schema.schema_id,
+                                 buckets=refs, stats={**total.counts(), "events": len(batch)})
+                self.log.commit(entry)
+            except BaseException:
+                for t in pending:
+                    t.rollback()
+                for rel in written:
+                    _remove_quietly(os.path.join(self.root, rel))
+                raise
+            fault_point("table.committed")
+            self._history.add(entry)
+            self._publish(v, pending)
+            return CommitResult(version=v, counts=total.counts(), rejects=total.rejects,
+                                buckets=sorted(refs))
+
+    def _commit_time(self) -> int:
+        prev = self.log.read(self._version).commit_time_ms
+        return max(_now_ms(), prev)
+
+    def _publish(self, v: int, pending: list[MemTablet]) -> None:
+        touched = {t.bucket for t in pending}
+        for t in pending:
+            t.commit(v)
+        for b, t in self._tablets.items():
+            if b not in touched:
+                t.advance(v)
+            self._maintain(t)
+        self._version = v
+
+    def _maintain(self, t: MemTablet) -> None:
+        """In-memory upkeep: compact deltas, drop versions past ``memory_versions``."""
+        if t.delta_versions() >= self.options.compact_every:
+            t.compact()
+        t.release(t.committed - self.options.memory_versions + 1)
+
+    def _maybe_snapshot(self, t: MemTablet, schema_id: int, written: list[str]) -> str | None:
+        n = self._since_snapshot.get(t.bucket, 0) + 1
+        self._since_snapshot[t.bucket] = n
+        if n < self.options.snapshot_every:
+            return None
+        rel = self._snapshot(t, schema_id, written)
+        return rel
+
+    def _snapshot(self, t: MemTablet, schema_id: int, written: list[str]) -> str:
+        prev_ref = self._history.snapshot_at(t.bucket, t.committed)
+        previous = read_manifest(self.root, prev_ref[1]) if prev_ref else None
+        rel, manifest = write_snapshot(self.root, t, t.committed, schema_id, previous=previous)
+        written.append(rel)
+        written.extend(f for f in manifest.files if file_version(f) == t.committed
+                       and (previous is None or f not in previous.files))
+        self._since_snapshot[t.bucket] = 0
+        return rel
+
+    def compact(self) -> int:
+        """Snapshots every loaded bucket at the latest version and compacts it in memory.
+
+        Commits a maintenance version (kind ``snapshot``) that references the snapshots.
+
+        Returns:
+            The version created.
+        """
+        with self._lock:
+            self._refresh()
+            schema = self.schema_at(self._version)
+            for b in range(schema.num_buckets):
+                self._tablet(b)
+            refs: dict[int, BucketRef] = {}
+            written: list[str] = []
+            v = self._version + 1
+            try:
+                for b, t in sorted(self._tablets.items()):
+                    refs[b] = BucketRef(segment=None,
+                                        snapshot=self._snapshot(t, schema.schema_id, written))
+                entry = LogEntry(version=v, app_id=None, batch_id=None,
+                                 commit_time_ms=self._commit_time(), schema_id=schema.schema_id,
+                                 buckets=refs, kind="snapshot")
+                self.log.commit(entry)
+            except BaseException:
+                for rel in written:
+                    _remove_quietly(os.path.join(self.root, rel))
+                raise
+            self._history.add(entry)
+            self._publish(v, [])
+            return v
+
+    # ------------------------------------------------------------------ schema changes
+    def _change_schema(self, new: TableSchema) -> int:
+        with self._lock:
+            self._refresh()
+            v = self._version + 1
+            _write_schema(self.root, new)
+            entry = LogEntry(version=v, app_id=None, batch_id=None,
+                             commit_time_ms=self._commit_time(), schema_id=new.schema_id,
+                             kind="schema")
+            self.log.commit(entry)
+            self._schemas[new.schema_id] = new
+            self._history.add(entry)
+            for t in self._tablets.values():
+                t.set_schema(new)
+            self._publish(v, [])
+            return v
+
+    def add_column(self, name: str, type: str, *, nullable: bool = True,
+                   default: Any = None) -> int:
+        """Adds a column (existing rows read ``default``); returns the new version."""
+        return self._change_schema(self.schema.add_column(name, type, nullable=nullable,
+                                                          default=default))
+
+    def drop_column(self, name: str) -> int:
+        """Drops a column (older versions still read it); returns the new version."""
+        return self._change_schema(self.schema.drop_column(name))
+
+    def rename_column(self, old: str, new: str) -> int:
+        """Renames a column (older versions read the old name); returns the new version."""
+        return self._change_schema(self.schema.rename_column(old, new))
+
+    # ------------------------------------------------------------------ GC
+    def gc(self, *, dry_run: bool = True, retain_versions: int | None = None,
+           retain_seconds: float | None = None) -> list[str]:
+        """Deletes what no retained version needs (see DESIGN.md "Retention and GC").
+
+        Retained: the newest ``retain_versions`` versions and every version committed in
+        the last ``retain_seconds``. Per bucket the newest snapshot at or below the
+        horizon is kept with everything after it; older snapshots, unreferenced page
+        files, WAL segments, log entries (a checkpoint keeps what they said) and orphans
+        of failed attempts are deleted.
+
+        Returns:
+            The paths deleted (or, with ``dry_run``, that would be deleted).
+        """
+        with self._lock:
+            self._refresh()
+            latest = self._version
+            keep_n = self.options.retain_versions if retain_versions is None else retain_versions
+            keep_s = self.options.retain_seconds if retain_seconds is None else retain_seconds
+            horizon = max(self.oldest_version, latest - max(keep_n, 1) + 1)
+            if keep_s > 0:
+                cutoff = _now_ms() - int(keep_s * 1000)
+                for e in self.log.entries(from_version=self.oldest_version, to_version=horizon):
+                    if e.commit_time_ms >= cutoff:
+                        horizon = min(horizon, e.version)
+                        break
+            nb = self.schema_at(latest).num_buckets
+            keep_snap: dict[int, int] = {}
+            snap_refs: dict[int, str | None] = {}
+            for b in range(nb):
+                s = self._history.snapshot_at(b, horizon)
+                keep_snap[b] = s[0] if s else -1
+                snap_refs[b] = s[1] if s else None
+            # What retained versions reference.
+            live: set[str] = set()
+            for b in range(nb):
+                for sv, rel in self._history.snapshots.get(b, []):
+                    if sv >= keep_snap[b]:
+                        live.add(rel)
+                for v, rel in self._history.segments.get(b, []):
+                    if v > keep_snap[b]:
+                        live.add(rel)
+            manifests: dict[str, SnapshotManifest] = {}
+            for rel in live:
+                if rel.endswith(".manifest"):
+                    manifests[rel] = read_manifest(self.root, rel)
+            for m in manifests.values():
+                live.update(m.files)
+            doomed: list[str] = []
+            for sub in ("_wal", "_snapshots", "_pages"):
+                top = os.path.join(self.root, sub)
+                for bdir in sorted(os.listdir(top)) if os.path.isdir(top) else []:
+                    d = os.path.join(top, bdir)
+                    for name in list_files(d, ""):
+                        rel = f"{sub}/{bdir}/{name}"
+                        fv = file_version(name)
+                        if rel in live or fv is None or fv > latest:
+                            continue  # needed, not ours, or a commit still in flight
+                        doomed.append(os.path.join(self.root, rel))
+            doomed += [self.log.entry_path(v) for v in range(self.oldest_version, horizon)]
+            if dry_run:
+                return sorted(doomed)
+            if horizon > self.oldest_version:
+                self.log.write_checkpoint(horizon, None, snap_refs,
+                                          self._history.schema_id_at(horizon),
+                                          self._history.checkpoint_extra(horizon, keep_snap))
+            dirs = set()
+            for p in doomed:
+                if "/_log/" in p:
+                    continue
+                fault_point("gc.deleting")
+                _remove_quietly(p)
+                dirs.add(os.path.dirname(p))
+            for d in dirs:
+                fsync_dir(d)
+            if horizon > self.oldest_version:
+                self.log.delete_entries_below(horizon)
+            self._cache.clear()
+            for t in self._tablets.values():
+                t.release(max(t.oldest, min(horizon, t.committed)))
+            return sorted(doomed)
+
+
+# ---------------------------------------------------------------------- helpers
+def _to_batch(events: Any, schema: TableSchema) -> tuple[ChangeBatch, Rejects]:
+    if isinstance(events, ChangeBatch):
+        return events, Rejects()
+    if isinstance(events, (pa.Table, pa.RecordBatch)):
+        return ChangeBatch.from_arrow(events, schema)
+    if isinstance(events, (list, tuple)):
+        return ChangeBatch.from_events(events, schema)
+    raise TypeError(f"events must be a list of dicts, a pyarrow.Table or a ChangeBatch, "
+                    f"not {type(events).__name__}")
+
+
+def _keys_table(keys: Any, schema: TableSchema) -> pa.Table:
+    names = list(schema.primary_key)
+    arrow = schema.arrow_schema(names)
+    if isinstance(keys, pa.Table):
+        missing = [n for n in names if n not in keys.column_names]
+        if missing:
+            raise SchemaError(f"key table lacks key column(s) {missing}")
+        return keys.select(names).cast(arrow)
+    rows = [k if isinstance(k, Mapping) else {names[0]: k} for k in keys]
+    if len(names) > 1 and any(not isinstance(k, Mapping) for k in keys):
+        raise ValueError("composite keys must be given as dicts")
+    return pa.Table.from_pylist(rows, schema=arrow)
+
+
+def _to_ms(ts: Any) -> int:
+    import datetime as dt
+
+    if isinstance(ts, dt.datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=dt.timezone.utc)
+        return int(ts.timestamp() * 1000)
+    if isinstance(ts, (int, float)):
+        return int(ts)
+    if isinstance(ts, str):
+        return _to_ms(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")))
+    raise TypeError(f"timestamp must be a datetime, ISO string or epoch ms, not {ts!r}")
+
+
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
