@@ -1,0 +1,1 @@
+"""Spark: local SparkSession construction for cdc_sink."""

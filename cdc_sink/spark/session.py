@@ -1,0 +1,86 @@
+"""A local SparkSession configured for cdc_sink (tests, the demo, notebooks).
+
+pyspark is imported inside the functions only, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from cdc_sink.errors import CdcSinkError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["SparkSessionConflict", "local_spark", "local_spark_conf"]
+
+
+class SparkSessionConflict(CdcSinkError, RuntimeError):
+    """A SparkContext already runs in this process without the jars this session needs."""
+
+
+def local_spark_conf(*, with_kafka: bool = True,
+                     extra_conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The configuration :func:`local_spark` applies (``extra_conf`` wins)."""
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": "1g",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    }
+    if with_kafka:
+        from cdc_sink.kafka.jars import spark_kafka_conf
+
+        conf.update(spark_kafka_conf())
+    conf.update(extra_conf or {})
+    return conf
+
+
+def local_spark(app_name: str = "cdc_sink", *, master: str = "local[2]",
+                with_kafka: bool = True,
+                extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Build (or return the running) local SparkSession.
+
+    Settings: no UI, 2 shuffle partitions, UTC session time zone, 1 GiB driver, Arrow
+    for pandas conversion, Python data source filter pushdown, and - with
+    ``with_kafka`` - Spark's Kafka source (``spark-sql-kafka-0-10``, resolved from
+    Maven Central by :mod:`cdc_sink.kafka.jars`) on ``spark.jars``.
+    ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` default to this interpreter.
+
+    Raises:
+        SparkSessionConflict: a SparkContext already runs without the Kafka jars
+            (``spark.jars`` cannot be added to a running JVM).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind nothing else
+
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    conf = local_spark_conf(with_kafka=with_kafka, extra_conf=extra_conf)
+    running = SparkContext._active_spark_context
+    if running is not None and with_kafka:
+        have = set(filter(None, running.getConf().get("spark.jars", "").split(",")))
+        missing = [j for j in conf["spark.jars"].split(",") if j and j not in have]
+        if missing:
+            raise SparkSessionConflict(
+                "a SparkContext already runs in this process without the Spark-Kafka "
+                f"jars ({', '.join(os.path.basename(j) for j in missing)}); stop it "
+                "first: spark.jars cannot be added to a running JVM")
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
