@@ -50,7 +50,9 @@ from cdc_sink.storage.fsutil import fsync_dir, list_files, write_file_durable
 from cdc_sink.storage.history import History
 from cdc_sink.storage.segments import file_version, read_change_segment, write_change_segment
 from cdc_sink.storage.snapshot import (
+    LocationUpdate,
     SnapshotManifest,
+    apply_locations,
     load_snapshot,
     read_manifest,
     write_snapshot,
@@ -58,7 +60,8 @@ from cdc_sink.storage.snapshot import (
 from cdc_sink.storage.version_log import BucketRef, LogEntry, VersionLog
 from cdc_sink.tablet import ApplyResult, MemTablet, TabletOptions
 
-__all__ = ["CommitResult", "Table", "TableOptions", "create_table", "open_table"]
+__all__ = ["CommitResult", "PreparedBucket", "Table", "TableOptions", "create_table",
+           "open_table"]
 
 register("table.prepared", "table.committed", "gc.deleting")
 
@@ -89,6 +92,31 @@ class TableOptions:
         """Tiny pages and frequent snapshots, to exercise every path in small tests."""
         return cls(page_rows=8, memory_versions=4, compact_every=3, snapshot_every=3,
                    retain_versions=3, retain_seconds=0.0)
+
+
+@dataclass
+class PreparedBucket:
+    """A bucket's prepared transaction: the picklable message from applier to committer.
+
+    Attributes:
+        bucket: The bucket.
+        version: The version it was prepared for.
+        segment: Its WAL segment (relative path).
+        snapshot: A snapshot written with it, if any.
+        counts: Apply counts.
+        reject_positions: Input positions of events the tablet refused.
+        reject_reasons: Their reasons.
+        files: Other files written by this attempt (snapshot page files).
+    """
+
+    bucket: int
+    version: int
+    segment: str
+    snapshot: str | None
+    counts: dict[str, int]
+    reject_positions: np.ndarray
+    reject_reasons: list[str]
+    files: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -198,6 +226,8 @@ class Table:
         self._tablets: dict[int, MemTablet] = {}
         self._version = self._latest()
         self._since_snapshot: dict[int, int] = {}
+        self._pending_segments: dict[int, str] = {}
+        self._pending_locations: dict[int, list[LocationUpdate]] = {}
         self._cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
         self._lock = threading.RLock()
 
@@ -299,11 +329,26 @@ class Table:
             return
         with self._lock:
             self._history.extend(self.log)
-            for _b, t in self._tablets.items():
-                if t.pending_version is not None:
-                    t.rollback()
+            for b, t in self._tablets.items():
+                self._settle_pending(b, t, latest)
                 self._replay(t, t.committed, latest)
             self._version = latest
+
+    def _settle_pending(self, bucket: int, t: MemTablet, latest: int) -> None:
+        """A pending version prepared by this process (executors mode) is committed if the
+        log entry of that version names our segment, else rolled back."""
+        pv = t.pending_version
+        if pv is None:
+            return
+        mine = self._pending_segments.pop(bucket, None)
+        if pv <= latest:
+            ref = self.log.read(pv).buckets.get(bucket)
+            if ref is not None and mine is not None and ref.segment == mine:
+                t.commit(pv)
+                apply_locations(self._pending_locations.pop(bucket, []))
+                return
+        t.rollback()
+        self._pending_locations.pop(bucket, None)
 
     def _reader_tablet(self, bucket: int, version: int) -> MemTablet:
         t = self._tablets.get(bucket)
@@ -320,7 +365,12 @@ class Table:
             self._cache.popitem(last=False)
         return t
 
-    def _resolve(self, version: int | None, timestamp: Any) -> int:
+    def resolve_version(self, version: int | None = None, timestamp: Any = None) -> int:
+        """The version a read of ``version`` or ``timestamp`` (default: latest) sees.
+
+        Raises:
+            VersionNotFound: Not retained; the message names the oldest readable version.
+        """
         self._refresh()
         if version is not None and timestamp is not None:
             raise ValueError("give version or timestamp, not both")
@@ -361,7 +411,7 @@ class Table:
             VersionNotFound: The version is not retained (the message names the oldest
                 readable version).
         """
-        v = self._resolve(version, timestamp)
+        v = self.resolve_version(version, timestamp)
         schema = self.schema_at(v)
         names = list(columns) if columns is not None else schema.names
         out = schema.arrow_schema(names)
@@ -377,7 +427,7 @@ class Table:
             keys: A table of the key columns, a list of key dicts, or (one-column keys)
                 a list of key values.
         """
-        v = self._resolve(version, None)
+        v = self.resolve_version(version, None)
         schema = self.schema_at(v)
         kt = _keys_table(keys, schema)
         from cdc_sink.bucketing import bucket_ids
@@ -418,43 +468,117 @@ class Table:
             raise ValueError("app_id and batch_id go together")
         with self._lock:
             self._refresh()
-            if app_id is not None and batch_id is not None:
-                last = self.log.last_batch_id(app_id)
-                if last is not None and batch_id <= last:
-                    return CommitResult(version=self._version, skipped=True)
+            if self.is_committed(app_id, batch_id):
+                return CommitResult(version=self._version, skipped=True)
             schema = self.schema_at(self._version)
             batch, rejects = _to_batch(events, schema)
             v = self._version + 1
-            refs: dict[int, BucketRef] = {}
-            written: list[str] = []
-            pending: list[MemTablet] = []
-            total = ApplyResult(rejects=rejects)
+            prepared: list[PreparedBucket] = []
             try:
                 for b, part in sorted(batch.split_by_bucket().items()):
-                    t = self._tablet(b)
-                    seg = write_change_segment(self.root, b, v, schema.schema_id, part)
-                    written.append(seg)
-                    snap = self._maybe_snapshot(t, schema.schema_id, written)
-                    res = t.apply(part, v)
-                    pending.append(t)
-                    total.add(res)
-                    refs[b] = BucketRef(segment=seg, snapshot=snap)
-                fault_point("table.prepared")
-                entry = LogEntry(version=v, app_id=app_id, batch_id=batch_id,
-                                 commit_time_ms=self._commit_time(), schema_id=schema.schema_id,
-                                 buckets=refs, stats={**total.counts(), "events": len(batch)})
-                self.log.commit(entry)
+                    prepared.append(self.prepare_bucket(b, v, part))
+                result = self.commit_prepared(v, prepared, app_id=app_id, batch_id=batch_id,
+                                              events=len(batch))
             except BaseException:
-                for t in pending:
-                    t.rollback()
+                self.abort_prepared(v, prepared)
+                raise
+            result.rejects.extend(rejects)
+            order = np.argsort(result.rejects.positions, kind="stable")
+            result.rejects = Rejects(result.rejects.positions[order],
+                                     [result.rejects.reasons[i] for i in order.tolist()])
+            return result
+
+    def is_committed(self, app_id: str | None, batch_id: int | None) -> bool:
+        """Whether ``(app_id, batch_id)`` (or a later batch of ``app_id``) is committed."""
+        if app_id is None or batch_id is None:
+            return False
+        last = self.log.last_batch_id(app_id)
+        return last is not None and batch_id <= last
+
+    def prepare_bucket(self, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
+        """Prepare step of the commit protocol for one bucket (driver or executor).
+
+        Brings the bucket's tablet to ``version - 1``, writes the batch as a WAL segment
+        unique to this attempt (fsynced), maybe snapshots the previous version, and
+        applies the batch in memory as pending ``version``.
+
+        Raises:
+            CommitConflict: The log is no longer at ``version - 1``.
+        """
+        with self._lock:
+            self._refresh()
+            if self._version != version - 1:
+                raise CommitConflict(
+                    f"cannot prepare version {version}: the table is at {self._version}")
+            schema = self.schema_at(self._version)
+            t = self._tablet(bucket)
+            if t.pending_version is not None:  # an earlier attempt in this process
+                self._settle_pending(bucket, t, self._version)
+            written: list[str] = []
+            seg = write_change_segment(self.root, bucket, version, schema.schema_id, batch)
+            written.append(seg)
+            try:
+                snap = self._maybe_snapshot(t, schema.schema_id, written)
+                res = t.apply(batch, version)
+            except BaseException:
                 for rel in written:
                     _remove_quietly(os.path.join(self.root, rel))
                 raise
+            self._pending_segments[bucket] = seg
+            return PreparedBucket(bucket=bucket, version=version, segment=seg, snapshot=snap,
+                                  counts=res.counts(), reject_positions=res.rejects.positions,
+                                  reject_reasons=res.rejects.reasons,
+                                  files=[f for f in written if f != seg])
+
+    def commit_prepared(self, version: int, prepared: Sequence[PreparedBucket], *,
+                        app_id: str | None = None, batch_id: int | None = None,
+                        events: int | None = None) -> CommitResult:
+        """Commit step: creates log entry ``version`` naming the prepared buckets.
+
+        Raises:
+            CommitConflict: Another writer committed ``version`` first (the caller must
+                then call :meth:`abort_prepared`).
+        """
+        with self._lock:
+            fault_point("table.prepared")
+            refs = {p.bucket: BucketRef(segment=p.segment, snapshot=p.snapshot)
+                    for p in prepared}
+            total = ApplyResult()
+            for p in prepared:
+                total.add(ApplyResult(**p.counts, rejects=Rejects(
+                    np.asarray(p.reject_positions, dtype=np.int64), list(p.reject_reasons))))
+            stats = total.counts()
+            if events is not None:
+                stats["events"] = events
+            schema_id = self._history.schema_id_at(version - 1)
+            entry = LogEntry(version=version, app_id=app_id, batch_id=batch_id,
+                             commit_time_ms=self._commit_time(), schema_id=schema_id,
+                             buckets=refs, stats=stats)
+            self.log.commit(entry)
             fault_point("table.committed")
             self._history.add(entry)
-            self._publish(v, pending)
-            return CommitResult(version=v, counts=total.counts(), rejects=total.rejects,
+            pending = []
+            for p in prepared:
+                t = self._tablets.get(p.bucket)
+                if t is not None and t.pending_version == version:
+                    pending.append(t)
+                    self._pending_segments.pop(p.bucket, None)
+                    apply_locations(self._pending_locations.pop(p.bucket, []))
+            self._publish(version, pending)
+            return CommitResult(version=version, counts=total.counts(), rejects=total.rejects,
                                 buckets=sorted(refs))
+
+    def abort_prepared(self, version: int, prepared: Sequence[PreparedBucket]) -> None:
+        """Rolls back prepared buckets of a failed commit and removes their files."""
+        with self._lock:
+            for b, t in self._tablets.items():
+                if t.pending_version == version:
+                    t.rollback()
+                    self._pending_segments.pop(b, None)
+                    self._pending_locations.pop(b, None)
+            for p in prepared:
+                for rel in [p.segment, *([p.snapshot] if p.snapshot else []), *p.files]:
+                    _remove_quietly(os.path.join(self.root, rel))
 
     def _commit_time(self) -> int:
         prev = self.log.read(self._version).commit_time_ms
@@ -487,7 +611,9 @@ class Table:
     def _snapshot(self, t: MemTablet, schema_id: int, written: list[str]) -> str:
         prev_ref = self._history.snapshot_at(t.bucket, t.committed)
         previous = read_manifest(self.root, prev_ref[1]) if prev_ref else None
-        rel, manifest = write_snapshot(self.root, t, t.committed, schema_id, previous=previous)
+        rel, manifest, updates = write_snapshot(self.root, t, t.committed, schema_id,
+                                                previous=previous)
+        self._pending_locations.setdefault(t.bucket, []).extend(updates)
         written.append(rel)
         written.extend(f for f in manifest.files if file_version(f) == t.committed
                        and (previous is None or f not in previous.files))
@@ -521,7 +647,11 @@ class Table:
             except BaseException:
                 for rel in written:
                     _remove_quietly(os.path.join(self.root, rel))
+                for b in refs:
+                    self._pending_locations.pop(b, None)
                 raise
+            for b in refs:
+                apply_locations(self._pending_locations.pop(b, []))
             self._history.add(entry)
             self._publish(v, [])
             return v

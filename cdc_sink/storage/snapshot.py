@@ -47,7 +47,8 @@ from cdc_sink.storage.fsutil import fsync_dir, write_file_durable
 from cdc_sink.tablet.column import Base
 from cdc_sink.tablet.memtablet import MemTablet
 
-__all__ = ["PageLoc", "SnapshotManifest", "load_snapshot", "read_manifest", "write_snapshot"]
+__all__ = ["PageLoc", "SnapshotManifest", "apply_locations", "load_snapshot", "read_manifest",
+           "write_snapshot"]
 
 SNAPSHOT_MAGIC = b"CDCSNP\x00\x01"
 register("snapshot.pages_written", "snapshot.written")
@@ -199,8 +200,21 @@ class _PageFileWriter:
             os.unlink(self.path)
 
 
+LocationUpdate = tuple[Base, int, PageLoc]
+
+
+def apply_locations(updates: list[LocationUpdate]) -> None:
+    """Records where pages were written, once the snapshot's version is committed (an
+    uncommitted snapshot's files may be deleted, so nothing may point at them before)."""
+    for base, p, loc in updates:
+        if len(base.locations) != len(base.pages):
+            base.locations = [None] * len(base.pages)
+        base.locations[p] = loc
+
+
 def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *,
-                   previous: SnapshotManifest | None) -> tuple[str, SnapshotManifest]:
+                   previous: SnapshotManifest | None
+                   ) -> tuple[str, SnapshotManifest, list[LocationUpdate]]:
     """Writes a snapshot of ``tablet`` at committed ``version`` (compacting it there).
 
     Args:
@@ -211,7 +225,8 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
         previous: The bucket's newest earlier snapshot (enables incremental writes).
 
     Returns:
-        The manifest's path relative to ``root``, and the manifest.
+        The manifest's path relative to ``root``, the manifest, and the page locations to
+        record with :func:`apply_locations` once the snapshot is committed.
     """
     b = tablet.bucket
     attempt = uuid.uuid4().hex[:12]
@@ -226,18 +241,18 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
         total = sum(previous.files.values())
         full = total > 0 and previous.referenced_bytes < total // 2
     writer = _PageFileWriter(root, pages_rel)
+    updates: list[LocationUpdate] = []
     try:
         columns: dict[int, list[PageLoc]] = {}
         for cid, store in tablet.columns.items():
             base = store.base_at(version)
-            if len(base.locations) != len(base.pages):
-                base.locations = [None] * len(base.pages)
+            known = base.locations if len(base.locations) == len(base.pages) else []
             locs = []
             for p, page in enumerate(base.pages):
-                loc = None if full else base.locations[p]
+                loc = None if full or not known else known[p]
                 if loc is None:
                     loc = writer.add(_blob(page), len(page), base.page_stats(p))
-                    base.locations[p] = loc
+                    updates.append((base, p, loc))
                 locs.append(loc)
             columns[cid] = locs
         prev_full_pages = 0 if full or previous is None else previous.row_count // pr
@@ -286,7 +301,7 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
     write_file_durable(man_path, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC),
                        exclusive=True)
     fault_point("snapshot.written")
-    return man_rel, manifest
+    return man_rel, manifest, updates
 
 
 def read_manifest(root: str, rel: str) -> SnapshotManifest:
