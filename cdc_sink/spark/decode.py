@@ -1,0 +1,143 @@
+"""Decoding Kafka records into the change-batch wire form inside Spark (the JVM).
+
+Native JSON is parsed by Spark's ``from_json`` with ``key`` and ``set`` read as
+``map<string,string>``: a map keeps every key the event wrote, with JSON ``null`` as a
+null value, so *absent vs null* survives; each value is then ``try_cast`` to its column
+type. The result has the wire-form columns of :mod:`cdc_sink.changes` plus bookkeeping
+columns, and a ``__reason`` column naming why an event is malformed (first reason wins)::
+
+    __op, __seq, <key columns>, <col>, __set__<col>, ...,
+    __reason, __topic, __partition, __offset, __ts_ms
+
+Formats that Spark cannot parse (rowv2, Debezium) are decoded in Python by
+:mod:`cdc_sink.formats`; :func:`wire_schema` gives the Spark schema of their output so
+they can run inside ``mapInArrow`` too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from cdc_sink.changes import SET_PREFIX
+from cdc_sink.schema import Column, TableSchema, type_to_str
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import DataFrame
+
+__all__ = ["META_COLUMNS", "decode_native_json", "spark_type_name", "wire_schema"]
+
+META_COLUMNS = ("__reason", "__topic", "__partition", "__offset", "__ts_ms")
+
+
+def spark_type_name(t: pa.DataType) -> str:
+    """The Spark SQL type name of a supported Arrow type."""
+    if pa.types.is_int8(t):
+        return "tinyint"
+    if pa.types.is_int16(t):
+        return "smallint"
+    if pa.types.is_int32(t):
+        return "int"
+    if pa.types.is_int64(t):
+        return "bigint"
+    if pa.types.is_float32(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "binary"
+    if pa.types.is_date32(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    raise TypeError(f"no Spark type for {t}")
+
+
+def wire_schema(schema: TableSchema) -> str:
+    """DDL of the wire form + bookkeeping columns (for ``mapInArrow`` outputs)."""
+    cols = ["`__op` string", "`__seq` bigint"]
+    cols += [f"`{c.name}` {spark_type_name(c.type)}" for c in schema.key_columns]
+    for c in schema.value_columns:
+        cols += [f"`{c.name}` {spark_type_name(c.type)}", f"`{SET_PREFIX}{c.name}` boolean"]
+    cols += ["`__reason` string", "`__topic` string", "`__partition` int", "`__offset` bigint",
+             "`__ts_ms` bigint"]
+    return ", ".join(cols)
+
+
+def _cast(raw: SparkColumn, c: Column) -> SparkColumn:
+    from pyspark.sql import functions as F
+
+    t = c.type
+    if pa.types.is_string(t):
+        return raw
+    if pa.types.is_binary(t):
+        return F.try_to_binary(raw, F.lit("base64"))
+    return raw.try_cast(spark_type_name(t))
+
+
+def decode_native_json(df: DataFrame, schema: TableSchema) -> DataFrame:
+    """Decodes a Kafka DataFrame of native JSON events into the wire form.
+
+    Args:
+        df: Kafka source rows (``value``, ``topic``, ``partition``, ``offset``, ...).
+        schema: The table schema.
+
+    Returns:
+        One row per Kafka record: wire-form columns plus ``__reason`` (null when the event
+        decoded) and its Kafka coordinates.
+    """
+    from pyspark.sql import functions as F
+
+    ev = F.from_json(
+        F.col("value").cast("string"),
+        "struct<op:string,key:map<string,string>,set:map<string,string>,seq:bigint,"
+        "ts_ms:bigint>", {"mode": "PERMISSIVE"})
+    base = df.select(ev.alias("e"), "topic", "partition", "offset")
+    e = F.col("e")
+    sets = F.coalesce(e["set"], F.create_map().cast("map<string,string>"))
+    keys = F.coalesce(e["key"], F.create_map().cast("map<string,string>"))
+    out: list[SparkColumn] = [e["op"].alias("__op")]
+    seq = e["seq"]
+    if schema.sequence_column is not None:
+        seq = F.coalesce(seq, sets[schema.sequence_column].try_cast("bigint"))
+    out.append(seq.alias("__seq"))
+    reason = F.when(e.isNull() | e["op"].isNull(),
+                    F.lit("malformed event: not a JSON object with an 'op'"))
+    for k in schema.key_columns:
+        raw = keys[k.name]
+        typed = _cast(raw, k)
+        out.append(typed.alias(k.name))
+        reason = reason.when(raw.isNotNull() & typed.isNull(),
+                             F.lit(f"key column {k.name!r}: not a valid {type_to_str(k.type)}"))
+    is_delete = e["op"] == F.lit("delete")
+    for c in schema.value_columns:
+        raw = sets[c.name]
+        typed = _cast(raw, c)
+        present = F.map_contains_key(sets, F.lit(c.name)) & ~F.coalesce(is_delete, F.lit(False))
+        out += [typed.alias(c.name), present.alias(SET_PREFIX + c.name)]
+        reason = reason.when(present & raw.isNotNull() & typed.isNull(),
+                             F.lit(f"column {c.name!r}: value is not a valid "
+                                   f"{type_to_str(c.type)}"))
+    known = F.array(*[F.lit(c.name) for c in schema.value_columns]) if schema.value_columns \
+        else F.array().cast("array<string>")
+    unknown = F.array_except(F.map_keys(sets), known)
+    reason = reason.when(~F.coalesce(is_delete, F.lit(False)) & (F.size(unknown) > 0),
+                         F.concat(F.lit("unknown column(s) in 'set': "),
+                                  F.array_join(unknown, ", ")))
+    key_names = F.array(*[F.lit(k.name) for k in schema.key_columns])
+    extra_keys = F.array_except(F.map_keys(keys), key_names)
+    reason = reason.when(F.size(extra_keys) > 0,
+                         F.concat(F.lit("unknown key column(s): "),
+                                  F.array_join(extra_keys, ", ")))
+    out += [reason.alias("__reason"), F.col("topic").alias("__topic"),
+            F.col("partition").alias("__partition"), F.col("offset").alias("__offset"),
+            e["ts_ms"].alias("__ts_ms")]
+    return base.select(*out)
