@@ -9,6 +9,10 @@ STAMP   = $(VENV)/.installed
 .PHONY: install demo test unit lint bench clean
 
 $(STAMP): pyproject.toml
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 and Maven with apt"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    openjdk-17-jre-headless maven >/dev/null; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -24,7 +28,8 @@ unit: $(STAMP)
 	$(PY) -m pytest -q -m "not integration"
 
 test: $(STAMP) lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 demo: $(STAMP)
 	$(PY) -m cdc_sink.cli demo
