@@ -144,6 +144,35 @@ class ChangeBatch:
             _key_hash=None if self._key_hash is None else self._key_hash[idx],
         )
 
+    @classmethod
+    def concat(cls, batches: Sequence[ChangeBatch]) -> ChangeBatch:
+        """Concatenates batches of one schema, in order (events keep their order)."""
+        if len(batches) == 1:
+            return batches[0]
+        schema = batches[0].schema
+        n = [len(b) for b in batches]
+        values: dict[int, pa.Array] = {}
+        present: dict[int, np.ndarray] = {}
+        for cid in sorted({c for b in batches for c in b.values}):
+            t = schema.column_by_id(cid).type
+            values[cid] = pa.concat_arrays([
+                b.values[cid] if cid in b.values else pa.nulls(k, t)
+                for b, k in zip(batches, n, strict=True)])
+            present[cid] = np.concatenate([
+                b.present[cid] if cid in b.present else np.zeros(k, bool)
+                for b, k in zip(batches, n, strict=True)])
+        seqs = [b.seq for b in batches]
+        return cls(
+            schema=schema,
+            op=np.concatenate([b.op for b in batches]),
+            keys=tuple(pa.concat_arrays([b.keys[i] for b in batches])
+                       for i in range(len(schema.primary_key))),
+            values=values, present=present,
+            seq=None if any(s is None for s in seqs) else np.concatenate(
+                [s for s in seqs if s is not None]),
+            position=np.concatenate([b.positions for b in batches]),
+        )
+
     def split_by_bucket(self) -> dict[int, ChangeBatch]:
         """Splits the batch by bucket, keeping event order within each bucket."""
         buckets = self.bucket_ids()
@@ -217,9 +246,8 @@ class ChangeBatch:
             arr = _cast(table.column(c.name), c)
             set_name = SET_PREFIX + c.name
             if set_name in names:
-                mask = table.column(set_name).to_numpy(zero_copy_only=False)
-                mask = np.asarray(mask, dtype=object)
-                mask = np.where(mask == None, False, mask).astype(bool)  # noqa: E711
+                mask = np.asarray(table.column(set_name).fill_null(False).to_numpy(
+                    zero_copy_only=False), dtype=bool)
             else:
                 mask = not_delete.copy()
             values[c.id] = arr

@@ -295,19 +295,36 @@ class Table:
             manifest = read_manifest(self.root, rel)
             tablet = load_snapshot(self.root, manifest, self.schema_of(manifest.schema_id),
                                    lambda v: self._empty_tablet(bucket, v))
-        self._replay(tablet, start, version)
+        self._replay(tablet, start, version, merge=True)
         return tablet
 
-    def _replay(self, tablet: MemTablet, start: int, version: int) -> None:
-        """Brings ``tablet`` from ``start`` to ``version`` by replaying segments."""
+    def _replay(self, tablet: MemTablet, start: int, version: int, *,
+                merge: bool = False) -> None:
+        """Brings ``tablet`` from ``start`` to ``version`` by replaying segments.
+
+        With ``merge``, consecutive segments of one schema are folded as one batch (the
+        fold is exact, so the result equals applying them one by one); the versions in
+        between are then not kept in memory (reads of them load from disk).
+        """
         b = tablet.bucket
-        for v, rel in self._history.segments_between(b, start, version):
+        segs = self._history.segments_between(b, start, version)
+        i = 0
+        while i < len(segs):
+            v, _rel = segs[i]
             schema = self.schema_at(v)
             if schema.schema_id != tablet.schema.schema_id:
                 tablet.set_schema(schema)
-            _, batch = read_change_segment(self.root, rel, schema)
-            tablet.apply(batch, v)
-            tablet.commit(v)
+            run = [segs[i]]
+            while merge and i + len(run) < len(segs) and \
+                    self._history.schema_id_at(segs[i + len(run)][0]) == schema.schema_id:
+                run.append(segs[i + len(run)])
+            batches = [read_change_segment(self.root, r, schema)[1] for _, r in run]
+            last = run[-1][0]
+            tablet.apply(ChangeBatch.concat(batches), last)
+            tablet.commit(last)
+            if len(run) > 1:
+                tablet.release(last)
+            i += len(run)
         schema = self.schema_at(version)
         if schema.schema_id != tablet.schema.schema_id:
             tablet.set_schema(schema)

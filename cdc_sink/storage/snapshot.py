@@ -90,14 +90,14 @@ class SnapshotManifest:
     row_hash: list[PageLoc]
     dv: PageLoc | None
     files: dict[str, int] = field(default_factory=dict)
+    index_slots: PageLoc | None = None
 
     @property
     def referenced_bytes(self) -> int:
         """Bytes of the blobs the manifest references."""
         locs = [p for ps in self.columns.values() for p in ps]
         locs += [p for ps in self.keys for p in ps] + self.row_hash
-        if self.dv:
-            locs.append(self.dv)
+        locs += [p for p in (self.dv, self.index_slots) if p is not None]
         return sum(p.length for p in locs)
 
     def all_files(self) -> set[str]:
@@ -113,6 +113,7 @@ class SnapshotManifest:
             "row_hash": [p.to_list() for p in self.row_hash],
             "dv": self.dv.to_list() if self.dv else None,
             "files": self.files,
+            "index_slots": self.index_slots.to_list() if self.index_slots else None,
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -127,6 +128,7 @@ class SnapshotManifest:
             row_hash=[PageLoc.from_list(p) for p in d["row_hash"]],
             dv=PageLoc.from_list(d["dv"]) if d["dv"] else None,
             files={k: int(v) for k, v in d["files"].items()},
+            index_slots=PageLoc.from_list(d["index_slots"]) if d.get("index_slots") else None,
         )
 
 
@@ -276,6 +278,9 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
                 hashes.append(writer.add(_blob(page), len(page), None))
         dv = tablet.deletion_vector(version)
         dv_loc = writer.add(dv.serialize(), len(dv), None) if len(dv) else None
+        slots_loc = None
+        if tablet.pending_version is None and tablet.index.count == rows:
+            slots_loc = writer.add(_blob(pa.array(tablet.index.slots)), rows, None)
         size = writer.finish()
     except BaseException:
         writer.abort()
@@ -288,14 +293,13 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
         files[pages_rel] = size
     referenced = {loc.file for locs in columns.values() for loc in locs}
     referenced |= {loc.file for locs in keys for loc in locs} | {loc.file for loc in hashes}
-    if dv_loc:
-        referenced.add(dv_loc.file)
+    referenced |= {loc.file for loc in (dv_loc, slots_loc) if loc is not None}
     files = {f: s for f, s in files.items() if f in referenced}
     if not size:
         os.unlink(os.path.join(root, pages_rel))
     manifest = SnapshotManifest(bucket=b, version=version, schema_id=schema_id, row_count=rows,
                                 page_rows=pr, columns=columns, keys=keys, row_hash=hashes,
-                                dv=dv_loc, files=files)
+                                dv=dv_loc, files=files, index_slots=slots_loc)
     man_path = os.path.join(root, man_rel)
     os.makedirs(os.path.dirname(man_path), exist_ok=True)
     write_file_durable(man_path, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC),
@@ -370,5 +374,7 @@ def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
               if manifest.row_hash else np.empty(0, np.uint64))
     dv = (FrozenBitMap.deserialize(reader.blob(manifest.dv).to_pybytes()) if manifest.dv
           else FrozenBitMap())
-    tablet.restore(v, manifest.row_count, key_cols, hashes.astype(np.uint64), dv)
+    slots = (np.asarray(reader.array(manifest.index_slots)) if manifest.index_slots
+             else None)
+    tablet.restore(v, manifest.row_count, key_cols, hashes.astype(np.uint64), dv, slots)
     return tablet

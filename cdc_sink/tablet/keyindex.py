@@ -176,11 +176,29 @@ class KeyIndex:
         """The mixed hash of every row's key (what a snapshot stores to rebuild us)."""
         return self._row_hash[: self.count]
 
-    def load(self, row_hash: np.ndarray, keys: Sequence[pa.Array]) -> None:
+    @property
+    def slots(self) -> np.ndarray:
+        """The slot array (a snapshot stores it so reopening needs no probing)."""
+        return self._slots
+
+    def load(self, row_hash: np.ndarray, keys: Sequence[pa.Array],
+             slots: np.ndarray | None = None) -> None:
         """Rebuilds an empty index from stored row hashes and key columns (row ids
-        ``0..len-1``), without rehashing the keys."""
+        ``0..len-1``), without rehashing the keys; with the stored ``slots`` array (a
+        power-of-two length) without probing either."""
         assert self.count == 0
         k = len(row_hash)
+        if slots is not None and len(slots) & (len(slots) - 1) == 0 and \
+                k <= _MAX_LOAD * len(slots):
+            self._alloc(len(slots).bit_length() - 1)
+            self._slots = np.array(slots, dtype=np.int32)
+            self._removed = int(np.count_nonzero(self._slots == _REMOVED))
+            self._ensure(k)
+            self._row_hash[:k] = row_hash
+            for store, col in zip(self.keys, keys, strict=True):
+                store.append(col)
+            self.count = k
+            return
         self._ensure(k)
         self._row_hash[:k] = row_hash
         for store, col in zip(self.keys, keys, strict=True):

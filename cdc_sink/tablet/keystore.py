@@ -21,11 +21,22 @@ import pyarrow as pa
 __all__ = ["KeyStore", "fixed_width_dtype", "take"]
 
 
+_DTYPES: dict[pa.DataType, np.dtype | None] = {}
+
+
 def fixed_width_dtype(t: pa.DataType) -> np.dtype | None:
     """The numpy dtype holding values of a fixed-width Arrow type (None: variable width).
 
     Booleans map to ``bool`` (Arrow packs them as bits; callers unpack).
     """
+    try:
+        return _DTYPES[t]
+    except KeyError:
+        d = _DTYPES[t] = _fixed_width_dtype(t)
+        return d
+
+
+def _fixed_width_dtype(t: pa.DataType) -> np.dtype | None:
     if pa.types.is_boolean(t):
         return np.dtype(bool)
     if pa.types.is_decimal(t):

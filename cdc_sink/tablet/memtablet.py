@@ -216,10 +216,11 @@ class MemTablet:
         self._required = {c.id for c in schema.required_columns}
 
     def restore(self, version: int, row_count: int, keys: Sequence[pa.Array],
-                row_hash: np.ndarray, dv: FrozenBitMap) -> None:
+                row_hash: np.ndarray, dv: FrozenBitMap,
+                slots: np.ndarray | None = None) -> None:
         """Completes a tablet whose column bases were loaded from a snapshot at
         ``version``: rebuilds the index, the dense live/seq state and the version state."""
-        self.index.load(row_hash, keys)
+        self.index.load(row_hash, keys, slots)
         self._live.ensure(row_count)
         self._live.a[:row_count] = True
         if len(dv):
@@ -382,6 +383,8 @@ class MemTablet:
                     self._add_delta(c, version, grow32[wrote], vals, touched)
                 continue
             pres = batch.present.get(c.id)
+            if pres is None and not any_full:
+                continue  # no event sets the column and no row is (re)created
             e = np.flatnonzero(pres) if pres is not None else np.empty(0, np.int64)
             e = e[ev_keep[e]]
             g = ev_group[e]
