@@ -17,8 +17,8 @@ __all__ = ["register", "sink"]
 
 
 def sink(path: str, **kwargs: Any) -> Any:
-    """The foreachBatch function of the sink (see :func:`cdc_sink.spark.sink.sink`)."""
-    from cdc_sink.spark.sink import sink as _sink
+    """The foreachBatch function of the sink (see :func:`cdc_sink.spark.writer.sink`)."""
+    from cdc_sink.spark.writer import sink as _sink
 
     return _sink(path, **kwargs)
 

@@ -77,6 +77,14 @@ class BatchStats:
     total_s: float = 0.0
     max_ts_ms: int | None = None
     committed_ms: int = 0
+    ts_sample: np.ndarray | None = field(default=None, repr=False)
+
+    def freshness_ms(self) -> np.ndarray:
+        """Produce-to-visible latency (ms) of a sample of the batch's events that carried
+        a producer timestamp (``ts_ms``): commit time minus produce time."""
+        if self.ts_sample is None:
+            return np.empty(0, np.int64)
+        return self.committed_ms - self.ts_sample
 
 
 class SinkFunction:
@@ -99,6 +107,7 @@ class SinkFunction:
             raise ValueError(f"no table at {path} and no schema to create it with")
         self.stats: list[BatchStats] = []
         self.dead_letters = 0
+        self.on_batch: Callable[[BatchStats], None] | None = None
 
     # ------------------------------------------------------------------ entry point
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -116,6 +125,8 @@ class SinkFunction:
         st.total_s = time.perf_counter() - t0
         st.committed_ms = int(time.time() * 1000)
         self.stats.append(st)
+        if self.on_batch is not None:
+            self.on_batch(st)
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, df: DataFrame, schema: TableSchema) -> DataFrame:
@@ -140,7 +151,8 @@ class SinkFunction:
         rejects.extend(res.rejects)
         self._dead_letter(rejects, meta, raw, batch_id)
         return BatchStats(batch_id, res.version, res.skipped, arrow.num_rows, len(rejects),
-                          res.counts, decode_s, apply_s, max_ts_ms=_max_ts(meta))
+                          res.counts, decode_s, apply_s, max_ts_ms=_max_ts(meta),
+                          ts_sample=_ts_sample(meta))
 
     # ------------------------------------------------------------------ executors mode
     def _apply_in_executors(self, wire: DataFrame, schema: TableSchema, batch_id: int,
@@ -164,8 +176,10 @@ class SinkFunction:
         rejected: list[dict[str, Any]] = []
         events = 0
         max_ts = None
+        samples = []
         for row in msgs.to_pylist():
             events += row["events"]
+            samples.append(np.asarray(json.loads(row["ts_sample"]), dtype=np.int64))
             if row["max_ts_ms"] is not None:
                 max_ts = max(max_ts or 0, row["max_ts_ms"])
             rejected.extend(json.loads(row["rejects"]))
@@ -190,8 +204,9 @@ class SinkFunction:
             self._write_dead_letters(coords, raw, batch_id)
         counts = res.counts
         counts["rejected"] = len(rejected)
+        sample = np.concatenate(samples) if samples else np.empty(0, np.int64)
         return BatchStats(batch_id, version, False, events, len(rejected), counts, decode_s,
-                          apply_s, max_ts_ms=max_ts)
+                          apply_s, max_ts_ms=max_ts, ts_sample=sample)
 
     # ------------------------------------------------------------------ dead letters
     def _dead_letter(self, rejects: Rejects, meta: pa.Table, raw: DataFrame,
@@ -225,7 +240,18 @@ class SinkFunction:
 
 
 _MESSAGE_SCHEMA = ("bucket int, segment string, snapshot string, counts string, files string, "
-                   "rejects string, events bigint, max_ts_ms bigint")
+                   "rejects string, events bigint, max_ts_ms bigint, ts_sample string")
+_TS_SAMPLE = 20_000
+
+
+def _ts_sample(meta: pa.Table, limit: int = _TS_SAMPLE) -> np.ndarray:
+    """Producer timestamps of up to ``limit`` evenly spaced events (nulls dropped)."""
+    if "__ts_ms" not in meta.column_names:
+        return np.empty(0, np.int64)
+    col = meta.column("__ts_ms").combine_chunks().drop_null()
+    ts = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
+    step = max(1, len(ts) // limit)
+    return ts[::step]
 
 
 def _to_change_batch(arrow: pa.Table, schema: TableSchema
@@ -338,10 +364,12 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
             "bucket": int(b), "segment": prepared.segment, "snapshot": prepared.snapshot,
             "counts": json.dumps(prepared.counts), "files": json.dumps(prepared.files),
             "rejects": json.dumps(rej), "events": part.num_rows,
-            "max_ts_ms": _max_ts(meta)}], schema=pa.schema([
+            "max_ts_ms": _max_ts(meta),
+            "ts_sample": json.dumps(_ts_sample(meta, _TS_SAMPLE // 8).tolist())}],
+            schema=pa.schema([
                 ("bucket", pa.int32()), ("segment", pa.string()), ("snapshot", pa.string()),
                 ("counts", pa.string()), ("files", pa.string()), ("rejects", pa.string()),
-                ("events", pa.int64()), ("max_ts_ms", pa.int64())]))
+                ("events", pa.int64()), ("max_ts_ms", pa.int64()), ("ts_sample", pa.string())]))
 
 
 def sink(path: str, *, schema: TableSchema | dict[str, Any] | None = None,
