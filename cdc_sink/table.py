@@ -220,7 +220,7 @@ class Table:
         opts = options or TableOptions()
         self.options = replace(opts, page_rows=int(meta["page_rows"]))
         self.log = VersionLog(root)
-        self.log.repair()
+        self._repaired = False
         self._schemas: dict[int, TableSchema] = {}
         self._history = History.from_log(self.log)
         self._tablets: dict[int, MemTablet] = {}
@@ -232,6 +232,13 @@ class Table:
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ metadata
+    def _writer_repair(self) -> None:
+        """Before this process's first commit: remove an unfinished newest log entry left
+        by a crashed writer (readers never repair; they ignore such an entry)."""
+        if not self._repaired:
+            self.log.repair()
+            self._repaired = True
+
     def _latest(self) -> int:
         v = self.log.latest()
         if v is None:
@@ -522,6 +529,7 @@ class Table:
         Raises:
             CommitConflict: The log is no longer at ``version - 1``.
         """
+        self._writer_repair()
         with self._lock:
             self._refresh()
             if self._version != version - 1:
@@ -645,6 +653,7 @@ class Table:
         Returns:
             The version created.
         """
+        self._writer_repair()
         with self._lock:
             self._refresh()
             schema = self.schema_at(self._version)
@@ -675,6 +684,7 @@ class Table:
 
     # ------------------------------------------------------------------ schema changes
     def _change_schema(self, new: TableSchema) -> int:
+        self._writer_repair()
         with self._lock:
             self._refresh()
             v = self._version + 1
@@ -718,6 +728,8 @@ class Table:
         Returns:
             The paths deleted (or, with ``dry_run``, that would be deleted).
         """
+        if not dry_run:
+            self._writer_repair()
         with self._lock:
             self._refresh()
             latest = self._version

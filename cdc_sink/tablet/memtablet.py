@@ -527,7 +527,7 @@ class MemTablet:
                     page_ok[i] = False
         dead = np.asarray(dv.to_array(), dtype=np.int64) if len(dv) else np.empty(0, np.int64)
         dead_bounds = np.searchsorted(dead, np.arange(num_pages + 1, dtype=np.int64) * pr)
-        pred_cols = [schema.column(p.column) for p in preds]
+        pred_cols = list({c.id: c for c in (schema.column(p.column) for p in preds)}.values())
         need = list({c.id: c for c in [*cols, *pred_cols]}.values())
         iters = {c.id: self._page_iter(c, v, rows, page_ok) for c in need}
         for page_no in np.flatnonzero(page_ok).tolist():
