@@ -1,0 +1,433 @@
+"""The Spark batch source ``format("cdc_sink")``: repeatable snapshot reads of a table.
+
+::
+
+    cdc_sink.spark.register(spark)
+    df = (spark.read.format("cdc_sink")
+          .option("versionAsOf", 42)            # or timestampAsOf (ISO string, epoch ms)
+          .option("columns", "order_id,amount")  # optional column pruning
+          .load(path))
+
+Where each step runs::
+
+    planning (Python worker of the driver)
+      CdcSinkDataSource.schema()   open the table, resolve the version ONCE (default:
+                                   latest), Spark schema of that version's columns; the
+                                   resolved instance is pickled into the plan, so every
+                                   action on the DataFrame reads the same version
+      CdcSinkReader.pushFilters()  keeps the filters it can apply exactly, hands the
+                                   others back to Spark (which does not re-check kept ones;
+                                   option pushFilters=false: CdcSinkScan, keeps none)
+      CdcSinkReader.partitions()   one BucketPartition per bucket: path, version, bucket,
+                                   columns, kept predicates
+    execution (Python workers of the executors)
+      CdcSinkReader.read(part)     Table from a per-process cache (reopened after a fork
+                                   or when the table at the path changes; each Table keeps
+                                   up to 2 x num_buckets loaded bucket versions), then
+                                   Table.bucket_batches(...) - pages skipped by min/max,
+                                   rows filtered - each batch conformed to the Arrow schema
+                                   Spark expects
+
+Spark does no column pruning for Python sources (``df.select`` still reads every
+declared column): the ``columns`` option is the way to read fewer. A user-specified
+schema (``spark.read.schema(...)``) also selects columns; its types must match.
+This module imports no Spark session and does nothing on import: Spark workers import it
+to unpickle the source (classes are pickled by reference).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+)
+from pyspark.sql.types import StructType
+
+from cdc_sink.errors import SchemaMismatch
+from cdc_sink.spark.types import arrow_schema, column_value, conform_batch, spark_schema
+from cdc_sink.table import Table, open_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "FORMAT",
+    "BucketPartition",
+    "CdcSinkDataSource",
+    "CdcSinkReader",
+    "CdcSinkScan",
+    "Predicate",
+    "register",
+    "translate_filter",
+]
+
+FORMAT = "cdc_sink"
+"""The name of the format: ``spark.read.format(FORMAT)``."""
+
+Predicate = tuple[Any, ...]
+"""A cdc_sink filter predicate ``(column, op, value)`` or ``(column, op)``."""
+
+
+def register(spark: SparkSession) -> None:
+    """Registers the ``cdc_sink`` format with ``spark`` and enables filter pushdown.
+
+    Sets ``spark.sql.python.filterPushdown.enabled=true`` on the session: without it
+    Spark offers no filters to Python sources and refuses to plan a reader that
+    implements ``pushFilters`` (``DATA_SOURCE_PUSHDOWN_DISABLED``); where the setting
+    must stay off, read with ``.option("pushFilters", "false")``.
+
+    Args:
+        spark: The session to register with.
+    """
+    spark.dataSource.register(CdcSinkDataSource)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+# ---------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class _Resolved:
+    """What the driver fixed for one DataFrame: the version and what to read of it."""
+
+    path: str
+    version: int
+    columns: tuple[str, ...]
+    types: Mapping[str, pa.DataType]  # every column of the version (filters may name any)
+    num_buckets: int
+    schema: StructType
+    push_filters: bool = True
+
+
+_EPOCH_MS = re.compile(r"[+-]?\d+")
+
+
+def _parse_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """path, version, timestamp and columns from the (case-insensitive) options.
+
+    Raises:
+        ValueError: No path, a malformed option, or both versionAsOf and timestampAsOf.
+    """
+    opts = {str(k).lower(): v for k, v in options.items()}
+    path = opts.get("path")
+    if not path:
+        raise ValueError('cdc_sink: no table path; use spark.read.format("cdc_sink").load(path)')
+    url = urllib.parse.urlparse(str(path))
+    if url.scheme == "file":
+        path = urllib.parse.unquote(url.path)
+    elif url.scheme and len(url.scheme) > 1:  # (a one-letter scheme is a Windows drive)
+        raise ValueError(f"cdc_sink: tables live on a local or mounted file system; "
+                         f"{url.scheme}:// paths are not supported ({path!r})")
+    version: int | None = None
+    raw_version = opts.get("versionasof")
+    if raw_version is not None and str(raw_version).strip() != "":
+        try:
+            version = int(str(raw_version).strip())
+        except ValueError:
+            raise ValueError(f"cdc_sink: versionAsOf must be an integer, got {raw_version!r}"
+                             ) from None
+    timestamp: int | str | None = None
+    raw_ts = opts.get("timestampasof")
+    if raw_ts is not None and str(raw_ts).strip() != "":
+        text = str(raw_ts).strip()
+        timestamp = int(text) if _EPOCH_MS.fullmatch(text) else text
+    if version is not None and timestamp is not None:
+        raise ValueError("cdc_sink: give versionAsOf or timestampAsOf, not both")
+    columns: tuple[str, ...] | None = None
+    raw_cols = opts.get("columns")
+    if raw_cols is not None and str(raw_cols).strip() != "":
+        columns = tuple(c.strip() for c in str(raw_cols).split(","))
+        if any(not c for c in columns) or len(set(columns)) != len(columns):
+            raise ValueError(f"cdc_sink: columns must be distinct names separated by commas, "
+                             f"got {raw_cols!r}")
+    push = str(opts.get("pushfilters", "true")).strip().lower()
+    if push not in ("true", "false"):
+        raise ValueError(f"cdc_sink: pushFilters must be true or false, got {push!r}")
+    return {"path": str(path), "version": version, "timestamp": timestamp, "columns": columns,
+            "push_filters": push == "true"}
+
+
+def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) -> _Resolved:
+    """Opens the table and fixes the version and the columns of a read.
+
+    Raises:
+        VersionNotFound: The version (or timestamp) is not retained; the message names
+            the oldest readable version.
+        TableNotFound: No table at the path.
+        SchemaMismatch: A user-specified schema does not match the version's columns.
+        ValueError: Malformed options, or unknown columns.
+    """
+    o = _parse_options(options)
+    table = _TABLES.get(o["path"])
+    timestamp = o["timestamp"]
+    if isinstance(timestamp, str):
+        try:
+            version = table.resolve_version(None, timestamp)
+        except ValueError:
+            raise ValueError(f"cdc_sink: timestampAsOf must be an ISO-8601 timestamp or "
+                             f"epoch milliseconds, got {timestamp!r}") from None
+    else:
+        version = table.resolve_version(o["version"], timestamp)
+    schema = table.schema_at(version)
+    columns: Sequence[str] = o["columns"] if o["columns"] is not None else schema.names
+    unknown = [c for c in columns if not schema.has_column(c)]
+    if unknown:
+        raise ValueError(f"cdc_sink: no column(s) {unknown} at version {version} "
+                         f"(columns: {schema.names})")
+    declared = spark_schema(schema, columns)
+    if user_schema is not None:
+        declared = _check_user_schema(user_schema, spark_schema(schema), version)
+        if o["columns"] is not None and tuple(declared.names) != tuple(columns):
+            raise ValueError("cdc_sink: the columns option and the given schema disagree")
+        columns = declared.names
+    return _Resolved(path=o["path"], version=version, columns=tuple(columns),
+                     types={c.name: c.type for c in schema.columns},
+                     num_buckets=schema.num_buckets, schema=declared,
+                     push_filters=o["push_filters"])
+
+
+def _check_user_schema(user: StructType, full: StructType, version: int) -> StructType:
+    by_name = {f.name: f for f in full.fields}
+    for f in user.fields:
+        have = by_name.get(f.name)
+        if have is None:
+            raise SchemaMismatch(f"cdc_sink: the given schema names {f.name!r}, which version "
+                                 f"{version} does not have (columns: {full.names})")
+        if have.dataType != f.dataType:
+            raise SchemaMismatch(f"cdc_sink: column {f.name!r} is {have.dataType.simpleString()}"
+                                 f" at version {version}, not {f.dataType.simpleString()}")
+    return user
+
+
+# ---------------------------------------------------------------------- the source
+class CdcSinkDataSource(DataSource):
+    """``spark.read.format("cdc_sink")``: a table version as a DataFrame.
+
+    Options: ``path`` (``load(path)``), ``versionAsOf`` (int), ``timestampAsOf``
+    (ISO-8601 string, a naive one read as UTC, or epoch milliseconds: the newest version
+    committed at or before it), ``columns`` (comma-separated names to read; default all),
+    ``pushFilters`` (default ``true``; ``false`` leaves every filter to Spark - for
+    sessions where ``spark.sql.python.filterPushdown.enabled`` is off, as Spark refuses
+    to plan a reader that implements ``pushFilters`` there).
+    The version (default: the latest) is fixed when the DataFrame is created; with a
+    user-specified schema Spark skips :meth:`schema`, and each query resolves it anew.
+    """
+
+    _resolved: _Resolved | None = None
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name, ``cdc_sink``."""
+        return FORMAT
+
+    def schema(self) -> StructType:
+        """Resolves the version and returns its Spark schema (the columns read).
+
+        Raises:
+            VersionNotFound: Not retained; the message names the oldest readable version.
+        """
+        if self._resolved is None:
+            self._resolved = _resolve(self.options)
+        return self._resolved.schema
+
+    def reader(self, schema: StructType) -> CdcSinkScan:
+        """A reader of the resolved version (resolved here when Spark was given a schema
+        and never called :meth:`schema`)."""
+        resolved = self._resolved
+        if resolved is None or resolved.schema != schema:
+            resolved = _resolve(self.options, user_schema=schema)
+        return CdcSinkReader(resolved) if resolved.push_filters else CdcSinkScan(resolved)
+
+
+@dataclass(frozen=True)
+class BucketPartition(InputPartition):  # type: ignore[misc]
+    """One Spark partition: one bucket of one version (picklable, self-contained)."""
+
+    path: str
+    version: int
+    bucket: int
+    columns: tuple[str, ...]
+    filters: tuple[Predicate, ...]
+
+
+class CdcSinkScan(DataSourceReader):
+    """Reads one resolved version, one bucket per partition; Spark applies the filters."""
+
+    def __init__(self, resolved: _Resolved) -> None:
+        self.resolved = resolved
+        self.arrow_schema = arrow_schema(resolved.schema)
+        self.filters: list[Predicate] = []
+
+    def partitions(self) -> list[InputPartition]:
+        """One :class:`BucketPartition` per bucket."""
+        r = self.resolved
+        return [BucketPartition(path=r.path, version=r.version, bucket=b, columns=r.columns,
+                                filters=tuple(self.filters))
+                for b in range(r.num_buckets)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The bucket's rows at the partition's version, as batches of the declared schema.
+
+        Raises:
+            VersionNotFound: The version was garbage-collected since planning.
+        """
+        assert isinstance(partition, BucketPartition)
+        table = _TABLES.get(partition.path)
+        version = table.resolve_version(partition.version)
+        target = self.arrow_schema
+        for batch in table.bucket_batches(partition.bucket, version, list(partition.columns),
+                                          list(partition.filters) or None):
+            if batch.num_rows:
+                yield conform_batch(batch, target)
+
+
+class CdcSinkReader(CdcSinkScan):
+    """:class:`CdcSinkScan` that keeps the filters it applies exactly (pushdown)."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Keeps the filters :func:`translate_filter` translates exactly.
+
+        Returns:
+            The filters Spark must still evaluate.
+        """
+        rejected: list[Filter] = []
+        for f in filters:
+            pred = translate_filter(f, self.resolved.types)
+            if pred is None:
+                rejected.append(f)
+            else:
+                self.filters.append(pred)
+        return rejected
+
+
+# ---------------------------------------------------------------------- filters
+_COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+_COMPARISONS: dict[type[Filter], str] = {
+    EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
+    LessThanOrEqual: "<=",
+}
+_NEGATED = {"=": "!=", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
+
+
+def translate_filter(f: Filter, types: Mapping[str, pa.DataType]) -> Predicate | None:
+    """The cdc_sink predicate that selects exactly the rows Spark's ``f`` selects.
+
+    Translated (on top-level columns, with literals that convert exactly to the column's
+    type, see :func:`cdc_sink.spark.types.column_value`): ``EqualTo``, ``EqualNullSafe``,
+    ``GreaterThan``, ``GreaterThanOrEqual``, ``LessThan``, ``LessThanOrEqual``, ``In``,
+    ``IsNull``, ``IsNotNull``, and ``Not`` of ``EqualTo``, ``In``, ``IsNull``,
+    ``IsNotNull``, comparisons and ``EqualNullSafe(null)``.
+
+    Left to Spark (``None``): string ``LIKE`` filters, nested columns, NaN literals,
+    ``x > v``/``x >= v``/``NOT x < v``/``NOT x <= v`` on float columns (Spark orders NaN
+    above every number, Arrow's comparisons are false for NaN), ``NOT IN`` with a null or
+    an empty list, ``NOT x <=> v``, and any literal that would need rounding.
+    """
+    negated = isinstance(f, Not)
+    inner: Filter = f.child if isinstance(f, Not) else f
+    attribute = getattr(inner, "attribute", None)
+    if not attribute or len(attribute) != 1 or attribute[0] not in types:
+        return None
+    col = attribute[0]
+    t = types[col]
+    floating = pa.types.is_floating(t)
+    if isinstance(inner, (IsNull, IsNotNull)):
+        return (col, "is null" if isinstance(inner, IsNull) != negated else "is not null")
+    if isinstance(inner, EqualNullSafe):
+        if inner.value is None:
+            return (col, "is not null" if negated else "is null")
+        if negated:
+            return None  # "x IS DISTINCT FROM v" keeps null rows
+        inner = EqualTo(inner.attribute, inner.value)
+    if isinstance(inner, In):
+        return _translate_in(col, t, inner.value, negated)
+    if not isinstance(inner, _COMPARISON_TYPES):
+        return None
+    op = _COMPARISONS[type(inner)]
+    if negated:
+        op = _NEGATED[op]
+    if floating and op in (">", ">="):
+        return None
+    try:
+        value = column_value(inner.value, t)
+    except ValueError:
+        return None
+    return (col, op, value)
+
+
+def _translate_in(col: str, t: pa.DataType, values: Sequence[Any],
+                  negated: bool) -> Predicate | None:
+    if negated and (not values or any(v is None for v in values)):
+        return None  # NOT IN with a null is never true; NOT IN () keeps null rows
+    out: list[Any] = []
+    try:
+        for v in values:
+            if v is not None:
+                out.append(column_value(v, t))
+    except ValueError:
+        return None
+    if pa.types.is_floating(t) and any(v == 0.0 for v in out):
+        out += [0.0, -0.0]  # Arrow's is_in tells -0.0 from 0.0; Spark's IN does not
+    return (col, "not in" if negated else "in", out)
+
+
+# ---------------------------------------------------------------------- worker cache
+class _TableCache:
+    """Opened tables of this process, by path (style: pyiceberg's fork-safe executor).
+
+    Emptied after a fork (``os.getpid()`` changed); an entry is reopened when the
+    table's ``_table.json`` is no longer the same file (the table was recreated).
+    """
+
+    def __init__(self, capacity: int = 8) -> None:
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._tables: OrderedDict[str, tuple[tuple[int, int], Table]] = OrderedDict()
+
+    def get(self, path: str) -> Table:
+        try:
+            stat = os.stat(os.path.join(path, "_table.json"))
+            ident = (stat.st_dev, stat.st_ino)
+        except OSError:
+            ident = (0, 0)  # open_table says what is wrong
+        with self._lock:
+            if self._pid != os.getpid():
+                self._tables.clear()
+                self._pid = os.getpid()
+            hit = self._tables.get(path)
+            if hit is not None and hit[0] == ident:
+                self._tables.move_to_end(path)
+                return hit[1]
+            table = open_table(path)
+            self._tables[path] = (ident, table)
+            while len(self._tables) > self._capacity:
+                self._tables.popitem(last=False)
+            return table
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tables.clear()
+
+
+_TABLES = _TableCache()
