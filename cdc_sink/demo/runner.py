@@ -1,0 +1,382 @@
+"""``cdc-sink demo``: the whole pipeline on one machine, checked against a reference.
+
+::
+
+    orders generator ──CdcProducer──► Kafka "orders" (4 partitions, local KRaft broker)
+                                          │ spark.readStream.format("kafka")
+                                          ▼
+           foreachBatch(cdc_sink.spark.sink(...)) ──► table <workdir>/orders
+                    │ rejects                            │
+                    ▼                                    ▼
+         Kafka "orders.dead-letter"       spark.read.format("cdc_sink")
+                                           .option("versionAsOf", v)   ──► checked
+
+Two phases: produce half the stream and process it (``processAllAvailable``), note the
+version; produce the rest and process it. Then both versions are read back through
+Spark (and Python), compared with :class:`~cdc_sink.demo.expected.ExpectedTable`, and
+the dead-letter topic is checked to hold exactly the malformed records. Every check
+prints one ``check ...: OK`` (or ``FAILED``) line; any failure makes the exit code 1.
+Kafka, the streaming query and Spark are stopped at the end, whatever happens.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table as RichTable
+
+from cdc_sink.demo.expected import ExpectedTable, diff_rows
+from cdc_sink.demo.orders import OrderRecord, generate_orders, orders_schema
+from cdc_sink.kafka.producer import FormatName
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["DemoOptions", "run_demo"]
+
+ApplyMode = Literal["driver", "executors"]
+
+
+@dataclass
+class DemoOptions:
+    """What ``cdc-sink demo`` does.
+
+    Attributes:
+        events: Records in the stream (valid, stale and malformed).
+        format: Wire format on Kafka.
+        apply_mode: Where the sink applies batches.
+        workdir: Directory for the table, checkpoint (a new temporary one by default;
+            it is kept so the table can be queried afterwards).
+        seed: Seed of the orders stream.
+        partitions: Partitions of the orders topic.
+        trigger: Processing-time trigger of the streaming query.
+        backend: Kafka client of the producer.
+    """
+
+    events: int = 20_000
+    format: FormatName = "json"
+    apply_mode: ApplyMode = "driver"
+    workdir: str | None = None
+    seed: int = 7
+    partitions: int = 4
+    trigger: str = "500 milliseconds"
+    backend: Literal["auto", "confluent", "kafka-python"] = "auto"
+
+
+@dataclass
+class _Report:
+    console: Console
+    failures: list[str] = field(default_factory=list)
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    def check(self, what: str, problems: Sequence[str]) -> None:
+        if problems:
+            self.failures.append(what)
+            self.console.print(f"check {what}: FAILED", style="bold red", soft_wrap=True,
+                               markup=False, highlight=False)
+            for p in problems:
+                self.console.print(f"    {p}", style="red", soft_wrap=True, markup=False)
+        else:
+            self.console.print(f"check {what}: OK", style="green", soft_wrap=True,
+                               markup=False, highlight=False)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        self.console.rule(f"[bold]{name}")
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            dt = time.perf_counter() - t0
+            self.timings.append((name, dt))
+            self.console.print(f"[dim]{name}: {dt:.1f}s[/]")
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TaskProgressColumn(), TimeElapsedColumn(), console=console)
+
+
+def _workdir(opts: DemoOptions) -> Path:
+    if opts.workdir is None:
+        return Path(tempfile.mkdtemp(prefix="cdc_sink-demo-"))
+    wd = Path(opts.workdir).expanduser().resolve()
+    wd.mkdir(parents=True, exist_ok=True)
+    if (wd / "orders").exists() or (wd / "checkpoint").exists():
+        raise ValueError(f"{wd} holds a previous demo run (orders/, checkpoint/): "
+                         "give an empty --workdir")
+    return wd
+
+
+def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
+    """Runs the demo; returns the process exit code (0: every check passed).
+
+    Raises:
+        ValueError: Bad options (e.g. a non-empty ``workdir``).
+    """
+    if console is None:  # not a terminal (CI, pipes): wide enough for the tables
+        console = Console() if sys.stdout.isatty() else Console(width=140)
+    if opts.events < 2:
+        raise ValueError("--events must be at least 2")
+    rep = _Report(console)
+    t_start = time.perf_counter()
+    workdir = _workdir(opts)
+    table_path = str(workdir / "orders")
+    schema = orders_schema()
+    style: Literal["partial", "full_rows"] = "full_rows" if opts.format == "debezium" \
+        else "partial"
+    records = generate_orders(opts.events, seed=opts.seed, style=style)
+    half = len(records) // 2
+    phases = [records[:half], records[half:]]
+    console.print(f"[bold]cdc_sink demo[/]: {len(records)} order events "
+                  f"({sum(r.malformed for r in records)} malformed, "
+                  f"{sum(r.kind == 'stale' for r in records)} stale re-sends), "
+                  f"format [cyan]{opts.format}[/], apply mode [cyan]{opts.apply_mode}[/]")
+    console.print(f"workdir: {workdir}")
+
+    kafka: Any = None
+    spark: SparkSession | None = None
+    query: Any = None
+    try:
+        from cdc_sink.kafka.broker import ExternalKafka, start_kafka
+
+        with rep.step("Kafka"):
+            kafka = start_kafka(num_partitions=opts.partitions)
+            bootstrap = kafka.bootstrap_servers
+            # A shared external cluster may hold an "orders" topic already.
+            suffix = f"-{uuid.uuid4().hex[:8]}" if isinstance(kafka, ExternalKafka) else ""
+            topic, dlq_topic = f"orders{suffix}", f"orders{suffix}.dead-letter"
+            kafka.create_topic(topic, opts.partitions)
+            kafka.create_topic(dlq_topic, 1)
+            console.print(f"broker {bootstrap} ({type(kafka).__name__}); topics "
+                          f"{topic!r} ({opts.partitions} partitions), {dlq_topic!r}")
+
+        from cdc_sink.kafka.deadletter import KafkaDeadLetter
+        from cdc_sink.kafka.producer import CdcProducer
+
+        producer = CdcProducer(bootstrap, topic, schema, format=opts.format,
+                               backend=opts.backend)
+        dead_letter = KafkaDeadLetter(bootstrap, dlq_topic)
+        with rep.step("Spark"):
+            spark, query, sink_fn = _start_query(opts, bootstrap, topic, table_path,
+                                                 workdir, dead_letter)
+        expected = ExpectedTable(schema)
+        versions: list[int] = []
+        snapshots: list[dict[Any, Any]] = []
+        for i, phase in enumerate(phases, 1):
+            with rep.step(f"Phase {i}: produce {len(phase)} events, process"):
+                _produce(producer, phase, console, f"produce phase {i}")
+                expected.apply_all(r.event if r.decodable else None for r in phase)
+                t0 = time.perf_counter()
+                query.processAllAvailable()
+                v = sink_fn.table.version
+                versions.append(v)
+                snapshots.append(expected.snapshot())
+                console.print(f"processed in {time.perf_counter() - t0:.1f}s -> table "
+                              f"version [bold]{v}[/] ({len(expected)} live orders expected)")
+        producer.close()
+        query.stop()
+        _check_query(query, rep)
+        _print_batches(sink_fn, console)
+
+        from cdc_sink.spark import register
+
+        register(spark)
+        for v, snap in zip(versions, snapshots, strict=True):
+            with rep.step(f"Snapshot query at version {v}"):
+                _snapshot_query(spark, table_path, v, snap, schema, rep)
+        with rep.step("Dead letters"):
+            _check_dead_letters(dead_letter, records, rep)
+            dead_letter.close()
+        _print_how_to_query(console, table_path, versions)
+    finally:
+        with rep.step("Shutdown"):
+            if query is not None:
+                try:
+                    query.stop()
+                except Exception as exc:  # already stopped or the JVM is gone
+                    console.print(f"[dim]stopping the query: {exc}[/]")
+            if spark is not None:
+                spark.stop()
+            if kafka is not None:
+                kafka.stop()
+    total = time.perf_counter() - t_start
+    console.print("timings: " + ", ".join(f"{n} {s:.1f}s" for n, s in rep.timings)
+                  + f"; total {total:.1f}s", soft_wrap=True)
+    if rep.failures:
+        console.print(f"[bold red]{len(rep.failures)} check(s) failed:[/] "
+                      + "; ".join(rep.failures), soft_wrap=True)
+        return 1
+    console.print(f"[bold green]demo passed[/] in {total:.1f}s")
+    return 0
+
+
+def _start_query(opts: DemoOptions, bootstrap: str, topic: str, table_path: str,
+                 workdir: Path, dead_letter: Any) -> tuple[SparkSession, Any, Any]:
+    from cdc_sink.spark import sink
+    from cdc_sink.spark.session import local_spark
+
+    spark = local_spark("cdc_sink-demo")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        sink_fn = sink(table_path, schema=orders_schema(), format=opts.format,
+                       app_id="cdc_sink-demo", apply_mode=opts.apply_mode,
+                       dead_letter=dead_letter)
+        source = (spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic)
+                  .option("startingOffsets", "earliest")
+                  .load())
+        query = (source.writeStream.foreachBatch(sink_fn)
+                 .option("checkpointLocation", str(workdir / "checkpoint"))
+                 .trigger(processingTime=opts.trigger)
+                 .queryName("cdc_sink_demo")
+                 .start())
+    except BaseException:
+        spark.stop()
+        raise
+    return spark, query, sink_fn
+
+
+def _produce(producer: Any, records: Sequence[OrderRecord], console: Console,
+             label: str) -> None:
+    from cdc_sink.demo.stream import produce_records
+
+    with _progress(console) as progress:
+        task = progress.add_task(label, total=len(records))
+        produce_records(producer, records,
+                        on_progress=lambda n: progress.advance(task, n))
+        left = producer.flush(60)
+        if left:
+            raise RuntimeError(f"{left} events were not delivered within 60s")
+
+
+def _check_query(query: Any, rep: _Report) -> None:
+    exc = query.exception()
+    rep.check("streaming query ended without error", [] if exc is None else [str(exc)])
+
+
+def _print_batches(sink_fn: Any, console: Console) -> None:
+    stats = [s for s in getattr(sink_fn, "stats", []) if not s.skipped]
+    if not stats:
+        return
+    t = RichTable(title="micro-batches", show_lines=False)
+    for col in ("batch", "version", "events", "rejected", "inserted", "updated", "deleted",
+                "stale", "apply s", "total s", "freshness ms"):
+        t.add_column(col, justify="right")
+    for s in stats:
+        fresh = (s.committed_ms - s.max_ts_ms) if s.max_ts_ms else None
+        t.add_row(str(s.batch_id), str(s.version), str(s.events), str(s.rejected),
+                  *(str(s.counts.get(k, 0)) for k in ("inserted", "updated", "deleted",
+                                                       "stale")),
+                  f"{s.apply_s:.2f}", f"{s.total_s:.2f}", "-" if fresh is None else str(fresh))
+    console.print(t)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, dt.datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(v, bytes):
+        return repr(v)
+    return str(v)
+
+
+def _rich_rows(title: str, rows: list[dict[str, Any]], columns: Sequence[str]) -> RichTable:
+    t = RichTable(title=title)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*(_cell(r.get(c)) for c in columns))
+    return t
+
+
+def _snapshot_query(spark: SparkSession, path: str, version: int,
+                    expected: dict[Any, Any], schema: Any, rep: _Report) -> None:
+    from pyspark.sql import functions as F
+
+    import cdc_sink
+
+    df: DataFrame = (spark.read.format("cdc_sink").option("versionAsOf", version)
+                     .load(path))
+    arrow = df.toArrow()
+    rep.console.print(f"version {version}: {arrow.num_rows} orders")
+    sample = df.orderBy("order_id").limit(5).toArrow().to_pylist()
+    rep.console.print(_rich_rows(f"first orders at version {version}", sample,
+                                 [n for n in schema.names if n != "created_at"]))
+    agg = (df.groupBy("status")
+           .agg(F.count("*").alias("orders"), F.sum("amount").alias("amount"),
+                F.sum("items").alias("items"))
+           .orderBy(F.desc("orders")).toArrow().to_pylist())
+    rep.console.print(_rich_rows(f"orders by status at version {version}", agg,
+                                 ["status", "orders", "amount", "items"]))
+    rep.check(f"spark snapshot at version {version} == expected state ({len(expected)} rows)",
+              diff_rows(expected, arrow.to_pylist(), schema))
+    py = cdc_sink.open_table(path).read(version=version)
+    rep.check(f"python read at version {version} == expected state ({len(expected)} rows)",
+              diff_rows(expected, py.to_pylist(), schema))
+
+
+def _check_dead_letters(dead_letter: Any, records: Sequence[OrderRecord],
+                        rep: _Report) -> None:
+    dl = dead_letter.read()
+    want = [r for r in records if r.malformed]
+    rep.console.print(f"dead letters on {dead_letter.topic!r}: {dl.num_rows} "
+                      f"(expected {len(want)}: "
+                      + ", ".join(f"{k} {sum(r.kind == k for r in want)}"
+                                  for k in sorted({r.kind for r in want})) + ")")
+    rows = dl.to_pylist()
+    examples = []
+    seen_reasons: set[str] = set()
+    for r in rows:
+        kind = (r["reason"] or "")[:24]
+        if kind not in seen_reasons:
+            seen_reasons.add(kind)
+            examples.append({**r, "value": (r["value"] or b"")[:60]})
+        if len(examples) >= 4:
+            break
+    rep.console.print(_rich_rows("dead-letter examples", examples,
+                                 ["partition", "offset", "reason", "value"]))
+    problems = [] if dl.num_rows == len(want) else [
+        f"{dl.num_rows} dead letters, expected {len(want)}"]
+    rep.check(f"dead letters == malformed records ({len(want)})", problems)
+
+
+def _print_how_to_query(console: Console, path: str, versions: Sequence[int]) -> None:
+    v1, v2 = versions[0], versions[-1]
+    console.rule("[bold]Query the table yourself")
+    console.print(
+        "From pyspark (the table stays in the workdir):\n\n"
+        "    import cdc_sink.spark\n"
+        "    from cdc_sink.spark.session import local_spark\n"
+        "    spark = local_spark()\n"
+        "    cdc_sink.spark.register(spark)\n"
+        f"    df = spark.read.format(\"cdc_sink\").option(\"versionAsOf\", {v1}).load({path!r})\n"
+        "    df.groupBy(\"status\").count().show()\n\n"
+        "From Python (Arrow):\n\n"
+        "    import cdc_sink\n"
+        f"    cdc_sink.open_table({path!r}).read(version={v2}).to_pandas()\n\n"
+        "From the shell:\n\n"
+        f"    cdc-sink versions {path}\n"
+        f"    cdc-sink query {path} --version {v1}\n",
+        markup=False, highlight=False, soft_wrap=True)
+

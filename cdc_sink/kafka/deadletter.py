@@ -1,0 +1,373 @@
+"""Dead-letter sinks: where the job puts the Kafka records it cannot apply.
+
+The sink hands every reject of a micro-batch to ``dead_letter.write(records)`` as one
+Arrow table of :data:`DEAD_LETTER_SCHEMA`::
+
+    topic: string | partition: int32 | offset: int64 | key: binary | value: binary
+    reason: string | batch_id: int64 | app_id: string
+
+Two implementations, both picklable (a Spark task may carry them) and both fit for
+replayed batches (a batch retried after a failure writes its rejects again; readers
+dedupe on ``(topic, partition, offset)``):
+
+- :class:`KafkaDeadLetter` re-produces each record to a dead-letter topic: the original
+  key and value bytes, and headers ``topic``, ``partition``, ``offset``, ``reason``,
+  ``batch_id``, ``app_id`` (UTF-8 strings). ``write`` returns once Kafka acknowledged
+  every record and raises :class:`~cdc_sink.kafka.producer.DeliveryError` otherwise.
+- :class:`ParquetDeadLetter` writes one Parquet file per batch id per attempt, atomically
+  (a hidden temporary file, fsync, rename, fsync of the directory)::
+
+      <path>/
+        batch-000000000007-<attempt>.parquet     attempt = <time_ns>-<pid>-<random>
+        .tmp-batch-...parquet                    only while being written
+
+:func:`from_uri` builds either from ``kafka://host:port[,host:port]/topic``,
+``file:///dir`` or a plain path.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cdc_sink.kafka.producer import BackendName, RawProducer
+
+__all__ = [
+    "DEAD_LETTER_SCHEMA",
+    "HEADER_NAMES",
+    "DeadLetterSink",
+    "KafkaDeadLetter",
+    "ParquetDeadLetter",
+    "dedupe",
+    "from_uri",
+    "records_from_rows",
+]
+
+DEAD_LETTER_SCHEMA = pa.schema([
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("reason", pa.string()),
+    pa.field("batch_id", pa.int64()),
+    pa.field("app_id", pa.string()),
+])
+"""The columns of the records handed to ``write`` (and read back by ``read``)."""
+
+HEADER_NAMES = ("topic", "partition", "offset", "reason", "batch_id", "app_id")
+"""The headers :class:`KafkaDeadLetter` puts on each record (its source and the reason)."""
+
+_SOURCE = ["topic", "partition", "offset"]
+
+
+def _conform(records: pa.Table | pa.RecordBatch) -> pa.Table:
+    """``records`` with exactly the dead-letter columns and types.
+
+    Raises:
+        ValueError: A column is missing or cannot be cast.
+    """
+    if isinstance(records, pa.RecordBatch):
+        records = pa.Table.from_batches([records])
+    missing = [f.name for f in DEAD_LETTER_SCHEMA if f.name not in records.column_names]
+    if missing:
+        raise ValueError(f"dead-letter records lack column(s) {missing}")
+    try:
+        return pa.table([records.column(f.name).cast(f.type) for f in DEAD_LETTER_SCHEMA],
+                        schema=DEAD_LETTER_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"dead-letter records do not fit DEAD_LETTER_SCHEMA: {exc}") from exc
+
+
+def dedupe(records: pa.Table) -> pa.Table:
+    """Keeps the first record of each ``(topic, partition, offset)`` (replays write twice).
+
+    Rows keep their order; records without a source position are all kept.
+    """
+    if records.num_rows == 0:
+        return records
+    idx = pa.array(np.arange(records.num_rows, dtype=np.int64))
+    keyed = pa.table({**{c: records.column(c) for c in _SOURCE}, "__i": idx})
+    firsts = keyed.group_by(_SOURCE, use_threads=False).aggregate([("__i", "min")])
+    keep = pc.sort_indices(firsts.column("__i_min"))
+    return records.take(pc.take(firsts.column("__i_min"), keep))
+
+
+class DeadLetterSink:
+    """Where rejected records go: anything with ``write(records: pa.Table) -> None``."""
+
+    def write(self, records: pa.Table) -> None:
+        """Stores ``records`` (columns of :data:`DEAD_LETTER_SCHEMA`) durably."""
+        raise NotImplementedError
+
+    def read(self, *, deduplicate: bool = True) -> pa.Table:
+        """Every record stored so far (one per source position with ``deduplicate``)."""
+        raise NotImplementedError
+
+
+# -- Parquet ------------------------------------------------------------------------------
+
+
+class ParquetDeadLetter(DeadLetterSink):
+    """Dead letters as Parquet files in a directory (see the module docstring).
+
+    Args:
+        path: The directory (created when missing).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"ParquetDeadLetter({str(self.path)!r})"
+
+    def write(self, records: pa.Table) -> None:
+        """Writes one file per batch id in ``records`` (nothing for no records).
+
+        Raises:
+            ValueError: ``records`` does not fit :data:`DEAD_LETTER_SCHEMA`.
+        """
+        table = _conform(records)
+        if table.num_rows == 0:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        batch_ids = table.column("batch_id").fill_null(-1)
+        attempt = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        for bid in pc.unique(batch_ids).to_pylist():
+            part = table.filter(pc.equal(batch_ids, bid))
+            name = f"batch-{bid:012d}-{attempt}.parquet" if bid >= 0 else \
+                f"batch-none-{attempt}.parquet"
+            self._write_atomic(part, name)
+
+    def _write_atomic(self, table: pa.Table, name: str) -> None:
+        final = self.path / name
+        tmp = self.path / f".tmp-{name}"
+        try:
+            with open(tmp, "wb") as f:
+                pq.write_table(table, f, compression="zstd")
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(tmp, final)  # the name is unique to this attempt: nothing to replace
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def files(self) -> list[Path]:
+        """The committed files, oldest batch first (temporary files are not listed)."""
+        if not self.path.is_dir():
+            return []
+        return sorted(p for p in self.path.glob("batch-*.parquet") if p.is_file())
+
+    def read(self, *, deduplicate: bool = True) -> pa.Table:
+        """Every dead letter written so far, batch order."""
+        tables = [pq.read_table(p, schema=DEAD_LETTER_SCHEMA) for p in self.files()]
+        if not tables:
+            return DEAD_LETTER_SCHEMA.empty_table()
+        out = pa.concat_tables(tables)
+        return dedupe(out) if deduplicate else out
+
+
+# -- Kafka --------------------------------------------------------------------------------
+
+
+class KafkaDeadLetter(DeadLetterSink):
+    """Dead letters re-produced to a Kafka topic (see the module docstring).
+
+    Args:
+        bootstrap_servers: ``host:port[,host:port...]``.
+        topic: The dead-letter topic (it must exist unless the cluster auto-creates).
+        backend: Kafka client, see :class:`~cdc_sink.kafka.producer.RawProducer`.
+        timeout: Seconds ``write`` waits for Kafka to acknowledge the records.
+        **config: Client settings passed to the producer.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, *, backend: BackendName = "auto",
+                 timeout: float = 60.0, **config: Any) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.backend: BackendName = backend
+        self.timeout = timeout
+        self.config = dict(config)
+        self._producer: RawProducer | None = None
+        self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"KafkaDeadLetter({self.bootstrap_servers!r}, {self.topic!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_producer"] = None  # a client does not travel; each process makes its own
+        return state
+
+    def _client(self) -> RawProducer:
+        if self._producer is None or self._pid != os.getpid():  # fork-safe
+            self._producer = RawProducer(self.bootstrap_servers, backend=self.backend,
+                                         **self.config)
+            self._pid = os.getpid()
+        return self._producer
+
+    def write(self, records: pa.Table) -> None:
+        """Produces every record and waits until Kafka acknowledged all of them.
+
+        Raises:
+            ValueError: ``records`` does not fit :data:`DEAD_LETTER_SCHEMA`.
+            DeliveryError: Kafka did not accept some records (or not within ``timeout``).
+        """
+        table = _conform(records)
+        if table.num_rows == 0:
+            return
+        producer = self._client()
+        cols = {name: table.column(name).to_pylist() for name in DEAD_LETTER_SCHEMA.names}
+        for i in range(table.num_rows):
+            headers = [(h, b"" if cols[h][i] is None else str(cols[h][i]).encode("utf-8"))
+                       for h in HEADER_NAMES]
+            producer.produce(self.topic, cols["key"][i], cols["value"][i], headers=headers)
+        left = producer.flush(self.timeout)
+        if left:
+            from cdc_sink.kafka.producer import DeliveryError, DeliveryFailure
+
+            raise DeliveryError([DeliveryFailure(
+                topic=self.topic, key=None, code="_TIMED_OUT",
+                error=f"{left} dead letter(s) unacknowledged after {self.timeout}s")])
+
+    def close(self) -> None:
+        """Closes the producer (a later ``write`` opens a new one)."""
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            producer.close(self.timeout)
+
+    def read(self, *, deduplicate: bool = True, timeout: float = 30.0) -> pa.Table:
+        """Consumes the dead-letter topic from the beginning to its current end.
+
+        Raises:
+            TimeoutError: The end offsets were not reached within ``timeout``.
+        """
+        rows = _consume_all(self.bootstrap_servers, self.topic, timeout)
+        cols: dict[str, list[Any]] = {f.name: [] for f in DEAD_LETTER_SCHEMA}
+        for key, value, headers in rows:
+            h = {k: (v.decode("utf-8") if v is not None else None) for k, v in headers}
+            cols["key"].append(key)
+            cols["value"].append(value)
+            for name in HEADER_NAMES:
+                raw = h.get(name) or None
+                cols[name].append(int(raw) if raw is not None and name in
+                                  ("partition", "offset", "batch_id") else raw)
+        out = pa.table(cols, schema=DEAD_LETTER_SCHEMA)
+        return dedupe(out) if deduplicate else out
+
+
+def _consume_all(bootstrap_servers: str, topic: str,
+                 timeout: float) -> list[tuple[bytes | None, bytes | None,
+                                               list[tuple[str, bytes | None]]]]:
+    """(key, value, headers) of every record of ``topic``, partition by partition."""
+    from cdc_sink.kafka.producer import resolve_backend
+
+    if resolve_backend("auto") == "kafka-python":
+        return _consume_all_kafka_python(bootstrap_servers, topic, timeout)
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "cdc_sink-dlq-read",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        md = consumer.list_topics(topic, timeout=timeout)
+        parts = sorted(md.topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+                for p in parts}
+        todo = {p: hi for p, (lo, hi) in ends.items() if hi > lo}
+        if not todo:
+            return []
+        consumer.assign([TopicPartition(topic, p, ends[p][0]) for p in todo])
+        out: dict[int, list[Any]] = {p: [] for p in todo}
+        deadline = time.monotonic() + timeout
+        while todo:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic!r}: end offsets not reached in {timeout}s")
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                p, off = int(msg.partition() or 0), int(msg.offset() or 0)
+                out[p].append((msg.key(), msg.value(), list(msg.headers() or [])))
+                if p in todo and off + 1 >= todo[p]:
+                    del todo[p]
+        return [r for p in sorted(out) for r in out[p]]
+    finally:
+        consumer.close()
+
+
+def _consume_all_kafka_python(bootstrap_servers: str, topic: str,
+                              timeout: float) -> list[tuple[bytes | None, bytes | None,
+                                                            list[tuple[str, bytes | None]]]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","),
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic)
+                                                          or ())]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ends = consumer.end_offsets(parts)
+        out: dict[int, list[Any]] = {tp.partition: [] for tp in parts}
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic!r}: end offsets not reached in {timeout}s")
+            for tp, msgs in consumer.poll(timeout_ms=500).items():
+                out[tp.partition].extend((m.key, m.value, list(m.headers or [])) for m in msgs)
+        return [r for p in sorted(out) for r in out[p]]
+    finally:
+        consumer.close()
+
+
+# -- URIs ---------------------------------------------------------------------------------
+
+
+def from_uri(uri: str, **options: Any) -> KafkaDeadLetter | ParquetDeadLetter:
+    """Builds a dead-letter sink from a URI.
+
+    Args:
+        uri: ``kafka://host:port[,host:port...]/topic``, ``file:///dir`` or a path.
+        **options: Passed to :class:`KafkaDeadLetter` (ignored for Parquet).
+
+    Returns:
+        The sink.
+
+    Raises:
+        ValueError: An unknown scheme, or a Kafka URI without servers or topic.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme == "kafka":
+        servers = parsed.netloc
+        topic = parsed.path.lstrip("/")
+        if not servers or not topic or "/" in topic:
+            raise ValueError(f"dead-letter URI {uri!r}: expected kafka://host:port/topic")
+        return KafkaDeadLetter(servers, topic, **options)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"dead-letter URI {uri!r}: file URIs name a local path "
+                             "(file:///dir)")
+        return ParquetDeadLetter(parsed.path)
+    if parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):
+        return ParquetDeadLetter(uri)
+    raise ValueError(f"dead-letter URI {uri!r}: scheme {parsed.scheme!r} is not kafka:// "
+                     "or file://")
+
+
+def records_from_rows(rows: list[Mapping[str, Any]]) -> pa.Table:
+    """A dead-letter table from row dicts (missing fields are null); for tests and tools."""
+    return pa.Table.from_pylist([dict(r) for r in rows], schema=DEAD_LETTER_SCHEMA)
