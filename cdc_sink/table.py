@@ -46,7 +46,7 @@ from cdc_sink.errors import (
 )
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.faults import fault_point, register
-from cdc_sink.storage.fsutil import fsync_dir, list_files, write_file_durable
+from cdc_sink.storage.fsutil import atomic_replace, fsync_dir, list_files, write_file_durable
 from cdc_sink.storage.history import History
 from cdc_sink.storage.segments import file_version, read_change_segment, write_change_segment
 from cdc_sink.storage.snapshot import (
@@ -163,14 +163,16 @@ def create_table(path: str | os.PathLike[str], schema: TableSchema | Mapping[str
     options = options or TableOptions()
     os.makedirs(root, exist_ok=True)
     log = VersionLog(root)
-    if log.latest() is not None or os.path.exists(os.path.join(root, "_table.json")):
+    log.repair()
+    if log.latest() is not None:
         raise TableExists(f"a table already exists at {root}")
-    try:
-        write_file_durable(os.path.join(root, "_table.json"),
-                           json.dumps({"format": 1, "page_rows": options.page_rows}).encode(),
-                           exclusive=True)
-    except FileExistsError:
-        raise TableExists(f"a table already exists at {root}") from None
+    # Version 0's log entry is the commit point of creation: files written before it by
+    # a creation that crashed are simply written again.
+    atomic_replace(os.path.join(root, "_table.json"),
+                   json.dumps({"format": 1, "page_rows": options.page_rows}).encode())
+    schema_file = os.path.join(root, "_schema", f"{0:08d}.json")
+    if os.path.exists(schema_file):
+        os.unlink(schema_file)
     _write_schema(root, schema)
     try:
         log.commit(LogEntry(version=0, app_id=None, batch_id=None, commit_time_ms=_now_ms(),
@@ -193,6 +195,9 @@ def open_table(path: str | os.PathLike[str], *, options: TableOptions | None = N
     root = os.fspath(path)
     if not os.path.exists(os.path.join(root, "_table.json")):
         raise TableNotFound(f"no cdc_sink table at {root}")
+    if VersionLog(root).latest() is None:
+        raise TableNotFound(f"the table at {root} was never created completely "
+                            "(create_table crashed before committing version 0)")
     return Table(root, options=options)
 
 
@@ -274,7 +279,10 @@ class Table:
     def oldest_version(self) -> int:
         """The oldest readable version."""
         oldest = self.log.oldest()
-        return 0 if oldest is None else oldest
+        floor = self.log.newest_checkpoint_version()
+        # Once GC has written a checkpoint at its horizon, versions below it are gone even
+        # if a crash left some of their log entries behind.
+        return max(0 if oldest is None else oldest, 0 if floor is None else floor)
 
     def versions(self) -> list[dict[str, Any]]:
         """Every retained version: version, kind, app_id, batch_id, commit time, stats."""
@@ -579,22 +587,48 @@ class Table:
             entry = LogEntry(version=version, app_id=app_id, batch_id=batch_id,
                              commit_time_ms=self._commit_time(), schema_id=schema_id,
                              buckets=refs, stats=stats)
-            self.log.commit(entry)
+            try:
+                self.log.commit(entry)
+            except CommitConflict:
+                raise
+            except BaseException:
+                # The outcome is unknown (e.g. the directory fsync failed after the entry
+                # was linked): if the entry is there, the version is committed -- publish
+                # it so memory matches the log, then report the error.
+                if self._committed_as(version, prepared):
+                    self._history.add(self.log.read(version))
+                    self._publish_prepared(version, prepared)
+                raise
             fault_point("table.committed")
             self._history.add(entry)
-            pending = []
-            for p in prepared:
-                t = self._tablets.get(p.bucket)
-                if t is not None and t.pending_version == version:
-                    pending.append(t)
-                    self._pending_segments.pop(p.bucket, None)
-                    apply_locations(self._pending_locations.pop(p.bucket, []))
-            self._publish(version, pending)
+            self._publish_prepared(version, prepared)
             return CommitResult(version=version, counts=total.counts(), rejects=total.rejects,
                                 buckets=sorted(refs))
 
+    def _publish_prepared(self, version: int, prepared: Sequence[PreparedBucket]) -> None:
+        pending = []
+        for p in prepared:
+            t = self._tablets.get(p.bucket)
+            if t is not None and t.pending_version == version:
+                pending.append(t)
+                self._pending_segments.pop(p.bucket, None)
+                apply_locations(self._pending_locations.pop(p.bucket, []))
+        self._publish(version, pending)
+
+    def _committed_as(self, version: int, prepared: Sequence[PreparedBucket]) -> bool:
+        """Whether log entry ``version`` exists and names exactly these segments."""
+        try:
+            entry = self.log.read(version)
+        except (VersionNotFound, FileNotFoundError):
+            return False
+        mine = {p.bucket: p.segment for p in prepared}
+        return {b: r.segment for b, r in entry.buckets.items()} == mine
+
     def abort_prepared(self, version: int, prepared: Sequence[PreparedBucket]) -> None:
-        """Rolls back prepared buckets of a failed commit and removes their files."""
+        """Rolls back prepared buckets of a failed commit and removes their files (unless
+        the log says the version was committed with them after all)."""
+        if self._committed_as(version, prepared):
+            return
         with self._lock:
             for b, t in self._tablets.items():
                 if t.pending_version == version:
@@ -716,7 +750,8 @@ class Table:
 
     # ------------------------------------------------------------------ GC
     def gc(self, *, dry_run: bool = True, retain_versions: int | None = None,
-           retain_seconds: float | None = None) -> list[str]:
+           retain_seconds: float | None = None,
+           orphan_grace_seconds: float = 3600.0) -> list[str]:
         """Deletes what no retained version needs (see DESIGN.md "Retention and GC").
 
         Retained: the newest ``retain_versions`` versions and every version committed in
@@ -724,6 +759,9 @@ class Table:
         horizon is kept with everything after it; older snapshots, unreferenced page
         files, WAL segments, log entries (a checkpoint keeps what they said) and orphans
         of failed attempts are deleted.
+
+        Files of a version newer than the latest belong to a commit in flight, unless they
+        are older than ``orphan_grace_seconds`` (then a crashed attempt left them).
 
         Returns:
             The paths deleted (or, with ``dry_run``, that would be deleted).
@@ -772,12 +810,16 @@ class Table:
                     for name in list_files(d, ""):
                         rel = f"{sub}/{bdir}/{name}"
                         fv = file_version(name)
-                        if rel in live or fv is None or fv > latest:
-                            continue  # needed, not ours, or a commit still in flight
-                        doomed.append(os.path.join(self.root, rel))
+                        full = os.path.join(self.root, rel)
+                        if rel in live or fv is None:
+                            continue  # needed, or not ours
+                        if fv > latest and not _older_than(full, orphan_grace_seconds):
+                            continue  # a commit may still be in flight
+                        doomed.append(full)
             doomed += [self.log.entry_path(v) for v in range(self.oldest_version, horizon)]
             if dry_run:
                 return sorted(doomed)
+            prune = horizon > self.log.oldest() if self.log.oldest() is not None else False
             if horizon > self.oldest_version:
                 self.log.write_checkpoint(horizon, None, snap_refs,
                                           self._history.schema_id_at(horizon),
@@ -791,7 +833,7 @@ class Table:
                 dirs.add(os.path.dirname(p))
             for d in dirs:
                 fsync_dir(d)
-            if horizon > self.oldest_version:
+            if prune:
                 self.log.delete_entries_below(horizon)
             self._cache.clear()
             for t in self._tablets.values():
@@ -837,6 +879,13 @@ def _to_ms(ts: Any) -> int:
     if isinstance(ts, str):
         return _to_ms(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")))
     raise TypeError(f"timestamp must be a datetime, ISO string or epoch ms, not {ts!r}")
+
+
+def _older_than(path: str, seconds: float) -> bool:
+    try:
+        return time.time() - os.path.getmtime(path) >= seconds
+    except FileNotFoundError:
+        return False
 
 
 def _remove_quietly(path: str) -> None:

@@ -17,6 +17,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.segments import file_version
 from cdc_sink.storage.version_log import Checkpoint, LogEntry, VersionLog
 
@@ -34,11 +35,28 @@ class History:
 
     @classmethod
     def from_log(cls, log: VersionLog) -> History:
-        """Builds the history from the newest checkpoint and the entries after it."""
+        """Builds the history from the newest valid checkpoint and the entries after it.
+
+        Raises:
+            WalCorruption: The checkpoint and the retained entries do not cover every
+                version from the checkpoint (or version 0) to the latest: entries are
+                missing, or the checkpoint that replaced deleted entries is damaged.
+        """
         h = cls()
         cp = log.read_checkpoint()
         if cp is not None:
             h._add_checkpoint(cp)
+        start = cp.version if cp is not None else 0
+        oldest = log.oldest()
+        if oldest is not None and oldest > start:
+            newest_cp = log.newest_checkpoint_version()
+            if newest_cp is not None and (cp is None or newest_cp > cp.version):
+                raise WalCorruption(
+                    f"the checkpoint that replaced log entries {start}..{oldest - 1} is "
+                    "damaged", path=log.checkpoint_path(newest_cp), offset=0)
+            raise WalCorruption(
+                f"log entries {start}..{oldest - 1} are missing and no checkpoint covers them",
+                path=log.entry_path(start), offset=0)
         h.extend(log)
         return h
 

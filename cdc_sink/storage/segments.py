@@ -73,7 +73,11 @@ def read_change_segment(root: str, rel: str, schema: TableSchema) -> tuple[Segme
         WalCorruption: The segment is damaged or incomplete.
     """
     path = os.path.join(root, rel)
-    records = read_segment(path, repair=False)
+    try:
+        records = read_segment(path, repair=False)
+    except FileNotFoundError:
+        raise WalCorruption("a committed WAL segment is missing", path=path,
+                            offset=0) from None
     if len(records) != 2:
         raise WalCorruption(f"change segment has {len(records)} records, expected 2",
                             path=path, offset=0)

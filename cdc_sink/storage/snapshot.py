@@ -315,8 +315,12 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
         WalCorruption: The manifest is damaged.
     """
     path = os.path.join(root, rel)
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise WalCorruption("a committed snapshot manifest is missing", path=path,
+                            offset=0) from None
     res = read_records(data, path=path, magic=SNAPSHOT_MAGIC, allow_torn_tail=False)
     if len(res.records) != 1:
         raise WalCorruption("snapshot manifest must hold one record", path=path, offset=0)
@@ -332,8 +336,12 @@ class _PageReader:
         buf = self._maps.get(loc.file)
         if buf is None:
             path = os.path.join(self.root, loc.file)
-            with pa.memory_map(path, "r") as mm:
-                buf = mm.read_buffer()
+            try:
+                with pa.memory_map(path, "r") as mm:
+                    buf = mm.read_buffer()
+            except FileNotFoundError:
+                raise WalCorruption("a snapshot page file is missing", path=path,
+                                    offset=loc.offset) from None
             self._maps[loc.file] = buf
         piece = buf.slice(loc.offset, loc.length)
         if len(piece) != loc.length or google_crc32c.value(piece) != loc.crc:

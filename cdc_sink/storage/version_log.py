@@ -342,6 +342,15 @@ class Checkpoint:
 # ---------------------------------------------------------------- the log
 
 
+def _complete_record(data: bytes) -> bool:
+    """Whether ``data`` holds a whole framed record (whatever its CRC says)."""
+    head = len(LOG_MAGIC)
+    if len(data) < head + 8 or not any(data):
+        return False
+    length = int.from_bytes(data[head: head + 4], "little")
+    return len(data) >= head + 8 + length
+
+
 class VersionLog:
     """The version log of one table (``<root>/_log``).
 
@@ -398,6 +407,11 @@ class VersionLog:
             data = f.read()
         res = read_records(data, path=path, magic=LOG_MAGIC, allow_torn_tail=True)
         if not res.records:
+            if _complete_record(data):
+                # Entries appear whole (link after fsync): a full-length record that fails
+                # its CRC is damage, not a commit that never finished.
+                raise WalCorruption("log entry fails its CRC", path=path,
+                                    offset=len(LOG_MAGIC))
             return res.valid_length
         if res.torn or len(res.records) != 1:
             raise WalCorruption(
@@ -768,6 +782,11 @@ class VersionLog:
         except (OSError, ValueError, WalCorruption):
             return None
         return ckpt if ckpt.version == version else None
+
+    def newest_checkpoint_version(self) -> int | None:
+        """Version of the newest checkpoint file (valid or not), None if there is none."""
+        versions = self._checkpoint_versions()
+        return versions[-1] if versions else None
 
     def read_checkpoint(self, *, max_version: int | None = None) -> Checkpoint | None:
         """The newest valid checkpoint (damaged checkpoint files are skipped).
