@@ -819,7 +819,8 @@ class Table:
             doomed += [self.log.entry_path(v) for v in range(self.oldest_version, horizon)]
             if dry_run:
                 return sorted(doomed)
-            prune = horizon > self.log.oldest() if self.log.oldest() is not None else False
+            log_oldest = self.log.oldest()
+            prune = log_oldest is not None and horizon > log_oldest
             if horizon > self.oldest_version:
                 self.log.write_checkpoint(horizon, None, snap_refs,
                                           self._history.schema_id_at(horizon),
