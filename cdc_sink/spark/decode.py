@@ -9,6 +9,9 @@ columns, and a ``__reason`` column naming why an event is malformed (first reaso
     __op, __seq, <key columns>, <col>, __set__<col>, ...,
     __reason, __topic, __partition, __offset, __ts_ms
 
+``__ts_ms`` is the producer's time of the event: its ``ts_ms`` field, else the Kafka
+record timestamp.
+
 Formats that Spark cannot parse (rowv2, Debezium) are decoded in Python by
 :mod:`cdc_sink.formats`; :func:`wire_schema` gives the Spark schema of their output so
 they can run inside ``mapInArrow`` too.
@@ -100,7 +103,8 @@ def decode_native_json(df: DataFrame, schema: TableSchema) -> DataFrame:
         F.col("value").cast("string"),
         "struct<op:string,key:map<string,string>,set:map<string,string>,seq:bigint,"
         "ts_ms:bigint>", {"mode": "PERMISSIVE"})
-    base = df.select(ev.alias("e"), "topic", "partition", "offset")
+    base = df.select(ev.alias("e"), "topic", "partition", "offset",
+                     F.unix_millis("timestamp").alias("__kafka_ms"))
     e = F.col("e")
     sets = F.coalesce(e["set"], F.create_map().cast("map<string,string>"))
     keys = F.coalesce(e["key"], F.create_map().cast("map<string,string>"))
@@ -139,5 +143,5 @@ def decode_native_json(df: DataFrame, schema: TableSchema) -> DataFrame:
                                   F.array_join(extra_keys, ", ")))
     out += [reason.alias("__reason"), F.col("topic").alias("__topic"),
             F.col("partition").alias("__partition"), F.col("offset").alias("__offset"),
-            e["ts_ms"].alias("__ts_ms")]
+            F.coalesce(e["ts_ms"], F.col("__kafka_ms")).alias("__ts_ms")]
     return base.select(*out)

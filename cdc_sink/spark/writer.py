@@ -135,7 +135,10 @@ class SinkFunction:
         from functools import partial
 
         fn = partial(_decode_partition, fmt=self.format, schema_dict=schema.to_dict())
-        return df.select("value", "topic", "partition", "offset").mapInArrow(
+        from pyspark.sql import functions as F
+
+        return df.select("value", "topic", "partition", "offset",
+                         F.unix_millis("timestamp").alias("ts_ms")).mapInArrow(
             fn, wire_schema(schema))
 
     # ------------------------------------------------------------------ driver mode
@@ -308,7 +311,8 @@ def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: Format,
         cols["__topic"] = rb.column("topic")
         cols["__partition"] = rb.column("partition")
         cols["__offset"] = rb.column("offset")
-        cols["__ts_ms"] = pa.nulls(n, pa.int64())
+        cols["__ts_ms"] = (rb.column("ts_ms").cast(pa.int64()) if "ts_ms" in rb.schema.names
+                           else pa.nulls(n, pa.int64()))
         ops = cols.get("__op")
         if ops is not None:  # int8 codes -> names (a dictionary take, no loop)
             from cdc_sink.changes import OP_NAMES
