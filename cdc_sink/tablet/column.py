@@ -146,18 +146,30 @@ class ColumnStore:
         """
         base, ds = self.view(self.state, version)
         num_pages = -(-num_rows // self.page_rows)
-        bounds = [d.page_bounds(self.page_rows, num_pages) for d in ds]
-        for p in range(num_pages):
-            if page_filter is not None and not page_filter[p]:
-                continue
+        bounds = np.array([d.page_bounds(self.page_rows, num_pages) for d in ds],
+                          dtype=np.int64).reshape(len(ds), num_pages + 1)
+        hits = bounds[:, 1:] > bounds[:, :-1]  # (delta, page) pairs with rows
+        wanted = np.ones(num_pages, bool) if page_filter is None else page_filter
+        whole: pa.Array | None = None
+        if int(hits[:, wanted].sum()) > 4 * max(1, int(wanted.sum())):
+            # Many deltas on many pages: one scatter per delta over the whole column is far
+            # cheaper than one per (page, delta); pages are then zero-copy slices of it.
+            whole = self._materialize(
+                pa.chunked_array(base.pages, type=self.column.type).combine_chunks()
+                if base.pages else None,
+                0, num_rows, [(d, 0, len(d.rows)) for d in ds])
+        touched_any = hits.any(axis=0)
+        for p in np.flatnonzero(wanted).tolist():
             start = p * self.page_rows
             length = min(self.page_rows, num_rows - start)
-            touched = [(d, int(b[p]), int(b[p + 1])) for d, b in zip(ds, bounds, strict=True)
-                       if b[p] < b[p + 1]]
             page = base.pages[p] if p < len(base.pages) else None
-            if not touched and page is not None and len(page) == length:
+            if not touched_any[p] and page is not None and len(page) == length:
                 yield p, page
+            elif whole is not None:
+                yield p, whole.slice(start, length)
             else:
+                touched = [(d, int(bounds[k, p]), int(bounds[k, p + 1]))
+                           for k, d in enumerate(ds) if hits[k, p]]
                 yield p, self._materialize(page, start, length, touched)
 
     def page_stats(self, version: int, num_rows: int) -> list[PageStats | None]:
