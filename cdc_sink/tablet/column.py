@@ -158,7 +158,7 @@ class ColumnStore:
                 pa.chunked_array(base.pages, type=self.column.type).combine_chunks()
                 if base.pages else None,
                 0, num_rows, [(d, 0, len(d.rows)) for d in ds])
-        touched_any = hits.any(axis=0)
+        touched_any: np.ndarray = np.asarray(hits.any(axis=0), dtype=bool)
         for p in np.flatnonzero(wanted).tolist():
             start = p * self.page_rows
             length = min(self.page_rows, num_rows - start)
