@@ -151,13 +151,11 @@ class ColumnStore:
         hits = bounds[:, 1:] > bounds[:, :-1]  # (delta, page) pairs with rows
         wanted = np.ones(num_pages, bool) if page_filter is None else page_filter
         whole: pa.Array | None = None
-        if int(hits[:, wanted].sum()) > 4 * max(1, int(wanted.sum())):
+        if self.dtype is not None and self.dtype != np.dtype(bool) and \
+                int(hits[:, wanted].sum()) > 4 * max(1, int(wanted.sum())):
             # Many deltas on many pages: one scatter per delta over the whole column is far
             # cheaper than one per (page, delta); pages are then zero-copy slices of it.
-            whole = self._materialize(
-                pa.chunked_array(base.pages, type=self.column.type).combine_chunks()
-                if base.pages else None,
-                0, num_rows, [(d, 0, len(d.rows)) for d in ds])
+            whole = self._materialize_whole(base, ds, num_rows)
         touched_any: np.ndarray = np.asarray(hits.any(axis=0), dtype=bool)
         for p in np.flatnonzero(wanted).tolist():
             start = p * self.page_rows
@@ -212,6 +210,43 @@ class ColumnStore:
             idx[d.rows[lo:hi].astype(np.int64) - start] = np.arange(off, off + hi - lo)
             off += hi - lo
         return pa.concat_arrays(pieces).take(pa.array(idx))
+
+    def _materialize_whole(self, base: Base, ds: list[Delta], num_rows: int) -> pa.Array:
+        """The whole fixed-width column at a version: base pages copied once, then one
+        scatter per delta."""
+        assert self.dtype is not None
+        data = np.empty(num_rows, dtype=self.dtype)
+        valid: np.ndarray | None = None
+        off = 0
+        for page in base.pages:
+            n = len(page)
+            data[off: off + n] = arrow_values_view(page, self.dtype)
+            pv = arrow_validity(page)
+            if pv is not None:
+                if valid is None:
+                    valid = np.ones(num_rows, dtype=bool)
+                valid[off: off + n] = pv
+            off += n
+        if off < num_rows:
+            default = self.column.default
+            if default.is_valid:
+                data[off:] = arrow_values_view(pa.array([default.as_py()],
+                                                        type=self.column.type), self.dtype)[0]
+            else:
+                data[off:] = np.zeros(1, dtype=self.dtype)[0]
+                if valid is None:
+                    valid = np.ones(num_rows, dtype=bool)
+                valid[off:] = False
+        for d in ds:
+            data[d.rows] = arrow_values_view(d.values, self.dtype)
+            dv = arrow_validity(d.values)
+            if dv is not None:
+                if valid is None:
+                    valid = np.ones(num_rows, dtype=bool)
+                valid[d.rows] = dv
+            elif valid is not None:
+                valid[d.rows] = True
+        return numpy_to_arrow(data, valid, self.column.type)
 
     def _materialize_fixed(self, page: pa.Array | None, have: int, start: int, length: int,
                            touched: list[tuple[Delta, int, int]]) -> pa.Array:
