@@ -1,0 +1,515 @@
+"""Vectorized building blocks shared by the decoders (private).
+
+- :class:`Parts`: the raw buffers of an input binary array as numpy (data, start/end of
+  each value, validity), zero-copy;
+- :func:`spans`: byte ranges of the data buffer as an Arrow ``binary_view`` array
+  (zero-copy views; Arrow's C++ cast then gathers them into ``binary``/``string``);
+- :func:`fixed_array` / :func:`var_array`: typed Arrow arrays from numpy values;
+- :func:`cast_rows`: a cast that refuses only the bad rows, found by bisection;
+- :func:`b64decode`: base64 decoding of a whole array at once;
+- :func:`decimal_fits`: precision check of 128-bit two's-complement integers;
+- :func:`assemble`: the wire-form table of the events that decoded, validated by
+  :meth:`ChangeBatch.from_arrow`, with every reject mapped back to its source position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.formats import TS_MISSING, Decoded
+from cdc_sink.schema import TableSchema
+
+_VIEW_WINDOW = 1 << 30  # a view buffer window starts every 1 GiB and spans 2 GiB
+_MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
+
+
+@dataclass
+class Parts:
+    """The buffers of one binary array of message values.
+
+    Attributes:
+        buffer: The Arrow data buffer (``None`` when every value is empty).
+        data: The same bytes as a numpy ``uint8`` array.
+        starts: Byte offset of each value in ``data`` (int64).
+        ends: One past the last byte of each value (int64).
+        valid: Whether each value is not null.
+    """
+
+    buffer: pa.Buffer | None
+    data: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    valid: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Number of values."""
+        return len(self.starts)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Byte length of each value."""
+        lengths: np.ndarray = self.ends - self.starts
+        return lengths
+
+
+def _is_binary_like(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+                or pa.types.is_large_string(t) or pa.types.is_binary_view(t)
+                or pa.types.is_string_view(t))
+
+
+def binary_parts(values: pa.Array | pa.ChunkedArray) -> Parts:
+    """Exposes the buffers of a binary or string array as numpy arrays (zero-copy).
+
+    Raises:
+        TypeError: ``values`` is not a binary or string array.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        if not _is_binary_like(values.type):
+            raise TypeError(f"message values must be binary or string, got {values.type}")
+        if values.num_chunks == 1:
+            values = values.chunk(0)
+        elif values.num_chunks == 0:
+            values = pa.array([], values.type)
+        else:  # 64-bit offsets: the chunks together may exceed 2 GiB
+            values = pa.concat_arrays([c.cast(pa.large_binary()) for c in values.chunks])
+    if not isinstance(values, pa.Array):
+        raise TypeError(f"message values must be a pyarrow binary array, got {type(values)}")
+    t = values.type
+    if pa.types.is_string(t):
+        values = values.cast(pa.binary())
+    elif pa.types.is_large_string(t) or pa.types.is_binary_view(t) or pa.types.is_string_view(t):
+        values = values.cast(pa.large_binary())
+    elif not (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):
+        raise TypeError(f"message values must be binary or string, got {values.type}")
+    n = len(values)
+    bufs = values.buffers()
+    off_type = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    offsets = np.frombuffer(bufs[1], dtype=off_type, count=values.offset + n + 1)
+    offsets = offsets[values.offset:].astype(np.int64)
+    data_buf = bufs[2]
+    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None and data_buf.size
+            else np.zeros(0, np.uint8))
+    if values.null_count:
+        valid = np.asarray(values.is_valid(), dtype=bool)
+    else:
+        valid = np.ones(n, dtype=bool)
+    return Parts(buffer=data_buf, data=data, starts=offsets[:-1], ends=offsets[1:], valid=valid)
+
+
+def position_array(position: np.ndarray | None, n: int) -> np.ndarray:
+    """The caller's source positions as int64, or the value index.
+
+    Raises:
+        ValueError: ``position`` does not have ``n`` entries.
+    """
+    if position is None:
+        return np.arange(n, dtype=np.int64)
+    pos = np.asarray(position, dtype=np.int64)
+    if pos.shape != (n,):
+        raise ValueError(f"position must have one entry per value ({n}), got shape {pos.shape}")
+    return pos
+
+
+# ---------------------------------------------------------------------- reasons
+def new_reasons(n: int) -> np.ndarray:
+    """An object array of ``n`` reasons, all ``None`` (no reason = not rejected)."""
+    return np.full(n, None, dtype=object)
+
+
+def no_reason(reasons: np.ndarray) -> np.ndarray:
+    """Mask of the entries of an object array of reasons that are ``None``."""
+    mask: np.ndarray = reasons == None  # noqa: E711
+    return mask
+
+
+def refuse(reasons: np.ndarray, mask: np.ndarray, reason: str) -> None:
+    """Gives ``reason`` to the events of ``mask`` that have no reason yet."""
+    idx = np.flatnonzero(mask)
+    if len(idx):
+        hit = idx[no_reason(reasons[idx])]
+        reasons[hit] = reason
+
+
+def refuse_each(reasons: np.ndarray, rows: np.ndarray, texts: list[str]) -> None:
+    """Gives ``texts[i]`` to event ``rows[i]`` when it has no reason yet (reject path)."""
+    for r, text in zip(rows.tolist(), texts, strict=True):
+        if reasons[r] is None:
+            reasons[r] = text
+
+
+# ---------------------------------------------------------------------- building arrays
+def unaligned(data: np.ndarray, dtype: str) -> np.ndarray:
+    """A read-only view of ``data`` where element ``i`` is the ``dtype`` value starting at
+    byte ``i`` (overlapping, unaligned): ``unaligned(data, "<u2")[p]`` reads the
+    little-endian uint16 at byte ``p`` in one gather."""
+    dt_ = np.dtype(dtype)
+    count = max(len(data) - dt_.itemsize + 1, 0)
+    if count == 0:
+        return np.zeros(0, dtype=dt_)
+    return np.ndarray(shape=(count,), dtype=dt_, buffer=data, offset=0, strides=(1,))
+
+
+def spans(parts: Parts, starts: np.ndarray, ends: np.ndarray,
+          valid: np.ndarray | None = None) -> pa.Array:
+    """Byte ranges ``[starts, ends)`` of ``parts.data`` as a ``binary_view`` array.
+
+    The views point into the input buffer (no copy); ``.cast(pa.binary())`` or
+    ``.cast(pa.string())`` gathers them in C++ (the latter validates UTF-8).
+    """
+    m = len(starts)
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.maximum(np.asarray(ends, dtype=np.int64) - starts, 0)
+    if valid is not None:
+        lengths = np.where(valid, lengths, 0)
+        starts = np.where(valid, starts, 0)
+    if len(starts) and (starts.min() < 0 or (starts + lengths).max() > len(parts.data)):
+        raise ValueError("span outside the data buffer")
+    data = parts.data
+    u4 = unaligned(data, "<u4")
+    short = lengths <= 12
+    # Three unaligned 4-byte reads per value: the inline bytes of a short value (bytes past
+    # its end masked off), or the 4-byte prefix of a long one.
+    safe = starts + 12 <= len(data)
+    at = np.where(safe, starts, 0)
+    w0 = u4[at] if len(data) >= 12 else np.zeros(m, np.uint32)
+    views = np.empty((m, 4), dtype=np.uint32)
+    views[:, 0] = lengths
+    views[:, 1] = w0 & _MASKS[np.clip(lengths, 0, 4)]
+    if short.any() and len(data) >= 12:
+        views[:, 2] = np.where(short, u4[at + 4] & _MASKS[np.clip(lengths - 4, 0, 4)], 0)
+        views[:, 3] = np.where(short, u4[at + 8] & _MASKS[np.clip(lengths - 8, 0, 4)], 0)
+    else:
+        views[:, 2:] = 0
+    slow = ~safe
+    if slow.any():  # values in the last 12 bytes of the buffer: byte by byte
+        raw = views.view(np.uint8).reshape(m, 16)
+        k = np.arange(12)
+        s_start = starts[slow]
+        idx = np.minimum(s_start[:, None] + k, max(len(data) - 1, 0))
+        raw[slow, 4:16] = np.where(k < lengths[slow][:, None], data[idx], 0) if len(data) else 0
+    long_ = ~short
+    buffers: list[pa.Buffer | None] = [None if valid is None else _bitmap(valid),
+                                       pa.py_buffer(views)]
+    if long_.any():
+        assert parts.buffer is not None
+        l_start = starts[long_]
+        window = l_start // _VIEW_WINDOW
+        views[long_, 2] = window
+        views[long_, 3] = l_start - window * _VIEW_WINDOW
+        size = parts.buffer.size
+        for w in range(int(window.max()) + 1):
+            lo = w * _VIEW_WINDOW
+            buffers.append(parts.buffer.slice(lo, min(size - lo, 2 * _VIEW_WINDOW)))
+    return pa.Array.from_buffers(pa.binary_view(), m, buffers)
+
+
+def _bitmap(mask: np.ndarray) -> pa.Buffer | None:
+    if mask.all():
+        return None
+    return pa.py_buffer(np.packbits(mask.astype(bool), bitorder="little"))
+
+
+def fixed_array(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """An Arrow array of a fixed-width type from numpy values and a validity mask.
+
+    ``values`` must already have the physical layout of ``type_`` (e.g. int32 days for
+    date32, int64 micros for timestamps, ``(n, 16)`` uint8 for decimal128, bool).
+    """
+    n = len(valid)
+    if pa.types.is_boolean(type_):
+        data = pa.py_buffer(np.packbits(values.astype(bool), bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values))
+    return pa.Array.from_buffers(type_, n, [_bitmap(valid), data])
+
+
+def var_array(data: np.ndarray, lengths: np.ndarray, valid: np.ndarray,
+              type_: pa.DataType) -> pa.Array:
+    """A binary or string array from concatenated bytes (row order) and lengths."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    large = pa.types.is_large_binary(type_) or pa.types.is_large_string(type_)
+    off = offsets if large else offsets.astype(np.int32)
+    return pa.Array.from_buffers(type_, len(lengths), [_bitmap(valid), pa.py_buffer(off),
+                                                      pa.py_buffer(np.ascontiguousarray(data))])
+
+
+def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenates ``data[starts[i]:starts[i] + lengths[i]]`` for every ``i``."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.uint8)
+    starts = np.asarray(starts, np.int64)
+    if len(starts) > 1 and (starts[1:] == starts[:-1] + lengths[:-1]).all():
+        out0: np.ndarray = data[starts[0]:starts[0] + total].copy()  # contiguous
+        return out0
+    before = np.cumsum(lengths) - lengths
+    idx = np.repeat(np.asarray(starts, np.int64) - before, lengths) + np.arange(total)
+    out: np.ndarray = data[idx]
+    return out
+
+
+def scatter(values: pa.Array, rows: np.ndarray, n: int) -> pa.Array:
+    """An array of ``n`` rows holding ``values[i]`` at ``rows[i]`` and nulls elsewhere."""
+    if len(rows) == n and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1)):
+        return values
+    index = np.full(n, -1, dtype=np.int64)
+    index[rows] = np.arange(len(rows))
+    return values.take(pa.array(index, mask=index < 0))
+
+
+# ---------------------------------------------------------------------- conversions
+def cast_rows(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+    """Casts ``arr`` to ``target``, refusing only the rows that do not convert.
+
+    A failing cast is bisected until the bad rows are isolated (``O(k log n)`` casts for
+    ``k`` bad rows), so a clean array costs one vectorized cast.
+
+    Returns:
+        The cast array (null at the bad rows) and the mask of bad rows.
+    """
+    try:
+        return arr.cast(target), np.zeros(len(arr), dtype=bool)
+    except pa.ArrowInvalid:
+        if len(arr) <= 1:
+            return pa.nulls(len(arr), target), np.ones(len(arr), dtype=bool)
+    mid = len(arr) // 2
+    a, bad_a = cast_rows(arr.slice(0, mid), target)
+    b, bad_b = cast_rows(arr.slice(mid), target)
+    return pa.concat_arrays([a, b]), np.concatenate([bad_a, bad_b])
+
+
+_B64 = np.full(256, 255, dtype=np.uint8)
+_B64[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                   np.uint8)] = np.arange(64, dtype=np.uint8)
+_B64[ord("=")] = 64
+
+
+def b64decode(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Decodes a binary/string array of standard padded base64, vectorized.
+
+    Nulls stay null. A value that is not valid base64 (length not a multiple of 4, a
+    character outside the alphabet, misplaced padding) becomes null and is flagged.
+
+    Returns:
+        The decoded ``binary`` array and the mask of bad values.
+    """
+    parts = binary_parts(arr)
+    n = parts.n
+    lengths = parts.lengths
+    bad = parts.valid & (lengths % 4 != 0)
+    use = np.flatnonzero(parts.valid & ~bad & (lengths > 0))
+    out_len = np.zeros(n, dtype=np.int64)
+    if len(use) == 0:
+        return var_array(np.zeros(0, np.uint8), out_len, parts.valid & ~bad, pa.binary()), bad
+    nq = lengths[use] // 4
+    chars = gather(parts.data, parts.starts[use], lengths[use]).reshape(-1, 4)
+    v = _B64[chars]
+    owner = np.repeat(np.arange(len(use)), nq)
+    last = np.cumsum(nq) - 1
+    is_pad = v == 64
+    is_last = np.zeros(len(v), dtype=bool)
+    is_last[last] = True
+    quad_bad = (v == 255).any(axis=1) | (is_pad.any(axis=1) & ~is_last)
+    lp = is_pad[last]
+    npad = lp.sum(axis=1)
+    # Allowed padding in a final quad: none, "x===" never, "xx==", "xxx=".
+    pattern_ok = (npad == 0) | ((npad == 1) & lp[:, 3]) | ((npad == 2) & lp[:, 2] & lp[:, 3])
+    value_bad = np.zeros(len(use), dtype=bool)
+    value_bad[owner[quad_bad]] = True
+    value_bad |= ~pattern_ok
+    v = np.where(is_pad, 0, v).astype(np.uint32)
+    word = (v[:, 0] << 18) | (v[:, 1] << 12) | (v[:, 2] << 6) | v[:, 3]
+    out3 = np.empty((len(v), 3), dtype=np.uint8)
+    out3[:, 0] = word >> 16
+    out3[:, 1] = (word >> 8) & 0xFF
+    out3[:, 2] = word & 0xFF
+    keep = np.ones((len(v), 3), dtype=bool)
+    keep[last, 2] = npad < 1
+    keep[last, 1] = npad < 2
+    keep &= ~value_bad[owner][:, None]
+    out_len[use] = np.where(value_bad, 0, 3 * nq - npad)
+    bad[use[value_bad]] = True
+    return var_array(out3[keep], out_len, parts.valid & ~bad, pa.binary()), bad
+
+
+def decimal_fits(raw: np.ndarray, precision: int) -> np.ndarray:
+    """Whether 128-bit little-endian two's-complement integers have at most
+    ``precision`` decimal digits.
+
+    Args:
+        raw: ``(n, 16)`` uint8 array of unscaled values.
+        precision: Maximum number of digits (1..38).
+    """
+    raw = np.ascontiguousarray(raw)
+    lo = raw[:, :8].copy().view("<u8").ravel()
+    hi = raw[:, 8:].copy().view("<i8").ravel()
+    neg = hi < 0
+    hi_u = hi.view(np.uint64)
+    with np.errstate(over="ignore"):
+        abs_lo = np.where(neg, ~lo + np.uint64(1), lo)
+        abs_hi = np.where(neg, ~hi_u + (lo == 0).astype(np.uint64), hi_u)
+    bound = 10 ** precision
+    b_hi, b_lo = np.uint64(bound >> 64), np.uint64(bound & 0xFFFFFFFFFFFFFFFF)
+    fits: np.ndarray = (abs_hi < b_hi) | ((abs_hi == b_hi) & (abs_lo < b_lo))
+    return fits
+
+
+def decimal_overflow(arr: pa.Array) -> np.ndarray:
+    """Mask of the non-null values of a decimal128 array with more digits than its
+    precision (Arrow does not check this when casting to precision 38)."""
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    raw = raw[arr.offset * 16:(arr.offset + n) * 16].reshape(n, 16)
+    valid = np.asarray(arr.is_valid(), dtype=bool)
+    bad: np.ndarray = valid & ~decimal_fits(raw, arr.type.precision)
+    return bad
+
+
+def int_bounds(t: pa.DataType) -> tuple[int, int]:
+    """The range of the integer storage of ``t`` (int8..int64, date32, timestamp)."""
+    if pa.types.is_date32(t):
+        t = pa.int32()
+    elif pa.types.is_timestamp(t):
+        t = pa.int64()
+    info = np.iinfo(t.to_pandas_dtype())
+    return int(info.min), int(info.max)
+
+
+# ---------------------------------------------------------------------- assembly
+@dataclass
+class Columns:
+    """The decoded columns of a run of events, before validation (all aligned).
+
+    Attributes:
+        op: Op code per event (int8; anything for events with a reason).
+        keys: Key column name → array.
+        values: Value column name → (array, presence mask).
+        seq: ``__seq`` per event, or ``None`` (tables without a sequence column).
+        reasons: Reject reason per event (``None`` = decoded).
+        ts_ms: Producer timestamp per event (``TS_MISSING`` when absent), or ``None``.
+        skip: Events skipped on purpose (neither decoded nor rejected), or ``None``.
+    """
+
+    op: np.ndarray
+    keys: dict[str, pa.Array]
+    values: dict[str, tuple[pa.Array, np.ndarray]]
+    seq: pa.Array | None
+    reasons: np.ndarray
+    ts_ms: np.ndarray | None = None
+    skip: np.ndarray | None = None
+
+
+def event_ranges(parts: Parts, chunk_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive event ranges ``[lo, hi)`` of about ``chunk_bytes`` of data each (at
+    least one event), so per-chunk working arrays stay small and in cache."""
+    n = parts.n
+    csum = np.cumsum(parts.lengths)
+    out = []
+    lo = 0
+    while lo < n:
+        base = int(csum[lo - 1]) if lo else 0
+        hi = min(max(int(np.searchsorted(csum, base + chunk_bytes, side="right")), lo + 1), n)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def sub_parts(parts: Parts, lo: int, hi: int) -> Parts:
+    """Events ``[lo, hi)`` of ``parts`` (same data buffer: positions stay absolute)."""
+    return Parts(buffer=parts.buffer, data=parts.data, starts=parts.starts[lo:hi],
+                 ends=parts.ends[lo:hi], valid=parts.valid[lo:hi])
+
+
+def merge_columns(pieces: list[Columns], schema: TableSchema) -> Columns:
+    """Concatenates the columns of consecutive runs of events."""
+    if len(pieces) == 1:
+        return pieces[0]
+    sizes = [len(p.reasons) for p in pieces]
+    keys = {k: pa.concat_arrays([p.keys[k] for p in pieces]) for k in schema.primary_key}
+    values: dict[str, tuple[pa.Array, np.ndarray]] = {}
+    for c in schema.value_columns:
+        if any(c.name in p.values for p in pieces):
+            arrs = [p.values[c.name][0] if c.name in p.values else pa.nulls(k, c.type)
+                    for p, k in zip(pieces, sizes, strict=True)]
+            masks = [p.values[c.name][1] if c.name in p.values else np.zeros(k, bool)
+                     for p, k in zip(pieces, sizes, strict=True)]
+            values[c.name] = (pa.concat_arrays(arrs), np.concatenate(masks))
+    seqs = [p.seq for p in pieces if p.seq is not None]
+    ts = None
+    if any(p.ts_ms is not None for p in pieces):
+        ts = np.concatenate([p.ts_ms if p.ts_ms is not None else np.full(k, TS_MISSING)
+                             for p, k in zip(pieces, sizes, strict=True)])
+    skip = None
+    if any(p.skip is not None for p in pieces):
+        skip = np.concatenate([p.skip if p.skip is not None else np.zeros(k, bool)
+                               for p, k in zip(pieces, sizes, strict=True)])
+    return Columns(op=np.concatenate([p.op for p in pieces]), keys=keys, values=values,
+                   seq=pa.concat_arrays(seqs) if len(seqs) == len(pieces) else None,
+                   reasons=np.concatenate([p.reasons for p in pieces]), ts_ms=ts, skip=skip)
+
+
+def assemble(schema: TableSchema, cols: Columns, position: np.ndarray) -> Decoded:
+    """Builds the wire form of the events without a reason and validates it.
+
+    Events with a reason are left out and reported as rejects; skipped events are left
+    out of both and counted.
+
+    Args:
+        schema: The table schema.
+        cols: The decoded columns of every event.
+        position: Source position per event.
+
+    Returns:
+        The decoded batch (positions are source positions) and all rejects, sorted by
+        input order.
+    """
+    reasons = cols.reasons
+    n = len(reasons)
+    skip = cols.skip if cols.skip is not None else np.zeros(n, dtype=bool)
+    good = no_reason(reasons) & ~skip
+    idx = np.flatnonzero(good)
+    everything = len(idx) == n
+    take = None if everything else pa.array(idx)
+
+    def pick(arr: pa.Array) -> pa.Array:
+        return arr if take is None else arr.take(take)
+
+    table: dict[str, pa.Array] = {"__op": pick(pa.array(cols.op, pa.int8()))}
+    if cols.seq is not None:
+        table["__seq"] = pick(cols.seq)
+    for kc in schema.key_columns:
+        table[kc.name] = pick(cols.keys[kc.name])
+    for c in schema.value_columns:
+        if c.name not in cols.values:
+            continue
+        arr, present = cols.values[c.name]
+        mask = present if everything else present[idx]
+        if not mask.any():
+            continue
+        table[c.name] = pick(arr)
+        table["__set__" + c.name] = pa.array(mask, pa.bool_())
+    batch, rej = ChangeBatch.from_arrow(pa.table(table), schema, position=idx)
+    inner = batch.positions
+    bad = np.flatnonzero(~no_reason(reasons) & ~skip)
+    all_pos = np.concatenate([bad, rej.positions])
+    all_reasons = [str(r) for r in reasons[bad]] + rej.reasons
+    order = np.argsort(all_pos, kind="stable")
+    rejects = Rejects(positions=position[all_pos[order]],
+                      reasons=[all_reasons[i] for i in order.tolist()])
+    out_ts = None
+    if cols.ts_ms is not None:
+        sel = cols.ts_ms[inner]
+        if (sel != TS_MISSING).any():
+            out_ts = sel
+    batch.position = position[inner]
+    return Decoded(batch=batch, rejects=rejects, ts_ms=out_ts, skipped=int(skip.sum()))

@@ -1,0 +1,742 @@
+"""The ``rowv2`` format: one op byte followed by a row in TiDB's row format v2.
+
+The row layout follows the TiDB proposal "A new storage row format for efficient
+decoding" (docs/design/2018-07-19-row-format.md), preceded by one op byte::
+
+    byte 0    1       2       3-4         5-6       7 ...
+    +------+-------+-------+-----------+---------+-------------+-------------+------------+--------+
+    | op   | codec | flags | not_null  | null    | not-null    | null ids    | offsets:   | values |
+    | u8   | 128   | bit 0 | count     | count   | ids, sorted | sorted      | end of     |        |
+    | 0..3 |       | = big | u16 LE    | u16 LE  | u8 (big:u32)| u8 (big:u32)| each value |        |
+    |      |       |       |           |         |             |             | u16 (u32)  |        |
+    +------+-------+-------+-----------+---------+-------------+-------------+------------+--------+
+
+- op: 0 insert, 1 upsert, 2 update, 3 delete (:data:`cdc_sink.changes.OP_CODES`);
+- flags bit 0 ("big"): column ids and offsets take 4 bytes instead of 1 and 2. A writer
+  sets it when a column id is above 255 or the values take more than 65535 bytes; the
+  other flag bits must be 0;
+- ids are cdc_sink's stable column ids (:attr:`cdc_sink.schema.Column.id`). A row must
+  carry every key column as not-null. A column in the not-null array is set to its value,
+  one in the null array is set to null, and a column in neither array is **absent**
+  (not set: the row keeps its value, or a new row takes the default);
+- offsets: one per not-null column, the end of its value relative to the first value;
+  the last one is the length of the value area (no trailing bytes are allowed).
+
+Value encodings (by column type):
+
+=====================  =================================================================
+type                   bytes
+=====================  =================================================================
+int8 .. int64          signed little-endian in the smallest of 1, 2, 4 or 8 bytes that
+                       holds the value, as TiDB does (the decoder accepts any of the four
+                       widths when the value fits the column)
+bool                   as an integer 0 or 1 (1 byte)
+date32                 as an integer: days since 1970-01-01
+timestamp[us, UTC]     as an integer: microseconds since the epoch (int64 range)
+float64, float32       8-byte little-endian IEEE 754 float64 (float32 columns too; the
+                       decoder casts, refusing finite values that overflow float32)
+string                 the raw UTF-8 bytes (validated)
+binary                 the raw bytes
+decimal128(p, s)       16-byte little-endian two's complement of the unscaled value
+                       (value * 10**s), at most p digits
+=====================  =================================================================
+
+Two deliberate simplifications of TiDB's own encodings: TiDB stores floats and decimals
+in its older "comparable" codecs (decimals in its binary MyDecimal format); cdc_sink
+uses plain IEEE float64 and 16-byte unscaled integers, which decode without any per-row
+work.
+
+Sequence numbers: on a table with a ``sequence_column`` S, the event's ``seq`` is the
+value of S in the row (an integer encoded as above). The decoder takes ``seq`` from it
+(and does not treat S as a set column); a row without S, or with S null, is rejected
+(``seq is missing``/``seq is null``).
+
+Decoding (:class:`Rowv2Decoder`) is vectorized: the headers of all rows are read at
+once with numpy from the Arrow offsets and data buffers, column ids and value offsets
+are gathered for every (row, column) slot at once, slots are grouped by column with a
+stable radix sort, and each column's values are gathered by their computed offsets for
+all rows together. A malformed row (truncated, bad codec byte, unknown flags, unsorted
+or duplicate ids, an id both null and not-null, an unknown id, offsets out of order or
+out of range, trailing bytes, a value width that does not fit the type, an unknown op)
+becomes a reject; the other rows decode.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
+from cdc_sink.formats import Decoded, Decoder, FormatName
+from cdc_sink.formats._arrays import (
+    Columns,
+    Parts,
+    assemble,
+    binary_parts,
+    cast_rows,
+    decimal_fits,
+    fixed_array,
+    int_bounds,
+    new_reasons,
+    no_reason,
+    position_array,
+    refuse,
+    refuse_each,
+    scatter,
+    spans,
+    unaligned,
+)
+from cdc_sink.schema import Column, TableSchema, type_to_str
+
+__all__ = ["CODEC_VERSION", "FLAG_BIG", "Rowv2Decoder", "encode_event", "encode_rows",
+           "encode_value", "pack_row"]
+
+CODEC_VERSION = 128
+"""The codec version byte of row format v2."""
+
+FLAG_BIG = 1
+"""Flag bit: column ids and offsets take 4 bytes."""
+
+_HEADER = 7  # op, codec, flags, u16 n_not_null, u16 n_null
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_DAY = dt.date(1970, 1, 1)
+
+
+# ====================================================================== encoding
+def _int_bytes(v: int) -> bytes:
+    for width in (1, 2, 4, 8):
+        bound = 1 << (8 * width - 1)
+        if -bound <= v < bound:
+            return v.to_bytes(width, "little", signed=True)
+    raise ValueError(f"{v} does not fit in 64 bits")
+
+
+def _check_int(v: Any, c: Column) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"column {c.name!r}: {v!r} is not an integer")
+    lo, hi = int_bounds(c.type)
+    if not lo <= v <= hi:
+        raise ValueError(f"column {c.name!r}: {v} is out of range of {type_to_str(c.type)}")
+    return v
+
+
+def encode_value(value: Any, column: Column) -> bytes:
+    """Encodes one non-null value of ``column`` (see the module docstring).
+
+    Dates may be ``datetime.date``, ISO strings or day numbers; timestamps aware or naive
+    (UTC) ``datetime``, ISO strings or microsecond numbers; decimals ``Decimal``, strings
+    or numbers.
+
+    Raises:
+        ValueError: The value does not fit the column type.
+    """
+    t = column.type
+    name = column.name
+    if pa.types.is_boolean(t):
+        if not isinstance(value, bool):
+            raise ValueError(f"column {name!r}: {value!r} is not a bool")
+        return b"\x01" if value else b"\x00"
+    if pa.types.is_integer(t):
+        return _int_bytes(_check_int(value, column))
+    if pa.types.is_floating(t):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"column {name!r}: {value!r} is not a number")
+        return struct.pack("<d", float(value))
+    if pa.types.is_string(t):
+        if not isinstance(value, str):
+            raise ValueError(f"column {name!r}: {value!r} is not a string")
+        return value.encode("utf-8")
+    if pa.types.is_binary(t):
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise ValueError(f"column {name!r}: {value!r} is not bytes")
+        return bytes(value)
+    if pa.types.is_date32(t):
+        if isinstance(value, str):
+            value = dt.date.fromisoformat(value)
+        if isinstance(value, dt.datetime):
+            raise ValueError(f"column {name!r}: {value!r} is a datetime, not a date")
+        if isinstance(value, dt.date):
+            value = (value - _EPOCH_DAY).days
+        return _int_bytes(_check_int(value, column))
+    if pa.types.is_timestamp(t):
+        if isinstance(value, str):
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=dt.timezone.utc)
+            value = (value - _EPOCH) // dt.timedelta(microseconds=1)
+        return _int_bytes(_check_int(value, column))
+    if pa.types.is_decimal(t):
+        if isinstance(value, bool) or not isinstance(value, (decimal.Decimal, str, int, float)):
+            raise ValueError(f"column {name!r}: {value!r} is not a decimal")
+        with decimal.localcontext(decimal.Context(prec=120)):
+            d = decimal.Decimal(str(value))
+            if not d.is_finite():
+                raise ValueError(f"column {name!r}: {value} is not a finite decimal")
+            unscaled = d.scaleb(t.scale)
+            if unscaled != unscaled.to_integral_value():
+                raise ValueError(f"column {name!r}: {value} has more than {t.scale} decimals")
+            iv = int(unscaled)
+        if abs(iv) >= 10 ** t.precision:
+            raise ValueError(f"column {name!r}: {value} does not fit {type_to_str(t)}")
+        return iv.to_bytes(16, "little", signed=True)
+    raise ValueError(f"column {name!r}: unsupported type {t}")
+
+
+def pack_row(op: int, not_null: Mapping[int, bytes], nulls: Iterable[int] = (), *,
+             big: bool | None = None) -> bytes:
+    """Packs one row from already encoded values (the low-level writer).
+
+    Args:
+        op: Op code 0..3.
+        not_null: Column id → encoded value bytes.
+        nulls: Ids of the columns set to null.
+        big: Force the big (or small) layout; by default big exactly when an id is above
+            255 or the values exceed 65535 bytes.
+
+    Returns:
+        The message value: op byte + row.
+
+    Raises:
+        ValueError: A bad op, a negative or too large id, an id in both sets, or a small
+            layout that cannot hold the row.
+    """
+    if not 0 <= op <= 255:
+        raise ValueError(f"op {op} does not fit in a byte")
+    ids = sorted(not_null)
+    null_ids = sorted(set(nulls))
+    if set(ids) & set(null_ids):
+        raise ValueError(f"column ids {sorted(set(ids) & set(null_ids))} are both null and set")
+    all_ids = ids + null_ids
+    if any(i < 0 or i > 0xFFFFFFFF for i in all_ids):
+        raise ValueError("column ids must be in [0, 2**32)")
+    vals = [not_null[i] for i in ids]
+    total = sum(len(v) for v in vals)
+    needs_big = max(all_ids, default=0) > 255 or total > 0xFFFF
+    if big is None:
+        big = needs_big
+    elif not big and needs_big:
+        raise ValueError("a small row cannot hold ids > 255 or more than 65535 value bytes")
+    if len(ids) > 0xFFFF or len(null_ids) > 0xFFFF:
+        raise ValueError("a row holds at most 65535 not-null and 65535 null columns")
+    id_fmt, off_fmt = ("<I", "<I") if big else ("<B", "<H")
+    out = bytearray([op, CODEC_VERSION, FLAG_BIG if big else 0])
+    out += struct.pack("<HH", len(ids), len(null_ids))
+    for i in all_ids:
+        out += struct.pack(id_fmt, i)
+    end = 0
+    for v in vals:
+        end += len(v)
+        out += struct.pack(off_fmt, end)
+    for v in vals:
+        out += v
+    return bytes(out)
+
+
+def _op_code(op: Any) -> int:
+    if isinstance(op, str):
+        if op not in OP_CODES:
+            raise ValueError(f"unknown op {op!r}; ops are {list(OP_NAMES)}")
+        return OP_CODES[op]
+    if isinstance(op, bool) or not isinstance(op, int) or not 0 <= op <= OP_DELETE:
+        raise ValueError(f"unknown op {op!r}")
+    return op
+
+
+def encode_rows(ops: Sequence[str | int], keys: Sequence[Mapping[str, Any]],
+                sets: Sequence[Mapping[str, Any] | None], schema: TableSchema, *,
+                seqs: Sequence[int | None] | None = None) -> list[bytes]:
+    """Encodes events as ``rowv2`` message values (a per-row loop: a producer tool).
+
+    Args:
+        ops: Op name or code of each event.
+        keys: Key column name → value of each event (every key column).
+        sets: Column name → value of each event (``None`` sets null; a column not in
+            the mapping is absent). Ignored for deletes.
+        schema: The table schema.
+        seqs: Optional sequence number of each event, written as the value of the
+            schema's ``sequence_column``.
+
+    Returns:
+        One message value per event.
+
+    Raises:
+        ValueError: An unknown op or column, a missing key column, a value that does not
+            fit its column, or a ``seq`` without a sequence column.
+    """
+    if not len(ops) == len(keys) == len(sets) or (seqs is not None and len(seqs) != len(ops)):
+        raise ValueError("ops, keys, sets (and seqs) must have the same length")
+    key_names = set(schema.primary_key)
+    out = []
+    for i, (op, key, sets_i) in enumerate(zip(ops, keys, sets, strict=True)):
+        code = _op_code(op)
+        not_null: dict[int, bytes] = {}
+        nulls: list[int] = []
+        for kc in schema.key_columns:
+            if kc.name not in key or key[kc.name] is None:
+                raise ValueError(f"event {i}: key column {kc.name!r} is missing")
+            not_null[kc.id] = encode_value(key[kc.name], kc)
+        extra = set(key) - key_names
+        if extra:
+            raise ValueError(f"event {i}: unknown key column(s) {sorted(extra)}")
+        if code != OP_DELETE:
+            for name, v in (sets_i or {}).items():
+                if name in key_names:
+                    raise ValueError(f"event {i}: key column {name!r} inside 'set'")
+                if not schema.has_column(name):
+                    raise ValueError(f"event {i}: unknown column {name!r}")
+                c = schema.column(name)
+                if v is None:
+                    nulls.append(c.id)
+                else:
+                    not_null[c.id] = encode_value(v, c)
+        seq = None if seqs is None else seqs[i]
+        if seq is not None:
+            if schema.sequence_column is None:
+                raise ValueError("seq given but the schema has no sequence_column")
+            scol = schema.column(schema.sequence_column)
+            enc = encode_value(seq, scol)
+            if not_null.get(scol.id, enc) != enc or scol.id in nulls:
+                raise ValueError(f"event {i}: seq {seq} differs from {scol.name!r} in 'set'")
+            not_null[scol.id] = enc
+        out.append(pack_row(code, not_null, nulls))
+    return out
+
+
+def encode_event(event: Mapping[str, Any], schema: TableSchema) -> bytes:
+    """Encodes one native event ``{"op", "key", "set"?, "seq"?}`` as a ``rowv2`` value.
+
+    ``key`` may be a scalar for a one-column key.
+
+    Raises:
+        ValueError: As :func:`encode_rows`.
+    """
+    key = event.get("key")
+    if not isinstance(key, Mapping):
+        if len(schema.primary_key) != 1 or key is None:
+            raise ValueError("event has no 'key' object")
+        key = {schema.primary_key[0]: key}
+    return encode_rows([event["op"]], [key], [event.get("set")], schema,
+                       seqs=[event.get("seq")])[0]
+
+
+# ====================================================================== decoding
+_GROUP_MIN = 256  # a layout shared by this many rows is decoded as one (rows x columns) matrix
+
+
+class _Bytes:
+    """Unaligned little-endian views of the data buffer (one gather per read)."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.u1 = data
+        self.i1 = data.view(np.int8)
+        self.u2 = unaligned(data, "<u2")
+        self.i2 = unaligned(data, "<i2")
+        self.u4 = unaligned(data, "<u4")
+        self.i4 = unaligned(data, "<i4")
+        self.i8 = unaligned(data, "<i8")
+        self.f8 = unaligned(data, "<f8")
+
+
+@dataclass
+class _Headers:
+    """Header fields of the rows whose header is well formed (all arrays aligned)."""
+
+    rows: np.ndarray     # input row index
+    nn: np.ndarray       # number of not-null columns
+    nl: np.ndarray       # number of null columns
+    big: np.ndarray      # 4-byte ids and offsets
+    ids_at: np.ndarray   # byte position of the id arrays
+    offs_at: np.ndarray  # byte position of the offsets
+    vals_at: np.ndarray  # byte position of the first value
+    end: np.ndarray      # one past the row's last byte
+
+
+@dataclass
+class _Layouts:
+    """Distinct row layouts (codec, flags, counts and id arrays), parsed once each."""
+
+    nn: np.ndarray      # per layout
+    nl: np.ndarray      # per layout
+    first: np.ndarray   # per layout: index of its first slot
+    cidx: np.ndarray    # per slot: schema column index
+    reason: np.ndarray  # per layout: why its rows are refused, or None
+
+
+@dataclass
+class _Piece:
+    """Some rows' slots of one column: all null, or values at ``pos`` of ``width``."""
+
+    rows: np.ndarray
+    null: bool
+    pos: np.ndarray | None = None
+    width: np.ndarray | None = None
+
+
+class Rowv2Decoder(Decoder):
+    """Decoder of the ``rowv2`` format (see the module docstring); vectorized.
+
+    Rows are grouped by layout (the header bytes up to the offsets: codec, flags, counts
+    and column ids), found by hashing the header bytes of all rows at once. Each distinct
+    layout's ids are parsed and validated once. A layout shared by many rows is decoded
+    as a matrix: the offsets of all its rows in one gather; the rows of rare layouts are
+    decoded together slot by slot. Values are then read per column for all rows at once.
+    """
+
+    name: ClassVar[FormatName] = "rowv2"
+
+    def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
+                         schema: TableSchema, *,
+                         position: np.ndarray | None = None) -> Decoded:
+        """Decodes ``rowv2`` message values (see :meth:`Decoder.decode_with_meta`).
+
+        ``ts_ms`` is always ``None``: the format carries no producer timestamp.
+        """
+        parts = binary_parts(values)
+        n = parts.n
+        pos = position_array(position, n)
+        reasons = new_reasons(n)
+        refuse(reasons, ~parts.valid, "null message value")
+        refuse(reasons, parts.valid & (parts.lengths < _HEADER),
+               f"truncated row: shorter than the {_HEADER}-byte header")
+        op = np.zeros(n, dtype=np.int8)
+        b = _Bytes(parts.data)
+        pieces: list[list[_Piece]] = [[] for _ in schema.columns]
+        h = _headers(parts, b, reasons, op)
+        if len(h.rows):
+            self._layout_rows(parts, b, h, reasons, schema, pieces)
+        keys, vals, seq = _decode_columns(parts, b, pieces, reasons, schema)
+        return assemble(schema, Columns(op=op, keys=keys, values=vals, seq=seq,
+                                        reasons=reasons), pos)
+
+    @staticmethod
+    def _layout_rows(parts: Parts, b: _Bytes, h: _Headers, reasons: np.ndarray,
+                     schema: TableSchema, pieces: list[list[_Piece]]) -> None:
+        sig = pc.dictionary_encode(spans(parts, parts.starts[h.rows] + 1, h.offs_at))
+        lay = np.asarray(sig.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        n_layouts = len(sig.dictionary)
+        reps = np.full(n_layouts, -1, dtype=np.int64)
+        reps[lay[::-1]] = np.arange(len(lay) - 1, -1, -1)  # first row of each layout
+        lt = _parse_layouts(b, h, reps, schema)
+        bad_layout = ~no_reason(lt.reason)
+        if bad_layout.any():
+            bad_rows = np.flatnonzero(bad_layout[lay])
+            refuse_each(reasons, h.rows[bad_rows], [str(r) for r in lt.reason[lay[bad_rows]]])
+        counts = np.bincount(lay, minlength=n_layouts)
+        key = lay.astype(np.uint16) if n_layouts <= 0xFFFF else lay
+        order = np.argsort(key, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        grouped = (counts >= _GROUP_MIN) & ~bad_layout
+        for u in np.flatnonzero(grouped).tolist():
+            _matrix_layout(b, h, order[bounds[u]:bounds[u + 1]], u, lt, reasons, pieces)
+        rest = np.flatnonzero(~grouped[lay] & ~bad_layout[lay])
+        if len(rest):
+            _slot_rows(b, h, rest, lay[rest], lt, reasons, pieces)
+
+
+def _headers(parts: Parts, b: _Bytes, reasons: np.ndarray, op_out: np.ndarray) -> _Headers:
+    """Reads the 7-byte header of every row; refuses rows whose header is malformed."""
+    rows = np.flatnonzero(no_reason(reasons))
+    hs = parts.starts[rows]
+    end = parts.ends[rows]
+    op = b.u1[hs]
+    codec = b.u1[hs + 1]
+    flags = b.u1[hs + 2]
+    nn = b.u2[hs + 3].astype(np.int64)
+    nl = b.u2[hs + 5].astype(np.int64)
+    big = (flags & FLAG_BIG) != 0
+    ids_at = hs + _HEADER
+    if big.any():
+        offs_at = ids_at + (nn + nl) * np.where(big, 4, 1)
+        vals_at = offs_at + nn * np.where(big, 4, 2)
+    else:
+        offs_at = ids_at + nn + nl
+        vals_at = offs_at + 2 * nn
+    bad = np.zeros(len(rows), dtype=bool)
+    for mask, reason in (
+        (codec != CODEC_VERSION, f"bad codec version byte (expected {CODEC_VERSION})"),
+        ((flags & (0xFF ^ FLAG_BIG)) != 0, "unknown flag bits in the row header"),
+        (op > OP_DELETE, "unknown op byte (expected 0..3)"),
+        (vals_at > end, "truncated row: the header declares more column ids and offsets "
+                        "than the row holds"),
+    ):
+        refuse(reasons, _full(mask & ~bad, rows, len(reasons)), reason)
+        bad |= mask
+    op_out[rows] = np.where(bad, 0, op).astype(np.int8)
+    g = np.flatnonzero(~bad)
+    return _Headers(rows=rows[g], nn=nn[g], nl=nl[g], big=big[g], ids_at=ids_at[g],
+                    offs_at=offs_at[g], vals_at=vals_at[g], end=end[g])
+
+
+def _parse_layouts(b: _Bytes, h: _Headers, reps: np.ndarray, schema: TableSchema) -> _Layouts:
+    """Parses and validates the id arrays of each layout, from one row per layout."""
+    nn, nl, big, ids_at = h.nn[reps], h.nl[reps], h.big[reps], h.ids_at[reps]
+    n_layouts = len(reps)
+    cnt = nn + nl
+    total = int(cnt.sum())
+    lay = np.repeat(np.arange(n_layouts), cnt)
+    first = np.cumsum(cnt) - cnt
+    k = np.arange(total, dtype=np.int64) - first[lay]
+    slot_big = big[lay]
+    idpos = ids_at[lay] + np.where(slot_big, 4 * k, k)
+    ids = b.u1[idpos].astype(np.int64)
+    if slot_big.any():
+        ids[slot_big] = b.u4[idpos[slot_big]]
+    is_null = k >= nn[lay]
+    reason = np.full(n_layouts, None, dtype=object)
+
+    same = (lay[1:] == lay[:-1]) & (is_null[1:] == is_null[:-1])
+    unsorted = np.unique(lay[1:][same & (ids[1:] <= ids[:-1])])
+    reason[unsorted] = "column ids are not sorted and unique"
+
+    max_id = max(c.id for c in schema.columns)
+    lut = np.full(max_id + 2, -1, dtype=np.int32)
+    for i, c in enumerate(schema.columns):
+        lut[c.id] = i
+    cidx = lut[np.minimum(ids, max_id + 1)]
+    unknown = np.flatnonzero(cidx < 0)
+    for s in unknown[::-1].tolist():  # the first unknown id of each layout wins
+        if reason[lay[s]] is None or str(reason[lay[s]]).startswith("unknown column id"):
+            reason[lay[s]] = f"unknown column id {ids[s]}"
+
+    key = (lay << 32) | ids
+    nn_keys = key[~is_null]
+    nl_sel = np.flatnonzero(is_null)
+    if len(nn_keys) and len(nl_sel):
+        at = np.minimum(np.searchsorted(nn_keys, key[nl_sel]), len(nn_keys) - 1)
+        for s in nl_sel[nn_keys[at] == key[nl_sel]][::-1].tolist():
+            if reason[lay[s]] is None:
+                reason[lay[s]] = f"column id {ids[s]} is both null and not null"
+    return _Layouts(nn=nn, nl=nl, first=first, cidx=cidx, reason=reason)
+
+
+def _offset_reasons(dec: np.ndarray, beyond: np.ndarray, trailing: np.ndarray, rows: np.ndarray,
+                    reasons: np.ndarray) -> np.ndarray:
+    """Refuses rows with bad value offsets; returns the mask of bad rows."""
+    bad: np.ndarray = dec | beyond | trailing
+    if bad.any():
+        n = len(reasons)
+        refuse(reasons, _full(dec, rows, n), "value offsets are not increasing")
+        refuse(reasons, _full(beyond, rows, n),
+               "a value offset points beyond the end of the row")
+        refuse(reasons, _full(trailing, rows, n), "trailing bytes after the last value")
+    return bad
+
+
+def _matrix_layout(b: _Bytes, h: _Headers, sel: np.ndarray, u: int, lt: _Layouts,
+                   reasons: np.ndarray, pieces: list[list[_Piece]]) -> None:
+    """Decodes the offsets of all rows of one frequent layout as an (m, nn) matrix."""
+    rows = h.rows[sel]
+    nn, nl, first = int(lt.nn[u]), int(lt.nl[u]), int(lt.first[u])
+    vals_at = h.vals_at[sel]
+    vlen = h.end[sel] - vals_at
+    if nn:
+        big = bool(h.big[sel[0]])
+        # (nn, m): row j holds the end offset of the layout's j-th value for every row.
+        at = (np.arange(nn) * (4 if big else 2))[:, None] + h.offs_at[sel][None, :]
+        ends = (b.u4[at] if big else b.u2[at]).astype(np.int64)
+        dec = np.zeros(len(sel), dtype=bool)
+        for j in range(1, nn):
+            dec |= ends[j] < ends[j - 1]
+        beyond = ~dec & (ends[-1] > vlen)
+        trailing = ~dec & (ends[-1] < vlen)
+    else:
+        ends = np.zeros((0, len(sel)), dtype=np.int64)
+        dec = beyond = np.zeros(len(sel), dtype=bool)
+        trailing = vlen != 0
+    bad = _offset_reasons(dec, beyond, trailing, rows, reasons)
+    if bad.any():
+        good = ~bad
+        rows, vals_at, ends = rows[good], vals_at[good], ends[:, good]
+    start = vals_at
+    for j in range(nn):
+        stop = vals_at + ends[j]
+        pieces[lt.cidx[first + j]].append(_Piece(rows, False, start, stop - start))
+        start = stop
+    for j in range(nl):
+        pieces[lt.cidx[first + nn + j]].append(_Piece(rows, True))
+
+
+def _slot_rows(b: _Bytes, h: _Headers, sel: np.ndarray, lay: np.ndarray, lt: _Layouts,
+               reasons: np.ndarray, pieces: list[list[_Piece]]) -> None:
+    """Decodes rows of rare layouts together, one entry per (row, column) slot."""
+    rows = h.rows[sel]
+    nn, nl = h.nn[sel], h.nl[sel]
+    first = lt.first[lay]
+    big = h.big[sel]
+    vals_at = h.vals_at[sel]
+    vlen = h.end[sel] - vals_at
+    # not-null slots: offsets
+    sr = np.repeat(np.arange(len(sel)), nn)
+    j = np.arange(len(sr), dtype=np.int64) - np.repeat(np.cumsum(nn) - nn, nn)
+    slot_big = big[sr]
+    at = h.offs_at[sel][sr] + np.where(slot_big, 4 * j, 2 * j)
+    ends = b.u2[at].astype(np.int64)
+    if slot_big.any():
+        ends[slot_big] = b.u4[at[slot_big]]
+    starts = np.empty_like(ends)
+    starts[1:] = ends[:-1]
+    starts[j == 0] = 0
+    last = j == nn[sr] - 1
+    dec = np.zeros(len(sel), dtype=bool)
+    dec[sr[ends < starts]] = True
+    beyond = np.zeros(len(sel), dtype=bool)
+    beyond[sr[last & (ends > vlen[sr])]] = True
+    trailing = np.zeros(len(sel), dtype=bool)
+    trailing[sr[last & (ends < vlen[sr])]] = True
+    trailing |= (nn == 0) & (vlen != 0)
+    bad = _offset_reasons(dec, beyond & ~dec, trailing & ~dec, rows, reasons)
+    # null slots
+    srn = np.repeat(np.arange(len(sel)), nl)
+    jn = np.arange(len(srn), dtype=np.int64) - np.repeat(np.cumsum(nl) - nl, nl)
+    keep = ~bad[sr]
+    keep_n = ~bad[srn]
+    cidx = np.concatenate([lt.cidx[first[sr] + j][keep], lt.cidx[(first + nn)[srn] + jn][keep_n]])
+    slot_rows = np.concatenate([rows[sr][keep], rows[srn][keep_n]])
+    is_null = np.concatenate([np.zeros(int(keep.sum()), bool), np.ones(int(keep_n.sum()), bool)])
+    vpos = np.concatenate([(vals_at[sr] + starts)[keep], np.zeros(int(keep_n.sum()), np.int64)])
+    width = np.concatenate([(ends - starts)[keep], np.zeros(int(keep_n.sum()), np.int64)])
+    order = np.argsort(cidx, kind="stable")
+    bounds = np.searchsorted(cidx[order], np.arange(len(pieces) + 1))
+    for ci in range(len(pieces)):
+        s = order[bounds[ci]:bounds[ci + 1]]
+        if len(s) == 0:
+            continue
+        nulls = is_null[s]
+        if nulls.any():
+            pieces[ci].append(_Piece(slot_rows[s[nulls]], True))
+        s = s[~nulls]
+        if len(s):
+            pieces[ci].append(_Piece(slot_rows[s], False, vpos[s], width[s]))
+
+
+# ---------------------------------------------------------------------- values
+def _decode_columns(parts: Parts, b: _Bytes, pieces: list[list[_Piece]], reasons: np.ndarray,
+                    schema: TableSchema
+                    ) -> tuple[dict[str, pa.Array], dict[str, tuple[pa.Array, np.ndarray]],
+                               pa.Array | None]:
+    """Builds one array of all rows per column from its pieces."""
+    n = parts.n
+    key_names = set(schema.primary_key)
+    keys: dict[str, pa.Array] = {}
+    vals: dict[str, tuple[pa.Array, np.ndarray]] = {}
+    seq: pa.Array | None = None
+    empty = np.zeros(0, dtype=np.int64)
+    for i, c in enumerate(schema.columns):
+        present = np.zeros(n, dtype=bool)
+        for p in pieces[i]:
+            present[p.rows] = True
+        vp = [p for p in pieces[i] if not p.null]
+        rows = np.concatenate([p.rows for p in vp]) if vp else empty
+        pos = np.concatenate([p.pos for p in vp if p.pos is not None]) if vp else empty
+        width = np.concatenate([p.width for p in vp if p.width is not None]) if vp else empty
+        is_seq = c.name == schema.sequence_column
+        target = pa.int64() if is_seq else c.type
+        arr = _column(parts, b, c, target, rows, pos, width, reasons)
+        if c.name in key_names:
+            keys[c.name] = arr
+        elif is_seq:
+            seq = arr
+        else:
+            vals[c.name] = (arr, present)
+    return keys, vals, seq
+
+
+def _read_ints(b: _Bytes, pos: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reads signed little-endian integers of width 1/2/4/8; other widths are flagged."""
+    if len(width) and (width == width[0]).all() and int(width[0]) in (1, 2, 4, 8):
+        view = {1: b.i1, 2: b.i2, 4: b.i4, 8: b.i8}[int(width[0])]
+        return view[pos].astype(np.int64), np.zeros(len(pos), dtype=bool)
+    vals = np.zeros(len(pos), dtype=np.int64)
+    bad = (width != 1) & (width != 2) & (width != 4) & (width != 8)
+    for w, view in ((1, b.i1), (2, b.i2), (4, b.i4), (8, b.i8)):
+        sel = np.flatnonzero(width == w)
+        if len(sel):
+            vals[sel] = view[pos[sel]]
+    return vals, bad
+
+
+def _column(parts: Parts, b: _Bytes, c: Column, target: pa.DataType, rows: np.ndarray,
+            pos: np.ndarray, width: np.ndarray, reasons: np.ndarray) -> pa.Array:
+    """Decodes the not-null values of one column into an array of all ``n`` rows (null
+    elsewhere); a bad value refuses its row."""
+    n = parts.n
+    tname = type_to_str(c.type)
+    valid = np.zeros(n, dtype=bool)
+    t = c.type
+
+    def fail(mask: np.ndarray, reason: str) -> np.ndarray:
+        if mask.any():
+            refuse(reasons, _full(mask, rows, n), f"column {c.name!r}: {reason}")
+        return mask
+
+    if (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date32(t)
+            or pa.types.is_timestamp(t)):
+        v, bad = _read_ints(b, pos, width)
+        fail(bad, f"a value of a width other than 1, 2, 4 or 8 bytes is not a valid {tname}")
+        if pa.types.is_boolean(t):
+            bad |= fail(~bad & (v != 0) & (v != 1), "a bool must be 0 or 1")
+            store: type[np.generic] = np.bool_
+        else:
+            lo, hi = int_bounds(t)
+            bad |= fail(~bad & ((v < lo) | (v > hi)), f"value out of range of {tname}")
+            store = np.int64
+            if pa.types.is_date32(target) or target == pa.int32():
+                store = np.int32
+            elif target == pa.int16():
+                store = np.int16
+            elif target == pa.int8():
+                store = np.int8
+        full: np.ndarray = np.zeros(n, dtype=store)
+        full[rows] = v.astype(store)
+        valid[rows[~bad]] = True
+        return fixed_array(full, valid, target)
+    if pa.types.is_floating(t):
+        bad = fail(width != 8, f"a {tname} value must take 8 bytes")
+        f = np.where(bad, 0.0, b.f8[np.where(bad, 0, pos)]) if len(pos) else np.zeros(0)
+        if t == pa.float32():
+            with np.errstate(over="ignore"):
+                f32 = f.astype(np.float32)
+            bad |= fail(~bad & np.isfinite(f) & ~np.isfinite(f32), "out of range of float32")
+            full = np.zeros(n, dtype=np.float32)
+            full[rows] = f32
+        else:
+            full = np.zeros(n, dtype=np.float64)
+            full[rows] = f
+        valid[rows[~bad]] = True
+        return fixed_array(full, valid, t)
+    if pa.types.is_decimal(t):
+        bad = fail(width != 16, f"a {tname} value must take 16 bytes")
+        ok = np.flatnonzero(~bad)
+        raw = np.empty((len(ok), 2), dtype=np.int64)
+        raw[:, 0] = b.i8[pos[ok]]
+        raw[:, 1] = b.i8[pos[ok] + 8]
+        raw16 = raw.view(np.uint8).reshape(len(ok), 16)
+        too_big = np.zeros(len(pos), dtype=bool)
+        too_big[ok] = ~decimal_fits(raw16, t.precision)
+        bad |= fail(too_big, f"value does not fit {tname}")
+        full = np.zeros((n, 16), dtype=np.uint8)
+        full[rows[ok]] = raw16
+        valid[rows[~bad]] = True
+        return fixed_array(full, valid, t)
+    # string / binary: the raw bytes
+    arr = spans(parts, pos, pos + width).cast(pa.binary())
+    if pa.types.is_string(t):
+        arr, bad_utf8 = cast_rows(arr, pa.string())
+        fail(bad_utf8, "value is not valid UTF-8")
+    return scatter(arr, rows, n)
+
+
+def _full(mask: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Expands ``mask`` over ``rows`` to a mask of all ``n`` rows."""
+    out = np.zeros(n, dtype=bool)
+    out[rows[mask]] = True
+    return out
