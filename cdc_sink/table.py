@@ -201,17 +201,25 @@ def open_table(path: str | os.PathLike[str], *, options: TableOptions | None = N
     return Table(root, options=options)
 
 
-def _write_schema(root: str, schema: TableSchema) -> None:
+def _write_schema(root: str, schema: TableSchema, *, committed: bool = False) -> None:
+    """Writes ``_schema/<id>.json``. A file of an id no log entry uses yet is left by a
+    schema change that failed before its commit, and is replaced; one of a committed id
+    must hold the same schema."""
     d = os.path.join(root, "_schema")
     os.makedirs(d, exist_ok=True)
     p = os.path.join(d, f"{schema.schema_id:08d}.json")
+    data = json.dumps(schema.to_dict(), indent=1).encode()
     try:
-        write_file_durable(p, json.dumps(schema.to_dict(), indent=1).encode(), exclusive=True)
+        write_file_durable(p, data, exclusive=True)
     except FileExistsError:
         with open(p, "rb") as f:
-            if TableSchema.from_dict(json.loads(f.read())) != schema:
-                raise CommitConflict(
-                    f"schema {schema.schema_id} was written by another writer") from None
+            same = TableSchema.from_dict(json.loads(f.read())) == schema
+        if same:
+            return
+        if committed:
+            raise CommitConflict(
+                f"schema {schema.schema_id} was written by another writer") from None
+        atomic_replace(p, data)
 
 
 class Table:
@@ -406,10 +414,8 @@ class Table:
         self._refresh()
         if version is not None and timestamp is not None:
             raise ValueError("give version or timestamp, not both")
-        if timestamp is not None:
-            ts = _to_ms(timestamp)
-            return self.log.version_at(ts)
-        v = self._version if version is None else int(version)
+        v = self.log.version_at(_to_ms(timestamp)) if timestamp is not None else (
+            self._version if version is None else int(version))
         oldest = self.oldest_version
         if not oldest <= v <= self._version:
             raise VersionNotFound(
@@ -498,6 +504,7 @@ class Table:
         """
         if (app_id is None) != (batch_id is None):
             raise ValueError("app_id and batch_id go together")
+        self._writer_repair()
         with self._lock:
             self._refresh()
             if self.is_committed(app_id, batch_id):
@@ -572,6 +579,7 @@ class Table:
             CommitConflict: Another writer committed ``version`` first (the caller must
                 then call :meth:`abort_prepared`).
         """
+        self._writer_repair()
         with self._lock:
             fault_point("table.prepared")
             refs = {p.bucket: BucketRef(segment=p.segment, snapshot=p.snapshot)
@@ -722,7 +730,8 @@ class Table:
         with self._lock:
             self._refresh()
             v = self._version + 1
-            _write_schema(self.root, new)
+            _write_schema(self.root, new,
+                          committed=new.schema_id <= max(s for _, s in self._history.schemas))
             entry = LogEntry(version=v, app_id=None, batch_id=None,
                              commit_time_ms=self._commit_time(), schema_id=new.schema_id,
                              kind="schema")

@@ -246,7 +246,10 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
     updates: list[LocationUpdate] = []
     try:
         columns: dict[int, list[PageLoc]] = {}
+        live_ids = {c.id for c in tablet.schema.value_columns}
         for cid, store in tablet.columns.items():
+            if cid not in live_ids:
+                continue  # a dropped column: versions from this snapshot on never read it
             base = store.base_at(version)
             known = base.locations if len(base.locations) == len(base.pages) else []
             locs = []
@@ -366,7 +369,10 @@ def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
     reader = _PageReader(root)
     tablet: MemTablet = tablet_factory(manifest.version)
     v = manifest.version
+    known = {c.id for c in schema.value_columns}
     for cid, locs in manifest.columns.items():
+        if cid not in known:
+            continue
         store = tablet.ensure_column(cid)
         pages = tuple(reader.array(loc) for loc in locs)
         stats: list[PageStats | None] = [

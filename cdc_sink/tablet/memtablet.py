@@ -192,13 +192,15 @@ class MemTablet:
         """Rows that are not live at a retained version (deleted rows, tombstones)."""
         return self._dvs[self._slot(version)]
 
-    def ensure_column(self, column_id: int) -> ColumnStore:
-        """The store of column ``column_id``, created (reading its default) if missing."""
-        store = self.columns.get(column_id)
+    def ensure_column(self, column: int | Column) -> ColumnStore:
+        """The store of a column (by id, or the Column of the schema being read, which
+        may be older than the tablet's), created (reading its default) if missing."""
+        cid = column if isinstance(column, int) else column.id
+        store = self.columns.get(cid)
         if store is None:
-            store = ColumnStore(self.schema.column_by_id(column_id), self.options.page_rows,
-                                self.oldest)
-            self.columns[column_id] = store
+            col = self.schema.column_by_id(cid) if isinstance(column, int) else column
+            store = ColumnStore(col, self.options.page_rows, self.oldest)
+            self.columns[cid] = store
         return store
 
     def set_schema(self, schema: TableSchema) -> None:
@@ -521,7 +523,7 @@ class MemTablet:
         for p in preds:
             if p.column in key_names:
                 continue
-            stats = self.ensure_column(schema.column(p.column).id).page_stats(v, rows)
+            stats = self.ensure_column(schema.column(p.column)).page_stats(v, rows)
             for i, s in enumerate(stats):
                 if s is not None and page_ok[i] and not may_match(s, p):
                     page_ok[i] = False
@@ -568,7 +570,7 @@ class MemTablet:
             for p in np.flatnonzero(page_ok).tolist():
                 yield store.slice(p * pr, min((p + 1) * pr, rows))
             return
-        store_c = self.ensure_column(c.id)
+        store_c = self.ensure_column(c)
         for _, arr in store_c.pages(version, rows, page_filter=page_ok):
             yield arr if arr.type == c.type else arr.cast(c.type)
 
@@ -635,7 +637,7 @@ class MemTablet:
             if kpos is not None:
                 got = self.index.keys[kpos].take(uniq)
             else:
-                got = self.ensure_column(c.id).gather(uniq, v)
+                got = self.ensure_column(c).gather(uniq, v)
             out.append(take(got, inverse))
         return pa.Table.from_arrays(out, schema=schema.arrow_schema([c.name for c in cols]))
 

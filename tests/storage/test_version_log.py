@@ -231,13 +231,26 @@ def test_unfinished_newest_entry_is_not_committed_until_repaired(tmp_path: Path)
     assert VersionLog(tmp_path).latest() == 3
 
 
-def test_newest_entry_failing_its_crc_is_an_uncommitted_attempt(tmp_path: Path) -> None:
+def test_newest_entry_failing_its_crc_at_full_length_is_corruption(tmp_path: Path) -> None:
+    # Entries are published whole (link after fsync), so a full-length entry that fails
+    # its CRC is damage, never a commit that did not finish: it must not be un-committed.
     log = VersionLog(tmp_path)
     _commit_range(log, 3)
     path = Path(log.entry_path(2))
     data = bytearray(path.read_bytes())
     data[-3] ^= 0x10
     path.write_bytes(bytes(data))
+    fresh = VersionLog(tmp_path)
+    with pytest.raises(WalCorruption) as err:
+        fresh.latest()
+    assert err.value.path == str(path)
+
+
+def test_newest_entry_cut_short_is_an_uncommitted_attempt(tmp_path: Path) -> None:
+    log = VersionLog(tmp_path)
+    _commit_range(log, 3)
+    path = Path(log.entry_path(2))
+    path.write_bytes(path.read_bytes()[:-5])
     fresh = VersionLog(tmp_path)
     assert fresh.latest() == 1
     assert fresh.repair() == [str(path)]
