@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame
 
-__all__ = ["META_COLUMNS", "decode_native_json", "spark_type_name", "wire_schema"]
+__all__ = ["META_COLUMNS", "decode_native_json", "spark_type_name", "wire_arrow_schema",
+           "wire_schema"]
 
 META_COLUMNS = ("__reason", "__topic", "__partition", "__offset", "__ts_ms")
 
@@ -62,6 +63,18 @@ def spark_type_name(t: pa.DataType) -> str:
     if pa.types.is_decimal(t):
         return f"decimal({t.precision},{t.scale})"
     raise TypeError(f"no Spark type for {t}")
+
+
+def wire_arrow_schema(schema: TableSchema) -> pa.Schema:
+    """The Arrow schema of :func:`wire_schema` (what ``mapInArrow`` bodies must yield)."""
+    fields = [pa.field("__op", pa.string()), pa.field("__seq", pa.int64())]
+    fields += [pa.field(c.name, c.type) for c in schema.key_columns]
+    for c in schema.value_columns:
+        fields += [pa.field(c.name, c.type), pa.field(SET_PREFIX + c.name, pa.bool_())]
+    fields += [pa.field("__reason", pa.string()), pa.field("__topic", pa.string()),
+               pa.field("__partition", pa.int32()), pa.field("__offset", pa.int64()),
+               pa.field("__ts_ms", pa.int64())]
+    return pa.schema(fields)
 
 
 def wire_schema(schema: TableSchema) -> str:

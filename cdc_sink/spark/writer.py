@@ -328,11 +328,11 @@ def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: Format,
                       schema_dict: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: Python decoding (rowv2, Debezium) into the wire form."""
     from cdc_sink.formats import get_decoder
-    from cdc_sink.spark.decode import wire_schema as _ws
+    from cdc_sink.spark.decode import wire_arrow_schema
 
     schema = TableSchema.from_dict(schema_dict)
     decoder = get_decoder(fmt)
-    out_names = [c.split("`")[1] for c in _ws(schema).split(", ")]
+    out_schema = wire_arrow_schema(schema)
     for rb in batches:
         values = rb.column("value")
         n = rb.num_rows
@@ -343,7 +343,7 @@ def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: Format,
         # Valid events keep their wire columns; rejected rows carry only a reason.
         cols: dict[str, pa.Array] = {}
         pos = pa.array(batch.positions)
-        for name in out_names:
+        for name in out_schema.names:
             if name in wire.column_names:
                 full = pa.nulls(n, wire.column(name).type)
                 cols[name] = _scatter(full, pos, wire.column(name).combine_chunks())
@@ -358,8 +358,10 @@ def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: Format,
             from cdc_sink.changes import OP_NAMES
 
             cols["__op"] = pa.array(OP_NAMES, pa.string()).take(ops.cast(pa.int32()))
-        yield pa.RecordBatch.from_pydict(
-            {name: cols.get(name, pa.nulls(n)) for name in out_names})
+        # Every batch has the same schema, whichever columns its events happened to set.
+        yield pa.RecordBatch.from_arrays(
+            [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type)
+             for f in out_schema], schema=out_schema)
 
 
 def _scatter(target: pa.Array, positions: pa.Array, values: pa.Array) -> pa.Array:

@@ -204,3 +204,46 @@ def test_driver_and_executor_apply_modes_build_identical_tables(
     want = expected(events)
     assert all(t == want for t in tables.values())
     assert len(set(dead.values())) == 1  # every path refuses the same events
+
+
+def test_batch_query_of_a_version_is_repeatable_while_the_stream_commits(
+        spark: Any, kafka: Any, topic_name: str, tmp_path: Path) -> None:
+    import threading
+
+    from cdc_sink.spark import register
+
+    register(spark)
+    kafka.create_topic(topic_name, 3)
+    rng = random.Random(5)
+    first = make_events(rng, 800, 1, range(200))
+    produce(kafka.bootstrap_servers, topic_name, first)
+    path = str(tmp_path / "t")
+    fn = sink(path, schema=SCHEMA, app_id="live")
+    df = (spark.readStream.format("kafka")
+          .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+          .option("subscribe", topic_name).option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", 200).load())
+    q = (df.writeStream.foreachBatch(fn).trigger(processingTime="200 milliseconds")
+         .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        q.processAllAvailable()
+        v = open_table(path).version
+
+        def read_v() -> list[Any]:
+            return sorted(spark.read.format("cdc_sink").option("versionAsOf", v).load(path)
+                          .toArrow().to_pylist(), key=lambda r: r["order_id"])
+
+        reference = read_v()
+        more = threading.Thread(target=produce, args=(
+            kafka.bootstrap_servers, topic_name, make_events(rng, 2000, 10_000, range(200))))
+        more.start()
+        reads = [read_v() for _ in range(4)]
+        more.join()
+        q.processAllAvailable()
+        assert open_table(path).version > v  # the stream kept committing meanwhile
+        assert all(r == reference for r in reads)
+        assert reference == sorted(
+            (dict(r) for r in open_table(path).read(version=v).to_pylist()),
+            key=lambda r: r["order_id"])
+    finally:
+        q.stop()
