@@ -37,32 +37,10 @@ META_COLUMNS = ("__reason", "__topic", "__partition", "__offset", "__ts_ms")
 
 
 def spark_type_name(t: pa.DataType) -> str:
-    """The Spark SQL type name of a supported Arrow type."""
-    if pa.types.is_int8(t):
-        return "tinyint"
-    if pa.types.is_int16(t):
-        return "smallint"
-    if pa.types.is_int32(t):
-        return "int"
-    if pa.types.is_int64(t):
-        return "bigint"
-    if pa.types.is_float32(t):
-        return "float"
-    if pa.types.is_float64(t):
-        return "double"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return "binary"
-    if pa.types.is_date32(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"
-    raise TypeError(f"no Spark type for {t}")
+    """The Spark SQL type name of a supported Arrow type (``bigint``, ``decimal(12,2)``...)."""
+    from cdc_sink.spark.types import spark_type
+
+    return str(spark_type(t).simpleString())
 
 
 def wire_arrow_schema(schema: TableSchema) -> pa.Schema:
