@@ -489,11 +489,9 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
                 # The tablet writes the sequence column from seq; drop it from the values.
                 del values[scol.id]
                 del present[scol.id]
-            info = np.iinfo(np.int64)
             if scol.type != pa.int64():
                 lo, hi = _int_range(scol.type)
                 refuse((seq < lo) | (seq > hi), f"seq out of range of {type_to_str(scol.type)}")
-            del info
     pos = np.arange(n, dtype=np.int64) if position is None else np.asarray(position, np.int64)
     good = np.flatnonzero(ok)
     bad = np.flatnonzero(~ok)

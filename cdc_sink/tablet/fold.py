@@ -109,7 +109,6 @@ def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
     my_start = gstart[gid]
     changes_live = ~needs_live
     rejected = np.zeros(n, dtype=bool)
-    is_delete = op == OP_DELETE
     while True:
         active = ~rejected
         if seq is not None:
@@ -147,7 +146,6 @@ def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
         final_seq = np.where(last_applied >= gstart, seq[np.maximum(last_applied, 0)], seq0)
     else:
         final_seq = np.full(ngroups, SEQ_NONE, dtype=np.int64)
-    del is_delete
     return FoldResult(applied=applied, stale=stale, rejected=rejected,
                       live_before=live_before, final_live=final_live, reset_idx=reset_idx,
                       final_seq=final_seq, any_applied=any_applied, gid=gid, gstart=gstart)
