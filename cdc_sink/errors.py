@@ -63,5 +63,17 @@ class WalCorruption(CdcSinkError):
         self.offset = offset
 
 
+class InvalidOption(CdcSinkError, ValueError):
+    """A decoder (or other component) was given an unknown option or a bad option value.
+
+    Attributes:
+        option: The name of the offending option.
+    """
+
+    def __init__(self, message: str, *, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 class TabletStateError(CdcSinkError):
     """An operation does not fit the tablet's state (e.g. a second pending version)."""
