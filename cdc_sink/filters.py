@@ -4,6 +4,12 @@ A filter is a conjunction of predicates ``(column, op, value)`` with op one of
 ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``, ``is null``,
 ``is not null`` (the same shape as pyarrow's/Parquet's ``filters``). Reads evaluate it
 vectorized per page, and skip a page when its statistics prove no row can match.
+
+Page statistics hold *physical* values (:func:`physical_value`): days since the epoch for
+dates, microseconds for timestamps, the unscaled integer for decimals, the value itself
+for the other types. They are computed by Arrow and never go through Python's
+``datetime``/``Decimal``, so any value Arrow holds has statistics; a predicate is turned
+into the same form (:func:`physical_predicate`) before it is compared with them.
 """
 
 from __future__ import annotations
@@ -16,9 +22,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["PageStats", "Predicate", "evaluate", "may_match", "page_stats", "parse_filter"]
+__all__ = ["STATS_PREFIX_BYTES", "PageStats", "Predicate", "evaluate", "may_match",
+           "page_stats", "parse_filter", "physical_predicate", "physical_value"]
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"}
+#: Longest string/binary kept as a page's min or max. A longer min is cut to this prefix
+#: (still a lower bound); a longer max is dropped (no upper bound).
+STATS_PREFIX_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -32,7 +42,8 @@ class Predicate:
 
 @dataclass(frozen=True)
 class PageStats:
-    """Statistics of one page of one column (min/max over non-null values)."""
+    """Statistics of one page of one column: min/max over its non-null values, in the
+    physical form of :func:`physical_value` (None: no bound known)."""
 
     min: Any
     max: Any
@@ -104,14 +115,96 @@ def evaluate(batch: pa.RecordBatch | pa.Table, preds: Sequence[Predicate]) -> np
     return mask
 
 
+def _physical_array(arr: pa.Array) -> pa.Array:
+    """``arr`` with dates and timestamps as their int32/int64 storage (zero-copy)."""
+    if pa.types.is_date32(arr.type):
+        return arr.view(pa.int32())
+    if pa.types.is_timestamp(arr.type):
+        return arr.view(pa.int64())
+    return arr
+
+
+def _unscaled(s: pa.Scalar) -> int | None:
+    """The unscaled integer of a decimal128 scalar, exactly, from its 16 bytes."""
+    if not s.is_valid:
+        return None
+    raw = pa.array([s], type=s.type).buffers()[1]
+    assert raw is not None
+    return int.from_bytes(raw.to_pybytes()[:16], "little", signed=True)
+
+
+def _scalar_physical(s: pa.Scalar) -> Any:
+    if pa.types.is_decimal(s.type):
+        return _unscaled(s)
+    if pa.types.is_date32(s.type):
+        return s.cast(pa.int32()).as_py()
+    if pa.types.is_timestamp(s.type):
+        return s.cast(pa.int64()).as_py()
+    return s.as_py()
+
+
+def physical_value(value: Any, type: pa.DataType) -> Any:
+    """The physical form of a Python value of a column of type ``type`` (the form of page
+    statistics: date32 -> days, timestamp -> ticks, decimal -> unscaled int; others
+    unchanged).
+
+    Raises:
+        TypeError, ValueError, pyarrow.ArrowException: ``value`` is not a valid value of
+            ``type`` (as for ``pyarrow.scalar``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, pa.Scalar):
+        return _scalar_physical(value.cast(type))
+    if pa.types.is_date32(type) or pa.types.is_timestamp(type) or \
+            pa.types.is_decimal(type) or pa.types.is_binary(type):
+        return _scalar_physical(pa.scalar(value, type=type))
+    return value
+
+
+def physical_predicate(p: Predicate, type: pa.DataType) -> Predicate | None:
+    """``p`` with its value(s) in physical form for a column of ``type``, or None when a
+    value does not convert (the predicate then cannot skip pages; evaluation decides)."""
+    if p.op in ("is null", "is not null") or p.value is None:
+        return p
+    try:
+        if p.op in ("in", "not in"):
+            return Predicate(p.column, p.op, [physical_value(v, type) for v in p.value])
+        return Predicate(p.column, p.op, physical_value(p.value, type))
+    except (TypeError, ValueError, OverflowError, ArithmeticError, pa.ArrowException):
+        return None
+
+
 def page_stats(arr: pa.Array) -> PageStats:
-    """Computes a page's statistics (min/max are None when the page holds a NaN, which
-    min/max cannot bound)."""
-    mm = pc.min_max(arr)
-    lo, hi = mm["min"].as_py(), mm["max"].as_py()
-    if pa.types.is_floating(arr.type) and pc.any(pc.is_nan(arr)).as_py():
+    """Computes a page's statistics with Arrow, in physical form (see the module
+    docstring). Min/max are None when the page holds a NaN, which min/max cannot bound;
+    long strings/binaries are bounded by :data:`STATS_PREFIX_BYTES`."""
+    t = arr.type
+    mm = pc.min_max(_physical_array(arr))
+    if pa.types.is_decimal(t):
+        lo, hi = _unscaled(mm["min"]), _unscaled(mm["max"])
+    else:
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if pa.types.is_floating(t) and pc.any(pc.is_nan(arr)).as_py():
         lo = hi = None
+    if isinstance(lo, (str, bytes)):
+        lo, hi = _bounded(lo, hi)
     return PageStats(min=lo, max=hi, null_count=arr.null_count, num_rows=len(arr))
+
+
+def _bounded(lo: Any, hi: Any) -> tuple[Any, Any]:
+    """Cuts a long min to a prefix (still a lower bound) and drops a long max."""
+    def size(v: Any) -> int:
+        return len(v.encode()) if isinstance(v, str) else len(v)
+
+    if size(lo) > STATS_PREFIX_BYTES:
+        if isinstance(lo, str):
+            lo = lo.encode()[:STATS_PREFIX_BYTES].decode(errors="ignore")
+        else:
+            lo = lo[:STATS_PREFIX_BYTES]
+    if hi is not None and size(hi) > STATS_PREFIX_BYTES:
+        hi = None
+    return lo, hi
 
 
 def may_match(stats: PageStats, p: Predicate) -> bool:
@@ -124,23 +217,30 @@ def may_match(stats: PageStats, p: Predicate) -> bool:
     if non_null == 0:
         return False
     lo, hi = stats.min, stats.max
-    if lo is None or hi is None:
+    if lo is None and hi is None:
         return True
+
+    def above_lo(v: Any, strict: bool = False) -> bool:  # some value may be (<) <= v
+        return lo is None or (lo < v if strict else lo <= v)
+
+    def below_hi(v: Any, strict: bool = False) -> bool:  # some value may be (>) >= v
+        return hi is None or (hi > v if strict else hi >= v)
+
     try:
         if p.op == "=":
-            return bool(lo <= p.value <= hi)
+            return p.value is None or (above_lo(p.value) and below_hi(p.value))
         if p.op == "<":
-            return bool(lo < p.value)
+            return above_lo(p.value, strict=True)
         if p.op == "<=":
-            return bool(lo <= p.value)
+            return above_lo(p.value)
         if p.op == ">":
-            return bool(hi > p.value)
+            return below_hi(p.value, strict=True)
         if p.op == ">=":
-            return bool(hi >= p.value)
+            return below_hi(p.value)
         if p.op == "in":
-            return any(v is not None and lo <= v <= hi for v in p.value)
+            return any(v is not None and above_lo(v) and below_hi(v) for v in p.value)
         if p.op == "!=":
-            return not (lo == hi == p.value)
+            return not (lo is not None and lo == hi == p.value)
     except TypeError:
         return True
     return True

@@ -21,11 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from cdc_sink.errors import SchemaError
 
-__all__ = ["Column", "TableSchema", "parse_type", "type_to_str"]
+__all__ = ["TEMPORAL_RANGE", "Column", "TableSchema", "bounds_reason", "out_of_bounds",
+           "parse_type", "type_to_str", "value_bounds"]
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -98,6 +100,92 @@ def type_to_str(t: pa.DataType) -> str:
     if t == pa.float64():
         return "float64"
     return str(t)
+
+
+# ---------------------------------------------------------------------- value ranges
+#: The dates and timestamps a table holds: Python's ``datetime`` range, which is also
+#: Spark's. A value outside it could not be read back by either, so it is rejected.
+TEMPORAL_RANGE = "0001-01-01..9999-12-31"
+_DAY_MIN = (dt.date(1, 1, 1) - dt.date(1970, 1, 1)).days
+_DAY_MAX = (dt.date(9999, 12, 31) - dt.date(1970, 1, 1)).days
+_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+_MASK64 = (1 << 64) - 1
+
+
+def value_bounds(t: pa.DataType) -> tuple[int, int] | None:
+    """Inclusive bounds of the *physical* values a column of type ``t`` can hold.
+
+    The physical value is what Arrow stores: days since the epoch for ``date32``, ticks
+    since the epoch for timestamps, the unscaled integer for ``decimal128(p, s)``, the
+    integer itself for integer types. Dates and timestamps are bounded by
+    :data:`TEMPORAL_RANGE` (``9999-12-31 23:59:59.999999`` for microseconds), decimals by
+    their precision (``|unscaled| <= 10**p - 1``).
+
+    Returns:
+        ``(low, high)``, or None for types every value of which is valid (floats, bool,
+        string, binary).
+    """
+    if pa.types.is_date32(t):
+        return _DAY_MIN, _DAY_MAX
+    if pa.types.is_timestamp(t):
+        per = _PER_SECOND[t.unit]
+        return _DAY_MIN * 86400 * per, (_DAY_MAX + 1) * 86400 * per - 1
+    if pa.types.is_decimal(t):
+        top = 10**t.precision - 1
+        return -top, top
+    if pa.types.is_integer(t):
+        info = np.iinfo(t.to_pandas_dtype())
+        return int(info.min), int(info.max)
+    return None
+
+
+def out_of_bounds(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Boolean mask of the non-null values of ``arr`` outside :func:`value_bounds` of its
+    type (vectorized; all False for types without bounds).
+
+    Arrow may hold such values when an array was built or cast unsafely: timestamps past
+    year 9999 (Debezium's Postgres ``infinity``), decimals beyond their precision.
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    t = arr.type
+    bounds = value_bounds(t)
+    if bounds is None or pa.types.is_integer(t) or n == 0:
+        return np.zeros(n, dtype=bool)
+    lo, hi = bounds
+    valid = (np.ones(n, dtype=bool) if arr.null_count == 0
+             else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+    if pa.types.is_decimal(t):
+        words = np.frombuffer(arr.buffers()[1], dtype=np.int64)
+        words = words[2 * arr.offset: 2 * (arr.offset + n)].reshape(n, 2)
+        x_lo = words[:, 0].view(np.uint64)
+        x_hi = words[:, 1]
+
+        def split(v: int) -> tuple[np.int64, np.uint64]:
+            u = v & ((1 << 128) - 1)
+            h = u >> 64
+            return np.int64(h - (1 << 64) if h >= 1 << 63 else h), np.uint64(u & _MASK64)
+
+        hi_h, hi_l = split(hi)
+        lo_h, lo_l = split(lo)
+        above = (x_hi > hi_h) | ((x_hi == hi_h) & (x_lo > hi_l))
+        below = (x_hi < lo_h) | ((x_hi == lo_h) & (x_lo < lo_l))
+        return np.asarray(valid & (above | below), dtype=bool)
+    width = pa.int32() if pa.types.is_date32(t) else pa.int64()
+    phys = np.asarray(arr.view(width).fill_null(0).to_numpy(zero_copy_only=False),
+                      dtype=np.int64)
+    return np.asarray(valid & ((phys < lo) | (phys > hi)), dtype=bool)
+
+
+def bounds_reason(t: pa.DataType) -> str:
+    """Why a value outside :func:`value_bounds` of ``t`` is rejected (for a reject)."""
+    if pa.types.is_decimal(t):
+        return (f"exceeds the precision of {type_to_str(t)} "
+                f"(at most {t.precision} digits)")
+    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        return f"out of range {TEMPORAL_RANGE}"
+    return f"out of range of {type_to_str(t)}"
 
 
 def _default_to_arrow(value: Any, t: pa.DataType, column: str) -> pa.Scalar:

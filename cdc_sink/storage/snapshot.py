@@ -20,6 +20,13 @@ references fall under half of the bytes of the files it references, every page i
 rewritten into one new file, so old files can be collected.
 
 Loading memory-maps the page files (zero-copy Arrow arrays) and checks each blob's CRC.
+
+Page statistics (``min``/``max``) are stored in the physical form of
+:func:`cdc_sink.filters.physical_value` (integers for dates, timestamps and decimals; a
+binary as ``{"b64": ...}``), so writing them never converts a value to Python's
+``datetime`` or ``Decimal``. Manifests say so with ``"stats_format": 2``; a manifest
+without it (format 1) held ISO strings and decimal strings (``{"ts"|"date"|"dec": ...}``),
+which loading converts to the physical form.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import decimal
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import google_crc32c
@@ -39,7 +46,7 @@ import pyarrow as pa
 from pyroaring import FrozenBitMap
 
 from cdc_sink.errors import WalCorruption
-from cdc_sink.filters import PageStats
+from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.framing import encode_file, read_records
@@ -51,6 +58,8 @@ __all__ = ["PageLoc", "SnapshotManifest", "apply_locations", "load_snapshot", "r
            "write_snapshot"]
 
 SNAPSHOT_MAGIC = b"CDCSNP\x00\x01"
+#: Page statistics in physical form (see the module docstring).
+STATS_FORMAT = 2
 register("snapshot.pages_written", "snapshot.written")
 
 
@@ -91,6 +100,7 @@ class SnapshotManifest:
     dv: PageLoc | None
     files: dict[str, int] = field(default_factory=dict)
     index_slots: PageLoc | None = None
+    stats_format: int = STATS_FORMAT
 
     @property
     def referenced_bytes(self) -> int:
@@ -114,6 +124,7 @@ class SnapshotManifest:
             "dv": self.dv.to_list() if self.dv else None,
             "files": self.files,
             "index_slots": self.index_slots.to_list() if self.index_slots else None,
+            "stats_format": STATS_FORMAT,
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -129,36 +140,38 @@ class SnapshotManifest:
             dv=PageLoc.from_list(d["dv"]) if d["dv"] else None,
             files={k: int(v) for k, v in d["files"].items()},
             index_slots=PageLoc.from_list(d["index_slots"]) if d.get("index_slots") else None,
+            stats_format=int(d.get("stats_format", 1)),
         )
 
 
 def _json_stat(v: Any) -> Any:
+    """A physical statistic (int, float, bool, str, bytes) as JSON."""
     if v is None or isinstance(v, (bool, int, float, str)):
         if isinstance(v, float) and v != v:
             return None
         return v
-    if isinstance(v, dt.datetime):
-        return {"ts": v.isoformat()}
-    if isinstance(v, dt.date):
-        return {"date": v.isoformat()}
-    if isinstance(v, decimal.Decimal):
-        return {"dec": str(v)}
     if isinstance(v, bytes):
         return {"b64": base64.b64encode(v).decode()}
     return None
 
 
-def _py_stat(v: Any) -> Any:
-    if isinstance(v, dict):
+def _py_stat(v: Any, type: pa.DataType) -> Any:
+    """A stored statistic back in physical form; format-1 values (ISO dates/timestamps,
+    decimal strings) are converted with the column's ``type`` (None if they do not fit)."""
+    if not isinstance(v, dict):
+        return v
+    if "b64" in v:
+        return base64.b64decode(v["b64"])
+    try:
         if "ts" in v:
-            return dt.datetime.fromisoformat(v["ts"])
+            return physical_value(dt.datetime.fromisoformat(v["ts"]), type)
         if "date" in v:
-            return dt.date.fromisoformat(v["date"])
+            return physical_value(dt.date.fromisoformat(v["date"]), type)
         if "dec" in v:
-            return decimal.Decimal(v["dec"])
-        if "b64" in v:
-            return base64.b64decode(v["b64"])
-    return v
+            return physical_value(decimal.Decimal(v["dec"]), type)
+    except (TypeError, ValueError, ArithmeticError, pa.ArrowException):
+        return None
+    return None
 
 
 def _blob(arr: pa.Array) -> bytes:
@@ -369,14 +382,19 @@ def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
     reader = _PageReader(root)
     tablet: MemTablet = tablet_factory(manifest.version)
     v = manifest.version
-    known = {c.id for c in schema.value_columns}
+    known = {c.id: c for c in schema.value_columns}
     for cid, locs in manifest.columns.items():
         if cid not in known:
             continue
         store = tablet.ensure_column(cid)
         pages = tuple(reader.array(loc) for loc in locs)
+        t = known[cid].type
+        # Physical statistics; a later (incremental) manifest reuses these locations,
+        # so format-1 statistics are rewritten in format 2 here.
+        locs = [replace(loc, min=_json_stat(_py_stat(loc.min, t)),
+                        max=_json_stat(_py_stat(loc.max, t))) for loc in locs]
         stats: list[PageStats | None] = [
-            PageStats(_py_stat(loc.min), _py_stat(loc.max), loc.null_count, loc.rows)
+            PageStats(_py_stat(loc.min, t), _py_stat(loc.max, t), loc.null_count, loc.rows)
             for loc in locs]
         store.set_base(Base(version=v, num_rows=manifest.row_count, pages=pages, stats=stats,
                             locations=list(locs)))

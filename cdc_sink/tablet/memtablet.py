@@ -36,7 +36,7 @@ from pyroaring import BitMap, FrozenBitMap
 
 from cdc_sink.changes import OP_DELETE, OP_UPDATE, OP_UPSERT, ChangeBatch, Rejects
 from cdc_sink.errors import TabletStateError, VersionNotFound
-from cdc_sink.filters import evaluate, may_match, parse_filter
+from cdc_sink.filters import evaluate, may_match, parse_filter, physical_predicate
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet.column import ColumnStore, Delta
 from cdc_sink.tablet.fold import SEQ_NONE, fold_events
@@ -523,9 +523,13 @@ class MemTablet:
         for p in preds:
             if p.column in key_names:
                 continue
-            stats = self.ensure_column(schema.column(p.column)).page_stats(v, rows)
+            col = schema.column(p.column)
+            phys = physical_predicate(p, col.type)  # the form of the page statistics
+            if phys is None:
+                continue
+            stats = self.ensure_column(col).page_stats(v, rows)
             for i, s in enumerate(stats):
-                if s is not None and page_ok[i] and not may_match(s, p):
+                if s is not None and page_ok[i] and not may_match(s, phys):
                     page_ok[i] = False
         dead = np.asarray(dv.to_array(), dtype=np.int64) if len(dv) else np.empty(0, np.int64)
         dead_bounds = np.searchsorted(dead, np.arange(num_pages + 1, dtype=np.int64) * pr)
