@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 	  echo "installing Java 17 and Maven with apt"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    openjdk-17-jre-headless maven >/dev/null; }
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  echo "installing Prometheus and promtool with apt (dashboard and alert-rule tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends prometheus >/dev/null; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
