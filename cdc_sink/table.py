@@ -45,6 +45,7 @@ from cdc_sink.errors import (
     VersionNotFound,
 )
 from cdc_sink.schema import TableSchema
+from cdc_sink.stats import TableStats
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.fsutil import atomic_replace, fsync_dir, list_files, write_file_durable
 from cdc_sink.storage.history import History
@@ -849,6 +850,25 @@ class Table:
             for t in self._tablets.values():
                 t.release(max(t.oldest, min(horizon, t.committed)))
             return sorted(doomed)
+
+    # ------------------------------------------------------------------ statistics
+    def stats(self, *, load: bool = False, disk_max_age: float = 0.0) -> TableStats:
+        """Rows, memory, outstanding deltas and bytes on disk (:mod:`cdc_sink.stats`).
+
+        Args:
+            load: Load every bucket first (else the memory figures cover the buckets this
+                object holds: a writer holds every bucket it wrote since it opened).
+            disk_max_age: Reuse a directory walk younger than this many seconds.
+        """
+        from cdc_sink.stats import table_stats
+
+        with self._lock:
+            self._refresh()
+            if load:
+                for b in range(self.schema_at(self._version).num_buckets):
+                    self._tablet(b)
+            tablets = dict(self._tablets)
+        return table_stats(self, tablets, disk_max_age=disk_max_age)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -1,0 +1,105 @@
+"""Kafka figures from Spark's own query progress (a PySpark ``StreamingQueryListener``).
+
+Spark reports after every trigger the input and processed rows/s and, for the Kafka
+source, how many offsets the query is behind the latest ones (``avgOffsetsBehindLatest``,
+``maxOffsetsBehindLatest`` in the source's ``metrics``). :func:`attach_progress_listener`
+copies them into :class:`~cdc_sink.metrics.sink.SinkMetrics` gauges. pyspark is imported
+only when a listener is attached.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cdc_sink.metrics.sink import SinkMetrics
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["KafkaProgress", "attach_progress_listener", "kafka_progress"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KafkaProgress:
+    """The Kafka figures of one query progress (``None``: not reported)."""
+
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    avg_offsets_behind: float | None
+    max_offsets_behind: float | None
+
+
+def _number(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def kafka_progress(progress: Mapping[str, Any]) -> KafkaProgress:
+    """Reads a ``StreamingQueryProgress`` (or its dict/JSON form).
+
+    Offsets behind latest: the largest ``maxOffsetsBehindLatest`` and the mean
+    ``avgOffsetsBehindLatest`` over the sources that report them.
+    """
+    avgs: list[float] = []
+    maxes: list[float] = []
+    for src in progress.get("sources") or []:
+        m = src.get("metrics") or {}
+        a, x = _number(m.get("avgOffsetsBehindLatest")), _number(m.get("maxOffsetsBehindLatest"))
+        if a is not None:
+            avgs.append(a)
+        if x is not None:
+            maxes.append(x)
+    return KafkaProgress(
+        input_rows_per_second=_number(progress.get("inputRowsPerSecond")),
+        processed_rows_per_second=_number(progress.get("processedRowsPerSecond")),
+        avg_offsets_behind=sum(avgs) / len(avgs) if avgs else None,
+        max_offsets_behind=max(maxes) if maxes else None)
+
+
+def attach_progress_listener(spark: SparkSession, metrics: SinkMetrics, *,
+                             query_name: str | None = None) -> Any:
+    """Adds a listener that feeds ``metrics`` from the progress of query ``query_name``
+    (every query when ``None``).
+
+    Returns:
+        The listener (``spark.streams.removeListener(listener)`` detaches it).
+    """
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class _KafkaProgressListener(StreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            try:
+                p = event.progress
+                if query_name is not None and p.name != query_name:
+                    return
+                k = kafka_progress(p)
+            except Exception:
+                logger.warning("could not read the query progress", exc_info=True)
+                return
+            metrics.observe_progress(
+                input_rows_per_second=k.input_rows_per_second,
+                processed_rows_per_second=k.processed_rows_per_second,
+                avg_offsets_behind=k.avg_offsets_behind,
+                max_offsets_behind=k.max_offsets_behind)
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    listener = _KafkaProgressListener()
+    spark.streams.addListener(listener)
+    return listener

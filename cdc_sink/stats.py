@@ -1,0 +1,229 @@
+"""Table statistics: what :meth:`cdc_sink.table.Table.stats` and ``cdc-sink stats`` show.
+
+Two sources, both cheap:
+
+- **memory**: the tablets the :class:`~cdc_sink.table.Table` object holds (a writer holds
+  every bucket it has written since it opened; ``load=True`` loads the others): live
+  rows, bytes held, outstanding delta versions (the most deltas any column of the bucket
+  holds; compaction folds them into a new base);
+- **disk**: one ``os.scandir`` walk of ``_wal/``, ``_snapshots/``, ``_pages/`` and
+  ``_log/`` summing file sizes, cached per table for ``disk_max_age`` seconds (a job that
+  refreshes its gauges after every micro-batch walks the directory at most that often).
+
+Figures over buckets a process does not hold (``loaded=False`` in
+:class:`BucketStats`) are not counted in the totals: ``TableStats.loaded_buckets`` says
+how many were.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdc_sink.table import Table
+    from cdc_sink.tablet import MemTablet
+
+__all__ = ["BucketStats", "DiskUsage", "TableStats", "disk_usage", "table_stats"]
+
+
+@dataclass(frozen=True)
+class BucketStats:
+    """One bucket.
+
+    Attributes:
+        bucket: The bucket.
+        loaded: Whether this process holds its tablet (else the memory figures are 0).
+        live_rows: Live rows at the latest version.
+        memory_bytes: Bytes held by the tablet (index, columns, dense state).
+        delta_versions: Most delta versions held by one of its columns.
+        wal_files: WAL segments on disk.
+        wal_bytes: Their bytes.
+        snapshot_files: Snapshot manifests and page files on disk.
+        snapshot_bytes: Their bytes.
+    """
+
+    bucket: int
+    loaded: bool
+    live_rows: int = 0
+    memory_bytes: int = 0
+    delta_versions: int = 0
+    wal_files: int = 0
+    wal_bytes: int = 0
+    snapshot_files: int = 0
+    snapshot_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """Files and bytes under a table directory, by kind and bucket.
+
+    Attributes:
+        wal: Bucket -> (files, bytes) of ``_wal/<bucket>/``.
+        snapshots: Bucket -> (files, bytes) of ``_snapshots/<bucket>/`` and
+            ``_pages/<bucket>/``.
+        log_files: Files in ``_log/`` (entries and checkpoints).
+        log_bytes: Their bytes.
+        measured_at: ``time.monotonic()`` of the walk.
+    """
+
+    wal: dict[int, tuple[int, int]] = field(default_factory=dict)
+    snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)
+    log_files: int = 0
+    log_bytes: int = 0
+    measured_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """Figures of a table at its latest version.
+
+    Attributes:
+        path: The table directory.
+        version: Latest committed version.
+        oldest_version: Oldest readable version.
+        num_buckets: Buckets of the latest schema.
+        loaded_buckets: Buckets held in memory (the memory figures sum over these).
+        live_rows: Live rows (over the loaded buckets).
+        memory_bytes: Bytes held by the loaded tablets.
+        outstanding_delta_versions: Most delta versions held by a column, over buckets.
+        wal_files: WAL segments on disk.
+        wal_bytes: Their bytes.
+        snapshot_files: Snapshot manifests and page files on disk.
+        snapshot_bytes: Their bytes.
+        log_files: Version log files on disk.
+        log_bytes: Their bytes.
+        buckets: Per-bucket detail.
+    """
+
+    path: str
+    version: int
+    oldest_version: int
+    num_buckets: int
+    loaded_buckets: int
+    live_rows: int
+    memory_bytes: int
+    outstanding_delta_versions: int
+    wal_files: int
+    wal_bytes: int
+    snapshot_files: int
+    snapshot_bytes: int
+    log_files: int
+    log_bytes: int
+    buckets: tuple[BucketStats, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``buckets`` as a list of dicts)."""
+        return asdict(self)
+
+
+_DISK_CACHE: dict[str, DiskUsage] = {}
+_DISK_LOCK = threading.Lock()
+
+
+def _walk(d: str) -> list[tuple[str, int]]:
+    """(name, size) of the regular files directly in ``d`` (nothing if it is missing)."""
+    out: list[tuple[str, int]] = []
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                try:
+                    if e.is_file(follow_symlinks=False):
+                        out.append((e.name, e.stat(follow_symlinks=False).st_size))
+                except FileNotFoundError:  # removed by GC meanwhile
+                    continue
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return out
+
+
+def _per_bucket(root: str, sub: str, into: dict[int, tuple[int, int]]) -> None:
+    top = os.path.join(root, sub)
+    for name, _ in _walk_dirs(top):
+        if not name.isdigit():
+            continue
+        files = _walk(os.path.join(top, name))
+        n, size = into.get(int(name), (0, 0))
+        into[int(name)] = (n + len(files), size + sum(s for _, s in files))
+
+
+def _walk_dirs(d: str) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    try:
+        with os.scandir(d) as it:
+            out = [(e.name, 0) for e in it if e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return out
+
+
+def disk_usage(root: str | os.PathLike[str], *, max_age: float = 0.0) -> DiskUsage:
+    """Files and bytes of a table directory (one walk; cached for ``max_age`` seconds).
+
+    Args:
+        root: The table directory.
+        max_age: A walk younger than this is returned as it is (0: always walk).
+    """
+    key = os.path.abspath(os.fspath(root))
+    now = time.monotonic()
+    if max_age > 0:
+        with _DISK_LOCK:
+            hit = _DISK_CACHE.get(key)
+        if hit is not None and now - hit.measured_at < max_age:
+            return hit
+    wal: dict[int, tuple[int, int]] = {}
+    snaps: dict[int, tuple[int, int]] = {}
+    _per_bucket(key, "_wal", wal)
+    _per_bucket(key, "_snapshots", snaps)
+    _per_bucket(key, "_pages", snaps)
+    log = _walk(os.path.join(key, "_log"))
+    usage = DiskUsage(wal=wal, snapshots=snaps, log_files=len(log),
+                      log_bytes=sum(s for _, s in log), measured_at=now)
+    with _DISK_LOCK:
+        _DISK_CACHE[key] = usage
+    return usage
+
+
+def table_stats(table: Table, tablets: Mapping[int, MemTablet], *,
+                disk_max_age: float = 0.0) -> TableStats:
+    """Statistics of ``table`` from its in-memory ``tablets`` and its directory.
+
+    Use :meth:`cdc_sink.table.Table.stats`, which passes the tablets it holds.
+
+    Args:
+        table: The table.
+        tablets: Bucket -> the tablet this process holds at the latest version.
+        disk_max_age: Reuse a directory walk younger than this many seconds.
+    """
+    version = table.version
+    num_buckets = table.schema_at(version).num_buckets
+    disk = disk_usage(table.root, max_age=disk_max_age)
+    buckets: list[BucketStats] = []
+    for b in sorted(set(range(num_buckets)) | set(tablets) | set(disk.wal)
+                    | set(disk.snapshots)):
+        t = tablets.get(b)
+        wf, wb = disk.wal.get(b, (0, 0))
+        sf, sb = disk.snapshots.get(b, (0, 0))
+        if t is None:
+            buckets.append(BucketStats(b, False, wal_files=wf, wal_bytes=wb,
+                                       snapshot_files=sf, snapshot_bytes=sb))
+        else:
+            buckets.append(BucketStats(
+                b, True, live_rows=t.num_rows(), memory_bytes=t.memory_bytes(),
+                delta_versions=t.delta_versions(), wal_files=wf, wal_bytes=wb,
+                snapshot_files=sf, snapshot_bytes=sb))
+    loaded = [s for s in buckets if s.loaded]
+    return TableStats(
+        path=table.root, version=version, oldest_version=table.oldest_version,
+        num_buckets=num_buckets, loaded_buckets=len(loaded),
+        live_rows=sum(s.live_rows for s in loaded),
+        memory_bytes=sum(s.memory_bytes for s in loaded),
+        outstanding_delta_versions=max((s.delta_versions for s in loaded), default=0),
+        wal_files=sum(s.wal_files for s in buckets), wal_bytes=sum(s.wal_bytes for s in buckets),
+        snapshot_files=sum(s.snapshot_files for s in buckets),
+        snapshot_bytes=sum(s.snapshot_bytes for s in buckets),
+        log_files=disk.log_files, log_bytes=disk.log_bytes, buckets=tuple(buckets))
