@@ -27,6 +27,7 @@ Layering: this package imports only :mod:`cdc_sink.schema`, :mod:`cdc_sink.chang
 from __future__ import annotations
 
 import abc
+import inspect
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
@@ -34,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "Decoded",
     "Decoder",
     "FormatName",
+    "decoder_options",
     "get_decoder",
 ]
 
@@ -66,13 +69,16 @@ class Decoded:
             ``batch``, aligned with ``batch.op``; :data:`TS_MISSING` for an event without
             one. ``None`` when the format has no timestamps or no event carried one.
         skipped: Messages skipped on purpose and neither decoded nor rejected (Debezium
-            tombstones).
+            tombstones and logical decoding messages).
+        messages: How many of ``skipped`` are Debezium logical decoding messages
+            (``op: "m"``).
     """
 
     batch: ChangeBatch
     rejects: Rejects
     ts_ms: np.ndarray | None = None
     skipped: int = 0
+    messages: int = 0
 
 
 class Decoder(abc.ABC):
@@ -88,7 +94,8 @@ class Decoder(abc.ABC):
     @abc.abstractmethod
     def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
                          schema: TableSchema, *,
-                         position: np.ndarray | None = None) -> Decoded:
+                         position: np.ndarray | None = None,
+                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
         """Decodes message values, keeping format metadata (timestamps, skip counts).
 
         Args:
@@ -97,17 +104,23 @@ class Decoder(abc.ABC):
             schema: The table schema the events are validated against.
             position: Optional source position per element (e.g. the Kafka offset); the
                 element index when omitted.
+            keys: Optional Kafka message key per element, aligned with ``values`` (same
+                array types). Formats whose values always carry the key ignore it; the
+                Debezium decoder reads the key of an event whose row lacks it (a delete
+                without a ``before`` image) from it.
 
         Returns:
             The valid events, the rejects and the metadata.
 
         Raises:
-            TypeError: ``values`` is not a binary or string array.
-            ValueError: ``position`` does not have one entry per value.
+            TypeError: ``values`` (or ``keys``) is not a binary or string array.
+            ValueError: ``position`` (or ``keys``) does not have one entry per value.
         """
 
     def decode(self, values: pa.BinaryArray | pa.LargeBinaryArray, schema: TableSchema, *,
-               position: np.ndarray | None = None) -> tuple[ChangeBatch, Rejects]:
+               position: np.ndarray | None = None,
+               keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
+               ) -> tuple[ChangeBatch, Rejects]:
         """Decodes message values into a validated batch and its rejects.
 
         Never raises for a bad event: an undecodable or invalid event becomes a reject
@@ -117,11 +130,12 @@ class Decoder(abc.ABC):
             values: One message value per element (see :meth:`decode_with_meta`).
             schema: The table schema.
             position: Optional source position per element.
+            keys: Optional Kafka message key per element (see :meth:`decode_with_meta`).
 
         Returns:
             The valid events and the rejects.
         """
-        out = self.decode_with_meta(values, schema, position=position)
+        out = self.decode_with_meta(values, schema, position=position, keys=keys)
         return out.batch, out.rejects
 
 
@@ -137,18 +151,35 @@ def get_decoder(name: FormatName, **options: Any) -> Decoder:
         A new decoder.
 
     Raises:
-        ValueError: ``name`` is not a known format.
+        InvalidOption: ``name`` is not a known format, an option is not one of the
+            decoder's, or an option's value is invalid (the error names the option; it is
+            a ``ValueError``).
     """
+    cls: type[Decoder]
     if name == "json":
         from cdc_sink.formats.native_json import JsonDecoder
 
-        return JsonDecoder(**options)
-    if name == "debezium":
+        cls = JsonDecoder
+    elif name == "debezium":
         from cdc_sink.formats.debezium import DebeziumDecoder
 
-        return DebeziumDecoder(**options)
-    if name == "rowv2":
+        cls = DebeziumDecoder
+    elif name == "rowv2":
         from cdc_sink.formats.rowv2 import Rowv2Decoder
 
-        return Rowv2Decoder(**options)
-    raise ValueError(f"unknown event format {name!r}; known formats: {list(FORMATS)}")
+        cls = Rowv2Decoder
+    else:
+        raise InvalidOption(f"unknown event format {name!r}; known formats: {list(FORMATS)}",
+                            option="format")
+    known = decoder_options(cls)
+    for opt in options:
+        if opt not in known:
+            raise InvalidOption(f"unknown option {opt!r} of the {name!r} decoder; its options: "
+                                f"{sorted(known)}", option=opt)
+    return cls(**options)
+
+
+def decoder_options(cls: type[Decoder]) -> frozenset[str]:
+    """Names of the keyword options of a decoder class (its ``__init__`` keywords)."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    return frozenset(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)

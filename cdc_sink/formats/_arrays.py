@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.errors import InvalidOption
 from cdc_sink.formats import TS_MISSING, Decoded
 from cdc_sink.schema import TableSchema
 
@@ -398,6 +400,7 @@ class Columns:
         reasons: Reject reason per event (``None`` = decoded).
         ts_ms: Producer timestamp per event (``TS_MISSING`` when absent), or ``None``.
         skip: Events skipped on purpose (neither decoded nor rejected), or ``None``.
+        messages: The skipped events that are logical decoding messages, or ``None``.
     """
 
     op: np.ndarray
@@ -407,6 +410,39 @@ class Columns:
     reasons: np.ndarray
     ts_ms: np.ndarray | None = None
     skip: np.ndarray | None = None
+    messages: np.ndarray | None = None
+
+
+def failed_columns(n: int, schema: TableSchema, reason: str) -> Columns:
+    """Columns of ``n`` events that are all refused with ``reason``."""
+    reasons = new_reasons(n)
+    reasons[:] = reason
+    return Columns(op=np.full(n, -1, dtype=np.int8),
+                   keys={c.name: pa.nulls(n, c.type) for c in schema.key_columns},
+                   values={},
+                   seq=None if schema.sequence_column is None else pa.nulls(n, pa.int64()),
+                   reasons=reasons)
+
+
+def decode_guarded(decode_range: Callable[[int, int], Columns], lo: int, hi: int,
+                   schema: TableSchema) -> list[Columns]:
+    """Runs ``decode_range(lo, hi)``; if it raises, isolates the events that make it
+    raise by bisection and refuses only them (the last resort of a decoder's promise
+    never to raise for message content: the reason names the exception class).
+
+    Returns:
+        The columns of consecutive sub-ranges covering ``[lo, hi)``.
+    """
+    try:
+        return [decode_range(lo, hi)]
+    except Exception as exc:  # any failure on content becomes a reject
+        if hi - lo <= 1:
+            text = str(exc).splitlines()[0][:200] if str(exc) else ""
+            return [failed_columns(hi - lo, schema,
+                                   f"undecodable message ({type(exc).__name__}: {text})")]
+    mid = (lo + hi) // 2
+    return (decode_guarded(decode_range, lo, mid, schema)
+            + decode_guarded(decode_range, mid, hi, schema))
 
 
 def event_ranges(parts: Parts, chunk_bytes: int) -> list[tuple[int, int]]:
@@ -449,13 +485,17 @@ def merge_columns(pieces: list[Columns], schema: TableSchema) -> Columns:
     if any(p.ts_ms is not None for p in pieces):
         ts = np.concatenate([p.ts_ms if p.ts_ms is not None else np.full(k, TS_MISSING)
                              for p, k in zip(pieces, sizes, strict=True)])
-    skip = None
-    if any(p.skip is not None for p in pieces):
-        skip = np.concatenate([p.skip if p.skip is not None else np.zeros(k, bool)
+
+    def flags(get: Callable[[Columns], np.ndarray | None]) -> np.ndarray | None:
+        if all(get(p) is None for p in pieces):
+            return None
+        return np.concatenate([np.zeros(k, bool) if (v := get(p)) is None else v
                                for p, k in zip(pieces, sizes, strict=True)])
+
     return Columns(op=np.concatenate([p.op for p in pieces]), keys=keys, values=values,
                    seq=pa.concat_arrays(seqs) if len(seqs) == len(pieces) else None,
-                   reasons=np.concatenate([p.reasons for p in pieces]), ts_ms=ts, skip=skip)
+                   reasons=np.concatenate([p.reasons for p in pieces]), ts_ms=ts,
+                   skip=flags(lambda p: p.skip), messages=flags(lambda p: p.messages))
 
 
 def assemble(schema: TableSchema, cols: Columns, position: np.ndarray) -> Decoded:
@@ -512,4 +552,31 @@ def assemble(schema: TableSchema, cols: Columns, position: np.ndarray) -> Decode
         if (sel != TS_MISSING).any():
             out_ts = sel
     batch.position = position[inner]
-    return Decoded(batch=batch, rejects=rejects, ts_ms=out_ts, skipped=int(skip.sum()))
+    messages = 0 if cols.messages is None else int((cols.messages & skip).sum())
+    return Decoded(batch=batch, rejects=rejects, ts_ms=out_ts, skipped=int(skip.sum()),
+                   messages=messages)
+
+
+# ---------------------------------------------------------------------- options
+def check_bool(option: str, value: object) -> bool:
+    """``value`` when it is a bool.
+
+    Raises:
+        InvalidOption: It is not.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidOption(f"decoder option {option!r} must be a bool, got {value!r}",
+                            option=option)
+    return bool(value)
+
+
+def check_choice(option: str, value: object, choices: tuple[str, ...]) -> str:
+    """``value`` when it is one of ``choices``.
+
+    Raises:
+        InvalidOption: It is not.
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidOption(f"decoder option {option!r} must be one of {list(choices)}, "
+                            f"got {value!r}", option=option)
+    return value

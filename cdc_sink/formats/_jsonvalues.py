@@ -8,20 +8,30 @@ all the members of that kind:
 column type            accepted JSON values
 =====================  ===============================================================
 int8 .. int64          integer numbers in range
-float32, float64       numbers (``NaN``/``Infinity`` included); float32 refuses finite
-                       values that overflow it
+float32, float64       numbers (``NaN``/``Infinity`` included); a finite literal that
+                       overflows the type (``1e400``) is refused, never ±inf. With
+                       :attr:`Hints.connect`, also the strings ``"NaN"``,
+                       ``"Infinity"``, ``"-Infinity"`` (Kafka Connect's JsonConverter)
 bool                   ``true``/``false``
 string                 strings (unescaped, valid UTF-8)
 binary                 base64 strings (standard alphabet, padded)
-date32                 ISO dates ``"YYYY-MM-DD"`` or integers (days since the epoch)
-timestamp[us, UTC]     ISO 8601 strings (with ``Z``/offset, or naive = UTC) or integers
-                       (microseconds, or the unit of :class:`Hints`)
-decimal128(p, s)       decimal strings or numbers (exact at scale s, at most p digits),
-                       or base64 big-endian unscaled integers (Debezium "precise")
+date32                 ISO dates ``"YYYY-MM-DD"`` or integers (days since the epoch),
+                       within 0001-01-01..9999-12-31
+timestamp[us, UTC]     ISO 8601 strings (with ``Z``/offset, or naive = UTC; 7 to 9
+                       fraction digits are truncated to microseconds, like nanosecond
+                       integers) or integers (microseconds, or the unit of
+                       :class:`Hints`), within 0001-01-01..9999-12-31 (UTC)
+decimal128(p, s)       decimal strings or numbers (exact at scale s, at most p digits;
+                       parsed as 76-digit decimals first, so nothing wraps around),
+                       or base64 big-endian unscaled integers (Debezium "precise"); with
+                       :attr:`Hints.connect`, also ``{"scale": k, "value": base64}``
+                       objects (Debezium ``VariableScaleDecimal``)
 =====================  ===============================================================
 
 ``null`` is a null value of any column (nullability is checked by
-:meth:`~cdc_sink.changes.ChangeBatch.from_arrow`).
+:meth:`~cdc_sink.changes.ChangeBatch.from_arrow`). A refused value is either *invalid*
+(not a value of the type) or *out of range* (a value of the type the column cannot
+hold); the reject reason says which.
 """
 
 from __future__ import annotations
@@ -51,10 +61,12 @@ from cdc_sink.formats._jsonscan import (
     KIND_FALSE,
     KIND_NULL,
     KIND_NUMBER,
+    KIND_OBJECT,
     KIND_STRING,
     KIND_TRUE,
     Members,
     decode_string,
+    match_strings,
     raw_text,
     string_values,
 )
@@ -64,6 +76,24 @@ UNIT_US, UNIT_MS, UNIT_NS = 0, 1, 2
 """Units of integer timestamps (:attr:`Hints.ts_unit`)."""
 
 _ZONED = r"[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$"
+_NANO_FRACTION = r"(:\d{2}\.\d{6})\d{1,3}(\D|$)"  # 7..9 fraction digits: keep 6
+
+MIN_DAY = -719162
+"""0001-01-01 in days since the epoch: the first date a column holds."""
+MAX_DAY = 2932896
+"""9999-12-31 in days since the epoch: the last date a column holds."""
+MIN_MICROS = MIN_DAY * 86_400_000_000
+"""0001-01-01T00:00:00Z in microseconds since the epoch: the first timestamp."""
+MAX_MICROS = (MAX_DAY + 1) * 86_400_000_000 - 1
+"""9999-12-31T23:59:59.999999Z in microseconds since the epoch: the last timestamp."""
+TEMPORAL_RANGE = "0001-01-01..9999-12-31"
+_PG_INFINITY = {"9223372036825200000": "PostgreSQL 'infinity'",
+                "-9223372036832400000": "PostgreSQL '-infinity'",
+                "9223372036854775807": "PostgreSQL 'infinity'",
+                "-9223372036854775808": "PostgreSQL '-infinity'"}
+_FLOAT_WORDS = ("NaN", "Infinity", "-Infinity")
+_FLOAT_WORD_VALUES = np.array([np.nan, np.inf, -np.inf])
+_STRUCT_NAMES = ("scale", "value")
 
 
 @dataclass
@@ -75,11 +105,15 @@ class Hints:
         dec_base64: Whether a decimal string is base64 of the unscaled big-endian
             integer (rather than decimal text).
         dec_scale: Scale of base64 decimals (defaults to the column's scale).
+        connect: Also accept Kafka Connect's JSON forms: ``"NaN"``/``"Infinity"``/
+            ``"-Infinity"`` strings for floats, ``VariableScaleDecimal`` objects for
+            decimals.
     """
 
     ts_unit: np.ndarray | None = None
     dec_base64: np.ndarray | None = None
     dec_scale: np.ndarray | None = None
+    connect: bool = False
 
 
 class _Out:
@@ -127,16 +161,22 @@ def _strings(parts: Parts, m: Members, sel: np.ndarray) -> tuple[pa.Array, np.nd
 
 
 def _ints(parts: Parts, m: Members, sel: np.ndarray, lo: int, hi: int
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """Integer number members as int64, with a mask of non-integers/out of range."""
-    arr, bad = cast_rows(_tokens(parts, m, sel), pa.int64())
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Integer number members as int64, with a mask of non-integers/out of range and
+    the mask of those that are integers out of ``[lo, hi]`` (or of int64)."""
+    tokens = _tokens(parts, m, sel)
+    arr, bad = cast_rows(tokens, pa.int64())
     v = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    bad |= (v < lo) | (v > hi)
-    return v, bad
+    r = ~bad & ((v < lo) | (v > hi))
+    if bad.any():  # an integer literal beyond int64 is out of range, not invalid
+        big = np.asarray(pc.match_substring_regex(tokens, r"^-?[0-9]{19,}$").fill_null(False),
+                         dtype=bool)
+        r |= bad & big
+    return v, bad | r, r
 
 
 def column_values(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: pa.DataType,
-                  hints: Hints | None = None) -> tuple[pa.Array, np.ndarray]:
+                  hints: Hints | None = None) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Converts the members ``sel`` (values of column ``c``) to ``target``.
 
     Args:
@@ -148,29 +188,45 @@ def column_values(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: 
         hints: Optional per-member encoding hints (aligned with ``sel``).
 
     Returns:
-        One value per member (null for ``null`` and for bad members) and the mask of bad
-        members (a JSON value the column type does not accept).
+        One value per member (null for ``null`` and for bad members), the mask of bad
+        members (a JSON value the column type does not accept) and the mask of the bad
+        members that are out of range (a value of the type the column cannot hold).
     """
     n = len(sel)
     kind = m.kind[sel]
     t = c.type
+    connect = hints is not None and hints.connect
     out = _Out(n, target)
-    bad = (kind != KIND_NULL) & ~_accepted(t, kind)
+    bad = (kind != KIND_NULL) & ~_accepted(t, kind, connect)
+    oor = np.zeros(n, dtype=bool)
     num = np.flatnonzero(kind == KIND_NUMBER)
     txt = np.flatnonzero(kind == KIND_STRING)
     if pa.types.is_integer(t):
         lo, hi = int_bounds(t)
-        v, b = _ints(parts, m, sel[num], lo, hi)
+        v, b, r = _ints(parts, m, sel[num], lo, hi)
         bad[num[b]] = True
+        oor[num[r]] = True
         out.put(num, fixed_array(v, ~b, pa.int64()))
     elif pa.types.is_floating(t):
         arr, b = cast_rows(_tokens(parts, m, sel[num]), pa.float64())
+        f = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
+        first = parts.data[np.minimum(m.value_start[sel[num]] + 1, len(parts.data) - 1)]
+        word = (parts.data[m.value_start[sel[num]]] == ord("I")) | (first == ord("I"))
+        r = np.isinf(f) & ~word  # a finite literal beyond float64 (Arrow reads it as inf)
         if t == pa.float32():
-            f = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
             with np.errstate(over="ignore"):
-                b |= np.isfinite(f) & ~np.isfinite(f.astype(np.float32))
-        bad[num[b]] = True
+                r |= np.isfinite(f) & ~np.isfinite(f.astype(np.float32))
+        bad[num[b | r]] = True
+        oor[num[r]] = True
         out.put(num, arr)
+        if connect and len(txt):
+            raw, b = _strings(parts, m, sel[txt])
+            code = match_strings(raw_data(raw), *_bounds(raw), np.zeros(len(txt), bool),
+                                 _FLOAT_WORDS)
+            b |= code < 0
+            bad[txt[b]] = True
+            out.put(txt, pa.array(_FLOAT_WORD_VALUES[np.maximum(code, 0)], pa.float64(),
+                                  mask=b))
     elif pa.types.is_boolean(t):
         tf = np.flatnonzero((kind == KIND_TRUE) | (kind == KIND_FALSE))
         out.put(tf, pa.array(kind[tf] == KIND_TRUE, pa.bool_()))
@@ -188,61 +244,155 @@ def column_values(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: 
         raw, b = _strings(parts, m, sel[txt])
         arr, b2 = cast_rows(raw, pa.string())
         arr, b3 = cast_rows(arr, pa.date32())
-        bad[txt[b | b2 | b3]] = True
+        days = np.asarray(arr.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False))
+        r = (days < MIN_DAY) | (days > MAX_DAY)
+        bad[txt[b | b2 | b3 | r]] = True
+        oor[txt[r & ~(b | b2 | b3)]] = True
         out.put(txt, arr)
-        lo, hi = int_bounds(pa.int32())
-        v, b = _ints(parts, m, sel[num], lo, hi)
-        bad[num[b]] = True
-        out.put(num, fixed_array(v.astype(np.int32), ~b, pa.date32()))
+        v, b, _ = _ints(parts, m, sel[num], *int_bounds(pa.int64()))
+        r = ~b & ((v < MIN_DAY) | (v > MAX_DAY))
+        bad[num[b | r]] = True
+        oor[num[r]] = True
+        ok = ~(b | r)
+        out.put(num, fixed_array(np.where(ok, v, 0).astype(np.int32), ok, pa.date32()))
     elif pa.types.is_timestamp(t):
         raw, b = _strings(parts, m, sel[txt])
         arr, b2 = parse_timestamps(raw)
-        bad[txt[b | b2]] = True
+        micros = np.asarray(arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
+        r = (micros < MIN_MICROS) | (micros > MAX_MICROS)
+        bad[txt[b | b2 | r]] = True
+        oor[txt[r & ~(b | b2)]] = True
         out.put(txt, arr)
         unit = None if hints is None or hints.ts_unit is None else hints.ts_unit[num]
-        v, b = _ints(parts, m, sel[num], *int_bounds(pa.int64()))
-        v, b3 = _to_micros(v, unit)
-        bad[num[b | b3]] = True
-        out.put(num, fixed_array(v, ~(b | b3), t))
+        v, b, _ = _ints(parts, m, sel[num], *int_bounds(pa.int64()))
+        v, r = _to_micros(v, unit)
+        r = ~b & (r | (v < MIN_MICROS) | (v > MAX_MICROS))
+        bad[num[b | r]] = True
+        oor[num[r]] = True
+        out.put(num, fixed_array(np.where(b | r, 0, v), ~(b | r), t))
     elif pa.types.is_decimal(t):
         b64 = (np.zeros(len(txt), bool) if hints is None or hints.dec_base64 is None
                else hints.dec_base64[txt])
         raw, b = _strings(parts, m, sel[txt])
         plain = np.flatnonzero(~b64)
         arr, b2 = cast_rows(raw.take(pa.array(plain)), pa.string())
-        arr, b3 = cast_rows(arr, t)
+        arr, b3, r3 = _decimal_text(arr, t)
         bad[txt[plain[b2 | b3]]] = True
+        oor[txt[plain[r3 & ~b2]]] = True
         bad[txt[b]] = True
         out.put(txt[plain], arr)
         packed = np.flatnonzero(b64)
         if len(packed):
             scale = (np.full(len(packed), t.scale) if hints is None or hints.dec_scale is None
                      else hints.dec_scale[txt[packed]])
-            arr, b4 = unscaled_decimals(raw.take(pa.array(packed)), scale, t)
+            arr, b4, r4 = unscaled_decimals(raw.take(pa.array(packed)), scale, t)
             bad[txt[packed[b4]]] = True
+            oor[txt[packed[r4]]] = True
             out.put(txt[packed], arr)
-        arr, b5 = cast_rows(_tokens(parts, m, sel[num]), t)
+        arr, b5, r5 = _decimal_text(_tokens(parts, m, sel[num]), t)
         bad[num[b5]] = True
+        oor[num[r5]] = True
         out.put(num, arr)
+        obj = np.flatnonzero(kind == KIND_OBJECT)
+        if connect and len(obj):
+            arr, b6, r6 = _variable_scale(parts, m, sel[obj], t)
+            bad[obj[b6]] = True
+            oor[obj[r6]] = True
+            out.put(obj, arr)
     else:  # pragma: no cover - parse_type admits no other type
         raise TypeError(f"unsupported column type {t}")
     values = out.result()
     if pa.types.is_decimal(t):
-        bad |= decimal_overflow(values)
+        over = decimal_overflow(values)
+        bad |= over
+        oor |= over
     if bad.any():
         values = pc.if_else(pa.array(bad), pa.nulls(n, target), values)
-    return values, bad
+    return values, bad, oor & bad
 
 
-def _accepted(t: pa.DataType, kind: np.ndarray) -> np.ndarray:
+def raw_data(arr: pa.Array) -> np.ndarray:
+    """The data buffer of a binary/string array as numpy bytes."""
+    return binary_parts(arr).data
+
+
+def _bounds(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    p = binary_parts(arr)
+    return p.starts, p.ends
+
+
+def _decimal_text(strs: pa.Array, t: pa.DataType
+                  ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Decimal text (strings or JSON number tokens) to ``t``, exactly or not at all.
+
+    Arrow parses a decimal string into 128 bits without an overflow check, so a value of
+    39+ digits wraps around to a small wrong decimal. The text is parsed as a 76-digit
+    ``decimal256`` first (where Arrow does check), then cast to ``t`` with its precision
+    check.
+
+    Returns:
+        The decimals, the mask of bad values, and the mask of those that are numbers out
+        of the range of ``t``.
+    """
+    wide, bad = cast_rows(strs, pa.decimal256(76, t.scale))
+    arr, r = cast_rows(wide, t)
+    r &= ~bad
+    over = decimal_overflow(arr)
+    r |= over
+    bad |= r
+    if over.any():
+        arr = pc.if_else(pa.array(over), pa.nulls(len(arr), t), arr)
+    return arr, bad, r
+
+
+def _variable_scale(parts: Parts, m: Members, sel: np.ndarray, t: pa.DataType
+                    ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Debezium ``VariableScaleDecimal`` objects ``{"scale": k, "value": base64}``."""
+    k = len(sel)
+    child = np.flatnonzero(np.isin(m.parent, sel) & (m.parent >= 0))
+    code = match_strings(parts.data, m.name_start[child], m.name_end[child],
+                         m.name_escaped[child], _STRUCT_NAMES)
+    owner = np.searchsorted(sel, m.parent[child])
+    scale_m = np.full(k, -1, dtype=np.int64)
+    value_m = np.full(k, -1, dtype=np.int64)
+    dup = np.zeros(k, dtype=bool)
+    for j, target in ((0, scale_m), (1, value_m)):
+        at = code == j
+        o = owner[at]
+        dup[o[np.bincount(o, minlength=k)[o] > 1]] = True
+        target[o] = child[at]
+    bad = dup | (scale_m < 0) | (value_m < 0)
+    bad |= np.where(scale_m >= 0, m.kind[np.maximum(scale_m, 0)] != KIND_NUMBER, True)
+    bad |= np.where(value_m >= 0, m.kind[np.maximum(value_m, 0)] != KIND_STRING, True)
+    use = np.flatnonzero(~bad)
+    scale, sb, _ = _ints(parts, m, scale_m[use], -(2**31), 2**31 - 1)
+    sb |= (scale < 0) | (scale > 38)
+    bad[use[sb]] = True
+    use = use[~sb]
+    scale = scale[~sb]
+    raw, b = _strings(parts, m, value_m[use])
+    arr, b2, r = unscaled_decimals(raw, scale, t)
+    bad[use[b | b2]] = True
+    out = _Out(k, t)
+    out.put(use, arr)
+    oor = np.zeros(k, dtype=bool)
+    oor[use[r]] = True
+    return out.result(), bad, oor
+
+
+def _accepted(t: pa.DataType, kind: np.ndarray, connect: bool) -> np.ndarray:
     """Which JSON value kinds a column type accepts (before value checks)."""
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
+    if pa.types.is_integer(t):
         ok: np.ndarray = kind == KIND_NUMBER
+    elif pa.types.is_floating(t):
+        ok = (kind == KIND_NUMBER) | (connect & (kind == KIND_STRING))
+    elif pa.types.is_decimal(t):
+        ok = (kind == KIND_STRING) | (kind == KIND_NUMBER) | (connect & (kind == KIND_OBJECT))
     elif pa.types.is_boolean(t):
         ok = (kind == KIND_TRUE) | (kind == KIND_FALSE)
     elif pa.types.is_string(t) or pa.types.is_binary(t):
         ok = kind == KIND_STRING
-    else:  # date32, timestamp, decimal
+    else:  # date32, timestamp
         ok = (kind == KIND_STRING) | (kind == KIND_NUMBER)
     return ok
 
@@ -250,10 +400,14 @@ def _accepted(t: pa.DataType, kind: np.ndarray) -> np.ndarray:
 def parse_timestamps(raw: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """Parses ISO 8601 strings to ``timestamp[us, UTC]``; naive ones are UTC.
 
+    7 to 9 fraction digits (nanoseconds, as SQL Server and Oracle connectors write) are
+    truncated to 6, i.e. floored to the microsecond like nanosecond integers.
+
     Returns:
         The timestamps (null where bad) and the mask of strings that do not parse.
     """
     strs, bad = cast_rows(raw, pa.string())
+    strs = pc.replace_substring_regex(strs, _NANO_FRACTION, r"\1\2")
     target = pa.timestamp("us", tz="UTC")
     zoned = np.asarray(pc.match_substring_regex(strs, _ZONED).fill_null(False), dtype=bool)
     out = _Out(len(strs), target)
@@ -269,7 +423,8 @@ def parse_timestamps(raw: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 
 def _to_micros(v: np.ndarray, unit: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Integer timestamps in their unit to microseconds (ns are floored)."""
+    """Integer timestamps in their unit to microseconds (ns are floored); the mask is of
+    millisecond values whose microseconds overflow int64 (out of range)."""
     bad = np.zeros(len(v), dtype=bool)
     if unit is None:
         return v, bad
@@ -284,18 +439,20 @@ def _to_micros(v: np.ndarray, unit: np.ndarray | None) -> tuple[np.ndarray, np.n
 
 
 def unscaled_decimals(raw: pa.Array, scale: np.ndarray, target: pa.DataType
-                      ) -> tuple[pa.Array, np.ndarray]:
+                      ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Decodes base64 big-endian two's-complement unscaled integers (Kafka Connect's
     ``Decimal``) at ``scale`` each, into ``target``.
 
     Returns:
-        The decimals and the mask of bad values (not base64, empty, wider than 16 bytes,
-        more than 38 digits, or not exact in ``target``).
+        The decimals, the mask of bad values (not base64, empty, an invalid scale, or out
+        of range) and the mask of those out of range (wider than 16 bytes, more than 38
+        digits, or more digits than ``target`` holds).
     """
     blob, bad = b64decode(raw)
     p = binary_parts(blob)
     length = p.lengths
-    bad |= p.valid & ((length == 0) | (length > 16))
+    bad |= p.valid & (length == 0)
+    oor = p.valid & ~bad & (length > 16)
     m = len(length)
     k = np.arange(16)
     last = p.starts + length - 1
@@ -305,7 +462,8 @@ def unscaled_decimals(raw: pa.Array, scale: np.ndarray, target: pa.DataType
         le = np.where(k < length[:, None], p.data[src], sign[:, None]).astype(np.uint8)
     else:
         le = np.zeros((m, 16), dtype=np.uint8)
-    bad |= ~decimal_fits(le, 38)
+    oor |= ~bad & ~decimal_fits(le, 38)
+    bad |= oor
     valid = p.valid & ~bad
     out = _Out(m, target)
     for s in np.unique(scale).tolist():
@@ -315,9 +473,11 @@ def unscaled_decimals(raw: pa.Array, scale: np.ndarray, target: pa.DataType
             continue
         arr = fixed_array(le[at], valid[at], pa.decimal128(38, int(s)))
         arr, b = cast_rows(arr, target)
+        if s <= target.scale:  # no digit is dropped: the cast fails on range only
+            oor[at[b & valid[at]]] = True
         bad[at[b]] = True
         out.put(at, arr)
-    return out.result(), bad
+    return out.result(), bad, oor & bad
 
 
 # ---------------------------------------------------------------------- per-event members
@@ -375,10 +535,31 @@ def column_array(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: p
         mask = np.zeros(n, dtype=bool)
         mask[dup] = True
         refuse(reasons, mask, f"duplicate column {c.name!r}")
-    values, bad = column_values(parts, m, sel, c, target, hints)
-    refuse_members(reasons, parts, m, sel[bad],
+    values, bad, oor = column_values(parts, m, sel, c, target, hints)
+    if oor.any():
+        refuse_range(reasons, parts, m, sel[oor], c)
+    refuse_members(reasons, parts, m, sel[bad & ~oor],
                    f"column {c.name!r}: {{raw}} is not a valid {type_to_str(c.type)}")
     return scatter(values, rows, n)
+
+
+def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
+                 c: Column) -> None:
+    """Refuses the events of members ``sel``, values out of the range of column ``c``
+    (reject path: one reason per member, naming the value and the range)."""
+    t = c.type
+    if pa.types.is_timestamp(t) or pa.types.is_date32(t):
+        what = f"outside the range of {type_to_str(t)} ({TEMPORAL_RANGE})"
+    elif pa.types.is_decimal(t):
+        what = f"out of range: more than {t.precision} digits at scale {t.scale}"
+    else:
+        what = f"out of the range of {type_to_str(t)}"
+    texts = []
+    for i in sel.tolist():
+        raw = raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))
+        note = _PG_INFINITY.get(raw)
+        texts.append(f"column {c.name!r}: {raw} is {what}" + (f" ({note})" if note else ""))
+    refuse_each(reasons, m.event[sel], texts)
 
 
 def int_member(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray,
@@ -392,7 +573,7 @@ def int_member(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray,
     n = len(idx)
     kinds = member_kind(m, idx)
     num = np.flatnonzero(kinds == KIND_NUMBER)
-    v, bad = _ints(parts, m, idx[num], *int_bounds(pa.int64()))
+    v, bad, _ = _ints(parts, m, idx[num], *int_bounds(pa.int64()))
     out = np.zeros(n, dtype=np.int64)
     given = np.zeros(n, dtype=bool)
     out[num[~bad]] = v[~bad]

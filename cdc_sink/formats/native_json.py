@@ -58,13 +58,15 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import OP_DELETE, OP_NAMES
+from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
 from cdc_sink.formats import TS_MISSING, Decoded, Decoder, FormatName
 from cdc_sink.formats._arrays import (
     Columns,
     Parts,
     assemble,
     binary_parts,
+    check_bool,
+    decode_guarded,
     event_ranges,
     merge_columns,
     new_reasons,
@@ -96,6 +98,7 @@ from cdc_sink.schema import TableSchema
 __all__ = ["JsonDecoder", "encode_json", "json_value"]
 
 _TOP = ("op", "key", "set", "seq", "ts_ms")
+OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
 
 
 # ====================================================================== encoding
@@ -141,20 +144,27 @@ class JsonDecoder(Decoder):
     name: ClassVar[FormatName] = "json"
 
     def __init__(self, *, strict: bool = True) -> None:
-        self.strict = strict
+        self.strict = check_bool("strict", strict)
 
     def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
                          schema: TableSchema, *,
-                         position: np.ndarray | None = None) -> Decoded:
+                         position: np.ndarray | None = None,
+                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
         """Decodes native JSON message values (see :meth:`Decoder.decode_with_meta`).
 
         The values are processed in runs of a few MB (so working arrays stay in cache),
-        each vectorized; the runs' columns are then validated together.
+        each vectorized; the runs' columns are then validated together. ``keys`` is
+        ignored: every event carries its key.
         """
+        del keys
         parts = binary_parts(values)
         pos = position_array(position, parts.n)
-        pieces = [self._decode_run(sub_parts(parts, lo, hi), schema)
-                  for lo, hi in event_ranges(parts, RUN_BYTES)]
+
+        def run(lo: int, hi: int) -> Columns:
+            return self._decode_run(sub_parts(parts, lo, hi), schema)
+
+        pieces = [p for lo, hi in event_ranges(parts, RUN_BYTES)
+                  for p in decode_guarded(run, lo, hi, schema)]
         if not pieces:
             pieces = [self._decode_run(parts, schema)]
         return assemble(schema, merge_columns(pieces, schema), pos)
@@ -183,6 +193,11 @@ class JsonDecoder(Decoder):
         op[str_op] = match_strings(data, m.value_start[mo] + 1, m.value_end[mo] - 1,
                                    m.value_escaped[mo], OP_NAMES)
         is_delete = op == OP_DELETE
+        # a truncate names no key, sets nothing and needs no seq: ignore those members
+        is_truncate = op == OP_TRUNCATE
+        key_m[is_truncate] = -1
+        set_m[is_truncate] = -1
+        seq_m[is_truncate] = -1
 
         # ---- key and set objects
         one_key = len(schema.primary_key) == 1
@@ -190,7 +205,8 @@ class JsonDecoder(Decoder):
         key_scalar = (key_kind >= 0) & np.isin(key_kind, (KIND_OBJECT, KIND_NULL, KIND_ARRAY),
                                                   invert=True)
         key_scalar &= one_key
-        refuse(reasons, (key_kind != KIND_OBJECT) & ~key_scalar, "event has no 'key' object")
+        refuse(reasons, (key_kind != KIND_OBJECT) & ~key_scalar & ~is_truncate,
+               "event has no 'key' object")
         set_kind = member_kind(m, set_m)
         refuse(reasons, ~is_delete & (set_kind >= 0)
                & np.isin(set_kind, (KIND_OBJECT, KIND_NULL, KIND_FALSE), invert=True),
@@ -248,7 +264,7 @@ class JsonDecoder(Decoder):
                     zero_copy_only=False), dtype=np.int64)
                 seq_v = np.where(s_ok, s_vals, seq_v)
                 seq_given |= s_ok
-            refuse(reasons, ~seq_given, "seq is missing")
+            refuse(reasons, ~seq_given & ~is_truncate, "seq is missing")
             seq = pa.array(seq_v, pa.int64(), mask=~seq_given)
         ts_v, ts_given = int_member(parts, m, ts_m, reasons,
                                     "ts_ms {raw} is not an integer (milliseconds)")

@@ -395,11 +395,14 @@ class Rowv2Decoder(Decoder):
 
     def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
                          schema: TableSchema, *,
-                         position: np.ndarray | None = None) -> Decoded:
+                         position: np.ndarray | None = None,
+                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
         """Decodes ``rowv2`` message values (see :meth:`Decoder.decode_with_meta`).
 
-        ``ts_ms`` is always ``None``: the format carries no producer timestamp.
+        ``ts_ms`` is always ``None``: the format carries no producer timestamp. ``keys``
+        is ignored: every row carries its key.
         """
+        del keys
         parts = binary_parts(values)
         n = parts.n
         pos = position_array(position, n)
