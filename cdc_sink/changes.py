@@ -3,8 +3,10 @@
 A :class:`ChangeBatch` is a column-oriented list of events of one table schema:
 
 - ``op``: int8 code per event (:data:`OP_INSERT`, :data:`OP_UPSERT`, :data:`OP_UPDATE`,
-  :data:`OP_DELETE`);
-- ``keys``: one non-null Arrow array per primary-key column;
+  :data:`OP_DELETE`, :data:`OP_TRUNCATE`);
+- ``keys``: one Arrow array per primary-key column, non-null except at truncates (a
+  truncate names no key: it deletes every row live at its position in the batch, and
+  its key columns, values and seq are null/absent/0);
 - ``values`` and ``present``: for each value column that at least one event sets, the
   values and a boolean mask of the events that *set* it. *Absent is not null*: a column
   an event does not set has ``present == False`` and keeps its value; ``present`` with a
@@ -20,6 +22,10 @@ Its wire form (:meth:`ChangeBatch.to_arrow`, used by the WAL and accepted by
 
 Events are validated on construction; an invalid event is never raised mid-batch: it is
 returned in :class:`Rejects` with its position and a reason, and it is not in the batch.
+Validation also refuses values a column cannot hold although Arrow can
+(:func:`cdc_sink.schema.out_of_bounds`: dates and timestamps outside
+0001-01-01..9999-12-31, decimals beyond their precision), so no accepted value can fail a
+later read, snapshot or compaction.
 """
 
 from __future__ import annotations
@@ -36,13 +42,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc_sink.errors import SchemaMismatch
-from cdc_sink.schema import Column, TableSchema, type_to_str
+from cdc_sink.schema import Column, TableSchema, bounds_reason, out_of_bounds, type_to_str
 
 __all__ = [
     "OP_CODES",
     "OP_DELETE",
     "OP_INSERT",
     "OP_NAMES",
+    "OP_TRUNCATE",
     "OP_UPDATE",
     "OP_UPSERT",
     "SET_PREFIX",
@@ -54,7 +61,8 @@ OP_INSERT = 0
 OP_UPSERT = 1
 OP_UPDATE = 2
 OP_DELETE = 3
-OP_NAMES = ("insert", "upsert", "update", "delete")
+OP_TRUNCATE = 4
+OP_NAMES = ("insert", "upsert", "update", "delete", "truncate")
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 SET_PREFIX = "__set__"
 _MISSING = object()
@@ -174,8 +182,23 @@ class ChangeBatch:
         )
 
     def split_by_bucket(self) -> dict[int, ChangeBatch]:
-        """Splits the batch by bucket, keeping event order within each bucket."""
+        """Splits the batch by bucket, keeping event order within each bucket.
+
+        A truncate clears every bucket: it goes to *every* bucket of the table, at its
+        position among that bucket's events.
+        """
         buckets = self.bucket_ids()
+        is_truncate = self.op == OP_TRUNCATE
+        if is_truncate.any():
+            truncates = np.flatnonzero(is_truncate)
+            keyed = np.flatnonzero(~is_truncate)
+            kb = buckets[keyed]
+            order = keyed[np.argsort(kb, kind="stable")]
+            counts = np.bincount(kb, minlength=self.schema.num_buckets)
+            starts = np.r_[0, np.cumsum(counts)]
+            return {b: self.take(np.sort(np.concatenate(
+                        [order[starts[b]:starts[b + 1]], truncates])))
+                    for b in range(self.schema.num_buckets)}
         order = np.argsort(buckets, kind="stable")
         sorted_b = buckets[order]
         bounds = np.flatnonzero(np.diff(sorted_b)) + 1
@@ -184,6 +207,11 @@ class ChangeBatch:
             if len(chunk):
                 out[int(buckets[chunk[0]])] = self.take(chunk)
         return out
+
+    @property
+    def has_truncate(self) -> bool:
+        """Whether any event of the batch is a truncate."""
+        return bool((self.op == OP_TRUNCATE).any())
 
     # ------------------------------------------------------------------ wire form
     def to_arrow(self) -> pa.Table:
@@ -205,7 +233,9 @@ class ChangeBatch:
         """Builds a batch from its wire form, validating every event.
 
         ``__op`` may hold int8 codes or op names. A value column without its
-        ``__set__<col>`` mask is taken as set by every event that is not a delete.
+        ``__set__<col>`` mask is taken as set by every event that is not a delete or a
+        truncate. ``__seq`` is ignored when the table has no sequence column, and may be
+        null for a truncate.
 
         Args:
             table: The wire-form table.
@@ -239,7 +269,7 @@ class ChangeBatch:
             keys.append(_cast(table.column(kc.name), kc))
         values: dict[int, pa.Array] = {}
         present: dict[int, np.ndarray] = {}
-        not_delete = op != OP_DELETE
+        not_delete = (op != OP_DELETE) & (op != OP_TRUNCATE)
         for c in schema.value_columns:
             if c.name not in names:
                 continue
@@ -260,7 +290,9 @@ class ChangeBatch:
             s = s.combine_chunks() if isinstance(s, pa.ChunkedArray) else s
             seq_valid = np.asarray(s.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
             seq = s.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            reasons[~seq_valid & (reasons == None)] = "seq is null"  # noqa: E711
+            if schema.sequence_column is not None:  # a table without one ignores seq
+                reasons[~seq_valid & (op != OP_TRUNCATE)
+                        & (reasons == None)] = "seq is null"  # noqa: E711
         return _finish(schema, op, keys, values, present, seq, reasons, position)
 
     @classmethod
@@ -271,6 +303,8 @@ class ChangeBatch:
         ``key`` is a mapping of every key column (or a scalar for a one-column key);
         ``set`` maps column names to values (absent columns are not set). Dates and
         timestamps may be ISO strings, decimals strings or numbers, binaries bytes.
+        ``{"op": "truncate"}`` needs nothing else (a key, set or seq it carries is
+        ignored).
 
         Returns:
             The valid events and the rejects (with reasons); never raises for a bad event.
@@ -293,6 +327,11 @@ class ChangeBatch:
                 seqs.append(None)
                 continue
             ops.append(e.get("op"))
+            if e.get("op") == "truncate":  # names no key, sets nothing, needs no seq
+                key_maps.append({})
+                set_maps.append({})
+                seqs.append(_MISSING)
+                continue
             k = e.get("key")
             if one_key and k is not None and not isinstance(k, Mapping):
                 k = {key_names[0]: k}
@@ -343,7 +382,7 @@ class ChangeBatch:
                     continue
                 seq_arr[i] = s
                 seq_given[i] = True
-            missing = ~seq_given & (reasons == None)  # noqa: E711
+            missing = ~seq_given & (reasons == None) & (op != OP_TRUNCATE)  # noqa: E711
             if schema.sequence_column is None:
                 seq = None
             else:
@@ -358,7 +397,7 @@ class ChangeBatch:
                             zero_copy_only=False), dtype=np.int64)[use]
                         seq_given |= use
                 seq = seq_arr
-                reasons[~seq_given & (reasons == None)] = "seq is missing"  # noqa: E711
+                reasons[missing & ~seq_given] = "seq is missing"
         return _finish(schema, op, keys, values, present, seq, reasons, position)
 
 
@@ -370,7 +409,7 @@ def _op_codes(col: pa.Array | pa.ChunkedArray, reasons: np.ndarray) -> np.ndarra
     n = len(col)
     if pa.types.is_integer(col.type):
         raw = col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        ok = (raw >= 0) & (raw <= OP_DELETE)
+        ok = (raw >= 0) & (raw <= OP_TRUNCATE)
         op = np.where(ok, raw, -1).astype(np.int8)
     elif pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         idx = pc.index_in(col, value_set=pa.array(list(OP_NAMES)))
@@ -461,12 +500,24 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
             reasons[hit] = reason
             ok[hit] = False
 
+    is_truncate = op == OP_TRUNCATE
+    any_truncate = bool(is_truncate.any())
     for kc, arr in zip(schema.key_columns, keys, strict=True):
-        refuse(~np.asarray(arr.is_valid(), dtype=bool),
+        refuse(~np.asarray(arr.is_valid(), dtype=bool) & ~is_truncate,
                f"key column {kc.name!r} is missing or null")
-    is_delete = op == OP_DELETE
+        refuse(out_of_bounds(arr) & ~is_truncate,
+               f"key column {kc.name!r}: {bounds_reason(kc.type)}")
+    if any_truncate:  # a truncate names no key: its key columns are null
+        nulls = pa.array(is_truncate)
+        keys = [pc.if_else(nulls, pa.scalar(None, arr.type), arr) for arr in keys]
+        keys = [k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in keys]
+    sets_nothing = (op == OP_DELETE) | is_truncate
     for cid in list(present):
-        present[cid] = present[cid] & ~is_delete  # a delete sets nothing
+        present[cid] = present[cid] & ~sets_nothing  # a delete or truncate sets nothing
+    for c in schema.value_columns:
+        if c.id in values:
+            refuse(present[c.id] & out_of_bounds(values[c.id]),
+                   f"column {c.name!r}: {bounds_reason(c.type)}")
     for c in schema.value_columns:
         if c.id in values and not c.nullable:
             nulls = present[c.id] & ~np.asarray(values[c.id].is_valid(), dtype=bool)
@@ -477,8 +528,11 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
                f"insert does not set non-nullable column {c.name!r} (it has no default)")
     if schema.sequence_column is not None:
         if seq is None:
-            refuse(np.ones(n, bool), "seq is missing")
+            refuse(~is_truncate, "seq is missing")
+            seq = np.zeros(n, dtype=np.int64)
         else:
+            if any_truncate:
+                seq = np.where(is_truncate, 0, seq)
             scol = schema.column(schema.sequence_column)
             if scol.id in values:
                 sv = values[scol.id]

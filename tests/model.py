@@ -34,6 +34,8 @@ class RefModel:
     def static_reason(self, e: Mapping[str, Any]) -> str | None:
         """Why the event is rejected without looking at state (None: valid)."""
         s = self.schema
+        if e.get("op") == "truncate":
+            return None  # needs no key, set or seq
         if e.get("op") not in ("insert", "upsert", "update", "delete"):
             return "op"
         key = e.get("key")
@@ -74,7 +76,8 @@ class RefModel:
     def apply(self, events: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         """Applies events in order; returns counts like ``ApplyResult.counts()``."""
         counts = dict.fromkeys(
-            ("inserted", "updated", "deleted", "ignored", "stale", "rejected", "invalid"), 0)
+            ("inserted", "updated", "deleted", "ignored", "stale", "rejected", "truncated",
+             "invalid"), 0)
         s = self.schema
         S = s.sequence_column
         required = {c.name for c in s.required_columns}
@@ -82,6 +85,11 @@ class RefModel:
         for e in events:
             if self.static_reason(e) is not None:
                 counts["invalid"] += 1
+                continue
+            if e["op"] == "truncate":
+                # Every live row goes; its sequence stays as the key's tombstone.
+                counts["truncated"] += len(self.rows)
+                self.rows.clear()
                 continue
             key = self.key_of(e)
             op = e["op"]

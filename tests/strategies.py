@@ -97,12 +97,15 @@ def key_pool(draw: st.DrawFn, schema: TableSchema) -> list[dict[str, Any]]:
 
 @st.composite
 def events(draw: st.DrawFn, schema: TableSchema, keys: list[dict[str, Any]],
-           max_size: int = 25) -> list[dict[str, Any]]:
-    """A batch of events over ``keys``: all ops, absent/null columns, random seqs, and
-    a few invalid events."""
-    out = []
+           max_size: int = 25, truncates: bool = False) -> list[dict[str, Any]]:
+    """A batch of events over ``keys``: all ops, absent/null columns, random seqs, a few
+    invalid events and, with ``truncates``, a few ``{"op": "truncate"}``."""
+    out: list[dict[str, Any]] = []
     value_cols = [c for c in schema.value_columns if c.name != schema.sequence_column]
     for _ in range(draw(st.integers(0, max_size))):
+        if truncates and draw(st.integers(0, 30)) == 0:
+            out.append({"op": "truncate"})
+            continue
         op = draw(st.sampled_from(["insert", "upsert", "update", "delete", "insert",
                                    "upsert", "update"]))
         e: dict[str, Any] = {"op": op, "key": dict(draw(st.sampled_from(keys)))}

@@ -19,6 +19,14 @@ if the key is live, and a rejected event does not raise ``S``. The loop below as
 such rejection, finds the *first* inconsistent event of each key, rejects it, and repeats;
 everything before a key's first inconsistency is exactly the sequential result, so each
 round fixes one rejection per key. It runs once when no event is rejected this way.
+
+*Truncates* (``cut``): a truncate deletes every row live at its position in the batch.
+For one key, only whether a truncate lies *between* two of its events matters (several
+in a row act as one), so the fold inserts one synthetic delete per key gap holding a
+truncate (before its first event, between two events, after its last one): at most
+``2 * events``. A synthetic delete always applies (no seq check) and does not change the
+key's sequence: a truncated row keeps its sequence as its tombstone, so older events
+stay stale. Keys without events in the batch are the caller's (every live one dies).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ class FoldResult:
         any_applied: Per group, whether any event applied.
         gid: Group of each event (dense, non-decreasing).
         gstart: Index of the first event of each group.
+        truncated: Per group, how many times a truncate deleted the key's live row.
     """
 
     applied: np.ndarray
@@ -62,6 +71,7 @@ class FoldResult:
     any_applied: np.ndarray
     gid: np.ndarray
     gstart: np.ndarray
+    truncated: np.ndarray
 
 
 def _exclusive_segmented_max(values: np.ndarray, gid: np.ndarray, gstart: np.ndarray,
@@ -85,22 +95,58 @@ def _exclusive_segmented_max(values: np.ndarray, gid: np.ndarray, gstart: np.nda
 
 
 def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
-                seq: np.ndarray | None, live0: np.ndarray, seq0: np.ndarray) -> FoldResult:
+                seq: np.ndarray | None, live0: np.ndarray, seq0: np.ndarray, *,
+                cut: np.ndarray | None = None, num_cuts: int = 0) -> FoldResult:
     """Folds events per key group (see the module docstring).
 
     Args:
         gid: Dense group id per event, non-decreasing (events sorted by group, then by
             batch order).
-        op: Op code per event.
+        op: Op code per event (insert, upsert, update or delete).
         needs_live: Event applies only to a live key (updates, upserts lacking a
             required column); otherwise it is rejected.
         seq: Sequence per event, or None when the table has no sequence column.
         live0: Per group, whether the key is live before the batch.
         seq0: Per group, the key's sequence before the batch (SEQ_NONE if none).
+        cut: Per event, how many truncates precede it in batch order (None: none).
+        num_cuts: Truncates in the batch.
 
     Returns:
-        The :class:`FoldResult`.
+        The :class:`FoldResult` (of the given events; synthetic deletes are not in it).
     """
+    n = len(gid)
+    if cut is None or num_cuts == 0 or n == 0:
+        return _fold(gid, op, needs_live, seq, live0, seq0, None)
+    # One synthetic delete per key gap that holds a truncate, placed by a sort key:
+    # 3j before event j, 3j + 1 the event, 3j + 2 after it.
+    first = np.r_[True, gid[1:] != gid[:-1]]
+    last = np.r_[gid[1:] != gid[:-1], True]
+    before = np.where(first, cut > 0, np.r_[False, cut[1:] != cut[:-1]])
+    after = last & (cut < num_cuts)
+    j = np.arange(n, dtype=np.int64)
+    sb, sa = np.flatnonzero(before), np.flatnonzero(after)
+    where = np.concatenate([3 * j + 1, 3 * sb, 3 * sa + 2])
+    src = np.concatenate([j, sb, sa])
+    forced = np.r_[np.zeros(n, bool), np.ones(len(sb) + len(sa), bool)]
+    order = np.argsort(where, kind="stable")
+    src, forced = src[order], forced[order]
+    m_op = np.where(forced, OP_DELETE, op[src]).astype(op.dtype)
+    m_seq = None if seq is None else np.where(forced, SEQ_NONE, seq[src])
+    m = _fold(gid[src], m_op, needs_live[src] & ~forced, m_seq, live0, seq0, forced)
+    real = ~forced
+    real_index = np.cumsum(real) - 1
+    reset_idx = np.where(m.reset_idx >= 0, real_index[np.maximum(m.reset_idx, 0)], -1)
+    gstart = np.flatnonzero(first)
+    return FoldResult(applied=m.applied[real], stale=m.stale[real],
+                      rejected=m.rejected[real], live_before=m.live_before[real],
+                      final_live=m.final_live, reset_idx=reset_idx, final_seq=m.final_seq,
+                      any_applied=m.any_applied, gid=gid, gstart=gstart,
+                      truncated=m.truncated)
+
+
+def _fold(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray, seq: np.ndarray | None,
+          live0: np.ndarray, seq0: np.ndarray, forced: np.ndarray | None) -> FoldResult:
+    """The fold itself; ``forced`` marks synthetic truncate deletes."""
     n = len(gid)
     ngroups = len(live0)
     idx = np.arange(n, dtype=np.int64)
@@ -115,6 +161,8 @@ def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
             masked = np.where(active, seq, SEQ_NONE)
             running = _exclusive_segmented_max(masked, gid, gstart, seq0)
             stale = active & (seq < running)
+            if forced is not None:
+                stale &= ~forced
         else:
             stale = np.zeros(n, dtype=bool)
         applied = active & ~stale
@@ -139,13 +187,18 @@ def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
     reset_at = np.maximum.accumulate(np.where(resets, idx, -1)) if n else idx
     reset_idx = reset_at[gend] if n else np.empty(0, np.int64)
     reset_idx = np.where(reset_idx >= gstart, reset_idx, -1)
+    own = applied if forced is None else applied & ~forced  # the events' own effects
     any_applied = np.zeros(ngroups, dtype=bool)
-    any_applied[gid[applied]] = True
+    any_applied[gid[own]] = True
+    truncated = np.zeros(ngroups, dtype=np.int64)
+    if forced is not None:
+        truncated = np.bincount(gid[forced & live_before], minlength=ngroups).astype(np.int64)
     if seq is not None:
-        last_applied = np.maximum.accumulate(np.where(applied, idx, -1))[gend] if n else idx
+        last_applied = np.maximum.accumulate(np.where(own, idx, -1))[gend] if n else idx
         final_seq = np.where(last_applied >= gstart, seq[np.maximum(last_applied, 0)], seq0)
     else:
         final_seq = np.full(ngroups, SEQ_NONE, dtype=np.int64)
     return FoldResult(applied=applied, stale=stale, rejected=rejected,
                       live_before=live_before, final_live=final_live, reset_idx=reset_idx,
-                      final_seq=final_seq, any_applied=any_applied, gid=gid, gstart=gstart)
+                      final_seq=final_seq, any_applied=any_applied, gid=gid, gstart=gstart,
+                      truncated=truncated)

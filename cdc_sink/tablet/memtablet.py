@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, FrozenBitMap
 
-from cdc_sink.changes import OP_DELETE, OP_UPDATE, OP_UPSERT, ChangeBatch, Rejects
+from cdc_sink.changes import OP_DELETE, OP_TRUNCATE, OP_UPDATE, OP_UPSERT, ChangeBatch, Rejects
 from cdc_sink.errors import TabletStateError, VersionNotFound
 from cdc_sink.filters import evaluate, may_match, parse_filter, physical_predicate
 from cdc_sink.schema import Column, TableSchema
@@ -75,6 +75,7 @@ class ApplyResult:
         ignored: Deletes of a key that was not live.
         stale: Events dropped because their seq was older than the key's sequence.
         rejected: Events refused (e.g. update of a missing key).
+        truncated: Live rows deleted by truncates (a count of rows, not of events).
         rejects: Positions and reasons of the refused events.
     """
 
@@ -84,6 +85,7 @@ class ApplyResult:
     ignored: int = 0
     stale: int = 0
     rejected: int = 0
+    truncated: int = 0
     rejects: Rejects = field(default_factory=Rejects)
 
     def add(self, other: ApplyResult) -> None:
@@ -94,12 +96,14 @@ class ApplyResult:
         self.ignored += other.ignored
         self.stale += other.stale
         self.rejected += other.rejected
+        self.truncated += other.truncated
         self.rejects.extend(other.rejects)
 
     def counts(self) -> dict[str, int]:
         """The counts as a dict."""
         return {"inserted": self.inserted, "updated": self.updated, "deleted": self.deleted,
-                "ignored": self.ignored, "stale": self.stale, "rejected": self.rejected}
+                "ignored": self.ignored, "stale": self.stale, "rejected": self.rejected,
+                "truncated": self.truncated}
 
 
 @dataclass
@@ -273,6 +277,9 @@ class MemTablet:
     def apply(self, batch: ChangeBatch, version: int) -> ApplyResult:
         """Folds ``batch`` into pending version ``version`` (see DESIGN.md §3).
 
+        A truncate deletes every row live at its position in the batch (rows keep their
+        sequence as their tombstone); the events after it apply normally.
+
         Args:
             batch: Validated events of this tablet's schema, in apply order.
             version: The version to create; must be newer than the committed one.
@@ -287,13 +294,25 @@ class MemTablet:
             raise TabletStateError(f"version {self._pending.version} is still pending")
         if version <= self.committed:
             raise TabletStateError(f"version {version} <= committed {self.committed}")
-        n = len(batch)
         rc0 = self.row_count
         dv0 = self._dvs[-1]
         result = ApplyResult()
+        is_truncate = batch.op == OP_TRUNCATE
+        num_cuts = int(is_truncate.sum())
+        cut_all: np.ndarray | None = None
+        if num_cuts:
+            # Keyed events only; each knows how many truncates precede it.
+            cut_all = np.cumsum(is_truncate) - is_truncate
+            keyed = np.flatnonzero(~is_truncate)
+            batch = batch.take(keyed)
+            cut_all = cut_all[keyed]
+        n = len(batch)
         if n == 0:
-            self._pending = _Pending(version, rc0, dv0, [],
-                                     (np.empty(0, np.int64), np.empty(0, bool)), None)
+            dv_new = BitMap(dv0)
+            undo = self._truncate_untouched(rc0, np.empty(0, np.int64), dv_new, result) \
+                if num_cuts else (np.empty(0, np.int64), np.empty(0, bool))
+            self._pending = _Pending(version, rc0, FrozenBitMap(dv_new) if num_cuts else dv0,
+                                     [], undo, None)
             return result
         h = batch.key_hash()
         rid = self.index.lookup(h, batch.keys)
@@ -324,7 +343,8 @@ class MemTablet:
                 lacks_required |= True if pres is None else ~pres[order]
             needs_live |= (op == OP_UPSERT) & lacks_required
         seq = None if batch.seq is None or self._seq is None else batch.seq[order]
-        f = fold_events(gid, op, needs_live, seq, live0, seq0)
+        f = fold_events(gid, op, needs_live, seq, live0, seq0,
+                        cut=None if cut_all is None else cut_all[order], num_cuts=num_cuts)
 
         # Rows: existing keys keep theirs; new keys get one only if they end up live or
         # leave a tombstone (a delete with a sequence).
@@ -356,6 +376,10 @@ class MemTablet:
             revived = alive_rows[alive_rows < rc0]
             if len(revived) and len(dv0):
                 dv_new.difference_update(BitMap(_u32(revived)))
+        if num_cuts:  # rows of keys without events in the batch: every live one dies
+            t_rows, t_old = self._truncate_untouched(rc0, grow[existing], dv_new, result)
+            undo_live = (np.concatenate([undo_live[0], t_rows]),
+                         np.concatenate([undo_live[1], t_old]))
         self._live.a[rows_g] = live_now
         undo_seq = None
         if self._seq is not None:
@@ -426,6 +450,7 @@ class MemTablet:
         result.ignored = int((ev_applied & is_del & ~f.live_before).sum())
         result.inserted = int((ev_applied & ~is_del & ~f.live_before).sum())
         result.updated = int((ev_applied & ~is_del & f.live_before).sum())
+        result.truncated += int(f.truncated.sum())
         if result.rejected:
             rej_events = order[f.rejected]
             rej_ops = batch.op[rej_events]
@@ -439,6 +464,19 @@ class MemTablet:
         self._pending = _Pending(version, rc1, FrozenBitMap(dv_new), touched, undo_live,
                                  undo_seq)
         return result
+
+    def _truncate_untouched(self, rc0: int, touched_rows: np.ndarray, dv: BitMap,
+                            result: ApplyResult) -> tuple[np.ndarray, np.ndarray]:
+        """Deletes every live row not in ``touched_rows`` (a truncate); their sequence
+        stays as their tombstone. Returns the undo for rollback (rows, old liveness)."""
+        live = self._live.a[:rc0].copy()
+        live[touched_rows] = False
+        rows = np.flatnonzero(live)
+        if len(rows):
+            dv.update(_u32(rows))
+            self._live.a[rows] = False
+        result.truncated += len(rows)
+        return rows, np.ones(len(rows), dtype=bool)
 
     def _add_delta(self, c: Column, version: int, rows: np.ndarray, vals: pa.Array,
                    touched: list[int]) -> None:

@@ -202,7 +202,7 @@ class TableMachine(RuleBasedStateMachine):
         return [dict(zip(pk, k, strict=True)) for k in self.keys]
 
     def _draw_events(self, data: st.DataObject) -> list[dict[str, Any]]:
-        return data.draw(events(self.schema, self._key_dicts(), max_size=20))
+        return data.draw(events(self.schema, self._key_dicts(), max_size=20, truncates=True))
 
     def _next_batch(self, data: st.DataObject) -> tuple[str | None, int | None]:
         app = data.draw(st.sampled_from([*APPS, None]))

@@ -1,7 +1,7 @@
 """Model-based test: the MemTablet equals a plain-Python reference at every version.
 
-Random schemas and event streams (all ops, nulls, absent columns, duplicate keys in a
-batch, out-of-order sequences, deletes then re-inserts), with commits, rollbacks,
+Random schemas and event streams (all ops, truncates, nulls, absent columns, duplicate
+keys in a batch, out-of-order sequences, deletes then re-inserts), with commits, rollbacks,
 compactions and in-memory retention; after every step every retained version is read
 back (full scans, column subsets, point lookups) and compared with the model.
 """
@@ -43,7 +43,7 @@ class TabletMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), commit=st.sampled_from([True, True, True, False]))
     def apply_batch(self, data: st.DataObject, commit: bool) -> None:
-        evs = data.draw(events(self.schema, self.keys))
+        evs = data.draw(events(self.schema, self.keys, truncates=True))
         batch, rejects = ChangeBatch.from_events(evs, self.schema)
         v = self.version + 1
         res = self.tablet.apply(batch, v)

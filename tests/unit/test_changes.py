@@ -14,6 +14,7 @@ import pytest
 from cdc_sink.changes import (
     OP_DELETE,
     OP_INSERT,
+    OP_TRUNCATE,
     OP_UPDATE,
     OP_UPSERT,
     SET_PREFIX,
@@ -471,12 +472,12 @@ def test_from_arrow_accepts_op_names_and_int_codes_and_rejects_unknown_ops():
     batch, rejects = ChangeBatch.from_arrow(names, ALL_TYPES)
     assert batch.op.tolist() == [OP_INSERT, OP_UPSERT, OP_DELETE]
     assert rejects.as_dict() == {2: "unknown op 'merge'", 3: "unknown op None"}
-    codes = pa.table({"__op": pa.array([0, 1, 2, 3, 4, -1], pa.int8()),
-                      "id": [1, 2, 3, 4, 5, 6]})
+    codes = pa.table({"__op": pa.array([0, 1, 2, 3, 5, -1, 4], pa.int8()),
+                      "id": [1, 2, 3, 4, 5, 6, 7]})
     batch, rejects = ChangeBatch.from_arrow(codes, ALL_TYPES)
     # The insert sets no 'name' (required): rejected like any other insert without it.
-    assert batch.op.tolist() == [OP_UPSERT, OP_UPDATE, OP_DELETE]
-    assert rejects.as_dict()[4] == "unknown op 4"
+    assert batch.op.tolist() == [OP_UPSERT, OP_UPDATE, OP_DELETE, OP_TRUNCATE]
+    assert rejects.as_dict()[4] == "unknown op 5"
     assert rejects.as_dict()[5] == "unknown op -1"
     assert rejects.as_dict()[0].startswith("insert does not set")
 
@@ -614,3 +615,138 @@ def test_split_by_bucket_puts_each_event_in_its_bucket_and_keeps_order_within_it
 def test_split_of_an_empty_batch_is_empty():
     batch, _ = build([])
     assert batch.split_by_bucket() == {}
+
+
+# --------------------------------------------------------------------------- truncate
+def test_truncate_needs_no_key_set_or_seq_and_its_key_columns_are_null():
+    batch, rejects = build([{"op": "insert", "key": 1, "set": {"name": "a"}},
+                            {"op": "truncate"},
+                            {"op": "truncate", "key": 5, "set": {"name": "x"}, "seq": 3}])
+    assert len(rejects) == 0
+    assert batch.op.tolist() == [OP_INSERT, OP_TRUNCATE, OP_TRUNCATE]
+    assert batch.keys[0].to_pylist() == [1, None, None]
+    assert col(batch, "name") == (["a", None, None], [True, False, False])
+    assert batch.has_truncate
+
+
+def test_truncate_on_a_sequence_table_needs_no_seq():
+    batch, rejects = build([{"op": "truncate"}, {"op": "upsert", "key": 1, "set": {"v": "a"}}],
+                           SEQ)
+    assert rejects.as_dict() == {1: "seq is missing"}
+    assert batch.op.tolist() == [OP_TRUNCATE] and batch.seq is not None
+    wire = pa.table({"__op": ["truncate", "upsert"], "__seq": pa.array([None, 4], pa.int64()),
+                     "id": pa.array([None, 1], pa.int64())})
+    batch, rejects = ChangeBatch.from_arrow(wire, SEQ)
+    assert len(rejects) == 0 and batch.op.tolist() == [OP_TRUNCATE, OP_UPSERT]
+
+
+def test_a_null_key_is_allowed_only_for_a_truncate():
+    wire = pa.table({"__op": ["truncate", "delete", "upsert"],
+                     "id": pa.array([None, None, None], pa.int64()),
+                     "name": ["a", "b", "c"]})
+    batch, rejects = ChangeBatch.from_arrow(wire, ALL_TYPES)
+    assert batch.op.tolist() == [OP_TRUNCATE]
+    assert rejects.as_dict() == {1: "key column 'id' is missing or null",
+                                 2: "key column 'id' is missing or null"}
+
+
+def test_truncate_round_trips_through_the_wire_form():
+    batch, _ = build([{"op": "truncate"}, {"op": "upsert", "key": 2, "set": {"i8": 1}}])
+    back, rejects = ChangeBatch.from_arrow(batch.to_arrow(), ALL_TYPES)
+    assert len(rejects) == 0
+    assert back.op.tolist() == [OP_TRUNCATE, OP_UPSERT]
+    assert back.keys[0].to_pylist() == [None, 2]
+
+
+def test_split_by_bucket_sends_a_truncate_to_every_bucket_at_its_position():
+    events: list[Any] = [{"op": "upsert", "key": i, "set": {"i32": i}} for i in range(20)]
+    events.insert(7, {"op": "truncate"})
+    events.append({"op": "truncate"})
+    batch, rejects = build(events)
+    assert len(rejects) == 0
+    parts = batch.split_by_bucket()
+    assert sorted(parts) == list(range(ALL_TYPES.num_buckets))
+    keyed_buckets = batch.bucket_ids()
+    seen = []
+    for b, part in parts.items():
+        pos = part.positions.tolist()
+        assert pos == sorted(pos)
+        assert 7 in pos and 21 in pos  # both truncates, in event order
+        keyed = [p for p in pos if p not in (7, 21)]
+        assert (keyed_buckets[keyed] == b).all()
+        seen.extend(keyed)
+    assert sorted(seen) == [p for p in range(22) if p not in (7, 21)]
+
+
+# --------------------------------------------------------------------------- value ranges
+US = 1_000_000
+TS_MAX = 253402300799 * US + 999_999          # 9999-12-31 23:59:59.999999
+TS_MIN = -62135596800 * US                    # 0001-01-01 00:00:00
+
+
+def _ts(micros: list[int | None]) -> pa.Array:
+    return pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+
+
+def test_timestamps_outside_year_1_to_9999_are_rejected_with_a_reason():
+    wire = pa.table({"__op": ["upsert"] * 5, "id": [1, 2, 3, 4, 5],
+                     "at": _ts([TS_MAX, TS_MAX + 1, TS_MIN, TS_MIN - 1, 2**63 - 1])})
+    batch, rejects = ChangeBatch.from_arrow(wire, ALL_TYPES)
+    reason = "column 'at': out of range 0001-01-01..9999-12-31"
+    assert rejects.as_dict() == {1: reason, 3: reason, 4: reason}
+    assert batch.keys[0].to_pylist() == [1, 3]
+    assert col(batch, "at")[0] == [dt.datetime(9999, 12, 31, 23, 59, 59, 999999, UTC),
+                                   dt.datetime(1, 1, 1, tzinfo=UTC)]
+
+
+def test_dates_outside_year_1_to_9999_are_rejected_with_a_reason():
+    days = [2932896, 2932897, -719162, -719163, 2**31 - 1]
+    wire = pa.table({"__op": ["upsert"] * 5, "id": [1, 2, 3, 4, 5],
+                     "day": pa.array(days, pa.int32()).cast(pa.date32())})
+    batch, rejects = ChangeBatch.from_arrow(wire, ALL_TYPES)
+    reason = "column 'day': out of range 0001-01-01..9999-12-31"
+    assert rejects.as_dict() == {1: reason, 3: reason, 4: reason}
+    assert col(batch, "day")[0] == [dt.date(9999, 12, 31), dt.date(1, 1, 1)]
+
+
+def test_a_timestamp_string_whose_utc_time_is_before_year_1_is_rejected():
+    reason = only_reason([{"op": "upsert", "key": 1,
+                           "set": {"at": "0001-01-01T00:30:00+01:00"}}])
+    assert reason == "column 'at': out of range 0001-01-01..9999-12-31"
+
+
+def _unsafe_decimal(unscaled: list[int | None], precision: int, scale: int) -> pa.Array:
+    """A decimal128(precision, scale) array holding any unscaled values (as Arrow may when
+    built or cast unsafely)."""
+    wide = pa.array([None if u is None else decimal.Decimal(u) for u in unscaled],
+                    pa.decimal128(38, 0))
+    return pa.Array.from_buffers(pa.decimal128(precision, scale), len(wide), wide.buffers())
+
+
+def test_decimals_beyond_their_precision_are_rejected_with_a_reason():
+    top = 10**10 - 1
+    wire = pa.table({"__op": ["upsert"] * 6, "id": [1, 2, 3, 4, 5, 6],
+                     "amount": _unsafe_decimal([top, top + 1, -top, -top - 1, None, 10**37],
+                                               10, 2)})
+    batch, rejects = ChangeBatch.from_arrow(wire, ALL_TYPES)
+    reason = "column 'amount': exceeds the precision of decimal128(10, 2) (at most 10 digits)"
+    assert rejects.as_dict() == {1: reason, 3: reason, 5: reason}
+    assert col(batch, "amount")[0] == [decimal.Decimal("99999999.99"),
+                                       decimal.Decimal("-99999999.99"), None]
+
+
+def test_an_out_of_range_value_in_a_column_the_event_does_not_set_is_not_a_reason():
+    wire = pa.table({"__op": ["upsert", "delete"], "id": [1, 2],
+                     "at": _ts([2**62, 2**62]), "__set__at": [False, True]})
+    batch, rejects = ChangeBatch.from_arrow(wire, ALL_TYPES)
+    assert len(rejects) == 0 and len(batch) == 2
+
+
+def test_an_out_of_range_key_is_rejected():
+    schema = TableSchema.from_dict({"columns": [{"name": "d", "type": "date32"}],
+                                    "primary_key": ["d"]})
+    wire = pa.table({"__op": ["upsert", "upsert"],
+                     "d": pa.array([0, 2**31 - 1], pa.int32()).cast(pa.date32())})
+    batch, rejects = ChangeBatch.from_arrow(wire, schema)
+    assert rejects.as_dict() == {1: "key column 'd': out of range 0001-01-01..9999-12-31"}
+    assert batch.keys[0].to_pylist() == [dt.date(1970, 1, 1)]

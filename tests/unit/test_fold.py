@@ -201,3 +201,94 @@ def test_empty_batch_folds_to_nothing(with_seq: bool):
     got = fold_events(e, e.astype(np.int8), e.astype(bool), e if with_seq else None,
                       np.empty(0, bool), e)
     assert len(got.applied) == 0 and len(got.final_live) == 0 and len(got.reset_idx) == 0
+
+
+# --------------------------------------------------------------------------- truncates
+def fold_with_truncates_one_by_one(
+        groups: list[list[tuple[int, bool, int | None, int]]], live0: list[bool],
+        seq0: list[int], with_seq: bool, num_cuts: int) -> tuple[Expected, list[int]]:
+    """As fold_one_by_one, each event ``(op, needs_live, seq, cut)`` with ``cut`` the
+    number of truncates before it in the batch: a truncate deletes the live row and keeps
+    the sequence. Also returns, per group, how many times a truncate deleted the row."""
+    out = Expected()
+    truncated = []
+    i = 0
+    for events, live, s in zip(groups, live0, seq0, strict=True):
+        reset = -1
+        any_applied = False
+        seen_cuts = 0
+        kills = 0
+        for op, needs_live, seq, cut in [*events, (-1, False, None, num_cuts)]:
+            if cut > seen_cuts:
+                kills += live
+                live = False
+                seen_cuts = cut
+            if op == -1:
+                break
+            out.live_before.append(live)
+            stale = with_seq and seq is not None and seq < s
+            rejected = not stale and needs_live and not live
+            applied = not stale and not rejected
+            out.stale.append(stale)
+            out.rejected.append(rejected)
+            out.applied.append(applied)
+            if applied:
+                any_applied = True
+                if with_seq:
+                    assert seq is not None
+                    s = seq
+                if op == OP_INSERT or (op == OP_UPSERT and not needs_live and not live):
+                    reset = i
+                if not needs_live:
+                    live = op != OP_DELETE
+            i += 1
+        out.final_live.append(live)
+        out.reset_idx.append(reset)
+        out.final_seq.append(s if with_seq else SEQ_NONE)
+        out.any_applied.append(any_applied)
+        truncated.append(kills)
+    return out, truncated
+
+
+@st.composite
+def batches_with_truncates(draw: st.DrawFn) -> tuple[
+        list[list[tuple[int, bool, int | None, int]]], list[bool], list[int], bool, int]:
+    groups, live0, seq0, with_seq = draw(batches())
+    num_cuts = draw(st.integers(1, 4))
+    out = []
+    for evs in groups:
+        cuts = sorted(draw(st.lists(st.integers(0, num_cuts), min_size=len(evs),
+                                    max_size=len(evs))))
+        out.append([(*e, c) for e, c in zip(evs, cuts, strict=True)])
+    return out, live0, seq0, with_seq, num_cuts
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches_with_truncates())
+def test_fold_with_truncates_equals_applying_the_events_one_by_one(
+        batch: tuple[list[list[tuple[int, bool, int | None, int]]], list[bool], list[int],
+                     bool, int]):
+    groups, live0, seq0, with_seq, num_cuts = batch
+    flat = [e for evs in groups for e in evs]
+    gid = np.array([g for g, evs in enumerate(groups) for _ in evs], dtype=np.int64)
+    got = fold_events(gid, np.array([e[0] for e in flat], dtype=np.int8),
+                      np.array([e[1] for e in flat], dtype=bool),
+                      np.array([e[2] for e in flat], dtype=np.int64) if with_seq else None,
+                      np.array(live0, dtype=bool), np.array(seq0, dtype=np.int64),
+                      cut=np.array([e[3] for e in flat], dtype=np.int64), num_cuts=num_cuts)
+    want, truncated = fold_with_truncates_one_by_one(groups, live0, seq0, with_seq, num_cuts)
+    for name in ("applied", "stale", "rejected", "live_before", "final_live", "reset_idx",
+                 "final_seq", "any_applied"):
+        assert np.asarray(getattr(got, name)).tolist() == getattr(want, name), name
+    assert got.truncated.tolist() == truncated
+
+
+def test_a_truncate_keeps_the_sequence_so_an_older_insert_after_it_is_stale():
+    # live row at seq 5; truncate; insert seq 4 (stale), insert seq 6 (applies).
+    gid = np.zeros(2, np.int64)
+    got = fold_events(gid, np.array([OP_INSERT, OP_INSERT], np.int8), np.zeros(2, bool),
+                      np.array([4, 6], np.int64), np.array([True]), np.array([5], np.int64),
+                      cut=np.array([1, 1], np.int64), num_cuts=1)
+    assert got.stale.tolist() == [True, False]
+    assert got.live_before.tolist() == [False, False]
+    assert got.truncated.tolist() == [1] and got.final_seq.tolist() == [6]
