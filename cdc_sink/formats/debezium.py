@@ -16,23 +16,41 @@ Mapping to change events:
 Debezium                   cdc_sink
 =========================  ===============================================================
 op ``c``, ``r``, ``u``     ``upsert`` of ``after``: every column of ``after`` is set (a
-                           ``null`` is a real null); key columns are taken from ``after``
-op ``d``                   ``delete`` of ``before``'s key
+                           ``null`` is a real null) except unchanged TOASTed values (the
+                           ``unavailable_value_placeholder``: absent, the column keeps its
+                           value); key columns are taken from ``after``
+op ``d``                   ``delete`` of ``before``'s key; a delete without ``before``
+                           (``REPLICA IDENTITY NOTHING``) takes its key from the Kafka
+                           message key (``keys`` of :meth:`DebeziumDecoder.decode_with_meta`)
+op ``t`` (truncate)        the canonical ``truncate`` (every live row of the table is
+                           deleted at that point of the event order); ``truncate="reject"``
+                           rejects it instead
+op ``m`` (message)         skipped: counted in :attr:`Decoded.skipped` and
+                           :attr:`Decoded.messages`
 tombstone (null or empty   skipped: neither decoded nor rejected, counted in
 value, ``null``, or a      :attr:`Decoded.skipped`
 null ``payload``)
-op ``t`` (truncate),       rejected with a reason (not row changes)
-``m`` (message)
 =========================  ===============================================================
 
 A column of ``after`` that the table does not have is a reject (``unknown column``)
 unless the decoder is built with ``ignore_unknown_columns=True``; in ``before`` of a
 delete only the key (and the sequence column) are read. On a table with a
-``sequence_column`` S, the event's ``seq`` is the value of S in ``after`` (``before``
-for deletes): S must be a column of the source table (e.g. a version counter).
+``sequence_column`` S, the event's ``seq`` is by default the value of S in ``after``
+(``before`` for deletes): S must then be a column of the source table (e.g. a version
+counter). With ``sequence_source="lsn"`` (PostgreSQL ``source.lsn``), ``"binlog"``
+(MySQL: the number of ``source.file``, e.g. 3 for ``mysql-bin.000003``, shifted left 32
+bits, plus ``source.pos`` and ``source.row``) or ``"ts_ms"`` (``source.ts_ms``), the seq
+is the event's source position instead, S is written from it, and key-only deletes
+work on sequence tables.
 
 ``ts_ms`` (:attr:`Decoded.ts_ms`) is ``source.ts_ms`` (when the change happened in the
 database), else the payload's ``ts_ms`` (when the connector processed it).
+
+A malformed envelope never raises: a schema that is not a Kafka Connect struct schema
+(nested deeper than 64 levels, ``fields``/``parameters`` of the wrong JSON type, a
+decimal ``scale`` that is not an integer in 0..38) rejects its events with a reason,
+and any exception that still escapes the vectorized decode is isolated by bisection to
+the messages that raise it (rejected, the reason naming the exception class).
 
 Value encodings (Debezium's defaults and the usual alternatives), per column type:
 
@@ -43,9 +61,17 @@ Value encodings (Debezium's defaults and the usual alternatives), per column typ
   Without the envelope, integers are in ``timestamp_unit`` (default microseconds);
 - decimals: base64 of the big-endian two's-complement unscaled integer at the field's
   ``scale`` parameter (``decimal.handling.mode=precise``, the default), decimal strings
-  (``string``) or numbers (``double``). A decimal string is base64 when the field's
+  (``string``) or numbers (``double``), or ``{"scale", "value"}`` objects
+  (``VariableScaleDecimal``, unconstrained ``NUMERIC``: accepted when exact at the
+  column's scale and within its precision). A decimal string is base64 when the field's
   schema type is ``bytes``, text when it is ``string``; without the envelope,
-  ``decimal_handling`` decides (default ``"precise"``, at the column's scale);
+  ``decimal_handling`` decides (default ``"precise"``, at the column's scale). A value
+  beyond the column's precision is rejected, never wrapped;
+- floats: numbers, or the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` that
+  JsonConverter writes; a finite literal beyond the type's range is rejected;
+- ISO timestamps with 7 to 9 fraction digits are truncated to microseconds, like
+  ``NanoTimestamp`` integers; dates and timestamps outside 0001-01-01..9999-12-31 (such
+  as PostgreSQL ``infinity``, written as 9223372036825200000) are rejected;
 - binary: base64 strings; other types as in the native JSON format.
 
 The envelope's ``schema`` objects are deduplicated (hashing their bytes with Arrow) and
@@ -346,8 +372,9 @@ class DebeziumDecoder(Decoder):
         if kparts is not None and lacking.any():
             self._keys_from_messages(kparts, np.flatnonzero(lacking), schema, keys,
                                      key_given, reasons)
-        refuse(reasons, keyless_delete & lacking,
-               "delete without a 'before' row and without a message key (its key is needed)")
+        if kparts is None:
+            refuse(reasons, keyless_delete & lacking, "delete without a 'before' row and "
+                                                      "without a message key (its key is needed)")
 
         # ---- seq
         src = np.flatnonzero((m.level >= 2) & (m.parent >= 0))
@@ -448,6 +475,7 @@ class DebeziumDecoder(Decoder):
             use = np.zeros(len(reasons), dtype=bool)
             use[need[take]] = True
             keys[c.name] = pc.if_else(pa.array(use), fill, keys[c.name])
+            key_given[c.name] |= use
         hit = ~no_reason(kreasons)
         rows = need[hit]
         refuse_each(reasons, rows, [str(r) for r in kreasons[hit]])

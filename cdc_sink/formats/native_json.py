@@ -5,7 +5,9 @@ One JSON object per Kafka message value::
     {"op": "upsert", "key": {"order_id": 7}, "set": {"qty": 3, "note": null},
      "seq": 42, "ts_ms": 1718000000000}
 
-- ``op``: ``"insert"``, ``"upsert"``, ``"update"`` or ``"delete"``;
+- ``op``: ``"insert"``, ``"upsert"``, ``"update"``, ``"delete"`` or ``"truncate"`` (deletes
+  every live row of the table at that point of the event order; it needs no ``key``,
+  ``set`` or ``seq`` and ignores them);
 - ``key``: every key column (a bare scalar is accepted for a one-column key);
 - ``set``: the columns the event sets. *Absent is not null*: ``"note": null`` sets the
   column to null, a column missing from ``set`` is not set. ``set`` may be missing or

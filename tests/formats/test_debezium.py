@@ -354,3 +354,96 @@ def test_events_sharing_the_envelope_schema_decode_like_each_alone():
     assert batch.ts_ms is not None
     assert batch.ts_ms.tolist() == [int(alone[i].ts_ms[0]) if alone[i].ts_ms is not None
                                     else TS_MISSING for i in decoded]
+
+
+# --------------------------------------------------------------------------- malformed
+def _env(after_fields: Any) -> bytes:
+    return json.dumps({"schema": {"type": "struct", "fields": [
+        {"type": "struct", "field": "after", "fields": after_fields}]},
+        "payload": {"op": "c", "after": {"id": 1, "balance": "ATk="}}}).encode()
+
+
+def _balance(**extra: Any) -> list[dict[str, Any]]:
+    return [{"type": "bytes", "field": "balance",
+             "name": "org.apache.kafka.connect.data.Decimal", **extra}]
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    (b'{"schema": ' + b'{"a": ' * 5000 + b'1' + b'}' * 5000 + b', "payload": '
+     b'{"op": "c", "after": {"id": 1}}}', "nested deeper than"),
+    (b'{"schema": ' + b'{"fields": [' * 40 + b']}' * 40 + b', "payload": '
+     b'{"op": "c", "after": {"id": 1}}}', "nested deeper than"),
+    (_env(_balance(parameters={"scale": "1e400"})), "decimal scale '1e400'"),
+    (_env(_balance(parameters={"scale": 10**30})), "is not an integer in 0..38"),
+    (_env(_balance(parameters={"scale": -1})), "is not an integer in 0..38"),
+    (_env(_balance(parameters={"scale": True})), "is not an integer in 0..38"),
+    (_env(_balance(parameters={"scale": None, "x": 1})) .replace(b"null", b"1e999"),
+     "is not an integer in 0..38"),
+    (_env(_balance(parameters=[2])), "parameters is not an object"),
+    (_env(_balance(parameters="2")), "parameters is not an object"),
+    (_env(_balance(name=["x"])), "name is not a string"),
+    (_env(_balance(name={"x": 1})), "name is not a string"),
+    (_env(_balance(type=5)), "type is not a string"),
+    (_env({"balance": {}}), "fields is not an array"),
+    (_env("fields"), "fields is not an array"),
+    (_env(5), "fields is not an array"),
+    (_env([5]), "holds a non-object"),
+    (json.dumps({"schema": {"type": "struct", "fields": 7},
+                 "payload": {"op": "c", "after": {"id": 1}}}).encode(),
+     "fields is not an array"),
+])
+def test_malformed_envelope_schemas_reject_their_event_only(value: bytes, reason: str):
+    """Decoding never raises on message content: a schema of the wrong shape (which once
+    raised RecursionError, OverflowError, AttributeError, TypeError) rejects its event
+    with a reason, and the neighbours decode (also events sharing no schema)."""
+    good = sample(True)
+    batch, rejects = DEC.decode(binary([good, value, sample(False), value, good]), CUSTOMERS)
+    assert batch.positions.tolist() == [0, 2, 4]
+    assert rejects.positions.tolist() == [1, 3]
+    assert all(reason in r and "invalid envelope schema" in r for r in rejects.reasons), \
+        rejects.reasons
+
+
+@pytest.mark.parametrize("value", [
+    b'{"op": "c", "after": {"id": 1, "email": ' + b'[' * 100000 + b']' * 100000 + b'}}',
+    b'{"op": "c", "after": {"id": 1, "email": ' + b'{"a":' * 50000 + b'1' + b'}' * 50000
+    + b'}}',
+    b'{"op": "c", "after": {"id": 1, "balance": {"scale": 2, "value": '
+    + b'{"a":' * 3000 + b'1' + b'}' * 3000 + b'}}}',
+    b'{"op": "c", "after": {"id": 1e999999999999}}',
+    b'{"op": "c", "after": {"id": ' + b'9' * 5000 + b'}}',
+    b'{"op": "c", "after": {"id": 1, "birthday": -' + b'9' * 400 + b'}}',
+    b'{"op": "c", "after": {"id": 1, "created_at": "' + b'9' * 400 + b'"}}',
+    b'{"op": "c", "after": {"id": 1, "created_at": 99999999999999999999}}',
+    b'{"op": "c", "after": {"id": 1, "balance": {"scale": 99999999999999999999, '
+    b'"value": "AQ=="}}}',
+    b'{"op": "\xff\xfe", "after": {"id": 1}}',
+    b'{"op": "c", "after": {"id": 1, "email": "\xc3"}}',
+    b'{"op": "c", "source": {"ts_ms": [1]}, "after": {"id": 1}}',
+    b'{"op": "c", "ts_ms": 1e400, "after": {"id": 1}}',
+])
+def test_hostile_payloads_reject_their_event_only(value: bytes):
+    good = sample(False)
+    out = DEC.decode_with_meta(binary([good, value, good]), CUSTOMERS)
+    assert out.batch.positions.tolist() == [0, 2]
+    assert out.rejects.positions.tolist() == [1] and out.rejects.reasons[0]
+
+
+def test_an_unexpected_error_rejects_only_the_messages_that_raise(monkeypatch):
+    """The last resort: an exception escaping the vectorized decode is isolated by
+    bisection to the messages that raise, rejected with the exception class named."""
+    from cdc_sink.formats import debezium
+
+    real = debezium._is_null_literal
+
+    def explode(parts: Any) -> Any:
+        lengths = parts.lengths[parts.valid]
+        if (lengths == 3).any():  # the poisoned message is 3 bytes long
+            raise OverflowError("boom")
+        return real(parts)
+
+    monkeypatch.setattr(debezium, "_is_null_literal", explode)
+    good = sample(False)
+    out = DEC.decode_with_meta(binary([good, good, b"{ }", good, good]), CUSTOMERS)
+    assert out.batch.positions.tolist() == [0, 1, 3, 4]
+    assert out.rejects.as_dict() == {2: "undecodable message (OverflowError: boom)"}

@@ -346,3 +346,78 @@ def test_mutated_events_decode_exactly_like_python_json_and_from_events(seed: in
         got = batch.take(np.array([at[i]]))
         got.position = np.array([0])
         assert_same_batch(got, want)
+
+
+# --------------------------------------------------------------------------- hostile input
+@pytest.mark.parametrize(("value", "reason"), [
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": ' + b'[' * 100000 + b']' * 100000
+     + b'}}', "column 'name'"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": ' + b'{"a":' * 50000 + b'1'
+     + b'}' * 50000 + b'}}', "column 'name'"),
+    (b'{"op": "upsert", "key": {"id": ' + b'9' * 5000 + b'}}', "out of the range of int64"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": 1' + b'0' * 400 + b'}}',
+     "out of the range of float64"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": -1e309}}',
+     "out of the range of float64"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"big": '
+     b'"99999999999999999999999999999999999.9999"}}', "more than 38 digits at scale 4"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"big": -9' + b'9' * 80 + b'}}',
+     "column 'big'"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": "0000-12-31"}}', "column 'day'"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": -719163}}',
+     "0001-01-01..9999-12-31"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"at": 253402300800000000}}',
+     "0001-01-01..9999-12-31"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"at": "10000-01-01T00:00:00Z"}}',
+     "column 'at'"),
+    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": "NaN"}}', "column 'f64'"),
+])
+def test_hostile_values_reject_their_event_only(value: bytes, reason: str):
+    assert reason in one_bad(value)
+
+
+def test_nanosecond_iso_timestamps_are_floored_to_microseconds():
+    values = binary([b'{"op": "upsert", "key": {"id": 1}, "set": {"at": '
+                     b'"2024-02-29T23:59:59.999999999Z"}}',
+                     b'{"op": "upsert", "key": {"id": 2}, "set": {"at": '
+                     b'"1969-12-31T23:59:59.0000001+00:00"}}'])
+    batch, rejects = DEC.decode(values, ALL_TYPES)
+    assert len(rejects) == 0, rejects.reasons
+    at = batch.values[ALL_TYPES.column("at").id].to_pylist()
+    assert at == [dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
+                  dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)]
+
+
+def test_truncate_names_no_key():
+    values = binary([b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "a"}}',
+                     b'{"op": "truncate"}',
+                     b'{"op": "truncate", "key": {"nope": 1}, "set": 5, "seq": "x"}'])
+    batch, rejects = DEC.decode(values, ALL_TYPES)
+    assert len(rejects) == 0, rejects.reasons
+    assert batch.op.tolist() == [1, 4, 4]
+
+
+def test_an_unexpected_error_rejects_only_the_messages_that_raise(monkeypatch):
+    from cdc_sink.formats import native_json
+
+    real = native_json.scan
+
+    def explode(parts: Any, active: Any, max_level: int) -> Any:
+        if (parts.lengths[active] == 3).any():
+            raise RecursionError("deep")
+        return real(parts, active, max_level)
+
+    monkeypatch.setattr(native_json, "scan", explode)
+    good = b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "a"}}'
+    batch, rejects = DEC.decode(binary([good, b"{ }", good]), ALL_TYPES)
+    assert batch.positions.tolist() == [0, 2]
+    assert rejects.as_dict() == {1: "undecodable message (RecursionError: deep)"}
+
+
+def test_options_are_checked():
+    from cdc_sink.errors import InvalidOption
+
+    with pytest.raises(InvalidOption, match="strict"):
+        get_decoder("json", strict="no")
+    with pytest.raises(InvalidOption, match="decimal_handling"):
+        get_decoder("json", decimal_handling="string")
