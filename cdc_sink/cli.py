@@ -6,16 +6,23 @@
                   [--apply-mode driver|executors] [--workdir DIR] [--seed S]
     cdc-sink query PATH [--version V | --timestamp T] [--columns a,b] [--limit N]
     cdc-sink versions PATH
+    cdc-sink stats PATH [--json]
+    cdc-sink --log-level DEBUG ...
 
 ``demo`` runs the whole pipeline locally (Kafka broker, producer, Spark Structured
-Streaming job, snapshot queries) and checks the result (exit code 1 on a mismatch);
-``query`` and ``versions`` read a table with plain Python (no Spark).
+Streaming job, snapshot queries) and checks the result (exit code 1 on a mismatch); it
+serves the job's Prometheus metrics while it runs (``--metrics-port``, a free port by
+default) and prints where. ``query``, ``versions`` and ``stats`` read a table with plain
+Python (no Spark); ``stats`` shows rows, memory, outstanding deltas and bytes on disk
+(:meth:`cdc_sink.table.Table.stats`), ``--json`` for machines.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cdc-sink",
         description="A realtime-updatable columnar table fed by Kafka CDC through Spark.")
+    parser.add_argument("--log-level", type=str.upper, default="WARNING",
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="level of cdc_sink's log on stderr (default WARNING)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="run the end-to-end demo (local Kafka + Spark)",
@@ -48,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="processing-time trigger (default '500 milliseconds')")
     demo.add_argument("--backend", choices=("auto", "confluent", "kafka-python"),
                       default="auto", help="Kafka client of the producer")
+    demo.add_argument("--metrics-port", type=int, default=0,
+                      help="serve the job's Prometheus metrics on this port while the demo "
+                      "runs (default 0: a free port; -1: none)")
+    demo.add_argument("--metrics-host", default="127.0.0.1",
+                      help="address the metrics endpoint binds (default 127.0.0.1)")
+    demo.add_argument("--decoder-option", action="append", default=[], metavar="KEY=VALUE",
+                      help="option of the format's decoder (repeatable; VALUE parsed as JSON "
+                      "when it parses)")
 
     query = sub.add_parser("query", help="print a table version (Python read)")
     query.add_argument("path", help="table directory")
@@ -61,7 +79,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     versions = sub.add_parser("versions", help="list the retained versions of a table")
     versions.add_argument("path", help="table directory")
+
+    stats = sub.add_parser("stats", help="table statistics: rows, memory, deltas, disk",
+                           description="Loads every bucket of the table's latest version and "
+                           "shows its live rows, in-memory bytes, outstanding delta versions "
+                           "and the bytes of its WAL, snapshots and log on disk.")
+    stats.add_argument("path", help="table directory")
+    stats.add_argument("--json", action="store_true", help="print JSON (with every bucket)")
     return parser
+
+
+def parse_options(items: Sequence[str], flag: str = "--decoder-option") -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a dict; a VALUE that parses as JSON is taken as parsed.
+
+    Raises:
+        ValueError: An item has no ``=``.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
 
 
 def parse_timestamp(text: str) -> Any:
@@ -89,7 +132,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     opts = DemoOptions(events=args.events, format=args.format, apply_mode=args.apply_mode,
                        workdir=args.workdir, seed=args.seed, partitions=args.partitions,
-                       trigger=args.trigger, backend=args.backend)
+                       trigger=args.trigger, backend=args.backend,
+                       metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+                       metrics_host=args.metrics_host,
+                       decoder_options=parse_options(args.decoder_option))
     return run_demo(opts)
 
 
@@ -138,6 +184,61 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(n: int) -> str:
+    """Bytes for people: ``512 B``, ``1.5 KiB``, ``2.0 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    x = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        x /= 1024
+        if x < 1024 or unit == "GiB":
+            break
+    return f"{x:.1f} {unit}"
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from rich.table import Table as RichTable
+
+    import cdc_sink
+
+    st = cdc_sink.open_table(args.path).stats(load=True)
+    if args.json:
+        print(json.dumps(st.to_dict(), indent=1))
+        return 0
+    console = _console()
+    summary = RichTable(title=f"{args.path}", show_header=False)
+    summary.add_column("figure")
+    summary.add_column("value", justify="right")
+    for name, value in (
+            ("version", st.version), ("oldest readable version", st.oldest_version),
+            ("buckets", st.num_buckets), ("live rows", st.live_rows),
+            ("memory", _size(st.memory_bytes)),
+            ("outstanding delta versions (max)", st.outstanding_delta_versions),
+            ("WAL", f"{_size(st.wal_bytes)} in {st.wal_files} files"),
+            ("snapshots", f"{_size(st.snapshot_bytes)} in {st.snapshot_files} files"),
+            ("log", f"{_size(st.log_bytes)} in {st.log_files} files")):
+        summary.add_row(name, str(value))
+    console.print(summary)
+    per = RichTable(title="buckets")
+    for col in ("bucket", "live rows", "memory", "deltas", "WAL", "snapshots"):
+        per.add_column(col, justify="right")
+    for b in st.buckets:
+        per.add_row(str(b.bucket), str(b.live_rows), _size(b.memory_bytes),
+                    str(b.delta_versions), _size(b.wal_bytes), _size(b.snapshot_bytes))
+    console.print(per)
+    return 0
+
+
+def configure_logging(level: str) -> None:
+    """cdc_sink's log on stderr at ``level``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log = logging.getLogger("cdc_sink")
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs ``cdc-sink``; returns the exit code (also used as ``sys.exit``'s).
 
@@ -147,7 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdc_sink.errors import CdcSinkError
 
     args = build_parser().parse_args(argv)
-    commands = {"demo": _cmd_demo, "query": _cmd_query, "versions": _cmd_versions}
+    configure_logging(args.log_level)
+    commands = {"demo": _cmd_demo, "query": _cmd_query, "versions": _cmd_versions,
+                "stats": _cmd_stats}
     try:
         return commands[args.command](args)
     except (CdcSinkError, ValueError) as exc:

@@ -22,29 +22,50 @@ works with it. Offline, give the jars cdc_sink caches instead of ``--packages``:
     --jars "$(python -c 'from cdc_sink.kafka.jars import spark_kafka_conf as c; \\
 print(c()["spark.jars"])')"
 
-Options (``--help`` lists them all): ``--format json|rowv2|debezium``; ``--trigger``
-a processing-time interval (``"1 second"``) or ``available-now`` (process what is on
-the topic, then exit); ``--apply-mode driver|executors``; ``--dead-letter``
-``kafka://host:port/topic``, ``file:///dir`` or a path (Parquet); ``--schema-file``
-creates the table when the path holds none; ``--app-id`` identifies the writer for
-exactly-once commits (default: derived from the checkpoint, so a restart from the same
-checkpoint never commits a batch twice); ``--starting-offsets`` for the first run;
-``--kafka-option key=value`` for more Kafka source options (security, timeouts).
+Options (``--help`` lists them all): ``--format json|rowv2|debezium`` and
+``--decoder-option KEY=VALUE`` (repeatable; the value is parsed as JSON when it parses,
+e.g. ``--decoder-option decimal_handling=string``); ``--trigger`` a processing-time
+interval (``"1 second"``) or ``available-now`` (process what is on the topic, then exit);
+``--apply-mode driver|executors``; ``--dead-letter`` ``kafka://host:port/topic``,
+``file:///dir`` or a path (Parquet); ``--schema-file`` creates the table when the path
+holds none; ``--app-id`` identifies the writer for exactly-once commits (default: derived
+from the checkpoint, so a restart from the same checkpoint never commits a batch twice);
+``--starting-offsets`` for the first run; ``--kafka-option key=value`` for more Kafka
+source options (security, timeouts).
 
-The job logs one line per micro-batch (version, events, rejects, time, freshness) and
-stops gracefully on SIGTERM/SIGINT (the batch in flight finishes or is replayed).
+Observability (docs/observability.md): ``--metrics-port P`` serves Prometheus metrics on
+``http://127.0.0.1:P/metrics`` (``--metrics-host`` to bind elsewhere, ``0`` picks a free
+port and logs it; a port in use is an error naming it), labelled with ``--table-name``
+(default: the table directory's name) and the app id. The job logs one ``key=value`` line
+per micro-batch (version, events, rejects, seconds per phase, freshness p50/p99) and one
+per compaction (``--compact-every N`` batches) and GC run (``--gc-every N`` batches);
+``--log-level`` sets the level.
+
+SIGTERM/SIGINT stop the job gracefully: the batch in flight finishes (or is replayed at
+the next start), the dead-letter producers are flushed and closed, the metrics endpoint
+stops, and the job exits 0. A query that fails exits 1 with one line
+``cdc_to_tablets: failed: <reason>`` on stderr.
 """
+
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import re
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
+
+logger = logging.getLogger("cdc_to_tablets")
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table-path", required=True, help="the cdc_sink table directory")
     p.add_argument("--format", choices=("json", "rowv2", "debezium"), default="json",
                    help="encoding of the Kafka values (default json)")
+    p.add_argument("--decoder-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="option of the format's decoder (repeatable; VALUE is parsed as "
+                        "JSON when it parses, else taken as a string)")
+    p.add_argument("--json-decoder", choices=("python", "jvm"), default="python",
+                   help="where native JSON is decoded (default python)")
     p.add_argument("--trigger", default="1 second",
                    help="processing-time interval such as '1 second', or 'available-now' "
                         "(default '1 second')")
@@ -68,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="apply batches in the driver (default) or one task per bucket")
     p.add_argument("--dead-letter", default=None, metavar="URI",
                    help="kafka://host:port/topic, file:///dir or a path for rejected "
-                        "records (default: counted only)")
+                        "records (default: kept in the table only)")
     p.add_argument("--schema-file", default=None,
                    help="JSON table schema; creates the table when it does not exist")
     p.add_argument("--app-id", default=None,
@@ -80,7 +106,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Kafka source option, e.g. kafka.security.protocol=SSL")
     p.add_argument("--query-name", default="cdc_to_tablets", help="streaming query name")
+    obs = p.add_argument_group("observability")
+    obs.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                     help="serve Prometheus metrics on this port (0: a free port, logged; "
+                          "default: no endpoint)")
+    obs.add_argument("--metrics-host", default="127.0.0.1",
+                     help="address the metrics endpoint binds (default 127.0.0.1)")
+    obs.add_argument("--table-name", default=None,
+                     help="'table' label of the metrics (default: the table directory's name)")
+    obs.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO",
+                     help="log level of the job and of cdc_sink (default INFO)")
+    obs.add_argument("--spark-log-level", type=str.upper, default="WARN",
+                     choices=("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"),
+                     help="log level of Spark's JVM once the session is up (default WARN)")
+    mnt = p.add_argument_group("maintenance")
+    mnt.add_argument("--compact-every", type=int, default=0, metavar="N",
+                     help="compact the table (a snapshot of every bucket) every N committed "
+                          "batches (default 0: never; buckets are snapshotted on their own "
+                          "every snapshot_every versions)")
+    mnt.add_argument("--gc-every", type=int, default=100, metavar="N",
+                     help="run GC every N committed batches (default 100; 0: never)")
+    mnt.add_argument("--retain-versions", type=int, default=None, metavar="N",
+                     help="GC keeps at least the newest N versions (default: the table's "
+                          "retain_versions, 100)")
+    mnt.add_argument("--retain-seconds", type=float, default=None, metavar="S",
+                     help="GC keeps every version committed in the last S seconds "
+                          "(default: the table's retain_seconds, 3600)")
     return p
+
+
+def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
+        out.append((key.strip(), value))
+    return out
 
 
 def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
@@ -89,55 +151,245 @@ def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
     Raises:
         ValueError: An item has no ``=``.
     """
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--kafka-option {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value
+    return dict(_pairs(items, "--kafka-option"))
+
+
+def parse_decoder_options(items: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a dict; a VALUE that parses as JSON is taken as parsed
+    (``true``, ``3``, ``["a"]``), any other as the string it is.
+
+    Raises:
+        ValueError: An item has no ``=``.
+    """
+    out: dict[str, Any] = {}
+    for key, value in _pairs(items, "--decoder-option"):
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
     return out
 
 
-def _logged(fn: Any) -> Any:
-    """Wraps the sink function to print one line per micro-batch."""
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s*(.*))?$")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line saying why a streaming query failed.
+
+    An error raised in the sink comes back from the JVM wrapped in a
+    ``StreamingQueryException`` whose message holds the Python traceback: the reason is
+    its last ``Type: message`` line. Otherwise, the first line of the message without
+    Spark's ``[STREAM_FAILED] Query [...] terminated with exception:`` preamble.
+    """
+    text = str(getattr(exc, "desc", None) or exc)
+    lines = text.splitlines()
+    last_tb = max((i for i, ln in enumerate(lines)
+                   if "Traceback (most recent call last)" in ln), default=None)
+    if last_tb is not None:  # the exception line: the first one not indented after it
+        line = next((ln for ln in lines[last_tb + 1:] if ln and not ln[0].isspace()), "")
+        m = _EXC_LINE.match(line.strip())
+        if m:
+            name = m.group(1).rsplit(".", 1)[-1]
+            return (f"{name}: {m.group(2)}" if m.group(2) else name)[:500]
+        if line.strip():
+            return line.strip()[:500]
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    if not type(exc).__module__.startswith("pyspark"):
+        return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)[:500]
+    first = re.sub(r"^\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ", "",
+                   first)
+    return (first or type(exc).__name__)[:500]
+
+
+def configure_logging(level: str) -> None:
+    """One handler on stderr for the job's and cdc_sink's loggers."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("cdc_to_tablets", "cdc_sink"):
+        log = logging.getLogger(name)
+        log.handlers[:] = [handler]
+        log.setLevel(level)
+        log.propagate = False
+
+
+class Maintenance:
+    """Compaction and GC every N committed batches, timed, counted and logged; a failure
+    is logged and counted, never raised (the stream goes on)."""
+
+    def __init__(self, table: Any, metrics: Any, *, compact_every: int, gc_every: int,
+                 retain_versions: int | None, retain_seconds: float | None) -> None:
+        self.table = table
+        self.metrics = metrics
+        self.compact_every = compact_every
+        self.gc_every = gc_every
+        self.retain = {"retain_versions": retain_versions, "retain_seconds": retain_seconds}
+        self.committed = 0
+
+    def after_batch(self, committed: bool) -> bool:
+        """Runs what is due after a micro-batch; returns whether anything ran."""
+        if not committed:
+            return False
+        self.committed += 1
+        ran = False
+        if self.compact_every > 0 and self.committed % self.compact_every == 0:
+            self.compact()
+            ran = True
+        if self.gc_every > 0 and self.committed % self.gc_every == 0:
+            self.gc()
+            ran = True
+        return ran
+
+    def compact(self) -> None:
+        """Compacts the table (a maintenance version snapshotting every bucket)."""
+        t0 = time.perf_counter()
+        try:
+            version = self.table.compact()
+        except Exception as exc:
+            logger.error("compaction failed after %.3fs: %s: %s", time.perf_counter() - t0,
+                         type(exc).__name__, exc)
+            return
+        seconds = time.perf_counter() - t0
+        if self.metrics is not None:
+            self.metrics.observe_compaction(seconds)
+        logger.info("compaction version=%d duration_s=%.3f", version, seconds)
+
+    def gc(self) -> None:
+        """Deletes what no retained version needs (sizes read before deleting)."""
+        t0 = time.perf_counter()
+        try:
+            planned = self.table.gc(dry_run=True, **self.retain)
+            sizes = {}
+            for path in planned:
+                try:
+                    sizes[path] = os.stat(path).st_size
+                except OSError:
+                    continue
+            removed = self.table.gc(dry_run=False, **self.retain)
+        except Exception as exc:
+            seconds = time.perf_counter() - t0
+            if self.metrics is not None:
+                self.metrics.observe_gc(seconds, ok=False)
+            logger.error("gc failed after %.3fs: %s: %s", seconds, type(exc).__name__, exc)
+            return
+        seconds = time.perf_counter() - t0
+        nbytes = sum(sizes.get(p, 0) for p in removed)
+        if self.metrics is not None:
+            self.metrics.observe_gc(seconds, ok=True, removed_files=len(removed),
+                                    removed_bytes=nbytes)
+        logger.info("gc removed_files=%d removed_bytes=%d oldest_version=%d duration_s=%.3f",
+                    len(removed), nbytes, self.table.oldest_version, seconds)
+
+
+def _foreach_batch(sink_fn: Any, maintenance: Maintenance, observer: Any) -> Any:
+    """The ``foreachBatch`` function: the sink, then the maintenance that is due (and the
+    table gauges again after it)."""
 
     def run(df: Any, batch_id: int) -> None:
-        fn(df, batch_id)
-        st = fn.stats[-1] if getattr(fn, "stats", None) else None
-        if st is None:
-            return
-        if st.skipped:
-            print(f"batch {batch_id}: already committed, skipped", flush=True)
-            return
-        fresh = f", freshness {st.committed_ms - st.max_ts_ms} ms" if st.max_ts_ms else ""
-        print(f"batch {batch_id}: version {st.version}, {st.events} events, {st.rejected} "
-              f"rejected, {json.dumps(st.counts, sort_keys=True)}, {st.total_s:.2f}s{fresh}",
-              flush=True)
+        sink_fn(df, batch_id)
+        last = sink_fn.stats[-1] if sink_fn.stats else None
+        if maintenance.after_batch(last is not None and last.batch_id == batch_id
+                                   and not last.skipped):
+            observer.refresh_table()
 
     return run
 
 
+class _StopRequest:
+    """Set by SIGTERM/SIGINT; the main thread stops the query (never the handler: it runs
+    inside whatever Py4J call the main thread is in, and Py4J is not reentrant)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        if self.event.is_set():  # a second signal: the next one kills
+            signal.signal(signum, signal.SIG_DFL)
+            return
+        self.signum = signum
+        self.event.set()
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self)
+        signal.signal(signal.SIGINT, self)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the job until it is stopped (or, with ``available-now``, until caught up)."""
+    """Runs the job until it is stopped (or, with ``available-now``, until caught up).
+
+    Returns:
+        0 after a stop or a finished ``available-now`` run; 1 when the query failed; 2 for
+        bad arguments or a metrics port in use.
+    """
     args = build_parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        kafka_options = parse_kafka_options(args.kafka_option)
+        decoder_options = parse_decoder_options(args.decoder_option)
+    except ValueError as exc:
+        print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+
+    from cdc_sink.metrics import MetricsServerError, SinkMetrics, start_metrics_server
+
+    table_path = os.path.abspath(args.table_path)
+    checkpoint = args.checkpoint or table_path.rstrip("/") + ".checkpoint"
+    app_id = args.app_id or f"cdc_to_tablets:{os.path.abspath(checkpoint)}"
+    table_name = args.table_name or os.path.basename(table_path.rstrip("/"))
+    metrics = SinkMetrics(table_name, app_id)
+    server = None
+    if args.metrics_port is not None:
+        try:
+            server = start_metrics_server(metrics.registry, host=args.metrics_host,
+                                          port=args.metrics_port)
+        except (MetricsServerError, ValueError) as exc:
+            print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
+            return 2
+        logger.info("metrics on %s", server.url)
+    stop = _StopRequest()
+    stop.install()
+    try:
+        return _run(args, table_path=table_path, checkpoint=checkpoint, app_id=app_id,
+                    metrics=metrics, kafka_options=kafka_options,
+                    decoder_options=decoder_options, stop=stop)
+    except Exception as exc:
+        print(f"cdc_to_tablets: failed: {failure_reason(exc)}", file=sys.stderr, flush=True)
+        logger.debug("failure", exc_info=True)
+        return 1
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: str,
+         metrics: Any, kafka_options: dict[str, str], decoder_options: dict[str, Any],
+         stop: _StopRequest) -> int:
+    from pyspark.errors import StreamingQueryException
     from pyspark.sql import SparkSession
 
     import cdc_sink.spark
     from cdc_sink.kafka.deadletter import from_uri
+    from cdc_sink.metrics import attach_progress_listener
+    from cdc_sink.metrics.observer import BatchObserver
 
-    table_path = os.path.abspath(args.table_path)
-    checkpoint = args.checkpoint or table_path.rstrip("/") + ".checkpoint"
     schema: dict[str, Any] | None = None
     if args.schema_file:
         with open(args.schema_file, encoding="utf-8") as f:
             schema = json.load(f)
-    app_id = args.app_id or f"cdc_to_tablets:{os.path.abspath(checkpoint)}"
     dead_letter = from_uri(args.dead_letter) if args.dead_letter else None
 
     spark = SparkSession.builder.appName(args.query_name).getOrCreate()
+    spark.sparkContext.setLogLevel(args.spark_log_level)
     sink_fn = cdc_sink.spark.sink(table_path, schema=schema, format=args.format,
                                   app_id=app_id, apply_mode=args.apply_mode,
-                                  dead_letter=dead_letter)
+                                  dead_letter=dead_letter, json_decoder=args.json_decoder,
+                                  decoder_options=decoder_options)
+    observer = BatchObserver(sink_fn, metrics, log=logger).attach()
+    observer.refresh_table()  # the table gauges before the first batch
+    maintenance = Maintenance(sink_fn.table, metrics, compact_every=args.compact_every,
+                              gc_every=args.gc_every, retain_versions=args.retain_versions,
+                              retain_seconds=args.retain_seconds)
+    listener = attach_progress_listener(spark, metrics, query_name=args.query_name)
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", args.bootstrap_servers)
               .option("subscribe", args.topic)
@@ -145,39 +397,43 @@ def main(argv: Sequence[str] | None = None) -> int:
               .option("failOnDataLoss", "true"))
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
-    for key, value in parse_kafka_options(args.kafka_option).items():
+    for key, value in kafka_options.items():
         reader = reader.option(key, value)
-    writer = (reader.load().writeStream.foreachBatch(_logged(sink_fn))
+    writer = (reader.load().writeStream.foreachBatch(_foreach_batch(sink_fn, maintenance, observer))
               .option("checkpointLocation", checkpoint).queryName(args.query_name))
     available_now = args.trigger.strip().lower() in ("available-now", "availablenow", "once")
     writer = (writer.trigger(availableNow=True) if available_now
               else writer.trigger(processingTime=args.trigger))
-    query = writer.start()
-    print(f"cdc_to_tablets: {args.topic} -> {table_path} (format {args.format}, "
-          f"apply mode {args.apply_mode}, app id {app_id!r}, checkpoint {checkpoint})",
-          flush=True)
-
-    def stop(signum: int, _frame: Any) -> None:
-        print(f"cdc_to_tablets: signal {signum}, stopping", flush=True)
-        query.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     t0 = time.monotonic()
+    query = writer.start()
+    logger.info("started: %s -> %s (format %s, apply mode %s, app id %r, checkpoint %s)",
+                args.topic, table_path, args.format, args.apply_mode, app_id, checkpoint)
+    failure: BaseException | None = None
     try:
-        query.awaitTermination()
-    finally:
-        if query.isActive:
-            query.stop()
-        close = getattr(dead_letter, "close", None)
-        if close is not None:
-            close()
-    exc = query.exception()
+        while not stop.event.is_set():
+            if query.awaitTermination(0.5):
+                break
+    except StreamingQueryException as exc:
+        failure = exc
+    if stop.event.is_set() and query.isActive:
+        logger.info("signal %s: stopping (the batch in flight finishes)", stop.signum)
+        query.stop()  # from the main thread, outside any other Py4J call
+    if failure is None:
+        failure = query.exception()
+    try:
+        spark.streams.removeListener(listener)
+    except Exception:  # the session may be going away
+        logger.debug("removing the progress listener failed", exc_info=True)
+    try:
+        sink_fn.close()  # forwards what is left, closes the dead-letter producers
+    except Exception as exc:
+        logger.warning("closing the dead-letter sink: %s: %s", type(exc).__name__, exc)
     version = sink_fn.table.version
-    print(f"cdc_to_tablets: stopped after {time.monotonic() - t0:.1f}s at table version "
-          f"{version}", flush=True)
-    if exc is not None:
-        print(f"cdc_to_tablets: query failed: {exc}", file=sys.stderr, flush=True)
+    logger.info("stopped after %.1fs at table version %d", time.monotonic() - t0, version)
+    spark.stop()
+    if failure is not None:
+        print(f"cdc_to_tablets: failed: {failure_reason(failure)}", file=sys.stderr,
+              flush=True)
         return 1
     return 0
 

@@ -69,6 +69,10 @@ class DemoOptions:
         partitions: Partitions of the orders topic.
         trigger: Processing-time trigger of the streaming query.
         backend: Kafka client of the producer.
+        metrics_port: Serve the job's Prometheus metrics on this port while the demo
+            runs (0: a free port; ``None``: none).
+        metrics_host: Address the metrics endpoint binds.
+        decoder_options: Options of the format's decoder.
     """
 
     events: int = 20_000
@@ -79,6 +83,9 @@ class DemoOptions:
     partitions: int = 4
     trigger: str = "500 milliseconds"
     backend: Literal["auto", "confluent", "kafka-python"] = "auto"
+    metrics_port: int | None = 0
+    metrics_host: str = "127.0.0.1"
+    decoder_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -155,7 +162,17 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
     kafka: Any = None
     spark: SparkSession | None = None
     query: Any = None
+    metrics_server: Any = None
     try:
+        from cdc_sink.metrics import SinkMetrics, start_metrics_server
+
+        metrics = SinkMetrics("orders", "cdc_sink-demo")
+        if opts.metrics_port is not None:
+            metrics_server = start_metrics_server(metrics.registry, host=opts.metrics_host,
+                                                  port=opts.metrics_port)
+            console.print(f"metrics: [cyan]{metrics_server.url}[/] (Prometheus text format, "
+                          "while the demo runs; dashboards/ has the Grafana dashboards)",
+                          soft_wrap=True)
         from cdc_sink.kafka.broker import ExternalKafka, start_kafka
 
         with rep.step("Kafka"):
@@ -177,7 +194,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
         dead_letter = KafkaDeadLetter(bootstrap, dlq_topic)
         with rep.step("Spark"):
             spark, query, sink_fn = _start_query(opts, bootstrap, topic, table_path,
-                                                 workdir, dead_letter)
+                                                 workdir, dead_letter, metrics)
         expected = ExpectedTable(schema)
         versions: list[int] = []
         snapshots: list[dict[Any, Any]] = []
@@ -218,6 +235,8 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
                 spark.stop()
             if kafka is not None:
                 kafka.stop()
+            if metrics_server is not None:
+                metrics_server.close()
     total = time.perf_counter() - t_start
     console.print("timings: " + ", ".join(f"{n} {s:.1f}s" for n, s in rep.timings)
                   + f"; total {total:.1f}s", soft_wrap=True)
@@ -230,7 +249,10 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
 
 
 def _start_query(opts: DemoOptions, bootstrap: str, topic: str, table_path: str,
-                 workdir: Path, dead_letter: Any) -> tuple[SparkSession, Any, Any]:
+                 workdir: Path, dead_letter: Any, metrics: Any
+                 ) -> tuple[SparkSession, Any, Any]:
+    from cdc_sink.metrics import attach_progress_listener
+    from cdc_sink.metrics.observer import BatchObserver
     from cdc_sink.spark import sink
     from cdc_sink.spark.session import local_spark
 
@@ -239,7 +261,9 @@ def _start_query(opts: DemoOptions, bootstrap: str, topic: str, table_path: str,
     try:
         sink_fn = sink(table_path, schema=orders_schema(), format=opts.format,
                        app_id="cdc_sink-demo", apply_mode=opts.apply_mode,
-                       dead_letter=dead_letter)
+                       dead_letter=dead_letter, decoder_options=opts.decoder_options)
+        BatchObserver(sink_fn, metrics).attach()
+        attach_progress_listener(spark, metrics, query_name="cdc_sink_demo")
         source = (spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", bootstrap)
                   .option("subscribe", topic)

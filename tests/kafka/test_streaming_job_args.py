@@ -44,6 +44,60 @@ def test_cdc_to_tablets_refuses_bad_arguments() -> None:
         job.parse_kafka_options(["novalue"])
 
 
+def test_cdc_to_tablets_observability_and_maintenance_flags() -> None:
+    job = _load("cdc_to_tablets")
+    base = ["--bootstrap-servers", "k:9092", "--topic", "orders", "--table-path", "/data/o"]
+    args = job.build_parser().parse_args(base)
+    assert args.metrics_port is None and args.metrics_host == "127.0.0.1"
+    assert args.table_name is None and args.log_level == "INFO"
+    assert (args.compact_every, args.gc_every) == (0, 100)
+    assert args.decoder_option == [] and args.json_decoder == "python"
+    args = job.build_parser().parse_args([
+        *base, "--metrics-port", "0", "--metrics-host", "0.0.0.0", "--table-name", "orders",
+        "--log-level", "debug", "--compact-every", "5", "--gc-every", "0",
+        "--retain-versions", "3", "--retain-seconds", "0",
+        "--decoder-option", "decimal_handling=string", "--decoder-option", "strict=true",
+        "--decoder-option", "columns=[\"a\", \"b\"]", "--decoder-option", "n=3"])
+    assert (args.metrics_port, args.metrics_host, args.table_name) == (0, "0.0.0.0", "orders")
+    assert args.log_level == "DEBUG"
+    assert (args.compact_every, args.gc_every, args.retain_versions) == (5, 0, 3)
+    assert job.parse_decoder_options(args.decoder_option) == {
+        "decimal_handling": "string", "strict": True, "columns": ["a", "b"], "n": 3}
+    with pytest.raises(ValueError, match="--decoder-option 'x': expected KEY=VALUE"):
+        job.parse_decoder_options(["x"])
+    with pytest.raises(SystemExit):
+        job.build_parser().parse_args([*base, "--log-level", "LOUD"])
+
+
+def test_cdc_to_tablets_failure_reason_is_one_line() -> None:
+    job = _load("cdc_to_tablets")
+
+    class StreamingQueryException(Exception):
+        pass
+
+    StreamingQueryException.__module__ = "pyspark.errors.exceptions.captured"
+    # The shape of Spark 4's message for an error raised in a foreachBatch function.
+    spark_msg = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
+        "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function "
+        "in foreach batch sink. Reason: An exception was raised by the Python Proxy. Return "
+        "Message: Traceback (most recent call last):\n"
+        '  File "/x/py4j/clientserver.py", line 644, in _call_proxy\n'
+        "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+        "                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        '  File "/x/cdc_sink/table.py", line 9, in commit\n'
+        "    raise CommitConflict(msg)\n"
+        "cdc_sink.errors.CommitConflict: version 7 was committed by another writer\n"
+        " SQLSTATE: 39000 SQLSTATE: XXKST\n=== Streaming Query ===\nIdentifier: [id = 1]\n")
+    assert job.failure_reason(StreamingQueryException(spark_msg)) == (
+        "CommitConflict: version 7 was committed by another writer")
+    jvm = StreamingQueryException(
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Failed to "
+        "construct kafka consumer\n\tat org.apache.kafka...")
+    assert job.failure_reason(jvm) == "Failed to construct kafka consumer"
+    assert job.failure_reason(FileNotFoundError("no schema")) == "FileNotFoundError: no schema"
+
+
 def test_snapshot_query_arguments() -> None:
     q = _load("snapshot_query")
     args = q.build_parser().parse_args(["--table-path", "/t", "--timestamp", "1700000000000",
