@@ -23,7 +23,6 @@ disk. Commit of one batch (DESIGN.md §3)::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -47,7 +46,14 @@ from cdc_sink.errors import (
 from cdc_sink.schema import TableSchema
 from cdc_sink.stats import TableStats
 from cdc_sink.storage.faults import fault_point, register
-from cdc_sink.storage.fsutil import atomic_replace, fsync_dir, list_files, write_file_durable
+from cdc_sink.storage.fsutil import (
+    atomic_replace,
+    fsync_dir,
+    list_files,
+    makedirs,
+    remove,
+    write_file_durable,
+)
 from cdc_sink.storage.history import History
 from cdc_sink.storage.segments import file_version, read_change_segment, write_change_segment
 from cdc_sink.storage.snapshot import (
@@ -162,7 +168,7 @@ def create_table(path: str | os.PathLike[str], schema: TableSchema | Mapping[str
     if schema.schema_id != 0:
         schema = replace(schema, schema_id=0)
     options = options or TableOptions()
-    os.makedirs(root, exist_ok=True)
+    makedirs(root)
     log = VersionLog(root)
     log.repair()
     if log.latest() is not None:
@@ -172,8 +178,7 @@ def create_table(path: str | os.PathLike[str], schema: TableSchema | Mapping[str
     atomic_replace(os.path.join(root, "_table.json"),
                    json.dumps({"format": 1, "page_rows": options.page_rows}).encode())
     schema_file = os.path.join(root, "_schema", f"{0:08d}.json")
-    if os.path.exists(schema_file):
-        os.unlink(schema_file)
+    remove(schema_file, missing_ok=True)
     _write_schema(root, schema)
     try:
         log.commit(LogEntry(version=0, app_id=None, batch_id=None, commit_time_ms=_now_ms(),
@@ -207,7 +212,7 @@ def _write_schema(root: str, schema: TableSchema, *, committed: bool = False) ->
     schema change that failed before its commit, and is replaced; one of a committed id
     must hold the same schema."""
     d = os.path.join(root, "_schema")
-    os.makedirs(d, exist_ok=True)
+    makedirs(d)
     p = os.path.join(d, f"{schema.schema_id:08d}.json")
     data = json.dumps(schema.to_dict(), indent=1).encode()
     try:
@@ -919,5 +924,4 @@ def _older_than(path: str, seconds: float) -> bool:
 
 
 def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+    remove(path, missing_ok=True)

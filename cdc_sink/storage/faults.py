@@ -16,8 +16,12 @@ died.
 
 Engine modules call :func:`fault_point` at the instants whose crash they want tested
 and :func:`register` the names at import, so that tests can iterate
-:data:`KNOWN_POINTS`. With both variables unset a fault point is one global lookup and
-one branch.
+:data:`KNOWN_POINTS`. With both variables unset and no hook a fault point is one global
+lookup and one branch.
+
+In-process tests may instead :func:`set_hook` a function called at every fault point
+(with the point's name and hit count) in place of dying: the power-loss simulation
+builds there the on-disk state a power cut at that instant would leave.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+from collections.abc import Callable
 
 __all__ = [
     "CRASH_AT_ENV",
@@ -33,6 +38,7 @@ __all__ = [
     "fault_point",
     "register",
     "reload_from_env",
+    "set_hook",
 ]
 
 CRASH_AT_ENV = "CDC_SINK_CRASH_AT"
@@ -50,6 +56,7 @@ _crash_nth = 1
 _rng: random.Random | None = None
 _probability = 0.0
 _hits: dict[str, int] = {}
+_hook: Callable[[str, int], None] | None = None
 
 
 def register(*names: str) -> None:
@@ -104,7 +111,25 @@ def reload_from_env() -> None:
     else:
         _rng, _probability = None, 0.0
     _hits.clear()
-    _enabled = _crash_name is not None or _rng is not None
+    _enabled = _crash_name is not None or _rng is not None or _hook is not None
+
+
+def set_hook(hook: Callable[[str, int], None] | None) -> Callable[[str, int], None] | None:
+    """Install (``None``: remove) a function called at every fault point (tests only).
+
+    The hook gets the point's name and its hit count (1-based, counted since the hook
+    was installed); it runs before any crash the environment asks for at that point.
+
+    Args:
+        hook: The function, or ``None``.
+
+    Returns:
+        The hook installed before.
+    """
+    global _hook
+    previous, _hook = _hook, hook
+    reload_from_env()
+    return previous
 
 
 def _die(name: str, hit: int) -> None:
@@ -124,6 +149,8 @@ def fault_point(name: str) -> None:
         return
     hit = _hits.get(name, 0) + 1
     _hits[name] = hit
+    if _hook is not None:
+        _hook(name, hit)
     if name == _crash_name and hit == _crash_nth:
         _die(name, hit)
     if _rng is not None and _rng.random() < _probability:

@@ -19,6 +19,15 @@ are named ``.<final name>.<pid>.<random>.tmp`` in the same directory as their ta
 one left behind by a crash is an orphan that the owner of the directory removes
 (:func:`list_temp_files`).
 
+The storage layer makes *every* durable file operation through this module: creating
+files (:func:`create_file`) and directories (:func:`makedirs`), fsyncing them
+(:func:`fsync_file`, :func:`fsync_dir`), linking, renaming, truncating and removing
+(:func:`remove`). That makes this the one place where a test can watch what is durable:
+:func:`set_recorder` installs a :class:`Recorder` that is told about each operation once
+it succeeded (a power-loss simulation keeps, per file, the bytes as of its last fsync
+and, per directory, the entries as of its last fsync). With no recorder installed, which
+is always the case outside tests, an operation costs one global lookup more.
+
 Nothing here knows about tables: these are the POSIX durability rules (fsync the file,
 then fsync the directory that names it) written down once.
 """
@@ -29,14 +38,22 @@ import contextlib
 import errno
 import os
 import secrets
+from typing import BinaryIO, Protocol
 
 __all__ = [
     "TEMP_SUFFIX",
+    "Recorder",
     "atomic_replace",
+    "create_file",
     "fsync_dir",
+    "fsync_file",
     "list_files",
     "list_temp_files",
+    "makedirs",
     "publish_exclusive",
+    "remove",
+    "set_recorder",
+    "truncate_durable",
     "write_file_durable",
 ]
 
@@ -57,6 +74,57 @@ _NO_LINK_ERRNOS = frozenset(
 )
 
 
+class Recorder(Protocol):
+    """Watches the file operations of this module (tests only: see :func:`set_recorder`).
+
+    ``observe`` is called after each operation succeeded, with ``kind`` one of:
+
+    ========== ============================================ ==============================
+    kind       what happened                                 ``fd``
+    ========== ============================================ ==============================
+    create     a new file ``path`` (``O_CREAT|O_EXCL``)       open on the new file
+    open       an existing file ``path`` opened to rewrite    open on it
+    fsync      the file open on ``fd`` was fsynced            the fd (``path``: its name)
+    mkdir      the directory ``path`` was created             None
+    fsync_dir  the directory ``path`` was fsynced             None
+    link       ``path`` was hard-linked from ``source``       None
+    rename     ``source`` was renamed to ``path``             None
+    unlink     ``path`` was removed                           None
+    truncate   ``path`` was truncated (and rewritten)         None
+    ========== ============================================ ==============================
+    """
+
+    def observe(self, kind: str, path: str, *, fd: int | None = None,
+                source: str | None = None) -> None:
+        """Called after each operation (see the class docstring)."""
+
+
+_recorder: Recorder | None = None
+
+
+def set_recorder(recorder: Recorder | None) -> Recorder | None:
+    """Install (or, with ``None``, remove) the recorder told about every operation.
+
+    A test hook: production code never installs one.
+
+    Args:
+        recorder: The recorder, or ``None``.
+
+    Returns:
+        The recorder installed before.
+    """
+    global _recorder
+    previous, _recorder = _recorder, recorder
+    return previous
+
+
+def _note(kind: str, path: str, *, fd: int | None = None, source: str | None = None) -> None:
+    rec = _recorder
+    if rec is not None:
+        rec.observe(kind, os.path.abspath(path), fd=fd,
+                    source=None if source is None else os.path.abspath(source))
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Fsync a directory so that names created, renamed or removed in it are durable.
 
@@ -70,6 +138,149 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
     fd = os.open(path, flags)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+    if _recorder is not None:
+        _note("fsync_dir", os.fspath(path))
+
+
+def fsync_file(file: BinaryIO | int, *, path: str | os.PathLike[str] = "") -> None:
+    """Fsync an open file (a file object is flushed first).
+
+    Args:
+        file: A binary file object or a file descriptor.
+        path: The file's name (only told to a recorder).
+
+    Raises:
+        OSError: The sync failed.
+    """
+    if isinstance(file, int):
+        fd = file
+    else:
+        file.flush()
+        fd = file.fileno()
+    os.fsync(fd)
+    if _recorder is not None:
+        _note("fsync", os.fspath(path) or getattr(file, "name", ""), fd=fd)
+
+
+def create_file(path: str | os.PathLike[str], *, buffering: int = -1) -> BinaryIO:
+    """Create a new file with ``O_CREAT|O_EXCL`` and open it for binary writing.
+
+    Nothing is durable until :func:`fsync_file` and then :func:`fsync_dir` of its parent.
+
+    Args:
+        path: The file name; its directory must exist.
+        buffering: As for :func:`open`.
+
+    Returns:
+        The open file.
+
+    Raises:
+        FileExistsError: The name exists.
+        OSError: Any other I/O failure.
+    """
+    path = os.fspath(path)
+    f = open(path, "xb", buffering=buffering)  # noqa: SIM115 - the caller closes it
+    if _recorder is not None:
+        _note("create", path, fd=f.fileno())
+    return f
+
+
+_durable_dirs: set[str] = set()
+
+
+def makedirs(path: str | os.PathLike[str]) -> None:
+    """Create a directory and its missing parents, each one durably.
+
+    Every directory this call creates is followed by an fsync of its parent, so its name
+    survives a power loss. The first time a process meets an existing ``path`` it also
+    fsyncs its parent and grandparent: another process (or a crashed one) may have
+    created it without getting to that fsync, and table directories are at most two
+    levels below the table root.
+
+    Args:
+        path: The directory.
+
+    Raises:
+        OSError: A directory cannot be created or synced.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if path in _durable_dirs and os.path.isdir(path):
+        return
+    missing: list[str] = []
+    d = path
+    while not os.path.isdir(d):
+        missing.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    if not missing:
+        parent = os.path.dirname(path)
+        fsync_dir(parent)
+        if os.path.dirname(parent) != parent:
+            fsync_dir(os.path.dirname(parent))
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+        else:
+            if _recorder is not None:
+                _note("mkdir", d)
+        fsync_dir(os.path.dirname(d))
+    _durable_dirs.add(path)
+
+
+def remove(path: str | os.PathLike[str], *, missing_ok: bool = False) -> bool:
+    """Remove a file (durable once its directory is fsynced).
+
+    Args:
+        path: The file.
+        missing_ok: A missing file is not an error.
+
+    Returns:
+        Whether a file was removed.
+
+    Raises:
+        FileNotFoundError: The file is missing and ``missing_ok`` is false.
+        OSError: Any other I/O failure.
+    """
+    path = os.fspath(path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        if missing_ok:
+            return False
+        raise
+    if _recorder is not None:
+        _note("unlink", path)
+    return True
+
+
+def truncate_durable(path: str | os.PathLike[str], keep: int, *, tail: bytes = b"") -> None:
+    """Cut a file to its first ``keep`` bytes, append ``tail``, and fsync it.
+
+    Args:
+        path: The file.
+        keep: Bytes to keep.
+        tail: Bytes to write after them.
+
+    Raises:
+        OSError: Any I/O failure.
+    """
+    path = os.fspath(path)
+    fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.ftruncate(fd, keep)
+        if tail:
+            os.pwrite(fd, tail, keep)
+        os.fsync(fd)
+        if _recorder is not None:
+            _note("truncate", path)
+            _note("fsync", path, fd=fd)
     finally:
         os.close(fd)
 
@@ -90,12 +301,16 @@ def _write_new_file(path: str, data: bytes | bytearray | memoryview) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o644)
     try:
+        if _recorder is not None:
+            _note("create", path, fd=fd)
         _write_all(fd, data)
         os.fsync(fd)
+        if _recorder is not None:
+            _note("fsync", path, fd=fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(path)  # O_EXCL made it ours: nobody else can hold this name
+            remove(path)  # O_EXCL made it ours: nobody else can hold this name
         raise
     os.close(fd)
 
@@ -134,11 +349,16 @@ def write_file_durable(
     if exclusive:
         _write_new_file(path, data)
     else:
+        existed = _recorder is not None and os.path.exists(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags, 0o644)
         try:
+            if _recorder is not None:
+                _note("open" if existed else "create", path, fd=fd)
             _write_all(fd, data)
             os.fsync(fd)
+            if _recorder is not None:
+                _note("fsync", path, fd=fd)
         finally:
             os.close(fd)
     if sync_dir:
@@ -174,6 +394,8 @@ def publish_exclusive(
     _write_new_file(tmp, data)
     try:
         os.link(tmp, path)
+        if _recorder is not None:
+            _note("link", path, source=tmp)
     except FileExistsError:
         raise
     except OSError as exc:
@@ -181,8 +403,7 @@ def publish_exclusive(
             raise
         _write_new_file(path, data)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        remove(tmp, missing_ok=True)
     if sync_dir:
         fsync_dir(_parent(path))
 
@@ -207,8 +428,10 @@ def atomic_replace(path: str | os.PathLike[str], data: bytes | bytearray | memor
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            remove(tmp)
         raise
+    if _recorder is not None:
+        _note("rename", path, source=tmp)
     fsync_dir(_parent(path))
 
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage.fsutil import makedirs
 from cdc_sink.storage.wal import SegmentWriter, read_segment
 
 __all__ = ["SegmentHeader", "file_version", "read_change_segment", "write_change_segment"]
@@ -52,7 +53,7 @@ def write_change_segment(root: str, bucket: int, version: int, schema_id: int,
     """Writes and fsyncs the segment of one bucket's batch; returns its relative path."""
     rel = f"_wal/{bucket}/{version:020d}-{uuid.uuid4().hex[:12]}.wal"
     path = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    makedirs(os.path.dirname(path))
     header = {"version": version, "bucket": bucket, "schema_id": schema_id, "rows": len(batch)}
     table = batch.to_arrow()
     sink = pa.BufferOutputStream()

@@ -50,7 +50,14 @@ from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.framing import encode_file, read_records
-from cdc_sink.storage.fsutil import fsync_dir, write_file_durable
+from cdc_sink.storage.fsutil import (
+    create_file,
+    fsync_dir,
+    fsync_file,
+    makedirs,
+    remove,
+    write_file_durable,
+)
 from cdc_sink.tablet.column import Base
 from cdc_sink.tablet.memtablet import MemTablet
 
@@ -189,8 +196,8 @@ class _PageFileWriter:
         self.root = root
         self.rel = rel
         self.path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self._f = open(self.path, "xb")  # noqa: SIM115 - closed in finish()
+        makedirs(os.path.dirname(self.path))
+        self._f = create_file(self.path)  # closed in finish() or abort()
         self.offset = 0
 
     def add(self, data: bytes, rows: int, stats: PageStats | None) -> PageLoc:
@@ -203,8 +210,7 @@ class _PageFileWriter:
         return loc
 
     def finish(self) -> int:
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        fsync_file(self._f, path=self.path)
         self._f.close()
         fsync_dir(os.path.dirname(self.path))
         return self.offset
@@ -212,7 +218,7 @@ class _PageFileWriter:
     def abort(self) -> None:
         self._f.close()
         if self.offset == 0:
-            os.unlink(self.path)
+            remove(self.path)
 
 
 LocationUpdate = tuple[Base, int, PageLoc]
@@ -312,12 +318,12 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
     referenced |= {loc.file for loc in (dv_loc, slots_loc) if loc is not None}
     files = {f: s for f, s in files.items() if f in referenced}
     if not size:
-        os.unlink(os.path.join(root, pages_rel))
+        remove(os.path.join(root, pages_rel))
     manifest = SnapshotManifest(bucket=b, version=version, schema_id=schema_id, row_count=rows,
                                 page_rows=pr, columns=columns, keys=keys, row_hash=hashes,
                                 dv=dv_loc, files=files, index_slots=slots_loc)
     man_path = os.path.join(root, man_rel)
-    os.makedirs(os.path.dirname(man_path), exist_ok=True)
+    makedirs(os.path.dirname(man_path))
     write_file_durable(man_path, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC),
                        exclusive=True)
     fault_point("snapshot.written")

@@ -71,7 +71,9 @@ from cdc_sink.storage.fsutil import (
     fsync_dir,
     list_files,
     list_temp_files,
+    makedirs,
     publish_exclusive,
+    remove,
 )
 
 __all__ = [
@@ -683,9 +685,7 @@ class VersionLog:
     def _ensure_dir(self) -> None:
         if self._dir_ready:
             return
-        if not os.path.isdir(self.log_dir):
-            os.makedirs(self.log_dir, exist_ok=True)
-            fsync_dir(self.root)
+        makedirs(self.log_dir)  # durably: the root is fsynced when it creates _log
         self._dir_ready = True
 
     def commit(self, entry: LogEntry) -> None:
@@ -835,8 +835,7 @@ class VersionLog:
             return doomed
         for path in doomed:
             faults.fault_point("log.gc_deleting")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            remove(path, missing_ok=True)
         fsync_dir(self.log_dir)
         for v in [v for v in self._entries if v < version]:
             del self._entries[v]
@@ -877,7 +876,6 @@ class VersionLog:
             return doomed
         for path in doomed:
             faults.fault_point("log.repair_removing")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            remove(path, missing_ok=True)
         fsync_dir(self.log_dir)
         return doomed

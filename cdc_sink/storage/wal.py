@@ -35,7 +35,13 @@ import google_crc32c
 
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import MAX_PAYLOAD, read_records, record_crc
-from cdc_sink.storage.fsutil import fsync_dir
+from cdc_sink.storage.fsutil import (
+    create_file,
+    fsync_dir,
+    fsync_file,
+    remove,
+    truncate_durable,
+)
 
 __all__ = ["WAL_MAGIC", "SegmentInfo", "SegmentWriter", "read_segment"]
 
@@ -84,7 +90,7 @@ class SegmentWriter:
             OSError: Any other I/O failure.
         """
         self.path = os.fspath(path)
-        self._file = open(self.path, "xb", buffering=buffer_size)  # noqa: SIM115
+        self._file = create_file(self.path, buffering=buffer_size)
         self._length = 0
         self._records = 0
         self._crc = 0
@@ -149,7 +155,7 @@ class SegmentWriter:
             raise ValueError(f"segment {self.path} is closed")
         self._file.flush()
         faults.fault_point("wal.written")
-        os.fsync(self._file.fileno())
+        fsync_file(self._file, path=self.path)
         self._file.close()
         self._done = True
         if sync_dir:
@@ -164,8 +170,7 @@ class SegmentWriter:
         self._done = True
         with contextlib.suppress(OSError):
             self._file.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        remove(self.path, missing_ok=True)
 
     def __enter__(self) -> SegmentWriter:
         return self
@@ -201,14 +206,8 @@ def read_segment(path: str | os.PathLike[str], *, repair: bool) -> list[bytes]:
         data = f.read()
     result = read_records(data, path=path, magic=WAL_MAGIC, allow_torn_tail=repair)
     if result.torn:
-        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-        try:
-            if result.valid_length < len(WAL_MAGIC):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, WAL_MAGIC, 0)
-            else:
-                os.ftruncate(fd, result.valid_length)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if result.valid_length < len(WAL_MAGIC):
+            truncate_durable(path, 0, tail=WAL_MAGIC)
+        else:
+            truncate_durable(path, result.valid_length)
     return result.records
