@@ -8,7 +8,9 @@ private temporary directory, listening on 127.0.0.1 only, on free ports.
 :func:`start_kafka` (alias :func:`kafka_for_tests`) picks what to use:
 
 1. ``$CDC_SINK_KAFKA_BOOTSTRAP`` set: that external cluster (nothing is started).
-2. a Docker engine answers ``docker info``: testcontainers' ``KafkaContainer``.
+2. a Docker engine answers ``docker info`` and the project's Kafka image is there:
+   :class:`TestcontainersKafka` (``kind="docker"`` also starts the engine and builds
+   the image, see ``docker/``).
 3. otherwise: :class:`LocalKafka`.
 
 All three share the :class:`KafkaHandle` interface (``bootstrap_servers``, ``stop()``,
@@ -50,6 +52,7 @@ __all__ = [
     "TestcontainersKafka",
     "create_topic",
     "docker_available",
+    "docker_kafka_image",
     "kafka_for_tests",
     "start_kafka",
 ]
@@ -58,6 +61,7 @@ KAFKA_MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
 BOOTSTRAP_ENV = "CDC_SINK_KAFKA_BOOTSTRAP"
 KIND_ENV = "CDC_SINK_KAFKA"  # force "local", "docker" or "external"
+IMAGE_ENV = "CDC_SINK_KAFKA_IMAGE"  # the image TestcontainersKafka runs
 
 
 class KafkaStartError(CdcSinkError, RuntimeError):
@@ -503,50 +507,231 @@ class ExternalKafka(KafkaHandle):
 
 
 class TestcontainersKafka(KafkaHandle):
-    """Kafka in a Docker container (testcontainers' ``KafkaContainer``, KRaft mode)."""
+    """A KRaft broker in a Docker container, run with testcontainers on the host network.
+
+    The image is the project's own (``docker/kafka/Dockerfile``, built once per machine by
+    :func:`cdc_sink.docker_images.ensure_kafka_image` from the Maven Central jars of
+    ``cdc_sink/kafka/pom.xml``; no registry needed), or ``$CDC_SINK_KAFKA_IMAGE``, or the
+    ``image`` argument: any image configured like ``apache/kafka`` (``KAFKA_*`` variables,
+    ``CLUSTER_ID``). The container uses host networking and listens on 127.0.0.1 only,
+    on free ports. Testcontainers' Ryuk reaper is not used when its image is not present
+    locally; instead, as for :class:`LocalKafka`, ``stop()``, an ``atexit`` handler and a
+    watchdog process (for a killed Python) remove the container.
+
+    Args:
+        num_partitions: ``num.partitions``, the default for new topics.
+        image: The image; default as described above.
+        startup_timeout: Seconds ``start()`` waits for the broker to answer.
+    """
 
     __test__ = False  # not a pytest test class despite its name
 
-    def __init__(self, *, num_partitions: int = 1,
-                 image: str = "confluentinc/cp-kafka:7.9.1") -> None:
-        try:
-            from testcontainers.community.kafka import KafkaContainer
-        except ImportError:  # testcontainers < 4.10
-            from testcontainers.kafka import KafkaContainer
-
-        self._container: Any = (
-            KafkaContainer(image).with_kraft()
-            .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
-            .with_env("KAFKA_NUM_PARTITIONS", str(num_partitions))
-        )
-        self._started = False
-
-    def start(self) -> TestcontainersKafka:
-        if not self._started:
-            self._container.start()
-            self._started = True
-        return self
+    def __init__(self, *, num_partitions: int = 1, image: str | None = None,
+                 startup_timeout: float = 120.0) -> None:
+        if num_partitions < 1:
+            raise ValueError("num_partitions must be >= 1")
+        self.host = "127.0.0.1"
+        self.num_partitions = num_partitions
+        self.image = image
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self._container: Any = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
 
     @property
     def bootstrap_servers(self) -> str:
-        return str(self._container.get_bootstrap_server())
+        if self.port is None or self._container is None:
+            raise RuntimeError("TestcontainersKafka is not running: call start() first")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def container_id(self) -> str | None:
+        """The running container's id (None before ``start()`` or after ``stop()``)."""
+        if self._container is None:
+            return None
+        return str(self._container.get_wrapped_container().id)
+
+    def start(self) -> TestcontainersKafka:
+        """Build the image if needed, run the container and wait until Kafka answers."""
+        with self._lock:
+            if self._container is not None:
+                return self
+            image = self.image or docker_kafka_image(build=True)
+            assert image is not None
+            self.image = image
+            try:
+                self._launch(image)
+                self._wait_ready()
+            except BaseException:
+                self._teardown()
+                raise
+            return self
 
     def stop(self) -> None:
-        if self._started:
-            self._started = False
-            self._container.stop()
+        """Remove the container (and its anonymous volume); idempotent."""
+        with self._lock:
+            self._teardown()
+
+    def __enter__(self) -> TestcontainersKafka:
+        return self.start()
+
+    def _launch(self, image: str) -> None:
+        from testcontainers.core.config import testcontainers_config
+        from testcontainers.core.container import DockerContainer
+
+        from cdc_sink.docker_images import image_exists
+
+        if not testcontainers_config.ryuk_disabled and not image_exists(
+                testcontainers_config.ryuk_image):
+            testcontainers_config.ryuk_disabled = True  # it could not be pulled
+        self.port = _free_port(self.host)
+        self.controller_port = _free_port(self.host)
+        while self.controller_port == self.port:
+            self.controller_port = _free_port(self.host)
+        env = {
+            "CLUSTER_ID": _random_cluster_id(),
+            "KAFKA_NODE_ID": "1",
+            "KAFKA_PROCESS_ROLES": "broker,controller",
+            "KAFKA_LISTENERS": (f"PLAINTEXT://{self.host}:{self.port},"
+                                f"CONTROLLER://{self.host}:{self.controller_port}"),
+            "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{self.host}:{self.port}",
+            "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@{self.host}:{self.controller_port}",
+            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+            "KAFKA_NUM_PARTITIONS": str(self.num_partitions),
+            "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+            "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+            "KAFKA_HEAP_OPTS": "-Xmx512m -Xms64m",
+        }
+        container = DockerContainer(image).with_kwargs(network_mode="host")
+        for key, value in env.items():
+            container = container.with_env(key, value)
+        container.start()
+        self._container = container
+        _LIVE_CONTAINERS.add(self)
+        # Removes the container should this process die without stop() (see LocalKafka).
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _CONTAINER_WATCHDOG, self.container_id or ""],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def _logs_tail(self, lines: int = 60) -> str:
+        try:
+            out, err = self._container.get_logs()
+            text = (out + err).decode(errors="replace")
+        except Exception as exc:  # the container may be gone
+            return f"(no logs: {exc})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _wait_ready(self) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        assert self.port is not None
+        deadline = time.monotonic() + self.startup_timeout
+        admin: Any = None
+        while True:
+            wrapped = self._container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status in ("exited", "dead"):
+                raise KafkaStartError(f"the Kafka container exited while starting:\n"
+                                      f"{self._logs_tail()}")
+            if _port_open(self.host, self.port):
+                if admin is None:
+                    admin = AdminClient({"bootstrap.servers": self.bootstrap_servers,
+                                         "socket.connection.setup.timeout.ms": 2000})
+                try:
+                    if admin.list_topics(timeout=2.0).brokers:
+                        return
+                except Exception:  # KafkaException while the broker is still starting
+                    pass
+            if time.monotonic() > deadline:
+                raise KafkaStartError(f"the Kafka container did not answer within "
+                                      f"{self.startup_timeout}s:\n{self._logs_tail()}")
+            time.sleep(0.2)
+
+    def _teardown(self) -> None:
+        container, watchdog = self._container, self._watchdog
+        self._container, self._watchdog = None, None
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.stop()  # removes it (force) with its anonymous volumes
+        if watchdog is not None:
+            if watchdog.stdin is not None:
+                with contextlib.suppress(OSError):
+                    watchdog.stdin.close()  # EOF: it removes the (gone) container and exits
+            with contextlib.suppress(Exception):
+                watchdog.wait(timeout=30)
+        _LIVE_CONTAINERS.discard(self)
+
+
+_LIVE_CONTAINERS: set[TestcontainersKafka] = set()
+
+
+@atexit.register
+def _stop_containers_at_exit() -> None:
+    for handle in list(_LIVE_CONTAINERS):
+        with contextlib.suppress(Exception):
+            handle.stop()
+
+
+# Waits for EOF on stdin (the parent stopped it or died), then force-removes the container.
+_CONTAINER_WATCHDOG = """
+import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    while sys.stdin.buffer.read(4096):
+        pass
+except Exception:
+    pass
+if sys.argv[1]:
+    subprocess.run(["docker", "rm", "-f", "-v", sys.argv[1]], capture_output=True, timeout=60)
+"""
 
 
 def docker_available(timeout: float = 10.0) -> bool:
     """True when a Docker engine answers ``docker info`` (a client alone is not enough)."""
-    if shutil.which("docker") is None:
-        return False
-    try:
-        return subprocess.run(["docker", "info"], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout,
-                              check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    from cdc_sink.docker_engine import engine_running
+
+    return engine_running(timeout=timeout)
+
+
+def docker_kafka_image(*, build: bool) -> str | None:
+    """The Kafka image for :class:`TestcontainersKafka`.
+
+    ``$CDC_SINK_KAFKA_IMAGE`` when set; else the project's image
+    (``docker/kafka/Dockerfile`` of this checkout), built (with the local base) when
+    ``build`` and missing. None when there is none and ``build`` is false.
+
+    Raises:
+        KafkaStartError: No image is named and this checkout has no ``docker/``.
+    """
+    from cdc_sink.docker_images import (
+        ensure_kafka_image,
+        image_exists,
+        kafka_image_tag,
+        repo_root,
+    )
+
+    named = os.environ.get(IMAGE_ENV)
+    if named:
+        return named
+    root = repo_root()
+    if root is None:
+        if not build:
+            return None
+        raise KafkaStartError(f"no Kafka image: set ${IMAGE_ENV} (e.g. apache/kafka) or run "
+                              "from a checkout that has docker/kafka/Dockerfile")
+    if not build:
+        tag = kafka_image_tag(root)
+        return tag if tag is not None and image_exists(tag) else None
+    return ensure_kafka_image(root).tag
 
 
 def start_kafka(*, num_partitions: int = 1,
@@ -555,8 +740,11 @@ def start_kafka(*, num_partitions: int = 1,
     """Start (or point at) a Kafka cluster and return its handle.
 
     ``kind`` defaults to ``$CDC_SINK_KAFKA`` or ``"auto"``: an external cluster when
-    ``$CDC_SINK_KAFKA_BOOTSTRAP`` is set, else a container when a Docker engine
-    answers, else :class:`LocalKafka`. The caller stops the handle.
+    ``$CDC_SINK_KAFKA_BOOTSTRAP`` is set, else a container when a Docker engine answers
+    and the Kafka image is already there (``"auto"`` never waits for an image build),
+    else :class:`LocalKafka`. ``"docker"`` starts the Docker engine if needed
+    (:func:`cdc_sink.docker_engine.ensure_engine`) and builds the image if missing.
+    The caller stops the handle.
     """
     chosen = kind or os.environ.get(KIND_ENV) or "auto"
     bootstrap = os.environ.get(BOOTSTRAP_ENV)
@@ -564,8 +752,15 @@ def start_kafka(*, num_partitions: int = 1,
         if not bootstrap:
             raise ValueError(f"kind='external' needs ${BOOTSTRAP_ENV}")
         return ExternalKafka(bootstrap)
-    if chosen == "docker" or (chosen == "auto" and docker_available()):
+    if chosen == "docker":
+        from cdc_sink.docker_engine import ensure_engine
+
+        ensure_engine()
         return TestcontainersKafka(num_partitions=num_partitions).start()
+    if chosen == "auto" and docker_available():
+        image = docker_kafka_image(build=False)
+        if image is not None:
+            return TestcontainersKafka(num_partitions=num_partitions, image=image).start()
     if chosen not in ("auto", "local"):
         raise ValueError(f"unknown Kafka kind {chosen!r}")
     return LocalKafka(num_partitions=num_partitions).start()
