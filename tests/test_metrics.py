@@ -313,10 +313,10 @@ def test_bulk_histogram_buckets_are_cumulative_and_inclusive() -> None:
 
 # ---------------------------------------------------------------------- reasons
 def _decoded_reasons(fmt: str, messages: list[bytes | None],
-                     schema: TableSchema = SCHEMA) -> dict[int, str]:
+                     schema: TableSchema = SCHEMA, **options: object) -> dict[int, str]:
     from cdc_sink.formats import get_decoder
 
-    dec = get_decoder(fmt).decode_with_meta(pa.array(messages, pa.binary()), schema,
+    dec = get_decoder(fmt, **options).decode_with_meta(pa.array(messages, pa.binary()), schema,
                                             position=np.arange(len(messages)))
     return {int(p): r for p, r in zip(dec.rejects.positions, dec.rejects.reasons,
                                       strict=True)}
@@ -357,7 +357,7 @@ def test_reason_classes_of_rowv2_and_debezium_rejects() -> None:
     from cdc_sink.formats.debezium import encode_debezium
 
     trunc = encode_debezium("t", None, None, SCHEMA, envelope=False)
-    deb = _decoded_reasons("debezium", [trunc, b"{]"])
+    deb = _decoded_reasons("debezium", [trunc, b"{]"], truncate="reject")
     assert [classify_reason(deb[i]) for i in (0, 1)] == ["truncated_rejected", "bad_json"], deb
 
 
@@ -375,6 +375,10 @@ def test_reason_classes_are_bounded_and_quoted_text_cannot_change_them() -> None
     assert classify_reason("column 'x': value out of range of int16") == "out_of_range"
     assert classify_reason("column 'amount': 1.234 has more than 2 decimals") == "out_of_range"
     assert classify_reason("seq out of range of int32") == "out_of_range"
+    from cdc_sink.schema import bounds_reason
+
+    for t in (pa.int8(), pa.date32(), pa.timestamp("us", tz="UTC"), pa.decimal128(10, 2)):
+        assert classify_reason(f"column 'x': {bounds_reason(t)}") == "out_of_range", t
     assert classify_reason("something new") == "other"
     assert classify_reason("") == "other"
     rng = np.random.default_rng(1)
@@ -416,3 +420,45 @@ def test_a_busy_metrics_port_is_an_error_naming_it(busy_port: int) -> None:
     with pytest.raises(MetricsServerError, match=f"port {busy_port} on 127.0.0.1 is already "
                                                  "in use"):
         start_metrics_server(m.registry, port=busy_port)
+
+
+# ---------------------------------------------------------------------- observer
+def test_observer_counts_logs_and_refreshes_table_gauges_for_real_batch_stats(
+        tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import cdc_sink
+    from cdc_sink.metrics.observer import BatchObserver
+    from cdc_sink.spark.writer import BatchStats
+
+    class Sink:
+        on_batch = None
+
+    sink = Sink()
+    sink.table = cdc_sink.create_table(f"{tmp_path}/t", SCHEMA)  # type: ignore[attr-defined]
+    sink.table.apply([{"op": "upsert", "key": {"id": 1}, "set": {"r": 1.0}, "seq": 1}])
+    m = SinkMetrics("t", "job-1")
+    obs = BatchObserver(sink, m).attach()
+    assert sink.on_batch == obs.on_batch
+    st = BatchStats(4, 1, False, 10, 1, {"inserted": 8, "stale": 1},
+                    ts_sample=np.array([1000, 1500]), committed_ms=2000,
+                    phases={"read": 0.1, "apply": 0.2}, ops={"upsert": 9},
+                    rejects_by_reason={"seq is missing": 1})
+    with caplog.at_level(logging.INFO, logger="cdc_sink"):
+        obs.on_batch(st)
+        obs.on_batch(BatchStats(4, None, True, 0, 0, result="skipped"))
+        obs.on_batch(BatchStats(5, None, False, 0, 0, result="failed", error="OSError: x"))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "batch batch_id=4 result=committed version=1 events=10 rejects=1 applied=8 stale=1 "
+        "ignored=0 read_s=0.100 apply_s=0.200 total_s=0.000 freshness_p50_ms=750 "
+        "freshness_p99_ms=995",
+        "batch batch_id=4 result=skipped (already committed)",
+        "batch batch_id=5 result=failed total_s=0.000 error='OSError: x'"]
+    assert [r.levelname for r in caplog.records] == ["INFO", "INFO", "ERROR"]
+    assert m.value("cdc_sink_dead_letters_total", reason="missing_seq") == 1
+    assert m.value("cdc_sink_events_total", op="upsert", outcome="received") == 9
+    assert m.value("cdc_sink_events_total", op="unknown", outcome="received") == 1
+    assert m.value("cdc_sink_batches_total", result="failed") == 1
+    assert m.value("cdc_sink_table_version") == 1
+    assert m.value("cdc_sink_table_live_rows") == 1

@@ -25,7 +25,7 @@ class                     events
 ``key_in_set``            a key column inside ``set``
 ``missing_seq``           no sequence number where the table orders events by one
 ``update_missing_key``    an update (or a partial upsert) of a key that is not live
-``truncated_rejected``    a truncate event (refused: not supported)
+``truncated_rejected``    a truncate event refused (``truncate='reject'``)
 ``other``                 anything else
 ========================  ================================================================
 """
@@ -50,7 +50,7 @@ _TYPE = r"[a-z][a-z0-9_]*(?:\([0-9, ]+\)|\[[a-zA-Z, ]+\])?"
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (cls, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for cls, pattern in (
         ("update_missing_key", r"^(update|upsert) of missing key"),
-        ("truncated_rejected", r"^truncate events? (are|is) not supported"),
+        ("truncated_rejected", r"^truncate (events? (are|is) not supported|event rejected)"),
         ("bad_json", r"^(invalid json|not a json object|not a single json object"
                      r"|null message value|empty message value|malformed event"
                      r"|truncated row|bad codec version|unknown flag bits"
@@ -62,19 +62,23 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("unknown_column", r"^unknown (key )?column"),
         ("key_in_set", r"^key column .* inside 'set'$"),
         ("missing_key", r"^(key column .* is missing( or null)?$|event has no 'key'"
-                        r"|delete without a 'before' row)"),
+                        r"|delete without a 'before' row|the row lacks its key"
+                        r"|key column .* is in neither the row nor the message key$)"),
         ("missing_seq", r"^seq is (missing|null)"),
-        ("out_of_range", r"^seq out of range"),
+        ("out_of_range", r"^(seq out of range|source\.\w+ is outside)"),
+        ("wrong_type", r"^source\.\w+ .* is not a"),
         ("null_not_allowed", r"^(null in non-nullable column|insert does not set "
                              r"non-nullable column)"),
         ("wrong_type", r"^(seq|ts_ms) .* is not an? (64-bit )?integer"),
+        ("out_of_range", r"^(key )?column [^:]*: (value )?(out of range( of .+| \d{4}-.+)?"
+                         r"|exceeds the precision of .+)$"),
         ("out_of_range", rf"^(key )?column .*: (.* is out of range of {_TYPE}"
-                         rf"|(value )?out of range of {_TYPE}|.*does not fit (in )?{_TYPE}"
+                         rf"|.*does not fit (in )?{_TYPE}"
                          r"|.* has more than \d+ decimals|.* is not a finite decimal)$"),
         ("wrong_type", r"^(key )?column .*: .*(is not a valid .+|is not an? [a-z0-9 ]+"
                        r"|must be 0 or 1|must take \d+ bytes|is not valid utf-8"
                        r"|is a datetime, not a date)$"),
-        ("bad_envelope", r"^('set' is not|'payload' is not|'after' is missing"
+        ("bad_envelope", r"^('set' is not|'payload' is not|'after' is missing|'before' is not"
                          r"|event is not an object|duplicate |sequence column .* differs)"),
     ))
 
