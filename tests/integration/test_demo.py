@@ -100,7 +100,7 @@ def test_streaming_job_under_spark_submit(kafka: KafkaHandle, topic_name: str,
     first = subprocess.run(job, env=env, capture_output=True, text=True, timeout=600,
                            check=False)
     assert first.returncode == 0, first.stdout + first.stderr[-5000:]
-    assert "batch batch_id=0 result=committed version=1 " in first.stderr
+    assert "batch batch_id=0 result=committed version=1 " in first.stdout  # the driver's log
     version = cdc_sink.open_table(table).version
     assert version >= 3  # 1500 records at most 600 per batch
     assert diff_rows(expected.snapshot(), cdc_sink.open_table(table).read().to_pylist(),
