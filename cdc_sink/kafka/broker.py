@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -43,6 +44,8 @@ from types import TracebackType
 from typing import Any, Literal
 
 from cdc_sink.errors import CdcSinkError
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "ExternalKafka",
@@ -306,10 +309,12 @@ class LocalKafka(KafkaHandle):
                 try:
                     self._launch(java, jars)
                     self._wait_ready()
+                    logger.info("local Kafka broker (KRaft) up at %s", self.bootstrap_servers)
                     return self
                 except KafkaStartError as exc:
                     last_error = exc
                     bind_race = "Address already in use" in str(exc)
+                    logger.warning("local Kafka broker did not start: %s", exc)
                     self._teardown()
                     if not bind_race:
                         break
@@ -567,6 +572,7 @@ class TestcontainersKafka(KafkaHandle):
             except BaseException:
                 self._teardown()
                 raise
+            logger.info("Kafka container (%s) up at %s", image, self.bootstrap_servers)
             return self
 
     def stop(self) -> None:
@@ -751,6 +757,7 @@ def start_kafka(*, num_partitions: int = 1,
     if chosen == "external" or (chosen == "auto" and bootstrap):
         if not bootstrap:
             raise ValueError(f"kind='external' needs ${BOOTSTRAP_ENV}")
+        logger.info("using the external Kafka cluster at %s", bootstrap)
         return ExternalKafka(bootstrap)
     if chosen == "docker":
         from cdc_sink.docker_engine import ensure_engine

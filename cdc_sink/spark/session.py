@@ -5,6 +5,7 @@ pyspark is imported inside the functions only, so importing this module is cheap
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["SparkSessionConflict", "local_spark", "local_spark_conf"]
+
+logger = logging.getLogger(__name__)
 
 
 class SparkSessionConflict(CdcSinkError, RuntimeError):
@@ -83,4 +86,7 @@ def local_spark(app_name: str = "cdc_sink", *, master: str = "local[2]",
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    logger.debug("SparkSession %r on %s with %s", app_name, master, conf)
+    session = builder.getOrCreate()
+    logger.info("SparkSession %r up (master %s, Spark %s)", app_name, master, session.version)
+    return session
