@@ -867,13 +867,12 @@ class Table:
         """
         from cdc_sink.stats import table_stats
 
-        with self._lock:
+        with self._lock:  # the tablets are read while no commit changes them
             self._refresh()
             if load:
                 for b in range(self.schema_at(self._version).num_buckets):
                     self._tablet(b)
-            tablets = dict(self._tablets)
-        return table_stats(self, tablets, disk_max_age=disk_max_age)
+            return table_stats(self, dict(self._tablets), disk_max_age=disk_max_age)
 
 
 # ---------------------------------------------------------------------- helpers

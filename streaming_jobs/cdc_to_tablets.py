@@ -413,6 +413,7 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
         while not stop.event.is_set():
             if query.awaitTermination(0.5):
                 break
+            observer.refresh_if_due()  # the table gauges catch up after the last batch
     except StreamingQueryException as exc:
         failure = exc
     if stop.event.is_set() and query.isActive:

@@ -462,3 +462,29 @@ def test_observer_counts_logs_and_refreshes_table_gauges_for_real_batch_stats(
     assert m.value("cdc_sink_batches_total", result="failed") == 1
     assert m.value("cdc_sink_table_version") == 1
     assert m.value("cdc_sink_table_live_rows") == 1
+
+
+def test_observer_refreshes_table_stats_at_most_every_interval(tmp_path: object) -> None:
+    import cdc_sink
+    from cdc_sink.metrics.observer import BatchObserver
+    from cdc_sink.spark.writer import BatchStats
+
+    class Sink:
+        on_batch = None
+
+    sink = Sink()
+    table = cdc_sink.create_table(f"{tmp_path}/t", SCHEMA)
+    sink.table = table  # type: ignore[attr-defined]
+    m = SinkMetrics("t", "job-1")
+    obs = BatchObserver(sink, m, stats_interval=3600).attach()
+    for i in range(3):
+        res = table.apply([{"op": "upsert", "key": {"id": i}, "set": {"r": 1.0}, "seq": 1}])
+        obs.on_batch(BatchStats(i, res.version, False, 1, 0, {"inserted": 1}))
+        # The version follows every batch; the other gauges were refreshed once.
+        assert m.value("cdc_sink_table_version") == res.version
+        assert m.value("cdc_sink_table_live_rows") == 1
+    obs.refresh_if_due()
+    assert m.value("cdc_sink_table_live_rows") == 1  # not due within the interval
+    obs.stats_interval = 0
+    obs.refresh_if_due()  # a batch committed since the last refresh: catches up
+    assert m.value("cdc_sink_table_live_rows") == 3

@@ -14,6 +14,7 @@ one ``key=value`` line::
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -59,15 +60,20 @@ class BatchObserver:
         sink_fn: The ``SinkFunction`` (``.table``, ``.on_batch``).
         metrics: Where to count (``None``: only the log line).
         log: Logger of the per-batch line (default this module's).
+        stats_interval: Seconds between two refreshes of the table gauges from batches.
         disk_max_age: Seconds a directory walk of the table is reused for its gauges.
     """
 
     def __init__(self, sink_fn: Any, metrics: SinkMetrics | None, *,
-                 log: logging.Logger | None = None, disk_max_age: float = 10.0) -> None:
+                 log: logging.Logger | None = None, stats_interval: float = 5.0,
+                 disk_max_age: float = 10.0) -> None:
         self.sink_fn = sink_fn
         self.metrics = metrics
         self.log = log or logger
+        self.stats_interval = stats_interval
         self.disk_max_age = disk_max_age
+        self._refreshed_at: float | None = None
+        self._dirty = False
 
     def attach(self) -> BatchObserver:
         """Sets ``sink_fn.on_batch`` to :meth:`on_batch`; returns ``self``."""
@@ -89,13 +95,26 @@ class BatchObserver:
                 self.log.error(line)
             else:
                 self.log.info(line)
-        if result == "committed":
+        if result == "committed" and self.metrics is not None:
+            if st.version is not None:
+                self.metrics.observe_table_version(st.version)
+            self._dirty = True
+            self.refresh_if_due()
+
+    def refresh_if_due(self) -> None:
+        """Refreshes the table gauges if a batch committed since the last refresh and
+        ``stats_interval`` has passed (the job calls it from its main loop too)."""
+        due = self._refreshed_at is None or \
+            time.monotonic() - self._refreshed_at >= self.stats_interval
+        if self._dirty and due:
             self.refresh_table()
 
     def refresh_table(self) -> None:
-        """Sets the table gauges from ``table.stats()`` (failures are logged)."""
+        """Sets the table gauges from ``table.stats()`` now (failures are logged)."""
         if self.metrics is None:
             return
+        self._refreshed_at = time.monotonic()
+        self._dirty = False
         try:
             stats = self.sink_fn.table.stats(disk_max_age=self.disk_max_age)
         except Exception:

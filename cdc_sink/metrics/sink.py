@@ -295,6 +295,11 @@ class SinkMetrics:
         self._t_snap.labels(**b).set(stats.snapshot_bytes)
 
     @_never_raises
+    def observe_table_version(self, version: int) -> None:
+        """Sets the version gauge (cheap: after every committed batch)."""
+        self._t_version.labels(**self._base).set(version)
+
+    @_never_raises
     def observe_compaction(self, seconds: float) -> None:
         """Counts one compaction that took ``seconds``."""
         self._compactions.labels(**self._base).inc()
