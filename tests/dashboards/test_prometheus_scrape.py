@@ -1,0 +1,340 @@
+"""The dashboard proven against a real Prometheus scraping the real streaming job.
+
+A real Kafka broker, the demo's orders workload, ``streaming_jobs/cdc_to_tablets.py``
+under ``spark-submit`` with ``--metrics-port`` (both apply modes), and Debian's
+``prometheus`` scraping the job every second with the alert rules loaded. Once the job
+has applied every event, every query of every panel of the committed dashboard JSON,
+with its template variables substituted, must return at least one series with a finite
+value through Prometheus's HTTP API (a panel that returns nothing fails the test, named);
+every alert rule must evaluate without error on the real series; and the counters must
+agree with the table (events, dead letters, version).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from cdc_sink.kafka.broker import KafkaHandle, start_kafka
+from tests.dashboards.dashboard_files import RULES, committed_dashboard, panel_queries, substitute
+from tests.dashboards.prometheus_server import (
+    PrometheusServer,
+    finite_series,
+    free_port,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
+
+REPO = Path(__file__).resolve().parents[2]
+MODES = ("driver", "executors")
+EVENTS = 1200          # demo orders records per job (valid, stale and malformed)
+PER_TRIGGER = 300      # --max-offsets-per-trigger: several micro-batches, a visible lag
+RATE_INTERVAL = "30s"  # what $__rate_interval becomes
+STEP = "2s"            # of the range queries over the run (Grafana: range / max points)
+# Maintenance the dashboard shows: compaction and GC every few committed batches.
+MAINTENANCE = ["--compact-every", "1", "--gc-every", "2", "--retain-versions", "3",
+               "--retain-seconds", "0"]
+
+T = TypeVar("T")
+
+
+def _wait_for(what: str, fn: Callable[[], T | None], timeout: float, *,
+              job: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> T:
+    """Polls ``fn`` until it returns a value (the job runs in another process: there is
+    no stream to drive from here, only its progress to observe)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value is not None:
+            return value
+        if job is not None and job.poll() is not None:
+            tail = log.read_text(errors="replace")[-6000:] if log else ""
+            pytest.fail(f"the job exited ({job.returncode}) before {what}:\n{tail}")
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-6000:] if log else ""
+            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{tail}")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[KafkaHandle]:
+    handle = start_kafka(num_partitions=2)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="module")
+def metrics_ports() -> dict[str, int]:
+    """The ``--metrics-port`` of the job of each mode (Prometheus scrapes both)."""
+    return {mode: free_port() for mode in MODES}
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory,
+               metrics_ports: dict[str, int]) -> Iterator[PrometheusServer]:
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"),
+                              [f"127.0.0.1:{p}" for p in metrics_ports.values()],
+                              rule_files=[RULES], scrape_interval="1s")
+    with server:
+        yield server
+
+
+def _descendants(pid: int) -> list[int]:
+    """Pids of the processes below ``pid`` (from /proc)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, pp in parent.items() if pp in frontier]
+        out += kids
+        frontier = kids
+    return out
+
+
+@dataclass
+class _Job:
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """Stops the job as an operator does: SIGTERM to its Python driver (the job stops
+        its query and exits, then spark-submit's JVM exits with its code). Whatever is
+        left of the process group after ``timeout`` is killed."""
+        if self.proc.poll() is None:
+            drivers = []
+            for pid in _descendants(self.proc.pid):
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if any(arg.endswith(b"cdc_to_tablets.py") for arg in cmdline[1:]) and \
+                        b"java" not in cmdline[0]:
+                    drivers.append(pid)
+            for pid in drivers or [self.proc.pid]:
+                os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # leftovers (none when all went well)
+        if self.proc.poll() is None:
+            self.proc.wait(timeout=30)
+        return self.proc.returncode
+
+
+def _start_job(kafka: KafkaHandle, topic: str, table: Path, workdir: Path, mode: str,
+               port: int) -> _Job:
+    from cdc_sink.kafka.jars import spark_kafka_conf
+
+    submit = str(Path(sys.executable).with_name("spark-submit"))
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    cmd = [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
+           "--conf", "spark.sql.shuffle.partitions=2",
+           str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
+           "--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic,
+           "--table-path", str(table),
+           "--schema-file", str(REPO / "streaming_jobs" / "orders_schema.json"),
+           "--checkpoint", str(workdir / "checkpoint"), "--trigger", "1 second",
+           "--apply-mode", mode, "--dead-letter", f"file://{workdir / 'dlq'}",
+           "--max-offsets-per-trigger", str(PER_TRIGGER),
+           "--metrics-port", str(port), *MAINTENANCE]
+    log = workdir / "job.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    return _Job(proc, log)
+
+
+def _sum(prom: PrometheusServer, expr: str) -> float | None:
+    v = prom.value(f"sum({expr})")
+    return None if v is None or math.isnan(v) else v
+
+
+def _check_panels(prom: PrometheusServer, table: str, app_id: str, start: float,
+                  end: float) -> list[str]:
+    """Every panel query of the committed dashboard, substituted for this job, as Grafana
+    sends it for a dashboard showing ``start..end`` (the job's run): the range query must
+    draw at least one finite point, and the instant query at ``end`` must return at least
+    one series. Returns the panels (named) that fail."""
+    failed = []
+    for q in panel_queries(committed_dashboard()):
+        expr = substitute(q.expr, table=table, app_id=app_id, rate_interval=RATE_INTERVAL)
+        instant = prom.query(expr, at=end)
+        drawn = finite_series(prom.query_range(expr, start, end, step=STEP))
+        if not instant or not drawn:
+            failed.append(f"panel {q.name!r}: {expr} -> instant {instant}, "
+                          f"{len(drawn)} series with data over the run")
+    return failed
+
+
+def _rule_health(prom: PrometheusServer) -> dict[str, tuple[str, str, str]]:
+    """``alert name -> (health, last error, last evaluation)`` from /api/v1/rules."""
+    return {r["name"]: (r["health"], r.get("lastError", ""), r.get("lastEvaluation", ""))
+            for g in prom.api("rules")["groups"] for r in g["rules"]}
+
+
+@dataclass
+class _Run:
+    """The job of one apply mode: its topic, workload, table, endpoint and process."""
+
+    mode: str
+    workdir: Path
+    port: int
+    records: list[Any]
+    job: _Job | None = None
+
+    @property
+    def topic(self) -> str:
+        return f"dash-{self.mode}-{os.getpid()}"
+
+    @property
+    def table_path(self) -> Path:
+        return self.workdir / f"orders_{self.mode}"
+
+    @property
+    def instance(self) -> str:
+        """The matcher of this job's series (Prometheus's ``instance`` label)."""
+        return f'instance="127.0.0.1:{self.port}"'
+
+
+def _wait_all(what: str, runs: list[_Run], fn: Callable[[_Run], bool], timeout: float) -> None:
+    """Polls until ``fn`` holds for every run; fails with the log of a job that died, or
+    of the first job still waiting at the timeout."""
+    pending = list(runs)
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [r for r in pending if not fn(r)]
+        if not pending:
+            return
+        for r in pending:
+            assert r.job is not None
+            if r.job.proc.poll() is not None:
+                pytest.fail(f"the {r.mode} job exited ({r.job.proc.returncode}) before "
+                            f"{what}:\n{r.job.log.read_text(errors='replace')[-6000:]}")
+        if time.monotonic() > deadline:
+            assert pending[0].job is not None
+            pytest.fail(f"{pending[0].mode} job: timed out after {timeout}s waiting for "
+                        f"{what}:\n{pending[0].job.log.read_text(errors='replace')[-6000:]}")
+        time.sleep(0.5)
+
+
+def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
+        kafka: KafkaHandle, prometheus: PrometheusServer, metrics_ports: dict[str, int],
+        tmp_path: Path) -> None:
+    """Both jobs run at the same time (one per apply mode, each on its own topic, table
+    and metrics port); Prometheus scrapes both."""
+    import cdc_sink
+    from cdc_sink.demo import generate_orders, orders_schema
+    from cdc_sink.demo.stream import produce_records
+    from cdc_sink.kafka.deadletter import ParquetDeadLetter
+    from cdc_sink.kafka.producer import CdcProducer
+
+    records = generate_orders(EVENTS, seed=29)
+    half = len(records) // 2
+    runs = [_Run(mode, tmp_path / mode, metrics_ports[mode], records) for mode in MODES]
+    producers = {}
+    started = time.time()
+    scraped: dict[str, dict[str, float | None]] = {}
+    try:
+        for run in runs:
+            run.workdir.mkdir()
+            kafka.create_topic(run.topic, 2)
+            producers[run.mode] = CdcProducer(kafka.bootstrap_servers, run.topic,
+                                              orders_schema())
+            produce_records(producers[run.mode], records[:half])  # before the job: a lag
+            producers[run.mode].flush()
+            run.job = _start_job(kafka, run.topic, run.table_path, run.workdir, run.mode,
+                                 run.port)
+        # each job is up, scraped, and has committed: then the second half arrives while
+        # it works through the first
+        _wait_all("a first commit scraped by Prometheus", runs,
+                  lambda r: bool(_sum(prometheus, f"cdc_sink_table_version{{{r.instance}}}")),
+                  240)
+        for run in runs:
+            produce_records(producers[run.mode], records[half:])
+            producers[run.mode].flush()
+
+        def caught_up(r: _Run) -> bool:
+            read = _sum(prometheus, f'cdc_sink_events_total{{{r.instance}, op="all"}}')
+            gc = _sum(prometheus, f"cdc_sink_gc_runs_total{{{r.instance}}}")
+            compactions = _sum(prometheus, f"cdc_sink_compactions_total{{{r.instance}}}")
+            return read == len(records) and (gc or 0) > 0 and (compactions or 0) > 0
+
+        _wait_all(f"all {len(records)} events, a compaction and a GC run in Prometheus",
+                  runs, caught_up, 240)
+
+        # every panel, for each job's table and app id
+        empty = []
+        app_ids = {}
+        for run in runs:
+            series = prometheus.query(f"cdc_sink_table_version{{{run.instance}}}")
+            assert len(series) == 1, series
+            table, app_id = series[0]["metric"]["table"], series[0]["metric"]["app_id"]
+            app_ids[run.mode] = app_id
+            empty += [f"{run.mode} job: {e}"
+                      for e in _check_panels(prometheus, table, app_id, started, time.time())]
+        assert empty == [], "panels without data:\n" + "\n".join(empty)
+
+        # the alert rules: every expression runs on the real series, and the rules
+        # Prometheus loaded evaluate without error
+        rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+        for r in rules:
+            prometheus.query(r["expr"])  # raises on an error
+
+        def evaluated() -> dict[str, tuple[str, str, str]] | None:
+            h = _rule_health(prometheus)
+            done = all(v[2] and not v[2].startswith("0001") for v in h.values())
+            return h if h and done else None
+
+        health = _wait_for("an evaluation of every alert rule", evaluated, 30)
+        assert set(health) == {r["alert"] for r in rules}
+        assert all(v[0] == "ok" and not v[1] for v in health.values()), health
+        # healthy runs fire nothing
+        firing = [a for a in prometheus.api("alerts")["alerts"] if a["state"] == "firing"]
+        assert firing == []
+
+        for run in runs:
+            scraped[run.mode] = {
+                "version": prometheus.value(f"cdc_sink_table_version{{{run.instance}}}"),
+                "dead_letters": _sum(prometheus,
+                                     f"cdc_sink_dead_letters_total{{{run.instance}}}"),
+                "received": _sum(prometheus,
+                                 f'cdc_sink_events_total{{{run.instance}, outcome="received"}}'),
+            }
+    finally:
+        codes = {run.mode: run.job.stop() for run in runs if run.job is not None}
+        for producer in producers.values():
+            producer.close()
+    for run in runs:
+        assert run.job is not None
+        assert codes[run.mode] == 0, run.job.log.read_text(errors="replace")[-6000:]
+    assert len(set(app_ids.values())) == len(runs)
+
+    # the counters agree with each table and its dead-letter sink
+    for run in runs:
+        got = scraped[run.mode]
+        assert got["version"] == cdc_sink.open_table(run.table_path).version, run.mode
+        dead_letters = ParquetDeadLetter(run.workdir / "dlq").read().num_rows
+        assert got["dead_letters"] == dead_letters == sum(r.malformed for r in records), run.mode
+        assert got["received"] == len(records), run.mode
