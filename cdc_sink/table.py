@@ -9,6 +9,7 @@ On disk (every file immutable once written; the log entry is the only commit poi
       _log/_checkpoint.<version>.json     written by GC before old entries go
       _wal/<bucket>/<v>-<attempt>.wal     change segments (storage/segments.py)
       _snapshots/<bucket>/<v>-<a>.manifest, _pages/<bucket>/<v>-<a>.pages   (snapshot.py)
+      _rejects/<v>-<attempt>.arrow        the events version v refused (storage/rejects.py)
 
 In memory, a :class:`Table` opened for writing keeps one :class:`MemTablet` per bucket
 at the latest version (loaded lazily: newest snapshot + the segments after it), retains
@@ -55,6 +56,7 @@ from cdc_sink.storage.fsutil import (
     write_file_durable,
 )
 from cdc_sink.storage.history import History
+from cdc_sink.storage.rejects import REJECTS_DIR, REJECTS_SCHEMA, read_rejects, write_rejects
 from cdc_sink.storage.segments import file_version, read_change_segment, write_change_segment
 from cdc_sink.storage.snapshot import (
     LocationUpdate,
@@ -70,7 +72,7 @@ from cdc_sink.tablet import ApplyResult, MemTablet, TabletOptions
 __all__ = ["CommitResult", "PreparedBucket", "Table", "TableOptions", "create_table",
            "open_table"]
 
-register("table.prepared", "table.committed", "gc.deleting")
+register("table.prepared", "table.rejects_written", "table.committed", "gc.deleting")
 
 
 @dataclass(frozen=True)
@@ -489,10 +491,34 @@ class Table:
             return schema.arrow_schema(names).empty_table()
         return pa.concat_tables(parts)
 
+    def _doomed_rejects(self, horizon: int, latest: int, grace: float) -> list[str]:
+        """Rejects files GC deletes: those of versions below the horizon, and orphans."""
+        top = os.path.join(self.root, REJECTS_DIR)
+        if not os.path.isdir(top):
+            return []
+        named = {e.rejects for e in self.log.entries(from_version=horizon, to_version=latest)
+                 if e.rejects is not None}
+        doomed = []
+        for name in list_files(top, ".arrow"):
+            rel = f"{REJECTS_DIR}/{name}"
+            fv = file_version(name)
+            full = os.path.join(self.root, rel)
+            if rel in named or fv is None:
+                continue
+            if fv > latest and not _older_than(full, grace):
+                continue  # a commit may still be in flight
+            doomed.append(full)
+        return doomed
+
     # ------------------------------------------------------------------ writes
     def apply(self, events: Sequence[Mapping[str, Any]] | pa.Table | ChangeBatch, *,
-              app_id: str | None = None, batch_id: int | None = None) -> CommitResult:
+              app_id: str | None = None, batch_id: int | None = None,
+              source: pa.Table | None = None, source_rejects: Rejects | None = None,
+              source_offsets: Mapping[str, Mapping[str, int]] | None = None
+              ) -> CommitResult:
         """Commits a batch of change events as the next version.
+
+        Every refused event is recorded durably with the version (:meth:`rejects`).
 
         Args:
             events: Event dicts ``{"op", "key", "set", "seq"?}``, a wire-form Arrow table,
@@ -500,6 +526,13 @@ class Table:
             app_id: Writer id for exactly-once commits (with ``batch_id``).
             batch_id: Monotonic batch number of ``app_id``; a batch whose id is <= the
                 last one committed for ``app_id`` is skipped.
+            source: Where each event came from, one row per event position (row ``i``
+                describes position ``i``): any of ``topic``, ``partition``, ``offset``,
+                ``key``, ``value``; copied into the version's rejects.
+            source_rejects: Events refused before this call (e.g. by a decoder), by
+                position, to record with the version's rejects.
+            source_offsets: Per topic and partition, the offset after the batch's last
+                record (recorded in the log entry).
 
         Returns:
             The version, counts and rejects (invalid events never reach a tablet).
@@ -517,21 +550,54 @@ class Table:
                 return CommitResult(version=self._version, skipped=True)
             schema = self.schema_at(self._version)
             batch, rejects = _to_batch(events, schema)
+            if source_rejects is not None:
+                rejects.extend(source_rejects)
             v = self._version + 1
             prepared: list[PreparedBucket] = []
             try:
                 for b, part in sorted(batch.split_by_bucket().items()):
                     prepared.append(self.prepare_bucket(b, v, part))
-                result = self.commit_prepared(v, prepared, app_id=app_id, batch_id=batch_id,
-                                              events=len(batch))
+                refused = Rejects()
+                refused.extend(rejects)
+                for p in prepared:
+                    refused.extend(Rejects(np.asarray(p.reject_positions, dtype=np.int64),
+                                           list(p.reject_reasons)))
+                result = self.commit_prepared(
+                    v, prepared, app_id=app_id, batch_id=batch_id, events=len(batch),
+                    rejects=reject_records(_sorted_rejects(refused), source),
+                    source_offsets=source_offsets)
             except BaseException:
                 self.abort_prepared(v, prepared)
                 raise
             result.rejects.extend(rejects)
-            order = np.argsort(result.rejects.positions, kind="stable")
-            result.rejects = Rejects(result.rejects.positions[order],
-                                     [result.rejects.reasons[i] for i in order.tolist()])
+            result.rejects = _sorted_rejects(result.rejects)
             return result
+
+    def rejects(self, version: int | None = None) -> pa.Table:
+        """The events that version ``version`` (default: the latest) refused.
+
+        Returns:
+            A table of the rejects file's columns (position, topic, partition, offset,
+            key, value, reason) plus ``version``, ``app_id`` and ``batch_id`` of the
+            commit; empty when the version refused nothing.
+
+        Raises:
+            VersionNotFound: The version does not exist or is no longer retained.
+        """
+        with self._lock:
+            self._refresh()
+            v = self._version if version is None else version
+            if v < self.oldest_version or v > self._version:
+                raise VersionNotFound(
+                    f"version {v} is not readable: retained versions are "
+                    f"{self.oldest_version}..{self._version}")
+            entry = self.log.read(v)
+        table = (read_rejects(self.root, entry.rejects) if entry.rejects is not None
+                 else REJECTS_SCHEMA.empty_table())
+        n = table.num_rows
+        return (table.append_column("version", pa.array([v] * n, pa.int64()))
+                .append_column("app_id", pa.array([entry.app_id] * n, pa.string()))
+                .append_column("batch_id", pa.array([entry.batch_id] * n, pa.int64())))
 
     def is_committed(self, app_id: str | None, batch_id: int | None) -> bool:
         """Whether ``(app_id, batch_id)`` (or a later batch of ``app_id``) is committed."""
@@ -578,8 +644,14 @@ class Table:
 
     def commit_prepared(self, version: int, prepared: Sequence[PreparedBucket], *,
                         app_id: str | None = None, batch_id: int | None = None,
-                        events: int | None = None) -> CommitResult:
+                        events: int | None = None, rejects: pa.Table | None = None,
+                        source_offsets: Mapping[str, Mapping[str, int]] | None = None
+                        ) -> CommitResult:
         """Commit step: creates log entry ``version`` naming the prepared buckets.
+
+        ``rejects`` (columns of :data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`) are
+        written durably first and named by the entry, so they exist exactly when the
+        version does; ``source_offsets`` go into the entry.
 
         Raises:
             CommitConflict: Another writer committed ``version`` first (the caller must
@@ -598,12 +670,21 @@ class Table:
             if events is not None:
                 stats["events"] = events
             schema_id = self._history.schema_id_at(version - 1)
+            rejects_rel = None
+            if rejects is not None and rejects.num_rows:
+                rejects_rel = write_rejects(self.root, version, rejects)
+                fault_point("table.rejects_written")
+            offsets = {str(t): {str(p): int(o) for p, o in parts.items()}
+                       for t, parts in (source_offsets or {}).items()}
             entry = LogEntry(version=version, app_id=app_id, batch_id=batch_id,
                              commit_time_ms=self._commit_time(), schema_id=schema_id,
-                             buckets=refs, stats=stats)
+                             buckets=refs, stats=stats, rejects=rejects_rel,
+                             source_offsets=offsets)
             try:
                 self.log.commit(entry)
             except CommitConflict:
+                if rejects_rel is not None:
+                    _remove_quietly(os.path.join(self.root, rejects_rel))
                 raise
             except BaseException:
                 # The outcome is unknown (e.g. the directory fsync failed after the entry
@@ -831,6 +912,7 @@ class Table:
                         if fv > latest and not _older_than(full, orphan_grace_seconds):
                             continue  # a commit may still be in flight
                         doomed.append(full)
+            doomed += self._doomed_rejects(horizon, latest, orphan_grace_seconds)
             doomed += [self.log.entry_path(v) for v in range(self.oldest_version, horizon)]
             if dry_run:
                 return sorted(doomed)
@@ -876,6 +958,35 @@ class Table:
 
 
 # ---------------------------------------------------------------------- helpers
+def _sorted_rejects(rejects: Rejects) -> Rejects:
+    order = np.argsort(rejects.positions, kind="stable")
+    return Rejects(rejects.positions[order], [rejects.reasons[i] for i in order.tolist()])
+
+
+def reject_records(rejects: Rejects, source: pa.Table | None = None) -> pa.Table:
+    """The rejects-file records of ``rejects``, with their source columns when given.
+
+    Args:
+        rejects: Positions and reasons.
+        source: One row per event position (any of ``topic``, ``partition``, ``offset``,
+            ``key``, ``value``); row ``i`` describes position ``i``.
+
+    Returns:
+        A table of :data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`.
+    """
+    pos = np.asarray(rejects.positions, dtype=np.int64)
+    n = len(pos)
+    cols: dict[str, pa.Array | pa.ChunkedArray] = {"position": pa.array(pos, pa.int64())}
+    if source is not None and n:
+        idx = pa.array(pos)
+        for f in REJECTS_SCHEMA:
+            if f.name in source.column_names and f.name not in ("position", "reason"):
+                cols[f.name] = source.column(f.name).take(idx).cast(f.type)
+    cols["reason"] = pa.array(list(rejects.reasons), pa.string())
+    return pa.table([cols[f.name] if f.name in cols else pa.nulls(n, f.type)
+                     for f in REJECTS_SCHEMA], schema=REJECTS_SCHEMA)
+
+
 def _to_batch(events: Any, schema: TableSchema) -> tuple[ChangeBatch, Rejects]:
     if isinstance(events, ChangeBatch):
         return events, Rejects()

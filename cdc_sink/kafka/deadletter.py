@@ -6,9 +6,27 @@ Arrow table of :data:`DEAD_LETTER_SCHEMA`::
     topic: string | partition: int32 | offset: int64 | key: binary | value: binary
     reason: string | batch_id: int64 | app_id: string
 
-Two implementations, both picklable (a Spark task may carry them) and both fit for
-replayed batches (a batch retried after a failure writes its rejects again; readers
-dedupe on ``(topic, partition, offset)``):
+**Exactly once.** The streaming sink does not write dead letters itself: a batch's
+rejects are stored in the table, atomically with the version that rejected them
+(:mod:`cdc_sink.storage.rejects`), and :func:`forward` copies each committed version's
+rejects to the sink with :meth:`DeadLetterSink.write_version`, in version order, resuming
+after the last version the sink already holds (:meth:`DeadLetterSink.forwarded_version`).
+Both sinks here make that step idempotent, so a crash anywhere neither loses nor
+duplicates a dead letter:
+
+- Parquet: one file per version, published with ``link()`` (create-if-absent): a
+  replayed forward finds the file and skips it; the cursor is the newest file's version.
+- Kafka: a transactional producer writes a version's records and moves the cursor (the
+  committed offset of a consumer group of the sink's own, on partition 0 of the
+  dead-letter topic, set to ``version + 1``) in one Kafka transaction
+  (``send_offsets_to_transaction``), as Kafka Streams does; readers of the topic use
+  ``isolation.level=read_committed``. This needs the confluent-kafka backend; with
+  kafka-python the forwarder keeps its cursor in the table directory and a crash between
+  the write and the cursor update can repeat one version (at least once).
+
+A sink of your own may implement only ``write(records)``: it then gets the cursor-file
+behaviour (at least once). ``write`` is also still how tests and tools write records
+directly. Both implementations are picklable (a Spark task may carry them):
 
 - :class:`KafkaDeadLetter` re-produces each record to a dead-letter topic: the original
   key and value bytes, and headers ``topic``, ``partition``, ``offset``, ``reason``,
@@ -27,12 +45,13 @@ dedupe on ``(topic, partition, offset)``):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -42,6 +61,9 @@ import pyarrow.parquet as pq
 
 from cdc_sink.kafka.producer import BackendName, RawProducer
 
+if TYPE_CHECKING:
+    from cdc_sink.table import Table
+
 __all__ = [
     "DEAD_LETTER_SCHEMA",
     "HEADER_NAMES",
@@ -49,6 +71,7 @@ __all__ = [
     "KafkaDeadLetter",
     "ParquetDeadLetter",
     "dedupe",
+    "forward",
     "from_uri",
     "records_from_rows",
 ]
@@ -104,11 +127,29 @@ def dedupe(records: pa.Table) -> pa.Table:
 
 
 class DeadLetterSink:
-    """Where rejected records go: anything with ``write(records: pa.Table) -> None``."""
+    """Where rejected records go: anything with ``write(records: pa.Table) -> None``.
+
+    Attributes:
+        exactly_once: ``write_version`` and ``forwarded_version`` are idempotent and
+            durable together (else :func:`forward` keeps a cursor file, at least once).
+    """
+
+    exactly_once: bool = False
 
     def write(self, records: pa.Table) -> None:
         """Stores ``records`` (columns of :data:`DEAD_LETTER_SCHEMA`) durably."""
         raise NotImplementedError
+
+    def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
+        """Stores the dead letters of one table version of ``app_id`` (all at once)."""
+        self.write(records)
+
+    def forwarded_version(self, app_id: str) -> int | None:
+        """The newest table version of ``app_id`` this sink holds (None: unknown/none)."""
+        return None
+
+    def close(self) -> None:
+        """Releases clients (a later write opens new ones)."""
 
     def read(self, *, deduplicate: bool = True) -> pa.Table:
         """Every record stored so far (one per source position with ``deduplicate``)."""
@@ -125,11 +166,39 @@ class ParquetDeadLetter(DeadLetterSink):
         path: The directory (created when missing).
     """
 
+    exactly_once = True
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
 
     def __repr__(self) -> str:
         return f"ParquetDeadLetter({str(self.path)!r})"
+
+    def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
+        """Publishes ``version-<v>-<app>.parquet`` unless it exists (idempotent)."""
+        table = _conform(records)
+        self.path.mkdir(parents=True, exist_ok=True)
+        name = f"version-{version:020d}-{_app_tag(app_id)}.parquet"
+        if (self.path / name).exists():
+            return
+        tmp = self.path / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(tmp, "wb") as f:
+                pq.write_table(table, f, compression="zstd")
+                f.flush()
+                os.fsync(f.fileno())
+            with contextlib.suppress(FileExistsError):  # create-if-absent: never replaces
+                os.link(tmp, self.path / name)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(self.path)
+
+    def forwarded_version(self, app_id: str) -> int | None:
+        """The newest version file of ``app_id`` (None: none yet)."""
+        tag = _app_tag(app_id)
+        versions = [int(p.name.split("-")[1]) for p in self.path.glob(f"version-*-{tag}.parquet")
+                    ] if self.path.is_dir() else []
+        return max(versions) if versions else None
 
     def write(self, records: pa.Table) -> None:
         """Writes one file per batch id in ``records`` (nothing for no records).
@@ -161,17 +230,14 @@ class ParquetDeadLetter(DeadLetterSink):
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_dir(self.path)
 
     def files(self) -> list[Path]:
-        """The committed files, oldest batch first (temporary files are not listed)."""
+        """The committed files, oldest first (temporary files are not listed)."""
         if not self.path.is_dir():
             return []
-        return sorted(p for p in self.path.glob("batch-*.parquet") if p.is_file())
+        return sorted(p for pattern in ("batch-*.parquet", "version-*.parquet")
+                      for p in self.path.glob(pattern) if p.is_file())
 
     def read(self, *, deduplicate: bool = True) -> pa.Table:
         """Every dead letter written so far, batch order."""
@@ -204,7 +270,11 @@ class KafkaDeadLetter(DeadLetterSink):
         self.timeout = timeout
         self.config = dict(config)
         self._producer: RawProducer | None = None
+        self._txn: dict[str, Any] = {}  # app_id -> (transactional producer, consumer)
         self._pid = os.getpid()
+        from cdc_sink.kafka.producer import resolve_backend
+
+        self.exactly_once = resolve_backend(backend) == "confluent"
 
     def __repr__(self) -> str:
         return f"KafkaDeadLetter({self.bootstrap_servers!r}, {self.topic!r})"
@@ -212,7 +282,78 @@ class KafkaDeadLetter(DeadLetterSink):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_producer"] = None  # a client does not travel; each process makes its own
+        state["_txn"] = {}
         return state
+
+    def _transactional(self, app_id: str) -> tuple[Any, Any]:
+        """This app's transactional producer and cursor consumer (confluent-kafka)."""
+        if self._pid != os.getpid():
+            self._txn, self._producer, self._pid = {}, None, os.getpid()
+        pair = self._txn.get(app_id)
+        if pair is None:
+            from confluent_kafka import Consumer, Producer
+
+            tag = _app_tag(app_id)
+            producer = Producer({**self.config, "bootstrap.servers": self.bootstrap_servers,
+                                 "transactional.id": f"cdc_sink-dlq-{self.topic}-{tag}"})
+            producer.init_transactions(self.timeout)  # fences a previous incarnation
+            consumer = Consumer({"bootstrap.servers": self.bootstrap_servers,
+                                 "group.id": self.cursor_group(app_id),
+                                 "enable.auto.commit": False,
+                                 "isolation.level": "read_committed"})
+            pair = (producer, consumer)
+            self._txn[app_id] = pair
+        return pair
+
+    def cursor_group(self, app_id: str) -> str:
+        """The consumer group whose committed offset is this sink's cursor for ``app_id``."""
+        return f"cdc_sink-dlq-cursor-{self.topic}-{_app_tag(app_id)}"
+
+    def forwarded_version(self, app_id: str) -> int | None:
+        """The newest version whose dead letters are committed to the topic (the cursor).
+
+        Raises:
+            KafkaException: The cursor could not be read.
+        """
+        if not self.exactly_once:
+            return None
+        from confluent_kafka import TopicPartition
+
+        _, consumer = self._transactional(app_id)
+        tp = consumer.committed([TopicPartition(self.topic, 0)], timeout=self.timeout)[0]
+        return int(tp.offset) - 1 if tp.offset is not None and tp.offset > 0 else None
+
+    def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
+        """Writes a version's records and moves the cursor in one Kafka transaction.
+
+        Raises:
+            KafkaException: The transaction failed (it is aborted; nothing is visible).
+        """
+        if not self.exactly_once:
+            self.write(records)
+            return
+        from confluent_kafka import TopicPartition
+
+        table = _conform(records)
+        producer, consumer = self._transactional(app_id)
+        producer.begin_transaction()
+        try:
+            cols = {name: table.column(name).to_pylist() for name in DEAD_LETTER_SCHEMA.names}
+            for i in range(table.num_rows):
+                headers = [(h, b"" if cols[h][i] is None else str(cols[h][i]).encode())
+                           for h in HEADER_NAMES]
+                producer.produce(self.topic, value=cols["value"][i], key=cols["key"][i],
+                                 headers=headers)
+                if i % 10_000 == 9_999:
+                    producer.poll(0)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(self.topic, 0, version + 1)],
+                consumer.consumer_group_metadata(), self.timeout)
+            producer.commit_transaction(self.timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                producer.abort_transaction(self.timeout)
+            raise
 
     def _client(self) -> RawProducer:
         if self._producer is None or self._pid != os.getpid():  # fork-safe
@@ -246,10 +387,14 @@ class KafkaDeadLetter(DeadLetterSink):
                 error=f"{left} dead letter(s) unacknowledged after {self.timeout}s")])
 
     def close(self) -> None:
-        """Closes the producer (a later ``write`` opens a new one)."""
+        """Closes the producers (a later ``write`` opens new ones)."""
         if self._producer is not None:
             producer, self._producer = self._producer, None
             producer.close(self.timeout)
+        txn, self._txn = self._txn, {}
+        for producer, consumer in txn.values():
+            producer.flush(self.timeout)
+            consumer.close()
 
     def read(self, *, deduplicate: bool = True, timeout: float = 30.0) -> pa.Table:
         """Consumes the dead-letter topic from the beginning to its current end.
@@ -282,12 +427,15 @@ def _consume_all(bootstrap_servers: str, topic: str,
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "cdc_sink-dlq-read",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
     try:
         md = consumer.list_topics(topic, timeout=timeout)
         parts = sorted(md.topics[topic].partitions)
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
                 for p in parts}
+        # With transactions the last offsets may be commit markers, never delivered:
+        # read until the position (not the last message) reaches the end.
         todo = {p: hi for p, (lo, hi) in ends.items() if hi > lo}
         if not todo:
             return []
@@ -332,6 +480,79 @@ def _consume_all_kafka_python(bootstrap_servers: str, topic: str,
         return [r for p in sorted(out) for r in out[p]]
     finally:
         consumer.close()
+
+
+# -- forwarding ---------------------------------------------------------------------------
+
+
+def _app_tag(app_id: str) -> str:
+    """A short, file- and topic-name-safe tag of an app id."""
+    import hashlib
+
+    return hashlib.sha256(app_id.encode()).hexdigest()[:16]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _cursor_path(table_root: str, sink: Any, app_id: str) -> Path:
+    tag = _app_tag(f"{app_id}|{sink!r}")
+    return Path(table_root) / "_dead_letters" / f"{tag}.cursor"
+
+
+def forward(table: Table, sink: Any, app_id: str) -> int:
+    """Copies the rejects of every version ``app_id`` committed to ``sink``, exactly once.
+
+    Versions are forwarded in order, starting after the sink's cursor
+    (:meth:`DeadLetterSink.forwarded_version`, or a cursor file in the table directory for
+    sinks that keep none). Versions that refused nothing are passed over; versions no
+    longer retained by the table (GC) cannot be forwarded and are logged.
+
+    Args:
+        table: The table whose versions hold the rejects.
+        sink: Where the dead letters go: a :class:`DeadLetterSink`, or any object with
+            ``write(records)`` (forwarded at least once, with a cursor file).
+        app_id: The writer whose versions are forwarded.
+
+    Returns:
+        The number of dead letters written.
+    """
+    import json as _json
+
+    exactly_once = bool(getattr(sink, "exactly_once", False))
+    cursor_file = None if exactly_once else _cursor_path(table.root, sink, app_id)
+    if cursor_file is not None:
+        done = (int(_json.loads(cursor_file.read_text())["version"])
+                if cursor_file.exists() else None)
+    else:
+        done = sink.forwarded_version(app_id)
+    written = 0
+    for entry in table.log.entries(from_version=max(table.oldest_version, (done or 0) + 1)):
+        if entry.app_id != app_id or entry.rejects is None:
+            continue
+        rej = table.rejects(entry.version)
+        records = pa.table({
+            "topic": rej.column("topic"), "partition": rej.column("partition"),
+            "offset": rej.column("offset"), "key": rej.column("key"),
+            "value": rej.column("value"), "reason": rej.column("reason"),
+            "batch_id": rej.column("batch_id"), "app_id": rej.column("app_id")})
+        write_version = getattr(sink, "write_version", None)
+        if write_version is not None:
+            write_version(records, app_id=app_id, version=entry.version)
+        else:
+            sink.write(records)
+        written += records.num_rows
+        if cursor_file is not None:
+            from cdc_sink.storage.fsutil import atomic_replace
+
+            cursor_file.parent.mkdir(exist_ok=True)
+            atomic_replace(cursor_file, _json.dumps({"version": entry.version}).encode())
+    return written
 
 
 # -- URIs ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The Structured Streaming sink: a ``foreachBatch`` function that commits each micro-batch
-of Kafka CDC events as one table version, exactly once.
+of Kafka CDC events as one table version, exactly once, dead letters included.
 
     query = (spark.readStream.format("kafka").option("subscribe", topic)...load()
              .writeStream.foreachBatch(cdc_sink.spark.sink(path, schema=schema))
@@ -8,46 +8,66 @@ of Kafka CDC events as one table version, exactly once.
 Per micro-batch ``(df, batch_id)``:
 
 1. *Decide*: if the table already holds ``(app_id, batch_id)`` (a replay after a
-   restart), nothing is done.
+   restart), nothing is applied; only dead letters not yet forwarded are (step 5).
 2. *Decode*: by the vectorized decoders of :mod:`cdc_sink.formats` (in the driver, or in
-   ``mapInArrow`` tasks in executors mode); native JSON can instead be decoded in the JVM
-   with ``json_decoder="jvm"`` (:mod:`cdc_sink.spark.decode`). Malformed events get a
-   reason.
-3. *Apply*: ``apply_mode="driver"`` (default) brings the wire form to the driver
-   (``toArrow``) and commits through the driver's :class:`~cdc_sink.table.Table`, whose
-   tablets stay in the driver's memory across batches. ``apply_mode="executors"``
-   repartitions by bucket (``pmod(xxhash64(key), N)``, as Python computes it) and
-   prepares each bucket in a Spark task (per-attempt WAL segment, per-worker tablet
-   cache checked against the log); the driver then commits the log entry.
-4. *Dead letters*: every rejected event (malformed, invalid for the schema, or refused by
-   a tablet such as an update of a missing key) goes to the dead-letter sink with its
-   Kafka topic/partition/offset, raw key and value, and the reason. The job goes on.
+   ``mapInArrow`` tasks in executors mode) with the sink's ``decoder_options`` and the
+   Kafka message keys; native JSON can instead be decoded in the JVM with
+   ``json_decoder="jvm"`` (:mod:`cdc_sink.spark.decode`). Malformed events get a reason.
+3. *Prepare*: ``apply_mode="driver"`` (default) brings the batch to the driver
+   (``toArrow``) and prepares every touched bucket in the driver's
+   :class:`~cdc_sink.table.Table`, whose tablets stay in memory across batches.
+   ``apply_mode="executors"`` repartitions by bucket (``pmod(xxhash64(key), N)``, as
+   Python computes it) and prepares each bucket in a Spark task (per-attempt WAL segment,
+   per-worker tablet cache checked against the log).
+4. *Commit*: the driver writes the batch's rejects (every refused event with its Kafka
+   topic/partition/offset, raw key and value and the reason) into the table, then the
+   log entry naming the segments, the rejects and the batch's Kafka end offsets. The
+   rejects are thus durable exactly when the version is (:meth:`Table.rejects`).
+5. *Dead letters*: :func:`cdc_sink.kafka.deadletter.forward` copies the rejects of every
+   committed version of this writer that the dead-letter sink does not hold yet, exactly
+   once (idempotent per version; see that module). A failure here is logged and retried
+   after the next batch; it never loses the rejects, which stay in the table.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.changes import OP_NAMES, ChangeBatch, Rejects
+from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark.decode import META_COLUMNS, decode_native_json, wire_schema
-from cdc_sink.table import PreparedBucket, Table, TableOptions, create_table, open_table
+from cdc_sink.storage.rejects import REJECTS_SCHEMA, conform_rejects
+from cdc_sink.table import (
+    CommitResult,
+    PreparedBucket,
+    Table,
+    TableOptions,
+    create_table,
+    open_table,
+    reject_records,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["DEAD_LETTER_SCHEMA", "DeadLetterSink", "SinkFunction", "sink"]
+__all__ = ["DEAD_LETTER_SCHEMA", "BatchStats", "DeadLetterSink", "SinkFunction", "sink"]
+
+logger = logging.getLogger(__name__)
 
 ApplyMode = Literal["driver", "executors"]
 Format = Literal["json", "debezium", "rowv2"]
+BatchResult = Literal["committed", "skipped", "failed"]
 
 DEAD_LETTER_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
@@ -65,7 +85,22 @@ class DeadLetterSink(Protocol):
 
 @dataclass
 class BatchStats:
-    """What one micro-batch did (kept in ``SinkFunction.stats``)."""
+    """What one micro-batch did (the last ones are kept in ``SinkFunction.stats``).
+
+    Attributes:
+        batch_id: Spark's micro-batch id.
+        version: The version committed (None when skipped or failed).
+        skipped: The batch was committed before (a replay).
+        events: Kafka records in the batch.
+        rejected: Records refused (decoder, schema or tablet), all recorded durably.
+        counts: Outcome counts: inserted, updated, deleted, ignored, stale, rejected, ...
+        result: ``committed``, ``skipped`` or ``failed``.
+        phases: Seconds per phase: read, decode, apply, commit, dead_letters.
+        ops: Accepted events per op (insert, upsert, update, delete, truncate).
+        rejects_by_reason: Reject reason text -> count.
+        dead_letters_forwarded: Dead letters written to the sink after this batch.
+        error: One-line reason of a failed batch.
+    """
 
     batch_id: int
     version: int | None
@@ -79,13 +114,32 @@ class BatchStats:
     max_ts_ms: int | None = None
     committed_ms: int = 0
     ts_sample: np.ndarray | None = field(default=None, repr=False)
+    result: BatchResult = "committed"
+    phases: dict[str, float] = field(default_factory=dict)
+    ops: dict[str, int] = field(default_factory=dict)
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+    dead_letters_forwarded: int = 0
+    error: str | None = None
 
     def freshness_ms(self) -> np.ndarray:
-        """Produce-to-visible latency (ms) of a sample of the batch's events that carried
-        a producer timestamp (``ts_ms``): commit time minus produce time."""
+        """Produce-to-visible latency (ms) of a sample of the batch's events: commit time
+        minus the event's ``ts_ms`` (or its Kafka record timestamp)."""
         if self.ts_sample is None:
             return np.empty(0, np.int64)
         return self.committed_ms - self.ts_sample
+
+
+@dataclass
+class _Outcome:
+    """What the mode-specific part of a batch hands back to :meth:`SinkFunction.__call__`."""
+
+    result: CommitResult
+    events: int
+    rejects: pa.Table
+    ops: dict[str, int]
+    phases: dict[str, float]
+    max_ts_ms: int | None
+    ts_sample: np.ndarray
 
 
 class SinkFunction:
@@ -94,10 +148,13 @@ class SinkFunction:
     def __init__(self, path: str, *, schema: TableSchema | None, fmt: Format,
                  app_id: str, apply_mode: ApplyMode, dead_letter: DeadLetterSink | None,
                  table_options: TableOptions | None,
-                 json_decoder: Literal["python", "jvm"] = "python") -> None:
+                 json_decoder: Literal["python", "jvm"] = "python",
+                 decoder_options: Mapping[str, Any] | None = None,
+                 stats_limit: int = 256) -> None:
         self.path = path
         self.format: Format = fmt
         self.json_decoder = json_decoder
+        self.decoder_options: dict[str, Any] = dict(decoder_options or {})
         self.app_id = app_id
         self.apply_mode: ApplyMode = apply_mode
         self.dead_letter = dead_letter
@@ -108,8 +165,10 @@ class SinkFunction:
             self.table = create_table(path, schema, options=table_options)
         else:
             raise ValueError(f"no table at {path} and no schema to create it with")
-        self.stats: list[BatchStats] = []
+        self.stats: deque[BatchStats] = deque(maxlen=stats_limit)
         self.dead_letters = 0
+        """Rejects recorded by this function's commits (each is one dead letter)."""
+        self.dead_letters_forwarded = 0
         self.on_batch: Callable[[BatchStats], None] | None = None
 
     # ------------------------------------------------------------------ entry point
@@ -117,89 +176,181 @@ class SinkFunction:
         t0 = time.perf_counter()
         table = self.table
         if table.is_committed(self.app_id, batch_id):
-            self.stats.append(BatchStats(batch_id, None, True, 0, 0))
+            st = BatchStats(batch_id, None, True, 0, 0, result="skipped")
+            st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward()
+            self._finish(st, t0)
             return
         schema = table.schema
-        if self.apply_mode == "driver" and not (self.format == "json"
-                                                and self.json_decoder == "jvm"):
-            st = self._decode_and_apply_in_driver(df, schema, batch_id)
-        elif self.apply_mode == "driver":
-            st = self._apply_in_driver(self._decode(df, schema), schema, batch_id, df)
-        else:
-            wire = self._decode(df, schema)
-            st = self._apply_in_executors(wire, schema, batch_id, df)
-        st.total_s = time.perf_counter() - t0
+        try:
+            if self.apply_mode == "executors":
+                out = self._run_in_executors(df, schema, batch_id)
+            elif self.format == "json" and self.json_decoder == "jvm":
+                out = self._run_jvm_in_driver(df, schema, batch_id)
+            else:
+                out = self._run_in_driver(df, schema, batch_id)
+        except BaseException as exc:
+            st = BatchStats(batch_id, None, False, 0, 0, result="failed",
+                            error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+            self._finish(st, t0)
+            raise
+        res = out.result
+        counts = dict(res.counts)
+        counts["rejected"] = out.rejects.num_rows
+        self.dead_letters += out.rejects.num_rows
+        reasons = out.rejects.column("reason").to_numpy(zero_copy_only=False)
+        by_reason = dict(Counter(reasons.tolist())) if len(reasons) else {}
+        st = BatchStats(batch_id, res.version, False, out.events, out.rejects.num_rows, counts,
+                        out.phases.get("decode", 0.0), out.phases.get("apply", 0.0),
+                        max_ts_ms=out.max_ts_ms, ts_sample=out.ts_sample,
+                        phases=dict(out.phases), ops=out.ops, rejects_by_reason=by_reason)
         st.committed_ms = int(time.time() * 1000)
+        st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward()
+        self._finish(st, t0)
+
+    def _finish(self, st: BatchStats, t0: float) -> None:
+        st.total_s = time.perf_counter() - t0
+        if not st.committed_ms:
+            st.committed_ms = int(time.time() * 1000)
         self.stats.append(st)
         if self.on_batch is not None:
-            self.on_batch(st)
+            try:
+                self.on_batch(st)
+            except Exception:  # an observer never fails the stream
+                logger.exception("on_batch callback failed for batch %d", st.batch_id)
 
-    # ------------------------------------------------------------------ decoding
-    def _decode(self, df: DataFrame, schema: TableSchema) -> DataFrame:
-        if self.format == "json" and self.json_decoder == "jvm":
-            return decode_native_json(df, schema)
-        from functools import partial
+    def _forward(self) -> tuple[int, float]:
+        """Forwards committed rejects to the dead-letter sink; (records, seconds)."""
+        if self.dead_letter is None:
+            return 0, 0.0
+        from cdc_sink.kafka.deadletter import forward
 
-        fn = partial(_decode_partition, fmt=self.format, schema_dict=schema.to_dict())
-        from pyspark.sql import functions as F
+        t0 = time.perf_counter()
+        try:
+            n = forward(self.table, self.dead_letter, self.app_id)
+        except Exception as exc:
+            logger.warning("dead letters not forwarded yet (kept in the table, retried after "
+                           "the next batch): %s: %s", type(exc).__name__, exc)
+            n = 0
+        self.dead_letters_forwarded += n
+        return n, time.perf_counter() - t0
 
-        return df.select("value", "topic", "partition", "offset",
-                         F.unix_millis("timestamp").alias("ts_ms")).mapInArrow(
-            fn, wire_schema(schema))
+    def close(self) -> None:
+        """Forwards what is left and closes the dead-letter sink's clients."""
+        self._forward()
+        close = getattr(self.dead_letter, "close", None)
+        if close is not None:
+            close()
+
+    # ------------------------------------------------------------------ commit
+    def _commit(self, version: int, prepared: list[PreparedBucket], rejects: pa.Table,
+                batch_id: int, events: int, offsets: dict[str, dict[str, int]]
+                ) -> CommitResult:
+        try:
+            return self.table.commit_prepared(version, prepared, app_id=self.app_id,
+                                              batch_id=batch_id, events=events,
+                                              rejects=rejects, source_offsets=offsets)
+        except BaseException:
+            self.table.abort_prepared(version, prepared)
+            raise
+
+    def _prepare_here(self, batch: ChangeBatch) -> tuple[int, list[PreparedBucket], Rejects]:
+        """Prepares every bucket of ``batch`` in the driver's table."""
+        version = self.table.version + 1
+        prepared: list[PreparedBucket] = []
+        refused = Rejects()
+        try:
+            for b, part in sorted(batch.split_by_bucket().items()):
+                p = self.table.prepare_bucket(b, version, part)
+                prepared.append(p)
+                refused.extend(Rejects(np.asarray(p.reject_positions, dtype=np.int64),
+                                       list(p.reject_reasons)))
+        except BaseException:
+            self.table.abort_prepared(version, prepared)
+            raise
+        return version, prepared, refused
 
     # ------------------------------------------------------------------ driver mode
-    def _decode_and_apply_in_driver(self, df: DataFrame, schema: TableSchema,
-                                    batch_id: int) -> BatchStats:
-        """Raw Kafka values to the driver (``toArrow``), decoded there by the vectorized
-        Python decoder of the format, then committed."""
+    def _run_in_driver(self, df: DataFrame, schema: TableSchema, batch_id: int) -> _Outcome:
+        """Raw Kafka records to the driver (``toArrow``), decoded there by the vectorized
+        decoder of the format, prepared and committed."""
         from pyspark.sql import functions as F
 
         from cdc_sink.formats import TS_MISSING, get_decoder
 
         t0 = time.perf_counter()
-        raw = df.select("value", F.col("topic").alias("__topic"),
-                        F.col("partition").alias("__partition"),
-                        F.col("offset").alias("__offset"),
+        raw = df.select("key", "value", "topic", "partition", "offset",
                         F.unix_millis("timestamp").alias("__kafka_ms")).toArrow()
+        t1 = time.perf_counter()
         n = raw.num_rows
-        dec = get_decoder(self.format).decode_with_meta(
-            raw.column("value"), schema, position=np.arange(n, dtype=np.int64))
-        decode_s = time.perf_counter() - t0
-        batch, rejects = dec.batch, dec.rejects
+        dec = get_decoder(self.format, **self.decoder_options).decode_with_meta(
+            raw.column("value"), schema, position=np.arange(n, dtype=np.int64),
+            keys=raw.column("key"))
+        batch = dec.batch
         kafka_ms = np.asarray(raw.column("__kafka_ms").to_numpy(zero_copy_only=False),
                               dtype=np.int64)
         ts = kafka_ms[batch.positions]
         if dec.ts_ms is not None:
             ts = np.where(dec.ts_ms != TS_MISSING, dec.ts_ms, ts)
-        meta = raw.select(["__topic", "__partition", "__offset"])
-        t1 = time.perf_counter()
-        res = self.table.apply(batch, app_id=self.app_id, batch_id=batch_id)
-        apply_s = time.perf_counter() - t1
-        rejects.extend(res.rejects)
-        self._dead_letter(rejects, meta, df, batch_id)
+        t2 = time.perf_counter()
+        version, prepared, refused = self._prepare_here(batch)
+        refused.extend(dec.rejects)
+        records = reject_records(_sorted(refused), raw)
+        t3 = time.perf_counter()
+        res = self._commit(version, prepared, records, batch_id, len(batch),
+                           _end_offsets(raw.column("topic"), raw.column("partition"),
+                                        raw.column("offset")))
+        t4 = time.perf_counter()
         step = max(1, len(ts) // _TS_SAMPLE)
-        return BatchStats(batch_id, res.version, res.skipped, n, len(rejects), res.counts,
-                          decode_s, apply_s, max_ts_ms=int(ts.max()) if len(ts) else None,
-                          ts_sample=ts[::step])
+        return _Outcome(res, n, records, _op_counts(batch), {
+            "read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2, "commit": t4 - t3},
+            int(ts.max()) if len(ts) else None, ts[::step])
 
-    def _apply_in_driver(self, wire: DataFrame, schema: TableSchema, batch_id: int,
-                         raw: DataFrame) -> BatchStats:
+    def _run_jvm_in_driver(self, df: DataFrame, schema: TableSchema, batch_id: int
+                           ) -> _Outcome:
+        """Native JSON decoded by Spark (``from_json``), prepared in the driver."""
+        if self.decoder_options:
+            raise InvalidOption("decoder options apply to the Python decoders, not to "
+                                "json_decoder='jvm'", option="decoder_options")
         t0 = time.perf_counter()
-        arrow = wire.toArrow()
-        decode_s = time.perf_counter() - t0
-        batch, rejects, meta = _to_change_batch(arrow, schema)
+        arrow = decode_native_json(df, schema).toArrow()
         t1 = time.perf_counter()
-        res = self.table.apply(batch, app_id=self.app_id, batch_id=batch_id)
-        apply_s = time.perf_counter() - t1
-        rejects.extend(res.rejects)
-        self._dead_letter(rejects, meta, raw, batch_id)
-        return BatchStats(batch_id, res.version, res.skipped, arrow.num_rows, len(rejects),
-                          res.counts, decode_s, apply_s, max_ts_ms=_max_ts(meta),
-                          ts_sample=_ts_sample(meta))
+        batch, refused, meta = _to_change_batch(arrow, schema)
+        t2 = time.perf_counter()
+        version, prepared, more = self._prepare_here(batch)
+        refused.extend(more)
+        refused = _sorted(refused)
+        source = pa.table({"topic": meta.column("__topic"),
+                           "partition": meta.column("__partition"),
+                           "offset": meta.column("__offset")})
+        records = _with_raw_bytes(reject_records(refused, source), df)
+        t3 = time.perf_counter()
+        res = self._commit(version, prepared, records, batch_id, arrow.num_rows,
+                           _end_offsets(meta.column("__topic"), meta.column("__partition"),
+                                        meta.column("__offset")))
+        t4 = time.perf_counter()
+        return _Outcome(res, arrow.num_rows, records, _op_counts(batch), {
+            "read": t1 - t0, "decode": 0.0, "apply": t3 - t2 + (t2 - t1), "commit": t4 - t3},
+            _max_ts(meta), _ts_sample(meta))
 
     # ------------------------------------------------------------------ executors mode
-    def _apply_in_executors(self, wire: DataFrame, schema: TableSchema, batch_id: int,
-                            raw: DataFrame) -> BatchStats:
+    def _decode_in_spark(self, df: DataFrame, schema: TableSchema) -> DataFrame:
+        if self.format == "json" and self.json_decoder == "jvm":
+            if self.decoder_options:
+                raise InvalidOption("decoder options apply to the Python decoders, not to "
+                                    "json_decoder='jvm'", option="decoder_options")
+            return decode_native_json(df, schema)
+        from functools import partial
+
+        from pyspark.sql import functions as F
+
+        fn = partial(_decode_partition, fmt=self.format, schema_dict=schema.to_dict(),
+                     options=self.decoder_options)
+        return df.select("key", "value", "topic", "partition", "offset",
+                         F.unix_millis("timestamp").alias("ts_ms")).mapInArrow(
+            fn, wire_schema(schema))
+
+    def _run_in_executors(self, df: DataFrame, schema: TableSchema, batch_id: int
+                          ) -> _Outcome:
         from functools import partial
 
         from pyspark.sql import functions as F
@@ -207,6 +358,7 @@ class SinkFunction:
         t0 = time.perf_counter()
         table = self.table
         version = table.version + 1
+        wire = self._decode_in_spark(df, schema)
         keys = [F.col(f"`{k}`") for k in schema.primary_key]
         bucketed = wire.withColumn(
             "__bucket", F.pmod(F.xxhash64(*keys), F.lit(schema.num_buckets)).cast("int"))
@@ -214,77 +366,105 @@ class SinkFunction:
                      schema_dict=schema.to_dict(), options=self.table_options)
         msgs = (bucketed.repartition(schema.num_buckets, "__bucket")
                 .mapInArrow(fn, _MESSAGE_SCHEMA).toArrow())
-        decode_s = time.perf_counter() - t0
         prepared: list[PreparedBucket] = []
         rejected: list[dict[str, Any]] = []
         events = 0
         max_ts = None
         samples = []
-        for row in msgs.to_pylist():
+        ops: Counter[str] = Counter()
+        offsets: dict[str, dict[str, int]] = {}
+        for row in msgs.to_pylist():  # one row per task and bucket
             events += row["events"]
             samples.append(np.asarray(json.loads(row["ts_sample"]), dtype=np.int64))
             if row["max_ts_ms"] is not None:
                 max_ts = max(max_ts or 0, row["max_ts_ms"])
             rejected.extend(json.loads(row["rejects"]))
+            ops.update(json.loads(row["ops"]))
+            for t, parts in json.loads(row["offsets"]).items():
+                mine = offsets.setdefault(t, {})
+                for p, o in parts.items():
+                    mine[p] = max(mine.get(p, 0), int(o))
             if row["segment"] is not None:
                 prepared.append(PreparedBucket(
                     bucket=row["bucket"], version=version, segment=row["segment"],
                     snapshot=row["snapshot"], counts=json.loads(row["counts"]),
                     reject_positions=np.empty(0, np.int64), reject_reasons=[],
                     files=json.loads(row["files"])))
-        t1 = time.perf_counter()
         try:
-            res = table.commit_prepared(version, prepared, app_id=self.app_id,
-                                        batch_id=batch_id, events=events)
+            coords = pa.Table.from_pylist(rejected, schema=pa.schema([
+                ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                ("reason", pa.string())]))
+            coords = coords.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                                     ("offset", "ascending")])
+            records = _with_raw_bytes(pa.table({
+                "position": pa.nulls(coords.num_rows, pa.int64()),
+                **{c: coords.column(c) for c in coords.column_names}}), df)
         except BaseException:
             table.abort_prepared(version, prepared)
             raise
-        apply_s = time.perf_counter() - t1
-        if rejected:
-            coords = pa.Table.from_pylist(rejected, schema=pa.schema([
-                ("__topic", pa.string()), ("__partition", pa.int32()),
-                ("__offset", pa.int64()), ("reason", pa.string())]))
-            self._write_dead_letters(coords, raw, batch_id)
-        counts = res.counts
-        counts["rejected"] = len(rejected)
+        t2 = time.perf_counter()
+        res = self._commit(version, prepared, records, batch_id, events, offsets)
+        t3 = time.perf_counter()
         sample = np.concatenate(samples) if samples else np.empty(0, np.int64)
-        return BatchStats(batch_id, version, False, events, len(rejected), counts, decode_s,
-                          apply_s, max_ts_ms=max_ts, ts_sample=sample)
+        return _Outcome(res, events, records, dict(ops),
+                        {"read": 0.0, "decode": 0.0, "apply": t2 - t0, "commit": t3 - t2},
+                        max_ts, sample)
 
-    # ------------------------------------------------------------------ dead letters
-    def _dead_letter(self, rejects: Rejects, meta: pa.Table, raw: DataFrame,
-                     batch_id: int) -> None:
-        if not len(rejects):
-            return
-        idx = pa.array(rejects.positions)
-        coords = pa.table({
-            "__topic": meta.column("__topic").take(idx),
-            "__partition": meta.column("__partition").take(idx).cast(pa.int32()),
-            "__offset": meta.column("__offset").take(idx).cast(pa.int64()),
-            "reason": pa.array(rejects.reasons, pa.string()),
-        })
-        self._write_dead_letters(coords, raw, batch_id)
 
-    def _write_dead_letters(self, coords: pa.Table, raw: DataFrame, batch_id: int) -> None:
-        """Joins rejected coordinates with their raw Kafka records and writes them."""
-        self.dead_letters += coords.num_rows
-        if self.dead_letter is None:
-            return
-        spark = raw.sparkSession
-        cdf = spark.createDataFrame(coords.to_pandas())
-        joined = raw.join(cdf, (raw["topic"] == cdf["__topic"])
-                          & (raw["partition"] == cdf["__partition"])
-                          & (raw["offset"] == cdf["__offset"]))
-        recs = joined.select("topic", "partition", "offset", "key", "value", "reason").toArrow()
-        n = recs.num_rows
-        recs = recs.append_column("batch_id", pa.array(np.full(n, batch_id, np.int64)))
-        recs = recs.append_column("app_id", pa.array([self.app_id] * n, pa.string()))
-        self.dead_letter.write(recs.cast(DEAD_LETTER_SCHEMA))
+def _sorted(rejects: Rejects) -> Rejects:
+    order = np.argsort(rejects.positions, kind="stable")
+    return Rejects(rejects.positions[order], [rejects.reasons[i] for i in order.tolist()])
+
+
+def _op_counts(batch: ChangeBatch) -> dict[str, int]:
+    """Accepted events per op name."""
+    counts = np.bincount(np.asarray(batch.op, dtype=np.int64), minlength=len(OP_NAMES))
+    return {OP_NAMES[i]: int(c) for i, c in enumerate(counts.tolist()) if c}
+
+
+def _end_offsets(topic: pa.ChunkedArray | pa.Array, partition: pa.ChunkedArray | pa.Array,
+                 offset: pa.ChunkedArray | pa.Array) -> dict[str, dict[str, int]]:
+    """Per topic and partition, the offset after the last record (vectorized group-by)."""
+    if len(offset) == 0:
+        return {}
+    t = pa.table({"t": topic, "p": partition, "o": offset})
+    g = t.group_by(["t", "p"], use_threads=False).aggregate([("o", "max")])
+    out: dict[str, dict[str, int]] = {}
+    for tp, p, o in zip(g.column("t").to_pylist(), g.column("p").to_pylist(),
+                        g.column("o_max").to_pylist(), strict=True):
+        if tp is not None and p is not None and o is not None:
+            out.setdefault(tp, {})[str(p)] = int(o) + 1
+    return out
+
+
+def _with_raw_bytes(records: pa.Table, raw: DataFrame) -> pa.Table:
+    """``records`` (rejects with Kafka coordinates) with the raw key and value bytes of
+    their Kafka records, looked up in the batch's DataFrame (one small join)."""
+    records = conform_rejects(records)
+    if records.num_rows == 0:
+        return records
+    spark = raw.sparkSession
+    coords = records.select(["topic", "partition", "offset"]).append_column(
+        "__i", pa.array(np.arange(records.num_rows, dtype=np.int64)))
+    cdf = spark.createDataFrame(coords.to_pandas()).withColumnRenamed(
+        "topic", "__t").withColumnRenamed("partition", "__p").withColumnRenamed("offset", "__o")
+    joined = raw.join(cdf, (raw["topic"] == cdf["__t"]) & (raw["partition"] == cdf["__p"])
+                      & (raw["offset"] == cdf["__o"])).select("__i", "key", "value").toArrow()
+    idx = np.full(records.num_rows, -1, dtype=np.int64)
+    idx[np.asarray(joined.column("__i").to_numpy(), dtype=np.int64)] = np.arange(
+        joined.num_rows)
+    take = pa.array(idx, mask=idx < 0)
+    key = joined.column("key").combine_chunks().take(take)
+    value = joined.column("value").combine_chunks().take(take)
+    cols = {f.name: records.column(f.name) for f in REJECTS_SCHEMA}
+    cols["key"], cols["value"] = key, value
+    return pa.table([cols[f.name] for f in REJECTS_SCHEMA], schema=REJECTS_SCHEMA)
 
 
 _MESSAGE_SCHEMA = ("bucket int, segment string, snapshot string, counts string, files string, "
-                   "rejects string, events bigint, max_ts_ms bigint, ts_sample string")
-_TS_SAMPLE = 20_000
+                   "rejects string, events bigint, max_ts_ms bigint, ts_sample string, "
+                   "ops string, offsets string")
+_TS_SAMPLE = 4_096
 
 
 def _ts_sample(meta: pa.Table, limit: int = _TS_SAMPLE) -> np.ndarray:
@@ -300,14 +480,20 @@ def _ts_sample(meta: pa.Table, limit: int = _TS_SAMPLE) -> np.ndarray:
 def _to_change_batch(arrow: pa.Table, schema: TableSchema
                      ) -> tuple[ChangeBatch, Rejects, pa.Table]:
     """Splits a decoded wire table into a validated batch, the rejects (positions are
-    row indexes of ``arrow``), and the bookkeeping columns."""
+    row indexes of ``arrow``), and the bookkeeping columns.
+
+    A row with neither an op nor a reason was skipped on purpose by its decoder (a
+    Debezium tombstone or logical-decoding message): it is neither applied nor rejected.
+    """
     meta = arrow.select([c for c in META_COLUMNS if c in arrow.column_names])
     wire = arrow.drop_columns([c for c in arrow.column_names
                                if c in META_COLUMNS or c == "__bucket"])
     reason = meta.column("__reason").combine_chunks()
     bad = np.asarray(reason.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    skipped = ~bad & np.asarray(arrow.column("__op").is_null().to_numpy(zero_copy_only=False),
+                                dtype=bool)
     positions = np.arange(arrow.num_rows, dtype=np.int64)
-    good = np.flatnonzero(~bad)
+    good = np.flatnonzero(~bad & ~skipped)
     rejects = Rejects(positions[bad], [str(r) for r in reason.filter(pa.array(bad)).to_pylist()])
     batch, more = ChangeBatch.from_arrow(wire.take(pa.array(good)), schema,
                                          position=positions[good])
@@ -325,18 +511,22 @@ def _max_ts(meta: pa.Table) -> int | None:
 
 
 def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: Format,
-                      schema_dict: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: Python decoding (rowv2, Debezium) into the wire form."""
+                      schema_dict: dict[str, Any], options: dict[str, Any] | None = None
+                      ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: Python decoding into the wire form. Rows a decoder skipped on
+    purpose (tombstones) get neither an op nor a reason."""
     from cdc_sink.formats import get_decoder
     from cdc_sink.spark.decode import wire_arrow_schema
 
     schema = TableSchema.from_dict(schema_dict)
-    decoder = get_decoder(fmt)
+    decoder = get_decoder(fmt, **(options or {}))
     out_schema = wire_arrow_schema(schema)
     for rb in batches:
         values = rb.column("value")
         n = rb.num_rows
-        batch, rejects = decoder.decode(values, schema, position=np.arange(n, dtype=np.int64))
+        keys = rb.column("key") if "key" in rb.schema.names else None
+        batch, rejects = decoder.decode(values, schema, position=np.arange(n, dtype=np.int64),
+                                        keys=keys)
         wire = batch.to_arrow()
         reasons = np.full(n, None, dtype=object)
         reasons[rejects.positions] = rejects.reasons
@@ -402,7 +592,7 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
         prepared = table.prepare_bucket(int(b), version, batch)
         rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
         idx = pa.array(rejects.positions)
-        rej = [{"__topic": t, "__partition": p, "__offset": o, "reason": r} for t, p, o, r in zip(
+        rej = [{"topic": t, "partition": p, "offset": o, "reason": r} for t, p, o, r in zip(
             meta.column("__topic").take(idx).to_pylist(),
             meta.column("__partition").take(idx).to_pylist(),
             meta.column("__offset").take(idx).to_pylist(), rejects.reasons, strict=True)]
@@ -411,19 +601,24 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
             "counts": json.dumps(prepared.counts), "files": json.dumps(prepared.files),
             "rejects": json.dumps(rej), "events": part.num_rows,
             "max_ts_ms": _max_ts(meta),
-            "ts_sample": json.dumps(_ts_sample(meta, _TS_SAMPLE // 8).tolist())}],
+            "ts_sample": json.dumps(_ts_sample(meta, _TS_SAMPLE // 8).tolist()),
+            "ops": json.dumps(_op_counts(batch)),
+            "offsets": json.dumps(_end_offsets(meta.column("__topic"),
+                                               meta.column("__partition"),
+                                               meta.column("__offset")))}],
             schema=pa.schema([
                 ("bucket", pa.int32()), ("segment", pa.string()), ("snapshot", pa.string()),
                 ("counts", pa.string()), ("files", pa.string()), ("rejects", pa.string()),
-                ("events", pa.int64()), ("max_ts_ms", pa.int64()), ("ts_sample", pa.string())]))
+                ("events", pa.int64()), ("max_ts_ms", pa.int64()), ("ts_sample", pa.string()),
+                ("ops", pa.string()), ("offsets", pa.string())]))
 
 
-def sink(path: str, *, schema: TableSchema | dict[str, Any] | None = None,
+def sink(path: str | os.PathLike[str], *, schema: TableSchema | dict[str, Any] | None = None,
          format: Format = "json", app_id: str | None = None,
          apply_mode: ApplyMode = "driver", dead_letter: DeadLetterSink | None = None,
          table_options: TableOptions | None = None,
-         json_decoder: Literal["python", "jvm"] = "python"
-         ) -> Callable[[DataFrame, int], None]:
+         json_decoder: Literal["python", "jvm"] = "python",
+         decoder_options: Mapping[str, Any] | None = None) -> SinkFunction:
     """Returns the ``foreachBatch`` function that commits Kafka CDC micro-batches.
 
     Args:
@@ -439,10 +634,16 @@ def sink(path: str, *, schema: TableSchema | dict[str, Any] | None = None,
         json_decoder: Where native JSON is decoded: ``python`` (the vectorized decoder of
             :mod:`cdc_sink.formats`, the default: measured ~3-9x faster here) or ``jvm``
             (Spark's ``from_json``, :mod:`cdc_sink.spark.decode`).
+        decoder_options: Keyword options of the format's decoder (e.g.
+            ``{"decimal_handling": "string"}`` for Debezium); see
+            :func:`cdc_sink.formats.get_decoder`. Checked here, before the stream starts.
 
     Returns:
         A :class:`SinkFunction` (callable ``(df, batch_id)``, with ``.table`` and
         ``.stats``).
+
+    Raises:
+        InvalidOption: A decoder option is unknown or has a bad value.
     """
     if format not in ("json", "debezium", "rowv2"):
         raise ValueError(f"format must be json, debezium or rowv2, not {format!r}")
@@ -450,7 +651,16 @@ def sink(path: str, *, schema: TableSchema | dict[str, Any] | None = None,
         raise ValueError(f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}")
     if isinstance(schema, dict):
         schema = TableSchema.from_dict(schema)
+    options = dict(decoder_options or {})
+    if options:
+        if format == "json" and json_decoder == "jvm":
+            raise InvalidOption("decoder options apply to the Python decoders, not to "
+                                "json_decoder='jvm'", option="decoder_options")
+        from cdc_sink.formats import get_decoder
+
+        get_decoder(format, **options)  # raises InvalidOption naming a bad option
     return SinkFunction(os.fspath(path), schema=schema, fmt=format,
                         app_id=app_id or f"cdc_sink:{os.path.abspath(path)}",
                         apply_mode=apply_mode, dead_letter=dead_letter,
-                        table_options=table_options, json_decoder=json_decoder)
+                        table_options=table_options, json_decoder=json_decoder,
+                        decoder_options=options)

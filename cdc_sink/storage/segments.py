@@ -29,7 +29,7 @@ from cdc_sink.storage.wal import SegmentWriter, read_segment
 
 __all__ = ["SegmentHeader", "file_version", "read_change_segment", "write_change_segment"]
 
-_NAME = re.compile(r"^(\d{20})-[0-9a-f]+\.(wal|manifest|pages)$")
+_NAME = re.compile(r"^(\d{20})-[0-9a-f]+\.(wal|manifest|pages|arrow)$")
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,11 @@ class LogEntry:
         buckets: Per touched bucket, its WAL segment and/or snapshot.
         stats: Counters of the commit (rows inserted, rejected, ...).
         kind: ``"data"`` for a micro-batch; other kinds are the table layer's.
+        rejects: The file holding the events this version refused (storage/rejects.py),
+            written before the entry; ``None`` when it refused none.
+        source_offsets: Where the batch ended in its source: per Kafka topic, per
+            partition (decimal string), the offset after the batch's last record there.
+            Lets a version be checked against its input from the table alone.
     """
 
     version: int
@@ -213,6 +218,8 @@ class LogEntry:
     buckets: dict[int, BucketRef] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     kind: str = "data"
+    rejects: str | None = None
+    source_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if _int(self.version, "version") < 0:
@@ -232,10 +239,16 @@ class LogEntry:
             _int(value, f"stats[{name!r}]")
         if not _str(self.kind, "kind"):
             raise ValueError("kind must not be empty")
+        _opt_str(self.rejects, "rejects")
+        for topic, parts in _dict(self.source_offsets, "source_offsets").items():
+            _str(topic, "source topic")
+            for part, off in _dict(parts, f"source_offsets[{topic!r}]").items():
+                _str(part, "source partition")
+                _int(off, f"source_offsets[{topic!r}][{part!r}]")
 
     def to_json(self) -> str:
         """Compact, key-sorted JSON (bucket ids become decimal strings)."""
-        obj = {
+        obj: dict[str, Any] = {
             "version": self.version,
             "app_id": self.app_id,
             "batch_id": self.batch_id,
@@ -245,6 +258,11 @@ class LogEntry:
             "stats": dict(self.stats),
             "kind": self.kind,
         }
+        if self.rejects is not None:
+            obj["rejects"] = self.rejects
+        if self.source_offsets:
+            obj["source_offsets"] = {t: dict(sorted(p.items()))
+                                     for t, p in sorted(self.source_offsets.items())}
         return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @classmethod
@@ -268,6 +286,8 @@ class LogEntry:
                 },
                 stats=_dict(d["stats"], "stats"),
                 kind=d.get("kind", "data"),
+                rejects=d.get("rejects"),
+                source_offsets=_dict(d.get("source_offsets", {}), "source_offsets"),
             )
         except KeyError as exc:
             raise ValueError(f"log entry lacks field {exc}") from None

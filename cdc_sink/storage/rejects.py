@@ -1,0 +1,114 @@
+"""Rejected events, stored durably with the version that rejected them.
+
+A micro-batch's rejects (malformed messages, events invalid for the schema, events a
+tablet refused) are part of its commit: they are written to one immutable file per
+commit attempt *before* the log entry, and the log entry names the file. So a version's
+rejects exist exactly when the version does, and a replayed batch (already committed)
+finds them on disk instead of losing them. Dead-letter sinks are fed from this record,
+idempotently (``cdc_sink.spark.deadletters``), and users read it back with
+:meth:`cdc_sink.table.Table.rejects`::
+
+    <table>/_rejects/<version:020d>-<attempt>.arrow     Arrow IPC file (zstd), columns:
+
+        position: int64     the event's index in the batch (Kafka offsets: see below)
+        topic: string       Kafka coordinates (null for Table.apply without a source)
+        partition: int32
+        offset: int64
+        key: binary         the raw Kafka key and value (null when unknown)
+        value: binary
+        reason: string      why the event was refused
+
+Write order of a commit with rejects (DESIGN.md §3, commit protocol): WAL segments
+(fsync) -> rejects file (fsync file and ``_rejects/``) -> log entry (the commit point).
+A rejects file that no log entry names is an orphan of a failed attempt; GC deletes it
+like an orphan segment. GC deletes a version's rejects file with its log entry.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pyarrow as pa
+
+from cdc_sink.errors import WalCorruption
+from cdc_sink.storage.fsutil import makedirs, write_file_durable
+
+__all__ = ["REJECTS_DIR", "REJECTS_SCHEMA", "conform_rejects", "read_rejects", "write_rejects"]
+
+REJECTS_DIR = "_rejects"
+"""Directory of the rejects files, relative to the table root."""
+
+REJECTS_SCHEMA = pa.schema([
+    pa.field("position", pa.int64()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("reason", pa.string(), nullable=False),
+])
+"""The columns of a rejects file (and of :meth:`Table.rejects` before its extra columns)."""
+
+
+def conform_rejects(records: pa.Table) -> pa.Table:
+    """``records`` with exactly the columns of :data:`REJECTS_SCHEMA` (missing ones null).
+
+    Raises:
+        ValueError: ``records`` lacks ``reason`` or a column cannot be cast.
+    """
+    if "reason" not in records.column_names:
+        raise ValueError("rejects need a 'reason' column")
+    n = records.num_rows
+    cols = []
+    for f in REJECTS_SCHEMA:
+        if f.name in records.column_names:
+            col = records.column(f.name)
+            try:
+                cols.append(col.cast(f.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise ValueError(f"rejects column {f.name!r} is not {f.type}: {exc}") from exc
+        else:
+            cols.append(pa.nulls(n, f.type))
+    reason = cols[-1].fill_null("unknown reason")
+    cols[-1] = reason
+    return pa.table(cols, schema=REJECTS_SCHEMA)
+
+
+def write_rejects(root: str, version: int, records: pa.Table) -> str:
+    """Writes one commit attempt's rejects durably; returns the path relative to ``root``.
+
+    The file is created exclusively under a name unique to this attempt, fsynced, and its
+    directory fsynced (the directory itself too when this call created it).
+    """
+    table = conform_rejects(records)
+    sink = pa.BufferOutputStream()
+    opts = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_file(sink, REJECTS_SCHEMA, options=opts) as w:
+        w.write_table(table)
+    rel = f"{REJECTS_DIR}/{version:020d}-{uuid.uuid4().hex[:12]}.arrow"
+    directory = os.path.join(root, REJECTS_DIR)
+    makedirs(directory)  # durably: the root is fsynced when it creates the directory
+    write_file_durable(os.path.join(root, rel), sink.getvalue(), exclusive=True)
+    return rel
+
+
+def read_rejects(root: str, rel: str) -> pa.Table:
+    """Reads a rejects file written by :func:`write_rejects`.
+
+    Raises:
+        WalCorruption: The file is missing or unreadable although a log entry names it.
+    """
+    path = os.path.join(root, rel)
+    try:
+        with pa.memory_map(path) as src:
+            table = pa.ipc.open_file(src).read_all()
+    except FileNotFoundError:
+        raise WalCorruption("rejects file named by the log is missing",
+                            path=rel, offset=0) from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise WalCorruption(f"rejects file is unreadable: {exc}", path=rel, offset=0) from exc
+    if not table.schema.equals(REJECTS_SCHEMA):
+        raise WalCorruption(f"rejects file has an unexpected schema: {table.schema}",
+                            path=rel, offset=0)
+    return table

@@ -1,0 +1,162 @@
+"""Rejects are durable with the version that refused them, and reach dead-letter sinks
+exactly once (storage/rejects.py, Table.rejects, kafka.deadletter.forward)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from cdc_sink.errors import CommitConflict, VersionNotFound
+from cdc_sink.kafka.deadletter import ParquetDeadLetter, forward
+from cdc_sink.storage.rejects import REJECTS_DIR, REJECTS_SCHEMA
+from cdc_sink.table import Table, TableOptions, create_table, open_table
+
+SCHEMA = {
+    "columns": [{"name": "id", "type": "int64", "nullable": False},
+                {"name": "a", "type": "string"}],
+    "primary_key": ["id"], "num_buckets": 2,
+}
+
+BAD = [
+    {"op": "insert", "key": {"id": 1}, "set": {"a": "x"}},
+    {"op": "update", "key": {"id": 2}, "set": {"a": "y"}},  # tablet: missing key
+    {"op": "insert", "key": {"id": 3}, "set": {"zz": 1}},  # schema: unknown column
+]
+
+
+def _source(n: int) -> pa.Table:
+    return pa.table({"topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
+                     "offset": pa.array(range(100, 100 + n), pa.int64()),
+                     "key": [f"k{i}".encode() for i in range(n)],
+                     "value": [f"v{i}".encode() for i in range(n)]})
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Table:
+    return create_table(tmp_path / "t", SCHEMA, options=TableOptions.for_tests())
+
+
+def test_a_version_records_every_reject_with_its_source_and_reason(table: Table) -> None:
+    res = table.apply(BAD, app_id="job", batch_id=0, source=_source(3),
+                      source_offsets={"t": {"0": 103}})
+    rej = table.rejects(res.version)
+    assert rej.column("position").to_pylist() == [1, 2]
+    assert rej.column("offset").to_pylist() == [101, 102]
+    assert rej.column("value").to_pylist() == [b"v1", b"v2"]
+    assert rej.column("reason").to_pylist() == ["update of missing key",
+                                                "unknown column 'zz'"]
+    assert set(rej.column("app_id").to_pylist()) == {"job"}
+    assert set(rej.column("batch_id").to_pylist()) == {0}
+    assert table.log.read(res.version).source_offsets == {"t": {"0": 103}}
+
+
+def test_rejects_survive_reopen_and_clean_versions_have_none(table: Table) -> None:
+    res = table.apply(BAD, app_id="job", batch_id=0)
+    clean = table.apply(BAD[:1], app_id="job", batch_id=1)
+    again = open_table(table.root)
+    assert again.rejects(res.version).num_rows == 2
+    assert again.rejects(clean.version).num_rows == 0
+    assert again.rejects(clean.version).schema.names[:len(REJECTS_SCHEMA)] == \
+        REJECTS_SCHEMA.names
+    with pytest.raises(VersionNotFound):
+        again.rejects(clean.version + 1)
+
+
+def test_a_replayed_batch_keeps_the_first_commits_rejects(table: Table) -> None:
+    res = table.apply(BAD, app_id="job", batch_id=0)
+    replay = table.apply(BAD, app_id="job", batch_id=0)
+    assert replay.skipped
+    assert table.rejects(res.version).num_rows == 2
+    assert len(os.listdir(os.path.join(table.root, REJECTS_DIR))) == 1
+
+
+def test_a_lost_commit_race_leaves_no_rejects_file(table: Table) -> None:
+    other = open_table(table.root)
+    v = table.version + 1
+    batch_prep = table.prepare_bucket(0, v, _one_event_batch(table))
+    other.apply(BAD[:1], app_id="other", batch_id=0)  # wins version v
+    with pytest.raises(CommitConflict):
+        table.commit_prepared(v, [batch_prep], app_id="job", batch_id=0,
+                              rejects=pa.table({"reason": ["r"]}))
+    table.abort_prepared(v, [batch_prep])
+    assert os.listdir(os.path.join(table.root, REJECTS_DIR)) == []
+
+
+def _one_event_batch(table: Table) -> Any:
+    from cdc_sink.changes import ChangeBatch
+
+    batch, _ = ChangeBatch.from_events([{"op": "insert", "key": {"id": 9}, "set": {}}],
+                                       table.schema)
+    return batch.split_by_bucket()[next(iter(batch.split_by_bucket()))]
+
+
+def test_gc_deletes_rejects_below_the_horizon_and_orphans_only(table: Table) -> None:
+    first = table.apply(BAD, app_id="job", batch_id=0)
+    for i in range(1, 4):
+        table.apply(BAD, app_id="job", batch_id=i)
+    orphan = Path(table.root, REJECTS_DIR, f"{first.version:020d}-deadbeef0000.arrow")
+    orphan.write_bytes(b"left by a crashed attempt")
+    planned = table.gc(dry_run=True, retain_versions=2)
+    assert str(orphan) in planned
+    deleted = table.gc(dry_run=False, retain_versions=2)
+    assert set(planned) == set(deleted)
+    left = sorted(os.listdir(os.path.join(table.root, REJECTS_DIR)))
+    assert len(left) == 2  # the two retained versions
+    assert table.rejects(table.version).num_rows == 2
+    with pytest.raises(VersionNotFound):
+        table.rejects(first.version)
+
+
+def test_parquet_forwarding_is_exactly_once_across_repeats(table: Table,
+                                                           tmp_path: Path) -> None:
+    for i in range(3):
+        table.apply(BAD, app_id="job", batch_id=i, source=_source(3))
+    table.apply(BAD, app_id="someone-else", batch_id=0)
+    sink = ParquetDeadLetter(tmp_path / "dlq")
+    assert forward(table, sink, "job") == 6
+    assert forward(table, sink, "job") == 0  # a replay after a crash: nothing twice
+    table.apply(BAD, app_id="job", batch_id=3, source=_source(3))
+    assert forward(table, sink, "job") == 2
+    got = sink.read(deduplicate=False)
+    assert got.num_rows == 8
+    assert set(got.column("app_id").to_pylist()) == {"job"}
+    assert sorted(got.column("batch_id").to_pylist()) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_forwarding_resumes_after_a_crash_between_versions(table: Table,
+                                                           tmp_path: Path) -> None:
+    for i in range(3):
+        table.apply(BAD, app_id="job", batch_id=i)
+
+    class Crashy(ParquetDeadLetter):
+        calls = 0
+
+        def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
+            Crashy.calls += 1
+            if Crashy.calls == 2:
+                raise OSError("disk gone")
+            super().write_version(records, app_id=app_id, version=version)
+
+    with pytest.raises(OSError):
+        forward(table, Crashy(tmp_path / "dlq"), "job")
+    assert forward(table, ParquetDeadLetter(tmp_path / "dlq"), "job") == 4
+    assert ParquetDeadLetter(tmp_path / "dlq").read(deduplicate=False).num_rows == 6
+
+
+def test_a_sink_with_only_write_gets_a_cursor(table: Table) -> None:
+    class ListSink:
+        def __init__(self) -> None:
+            self.rows: list[dict[str, Any]] = []
+
+        def write(self, records: pa.Table) -> None:
+            self.rows += records.to_pylist()
+
+    s = ListSink()
+    table.apply(BAD, app_id="job", batch_id=0)
+    assert forward(table, s, "job") == 2
+    assert forward(table, s, "job") == 0
+    assert [r["reason"] for r in s.rows] == ["update of missing key", "unknown column 'zz'"]
