@@ -1,0 +1,84 @@
+"""Long chaos run of the streaming job: many random SIGKILLs, both apply modes.
+
+Usage::
+
+    .venv/bin/python benchmarks/chaos.py [--kills 100] [--events 20000]
+        [--modes driver,executors] [--fault-point-runs 10] [--seed 1] [--workdir DIR]
+        [--json results.json]
+
+For each apply mode, one chaos run (tests/chaos/harness.py): the real
+``streaming_jobs/cdc_to_tablets.py`` under spark-submit on a local Kafka broker (or the
+cluster ``$CDC_SINK_KAFKA_BOOTSTRAP`` names), a producer spreading ``--events`` orders
+events (2% malformed) over the run, a Parquet dead-letter sink, compaction and GC every
+few batches, a reader process throughout, and ``--kills`` restarts: most end in a
+SIGKILL of the job's process group at a random moment after it committed, and
+``--fault-point-runs`` of them are left to die at random storage fault points. Then a
+final available-now run, and the checks of ``harness.verify`` against a reference model
+fed from the topic. Prints one line per run and a JSON summary; exits 1 when a check
+failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cdc_sink.kafka.broker import BOOTSTRAP_ENV, start_kafka
+from tests.chaos.harness import ChaosConfig, run_chaos
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the chaos runs; returns the exit code."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kills", type=int, default=100, help="job restarts per apply mode")
+    p.add_argument("--events", type=int, default=20000, help="records per apply mode")
+    p.add_argument("--modes", default="driver,executors")
+    p.add_argument("--fault-point-runs", type=int, default=10,
+                   help="of the restarts, how many die at random storage fault points")
+    p.add_argument("--produce-seconds", type=float, default=None,
+                   help="spread producing over this long (default: 4 s per kill)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--workdir", default=None, help="kept afterwards when given")
+    p.add_argument("--json", default=None, help="write the results here")
+    args = p.parse_args(argv)
+    kind = "external" if os.environ.get(BOOTSTRAP_ENV) else "local"
+    broker = start_kafka(num_partitions=1, kind=kind)  # type: ignore[arg-type]
+    base = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="chaos_"))
+    results = {}
+    ok = True
+    try:
+        for mode in args.modes.split(","):
+            t0 = time.monotonic()
+            cfg = ChaosConfig(
+                bootstrap=broker.bootstrap_servers, topic=f"chaos-{mode}-{uuid.uuid4().hex[:6]}",
+                workdir=base / mode, apply_mode=mode, events=args.events, kills=args.kills,
+                fault_point_runs=args.fault_point_runs, seed=args.seed,
+                produce_seconds=args.produce_seconds or 4.0 * args.kills)
+            res = run_chaos(cfg, log=lambda m, mode=mode: print(
+                f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True))
+            results[mode] = json.loads(res.to_json())
+            print(f"{mode}: {res.to_json()} ({time.monotonic() - t0:.0f}s)", flush=True)
+            ok = ok and not res.failures
+    finally:
+        broker.stop()
+        if not args.workdir:
+            shutil.rmtree(base, ignore_errors=True)
+    summary = json.dumps({"command": " ".join([sys.executable, *sys.argv]),
+                          "results": results}, indent=1, sort_keys=True)
+    print(summary)
+    if args.json:
+        Path(args.json).write_text(summary)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
