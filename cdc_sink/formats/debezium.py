@@ -286,6 +286,9 @@ class DebeziumDecoder(Decoder):
         refuse(reasons, (payload_kind >= 0) & (payload_kind != KIND_OBJECT) & ~tomb,
                "'payload' is not an object")
         envelope = payload_kind == KIND_OBJECT
+        schema_kind = member_kind(m, schema_m)
+        refuse(reasons, envelope & (schema_kind >= 0) & (schema_kind != KIND_OBJECT)
+               & (schema_kind != KIND_NULL), "'schema' is not an object")
         l2 = np.flatnonzero(m.level == 2)
         in_payload = (m.parent[l2] >= 0) & (m.parent[l2] == payload_m[m.event[l2]])
         body = np.concatenate([l1[~envelope[m.event[l1]]], l2[in_payload]])

@@ -297,6 +297,10 @@ def test_seq_is_the_sequence_column_of_after_or_of_before_for_deletes():
     (b'{"op": "d", "before": 5, "after": null}', "'before' is not an object"),
     (b'{"op": "u", "before": {"id": 1}, "after": null}', "'after' is missing or not an object"),
     (b'{"schema": {}, "payload": 5}', "'payload' is not an object"),
+    (b'{"schema": [1], "payload": {"op": "c", "after": {"id": 1}}}',
+     "'schema' is not an object"),
+    (b'{"op": "c", "after": {"id": 1, "created_at": "2024-01-01T00:00:00.1234567891Z"}}',
+     "is not a valid timestamp"),  # ten fraction digits: more than nanoseconds
     (b'{"op": "c", "after": {"id": 1, "nope": 2}}', "unknown column 'nope'"),
     (b'{"op": "c", "after": {"id": 1, "balance": "%%%%"}}',
      "column 'balance': \"%%%%\" is not a valid decimal128(10, 2)"),

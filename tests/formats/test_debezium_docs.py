@@ -551,3 +551,26 @@ def test_keys_must_align_with_values():
         DebeziumDecoder().decode(binary([b"{}"]), PG_CUSTOMERS, keys=binary([]))
     assert np.array_equal(DebeziumDecoder().decode(binary([]), PG_CUSTOMERS,
                                                    keys=binary([]))[0].op, [])
+
+
+def test_a_decoder_with_options_survives_pickling():
+    """Decoders are shipped to Spark executors."""
+    import pickle
+
+    dec = DebeziumDecoder(truncate="reject", sequence_source="lsn",
+                          unavailable_value_placeholder="toast")
+    back = pickle.loads(pickle.dumps(dec))
+    upd = value({"before": None, "after": {"id": 1, "t": "toast"}, "op": "u"}, None, False)
+    assert events(back.decode_with_meta(binary([upd]), TYPES).batch) \
+        == [(OP_UPSERT, {"id": 1}, {})]
+    assert back.truncate == "reject" and back.sequence_source == "lsn"
+
+
+def test_millisecond_timestamps_beyond_9999_are_rejected():
+    """io.debezium.time.Timestamp (ms) values whose microseconds leave the range."""
+    vals = [value(create(row(ts3=raw)), types_schema("precise"), True)
+            for raw in (253402300799999, 253402300800000, -62135596800001, 2**62)]
+    out = decode(vals, TYPES)
+    assert out.batch.positions.tolist() == [0]
+    assert out.rejects.positions.tolist() == [1, 2, 3]
+    assert all("0001-01-01..9999-12-31" in r for r in out.rejects.reasons)
