@@ -549,16 +549,17 @@ def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
     (reject path: one reason per member, naming the value and the range)."""
     t = c.type
     if pa.types.is_timestamp(t) or pa.types.is_date32(t):
-        what = f"outside the range of {type_to_str(t)} ({TEMPORAL_RANGE})"
+        detail = f" ({TEMPORAL_RANGE})"
     elif pa.types.is_decimal(t):
-        what = f"out of range: more than {t.precision} digits at scale {t.scale}"
+        detail = f" (at most {t.precision} digits, {t.scale} after the point)"
     else:
-        what = f"out of the range of {type_to_str(t)}"
+        detail = ""
+    head = f"column {c.name!r}: value out of range of {type_to_str(t)}{detail}: "
     texts = []
     for i in sel.tolist():
         raw = raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))
         note = _PG_INFINITY.get(raw)
-        texts.append(f"column {c.name!r}: {raw} is {what}" + (f" ({note})" if note else ""))
+        texts.append(head + raw + (f" ({note})" if note else ""))
     refuse_each(reasons, m.event[sel], texts)
 
 

@@ -56,7 +56,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                      r"|truncated row|bad codec version|unknown flag bits"
                      r"|value offsets are not|a value offset points"
                      r"|trailing bytes after|column ids are not sorted"
-                     r"|column id \d+ is both null)"),
+                     r"|column id \d+ is both null|undecodable message|message key: )"),
         ("unknown_op", r"^(unknown op|unknown debezium op|event has no 'op'"
                        r"|logical decoding messages)"),
         ("unknown_column", r"^unknown (key )?column"),
@@ -79,6 +79,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"|must be 0 or 1|must take \d+ bytes|is not valid utf-8"
                        r"|is a datetime, not a date)$"),
         ("bad_envelope", r"^('set' is not|'payload' is not|'after' is missing|'before' is not"
+                         r"|'schema' is not|invalid envelope schema"
                          r"|event is not an object|duplicate |sequence column .* differs)"),
     ))
 

@@ -574,3 +574,22 @@ def test_millisecond_timestamps_beyond_9999_are_rejected():
     assert out.batch.positions.tolist() == [0]
     assert out.rejects.positions.tolist() == [1, 2, 3]
     assert all("0001-01-01..9999-12-31" in r for r in out.rejects.reasons)
+
+
+def test_reject_reasons_fall_in_their_metrics_class():
+    """The new reasons are classified (the ``reason`` label of the sink's metrics)."""
+    from cdc_sink.metrics.reasons import classify_reason
+
+    schema = types_schema("precise")
+    bad_schema = dict(schema, fields=7)
+    vals = [value(create(row(ts=9223372036825200000)), schema, True),
+            value(create(row(price="WvMQekAA")), schema, True),
+            value(create(row(small=32768)), schema, True),
+            json.dumps({"schema": bad_schema, "payload": create(row())}).encode(),
+            value(delete_payload(None), PG_SCHEMA, False),
+            value(doc("pg_customers_truncate_payload.json"), PG_SCHEMA, False)]
+    out = decode(vals, TYPES, keys=[None, None, None, None, b"{", None], truncate="reject")
+    got = {p: classify_reason(r) for p, r in out.rejects.as_dict().items()}
+    assert got == {0: "out_of_range", 1: "out_of_range", 2: "out_of_range",
+                   3: "bad_envelope", 4: "bad_json", 5: "truncated_rejected"}, \
+        out.rejects.reasons
