@@ -1,33 +1,91 @@
 """Shared fixtures of the integration tests: a real Kafka cluster and a local Spark.
 
-Both are session-scoped (started once, on first use) and stopped at the end of the
-session. ``kafka`` is whatever :func:`cdc_sink.kafka.broker.start_kafka` picks: the
-cluster named by ``$CDC_SINK_KAFKA_BOOTSTRAP``, a testcontainers container where a
-Docker engine answers, else a local KRaft broker from Maven Central's jars.
+``kafka`` is one of two real single-node KRaft brokers, each started once per session
+(on first use) and stopped at its end, so both ways of running Kafka stay exercised:
+
+* ``docker``: the project's Kafka image (``docker/kafka/Dockerfile``, built once per
+  machine) run by testcontainers on the host network, where a Docker engine is reachable
+  or can be started (:func:`cdc_sink.docker_engine.ensure_engine`);
+* ``local``: the broker run from Maven Central's jars as a child JVM (``LocalKafka``).
+
+Each test module uses one of them: the modules of :data:`LOCAL_BROKER_MODULES` the local
+broker, the others the container. Where no Docker engine can be started, every module
+uses the local broker (a warning says why). ``$CDC_SINK_KAFKA`` (``local``, ``docker``,
+``external`` with ``$CDC_SINK_KAFKA_BOOTSTRAP``) puts every module on one kind.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
-from cdc_sink.kafka.broker import KafkaHandle, start_kafka
+from cdc_sink.kafka.broker import BOOTSTRAP_ENV, KIND_ENV, KafkaHandle, start_kafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# Modules run against the local Maven-jar broker; every other module gets the container.
+LOCAL_BROKER_MODULES = frozenset({"test_producer", "test_deadletter_kafka"})
+
+
+class _Brokers:
+    """The session's brokers, one per kind, started on first use."""
+
+    def __init__(self) -> None:
+        self.handles: dict[str, KafkaHandle] = {}
+        self.docker_unavailable: str | None = None
+
+    def get(self, kind: str) -> KafkaHandle:
+        if kind == "docker" and self.docker_unavailable is None:
+            from cdc_sink.docker_engine import DockerUnavailable, ensure_engine
+
+            try:
+                ensure_engine()
+            except DockerUnavailable as exc:
+                self.docker_unavailable = str(exc)
+        if kind == "docker" and self.docker_unavailable is not None:
+            warnings.warn(f"no Docker engine ({self.docker_unavailable}): the local broker "
+                          "stands in for the container", stacklevel=2)
+            kind = "local"
+        if kind not in self.handles:
+            self.handles[kind] = start_kafka(num_partitions=1, kind=kind)  # type: ignore[arg-type]
+        return self.handles[kind]
+
+    def stop(self) -> None:
+        for handle in self.handles.values():
+            handle.stop()
+        self.handles.clear()
+
 
 @pytest.fixture(scope="session")
-def kafka() -> Iterator[KafkaHandle]:
-    """A running Kafka cluster (``.bootstrap_servers``, ``.create_topic(...)``)."""
-    handle = start_kafka(num_partitions=1)
+def _kafka_brokers() -> Iterator[_Brokers]:
+    brokers = _Brokers()
     try:
-        yield handle
+        yield brokers
     finally:
-        handle.stop()
+        brokers.stop()
+
+
+def kafka_kind_for(module_name: str) -> str:
+    """The kind of broker a test module runs against (see the module docstring)."""
+    forced = os.environ.get(KIND_ENV)
+    if forced and forced != "auto":
+        return forced
+    if os.environ.get(BOOTSTRAP_ENV):
+        return "external"
+    return "local" if module_name in LOCAL_BROKER_MODULES else "docker"
+
+
+@pytest.fixture(scope="module")
+def kafka(request: pytest.FixtureRequest, _kafka_brokers: _Brokers) -> KafkaHandle:
+    """A running Kafka cluster (``.bootstrap_servers``, ``.create_topic(...)``)."""
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    return _kafka_brokers.get(kafka_kind_for(module))
 
 
 @pytest.fixture(scope="session")
