@@ -72,8 +72,9 @@ from cdc_sink.formats._jsonscan import (
 )
 from cdc_sink.schema import Column, type_to_str
 
-UNIT_US, UNIT_MS, UNIT_NS = 0, 1, 2
-"""Units of integer timestamps (:attr:`Hints.ts_unit`)."""
+UNIT_US, UNIT_MS, UNIT_NS, UNIT_DAYS, UNIT_TIME_OF_DAY = 0, 1, 2, 3, 4
+"""Units of integer timestamps (:attr:`Hints.ts_unit`); a time of day (Debezium ``Time``,
+``MicroTime``, ``NanoTime``) is no timestamp and is refused."""
 
 _ZONED = r"[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$"
 _NANO_FRACTION = r"(:\d{2}\.\d{6})\d{1,3}(\D|$)"  # 7..9 fraction digits: keep 6
@@ -265,7 +266,8 @@ def column_values(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: 
         out.put(txt, arr)
         unit = None if hints is None or hints.ts_unit is None else hints.ts_unit[num]
         v, b, _ = _ints(parts, m, sel[num], *int_bounds(pa.int64()))
-        v, r = _to_micros(v, unit)
+        v, r, tod = _to_micros(v, unit)
+        b |= tod
         r = ~b & (r | (v < MIN_MICROS) | (v > MAX_MICROS))
         bad[num[b | r]] = True
         oor[num[r]] = True
@@ -422,20 +424,27 @@ def parse_timestamps(raw: pa.Array) -> tuple[pa.Array, np.ndarray]:
     return out.result(), bad
 
 
-def _to_micros(v: np.ndarray, unit: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Integer timestamps in their unit to microseconds (ns are floored); the mask is of
-    millisecond values whose microseconds overflow int64 (out of range)."""
+def _to_micros(v: np.ndarray, unit: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Integer timestamps in their unit to microseconds (ns are floored).
+
+    Returns:
+        The microseconds, the mask of values whose microseconds overflow int64 (out of
+        range) and the mask of times of day (not timestamps).
+    """
     bad = np.zeros(len(v), dtype=bool)
     if unit is None:
-        return v, bad
+        return v, bad, bad.copy()
     out = v.copy()
-    ms = unit == UNIT_MS
-    limit = np.iinfo(np.int64).max // 1000
-    bad |= ms & (np.abs(v) > limit)
-    out[ms] = np.where(bad[ms], 0, v[ms]) * 1000
+    for u, factor in ((UNIT_MS, 1000), (UNIT_DAYS, 86_400_000_000)):
+        sel = unit == u
+        if sel.any():
+            over = sel & (np.abs(v) > np.iinfo(np.int64).max // factor)
+            bad |= over
+            out[sel] = np.where(over[sel], 0, v[sel]) * factor
     ns = unit == UNIT_NS
     out[ns] = np.floor_divide(v[ns], 1000)
-    return out, bad
+    return out, bad, unit == UNIT_TIME_OF_DAY
 
 
 def unscaled_decimals(raw: pa.Array, scale: np.ndarray, target: pa.DataType

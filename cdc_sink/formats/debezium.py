@@ -131,8 +131,10 @@ from cdc_sink.formats._jsonscan import (
     skip_ws,
 )
 from cdc_sink.formats._jsonvalues import (
+    UNIT_DAYS,
     UNIT_MS,
     UNIT_NS,
+    UNIT_TIME_OF_DAY,
     UNIT_US,
     Hints,
     column_array,
@@ -159,6 +161,12 @@ _TS_UNIT_BY_NAME = {
     "org.apache.kafka.connect.data.Timestamp": UNIT_MS,
     "io.debezium.time.MicroTimestamp": UNIT_US,
     "io.debezium.time.NanoTimestamp": UNIT_NS,
+    "io.debezium.time.Date": UNIT_DAYS,  # a date in a timestamp column: its midnight UTC
+    "org.apache.kafka.connect.data.Date": UNIT_DAYS,
+    "io.debezium.time.Time": UNIT_TIME_OF_DAY,
+    "io.debezium.time.MicroTime": UNIT_TIME_OF_DAY,
+    "io.debezium.time.NanoTime": UNIT_TIME_OF_DAY,
+    "org.apache.kafka.connect.data.Time": UNIT_TIME_OF_DAY,
 }
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 

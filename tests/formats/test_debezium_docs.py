@@ -593,3 +593,21 @@ def test_reject_reasons_fall_in_their_metrics_class():
     assert got == {0: "out_of_range", 1: "out_of_range", 2: "out_of_range",
                    3: "bad_envelope", 4: "bad_json", 5: "truncated_rejected"}, \
         out.rejects.reasons
+
+
+def test_date_and_time_of_day_fields_in_a_timestamp_column():
+    """A DATE (io.debezium.time.Date, days) read into a timestamp column is its midnight
+    UTC; a TIME (MicroTime: microseconds past midnight) is no timestamp: rejected."""
+    schema = types_schema("precise")
+    for part in ("before", "after"):
+        f = next(f for f in schema["fields"] if f["field"] == part)
+        f["fields"] = [dict(g, name="io.debezium.time.Date", type="int32")
+                       if g["field"] == "ts" else
+                       dict(g, name="io.debezium.time.MicroTime")
+                       if g["field"] == "ts3" else g for g in f["fields"]]
+    out = decode([value(create({"id": 1, "ts": 19000}), schema, True),
+                  value(create({"id": 2, "ts3": 45_000_000}), schema, True)], TYPES)
+    assert events(out.batch) == [
+        (OP_UPSERT, {"id": 1}, {"ts": dt.datetime(2022, 1, 8, tzinfo=UTC)})]
+    assert out.rejects.positions.tolist() == [1]
+    assert "is not a valid timestamp" in out.rejects.reasons[0]
