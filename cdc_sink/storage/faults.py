@@ -19,9 +19,10 @@ and :func:`register` the names at import, so that tests can iterate
 :data:`KNOWN_POINTS`. With both variables unset and no hook a fault point is one global
 lookup and one branch.
 
-In-process tests may instead :func:`set_hook` a function called at every fault point
-(with the point's name and hit count) in place of dying: the power-loss simulation
-builds there the on-disk state a power cut at that instant would leave.
+In-process tests may also :func:`set_hook` a function called at every fault point (with
+the point's name and hit count): the power-loss simulation
+(tests/durability/test_power_loss.py) builds there the on-disk state a power cut at that
+instant would leave, and lets the process go on.
 """
 
 from __future__ import annotations

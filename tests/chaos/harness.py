@@ -76,7 +76,8 @@ class ChaosConfig:
         gc_every: GC every N batches (0: never).
         retain_versions: GC keeps the newest N versions.
         produce_seconds: Roughly how long producing all records takes.
-        run_timeout: Seconds one job run may take to commit (or the final run to end).
+        run_timeout: Seconds a killed run may take to commit before it is killed anyway.
+        final_timeout: Seconds the final available-now run may take.
     """
 
     bootstrap: str
@@ -96,6 +97,7 @@ class ChaosConfig:
     retain_versions: int = 30
     produce_seconds: float = 30.0
     run_timeout: float = 240.0
+    final_timeout: float = 900.0
 
 
 @dataclass
@@ -224,12 +226,17 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
         if producer.error is not None:
             raise RuntimeError(f"producing failed: {producer.error!r}")
         with open(w / "job-final.log", "wb") as err:
-            final = subprocess.run(job_command(cfg, available_now=True), env=_env(),
-                                   stdout=err, stderr=subprocess.STDOUT,
-                                   timeout=cfg.run_timeout, check=False,
-                                   start_new_session=True)
-        if final.returncode != 0:
-            res.failures.append(f"the final available-now run exited {final.returncode} "
+            final = subprocess.Popen(job_command(cfg, available_now=True), env=_env(),
+                                     stdout=err, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        try:
+            code = final.wait(timeout=cfg.final_timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(final)
+            raise RuntimeError(f"the final available-now run took more than "
+                               f"{cfg.final_timeout}s (see {w / 'job-final.log'})") from None
+        if code != 0:
+            res.failures.append(f"the final available-now run exited {code} "
                                 f"(see {w / 'job-final.log'})")
     finally:
         stop_file.touch()

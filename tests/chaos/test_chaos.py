@@ -31,7 +31,7 @@ def test_random_sigkills_lose_nothing_and_apply_nothing_twice(
                       topic=f"chaos-{apply_mode}-{uuid.uuid4().hex[:8]}",
                       workdir=tmp_path / "chaos", apply_mode=apply_mode, events=1500,
                       kills=KILLS[apply_mode], seed=7 if apply_mode == "driver" else 8,
-                      produce_seconds=12.0, run_timeout=150.0)
+                      produce_seconds=12.0)
     res = run_chaos(cfg)
     print(res.to_json())
     assert res.failures == [], "\n".join(res.failures)

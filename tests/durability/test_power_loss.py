@@ -299,8 +299,8 @@ def test_power_loss_at_random_instants_recovers_a_committed_version(
     pick = random.Random(1000 + variant)
     torn = random.Random(2000 + variant) if variant == 1 else None
     run = record_run(scratch, SEED + 1 + variant, BATCHES, rng=torn,
-                     cut_here=lambda label: label.startswith("op:") and pick.random() < 0.15)
-    assert len(run.cuts) >= 20, len(run.cuts)
+                     cut_here=lambda label: label.startswith("op:") and pick.random() < 0.1)
+    assert len(run.cuts) >= 15, len(run.cuts)
     failures = check_all(run, BATCHES)
     assert not failures, (f"{len(failures)} of {len(run.cuts)} power cuts recovered "
                           "wrongly:\n" + "\n".join(failures))
