@@ -452,6 +452,9 @@ def _consume_all(bootstrap_servers: str, topic: str,
                 out[p].append((msg.key(), msg.value(), list(msg.headers() or [])))
                 if p in todo and off + 1 >= todo[p]:
                     del todo[p]
+            for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
+                if tp.offset is not None and tp.offset >= todo[tp.partition]:
+                    del todo[tp.partition]  # only markers (or aborted records) were left
         return [r for p in sorted(out) for r in out[p]]
     finally:
         consumer.close()

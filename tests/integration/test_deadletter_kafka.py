@@ -117,3 +117,68 @@ def test_write_to_a_missing_topic_raises_delivery_error(kafka: KafkaHandle,
         dl.write(records_from_rows(_rows()[:1]))
     assert info.value.failures
     dl.close()
+
+
+# -- exactly once: forwarded from the table's durable rejects -----------------------------
+
+_SCHEMA = {"columns": [{"name": "id", "type": "int64", "nullable": False},
+                       {"name": "a", "type": "string"}], "primary_key": ["id"],
+           "num_buckets": 2}
+_BAD = [{"op": "update", "key": {"id": 2}, "set": {"a": "y"}},
+        {"op": "insert", "key": {"id": 3}, "set": {"zz": 1}}]
+
+
+def _table_with_rejects(tmp_path: Any, batches: int) -> Any:
+    import pyarrow as pa
+
+    from cdc_sink.table import TableOptions, create_table
+
+    t = create_table(tmp_path / "t", _SCHEMA, options=TableOptions.for_tests())
+    for b in range(batches):
+        src = pa.table({"topic": ["orders"] * 2, "partition": pa.array([0, 0], pa.int32()),
+                        "offset": pa.array([10 * b, 10 * b + 1], pa.int64()),
+                        "key": [b"k", b"k"], "value": [b"v%d" % b, b"w%d" % b]})
+        t.apply(_BAD, app_id="job", batch_id=b, source=src)
+    return t
+
+
+def test_forwarding_to_kafka_is_exactly_once_across_replays_and_aborts(
+        kafka: KafkaHandle, topic_name: str, tmp_path: Any) -> None:
+    from cdc_sink.kafka.deadletter import forward
+
+    kafka.create_topic(topic_name, partitions=1)
+    table = _table_with_rejects(tmp_path, 3)
+    sink = KafkaDeadLetter(kafka.bootstrap_servers, topic_name, backend="confluent")
+    assert sink.exactly_once
+
+    class AbortsOnce(KafkaDeadLetter):
+        """Dies inside the transaction of the second version (after producing)."""
+
+        calls = 0
+
+        def write_version(self, records: Any, *, app_id: str, version: int) -> None:
+            AbortsOnce.calls += 1
+            if AbortsOnce.calls == 2:
+                producer, _ = self._transactional(app_id)
+                producer.begin_transaction()
+                for r in records.to_pylist():
+                    producer.produce(self.topic, value=r["value"], key=r["key"])
+                producer.flush(30)
+                raise RuntimeError("crash inside the transaction")
+            super().write_version(records, app_id=app_id, version=version)
+
+    crashy = AbortsOnce(kafka.bootstrap_servers, topic_name, backend="confluent")
+    with pytest.raises(RuntimeError):
+        forward(table, crashy, "job")
+    assert crashy.forwarded_version("job") == 1
+    # A new incarnation fences the old transactional producer and resumes at version 2.
+    assert forward(table, sink, "job") == 4
+    assert forward(table, sink, "job") == 0
+    table.apply(_BAD, app_id="job", batch_id=3)
+    assert forward(table, sink, "job") == 2
+    assert sink.forwarded_version("job") == table.version
+    got = sink.read(deduplicate=False)
+    assert got.num_rows == 8  # 4 versions x 2 rejects, none twice, none from the abort
+    assert sorted(got.column("batch_id").to_pylist()) == [0, 0, 1, 1, 2, 2, 3, 3]
+    sink.close()
+    crashy.close()
