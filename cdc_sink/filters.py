@@ -103,6 +103,11 @@ def evaluate(batch: pa.RecordBatch | pa.Table, preds: Sequence[Predicate]) -> np
             r = pc.is_valid(col)
         elif p.op in ("in", "not in"):
             vs = pa.array(list(p.value), type=col.type)
+            if pa.types.is_floating(col.type):
+                # is_in hashes -0.0 and 0.0 apart; "=" (IEEE) does not: x + 0.0 turns
+                # -0.0 into 0.0 and leaves every other value as it is.
+                zero = pa.scalar(0.0, col.type)
+                col, vs = pc.add(col, zero), pc.add(vs, zero)
             r = pc.is_in(col, value_set=vs, skip_nulls=True)
             if p.op == "not in":
                 r = pc.and_(pc.invert(r), pc.is_valid(col))
