@@ -107,3 +107,24 @@ def test_snapshot_query_arguments() -> None:
     with pytest.raises(SystemExit):
         q.build_parser().parse_args(["--table-path", "/t", "--version", "1",
                                      "--timestamp", "1"])
+
+
+def test_cdc_to_tablets_signal_handler_only_records_the_stop() -> None:
+    """The handler runs inside whatever Py4J call the main thread is in: it must not call
+    into Spark, only record the request (the main thread stops the query)."""
+    import signal
+
+    job = _load("cdc_to_tablets")
+    stop = job._StopRequest()
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        stop.install()
+        assert signal.getsignal(signal.SIGTERM) is stop
+        assert signal.getsignal(signal.SIGINT) is stop
+        stop(signal.SIGTERM, None)
+        assert stop.event.is_set() and stop.signum == signal.SIGTERM
+        stop(signal.SIGTERM, None)  # a second signal: the next one kills
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
