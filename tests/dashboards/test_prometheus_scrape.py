@@ -22,18 +22,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 
 from cdc_sink.kafka.broker import KafkaHandle, start_kafka
-from tests.dashboards.dashboard_files import RULES, committed_dashboard, panel_queries, substitute
-from tests.dashboards.prometheus_server import (
-    PrometheusServer,
-    finite_series,
-    free_port,
-)
+from tests.dashboards.dashboard_files import RULES, committed_dashboard
+from tests.dashboards.panel_check import check_panels, wait_for
+from tests.dashboards.prometheus_server import PrometheusServer, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -41,32 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 MODES = ("driver", "executors")
 EVENTS = 1200          # demo orders records per job (valid, stale and malformed)
 PER_TRIGGER = 300      # --max-offsets-per-trigger: several micro-batches, a visible lag
-RATE_INTERVAL = "30s"  # what $__rate_interval becomes
-STEP = "2s"            # of the range queries over the run (Grafana: range / max points)
 # Maintenance the dashboard shows: compaction and GC every few committed batches.
 MAINTENANCE = ["--compact-every", "1", "--gc-every", "2", "--retain-versions", "3",
                "--retain-seconds", "0"]
-
-T = TypeVar("T")
-
-
-def _wait_for(what: str, fn: Callable[[], T | None], timeout: float, *,
-              job: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> T:
-    """Polls ``fn`` until it returns a value (the job runs in another process: there is
-    no stream to drive from here, only its progress to observe)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value is not None:
-            return value
-        if job is not None and job.poll() is not None:
-            tail = log.read_text(errors="replace")[-6000:] if log else ""
-            pytest.fail(f"the job exited ({job.returncode}) before {what}:\n{tail}")
-        if time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-6000:] if log else ""
-            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{tail}")
-        time.sleep(0.5)
-
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[KafkaHandle]:
@@ -171,23 +145,6 @@ def _sum(prom: PrometheusServer, expr: str) -> float | None:
     return None if v is None or math.isnan(v) else v
 
 
-def _check_panels(prom: PrometheusServer, table: str, app_id: str, start: float,
-                  end: float) -> list[str]:
-    """Every panel query of the committed dashboard, substituted for this job, as Grafana
-    sends it for a dashboard showing ``start..end`` (the job's run): the range query must
-    draw at least one finite point, and the instant query at ``end`` must return at least
-    one series. Returns the panels (named) that fail."""
-    failed = []
-    for q in panel_queries(committed_dashboard()):
-        expr = substitute(q.expr, table=table, app_id=app_id, rate_interval=RATE_INTERVAL)
-        instant = prom.query(expr, at=end)
-        drawn = finite_series(prom.query_range(expr, start, end, step=STEP))
-        if not instant or not drawn:
-            failed.append(f"panel {q.name!r}: {expr} -> instant {instant}, "
-                          f"{len(drawn)} series with data over the run")
-    return failed
-
-
 def _rule_health(prom: PrometheusServer) -> dict[str, tuple[str, str, str]]:
     """``alert name -> (health, last error, last evaluation)`` from /api/v1/rules."""
     return {r["name"]: (r["health"], r.get("lastError", ""), r.get("lastEvaluation", ""))
@@ -266,14 +223,16 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
             producers[run.mode].flush()
             run.job = _start_job(kafka, run.topic, run.table_path, run.workdir, run.mode,
                                  run.port)
-        # each job is up, scraped, and has committed: then the second half arrives while
-        # it works through the first
-        _wait_all("a first commit scraped by Prometheus", runs,
-                  lambda r: bool(_sum(prometheus, f"cdc_sink_table_version{{{r.instance}}}")),
-                  240)
-        for run in runs:
-            produce_records(producers[run.mode], records[half:])
-            producers[run.mode].flush()
+        # once a job is up, scraped, and has committed, the second half of its events
+        # arrives while it works through the first
+        def first_commit(r: _Run) -> bool:
+            if not _sum(prometheus, f"cdc_sink_table_version{{{r.instance}}}"):
+                return False
+            produce_records(producers[r.mode], records[half:])
+            producers[r.mode].flush()
+            return True
+
+        _wait_all("a first commit scraped by Prometheus", runs, first_commit, 240)
 
         def caught_up(r: _Run) -> bool:
             read = _sum(prometheus, f'cdc_sink_events_total{{{r.instance}, op="all"}}')
@@ -293,7 +252,8 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
             table, app_id = series[0]["metric"]["table"], series[0]["metric"]["app_id"]
             app_ids[run.mode] = app_id
             empty += [f"{run.mode} job: {e}"
-                      for e in _check_panels(prometheus, table, app_id, started, time.time())]
+                      for e in check_panels(prometheus, committed_dashboard(), table, app_id,
+                                            started, time.time())]
         assert empty == [], "panels without data:\n" + "\n".join(empty)
 
         # the alert rules: every expression runs on the real series, and the rules
@@ -307,7 +267,7 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
             done = all(v[2] and not v[2].startswith("0001") for v in h.values())
             return h if h and done else None
 
-        health = _wait_for("an evaluation of every alert rule", evaluated, 30)
+        health = wait_for("an evaluation of every alert rule", evaluated, 30)
         assert set(health) == {r["alert"] for r in rules}
         assert all(v[0] == "ok" and not v[1] for v in health.values()), health
         # healthy runs fire nothing
@@ -315,6 +275,14 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
         assert firing == []
 
         for run in runs:
+            # the version gauge follows the table (a compaction after the last batch
+            # commits a version too: the job's stats catch up within seconds)
+            def version_agrees(r: _Run = run) -> bool | None:
+                gauge = prometheus.value(f"cdc_sink_table_version{{{r.instance}}}")
+                return True if gauge == cdc_sink.open_table(r.table_path).version else None
+
+            wait_for(f"the {run.mode} job's version gauge to equal table.version",
+                     version_agrees, 30)
             scraped[run.mode] = {
                 "version": prometheus.value(f"cdc_sink_table_version{{{run.instance}}}"),
                 "dead_letters": _sum(prometheus,
@@ -334,7 +302,12 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
     # the counters agree with each table and its dead-letter sink
     for run in runs:
         got = scraped[run.mode]
-        assert got["version"] == cdc_sink.open_table(run.table_path).version, run.mode
+        version = cdc_sink.open_table(run.table_path).version
         dead_letters = ParquetDeadLetter(run.workdir / "dlq").read().num_rows
-        assert got["dead_letters"] == dead_letters == sum(r.malformed for r in records), run.mode
-        assert got["received"] == len(records), run.mode
+        malformed = sum(r.malformed for r in records)
+        why = (f"{run.mode} job: scraped {got}; table version {version}, {dead_letters} dead "
+               f"letters written, {malformed} malformed records, {len(records)} records")
+        assert got["version"] == version, why
+        assert got["dead_letters"] == dead_letters == malformed, why
+        assert got["received"] == len(records), why
+
