@@ -164,7 +164,8 @@ def job_args(kafka: KafkaHandle, topic: str, tmp_path: Path, *extra: str) -> lis
 
 
 def test_metrics_agree_with_the_table_and_sigterm_exits_zero(
-        kafka: KafkaHandle, topic_name: str, tmp_path: Path, jobs: list[Job]) -> None:
+        kafka: KafkaHandle, topic_name: str, tmp_path: Path, jobs: list[Job],
+        record_property: Callable[[str, object], None]) -> None:
     import cdc_sink
 
     kafka.create_topic(topic_name, 2)
@@ -232,6 +233,7 @@ def test_metrics_agree_with_the_table_and_sigterm_exits_zero(
     os.kill(driver, signal.SIGTERM)  # as an operator stops it: the Python driver
     rc = job.finish(timeout=60)
     elapsed = time.monotonic() - t0
+    record_property("sigterm_to_exit_s", round(elapsed, 2))
     assert rc == 0, job.log[-6000:]
     assert "Traceback" not in job.log, job.log[-6000:]
     assert re.search(r"stopped after \S+s at table version \d+", job.log)
