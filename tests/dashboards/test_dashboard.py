@@ -35,6 +35,18 @@ def test_committed_json_is_what_build_py_generates_now() -> None:
         "dashboards/cdc_sink_overview.json is stale: run .venv/bin/python dashboards/build.py")
 
 
+def test_committed_json_round_trips_through_grafanas_dashboard_model() -> None:
+    """The SDK's model of Grafana's dashboard schema reads the JSON back unchanged."""
+    import json
+
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    committed = committed_dashboard()
+    model = Dashboard.from_json(committed)
+    assert json.loads(json.dumps(model, cls=JSONEncoder)) == committed
+
+
 def test_build_py_check_flag_detects_a_stale_file(tmp_path: Path) -> None:
     out = tmp_path / "overview.json"
     script = str(DASHBOARDS / "build.py")
