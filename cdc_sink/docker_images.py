@@ -155,6 +155,16 @@ def _run_build(cmd: list[str], what: str, cwd: Path) -> float:
     return time.monotonic() - t0
 
 
+def _prune_older(tag: str) -> None:
+    """Removes the other tags of ``tag``'s repository (earlier builds; their shared layers
+    stay). An image a container still uses is kept (``docker rmi`` refuses it)."""
+    repo = tag.rsplit(":", 1)[0]
+    out = _docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", repo)
+    for other in out.stdout.split():
+        if other != tag and not other.endswith(":bookworm"):
+            _docker("rmi", other)
+
+
 def _docker_build(root: Path, dockerfile: str, tag: str,
                   build_args: Mapping[str, str]) -> float:
     cmd = ["docker", "build", "--network", "host", "--force-rm", "-f", str(root / dockerfile),
@@ -175,6 +185,7 @@ def ensure_base_image(root: Path) -> BuiltImage:
     if image_exists(tag):
         return BuiltImage(tag, 0.0, False)
     seconds = _run_build(["bash", str(root / "docker" / "build_base.sh"), tag], tag, root)
+    _prune_older(tag)
     _docker("tag", tag, f"{BASE_REPO}:bookworm")
     return BuiltImage(tag, seconds, True)
 
@@ -215,6 +226,7 @@ def ensure_kafka_image(root: Path, base: str | None = None) -> BuiltImage:
     if image_exists(tag):
         return BuiltImage(tag, 0.0, False)
     seconds = _docker_build(root, "docker/kafka/Dockerfile", tag, {"BASE": base})
+    _prune_older(tag)
     return BuiltImage(tag, seconds, True)
 
 
@@ -233,6 +245,7 @@ def ensure_job_image(root: Path, base: str | None = None) -> BuiltImage:
     if image_exists(tag):
         return BuiltImage(tag, 0.0, False)
     seconds = _docker_build(root, "docker/Dockerfile", tag, {"BASE": base})
+    _prune_older(tag)
     return BuiltImage(tag, seconds, True)
 
 
