@@ -42,6 +42,7 @@ PER_TRIGGER = 300      # --max-offsets-per-trigger: several micro-batches, a vis
 MAINTENANCE = ["--compact-every", "1", "--gc-every", "2", "--retain-versions", "3",
                "--retain-seconds", "0"]
 
+
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[KafkaHandle]:
     handle = start_kafka(num_partitions=2)
@@ -232,7 +233,7 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
             producers[r.mode].flush()
             return True
 
-        _wait_all("a first commit scraped by Prometheus", runs, first_commit, 240)
+        _wait_all("a first commit scraped by Prometheus", runs, first_commit, 420)
 
         def caught_up(r: _Run) -> bool:
             read = _sum(prometheus, f'cdc_sink_events_total{{{r.instance}, op="all"}}')
@@ -241,7 +242,15 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
             return read == len(records) and (gc or 0) > 0 and (compactions or 0) > 0
 
         _wait_all(f"all {len(records)} events, a compaction and a GC run in Prometheus",
-                  runs, caught_up, 240)
+                  runs, caught_up, 300)
+
+        # the workload did what the panels are for: a Kafka lag, files removed by GC
+        for run in runs:
+            lag = prometheus.value("max_over_time(cdc_sink_kafka_max_offsets_behind_latest"
+                                   f"{{{run.instance}}}[10m])")
+            removed = _sum(prometheus, f"cdc_sink_gc_removed_files_total{{{run.instance}}}")
+            assert lag is not None and lag > 0, f"{run.mode} job: no Kafka lag seen ({lag})"
+            assert removed is not None and removed > 0, f"{run.mode} job: GC removed nothing"
 
         # every panel, for each job's table and app id
         empty = []
