@@ -179,19 +179,8 @@ class ParquetDeadLetter(DeadLetterSink):
         table = _conform(records)
         self.path.mkdir(parents=True, exist_ok=True)
         name = f"version-{version:020d}-{_app_tag(app_id)}.parquet"
-        if (self.path / name).exists():
-            return
-        tmp = self.path / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            with open(tmp, "wb") as f:
-                pq.write_table(table, f, compression="zstd")
-                f.flush()
-                os.fsync(f.fileno())
-            with contextlib.suppress(FileExistsError):  # create-if-absent: never replaces
-                os.link(tmp, self.path / name)
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(self.path)
+        if not (self.path / name).exists():
+            self._write_atomic(table, name)
 
     def forwarded_version(self, app_id: str) -> int | None:
         """The newest version file of ``app_id`` (None: none yet)."""
@@ -219,17 +208,19 @@ class ParquetDeadLetter(DeadLetterSink):
             self._write_atomic(part, name)
 
     def _write_atomic(self, table: pa.Table, name: str) -> None:
-        final = self.path / name
-        tmp = self.path / f".tmp-{name}"
+        """Publishes ``name`` complete and fsynced, or not at all; never replaces a file
+        of that name (``link`` is create-if-absent: a concurrent or repeated publish of
+        the same name is a no-op)."""
+        tmp = self.path / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             with open(tmp, "wb") as f:
                 pq.write_table(table, f, compression="zstd")
                 f.flush()
                 os.fsync(f.fileno())
-            os.rename(tmp, final)  # the name is unique to this attempt: nothing to replace
-        except BaseException:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, self.path / name)
+        finally:
             tmp.unlink(missing_ok=True)
-            raise
         _fsync_dir(self.path)
 
     def files(self) -> list[Path]:
