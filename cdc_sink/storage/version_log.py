@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import time
@@ -106,6 +107,8 @@ faults.register(
     "log.gc_deleting",
     "log.repair_removing",
 )
+
+logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- typed JSON helpers
@@ -894,6 +897,8 @@ class VersionLog:
                     doomed.append(path)
         if dry_run or not doomed:
             return doomed
+        logger.warning("repairing the log of %s: removing what a crashed commit left: %s",
+                       self.log_dir, ", ".join(os.path.basename(p) for p in doomed))
         for path in doomed:
             faults.fault_point("log.repair_removing")
             remove(path, missing_ok=True)
