@@ -418,7 +418,10 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
         failure = exc
     if stop.event.is_set() and query.isActive:
         logger.info("signal %s: stopping (the batch in flight finishes)", stop.signum)
-        query.stop()  # from the main thread, outside any other Py4J call
+        try:
+            query.stop()  # from the main thread, outside any other Py4J call
+        except Exception as exc:  # the batch in flight failed meanwhile
+            failure = exc
     if failure is None:
         failure = query.exception()
     try:
