@@ -42,6 +42,7 @@ class Stack:
     project: str
     kafka_port: int
     metrics_port: int
+    job_image: str
 
     def run(self, *args: str, timeout: float = 600.0) -> str:
         proc = subprocess.run([*self.compose, *args], cwd=REPO, env=self.env,
@@ -82,7 +83,7 @@ def stack() -> Iterator[Stack]:
                METRICS_PORT=str(metrics_port), ORDERS_EVENTS=str(EVENTS),
                ORDERS_SEED=str(SEED))
     st = Stack([*compose, "-p", project, "-f", str(COMPOSE_FILE)], env, project, kafka_port,
-               metrics_port)
+               metrics_port, job_image)
     try:
         try:
             st.run("up", "-d", "--no-build", "kafka", "topics", "producer", "job")
@@ -180,3 +181,16 @@ def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> N
     _wait_for("the job container did not become healthy", healthy, 120, stack.logs("job"))
     user = docker("inspect", "-f", "{{.Config.User}}", job).strip()
     assert user and user not in ("root", "0")
+
+
+def test_job_image_has_its_spark_kafka_jars_without_network_or_maven(stack: Stack) -> None:
+    """The jars were resolved at build time: with no network and no Maven in the image,
+    the entry point's classpath lookup still finds them."""
+    out = docker("run", "--rm", "--network", "none", "--entrypoint", "bash", stack.job_image,
+                 "-c", "command -v mvn || echo no-mvn; python -c 'from cdc_sink.kafka.jars "
+                 "import spark_kafka_conf as c; print(c()[\"spark.jars\"])'")
+    lines = out.split()
+    assert lines[0] == "no-mvn"
+    jars = lines[1].split(",")
+    assert any("spark-sql-kafka-0-10_2.13" in j for j in jars), jars
+    assert all(j.startswith("/opt/cdc_sink/cache/jars/") for j in jars)
