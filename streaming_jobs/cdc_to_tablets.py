@@ -330,7 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
         return 2
 
+    from prometheus_client import disable_created_metrics
+
     from cdc_sink.metrics import MetricsServerError, SinkMetrics, start_metrics_server
+
+    disable_created_metrics()  # no *_created series next to every counter and histogram
 
     table_path = os.path.abspath(args.table_path)
     checkpoint = args.checkpoint or table_path.rstrip("/") + ".checkpoint"
