@@ -21,14 +21,15 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cdc_sink.table import Table
     from cdc_sink.tablet import MemTablet
 
-__all__ = ["BucketStats", "DiskUsage", "TableStats", "disk_usage", "table_stats"]
+__all__ = ["BucketFigures", "BucketStats", "DiskUsage", "TableStats", "disk_usage",
+           "table_stats", "with_remote_buckets"]
 
 
 @dataclass(frozen=True)
@@ -227,3 +228,46 @@ def table_stats(table: Table, tablets: Mapping[int, MemTablet], *,
         snapshot_files=sum(s.snapshot_files for s in buckets),
         snapshot_bytes=sum(s.snapshot_bytes for s in buckets),
         log_files=disk.log_files, log_bytes=disk.log_bytes, buckets=tuple(buckets))
+
+
+@dataclass(frozen=True)
+class BucketFigures:
+    """The memory figures of a bucket held by another process (an executor's Python
+    worker in executors mode), as its task reported them with its result.
+
+    Attributes:
+        live_rows: Live rows after the batch.
+        memory_bytes: Bytes held by the worker's tablet.
+        delta_versions: Most delta versions held by one of its columns.
+    """
+
+    live_rows: int
+    memory_bytes: int
+    delta_versions: int
+
+
+def with_remote_buckets(stats: TableStats, remote: Mapping[int, BucketFigures]) -> TableStats:
+    """``stats`` with the buckets this process does not hold filled in from ``remote``
+    (figures other processes reported; a bucket held here keeps its own).
+
+    Args:
+        stats: Statistics from :meth:`cdc_sink.table.Table.stats`.
+        remote: Bucket -> figures reported by the process that holds it.
+    """
+    if not remote:
+        return stats
+    buckets = []
+    for b in stats.buckets:
+        f = remote.get(b.bucket)
+        if b.loaded or f is None:
+            buckets.append(b)
+        else:
+            buckets.append(replace(b, loaded=True, live_rows=f.live_rows,
+                                   memory_bytes=f.memory_bytes,
+                                   delta_versions=f.delta_versions))
+    loaded = [b for b in buckets if b.loaded]
+    return replace(stats, buckets=tuple(buckets), loaded_buckets=len(loaded),
+                   live_rows=sum(b.live_rows for b in loaded),
+                   memory_bytes=sum(b.memory_bytes for b in loaded),
+                   outstanding_delta_versions=max((b.delta_versions for b in loaded),
+                                                  default=0))

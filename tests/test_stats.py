@@ -78,3 +78,19 @@ def test_cdc_sink_stats_table(table_dir: Path, capsys: pytest.CaptureFixture[str
 def test_cdc_sink_stats_of_no_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stats", str(tmp_path)]) == 1
     assert "no cdc_sink table" in capsys.readouterr().err
+
+
+def test_remote_bucket_figures_fill_the_buckets_this_process_does_not_hold(
+        table_dir: Path) -> None:
+    from cdc_sink.stats import BucketFigures, with_remote_buckets
+
+    t = cdc_sink.open_table(table_dir)
+    t.read(version=t.version)  # a reader: still holds no writer tablet
+    st = t.stats()
+    assert st.loaded_buckets == 0 and st.live_rows == 0
+    got = with_remote_buckets(st, {0: BucketFigures(10, 1000, 2), 2: BucketFigures(5, 500, 7)})
+    assert (got.loaded_buckets, got.live_rows, got.memory_bytes) == (2, 15, 1500)
+    assert got.outstanding_delta_versions == 7
+    assert [b.loaded for b in got.buckets] == [True, False, True]
+    assert got.wal_bytes == st.wal_bytes  # disk figures unchanged
+    assert with_remote_buckets(st, {}) is st

@@ -117,6 +117,12 @@ class BatchObserver:
         self._dirty = False
         try:
             stats = self.sink_fn.table.stats(disk_max_age=self.disk_max_age)
+            # Executors mode: the tablets live in the executors; their tasks report them.
+            remote = getattr(self.sink_fn, "bucket_figures", None)
+            if remote:
+                from cdc_sink.stats import with_remote_buckets
+
+                stats = with_remote_buckets(stats, remote)
         except Exception:
             self.log.warning("table statistics failed; table gauges not refreshed",
                              exc_info=True)
