@@ -12,14 +12,21 @@ The value of row r at version v is the value in the newest delta with version in
 (rows created after the base, and columns added by a schema change). A reader takes the
 ``(bases, deltas)`` tuple once, so compaction (which appends a base) and retention
 (which drops old bases/deltas) never disturb it; nothing is ever mutated in place.
+
+A base loaded from a snapshot holds its pages as a :class:`PageList` of
+:class:`LazyPage` entries: a page is read (memory-mapped, checked against its CRC,
+decoded) on first access only, so opening a table touches no value page, and a read of
+some columns never touches the pages of the others. A page's row count is known without
+loading it; compaction shares an untouched page's entry, loaded or not.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, overload
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +45,97 @@ from cdc_sink.tablet.keystore import (
 def _is_sorted(a: np.ndarray) -> bool:
     return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
 
-__all__ = ["Base", "ColumnStore", "Delta"]
+__all__ = ["Base", "ColumnStore", "Delta", "LazyPage", "PageList"]
+
+_LOAD_LOCK = threading.Lock()
+
+
+class LazyPage:
+    """A page read on first access (see the module docstring).
+
+    Args:
+        rows: The page's row count (known without reading it).
+        load: Reads, verifies and decodes the page; raises if it is damaged. Called at
+            most once successfully; a failure is raised again on the next access.
+    """
+
+    __slots__ = ("_array", "_load", "rows")
+
+    def __init__(self, rows: int, load: Callable[[], pa.Array]) -> None:
+        self.rows = rows
+        self._load: Callable[[], pa.Array] | None = load
+        self._array: pa.Array | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the page was read."""
+        return self._array is not None
+
+    @property
+    def array(self) -> pa.Array | None:
+        """The page if it was read, else None (never reads it)."""
+        return self._array
+
+    def get(self) -> pa.Array:
+        """The page, read (and verified) now if it was not yet."""
+        arr = self._array
+        if arr is None:
+            with _LOAD_LOCK:  # one load per page, so every reader gets the same object
+                arr = self._array
+                if arr is None:
+                    assert self._load is not None
+                    arr = self._load()
+                    self._array = arr
+                    self._load = None
+        return arr
+
+
+PageEntry: TypeAlias = "pa.Array | LazyPage"
+
+
+class PageList(Sequence[pa.Array]):
+    """The pages of a base, some of which may be :class:`LazyPage` s; indexing or
+    iterating reads them, :meth:`length` and :meth:`entry` do not."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: Iterable[PageEntry] = ()) -> None:
+        self._entries: tuple[PageEntry, ...] = tuple(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, p: int) -> pa.Array: ...
+
+    @overload
+    def __getitem__(self, p: slice) -> list[pa.Array]: ...
+
+    def __getitem__(self, p: int | slice) -> pa.Array | list[pa.Array]:
+        if isinstance(p, slice):
+            return [_page(e) for e in self._entries[p]]
+        return _page(self._entries[p])
+
+    def __iter__(self) -> Iterator[pa.Array]:
+        return (_page(e) for e in self._entries)
+
+    def entry(self, p: int) -> PageEntry:
+        """Page ``p`` as held: an array or a :class:`LazyPage` (not read)."""
+        return self._entries[p]
+
+    def length(self, p: int) -> int:
+        """Rows of page ``p`` (without reading it)."""
+        e = self._entries[p]
+        return e.rows if isinstance(e, LazyPage) else len(e)
+
+    def loaded(self, p: int) -> bool:
+        """Whether page ``p`` is in memory (read, or never lazy)."""
+        e = self._entries[p]
+        return bool(e.loaded) if isinstance(e, LazyPage) else True
+
+
+def _page(e: PageEntry) -> pa.Array:
+    return e.get() if isinstance(e, LazyPage) else e
 
 
 @dataclass(frozen=True)
@@ -66,7 +163,7 @@ class Base:
 
     version: int
     num_rows: int
-    pages: tuple[pa.Array, ...]
+    pages: Sequence[pa.Array]  # a tuple, or a PageList of lazily read pages
     stats: list[PageStats | None] = field(default_factory=list)
     # Where each page is stored in a snapshot (set by storage.snapshot); a page shared
     # with an older base keeps its location, so incremental snapshots skip it.
@@ -81,6 +178,16 @@ class Base:
             s = page_stats(self.pages[p])
             self.stats[p] = s
         return s
+
+    def page_length(self, p: int) -> int:
+        """Rows of page ``p`` (a lazy page is not read)."""
+        pages = self.pages
+        return pages.length(p) if isinstance(pages, PageList) else len(pages[p])
+
+    def page_entry(self, p: int) -> PageEntry:
+        """Page ``p`` as held (a lazy page is not read)."""
+        pages = self.pages
+        return pages.entry(p) if isinstance(pages, PageList) else pages[p]
 
 
 class ColumnStore:
@@ -180,7 +287,7 @@ class ColumnStore:
                 touched[np.unique(d.rows // self.page_rows)] = True
         out: list[PageStats | None] = []
         for p in range(num_pages):
-            full = p < len(base.pages) and len(base.pages[p]) == min(
+            full = p < len(base.pages) and base.page_length(p) == min(
                 self.page_rows, num_rows - p * self.page_rows)
             out.append(base.page_stats(p) if full and not touched[p] else None)
         return out
@@ -364,18 +471,28 @@ class ColumnStore:
     def compacted_base(self, version: int, num_rows: int) -> Base:
         """A base at ``version``: touched pages rebuilt, untouched pages shared (with
         their statistics and snapshot locations)."""
-        old = self.base_at(version)
-        pages = tuple(arr for _, arr in self.pages(version, num_rows))
-        stats: list[PageStats | None] = [None] * len(pages)
-        locations: list[Any] = [None] * len(pages)
-        for p, arr in enumerate(pages):
-            if p < len(old.pages) and arr is old.pages[p]:
-                if old.stats:
-                    stats[p] = old.stats[p]
-                if old.locations:
-                    locations[p] = old.locations[p]
-        return Base(version=version, num_rows=num_rows, pages=pages, stats=stats,
-                    locations=locations)
+        old, ds = self.view(self.state, version)
+        num_pages = -(-num_rows // self.page_rows)
+        # Untouched full pages are shared as held (a lazy page stays unread).
+        keep = np.zeros(num_pages, dtype=bool)
+        keep[: min(num_pages, len(old.pages))] = True
+        for d in ds:
+            if len(d.rows):
+                keep[np.unique(d.rows // self.page_rows)] = False
+        for p in np.flatnonzero(keep).tolist():
+            keep[p] = old.page_length(p) == min(self.page_rows,
+                                                num_rows - p * self.page_rows)
+        rebuilt = dict(self.pages(version, num_rows, page_filter=~keep))
+        entries = [old.page_entry(p) if keep[p] else rebuilt[p] for p in range(num_pages)]
+        stats: list[PageStats | None] = [None] * num_pages
+        locations: list[Any] = [None] * num_pages
+        for p in np.flatnonzero(keep).tolist():
+            if old.stats:
+                stats[p] = old.stats[p]
+            if old.locations:
+                locations[p] = old.locations[p]
+        return Base(version=version, num_rows=num_rows, pages=PageList(entries),
+                    stats=stats, locations=locations)
 
     def base_at(self, version: int) -> Base:
         """The newest base at or below ``version``."""
@@ -385,12 +502,16 @@ class ColumnStore:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by all bases (shared pages counted once) and deltas."""
+        """Bytes held by all bases (shared pages counted once; a lazy page not read yet
+        holds none) and deltas."""
         bases, deltas = self.state
         seen: dict[int, int] = {}
         for b in bases:
-            for pg in b.pages:
-                seen[id(pg)] = pg.nbytes
+            for p in range(len(b.pages)):
+                e = b.page_entry(p)
+                pg = e.array if isinstance(e, LazyPage) else e
+                if pg is not None:  # a lazy page not read yet holds no memory
+                    seen[id(pg)] = pg.nbytes
         return sum(seen.values()) + sum(d.nbytes for d in deltas)
 
     @property

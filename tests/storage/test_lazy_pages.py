@@ -1,0 +1,163 @@
+"""Snapshot value pages are read lazily: opening a table and reading some columns of a
+cold version never reads the other columns' pages; a damaged page raises WalCorruption
+from the first read that needs it, before any of its data is returned; a missing or
+truncated page file is still found when the bucket loads; compaction and incremental
+snapshots of a reopened table leave untouched pages unread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cdc_sink.errors import WalCorruption
+from cdc_sink.storage.snapshot import read_manifest
+from cdc_sink.table import Table, TableOptions, create_table, open_table
+from cdc_sink.tablet.column import LazyPage, PageList
+
+SCHEMA = {
+    "columns": [{"name": "id", "type": "int64", "nullable": False},
+                {"name": "a", "type": "int64"}, {"name": "b", "type": "string"},
+                {"name": "c", "type": "float64"}],
+    "primary_key": ["id"], "num_buckets": 2,
+}
+OPTS = TableOptions(page_rows=8, memory_versions=4, compact_every=3, snapshot_every=1000,
+                    retain_versions=1000, retain_seconds=0.0)
+ROWS = 100
+
+
+def _events(keys: range, tag: int) -> list[dict[str, object]]:
+    return [{"op": "upsert", "key": {"id": k},
+             "set": {"a": k * 10 + tag, "b": f"s{k}-{tag}", "c": k / 4 + tag}} for k in keys]
+
+
+@pytest.fixture
+def table_dir(tmp_path: Path) -> Path:
+    """A table with a snapshot of both buckets at version 2 and one batch after it."""
+    path = tmp_path / "t"
+    t = create_table(path, SCHEMA, options=OPTS)
+    t.apply(_events(range(ROWS), 0))
+    t.compact()
+    t.apply([{"op": "update", "key": {"id": 3}, "set": {"a": -1}}])
+    return path
+
+
+def _value_pages(t: Table, bucket: int, version: int) -> dict[str, PageList]:
+    tablet = t._reader_tablet(bucket, version)
+    schema = t.schema_at(version)
+    out = {}
+    for c in schema.value_columns:
+        pages = tablet.columns[c.id].base_at(version).pages
+        assert isinstance(pages, PageList)
+        out[c.name] = pages
+    return out
+
+
+def _loaded(pages: PageList) -> list[bool]:
+    return [pages.loaded(p) for p in range(len(pages))]
+
+
+def test_reading_some_columns_of_a_cold_version_reads_only_their_pages(
+        table_dir: Path) -> None:
+    expected = open_table(table_dir, options=OPTS).read(columns=["id", "a"])
+    t = open_table(table_dir, options=OPTS)
+    v = t.version
+    for b in range(2):
+        pages = _value_pages(t, b, v)
+        assert len(pages["a"]) > 1
+        assert not any(any(_loaded(pl)) for pl in pages.values()), "opening read a page"
+    got = t.read(version=v, columns=["id", "a"])
+    assert got.equals(expected)
+    for b in range(2):
+        pages = _value_pages(t, b, v)
+        assert all(_loaded(pages["a"])), "a page of the column read was not read"
+        assert not any(_loaded(pages["b"])) and not any(_loaded(pages["c"]))
+
+
+def _damage_page(path: Path, column_id: int) -> tuple[str, int]:
+    """Flips one byte inside the middle page of ``column_id`` of bucket 0's snapshot."""
+    t = open_table(path, options=OPTS)
+    snap = t._history.snapshot_at(0, t.version)
+    assert snap is not None
+    loc_list = read_manifest(str(path), snap[1]).columns[column_id]
+    loc = loc_list[len(loc_list) // 2]
+    f = path / loc.file
+    data = bytearray(f.read_bytes())
+    data[loc.offset + loc.length // 2] ^= 0x40
+    f.write_bytes(bytes(data))
+    return str(f), loc.offset
+
+
+def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(
+        table_dir: Path) -> None:
+    fresh = open_table(table_dir, options=OPTS)
+    expected_a = fresh.read(columns=["id", "a"])
+    b_id = fresh.schema.column("b").id
+    path, offset = _damage_page(table_dir, b_id)
+    t = open_table(table_dir, options=OPTS)
+    assert t.read(columns=["id", "a"]).equals(expected_a)
+    for _ in range(2):  # the damage stays detected; nothing of the page is ever returned
+        with pytest.raises(WalCorruption) as info:
+            t.read(columns=["b"])
+        assert info.value.path == path and info.value.offset == offset
+    with pytest.raises(WalCorruption):
+        t.get(list(range(ROWS)), columns=["id", "b"])
+
+
+def test_a_missing_or_truncated_page_file_is_found_when_the_bucket_loads(
+        table_dir: Path) -> None:
+    t = open_table(table_dir, options=OPTS)
+    snap = t._history.snapshot_at(0, t.version)
+    assert snap is not None
+    rel = sorted(read_manifest(str(table_dir), snap[1]).files)[0]
+    f = table_dir / rel
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) - 3])
+    with pytest.raises(WalCorruption, match="truncated") as info:
+        open_table(table_dir, options=OPTS).read(columns=["id"])
+    assert info.value.path == str(f)
+    f.unlink()
+    with pytest.raises(WalCorruption, match="missing"):
+        open_table(table_dir, options=OPTS).read(columns=["id"])
+
+
+def test_compaction_and_an_incremental_snapshot_leave_untouched_pages_unread(
+        table_dir: Path) -> None:
+    t = open_table(table_dir, options=OPTS)
+    t.apply([{"op": "update", "key": {"id": k}, "set": {"a": 7}} for k in (0, 1, 2)])
+    t.compact()  # a snapshot of every bucket: only changed pages are read and written
+    v = t.version
+    for b in range(2):
+        tablet = t._tablet(b)
+        for name in ("b", "c"):
+            pages = tablet.columns[t.schema.column(name).id].base_at(v).pages
+            assert isinstance(pages, PageList)
+            assert all(isinstance(pages.entry(p), LazyPage) for p in range(len(pages)))
+            assert not any(_loaded(pages)), f"column {name} of bucket {b} was read"
+    got = open_table(table_dir, options=OPTS).read()
+    a = dict(zip(got.column("id").to_pylist(), got.column("a").to_pylist(), strict=True))
+    assert [a[k] for k in (0, 1, 2, 3, 4)] == [7, 7, 7, -1, 40]
+    assert np.array_equal(np.sort(got.column("id").to_numpy()), np.arange(ROWS))
+    assert got.column("b").to_pylist() == [f"s{k}-0" for k in got.column("id").to_pylist()]
+
+
+def test_a_lazy_page_reads_once_and_a_failed_read_fails_again() -> None:
+    calls = []
+
+    def load() -> pa.Array:
+        calls.append(1)
+        if len(calls) == 1:
+            raise WalCorruption("damaged", path="p", offset=0)
+        return pa.array([1, 2, 3])
+
+    page = LazyPage(3, load)
+    pl = PageList([page, pa.array([4])])
+    assert pl.length(0) == 3 and not pl.loaded(0) and pl.loaded(1)
+    with pytest.raises(WalCorruption):
+        pl[0]
+    assert not page.loaded
+    first = pl[0]
+    assert pl[0] is first and first.to_pylist() == [1, 2, 3] and len(calls) == 2
+    assert [x.to_pylist() for x in pl] == [[1, 2, 3], [4]]
