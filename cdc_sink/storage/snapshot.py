@@ -19,7 +19,9 @@ unchanged when they were full at the previous snapshot). When the bytes the mani
 references fall under half of the bytes of the files it references, every page is
 rewritten into one new file, so old files can be collected.
 
-Loading memory-maps the page files (zero-copy Arrow arrays) and checks each blob's CRC.
+Loading memory-maps the page files (zero-copy Arrow arrays); key, row-hash, index and
+deletion-vector blobs are CRC-checked at load, value pages lazily: each when it is first
+read (:class:`~cdc_sink.tablet.column.LazyPage`), before any of its data is returned.
 
 Page statistics (``min``/``max``) are stored in the physical form of
 :func:`cdc_sink.filters.physical_value` (integers for dates, timestamps and decimals; a
@@ -58,7 +60,7 @@ from cdc_sink.storage.fsutil import (
     remove,
     write_file_durable,
 )
-from cdc_sink.tablet.column import Base
+from cdc_sink.tablet.column import Base, LazyPage, PageList
 from cdc_sink.tablet.memtablet import MemTablet
 
 __all__ = ["PageLoc", "SnapshotManifest", "apply_locations", "load_snapshot", "read_manifest",
@@ -272,9 +274,10 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
             base = store.base_at(version)
             known = base.locations if len(base.locations) == len(base.pages) else []
             locs = []
-            for p, page in enumerate(base.pages):
+            for p in range(len(base.pages)):  # a page already written is not read
                 loc = None if full or not known else known[p]
                 if loc is None:
+                    page = base.pages[p]
                     loc = writer.add(_blob(page), len(page), base.page_stats(p))
                     updates.append((base, p, loc))
                 locs.append(loc)
@@ -350,11 +353,27 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
 
 
 class _PageReader:
-    def __init__(self, root: str) -> None:
+    """Page blobs of one snapshot's files, memory-mapped.
+
+    Every file is mapped, and every location checked against its file's size, when the
+    reader is made (a missing or truncated page file is found at load); a blob's CRC is
+    checked when the blob is first read (:meth:`array`, :meth:`lazy`), before any of its
+    data is returned.
+    """
+
+    def __init__(self, root: str, manifest: SnapshotManifest) -> None:
         self.root = root
         self._maps: dict[str, pa.Buffer] = {}
+        locs = [p for ps in manifest.columns.values() for p in ps]
+        locs += [p for ps in manifest.keys for p in ps] + manifest.row_hash
+        locs += [p for p in (manifest.dv, manifest.index_slots) if p is not None]
+        for loc in locs:
+            buf = self._map(loc)
+            if loc.offset < 0 or loc.offset + loc.length > buf.size:
+                raise WalCorruption("a snapshot page file is truncated",
+                                    path=os.path.join(self.root, loc.file), offset=loc.offset)
 
-    def blob(self, loc: PageLoc) -> pa.Buffer:
+    def _map(self, loc: PageLoc) -> pa.Buffer:
         buf = self._maps.get(loc.file)
         if buf is None:
             path = os.path.join(self.root, loc.file)
@@ -365,27 +384,65 @@ class _PageReader:
                 raise WalCorruption("a snapshot page file is missing", path=path,
                                     offset=loc.offset) from None
             self._maps[loc.file] = buf
-        piece = buf.slice(loc.offset, loc.length)
+        return buf
+
+    def blob(self, loc: PageLoc) -> pa.Buffer:
+        """The blob at ``loc``, checked against its CRC.
+
+        Raises:
+            WalCorruption: The blob is damaged.
+        """
+        piece = self._map(loc).slice(loc.offset, loc.length)
         if len(piece) != loc.length or google_crc32c.value(piece) != loc.crc:
             raise WalCorruption("snapshot page fails its CRC",
                                 path=os.path.join(self.root, loc.file), offset=loc.offset)
         return piece
 
-    def array(self, loc: PageLoc) -> pa.Array:
-        return pa.ipc.open_stream(self.blob(loc)).read_next_batch().column(0)
+    def array(self, loc: PageLoc, *, check_rows: bool = False) -> pa.Array:
+        """The page at ``loc`` (CRC checked first).
+
+        Raises:
+            WalCorruption: The blob is damaged (or, with ``check_rows``, does not hold
+                ``loc.rows`` rows).
+        """
+        blob = self.blob(loc)
+        try:
+            arr = pa.ipc.open_stream(blob).read_next_batch().column(0)
+        except (pa.ArrowException, StopIteration) as exc:
+            raise WalCorruption(f"snapshot page does not decode: {exc}",
+                                path=os.path.join(self.root, loc.file),
+                                offset=loc.offset) from None
+        if check_rows and len(arr) != loc.rows:
+            raise WalCorruption(f"snapshot page holds {len(arr)} rows, not {loc.rows}",
+                                path=os.path.join(self.root, loc.file), offset=loc.offset)
+        return arr
+
+    def lazy(self, loc: PageLoc) -> LazyPage:
+        """The page at ``loc``, read and CRC-checked on first access."""
+        return LazyPage(loc.rows, lambda: self.array(loc, check_rows=True))
 
 
 def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
                   tablet_factory: Any) -> MemTablet:
     """Builds a tablet at the manifest's version from its pages (zero-copy, memory-mapped).
 
+    Value pages are lazy (:class:`~cdc_sink.tablet.column.LazyPage`): each is CRC-checked
+    and decoded when first read, so loading reads only the key, row-hash, index and
+    deletion-vector blobs (and the sequence column's pages, which the tablet keeps in a
+    dense array); a damaged value page raises :class:`WalCorruption` from the read that
+    first touches it, before any of its data is returned.
+
     Args:
         root: Table root.
         manifest: The snapshot to load.
         schema: The schema at the snapshot's version.
         tablet_factory: ``f(version) -> MemTablet`` making an empty tablet of the bucket.
+
+    Raises:
+        WalCorruption: A page file is missing or truncated, or a blob read at load is
+            damaged.
     """
-    reader = _PageReader(root)
+    reader = _PageReader(root, manifest)
     tablet: MemTablet = tablet_factory(manifest.version)
     v = manifest.version
     known = {c.id: c for c in schema.value_columns}
@@ -393,7 +450,7 @@ def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
         if cid not in known:
             continue
         store = tablet.ensure_column(cid)
-        pages = tuple(reader.array(loc) for loc in locs)
+        pages = PageList(reader.lazy(loc) for loc in locs)
         t = known[cid].type
         # Physical statistics; a later (incremental) manifest reuses these locations,
         # so format-1 statistics are rewritten in format 2 here.
