@@ -708,6 +708,10 @@ class Table:
                 pending.append(t)
                 self._pending_segments.pop(p.bucket, None)
                 apply_locations(self._pending_locations.pop(p.bucket, []))
+            elif t is not None:
+                # Prepared in another process (executors mode): this copy lacks the
+                # version's changes and must not be advanced to it; it reloads on use.
+                del self._tablets[p.bucket]
         self._publish(version, pending)
 
     def _committed_as(self, version: int, prepared: Sequence[PreparedBucket]) -> bool:

@@ -360,8 +360,12 @@ class SinkFunction:
         version = table.version + 1
         wire = self._decode_in_spark(df, schema)
         keys = [F.col(f"`{k}`") for k in schema.primary_key]
-        bucketed = wire.withColumn(
-            "__bucket", F.pmod(F.xxhash64(*keys), F.lit(schema.num_buckets)).cast("int"))
+        nb = schema.num_buckets
+        bucket = F.pmod(F.xxhash64(*keys), F.lit(nb)).cast("int")
+        # A truncate names no key and clears every bucket: each bucket gets a copy.
+        bucketed = wire.withColumn("__bucket", F.explode(
+            F.when(F.col("__op") == F.lit("truncate"), F.sequence(F.lit(0), F.lit(nb - 1)))
+            .otherwise(F.array(bucket))))
         fn = partial(_prepare_partition, path=self.path, version=version,
                      schema_dict=schema.to_dict(), options=self.table_options)
         msgs = (bucketed.repartition(schema.num_buckets, "__bucket")
@@ -582,13 +586,17 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
     rbs = list(batches)
     if not rbs:
         return
-    arrow = pa.Table.from_batches(rbs)
+    # Shuffle blocks arrive in any order: apply in Kafka order, as the driver mode does.
+    arrow = pa.Table.from_batches(rbs).sort_by([
+        ("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")])
     buckets = np.asarray(arrow.column("__bucket").to_numpy(), dtype=np.int64)
     table = _worker_table(path, options)
     for b in np.unique(buckets).tolist():
         sel = np.flatnonzero(buckets == b)
         part = arrow.take(pa.array(sel))
         batch, rejects, meta = _to_change_batch(part, schema)
+        ops = _op_counts(batch)
+        copies = ops.pop("truncate", 0) if b != 0 else 0  # counted once, in bucket 0
         prepared = table.prepare_bucket(int(b), version, batch)
         rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
         idx = pa.array(rejects.positions)
@@ -599,10 +607,10 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
         yield pa.RecordBatch.from_pylist([{
             "bucket": int(b), "segment": prepared.segment, "snapshot": prepared.snapshot,
             "counts": json.dumps(prepared.counts), "files": json.dumps(prepared.files),
-            "rejects": json.dumps(rej), "events": part.num_rows,
+            "rejects": json.dumps(rej), "events": part.num_rows - copies,
             "max_ts_ms": _max_ts(meta),
             "ts_sample": json.dumps(_ts_sample(meta, _TS_SAMPLE // 8).tolist()),
-            "ops": json.dumps(_op_counts(batch)),
+            "ops": json.dumps(ops),
             "offsets": json.dumps(_end_offsets(meta.column("__topic"),
                                                meta.column("__partition"),
                                                meta.column("__offset")))}],

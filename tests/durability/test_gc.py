@@ -153,9 +153,11 @@ def test_orphans_of_a_lost_commit_race_are_removed_by_the_loser(durable_dir: Pat
             loser.apply(workload.batch(SEED, 5), app_id="loser", batch_id=0)
         after = set(_tree(durable_dir))
         new = {p for p in after - before if "/_log/" not in p}
-        committed = {os.path.join(str(durable_dir), r) for ref in
-                     winner.log.read(winner.version).buckets.values()
+        won = winner.log.read(winner.version)
+        committed = {os.path.join(str(durable_dir), r) for ref in won.buckets.values()
                      for r in (ref.segment, ref.snapshot) if r}
+        if won.rejects is not None:  # the winner's rejects are committed with its entry
+            committed.add(os.path.join(str(durable_dir), won.rejects))
         pages = {os.path.join(str(durable_dir), f) for r in committed
                  if r.endswith(".manifest") for f in _manifest_files(durable_dir, r)}
         assert new <= committed | pages, f"the loser left {sorted(new - committed - pages)}"

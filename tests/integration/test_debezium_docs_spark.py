@@ -105,7 +105,7 @@ def test_postgres_customers_deletes_truncate_and_messages_through_spark(
     """Sequence from source.lsn, so the key-only deletes apply on a sequence table."""
     schema = TableSchema.from_dict({
         "columns": [*PG_CUSTOMERS.to_dict()["columns"], {"name": "lsn", "type": "int64"}],
-        "primary_key": ["id"], "sequence_column": "lsn"})
+        "primary_key": ["id"], "sequence_column": "lsn", "num_buckets": 4})
     s = Stream(spark, kafka, topic_name, tmp_path, schema, mode, sequence_source="lsn")
 
     def key(i: int) -> bytes:
@@ -127,12 +127,13 @@ def test_postgres_customers_deletes_truncate_and_messages_through_spark(
         assert s.send((key(1), value(doc("pg_customers_delete_payload.json"), PG_SCHEMA,
                                      envelope))) == {}
         # REPLICA IDENTITY NOTHING: no 'before' at all; the Kafka message key names the row
-        rows = s.send((key(2), create(2, 50_000_000)), (key(3), create(3, 50_000_001)))
-        assert sorted(rows) == [2, 3]
+        rows = s.send(*[(key(i), create(i, 50_000_000 + i)) for i in range(2, 12)])
+        assert sorted(rows) == list(range(2, 12))
         nothing = delete_payload(None)
-        nothing["source"]["lsn"] = 50_000_002
-        assert sorted(s.send((key(2), value(nothing, PG_SCHEMA, envelope)))) == [3]
-        # truncate clears the table; logical-decoding messages change nothing
+        nothing["source"]["lsn"] = 60_000_000
+        assert sorted(s.send((key(2), value(nothing, PG_SCHEMA, envelope)))) == list(
+            range(3, 12))
+        # truncate clears every bucket; logical-decoding messages change nothing
         assert s.send((None, value(doc("pg_customers_truncate_payload.json"), PG_SCHEMA,
                                    envelope)),
                       (None, value(doc("pg_message_transactional_payload.json"), PG_SCHEMA,

@@ -1,0 +1,64 @@
+"""Versions prepared in another process (executors mode) and committed by this one.
+
+In executors mode the driver's Table commits log entries naming segments that Spark
+tasks prepared in their own processes. The driver's own copy of those buckets is then
+stale; it must never be treated as the state of the new version (a compaction would
+snapshot the stale copy as the newest state of the bucket and lose rows).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cdc_sink.changes import ChangeBatch
+from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.model import RefModel, model_rows, table_to_rows
+
+SCHEMA = {
+    "columns": [{"name": "id", "type": "int64", "nullable": False},
+                {"name": "a", "type": "int64"}],
+    "primary_key": ["id"], "num_buckets": 3,
+}
+
+
+def _commit_from_worker(driver: Table, worker: Table, events: list[dict[str, Any]],
+                        batch_id: int) -> None:
+    """What executors mode does: the worker prepares every bucket, the driver commits."""
+    batch, rejects = ChangeBatch.from_events(events, driver.schema)
+    assert not len(rejects)
+    v = driver.version + 1
+    prepared = [worker.prepare_bucket(b, v, part)
+                for b, part in sorted(batch.split_by_bucket().items())]
+    driver.commit_prepared(v, prepared, app_id="job", batch_id=batch_id, events=len(batch))
+
+
+def _events(lo: int, hi: int, a: int) -> list[dict[str, Any]]:
+    return [{"op": "upsert", "key": {"id": i}, "set": {"a": a}} for i in range(lo, hi)]
+
+
+def test_compaction_by_the_committer_snapshots_the_committed_state(tmp_path: Path) -> None:
+    driver = create_table(tmp_path / "t", SCHEMA, options=TableOptions.for_tests())
+    worker = open_table(tmp_path / "t", options=TableOptions.for_tests())
+    model = RefModel(driver.schema)
+    batches = [_events(0, 30, 1), _events(20, 60, 2), _events(0, 10, 3), _events(50, 90, 4)]
+    for i, events in enumerate(batches):
+        _commit_from_worker(driver, worker, events, i)
+        model.apply(events)
+        driver.compact()  # the driver's copies were loaded (or advanced) before this
+        want = model_rows(model.rows, driver.schema)
+        assert table_to_rows(driver.read(), ["id"]) == want, f"after batch {i}"
+        fresh = open_table(tmp_path / "t")
+        assert table_to_rows(fresh.read(), ["id"]) == want, f"reopened after batch {i}"
+
+
+def test_the_committer_reads_what_the_worker_prepared(tmp_path: Path) -> None:
+    driver = create_table(tmp_path / "t", SCHEMA, options=TableOptions.for_tests())
+    worker = open_table(tmp_path / "t", options=TableOptions.for_tests())
+    driver.apply(_events(0, 20, 1), app_id="job", batch_id=0)  # driver loads every bucket
+    _commit_from_worker(driver, worker, _events(0, 20, 2), 1)
+    assert set(driver.read().column("a").to_pylist()) == {2}
+    assert set(driver.get(list(range(20))).column("a").to_pylist()) == {2}
+    # and the driver can go on preparing locally on top of the worker's version
+    driver.apply(_events(10, 20, 3), app_id="job", batch_id=2)
+    assert sorted(driver.read().column("a").to_pylist()) == [2] * 10 + [3] * 10
