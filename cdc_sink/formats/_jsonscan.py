@@ -41,6 +41,7 @@ import pyarrow.json as pj
 
 from cdc_sink.formats._arrays import (
     Parts,
+    cast_rows,
     gather,
     new_reasons,
     no_reason,
@@ -521,7 +522,11 @@ def _read_lines(doc: np.ndarray, line_starts: np.ndarray, line_ends: np.ndarray,
 
 def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None:
     """Parses the events of ``check`` with Arrow's JSON reader (no column is converted)
-    and refuses those it cannot parse as exactly one object.
+    and refuses those it cannot parse as exactly one object, or that are not UTF-8.
+
+    JSON text is UTF-8 (RFC 8259), and Arrow's parser does not check the bytes of
+    members it skips, so the encoding of every event is checked first (one Arrow UTF-8
+    validation of all of them; bad events are isolated by bisection).
 
     The values of a binary array are contiguous, so a chunk of events is read straight
     from the input buffer (zero copy) unless some of its events are left out, which are
@@ -530,6 +535,16 @@ def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None
     events = np.flatnonzero(check)
     if not len(events):
         return
+    _, not_utf8 = cast_rows(spans(parts, parts.starts[events], parts.ends[events]),
+                            pa.string_view())
+    if not_utf8.any():
+        bad = events[not_utf8]
+        reasons[bad[no_reason(reasons[bad])]] = "invalid JSON: not valid UTF-8"
+        check = check.copy()
+        check[bad] = False
+        events = events[~not_utf8]
+        if not len(events):
+            return
     n = parts.n
     csum = np.cumsum(parts.lengths)
     e0 = int(events[0])
