@@ -7,8 +7,17 @@ Measures, for a 1-bucket table of --rows rows x 20 columns (default 10M):
   * commit overhead per micro-batch (WAL segment + fsync + log entry + dir fsync) for a
     small batch -- target <= 10 ms.
 
+Reopen is reported as wall and CPU seconds (CPU time is the figure to compare on a loaded
+machine), split into the snapshot load and the segment replay, followed by cold reads of
+a fresh Table: one column of the latest version, and the whole latest version.
+
 Run:  .venv/bin/python benchmarks/table.py [--rows 10000000] [--segments 100]
       [--segment-events 10000] [--repeat 3] [--dir /tmp/cdc_bench]
+      [--keep] [--reopen-only]
+
+``--keep`` leaves the table in ``--dir``; ``--reopen-only`` measures only the reopen and
+cold reads of a table kept before (e.g. to compare two versions of the code on the same
+files: ``PYTHONPATH=<other checkout> .venv/bin/python benchmarks/table.py --reopen-only``).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from engine import insert_batch, make_schema, update_batch
 
+import cdc_sink.table
 from cdc_sink import TableOptions, create_table, open_table
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.storage.snapshot import write_snapshot
@@ -47,13 +57,21 @@ def main() -> None:
     ap.add_argument("--segment-events", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/cdc_bench_table")
+    ap.add_argument("--keep", action="store_true",
+                    help="leave the table in --dir (skips the snapshot comparison)")
+    ap.add_argument("--reopen-only", action="store_true",
+                    help="only reopen (and cold-read) a table kept by an earlier --keep run")
     args = ap.parse_args()
     pa.set_cpu_count(1)
+    opts = TableOptions(snapshot_every=10**9, compact_every=10**9, memory_versions=10**6,
+                        retain_versions=10**6)
+    print(f"cdc_sink from {os.path.dirname(cdc_sink.table.__file__)}")
+    if args.reopen_only:
+        reopen(args, opts, None, open_table(args.dir, options=opts).version)
+        return
     rng = np.random.default_rng(3)
     schema = make_schema()
     shutil.rmtree(args.dir, ignore_errors=True)
-    opts = TableOptions(snapshot_every=10**9, compact_every=10**9, memory_versions=10**6,
-                        retain_versions=10**6)
     table = create_table(args.dir, schema, options=opts)
     results: dict[str, Any] = {}
 
@@ -95,19 +113,9 @@ def main() -> None:
     expect = table.read(version=latest, columns=["id", "i0", "s0"])
     del table
 
-    # Reopen: open + load the bucket (snapshot + segments) + first read of a column.
-    reopen = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        t = open_table(args.dir, options=opts)
-        t.get([0], version=latest)  # forces the bucket load
-        reopen.append(time.perf_counter() - t0)
-        got = t.read(version=latest, columns=["id", "i0", "s0"])
-        assert got.equals(expect)
-        del t
-    results["reopen_s"] = statistics.median(reopen)
-    print(f"reopen {args.rows:,} rows x 20 cols, snapshot + {args.segments} segments of "
-          f"{args.segment_events:,} events: median {statistics.median(reopen):.2f}s")
+    results.update(reopen(args, opts, expect, latest))
+    if args.keep:  # the snapshot comparison below would change the kept table
+        return
 
     # Incremental snapshot after 1% of rows changed vs full: snapshot (compact()), change
     # 1% of the rows in one column, snapshot again through compact() (incremental), and
@@ -137,7 +145,78 @@ def main() -> None:
         print(f"snapshot after 1% of rows changed in 1 of 20 columns ({label}): incremental "
               f"{inc_bytes / 1e6:.1f} MB in {inc_s:.2f}s vs full {full_bytes / 1e6:.1f} MB "
               f"in {full_s:.2f}s")
-    shutil.rmtree(args.dir, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(args.dir, ignore_errors=True)
+
+
+class _Timed:
+    """Accumulates wall and CPU seconds of calls to ``cdc_sink.table.load_snapshot``."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+        self._orig = cdc_sink.table.load_snapshot
+
+    def __enter__(self) -> _Timed:
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                return self._orig(*a, **kw)
+            finally:
+                self.wall += time.perf_counter() - t0
+                self.cpu += time.process_time() - c0
+
+        cdc_sink.table.load_snapshot = timed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        cdc_sink.table.load_snapshot = self._orig
+
+
+def reopen(args: argparse.Namespace, opts: TableOptions, expect: pa.Table | None,
+           latest: int) -> dict[str, Any]:
+    """Reopen (open + load the bucket: snapshot, then the segments after it) and cold
+    reads, ``--repeat`` times; medians of wall and CPU seconds."""
+    runs: list[dict[str, float]] = []
+    first: pa.Table | None = expect
+    for _ in range(args.repeat):
+        with _Timed() as snap:
+            t0, c0 = time.perf_counter(), time.process_time()
+            t = open_table(args.dir, options=opts)
+            t.get([0], version=latest)  # forces the bucket load
+            w, c = time.perf_counter() - t0, time.process_time() - c0
+        got = t.read(version=latest, columns=["id", "i0", "s0"])
+        if first is None:
+            first = got
+        assert got.equals(first)
+        del t
+        # Cold reads from a fresh Table: one value column, then every column.
+        t0, c0 = time.perf_counter(), time.process_time()
+        t = open_table(args.dir, options=opts)
+        n1 = t.read(version=latest, columns=["id", "i0"]).num_rows
+        w1, c1 = time.perf_counter() - t0, time.process_time() - c0
+        del t
+        t0, c0 = time.perf_counter(), time.process_time()
+        t = open_table(args.dir, options=opts)
+        n2 = t.read(version=latest).num_rows
+        w2, c2 = time.perf_counter() - t0, time.process_time() - c0
+        del t
+        assert n1 == n2
+        runs.append({"reopen_s": w, "reopen_cpu_s": c, "snapshot_load_s": snap.wall,
+                     "snapshot_load_cpu_s": snap.cpu, "replay_s": w - snap.wall,
+                     "replay_cpu_s": c - snap.cpu, "cold_read_1col_s": w1,
+                     "cold_read_1col_cpu_s": c1, "cold_read_all_s": w2,
+                     "cold_read_all_cpu_s": c2})
+        print("  " + " ".join(f"{k}={v:.2f}" for k, v in runs[-1].items()), flush=True)
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    print(f"reopen {args.rows:,} rows x 20 cols, snapshot + {args.segments} segments of "
+          f"{args.segment_events:,} events: median {med['reopen_s']:.2f}s wall, "
+          f"{med['reopen_cpu_s']:.2f}s CPU (snapshot load {med['snapshot_load_s']:.2f}s wall /"
+          f" {med['snapshot_load_cpu_s']:.2f}s CPU, segment replay {med['replay_s']:.2f}s /"
+          f" {med['replay_cpu_s']:.2f}s CPU)")
+    print(f"cold read of the latest version from a fresh Table: id + 1 column "
+          f"{med['cold_read_1col_s']:.2f}s wall / {med['cold_read_1col_cpu_s']:.2f}s CPU; "
+          f"all 21 columns {med['cold_read_all_s']:.2f}s / {med['cold_read_all_cpu_s']:.2f}s")
+    return med
 
 
 if __name__ == "__main__":
