@@ -376,9 +376,19 @@ class Table:
         if latest == self._version:
             return
         with self._lock:
-            self._history.extend(self.log)
-            for b, t in self._tablets.items():
+            oldest = self.oldest_version
+            if oldest > self._history.upto + 1:
+                # GC deleted entries this process never read: start from its checkpoint.
+                self._history = History.from_log(self.log)
+            else:
+                self._history.extend(self.log)
+            for b, t in list(self._tablets.items()):
                 self._settle_pending(b, t, latest)
+                if t.committed < oldest:
+                    # GC may have deleted the segments after it: reload from the newest
+                    # snapshot when next used instead of replaying.
+                    del self._tablets[b]
+                    continue
                 self._replay(t, t.committed, latest)
             self._version = latest
 

@@ -47,6 +47,7 @@ from cdc_sink.changes import OP_NAMES, ChangeBatch, Rejects
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark.decode import META_COLUMNS, decode_native_json, wire_schema
+from cdc_sink.stats import BucketFigures
 from cdc_sink.storage.rejects import REJECTS_SCHEMA, conform_rejects
 from cdc_sink.table import (
     CommitResult,
@@ -170,6 +171,9 @@ class SinkFunction:
         """Rejects recorded by this function's commits (each is one dead letter)."""
         self.dead_letters_forwarded = 0
         self.on_batch: Callable[[BatchStats], None] | None = None
+        self.bucket_figures: dict[int, BucketFigures] = {}
+        """Executors mode: memory figures of the buckets held by executors, per bucket,
+        as their tasks last reported them (for ``table.stats()`` and the metrics)."""
 
     # ------------------------------------------------------------------ entry point
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -388,6 +392,7 @@ class SinkFunction:
                 mine = offsets.setdefault(t, {})
                 for p, o in parts.items():
                     mine[p] = max(mine.get(p, 0), int(o))
+            self.bucket_figures[row["bucket"]] = BucketFigures(**json.loads(row["figures"]))
             if row["segment"] is not None:
                 prepared.append(PreparedBucket(
                     bucket=row["bucket"], version=version, segment=row["segment"],
@@ -467,7 +472,7 @@ def _with_raw_bytes(records: pa.Table, raw: DataFrame) -> pa.Table:
 
 _MESSAGE_SCHEMA = ("bucket int, segment string, snapshot string, counts string, files string, "
                    "rejects string, events bigint, max_ts_ms bigint, ts_sample string, "
-                   "ops string, offsets string")
+                   "ops string, offsets string, figures string")
 _TS_SAMPLE = 4_096
 
 
@@ -569,6 +574,16 @@ def _scatter(target: pa.Array, positions: pa.Array, values: pa.Array) -> pa.Arra
 _WORKER_TABLES: dict[str, tuple[int, Table]] = {}
 
 
+def _figures(table: Table, bucket: int) -> dict[str, int]:
+    """A worker's figures of the bucket it just prepared (see :class:`BucketFigures`):
+    live rows as of the last committed version (the pending one is not readable yet)."""
+    t = table._tablets.get(bucket)  # the worker's own copy, pending at the new version
+    if t is None:
+        return {"live_rows": 0, "memory_bytes": 0, "delta_versions": 0}
+    return {"live_rows": int(t.num_rows()), "memory_bytes": int(t.memory_bytes()),
+            "delta_versions": int(t.delta_versions())}
+
+
 def _worker_table(path: str, options: TableOptions | None) -> Table:
     """This Python worker's table (tablets cached across batches; rebuilt after fork)."""
     entry = _WORKER_TABLES.get(path)
@@ -611,6 +626,7 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
             "max_ts_ms": _max_ts(meta),
             "ts_sample": json.dumps(_ts_sample(meta, _TS_SAMPLE // 8).tolist()),
             "ops": json.dumps(ops),
+            "figures": json.dumps(_figures(table, int(b))),
             "offsets": json.dumps(_end_offsets(meta.column("__topic"),
                                                meta.column("__partition"),
                                                meta.column("__offset")))}],
@@ -618,7 +634,7 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
                 ("bucket", pa.int32()), ("segment", pa.string()), ("snapshot", pa.string()),
                 ("counts", pa.string()), ("files", pa.string()), ("rejects", pa.string()),
                 ("events", pa.int64()), ("max_ts_ms", pa.int64()), ("ts_sample", pa.string()),
-                ("ops", pa.string()), ("offsets", pa.string())]))
+                ("ops", pa.string()), ("offsets", pa.string()), ("figures", pa.string())]))
 
 
 def sink(path: str | os.PathLike[str], *, schema: TableSchema | dict[str, Any] | None = None,

@@ -511,6 +511,12 @@ class VersionLog:
                     self._load_committed(nxt)  # raises: damaged below the newest
                 break
             v = nxt
+        if self._latest is not None and v == self._latest \
+                and not os.path.exists(self.entry_path(v)):
+            # GC (of another process) deleted entries up to and past the newest one this
+            # log had seen, so probing from it finds nothing: list the directory again.
+            self._latest = None
+            return self.latest()
         self._latest = v
         return v
 

@@ -62,3 +62,27 @@ def test_the_committer_reads_what_the_worker_prepared(tmp_path: Path) -> None:
     # and the driver can go on preparing locally on top of the worker's version
     driver.apply(_events(10, 20, 3), app_id="job", batch_id=2)
     assert sorted(driver.read().column("a").to_pylist()) == [2] * 10 + [3] * 10
+
+
+def test_a_copy_older_than_the_gc_horizon_reloads_instead_of_replaying(
+        tmp_path: Path) -> None:
+    """A worker's cached bucket that fell behind while the committer compacted and GC'd
+    (deleting the segments it would replay) reloads from the newest snapshot."""
+    driver = create_table(tmp_path / "t", SCHEMA, options=TableOptions.for_tests())
+    worker = open_table(tmp_path / "t", options=TableOptions.for_tests())
+    idle = open_table(tmp_path / "t", options=TableOptions.for_tests())
+    model = RefModel(driver.schema)
+    _commit_from_worker(driver, worker, _events(0, 40, 1), 0)
+    model.apply(_events(0, 40, 1))
+    idle.read()  # loads every bucket at this version, then falls behind
+    for i in range(1, 6):
+        events = _events(i * 5, i * 5 + 30, i + 1)
+        _commit_from_worker(driver, worker, events, i)
+        model.apply(events)
+        driver.compact()
+        driver.gc(dry_run=False, retain_versions=2, retain_seconds=0, orphan_grace_seconds=0)
+    want = model_rows(model.rows, driver.schema)
+    assert table_to_rows(idle.read(), ["id"]) == want
+    _commit_from_worker(driver, idle, _events(0, 5, 99), 6)  # the stale one prepares next
+    model.apply(_events(0, 5, 99))
+    assert table_to_rows(driver.read(), ["id"]) == model_rows(model.rows, driver.schema)
