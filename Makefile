@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check cdc_sink tests benchmarks streaming_jobs
+	$(VENV)/bin/ruff check cdc_sink tests benchmarks streaming_jobs dashboards docker
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
