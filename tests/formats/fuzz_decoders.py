@@ -484,6 +484,44 @@ def rowv2_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
     return out
 
 
+_DEEP_KEY_SCHEMA = b'{"schema": ' + _DEEP_SCHEMA.encode() + b', "payload": {"id": 1}}'
+
+MESSAGE_KEYS: tuple[bytes | None, ...] = (
+    None, b"", b"null", b"[1]", b"\xff\xfe", b'{"id": 7}', b'{"id": 1e400}', b'{"id": "x"}',
+    b'{"id": 100000000000000000000000}', b'{"id": null}', b'{"id": 1, "id": 2}',
+    b'{"tenant": 1, "sku": "a", "kday": 0}', b'{"tenant": 1, "sku": "a", "kday": 2932897}',
+    b'{"tenant": 1e400, "sku": "\x80", "kday": "0000-01-01"}', b'{"payload": null}',
+    b'{"schema": 5, "payload": {"id": 1}}', b'{"payload": {"id": -1}}',
+    b'{"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]},'
+    b' "payload": {"id": 5}}',
+    b'{"schema": {"type": "struct", "fields": [{"field": "kday", "type": "int32",'
+    b' "name": "io.debezium.time.Date"}]}, "payload": {"tenant": 1, "sku": "s",'
+    b' "kday": -719163}}',
+    b'{"schema": {"type": "struct", "fields": [{"field": "id", "type": "bytes",'
+    b' "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "x"}}]},'
+    b' "payload": {"id": "AQ=="}}',
+    _DEEP_OBJECT.encode(), _DEEP_KEY_SCHEMA,
+)
+"""Kafka message keys given with fuzzed Debezium messages (the decoder reads the key of
+a delete without a ``before`` image from it)."""
+
+
+def _without_before(msg: bytes) -> list[bytes]:
+    """A Debezium event with its ``before`` image null and dropped (key-only deletes)."""
+    doc = parse_json(msg)
+    body = dict(doc).get("payload", doc)
+    if not isinstance(body, _Obj):
+        return []
+    out = []
+    for drop in (False, True):
+        b = _Obj([(k, None if k == "before" else v) for k, v in body
+                  if not (drop and k == "before")])
+        whole = _Obj([(k, b if k == "payload" else v) for k, v in doc]) if body is not doc \
+            else b
+        out.append(dump_json(whole).encode("utf-8", "surrogatepass"))
+    return out
+
+
 def mutations(fmt: FormatName, msg: bytes, rng: random.Random, count: int) -> list[bytes]:
     """Every mutation family for one valid message of ``fmt``."""
     out = truncations(msg, rng) + byte_mutations(msg, rng, count)
@@ -491,6 +529,8 @@ def mutations(fmt: FormatName, msg: bytes, rng: random.Random, count: int) -> li
         out += rowv2_mutations(msg, rng, count)
     else:
         out += json_mutations(msg, rng, count)
+    if fmt == "debezium":
+        out += _without_before(msg)
     return out
 
 
@@ -601,13 +641,16 @@ def _same_events(got: ChangeBatch, want: ChangeBatch) -> None:
 
 
 def _decode_checked(case: Case, messages: Sequence[bytes | None], valid_at: np.ndarray,
-                    alone: Decoded | None) -> Decoded:
+                    alone: Decoded | None, keys: pa.Array | None = None) -> Decoded:
     """Decodes ``messages`` and checks the oracle; ``valid_at`` are the positions of the
     untouched valid messages, ``alone`` their decoding without the fuzzed ones."""
     n = len(messages)
     pos = _positions(n)
     arr = pa.array(list(messages), pa.binary())
-    d = case.decoder.decode_with_meta(arr, case.schema, position=pos)
+    if keys is None:
+        d = case.decoder.decode_with_meta(arr, case.schema, position=pos)
+    else:
+        d = case.decoder.decode_with_meta(arr, case.schema, position=pos, keys=keys)
     got_b = d.batch.positions.tolist()
     got_r = d.rejects.positions.tolist()
     assert len(set(got_b)) == len(got_b), "a message decoded twice"
@@ -634,6 +677,17 @@ def _decode_checked(case: Case, messages: Sequence[bytes | None], valid_at: np.n
     return d
 
 
+def _message_keys(case: Case, mask: np.ndarray) -> pa.Array | None:
+    """Kafka message keys for a Debezium batch: none for the valid messages, one of
+    :data:`MESSAGE_KEYS` for each fuzzed one."""
+    if case.fmt != "debezium":
+        return None
+    keys: list[bytes | None] = [None] * len(mask)
+    for j, i in enumerate(np.flatnonzero(~mask).tolist()):
+        keys[i] = MESSAGE_KEYS[j % len(MESSAGE_KEYS)]
+    return pa.array(keys, pa.binary())
+
+
 def _layout(valid: list[bytes], fuzzed: Sequence[bytes | None]
             ) -> tuple[list[bytes | None], np.ndarray]:
     """Each fuzzed message after a valid one, then every valid message once more."""
@@ -653,7 +707,7 @@ def _check_once(case: Case, fuzzed: Sequence[bytes | None], repeat_valid: int) -
     valid_at = _positions(len(layout))[mask]
     only = [m for m, v in zip(layout, mask.tolist(), strict=True) if v]
     alone = _alone(case, only, valid_at)
-    d = _decode_checked(case, layout, valid_at, alone)
+    d = _decode_checked(case, layout, valid_at, alone, _message_keys(case, mask))
     # what became of the fuzzed messages alone: drop the valid ones from the counts
     d.skipped -= alone.skipped
     fuzzed_at = _positions(len(layout))[~mask]
