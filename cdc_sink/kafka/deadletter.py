@@ -499,7 +499,7 @@ def _cursor_path(table_root: str, sink: Any, app_id: str) -> Path:
     return Path(table_root) / "_dead_letters" / f"{tag}.cursor"
 
 
-def forward(table: Table, sink: Any, app_id: str) -> int:
+def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None) -> int:
     """Copies the rejects of every version ``app_id`` committed to ``sink``, exactly once.
 
     Versions are forwarded in order, starting after the sink's cursor
@@ -512,6 +512,9 @@ def forward(table: Table, sink: Any, app_id: str) -> int:
         sink: Where the dead letters go: a :class:`DeadLetterSink`, or any object with
             ``write(records)`` (forwarded at least once, with a cursor file).
         app_id: The writer whose versions are forwarded.
+        checked: A version up to which this process already forwarded everything (the
+            scan starts after it even when the sink's cursor is older, e.g. because
+            versions since then refused nothing).
 
     Returns:
         The number of dead letters written.
@@ -526,7 +529,8 @@ def forward(table: Table, sink: Any, app_id: str) -> int:
     else:
         done = sink.forwarded_version(app_id)
     written = 0
-    for entry in table.log.entries(from_version=max(table.oldest_version, (done or 0) + 1)):
+    start = max(table.oldest_version, (done or 0) + 1, (checked or 0) + 1)
+    for entry in table.log.entries(from_version=start):
         if entry.app_id != app_id or entry.rejects is None:
             continue
         rej = table.rejects(entry.version)

@@ -171,6 +171,7 @@ class SinkFunction:
         """Rejects recorded by this function's commits (each is one dead letter)."""
         self.dead_letters_forwarded = 0
         self.on_batch: Callable[[BatchStats], None] | None = None
+        self._forwarded: int | None = None  # every version <= this is forwarded
         self.bucket_figures: dict[int, BucketFigures] = {}
         """Executors mode: memory figures of the buckets held by executors, per bucket,
         as their tasks last reported them (for ``table.stats()`` and the metrics)."""
@@ -229,8 +230,10 @@ class SinkFunction:
         from cdc_sink.kafka.deadletter import forward
 
         t0 = time.perf_counter()
+        upto = self.table.version
         try:
-            n = forward(self.table, self.dead_letter, self.app_id)
+            n = forward(self.table, self.dead_letter, self.app_id, checked=self._forwarded)
+            self._forwarded = upto
         except Exception as exc:
             logger.warning("dead letters not forwarded yet (kept in the table, retried after "
                            "the next batch): %s: %s", type(exc).__name__, exc)

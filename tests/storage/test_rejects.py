@@ -160,3 +160,24 @@ def test_a_sink_with_only_write_gets_a_cursor(table: Table) -> None:
     assert forward(table, s, "job") == 2
     assert forward(table, s, "job") == 0
     assert [r["reason"] for r in s.rows] == ["update of missing key", "unknown column 'zz'"]
+
+
+def test_forwarding_starts_after_what_this_process_checked(table: Table,
+                                                          tmp_path: Path) -> None:
+    table.apply(BAD, app_id="job", batch_id=0)
+    sink = ParquetDeadLetter(tmp_path / "dlq")
+    assert forward(table, sink, "job") == 2
+    for i in range(1, 4):
+        table.apply(BAD[:1], app_id="job", batch_id=i)  # clean: the sink's cursor stays
+    checked = table.version
+    table.apply(BAD, app_id="job", batch_id=4)
+    seen: list[int] = []
+    real = table.log.entries
+
+    def spy(from_version: int | None = None, to_version: int | None = None) -> Any:
+        seen.append(from_version or 0)
+        return real(from_version=from_version, to_version=to_version)
+
+    table.log.entries = spy  # type: ignore[method-assign]
+    assert forward(table, sink, "job", checked=checked) == 2
+    assert seen == [checked + 1]
