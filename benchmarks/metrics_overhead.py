@@ -1,0 +1,202 @@
+"""Overhead of the job's metrics on the end-to-end path (issue 9): events/s, metrics off vs on.
+
+The workload of ``benchmarks/e2e.py``'s throughput phase (same schema and event mix:
+90% partial updates of 2 of 10 columns, 10% inserts), on a real local broker and local
+Spark (``local[2]``, in-process): a topic holding ``--keys`` inserts then ``--events``
+CDC events is produced once; each run drains it from ``earliest`` into a fresh table and
+checkpoint with a 1 s trigger and ``--max-per-trigger`` events per micro-batch.
+
+* ``off``: the bare ``SinkFunction`` (``on_batch`` is ``None``), as in ``e2e.py``;
+* ``on``: what the streaming job adds for metrics: a :class:`SinkMetrics` registry served
+  on ``/metrics`` (:func:`start_metrics_server`), a :class:`BatchObserver` on
+  ``on_batch`` (counters, histograms, the per-batch log line, the table gauges from
+  ``table.stats()``) and the Kafka progress listener, with ``/metrics`` scraped every
+  ``--scrape-every`` seconds by a thread (as a Prometheus would; 5 s by default, a third
+  of the usual 15 s interval, so that a run of ~40 s sees some scrapes).
+
+After ``--warmup`` uncounted runs (JIT, first query), runs alternate (off, on, off, on,
+...; ``--pairs`` of each). Per run: events/s = events /
+(start -> ``processAllAvailable()`` returns) and the CPU seconds of the process (Python
+driver) plus its driver JVM over the run; for ``on`` runs also the wall time spent in the
+observer's ``on_batch`` (the only metrics work inside the batch path: the listener and
+the scrapes run on other threads). Prints per-run figures, the medians and the
+difference of the medians.
+
+Run::
+
+    .venv/bin/python benchmarks/metrics_overhead.py --pairs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from e2e import SCHEMA, encode_events, produce  # benchmarks/ is sys.path[0] when run
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _jvm_pid() -> int:
+    """The java child of this process (the local Spark driver JVM)."""
+    me = os.getpid()
+    for task in Path(f"/proc/{me}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for k in kids:
+            if b"java" in Path(f"/proc/{k}/cmdline").read_bytes().split(b"\0", 1)[0]:
+                return int(k)
+    raise RuntimeError("no driver JVM under this process")
+
+
+def _scraper(url: str, every: float, stop: threading.Event, times: list[float]) -> None:
+    while not stop.wait(every):
+        t0 = time.perf_counter()
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                r.read()
+        except OSError:
+            continue
+        times.append(time.perf_counter() - t0)
+
+
+def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: bool, k: int,
+             args: argparse.Namespace, jvm: int) -> dict[str, Any]:
+    """One drain of ``topic`` into a fresh table; events/s and CPU seconds."""
+    from cdc_sink.metrics import SinkMetrics, attach_progress_listener, start_metrics_server
+    from cdc_sink.metrics.observer import BatchObserver
+    from cdc_sink.spark import sink
+
+    work = tempfile.mkdtemp(prefix=f"cdc_overhead_{k}_")
+    app_id = f"overhead-{k}"
+    fn = sink(f"{work}/table", schema=SCHEMA, app_id=app_id, apply_mode=args.mode)
+    server = listener = None
+    stop = threading.Event()
+    scrapes: list[float] = []
+    in_observer: list[float] = []
+    scraper = None
+    if metrics_on:
+        metrics = SinkMetrics("orders", app_id)
+        server = start_metrics_server(metrics.registry, port=0)
+        observer = BatchObserver(fn, metrics)
+        observer.refresh_table()
+
+        def timed_on_batch(st: Any) -> None:  # the time metrics add inside the batch path
+            t = time.perf_counter()
+            observer.on_batch(st)
+            in_observer.append(time.perf_counter() - t)
+
+        fn.on_batch = timed_on_batch
+        listener = attach_progress_listener(spark, metrics, query_name=app_id)
+        scraper = threading.Thread(target=_scraper, daemon=True,
+                                   args=(server.url, args.scrape_every, stop, scrapes))
+        scraper.start()
+    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic).option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", args.max_per_trigger).load())
+    c0 = time.process_time() + _cpu_s(jvm)
+    t0 = time.perf_counter()
+    q = (df.writeStream.queryName(app_id).foreachBatch(fn)
+         .trigger(processingTime="1 second")
+         .option("checkpointLocation", f"{work}/ckpt").start())
+    q.processAllAvailable()
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() + _cpu_s(jvm) - c0
+    q.stop()
+    stop.set()
+    if scraper is not None:
+        scraper.join(10)
+    if listener is not None:
+        spark.streams.removeListener(listener)
+    if server is not None:
+        server.close()
+    events = sum(s.events for s in fn.stats if not s.skipped)
+    assert events == total, (events, total)
+    batches = sum(1 for s in fn.stats if not s.skipped and s.events)
+    shutil.rmtree(work, ignore_errors=True)
+    out = {"on": metrics_on, "eps": total / wall, "wall": wall, "cpu": cpu,
+           "batches": batches, "scrapes": len(scrapes),
+           "scrape_ms": float(np.median(scrapes)) * 1000 if scrapes else float("nan"),
+           "observer_s": sum(in_observer)}
+    print(f"  run {k} metrics {'on ' if metrics_on else 'off'}: {total:,} events in "
+          f"{batches} batches, {wall:.1f}s wall -> {out['eps']:,.0f} events/s; "
+          f"CPU {cpu:.1f}s (Python driver + driver JVM)"
+          + (f"; on_batch observer {out['observer_s'] * 1000:.0f} ms in all "
+             f"({out['observer_s'] / wall * 100:.2f}% of the wall time); {len(scrapes)} "
+             f"scrapes, median {out['scrape_ms']:.1f} ms" if metrics_on else ""),
+          flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=600_000)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--max-per-trigger", type=int, default=50_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--scrape-every", type=float, default=5.0,
+                    help="seconds between two GETs of /metrics in 'on' runs")
+    ap.add_argument("--warmup", type=int, default=1, help="runs first, not counted")
+    ap.add_argument("--mode", default="driver", choices=["driver", "executors"])
+    args = ap.parse_args()
+    logging.getLogger("cdc_sink").setLevel(logging.INFO)  # the per-batch line is emitted
+    logging.basicConfig(level=logging.WARNING, filename=os.devnull)
+    from prometheus_client import disable_created_metrics
+
+    from cdc_sink.kafka.broker import start_kafka
+    from cdc_sink.spark.session import local_spark
+
+    disable_created_metrics()  # as the job does
+    kafka = start_kafka(num_partitions=args.partitions)
+    spark = local_spark("cdc_sink-metrics-overhead", master="local[2]",
+                        extra_conf={"spark.driver.memory": "4g"})
+    try:
+        jvm = _jvm_pid()
+        topic = f"orders-overhead-{int(time.time())}"
+        kafka.create_topic(topic, args.partitions)
+        produce(kafka.bootstrap_servers, topic, [
+            (str(k).encode(), (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
+                               f'"customer_id":{k % 9973},"amount":1.0}}}}').encode())
+            for k in range(args.keys)])
+        produce(kafka.bootstrap_servers, topic,
+                encode_events(args.events, args.keys, args.keys, 1,
+                              np.random.default_rng(1), None))
+        total = args.keys + args.events
+        plan = [True] * args.warmup + [False, True] * args.pairs
+        runs = [run_once(spark, kafka.bootstrap_servers, topic, total, on, k, args, jvm)
+                for k, on in enumerate(plan)][args.warmup:]
+    finally:
+        spark.stop()
+        kafka.stop()
+    off = [r for r in runs if not r["on"]]
+    on = [r for r in runs if r["on"]]
+    for key, name in (("eps", "events/s"), ("cpu", "CPU s")):
+        m_off = statistics.median(r[key] for r in off)
+        m_on = statistics.median(r[key] for r in on)
+        print(f"median {name}: off {m_off:,.1f}, on {m_on:,.1f} "
+              f"({(m_on - m_off) / m_off * 100:+.1f}%)", flush=True)
+    obs = [r["observer_s"] / r["wall"] * 100 for r in on]
+    print(f"on_batch observer: median {statistics.median(obs):.2f}% of a run's wall time "
+          f"(max {max(obs):.2f}%)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

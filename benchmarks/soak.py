@@ -1,0 +1,281 @@
+"""Metrics soak (issue 9): the real job over many small micro-batches, driver RSS sampled.
+
+The streaming job (``streaming_jobs/cdc_to_tablets.py`` under ``spark-submit``,
+``local[2]``, ``--metrics-port``) reads a topic of a local Kafka broker
+(:func:`cdc_sink.kafka.broker.start_kafka`) while a producer thread feeds it the demo's
+orders stream (:func:`cdc_sink.demo.orders.generate_orders`, 1% malformed records
+included) at a steady ``--rate`` events/s. With a short ``--trigger`` and a small
+``--max-offsets`` every micro-batch is small, so the run covers ``--batches`` batches.
+
+Every ``--sample-every`` seconds the RSS (``VmRSS`` of ``/proc/<pid>/status``) of the
+driver JVM (spark-submit's ``SparkSubmit`` java process) and of the Python driver (its
+``python`` child) is sampled, with the number of committed batches read from the job's
+own ``/metrics`` (``cdc_sink_batches_total``). At the end the endpoint is timed: the
+median of ``--gets`` GETs of ``/metrics`` (target < 50 ms). Prints the RSS curve every
+``--print-every`` batches and the slope of a least-squares line over the second half
+of the run (MiB per 1,000 batches).
+
+Run::
+
+    .venv/bin/python benchmarks/soak.py --batches 1000 --trigger '300 milliseconds'
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = REPO / "streaming_jobs" / "cdc_to_tablets.py"
+SCHEMA_FILE = REPO / "streaming_jobs" / "orders_schema.json"
+TABLE_MEM = re.compile(r'^cdc_sink_table_memory_bytes\{[^}]*\}\s+([0-9.eE+]+)', re.M)
+BATCHES = re.compile(r'^cdc_sink_batches_total\{[^}]*result="committed"[^}]*\}\s+([0-9.eE+]+)',
+                     re.M)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rss_mib(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def find_drivers(root: int) -> tuple[int | None, int | None]:
+    """(driver JVM pid, Python driver pid) in the process tree under ``root``."""
+    jvm = py = None
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        cmd = _cmdline(pid)
+        if jvm is None and "java" in cmd.split(" ", 1)[0] and "SparkSubmit" in cmd:
+            jvm = pid
+        elif py is None and "python" in cmd.split(" ", 1)[0] and str(JOB) in cmd:
+            py = pid
+        todo += _children(pid)
+    return jvm, py
+
+
+def get_metrics(url: str, timeout: float = 5.0) -> tuple[str, float]:
+    """Body of one GET of ``url`` and its wall time in seconds."""
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        body = r.read().decode()
+    return body, time.perf_counter() - t0
+
+
+def committed_batches(body: str) -> int:
+    return int(sum(float(v) for v in BATCHES.findall(body)))
+
+
+def producer_loop(bootstrap: str, topic: str, rate: int, stop: threading.Event,
+                  sent: list[int]) -> None:
+    """Sends the demo's orders stream at ``rate`` events/s in 100 ms slices until stopped."""
+    import json
+
+    from cdc_sink.demo.orders import generate_orders
+    from cdc_sink.demo.stream import produce_records
+    from cdc_sink.kafka.producer import CdcProducer
+
+    with open(SCHEMA_FILE, encoding="utf-8") as f:
+        schema = json.load(f)
+    producer = CdcProducer(bootstrap, topic, schema, format="json")
+    seed = 7
+    records = generate_orders(200_000, seed=seed)
+    i = 0
+    per_slice = max(1, rate // 10)
+    t_next = time.monotonic()
+    while not stop.is_set():
+        if i + per_slice > len(records):  # a new stream (new order ids start over: upserts)
+            seed += 1
+            records, i = generate_orders(200_000, seed=seed), 0
+        produce_records(producer, records[i:i + per_slice])
+        producer.flush(30)
+        i += per_slice
+        sent[0] += per_slice
+        t_next += 0.1
+        time.sleep(max(0.0, t_next - time.monotonic()))
+    producer.flush(30)
+    producer.close()
+
+
+def job_cmd(args: argparse.Namespace, bootstrap: str, topic: str, work: Path,
+            port: int) -> list[str]:
+    from cdc_sink.kafka.jars import spark_kafka_conf
+
+    submit = str(Path(sys.executable).with_name("spark-submit"))
+    return [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
+            "--driver-memory", args.driver_memory,
+            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
+            "--conf", "spark.sql.shuffle.partitions=2",
+            str(JOB), "--bootstrap-servers", bootstrap, "--topic", topic,
+            "--table-path", str(work / "table"), "--schema-file", str(SCHEMA_FILE),
+            "--checkpoint", str(work / "checkpoint"), "--trigger", args.trigger,
+            "--max-offsets-per-trigger", str(args.max_offsets),
+            "--metrics-port", str(port), "--log-level", "WARNING",
+            "--gc-every", str(args.gc_every), "--compact-every", str(args.compact_every),
+            "--retain-versions", str(args.retain_versions),
+            "--retain-seconds", str(args.retain_seconds)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batches", type=int, default=1000, help="committed batches to run")
+    ap.add_argument("--trigger", default="300 milliseconds")
+    ap.add_argument("--rate", type=int, default=300, help="events/s produced")
+    ap.add_argument("--max-offsets", type=int, default=200, help="maxOffsetsPerTrigger")
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--gc-every", type=int, default=100)
+    ap.add_argument("--compact-every", type=int, default=200)
+    ap.add_argument("--retain-versions", type=int, default=100)
+    ap.add_argument("--retain-seconds", type=float, default=30,
+                    help="the job's default (3600) keeps every version of the last hour "
+                         "readable, so the table grows with the batches of a soak")
+    ap.add_argument("--driver-memory", default="2g")
+    ap.add_argument("--sample-every", type=float, default=3.0)
+    ap.add_argument("--print-every", type=int, default=100)
+    ap.add_argument("--gets", type=int, default=20)
+    ap.add_argument("--timeout", type=float, default=3600, help="give up after (s)")
+    args = ap.parse_args()
+
+    from cdc_sink.kafka.broker import start_kafka
+
+    work = Path(tempfile.mkdtemp(prefix="cdc_soak_"))
+    kafka = start_kafka(num_partitions=args.partitions)
+    topic = f"orders-soak-{int(time.time())}"
+    kafka.create_topic(topic, args.partitions)
+    stop = threading.Event()
+    sent = [0]
+    prod = threading.Thread(target=producer_loop, daemon=True,
+                            args=(kafka.bootstrap_servers, topic, args.rate, stop, sent))
+    prod.start()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO))
+    log = open(work / "job.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    cmd = job_cmd(args, kafka.bootstrap_servers, topic, work, port)
+    print("job:", " ".join([*cmd[:1], "...", *cmd[cmd.index(str(JOB)):]]), flush=True)
+    job = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    # (t, batches, jvm MiB, python MiB, jvm cpu s, python cpu s)
+    samples: list[tuple[float, int, float, float, float, float]] = []
+    t0 = time.time()
+    jvm = py = None
+    try:
+        while True:
+            time.sleep(args.sample_every)
+            if job.poll() is not None:
+                raise SystemExit(f"job exited with {job.returncode}; see {work / 'job.log'}")
+            if jvm is None or py is None:
+                jvm, py = find_drivers(job.pid)
+                if jvm is None or py is None:
+                    continue
+            try:
+                body, _ = get_metrics(url)
+            except OSError:
+                continue
+            n = committed_batches(body)
+            m = TABLE_MEM.search(body)
+            t_mem = float(m.group(1)) / 2**20 if m else float("nan")
+            r_j, r_p = _rss_mib(jvm), _rss_mib(py)
+            c_j, c_p = _cpu_s(jvm), _cpu_s(py)
+            if None in (r_j, r_p, c_j, c_p):
+                continue
+            samples.append((time.time() - t0, n, r_j, r_p, c_j, c_p))  # type: ignore[arg-type]
+            if n and (len(samples) == 1 or n // args.print_every >
+                      samples[-2][1] // args.print_every):
+                print(f"  t={samples[-1][0]:6.0f}s batches={n:5d} driver JVM RSS {r_j:7.1f} MiB"
+                      f"  Python driver RSS {r_p:6.1f} MiB  (table memory gauge {t_mem:6.1f} MiB; "
+                      f"sent {sent[0]:,} events)",
+                      flush=True)
+            if n >= args.batches:
+                break
+            if time.time() - t0 > args.timeout:
+                print(f"timeout after {args.timeout:.0f}s at {n} batches", flush=True)
+                break
+        times = []
+        for _ in range(args.gets):
+            body, dt = get_metrics(url)
+            times.append(dt * 1000)
+        print(f"/metrics: {len(body):,} bytes, median of {args.gets} GETs "
+              f"{statistics.median(times):.1f} ms (min {min(times):.1f}, "
+              f"max {max(times):.1f})", flush=True)
+    finally:
+        stop.set()
+        if job.poll() is None:
+            job.terminate()  # the SparkSubmit wrapper; the driver finishes its batch
+            try:
+                job.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, 9)
+                job.wait()
+        log.close()
+        prod.join(30)
+        kafka.stop()
+    if len(samples) >= 4:
+        arr = np.array([s for s in samples if s[1] >= 1])  # from the first committed batch
+        half = arr[len(arr) // 2:]
+        n_end = int(arr[-1, 1])
+        for col, name in ((2, "driver JVM"), (3, "Python driver")):
+            mid = arr[np.searchsorted(arr[:, 1], n_end // 2), col]
+            slope = np.polyfit(half[:, 1], half[:, col], 1)[0] * 1000
+            print(f"{name}: RSS start {arr[0, col]:.1f} MiB (batch {int(arr[0, 1])}), "
+                  f"middle {mid:.1f} MiB, end {arr[-1, col]:.1f} MiB (batch {n_end}), "
+                  f"max {arr[:, col].max():.1f} MiB; second-half slope "
+                  f"{slope:+.1f} MiB per 1,000 batches", flush=True)
+        print(f"{n_end} batches in {arr[-1, 0]:.0f}s; CPU: driver JVM {arr[-1, 4]:.0f}s, "
+              f"Python driver {arr[-1, 5]:.0f}s; {sent[0]:,} events sent", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
