@@ -15,9 +15,14 @@ median of ``--gets`` GETs of ``/metrics`` (target < 50 ms). Prints the RSS curve
 ``--print-every`` batches and the slope of a least-squares line over the second half
 of the run (MiB per 1,000 batches).
 
+``--table-only`` runs no job: the same orders applied ``--max-offsets`` events at a time
+with ``Table.apply`` in this process (no Spark, no metrics), printing RSS and the table's
+``memory_bytes``, to tell a growth of the table from one of the job.
+
 Run::
 
     .venv/bin/python benchmarks/soak.py --batches 1000 --trigger '300 milliseconds'
+    .venv/bin/python benchmarks/soak.py --table-only --batches 600
 """
 
 from __future__ import annotations
@@ -165,6 +170,28 @@ def job_cmd(args: argparse.Namespace, bootstrap: str, topic: str, work: Path,
             "--retain-seconds", str(args.retain_seconds)]
 
 
+def table_only(batches: int, batch_events: int, print_every: int) -> None:
+    """The table alone (no Spark, no metrics): the demo's orders applied in small batches
+    with ``Table.apply`` in this process; RSS and ``table.stats().memory_bytes``."""
+    import json
+
+    from cdc_sink.demo.orders import generate_orders
+    from cdc_sink.table import create_table
+
+    with open(SCHEMA_FILE, encoding="utf-8") as f:
+        schema = json.load(f)
+    work = Path(tempfile.mkdtemp(prefix="cdc_soak_table_"))
+    table = create_table(work / "table", schema)
+    events = [r.event for r in generate_orders(batches * batch_events, malformed_rate=0.0)]
+    for b in range(batches):
+        table.apply(events[b * batch_events:(b + 1) * batch_events])
+        if (b + 1) % print_every == 0 or b == 0:
+            st = table.stats()
+            print(f"  batches={b + 1:5d} RSS {_rss_mib(os.getpid()):7.1f} MiB  table memory "
+                  f"{st.memory_bytes / 2**20:6.1f} MiB  live rows {st.live_rows:,}", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -184,7 +211,13 @@ def main() -> None:
     ap.add_argument("--print-every", type=int, default=100)
     ap.add_argument("--gets", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=3600, help="give up after (s)")
+    ap.add_argument("--table-only", action="store_true",
+                    help="no job: apply the orders to a table in this process, --max-offsets "
+                         "events per batch (is a growth the table's?)")
     args = ap.parse_args()
+    if args.table_only:
+        table_only(args.batches, args.max_offsets, args.print_every)
+        return
 
     from cdc_sink.kafka.broker import start_kafka
 
