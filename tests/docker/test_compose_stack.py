@@ -125,6 +125,7 @@ def _metric(text: str, name: str) -> float | None:
 def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> None:
     import cdc_sink
     from cdc_sink.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
+    from cdc_sink.errors import TableNotFound
     from cdc_sink.kafka.deadletter import ParquetDeadLetter
 
     producer = stack.container("producer")
@@ -141,7 +142,10 @@ def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> N
     def caught_up() -> int | None:
         if not (table_path / "_table.json").is_file():
             return None
-        table = cdc_sink.open_table(table_path)
+        try:
+            table = cdc_sink.open_table(table_path)
+        except TableNotFound:  # the job is creating it: version 0 is not committed yet
+            return None
         version = table.version
         rows = table.read(version=version).to_pylist()
         return version if not diff_rows(want, rows, orders_schema()) else None
