@@ -19,7 +19,8 @@ After ``--warmup`` uncounted runs (JIT, first query), runs alternate (off, on, o
 (start -> ``processAllAvailable()`` returns) and the CPU seconds of the process (Python
 driver) plus its driver JVM over the run; for ``on`` runs also the wall time spent in the
 observer's ``on_batch`` (the only metrics work inside the batch path: the listener and
-the scrapes run on other threads). Prints per-run figures, the medians and the
+the scrapes run on other threads). ``--without listener`` / ``--without scrape`` leave
+those parts out of the ``on`` runs. Prints per-run figures, the medians and the
 difference of the medians.
 
 Run::
@@ -103,10 +104,12 @@ def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: boo
             in_observer.append(time.perf_counter() - t)
 
         fn.on_batch = timed_on_batch
-        listener = attach_progress_listener(spark, metrics, query_name=app_id)
-        scraper = threading.Thread(target=_scraper, daemon=True,
-                                   args=(server.url, args.scrape_every, stop, scrapes))
-        scraper.start()
+        if "listener" not in args.without:
+            listener = attach_progress_listener(spark, metrics, query_name=app_id)
+        if "scrape" not in args.without:
+            scraper = threading.Thread(target=_scraper, daemon=True,
+                                       args=(server.url, args.scrape_every, stop, scrapes))
+            scraper.start()
     df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", topic).option("startingOffsets", "earliest")
           .option("maxOffsetsPerTrigger", args.max_per_trigger).load())
@@ -154,6 +157,8 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--scrape-every", type=float, default=5.0,
                     help="seconds between two GETs of /metrics in 'on' runs")
+    ap.add_argument("--without", default="", help="leave parts out of the 'on' runs to "
+                    "tell their shares apart: 'listener', 'scrape' or 'listener,scrape'")
     ap.add_argument("--warmup", type=int, default=1, help="runs first, not counted")
     ap.add_argument("--mode", default="driver", choices=["driver", "executors"])
     args = ap.parse_args()
