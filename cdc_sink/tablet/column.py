@@ -516,5 +516,13 @@ class ColumnStore:
 
     @property
     def num_deltas(self) -> int:
-        """Number of deltas held."""
+        """Number of deltas held (also those kept only for older retained versions)."""
         return len(self.state[1])
+
+    @property
+    def outstanding_deltas(self) -> int:
+        """Deltas newer than the newest base: what a read of the latest version applies
+        (and what compaction would fold)."""
+        bases, deltas = self.state
+        newest = bases[-1].version
+        return sum(1 for d in deltas if d.version > newest)

@@ -736,5 +736,8 @@ class MemTablet:
         return int(total + sum(s.nbytes for s in self.columns.values()))
 
     def delta_versions(self) -> int:
-        """Largest number of deltas held by one column."""
-        return max((s.num_deltas for s in self.columns.values()), default=0)
+        """Largest number of outstanding deltas of one column: deltas newer than its
+        newest base, which a read of the latest version applies. (Older deltas kept for
+        retained versions, already covered by a newer base, do not count: compacting
+        because of them would only add bases.)"""
+        return max((s.outstanding_deltas for s in self.columns.values()), default=0)
