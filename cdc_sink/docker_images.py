@@ -223,11 +223,7 @@ def ensure_kafka_image(root: Path, base: str | None = None) -> BuiltImage:
     base = base or ensure_base_image(root).tag
     tag = kafka_image_tag(root, base)
     assert tag is not None
-    if image_exists(tag):
-        return BuiltImage(tag, 0.0, False)
-    seconds = _docker_build(root, "docker/kafka/Dockerfile", tag, {"BASE": base})
-    _prune_older(tag)
-    return BuiltImage(tag, seconds, True)
+    return _ensure_built(root, "docker/kafka/Dockerfile", tag, base)
 
 
 def ensure_job_image(root: Path, base: str | None = None) -> BuiltImage:
@@ -242,9 +238,14 @@ def ensure_job_image(root: Path, base: str | None = None) -> BuiltImage:
     """
     base = base or ensure_base_image(root).tag
     tag = f"{JOB_REPO}:{inputs_digest(root, _JOB_INPUTS, [_image_id(base)])}"
+    return _ensure_built(root, "docker/Dockerfile", tag, base)
+
+
+def _ensure_built(root: Path, dockerfile: str, tag: str, base: str) -> BuiltImage:
+    """``tag`` as it is, or built from ``dockerfile`` on ``base`` (older tags removed)."""
     if image_exists(tag):
         return BuiltImage(tag, 0.0, False)
-    seconds = _docker_build(root, "docker/Dockerfile", tag, {"BASE": base})
+    seconds = _docker_build(root, dockerfile, tag, {"BASE": base})
     _prune_older(tag)
     return BuiltImage(tag, seconds, True)
 

@@ -29,6 +29,7 @@ from cdc_sink.metrics import (
 )
 from cdc_sink.metrics.histogram import BulkHistogram
 from cdc_sink.schema import TableSchema
+from cdc_sink.spark.writer import BatchStats
 
 LABELS = {"table": "orders", "app_id": "job-1"}
 
@@ -46,28 +47,6 @@ SCHEMA = TableSchema.from_dict({
 })
 
 
-@dataclass
-class FakeBatch:
-    """A micro-batch's figures as the writer's BatchStats carries them."""
-
-    batch_id: int
-    version: int | None
-    skipped: bool
-    events: int
-    rejected: int
-    counts: dict[str, int] = field(default_factory=dict)
-    total_s: float = 0.0
-    committed_ms: int = 0
-    result: str = "committed"
-    phases: dict[str, float] = field(default_factory=dict)
-    ops: dict[str, int] = field(default_factory=dict)
-    rejects_by_reason: dict[str, int] = field(default_factory=dict)
-    fresh: list[int] = field(default_factory=list)
-
-    def freshness_ms(self) -> np.ndarray:
-        return np.asarray(self.fresh, dtype=np.int64)
-
-
 def scrape(m: SinkMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """Every sample of the exposition text: (name, labels) -> value."""
     out = {}
@@ -82,10 +61,11 @@ def sample(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: s
     return samples[(name, frozenset({**LABELS, **labels}.items()))]
 
 
-def committed_batch() -> FakeBatch:
+def committed_batch() -> BatchStats:
     # 100 events read: 60 applied (40 inserted, 15 updated, 5 deleted), 10 stale,
     # 4 ignored, 6 rejected; 20 skipped by the decoder on purpose (tombstones).
-    return FakeBatch(
+    fresh = np.array([40, 80, 120, 900, 2500], dtype=np.int64)  # produce -> visible, ms
+    return BatchStats(
         batch_id=3, version=7, skipped=False, events=100, rejected=6,
         counts={"inserted": 40, "updated": 15, "deleted": 5, "ignored": 4, "stale": 10,
                 "rejected": 2},
@@ -96,7 +76,7 @@ def committed_batch() -> FakeBatch:
         rejects_by_reason={"not a JSON object": 2, "unknown column 'zz'": 1,
                            "column 'n': 300 is not a valid int8": 1,
                            "update of missing key": 2},
-        fresh=[40, 80, 120, 900, 2500])
+        ts_sample=1_700_000_000_500 - fresh)
 
 
 # ---------------------------------------------------------------------- series and names
@@ -165,8 +145,8 @@ def test_committed_batch_counts_outcomes_ops_reasons_phases_and_freshness() -> N
 
 def test_skipped_replay_counts_only_the_batch() -> None:
     m = SinkMetrics("orders", "job-1")
-    m.observe_batch(FakeBatch(batch_id=1, version=None, skipped=True, events=0, rejected=0,
-                              result="skipped"))
+    m.observe_batch(BatchStats(batch_id=1, version=None, skipped=True, events=0, rejected=0,
+                               result="skipped"))
     s = scrape(m)
     assert sample(s, "cdc_sink_batches_total", result="skipped") == 1
     assert sample(s, "cdc_sink_batches_total", result="committed") == 0
@@ -176,8 +156,8 @@ def test_skipped_replay_counts_only_the_batch() -> None:
 
 def test_failed_batch_counts_its_phases_but_no_events() -> None:
     m = SinkMetrics("orders", "job-1")
-    m.observe_batch(FakeBatch(batch_id=2, version=None, skipped=False, events=50, rejected=0,
-                              result="failed", phases={"read": 0.5, "decode": 0.25}))
+    m.observe_batch(BatchStats(batch_id=2, version=None, skipped=False, events=50, rejected=0,
+                               result="failed", phases={"read": 0.5, "decode": 0.25}))
     s = scrape(m)
     assert sample(s, "cdc_sink_batches_total", result="failed") == 1
     assert sample(s, "cdc_sink_batch_phase_seconds_sum", phase="read") == 0.5
@@ -213,7 +193,7 @@ def test_batch_stats_without_phases_uses_decode_and_apply_seconds() -> None:
 def test_a_failing_update_is_logged_and_counted_never_raised(
         caplog: pytest.LogCaptureFixture) -> None:
     m = SinkMetrics("orders", "job-1")
-    broken = FakeBatch(batch_id=1, version=2, skipped=False, events=3, rejected=0)
+    broken = BatchStats(batch_id=1, version=2, skipped=False, events=3, rejected=0)
     broken.counts = None  # type: ignore[assignment]
     broken.freshness_ms = None  # type: ignore[assignment,method-assign]
     m.observe_batch(broken)

@@ -131,9 +131,10 @@ def create_topic(bootstrap_servers: str, name: str, partitions: int = 1, *,
 
 # -- local KRaft broker -----------------------------------------------------------------
 
-# Live brokers of this process, stopped at interpreter exit. Strong references: a broker
-# that was started stays alive (and reachable for this handler) until it is stopped.
-_LIVE: set[LocalKafka] = set()
+# Live brokers (local processes and containers) of this process, stopped at interpreter
+# exit. Strong references: a broker that was started stays alive (and reachable for this
+# handler) until it is stopped.
+_LIVE: set[LocalKafka | TestcontainersKafka] = set()
 
 
 @atexit.register
@@ -620,7 +621,7 @@ class TestcontainersKafka(KafkaHandle):
             container = container.with_env(key, value)
         container.start()
         self._container = container
-        _LIVE_CONTAINERS.add(self)
+        _LIVE.add(self)
         # Removes the container should this process die without stop() (see LocalKafka).
         self._watchdog = subprocess.Popen(
             [sys.executable, "-c", _CONTAINER_WATCHDOG, self.container_id or ""],
@@ -674,17 +675,7 @@ class TestcontainersKafka(KafkaHandle):
                     watchdog.stdin.close()  # EOF: it removes the (gone) container and exits
             with contextlib.suppress(Exception):
                 watchdog.wait(timeout=30)
-        _LIVE_CONTAINERS.discard(self)
-
-
-_LIVE_CONTAINERS: set[TestcontainersKafka] = set()
-
-
-@atexit.register
-def _stop_containers_at_exit() -> None:
-    for handle in list(_LIVE_CONTAINERS):
-        with contextlib.suppress(Exception):
-            handle.stop()
+        _LIVE.discard(self)
 
 
 # Waits for EOF on stdin (the parent stopped it or died), then force-removes the container.

@@ -36,23 +36,12 @@ from cdc_sink.formats.debezium import encode_debezium
 from cdc_sink.formats.native_json import encode_json
 from cdc_sink.formats.rowv2 import CODEC_VERSION, encode_event
 from cdc_sink.schema import Column, TableSchema, type_to_str
+from tests.formats.support import ALL_TYPE_COLUMNS
 
 UTC = dt.timezone.utc
 
 _VALUE_COLUMNS: list[dict[str, Any]] = [
-    {"name": "name", "type": "string", "nullable": False},
-    {"name": "i8", "type": "int8"},
-    {"name": "i16", "type": "int16"},
-    {"name": "i32", "type": "int32"},
-    {"name": "i64", "type": "int64"},
-    {"name": "f32", "type": "float32"},
-    {"name": "f64", "type": "float64"},
-    {"name": "flag", "type": "bool"},
-    {"name": "blob", "type": "binary"},
-    {"name": "day", "type": "date32"},
-    {"name": "at", "type": "timestamp[us, UTC]"},
-    {"name": "amount", "type": "decimal128(10, 2)"},
-    {"name": "big", "type": "decimal128(38, 4)"},
+    *ALL_TYPE_COLUMNS,  # every type, plus decimals at the edges of scale
     {"name": "tiny", "type": "decimal128(3, 3)"},
     {"name": "whole", "type": "decimal128(5, 0)"},
 ]

@@ -16,23 +16,24 @@ from cdc_sink.schema import TableSchema
 UTC = dt.timezone.utc
 
 # Every supported type as a value column; "name" is required (not nullable, no default).
+ALL_TYPE_COLUMNS: list[dict[str, Any]] = [
+    {"name": "name", "type": "string", "nullable": False},
+    {"name": "i8", "type": "int8"},
+    {"name": "i16", "type": "int16"},
+    {"name": "i32", "type": "int32"},
+    {"name": "i64", "type": "int64"},
+    {"name": "f32", "type": "float32"},
+    {"name": "f64", "type": "float64"},
+    {"name": "flag", "type": "bool"},
+    {"name": "blob", "type": "binary"},
+    {"name": "day", "type": "date32"},
+    {"name": "at", "type": "timestamp[us, UTC]"},
+    {"name": "amount", "type": "decimal128(10, 2)"},
+    {"name": "big", "type": "decimal128(38, 4)"},
+]
+
 ALL_TYPES = TableSchema.from_dict({
-    "columns": [
-        {"name": "id", "type": "int64"},
-        {"name": "name", "type": "string", "nullable": False},
-        {"name": "i8", "type": "int8"},
-        {"name": "i16", "type": "int16"},
-        {"name": "i32", "type": "int32"},
-        {"name": "i64", "type": "int64"},
-        {"name": "f32", "type": "float32"},
-        {"name": "f64", "type": "float64"},
-        {"name": "flag", "type": "bool"},
-        {"name": "blob", "type": "binary"},
-        {"name": "day", "type": "date32"},
-        {"name": "at", "type": "timestamp[us, UTC]"},
-        {"name": "amount", "type": "decimal128(10, 2)"},
-        {"name": "big", "type": "decimal128(38, 4)"},
-    ],
+    "columns": [{"name": "id", "type": "int64"}, *ALL_TYPE_COLUMNS],
     "primary_key": ["id"],
     "num_buckets": 4,
 })

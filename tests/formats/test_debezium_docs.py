@@ -133,15 +133,7 @@ def test_mysql_binlog_position_is_the_sequence():
 
 
 # ============================================================ PostgreSQL: customers
-PG_CUSTOMERS = TableSchema.from_dict({
-    "columns": [
-        {"name": "id", "type": "int32"},
-        {"name": "first_name", "type": "string", "nullable": False},
-        {"name": "last_name", "type": "string", "nullable": False},
-        {"name": "email", "type": "string", "nullable": False},
-    ],
-    "primary_key": ["id"],
-})
+PG_CUSTOMERS = MYSQL_CUSTOMERS  # the documentation's Postgres table has the same columns
 PG_CREATE = doc("pg_customers_create.json")
 PG_SCHEMA = PG_CREATE["schema"]
 
