@@ -123,6 +123,7 @@ class TableStats:
 
 
 _DISK_CACHE: dict[str, DiskUsage] = {}
+_DISK_VERSION: dict[str, int | None] = {}  # the table version of each cached walk
 _DISK_LOCK = threading.Lock()
 
 
@@ -162,19 +163,24 @@ def _walk_dirs(d: str) -> list[tuple[str, int]]:
     return out
 
 
-def disk_usage(root: str | os.PathLike[str], *, max_age: float = 0.0) -> DiskUsage:
+def disk_usage(root: str | os.PathLike[str], *, max_age: float = 0.0,
+               version: int | None = None) -> DiskUsage:
     """Files and bytes of a table directory (one walk; cached for ``max_age`` seconds).
 
     Args:
         root: The table directory.
         max_age: A walk younger than this is returned as it is (0: always walk).
+        version: The table's version now: a walk made at another version is not reused
+            (a commit or compaction writes files). GC deletes files without a new version:
+            call :func:`forget_disk_usage` after it.
     """
     key = os.path.abspath(os.fspath(root))
     now = time.monotonic()
     if max_age > 0:
         with _DISK_LOCK:
             hit = _DISK_CACHE.get(key)
-        if hit is not None and now - hit.measured_at < max_age:
+        if hit is not None and now - hit.measured_at < max_age \
+                and _DISK_VERSION.get(key) == version:
             return hit
     wal: dict[int, tuple[int, int]] = {}
     snaps: dict[int, tuple[int, int]] = {}
@@ -186,7 +192,16 @@ def disk_usage(root: str | os.PathLike[str], *, max_age: float = 0.0) -> DiskUsa
                       log_bytes=sum(s for _, s in log), measured_at=now)
     with _DISK_LOCK:
         _DISK_CACHE[key] = usage
+        _DISK_VERSION[key] = version
     return usage
+
+
+def forget_disk_usage(root: str | os.PathLike[str]) -> None:
+    """Drops the cached walk of ``root`` (after GC deleted files)."""
+    key = os.path.abspath(os.fspath(root))
+    with _DISK_LOCK:
+        _DISK_CACHE.pop(key, None)
+        _DISK_VERSION.pop(key, None)
 
 
 def table_stats(table: Table, tablets: Mapping[int, MemTablet], *,
@@ -202,7 +217,7 @@ def table_stats(table: Table, tablets: Mapping[int, MemTablet], *,
     """
     version = table.version
     num_buckets = table.schema_at(version).num_buckets
-    disk = disk_usage(table.root, max_age=disk_max_age)
+    disk = disk_usage(table.root, max_age=disk_max_age, version=version)
     buckets: list[BucketStats] = []
     for b in sorted(set(range(num_buckets)) | set(tablets) | set(disk.wal)
                     | set(disk.snapshots)):

@@ -265,6 +265,9 @@ class Maintenance:
                 except OSError:
                     continue
             removed = self.table.gc(dry_run=False, **self.retain)
+            from cdc_sink.stats import forget_disk_usage
+
+            forget_disk_usage(self.table.root)  # the table gauges must not show deleted files
         except Exception as exc:
             seconds = time.perf_counter() - t0
             if self.metrics is not None:

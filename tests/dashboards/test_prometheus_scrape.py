@@ -31,6 +31,7 @@ from cdc_sink.kafka.broker import KafkaHandle, start_kafka
 from tests.dashboards.dashboard_files import RULES, committed_dashboard
 from tests.dashboards.panel_check import check_panels, wait_for
 from tests.dashboards.prometheus_server import PrometheusServer, free_port
+from tests.procs import descendants
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -68,24 +69,6 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory,
         yield server
 
 
-def _descendants(pid: int) -> list[int]:
-    """Pids of the processes below ``pid`` (from /proc)."""
-    parent: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    out, frontier = [], [pid]
-    while frontier:
-        kids = [p for p, pp in parent.items() if pp in frontier]
-        out += kids
-        frontier = kids
-    return out
-
-
 @dataclass
 class _Job:
     proc: subprocess.Popen[bytes]
@@ -97,7 +80,7 @@ class _Job:
         left of the process group after ``timeout`` is killed."""
         if self.proc.poll() is None:
             drivers = []
-            for pid in _descendants(self.proc.pid):
+            for pid in descendants(self.proc.pid):
                 try:
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                 except OSError:
