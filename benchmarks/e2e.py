@@ -81,7 +81,7 @@ def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                  "queue.buffering.max.messages": 2_000_000})
+                  "enable.idempotence": True, "queue.buffering.max.messages": 2_000_000})
     for k, v in msgs:
         while True:
             try:
@@ -97,7 +97,8 @@ def live_producer(bootstrap: str, topic: str, rate: int, duration: float, keys: 
     """Produces ``rate`` events/s in 50 ms slices, each stamped with its produce time."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                  "enable.idempotence": True})  # no reordering on a retried request
     rng = np.random.default_rng(9)
     t_end = time.time() + duration
     seq = 10**9

@@ -62,7 +62,8 @@ class Stream:
         """Produces (key, value) records, waits until processed; the table's rows by id."""
         from confluent_kafka import Producer
 
-        p = Producer({"bootstrap.servers": self.kafka.bootstrap_servers})
+        p = Producer({"bootstrap.servers": self.kafka.bootstrap_servers,
+                      "enable.idempotence": True})
         for key, val in records:
             p.produce(self.topic, key=key, value=val)
         assert p.flush(30) == 0

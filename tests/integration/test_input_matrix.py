@@ -165,7 +165,8 @@ def expected_rows(events: list[dict[str, Any]], schema: TableSchema) -> dict[Any
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                  "enable.idempotence": True})  # no reordering on a retried request
     for key, value in records:
         p.produce(topic, key=key, value=value)
     assert p.flush(30) == 0
