@@ -330,6 +330,38 @@ class LocalKafka(KafkaHandle):
         with self._lock:
             self._teardown()
 
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash would, keeping its directory, data and ports.
+
+        :meth:`restart` brings the same broker back; :meth:`stop` still removes it.
+        """
+        with self._lock:
+            self._kill()
+
+    def restart(self) -> LocalKafka:
+        """Start the broker again on the same data directory and ports (killing it first
+        if it still runs) and wait until it answers; return self.
+
+        Raises:
+            RuntimeError: The broker was never started, or was stopped.
+            KafkaStartError: It did not come back (it is then stopped and removed).
+        """
+        with self._lock:
+            if self.workdir is None or self.port is None or self.cluster_id is None:
+                raise RuntimeError("LocalKafka.restart(): not started, or stopped")
+            from cdc_sink.kafka.jars import resolve_kafka_broker_jars
+
+            jars = self._jars if self._jars is not None else resolve_kafka_broker_jars()
+            self._kill()
+            try:
+                self._spawn(self._jvm(_find_java(), jars))
+                self._wait_ready()
+            except BaseException:
+                self._teardown()
+                raise
+            logger.info("local Kafka broker restarted at %s", self.bootstrap_servers)
+            return self
+
     def __enter__(self) -> LocalKafka:
         return self.start()
 
@@ -383,15 +415,7 @@ class LocalKafka(KafkaHandle):
             "".join(f"{k}={v}\n" for k, v in self._properties(data_dir).items()))
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(_LOG4J2.format(log=self.workdir / "broker.log"))
-        classpath = os.pathsep.join(str(j) for j in jars)
-        jvm = [
-            java, f"-Xmx{self.heap}", "-Xms64m", "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",  # C1 only: starts in about half the time
-            "-Xss1m",
-            "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
-            f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.workdir}",
-            "-cp", classpath,
-        ]
+        jvm = self._jvm(java, jars)
         fmt = subprocess.run(
             [*jvm, STORAGE_TOOL_CLASS, "format", "-t", self.cluster_id,
              "-c", str(props_file)],
@@ -402,8 +426,25 @@ class LocalKafka(KafkaHandle):
             raise KafkaStartError(
                 f"formatting Kafka storage failed ({fmt.returncode}):\n"
                 f"{(fmt.stdout + fmt.stderr)[-4000:]}\n{_tail(self.workdir / 'broker.log', 40)}")
+        self._spawn(jvm)
 
-        out = open(self.workdir / "stdout.log", "wb")  # noqa: SIM115 - owned by the child
+    def _jvm(self, java: str, jars: Sequence[Path]) -> list[str]:
+        assert self.workdir is not None
+        return [
+            java, f"-Xmx{self.heap}", "-Xms64m", "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",  # C1 only: starts in about half the time
+            "-Xss1m",
+            "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.workdir}",
+            "-cp", os.pathsep.join(str(j) for j in jars),
+        ]
+
+    def _spawn(self, jvm: list[str]) -> None:
+        """Starts the broker JVM on the formatted ``workdir`` and its watchdog."""
+        assert self.workdir is not None
+        props_file = self.workdir / "server.properties"
+        out = open(self.workdir / "stdout.log", "ab")  # noqa: SIM115 - owned by the child
         try:
             self._proc = subprocess.Popen(
                 [*jvm, KAFKA_MAIN_CLASS, str(props_file)],
@@ -465,8 +506,17 @@ class LocalKafka(KafkaHandle):
             f"{_tail(self.workdir / 'broker.log', 60)}\n"
             f"--- tail of stdout/stderr ---\n{_tail(self.workdir / 'stdout.log', 20)}")
 
-    def _teardown(self) -> None:
-        proc, watchdog, self._proc, self._watchdog = self._proc, self._watchdog, None, None
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        self._stop_watchdog()
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=10)
+
+    def _stop_watchdog(self) -> None:
+        watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None:
             # Ours to stop first: it must not signal the group after the broker is gone.
             with contextlib.suppress(OSError):
@@ -476,6 +526,10 @@ class LocalKafka(KafkaHandle):
             if watchdog.stdin is not None:
                 with contextlib.suppress(OSError):
                     watchdog.stdin.close()
+
+    def _teardown(self) -> None:
+        proc, self._proc = self._proc, None
+        self._stop_watchdog()
         if proc is not None:
             _terminate_group(proc, self.stop_timeout)
         _LIVE.discard(self)
