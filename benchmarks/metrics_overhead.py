@@ -10,16 +10,18 @@ checkpoint with a 1 s trigger and ``--max-per-trigger`` events per micro-batch.
 * ``on``: what the streaming job adds for metrics: a :class:`SinkMetrics` registry served
   on ``/metrics`` (:func:`start_metrics_server`), a :class:`BatchObserver` on
   ``on_batch`` (counters, histograms, the per-batch log line, the table gauges from
-  ``table.stats()``) and the Kafka progress listener, with ``/metrics`` scraped every
-  ``--scrape-every`` seconds by a thread (as a Prometheus would; 5 s by default, a third
-  of the usual 15 s interval, so that a run of ~40 s sees some scrapes).
+  ``table.stats()``) and the Kafka progress poller (``ProgressPoller``: reads
+  ``query.lastProgress`` every 0.5 s, on a thread here, in the job's wait loop), with
+  ``/metrics`` scraped every ``--scrape-every`` seconds by a thread (as a Prometheus
+  would; 5 s by default, a third of the usual 15 s interval, so that a run of ~40 s sees
+  some scrapes).
 
 After ``--warmup`` uncounted runs (JIT, first query), runs alternate (off, on, off, on,
 ...; ``--pairs`` of each). Per run: events/s = events /
 (start -> ``processAllAvailable()`` returns) and the CPU seconds of the process (Python
 driver) plus its driver JVM over the run; for ``on`` runs also the wall time spent in the
-observer's ``on_batch`` (the only metrics work inside the batch path: the listener and
-the scrapes run on other threads). ``--without listener`` / ``--without scrape`` leave
+observer's ``on_batch`` (the only metrics work inside the batch path: the progress poller and
+the scrapes run on other threads). ``--without progress`` / ``--without scrape`` leave
 those parts out of the ``on`` runs. Prints per-run figures, the medians and the
 difference of the medians.
 
@@ -77,17 +79,23 @@ def _scraper(url: str, every: float, stop: threading.Event, times: list[float]) 
         times.append(time.perf_counter() - t0)
 
 
+def _poll_progress(poller: Any, stop: threading.Event) -> None:
+    while not stop.wait(0.5):  # as the job's wait loop does
+        poller.poll()
+
+
 def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: bool, k: int,
              args: argparse.Namespace, jvm: int) -> dict[str, Any]:
     """One drain of ``topic`` into a fresh table; events/s and CPU seconds."""
-    from cdc_sink.metrics import SinkMetrics, attach_progress_listener, start_metrics_server
+    from cdc_sink.metrics import ProgressPoller, SinkMetrics, start_metrics_server
     from cdc_sink.metrics.observer import BatchObserver
     from cdc_sink.spark import sink
 
     work = tempfile.mkdtemp(prefix=f"cdc_overhead_{k}_")
     app_id = f"overhead-{k}"
     fn = sink(f"{work}/table", schema=SCHEMA, app_id=app_id, apply_mode=args.mode)
-    server = listener = None
+    server = None
+    metrics = None
     stop = threading.Event()
     scrapes: list[float] = []
     in_observer: list[float] = []
@@ -104,8 +112,6 @@ def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: boo
             in_observer.append(time.perf_counter() - t)
 
         fn.on_batch = timed_on_batch
-        if "listener" not in args.without:
-            listener = attach_progress_listener(spark, metrics, query_name=app_id)
         if "scrape" not in args.without:
             scraper = threading.Thread(target=_scraper, daemon=True,
                                        args=(server.url, args.scrape_every, stop, scrapes))
@@ -118,6 +124,11 @@ def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: boo
     q = (df.writeStream.queryName(app_id).foreachBatch(fn)
          .trigger(processingTime="1 second")
          .option("checkpointLocation", f"{work}/ckpt").start())
+    poller = None
+    if metrics is not None and "progress" not in args.without:
+        poller = threading.Thread(target=_poll_progress, daemon=True,
+                                  args=(ProgressPoller(q, metrics), stop))
+        poller.start()
     q.processAllAvailable()
     wall = time.perf_counter() - t0
     cpu = time.process_time() + _cpu_s(jvm) - c0
@@ -125,8 +136,8 @@ def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: boo
     stop.set()
     if scraper is not None:
         scraper.join(10)
-    if listener is not None:
-        spark.streams.removeListener(listener)
+    if poller is not None:
+        poller.join(10)
     if server is not None:
         server.close()
     events = sum(s.events for s in fn.stats if not s.skipped)
@@ -158,7 +169,7 @@ def main() -> None:
     ap.add_argument("--scrape-every", type=float, default=5.0,
                     help="seconds between two GETs of /metrics in 'on' runs")
     ap.add_argument("--without", default="", help="leave parts out of the 'on' runs to "
-                    "tell their shares apart: 'listener', 'scrape' or 'listener,scrape'")
+                    "tell their shares apart: 'progress', 'scrape' or 'progress,scrape'")
     ap.add_argument("--warmup", type=int, default=1, help="runs first, not counted")
     ap.add_argument("--mode", default="driver", choices=["driver", "executors"])
     args = ap.parse_args()

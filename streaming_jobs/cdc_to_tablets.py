@@ -376,7 +376,7 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
 
     import cdc_sink.spark
     from cdc_sink.kafka.deadletter import from_uri
-    from cdc_sink.metrics import attach_progress_listener
+    from cdc_sink.metrics import ProgressPoller
     from cdc_sink.metrics.observer import BatchObserver
 
     schema: dict[str, Any] | None = None
@@ -396,7 +396,6 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
     maintenance = Maintenance(sink_fn.table, metrics, compact_every=args.compact_every,
                               gc_every=args.gc_every, retain_versions=args.retain_versions,
                               retain_seconds=args.retain_seconds)
-    listener = attach_progress_listener(spark, metrics, query_name=args.query_name)
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", args.bootstrap_servers)
               .option("subscribe", args.topic)
@@ -413,6 +412,7 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
               else writer.trigger(processingTime=args.trigger))
     t0 = time.monotonic()
     query = writer.start()
+    progress = ProgressPoller(query, metrics)  # polled: no Py4J callback per query event
     logger.info("started: %s -> %s (format %s, apply mode %s, app id %r, checkpoint %s)",
                 args.topic, table_path, args.format, args.apply_mode, app_id, checkpoint)
     failure: BaseException | None = None
@@ -420,6 +420,7 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
         while not stop.event.is_set():
             if query.awaitTermination(0.5):
                 break
+            progress.poll()  # Kafka rates and offsets behind latest, from Spark's progress
             observer.refresh_if_due()  # the table gauges catch up after the last batch
     except StreamingQueryException as exc:
         failure = exc
@@ -431,10 +432,7 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
             failure = exc
     if failure is None:
         failure = query.exception()
-    try:
-        spark.streams.removeListener(listener)
-    except Exception:  # the session may be going away
-        logger.debug("removing the progress listener failed", exc_info=True)
+    progress.poll()  # the last trigger's figures
     try:
         sink_fn.close()  # forwards what is left, closes the dead-letter producers
     except Exception as exc:

@@ -21,6 +21,7 @@ from cdc_sink.metrics import (
     REASON_CLASSES,
     RESULTS,
     MetricsServerError,
+    ProgressPoller,
     SinkMetrics,
     classify_reason,
     classify_reasons,
@@ -271,6 +272,40 @@ def test_kafka_progress_without_kafka_metrics() -> None:
     k = kafka_progress({"inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0,
                         "sources": [{"metrics": {}}]})
     assert (k.avg_offsets_behind, k.max_offsets_behind) == (None, None)
+
+
+class _Query:
+    """What ProgressPoller reads of a StreamingQuery: ``lastProgress`` (a dict or None)."""
+
+    def __init__(self) -> None:
+        self.lastProgress: dict[str, object] | None = None
+
+
+def test_progress_poller_copies_each_new_progress_once() -> None:
+    q = _Query()
+    m = SinkMetrics("orders", "job-1")
+    poller = ProgressPoller(q, m)
+    assert not poller.poll()  # no trigger yet
+    q.lastProgress = {"batchId": 3, "timestamp": "2026-11-23T10:00:00.000Z",
+                      "inputRowsPerSecond": 50.0, "processedRowsPerSecond": 80.0,
+                      "sources": [{"metrics": {"avgOffsetsBehindLatest": "7.0",
+                                               "maxOffsetsBehindLatest": "9"}}]}
+    assert poller.poll()
+    assert m.value("cdc_sink_kafka_max_offsets_behind_latest") == 9
+    assert not poller.poll()  # the same progress again
+    q.lastProgress = {**q.lastProgress, "batchId": 4, "sources": [
+        {"metrics": {"avgOffsetsBehindLatest": "0.0", "maxOffsetsBehindLatest": "0"}}]}
+    assert poller.poll()
+    assert m.value("cdc_sink_kafka_max_offsets_behind_latest") == 0
+
+
+def test_progress_poller_never_raises() -> None:
+    class Broken:
+        @property
+        def lastProgress(self) -> None:
+            raise RuntimeError("py4j gateway gone")
+
+    assert not ProgressPoller(Broken(), SinkMetrics("orders", "job-1")).poll()
 
 
 # ---------------------------------------------------------------------- histogram

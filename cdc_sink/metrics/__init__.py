@@ -16,7 +16,12 @@ Modules: :mod:`~cdc_sink.metrics.sink` (the metric families and their updates),
 docs/observability.md lists every metric.
 """
 
-from cdc_sink.metrics.listener import KafkaProgress, attach_progress_listener, kafka_progress
+from cdc_sink.metrics.listener import (
+    KafkaProgress,
+    ProgressPoller,
+    attach_progress_listener,
+    kafka_progress,
+)
 from cdc_sink.metrics.reasons import REASON_CLASSES, classify_reason, classify_reasons
 from cdc_sink.metrics.server import MetricsServer, MetricsServerError, start_metrics_server
 from cdc_sink.metrics.sink import OPS, OUTCOMES, PHASES, RESULTS, BatchFigures, SinkMetrics
@@ -31,6 +36,7 @@ __all__ = [
     "KafkaProgress",
     "MetricsServer",
     "MetricsServerError",
+    "ProgressPoller",
     "SinkMetrics",
     "attach_progress_listener",
     "classify_reason",
