@@ -84,7 +84,10 @@ class TableOptions:
         memory_versions: Versions each in-memory tablet keeps readable.
         compact_every: Compact a tablet's deltas in memory after this many versions.
         snapshot_every: Write a bucket snapshot after this many versions changed the
-            bucket since its last snapshot.
+            bucket since its last snapshot ...
+        snapshot_bytes: ... or once the bucket's WAL segments since its last snapshot
+            pass this many bytes (a bulk load snapshots at the bucket's next version),
+            so that loading a bucket never replays much more than this.
         retain_versions: GC keeps at least this many newest versions ...
         retain_seconds: ... and every version committed within this many seconds.
     """
@@ -93,6 +96,7 @@ class TableOptions:
     memory_versions: int = 100
     compact_every: int = 20
     snapshot_every: int = 50
+    snapshot_bytes: int = 64 << 20
     retain_versions: int = 100
     retain_seconds: float = 3600.0
 
@@ -246,7 +250,7 @@ class Table:
         self._history = History.from_log(self.log)
         self._tablets: dict[int, MemTablet] = {}
         self._version = self._latest()
-        self._since_snapshot: dict[int, int] = {}
+        self._since_snapshot: dict[int, tuple[int, int]] = {}  # segments, bytes
         self._pending_segments: dict[int, str] = {}
         self._pending_locations: dict[int, list[LocationUpdate]] = {}
         self._cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
@@ -368,6 +372,12 @@ class Table:
         if t is None:
             t = self._load_bucket(bucket, self._version)
             self._tablets[bucket] = t
+            if bucket not in self._since_snapshot:  # what a reload replayed counts too
+                snap = self._history.snapshot_at(bucket, self._version)
+                start = snap[0] if snap else -1
+                segs = self._history.segments_between(bucket, start, self._version)
+                self._since_snapshot[bucket] = (len(segs), sum(
+                    _size(os.path.join(self.root, rel)) for _, rel in segs))
         return t
 
     def _refresh(self) -> None:
@@ -769,9 +779,10 @@ class Table:
         t.release(t.committed - self.options.memory_versions + 1)
 
     def _maybe_snapshot(self, t: MemTablet, schema_id: int, written: list[str]) -> str | None:
-        n = self._since_snapshot.get(t.bucket, 0) + 1
-        self._since_snapshot[t.bucket] = n
-        if n < self.options.snapshot_every:
+        n, size = self._since_snapshot.get(t.bucket, (0, 0))
+        n, size = n + 1, size + _size(os.path.join(self.root, written[-1]))
+        self._since_snapshot[t.bucket] = (n, size)
+        if n < self.options.snapshot_every and size < self.options.snapshot_bytes:
             return None
         rel = self._snapshot(t, schema_id, written)
         return rel
@@ -785,7 +796,7 @@ class Table:
         written.append(rel)
         written.extend(f for f in manifest.files if file_version(f) == t.committed
                        and (previous is None or f not in previous.files))
-        self._since_snapshot[t.bucket] = 0
+        self._since_snapshot[t.bucket] = (0, 0)
         return rel
 
     def compact(self) -> int:
@@ -1049,3 +1060,11 @@ def _older_than(path: str, seconds: float) -> bool:
 
 def _remove_quietly(path: str) -> None:
     remove(path, missing_ok=True)
+
+
+def _size(path: str) -> int:
+    """Bytes of ``path`` (0 when GC removed it meanwhile)."""
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
