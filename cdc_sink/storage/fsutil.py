@@ -30,6 +30,13 @@ is always the case outside tests, an operation costs one global lookup more.
 
 Nothing here knows about tables: these are the POSIX durability rules (fsync the file,
 then fsync the directory that names it) written down once.
+
+A failed fsync is final for the file ("fsyncgate"): Linux may drop the dirty pages it
+could not write and mark them clean, so a later fsync of the same file succeeds without
+making that data durable. Nothing here retries an fsync; a writer whose fsync failed
+abandons the file (the writers of this module unlink it) and never commits it, and a
+later attempt writes a new file from its own copy of the data. Every fsync error raised
+here names the file (``OSError.filename``).
 """
 
 from __future__ import annotations
@@ -125,6 +132,16 @@ def _note(kind: str, path: str, *, fd: int | None = None, source: str | None = N
                     source=None if source is None else os.path.abspath(source))
 
 
+def _fsync(fd: int, path: str) -> None:
+    """``os.fsync`` whose error names the file (the one-line reason an operator sees)."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.filename is not None or not path:
+            raise
+        raise OSError(exc.errno, exc.strerror, path) from exc
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Fsync a directory so that names created, renamed or removed in it are durable.
 
@@ -137,7 +154,7 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
-        os.fsync(fd)
+        _fsync(fd, os.fspath(path))
     finally:
         os.close(fd)
     if _recorder is not None:
@@ -152,14 +169,15 @@ def fsync_file(file: BinaryIO | int, *, path: str | os.PathLike[str] = "") -> No
         path: The file's name (only told to a recorder).
 
     Raises:
-        OSError: The sync failed.
+        OSError: The sync failed. The file's unsynced data may then be lost even if a
+            later fsync succeeds: abandon the file, never commit it.
     """
     if isinstance(file, int):
         fd = file
     else:
         file.flush()
         fd = file.fileno()
-    os.fsync(fd)
+    _fsync(fd, os.fspath(path) or str(getattr(file, "name", "")))
     if _recorder is not None:
         _note("fsync", os.fspath(path) or getattr(file, "name", ""), fd=fd)
 
@@ -277,7 +295,7 @@ def truncate_durable(path: str | os.PathLike[str], keep: int, *, tail: bytes = b
         os.ftruncate(fd, keep)
         if tail:
             os.pwrite(fd, tail, keep)
-        os.fsync(fd)
+        _fsync(fd, path)
         if _recorder is not None:
             _note("truncate", path)
             _note("fsync", path, fd=fd)
@@ -304,7 +322,7 @@ def _write_new_file(path: str, data: bytes | bytearray | memoryview) -> None:
         if _recorder is not None:
             _note("create", path, fd=fd)
         _write_all(fd, data)
-        os.fsync(fd)
+        _fsync(fd, path)
         if _recorder is not None:
             _note("fsync", path, fd=fd)
     except BaseException:
@@ -356,7 +374,7 @@ def write_file_durable(
             if _recorder is not None:
                 _note("open" if existed else "create", path, fd=fd)
             _write_all(fd, data)
-            os.fsync(fd)
+            _fsync(fd, path)
             if _recorder is not None:
                 _note("fsync", path, fd=fd)
         finally:

@@ -34,6 +34,7 @@ which loading converts to the physical form.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -218,9 +219,11 @@ class _PageFileWriter:
         return self.offset
 
     def abort(self) -> None:
-        self._f.close()
-        if self.offset == 0:
-            remove(self.path)
+        # Abandoned whatever happened (a failed write or fsync: its data may be lost even
+        # if a later fsync succeeded); created with O_EXCL, so the name is ours.
+        with contextlib.suppress(OSError):
+            self._f.close()  # may flush, and fail again (ENOSPC)
+        remove(self.path, missing_ok=True)
 
 
 LocationUpdate = tuple[Base, int, PageLoc]
