@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/chaos.py [--kills 100] [--events 20000]
         [--modes driver,executors] [--fault-point-runs 10] [--seed 1] [--workdir DIR]
-        [--json results.json]
+        [--broker-bounces 2] [--enospc-runs 1] [--eio-runs 1] [--json results.json]
 
 For each apply mode, one chaos run (tests/chaos/harness.py): the real
 ``streaming_jobs/cdc_to_tablets.py`` under spark-submit on a local Kafka broker (or the
@@ -16,6 +16,15 @@ SIGKILL of the job's process group at a random moment after it committed, and
 final available-now run, and the checks of ``harness.verify`` against a reference model
 fed from the topic. Prints one line per run and a JSON summary; exits 1 when a check
 failed.
+
+Environmental faults, after the killed runs (see ``ChaosConfig``): ``--broker-bounces``
+SIGKILLs the local broker and restarts it (same data directory and port) that many
+times during one run of the job; ``--enospc-runs`` puts the table on its own tmpfs
+(root only) and fills it up during that many runs, growing it afterwards;
+``--eio-runs`` preloads ``tests/chaos/fsync_eio.so`` (built with ``cc``) into that many
+runs so that one fsync under the table path fails with EIO and loses its file's
+unsynced data. Each fault's outcome (rode through, or failed with the job's one-line
+reason) and the time the job took to commit again are in the results' ``faults``.
 """
 
 from __future__ import annotations
@@ -46,11 +55,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="of the restarts, how many die at random storage fault points")
     p.add_argument("--produce-seconds", type=float, default=None,
                    help="spread producing over this long (default: 4 s per kill)")
+    p.add_argument("--broker-bounces", type=int, default=0,
+                   help="kill and restart the (local) broker this many times in one run")
+    p.add_argument("--enospc-runs", type=int, default=0,
+                   help="runs during which the table's tmpfs fills up (root only)")
+    p.add_argument("--table-fs-mb", type=int, default=64, help="the table's tmpfs size")
+    p.add_argument("--eio-runs", type=int, default=0,
+                   help="runs in which one fsync under the table path fails with EIO")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default=None, help="kept afterwards when given")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
     kind = "external" if os.environ.get(BOOTSTRAP_ENV) else "local"
+    if args.broker_bounces and kind != "local":
+        p.error(f"--broker-bounces needs the local broker (unset ${BOOTSTRAP_ENV})")
     broker = start_kafka(num_partitions=1, kind=kind)  # type: ignore[arg-type]
     base = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="chaos_"))
     results = {}
@@ -62,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
                 bootstrap=broker.bootstrap_servers, topic=f"chaos-{mode}-{uuid.uuid4().hex[:6]}",
                 workdir=base / mode, apply_mode=mode, events=args.events, kills=args.kills,
                 fault_point_runs=args.fault_point_runs, seed=args.seed,
-                produce_seconds=args.produce_seconds or 4.0 * args.kills)
+                produce_seconds=args.produce_seconds or 4.0 * args.kills + 40.0 * (
+                    args.broker_bounces + args.enospc_runs + args.eio_runs),
+                broker=broker if args.broker_bounces else None,
+                broker_bounces=args.broker_bounces, enospc_runs=args.enospc_runs,
+                table_fs_mb=args.table_fs_mb, eio_runs=args.eio_runs)
             res = run_chaos(cfg, log=lambda m, mode=mode: print(
                 f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True))
             results[mode] = json.loads(res.to_json())

@@ -78,6 +78,21 @@ class ChaosConfig:
         produce_seconds: Roughly how long producing all records takes.
         run_timeout: Seconds a killed run may take to commit before it is killed anyway.
         final_timeout: Seconds the final available-now run may take.
+        broker: The broker, for ``broker_bounces``: an object with ``kill()`` and
+            ``restart()`` (:class:`~cdc_sink.kafka.broker.LocalKafka`).
+        broker_bounces: In one run of the job, SIGKILL the broker and restart it (same
+            data directory and port) this many times, each after the job committed.
+        broker_down: Seconds the broker stays down (uniform).
+        enospc_runs: Runs of the job during which the table's file system fills up (the
+            table lives on a tmpfs of ``table_fs_mb``; a ballast file takes the free
+            space after the job committed; afterwards the tmpfs grows by
+            ``table_fs_mb``).
+        table_fs_mb: Size of the table's tmpfs (with ``enospc_runs``).
+        eio_runs: Runs of the job with ``fsync_eio.so`` preloaded: the N-th fsync under
+            the table path (N uniform in ``eio_at``) fails with EIO and drops the
+            file's unsynced data; the next run has no fault.
+        eio_at: Range of N.
+        fault_timeout: Seconds a fault run waits for the job to fail or commit again.
     """
 
     bootstrap: str
@@ -98,11 +113,31 @@ class ChaosConfig:
     produce_seconds: float = 30.0
     run_timeout: float = 240.0
     final_timeout: float = 900.0
+    broker: Any = None
+    broker_bounces: int = 0
+    broker_down: tuple[float, float] = (1.0, 6.0)
+    enospc_runs: int = 0
+    table_fs_mb: int = 32
+    eio_runs: int = 0
+    eio_at: tuple[int, int] = (10, 60)
+    fault_timeout: float = 180.0
+
+    @property
+    def table(self) -> Path:
+        """The table's directory (on its own tmpfs with ``enospc_runs``)."""
+        return self.workdir / "fs" / "table" if self.enospc_runs else self.workdir / "table"
 
 
 @dataclass
 class ChaosResult:
-    """What a run did and what :func:`verify` found (``failures`` empty: it passed)."""
+    """What a run did and what :func:`verify` found (``failures`` empty: it passed).
+
+    ``faults`` has one entry per injected fault (broker bounce, full disk, fsync
+    error): ``fault``, ``run``, ``outcome`` (``rode through`` or ``failed``), ``exit``
+    and ``reason`` (the job's one-line reason) when it failed, ``table_version`` when the
+    fault struck, and ``resume_seconds``: from the restart of the job (or, when it rode
+    through a broker bounce, from the broker's return) to its next commit.
+    """
 
     kills: int = 0
     fault_point_deaths: int = 0
@@ -123,6 +158,7 @@ class ChaosResult:
     reads: int = 0
     read_versions: int = 0
     repeatable_read_violations: int = 0
+    faults: list[dict[str, Any]] = field(default_factory=list)
     wall_seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -151,7 +187,7 @@ def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
             "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
             "--conf", "spark.sql.shuffle.partitions=4",
             str(JOB), "--bootstrap-servers", cfg.bootstrap, "--topic", cfg.topic,
-            "--table-path", str(w / "table"), "--schema-file", str(SCHEMA_FILE),
+            "--table-path", str(cfg.table), "--schema-file", str(SCHEMA_FILE),
             "--checkpoint", str(w / "checkpoint"), "--apply-mode", cfg.apply_mode,
             "--dead-letter", f"file://{w / 'dead-letters'}",
             "--trigger", "available-now" if available_now else "1 second",
@@ -209,44 +245,385 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
     rng = random.Random(cfg.seed)
     w = cfg.workdir
     w.mkdir(parents=True, exist_ok=True)
+    if cfg.broker_bounces and cfg.broker is None:
+        raise ValueError("broker_bounces needs cfg.broker (a LocalKafka)")
+    eio_so = build_fsync_eio(w) if cfg.eio_runs else None
+    fs = _TableFs(w / "fs", cfg.table_fs_mb) if cfg.enospc_runs else None
     create_topic(cfg.bootstrap, cfg.topic, cfg.partitions)
     records = generate_orders(cfg.events, seed=cfg.seed, malformed_rate=cfg.malformed_rate)
-    producer = _Producer(cfg, records)
-    producer.start()
     res = ChaosResult(events=len(records))
-    stop_file = w / "reader.stop"
-    reader = subprocess.Popen([sys.executable, str(READER), str(w / "table"),
-                               str(w / "reads.jsonl"), str(stop_file)],
-                              env=_env(), start_new_session=True)
     try:
-        fault_runs = set(rng.sample(range(cfg.kills), min(cfg.fault_point_runs, cfg.kills)))
-        for k in range(cfg.kills):
-            _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
-        producer.join()
-        if producer.error is not None:
-            raise RuntimeError(f"producing failed: {producer.error!r}")
-        with open(w / "job-final.log", "wb") as err:
-            final = subprocess.Popen(job_command(cfg, available_now=True), env=_env(),
-                                     stdout=err, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        if fs is not None:
+            fs.mount()
+        producer = _Producer(cfg, records)
+        producer.start()
+        stop_file = w / "reader.stop"
+        reader = subprocess.Popen([sys.executable, str(READER), str(cfg.table),
+                                   str(w / "reads.jsonl"), str(stop_file)],
+                                  env=_env(), start_new_session=True)
         try:
-            code = final.wait(timeout=cfg.final_timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(final)
-            raise RuntimeError(f"the final available-now run took more than "
-                               f"{cfg.final_timeout}s (see {w / 'job-final.log'})") from None
-        if code != 0:
-            res.failures.append(f"the final available-now run exited {code} "
-                                f"(see {w / 'job-final.log'})")
+            fault_runs = set(rng.sample(range(cfg.kills),
+                                        min(cfg.fault_point_runs, cfg.kills)))
+            for k in range(cfg.kills):
+                _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
+            pending: list[dict[str, Any]] = []  # failed faults waiting for the job's return
+            live: _Job | None = None  # a job that rode through, left to drain the topic
+            if cfg.broker_bounces:
+                live = _broker_run(cfg, res, rng, log, producer, pending)
+                if live is not None and (cfg.enospc_runs or cfg.eio_runs):
+                    live.stop()
+                    live = None
+            for i in range(cfg.enospc_runs):
+                assert fs is not None
+                _enospc_run(cfg, res, i, fs, log, pending)
+            for i in range(cfg.eio_runs):
+                assert eio_so is not None
+                _eio_run(cfg, res, i, eio_so, rng, log, pending)
+            producer.join()
+            if producer.error is not None:
+                if live is not None:
+                    live.stop()
+                raise RuntimeError(f"producing failed: {producer.error!r}")
+            if live is not None:  # it drains the topic instead of a final run
+                ends = _topic_ends(cfg.bootstrap, cfg.topic)
+                caught_up = live.wait(lambda: _caught_up(cfg, ends), cfg.final_timeout)
+                code = live.stop()
+                if not caught_up:
+                    res.failures.append(f"the job that rode through did not catch up with "
+                                        f"the topic (exit {code}, see {live.log_path})")
+            else:
+                final = _Job(cfg, "final", _env(), available_now=True, pending=pending)
+                final.wait_exit(cfg.final_timeout)
+                code = final.stop()
+                if code is None:
+                    raise RuntimeError(f"the final available-now run took more than "
+                                       f"{cfg.final_timeout}s (see {final.log_path})")
+                if code != 0:
+                    res.failures.append(f"the final available-now run exited {code}: "
+                                        f"{final.reason()} (see {final.log_path})")
+            for f in pending:
+                res.failures.append(f"after the {f['fault']} fault of run {f['run']} the "
+                                    f"job never committed again")
+        finally:
+            stop_file.touch()
+            try:
+                reader.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                _kill_group(reader)
+        verify(cfg, res)
     finally:
-        stop_file.touch()
-        try:
-            reader.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            _kill_group(reader)
-    verify(cfg, res)
+        if fs is not None:
+            fs.unmount()
     res.wall_seconds = round(time.monotonic() - t0, 1)
     return res
+
+
+# ---------------------------------------------------------------------- fault runs
+
+FAILED_PREFIX = "cdc_to_tablets: failed: "
+
+
+class _Job:
+    """One run of the streaming job, watched: its first commit, its exit, its reason."""
+
+    def __init__(self, cfg: ChaosConfig, name: str, env: dict[str, str], *,
+                 available_now: bool = False,
+                 pending: list[dict[str, Any]] | None = None) -> None:
+        self.cfg = cfg
+        self.log_path = cfg.workdir / f"job-{name}.log"
+        self.before = _table_version(cfg.table)
+        self.pending = pending if pending is not None else []
+        self.t0 = time.monotonic()
+        self.first_commit: float | None = None
+        self.code: int | None = None
+        with open(self.log_path, "wb") as err:
+            self.proc = subprocess.Popen(job_command(cfg, available_now=available_now),
+                                         env=env, stdout=err, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def version(self) -> int | None:
+        """The table's version now; notes the job's first commit."""
+        v = _table_version(self.cfg.table)
+        if self.first_commit is None and v is not None and v > (self.before or 0):
+            self.first_commit = time.monotonic()
+            for f in self.pending:  # the job is back: the restart took this long
+                f["resume_seconds"] = round(self.first_commit - self.t0, 1)
+            self.pending.clear()
+        return v
+
+    def wait(self, done: Any, timeout: float) -> bool:
+        """Polls until ``done()`` (True), the job exits or ``timeout`` (False)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.version()
+            if done():
+                return True
+            if self.proc.poll() is not None:
+                self.version()
+                return False
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+    def wait_first_commit(self, timeout: float) -> bool:
+        """Waits for the job's first commit (False: it exited or timed out first)."""
+        return self.wait(lambda: self.first_commit is not None, timeout)
+
+    def wait_commit_after(self, version: int | None, timeout: float) -> bool:
+        """Waits until the table is past ``version`` (False: the job exited or timed
+        out first)."""
+        def past() -> bool:
+            v = _table_version(self.cfg.table)
+            return v is not None and (version is None or v > version)
+
+        return self.wait(past, timeout)
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Waits for the job to exit; its exit code (None: still running)."""
+        self.wait(lambda: False, timeout)
+        return self.proc.poll()
+
+    def stop(self) -> int | None:
+        """SIGKILLs the job's process group if it still runs; its exit code (None: it
+        was still running)."""
+        self.code = self.proc.poll()
+        _kill_group(self.proc)
+        return self.code
+
+    def text(self) -> str:
+        """The job's log."""
+        return self.log_path.read_text(errors="replace")
+
+    def reason(self) -> str | None:
+        """The job's one-line failure reason (None: it printed none)."""
+        lines = [ln for ln in self.text().splitlines() if ln.startswith(FAILED_PREFIX)]
+        return lines[-1][len(FAILED_PREFIX):] if lines else None
+
+
+def _failed(res: ChaosResult, fault: dict[str, Any], job: _Job, expect: tuple[str, ...],
+            pending: list[dict[str, Any]], log: Any) -> None:
+    """Records a job that died of a fault: its exit code and one-line reason, which must
+    name one of ``expect`` (any reason when empty)."""
+    code, reason = job.stop(), job.reason()
+    fault.update(outcome="failed", exit=code, reason=reason, resume_seconds=None)
+    if code == 0 or reason is None:
+        res.failures.append(f"{fault['fault']} (run {fault['run']}): the job exited {code} "
+                            f"without a one-line reason (see {job.log_path})")
+    elif expect and not any(e in reason for e in expect):
+        res.failures.append(f"{fault['fault']} (run {fault['run']}): the reason {reason!r} "
+                            f"names none of {expect}")
+    pending.append(fault)
+    log(f"{fault['fault']} run {fault['run']}: the job failed (exit {code}): {reason}")
+
+
+def _topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """The end offset of each partition of ``topic``."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        return {tp.partition: int(o) for tp, o in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
+
+
+def _caught_up(cfg: ChaosConfig, ends: Mapping[int, int]) -> bool:
+    """Whether the table's latest batch ends at ``ends`` (or beyond)."""
+    from cdc_sink.table import open_table
+
+    try:
+        table = open_table(cfg.table)
+        recent = table.log.entries(from_version=max(table.oldest_version, table.version - 20))
+    except Exception:  # mid-creation, or a version GC just took
+        return False
+    for e in reversed(recent):
+        offsets = _offsets_of(e, cfg.topic)
+        if e.kind == "data" and offsets is not None:
+            return all(offsets.get(p, 0) >= o for p, o in ends.items())
+    return False
+
+
+def _broker_run(cfg: ChaosConfig, res: ChaosResult, rng: random.Random, log: Any,
+                producer: _Producer, pending: list[dict[str, Any]]) -> _Job | None:
+    """One run of the job during which the broker is killed and restarted
+    ``cfg.broker_bounces`` times; a job that dies of it is started again. Returns the
+    job when it still runs at the end (it rode through the last bounce)."""
+    starts = 0
+    job = _Job(cfg, f"broker-{starts}", _env(), pending=pending)
+    try:
+        if not job.wait_first_commit(cfg.run_timeout):
+            res.failures.append(f"broker run: the job did not commit (exit "
+                                f"{job.proc.poll()}, see {job.log_path})")
+            job.stop()
+            return None
+        for b in range(cfg.broker_bounces):
+            if job.proc.poll() is not None:  # it died of the previous bounce: again
+                starts += 1
+                job = _Job(cfg, f"broker-{starts}", _env(), pending=pending)
+                job.wait_first_commit(cfg.run_timeout)
+            v = _table_version(cfg.table)
+            fault: dict[str, Any] = {"fault": "broker", "run": b, "table_version": v}
+            res.faults.append(fault)
+            t_kill = time.monotonic()
+            cfg.broker.kill()
+            time.sleep(rng.uniform(*cfg.broker_down))
+            cfg.broker.restart()
+            back = time.monotonic()
+            fault["down_seconds"] = round(back - t_kill, 1)
+            log(f"broker bounce {b}: killed at table version {v}, back after "
+                f"{fault['down_seconds']}s")
+            if job.wait_commit_after(v, cfg.fault_timeout):
+                fault.update(outcome="rode through",
+                             resume_seconds=round(time.monotonic() - back, 1))
+                log(f"broker bounce {b}: the job rode through, committed again after "
+                    f"{fault['resume_seconds']}s")
+            elif job.proc.poll() is not None:
+                _failed(res, fault, job, (), pending, log)
+            elif not producer.is_alive() and _caught_up(
+                    cfg, _topic_ends(cfg.bootstrap, cfg.topic)):
+                fault.update(outcome="rode through", resume_seconds=None)  # nothing new
+                log(f"broker bounce {b}: the job runs on, nothing was left to commit")
+            else:
+                fault.update(outcome="stalled")
+                res.failures.append(f"broker bounce {b}: the job neither committed nor "
+                                    f"failed within {cfg.fault_timeout}s")
+    except BaseException:
+        job.stop()
+        raise
+    if job.proc.poll() is not None:
+        job.stop()
+        return None
+    return job
+
+
+class _TableFs:
+    """The table's own small tmpfs (mounted, filled, grown, unmounted by the harness)."""
+
+    def __init__(self, path: Path, size_mb: int) -> None:
+        self.path, self.size_mb, self.mounted = path, size_mb, False
+        self.ballasts = 0
+
+    def mount(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        _run(["mount", "-t", "tmpfs", "-o", f"size={self.size_mb}m", "tmpfs", str(self.path)])
+        self.mounted = True
+
+    def fill(self) -> int:
+        """Writes a ballast file until the file system is full; returns its bytes."""
+        ballast = self.path / f"ballast-{self.ballasts}"
+        self.ballasts += 1
+        chunk = b"\0" * (1 << 20)
+        n = 0
+        with open(ballast, "wb", buffering=0) as f:
+            with contextlib.suppress(OSError):  # ENOSPC
+                while True:
+                    n += f.write(chunk)
+            with contextlib.suppress(OSError):
+                while True:  # the last partial MiB
+                    n += f.write(b"\0" * 4096)
+        return n
+
+    def grow(self, mb: int) -> None:
+        self.size_mb += mb
+        _run(["mount", "-o", f"remount,size={self.size_mb}m", str(self.path)])
+
+    def unmount(self) -> None:
+        if self.mounted:
+            if subprocess.run(["umount", str(self.path)], capture_output=True).returncode:
+                _run(["umount", "-l", str(self.path)])  # a straggler holds it: detach
+            self.mounted = False
+
+
+def _run(cmd: list[str]) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): "
+                           f"{(done.stderr or done.stdout).strip()}")
+
+
+def _enospc_run(cfg: ChaosConfig, res: ChaosResult, i: int, fs: _TableFs, log: Any,
+                pending: list[dict[str, Any]]) -> None:
+    """One run of the job during which the table's file system fills up; afterwards the
+    file system grows (the ballast stays)."""
+    job = _Job(cfg, f"enospc-{i}", _env(), pending=pending)
+    try:
+        if not job.wait_first_commit(cfg.run_timeout):
+            res.failures.append(f"enospc run {i}: the job did not commit (exit "
+                                f"{job.proc.poll()}, see {job.log_path})")
+            return
+        v = _table_version(cfg.table)
+        fault: dict[str, Any] = {"fault": "enospc", "run": i, "table_version": v}
+        res.faults.append(fault)
+        fault["ballast_mb"] = round(fs.fill() / (1 << 20), 1)
+        log(f"enospc run {i}: the table's file system is full ({fault['ballast_mb']} MiB "
+            f"ballast) at table version {v}")
+        if job.wait_exit(cfg.fault_timeout) is None:
+            fault.update(outcome="stalled")
+            res.failures.append(f"enospc run {i}: the job did not fail within "
+                                f"{cfg.fault_timeout}s of a full disk")
+        else:
+            _failed(res, fault, job, ("No space left on device", "[Errno 28]"), pending, log)
+    finally:
+        job.stop()
+        fs.grow(fs.size_mb)
+        log(f"enospc run {i}: the table's file system grew to {fs.size_mb} MiB")
+
+
+def build_fsync_eio(outdir: Path) -> Path:
+    """Compiles ``fsync_eio.c`` (next to this file) into ``outdir/fsync_eio.so``.
+
+    Raises:
+        RuntimeError: No C compiler, or it failed.
+    """
+    import shutil
+
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise RuntimeError("no C compiler (cc/gcc) to build fsync_eio.so")
+    outdir.mkdir(parents=True, exist_ok=True)
+    so = outdir / "fsync_eio.so"
+    _run([cc, "-shared", "-fPIC", "-O2", "-o", str(so),
+          str(Path(__file__).with_name("fsync_eio.c")), "-ldl"])
+    return so
+
+
+def _eio_run(cfg: ChaosConfig, res: ChaosResult, i: int, so: Path, rng: random.Random,
+             log: Any, pending: list[dict[str, Any]]) -> None:
+    """One run of the job whose N-th fsync under the table path fails with EIO (and its
+    file's unsynced data is dropped); the next run has no fault."""
+    n = rng.randint(*cfg.eio_at)
+    env = _env()
+    env.update(LD_PRELOAD=str(so), CHAOS_EIO_PREFIX=os.path.realpath(cfg.table),
+               CHAOS_EIO_AT=str(n), CHAOS_EIO_COUNT="1", CHAOS_EIO_DROP="1")
+    job = _Job(cfg, f"eio-{i}", env, pending=pending)
+    try:
+        fired = job.wait(lambda: "chaos-eio: " in job.text(), cfg.run_timeout)
+        v = _table_version(cfg.table)
+        line = next((ln for ln in job.text().splitlines() if ln.startswith("chaos-eio: ")),
+                    None)
+        fault: dict[str, Any] = {"fault": "eio", "run": i, "fsync_call": n,
+                                 "table_version": v, "injected": line}
+        res.faults.append(fault)
+        if not fired and line is None:
+            fault.update(outcome="not injected")
+            res.failures.append(f"eio run {i}: fsync #{n} never came (exit "
+                                f"{job.proc.poll()}, see {job.log_path})")
+            return
+        log(f"eio run {i}: {line} (table version {v})")
+        t_fault = time.monotonic()
+        if job.wait_commit_after(None if v is None else v + 1, cfg.fault_timeout):
+            fault.update(outcome="rode through",
+                         resume_seconds=round(time.monotonic() - t_fault, 1))
+            log(f"eio run {i}: the job rode through (committed again)")
+        elif job.proc.poll() is not None:
+            _failed(res, fault, job, ("Input/output error", "[Errno 5]"), pending, log)
+        else:
+            fault.update(outcome="stalled")
+            res.failures.append(f"eio run {i}: the job neither failed nor committed within "
+                                f"{cfg.fault_timeout}s of the fsync error")
+    finally:
+        job.stop()
 
 
 def _one_killed_run(cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: bool,
@@ -254,7 +631,7 @@ def _one_killed_run(cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: 
     env = _env()
     if at_fault_point:
         env["CDC_SINK_CRASH_RANDOM"] = f"{cfg.seed * 1000 + k}:0.02"
-    table = cfg.workdir / "table"
+    table = cfg.table
     before = _table_version(table)
     with open(cfg.workdir / f"job-{k}.log", "wb") as err:
         proc = subprocess.Popen(job_command(cfg, available_now=False), env=env, stdout=err,
@@ -377,7 +754,7 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
     topic = consume_topic(cfg.bootstrap, cfg.topic)
     res.malformed = sum(r.event is None for recs in topic.values() for r in recs)
     ends = {p: (recs[-1].offset + 1 if recs else 0) for p, recs in topic.items()}
-    table = open_table(cfg.workdir / "table")
+    table = open_table(cfg.table)
     model = _Model(topic)
     keys = list(model.schema.primary_key)
     entries = table.log.entries(from_version=table.oldest_version)
@@ -433,13 +810,13 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
         res.failures.append(f"the latest version != the model of the topic: {diff[:3]}")
     # Dead letters: exactly the records the model rejects, each once.
     dl = ParquetDeadLetter(cfg.workdir / "dead-letters").read()
-    got = Counter(zip(dl.column("partition").to_pylist(), dl.column("offset").to_pylist(),
-                      strict=True))
+    got_dl: Counter[tuple[int, int]] = Counter(zip(
+        dl.column("partition").to_pylist(), dl.column("offset").to_pylist(), strict=True))
     want_dl = Counter(model.rejected)
     res.dead_letters, res.dead_letters_expected = dl.num_rows, len(model.rejected)
-    res.dead_letters_missing = len(set(want_dl) - set(got))
-    res.dead_letters_duplicated = sum(n - 1 for n in got.values() if n > 1)
-    res.dead_letters_unexpected = sum(n for key, n in got.items() if key not in want_dl)
+    res.dead_letters_missing = len(set(want_dl) - set(got_dl))
+    res.dead_letters_duplicated = sum(n - 1 for n in got_dl.values() if n > 1)
+    res.dead_letters_unexpected = sum(n for key, n in got_dl.items() if key not in want_dl)
     if res.dead_letters_missing or res.dead_letters_duplicated or res.dead_letters_unexpected:
         res.failures.append(
             f"dead letters: {res.dead_letters} written, {res.dead_letters_expected} expected, "
