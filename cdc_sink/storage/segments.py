@@ -3,8 +3,11 @@
 On disk, under the table root::
 
     _wal/<bucket>/<version:020d>-<attempt>.wal      framed records (wal.py):
-        record 0: JSON header {"version", "bucket", "schema_id", "rows"}
-        record 1: Arrow IPC stream of the bucket's ChangeBatch in wire form
+        record 0: JSON header {"version", "bucket", "schema_id", "rows", "format"}
+        record 1: the bucket's ChangeBatch, encoded as "format" says (change_codec.py):
+                  2 = compact (only the cells events set, LZ4-compressed Arrow IPC),
+                  1 = the uncompressed wire form (segments written before format 2;
+                      their header has no "format")
 
 A segment is written and fsynced (file and directory) *before* the log entry that names
 it is created; a segment no entry names is an orphan of a failed attempt. Committed
@@ -19,11 +22,17 @@ import re
 import uuid
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage.change_codec import (
+    FORMAT_COMPACT,
+    FORMAT_WIRE,
+    decode_compact,
+    decode_wire,
+    encode_compact,
+    encode_wire,
+)
 from cdc_sink.storage.fsutil import makedirs
 from cdc_sink.storage.wal import SegmentWriter, read_segment
 
@@ -34,12 +43,22 @@ _NAME = re.compile(r"^(\d{20})-[0-9a-f]+\.(wal|manifest|pages|arrow)$")
 
 @dataclass(frozen=True)
 class SegmentHeader:
-    """The first record of a change segment."""
+    """The first record of a change segment.
+
+    Attributes:
+        version: The version the segment belongs to.
+        bucket: Its bucket.
+        schema_id: The schema its batch was written with.
+        rows: Events in the batch.
+        format: How record 1 encodes the batch (:data:`~.change_codec.FORMAT_COMPACT`, or
+            :data:`~.change_codec.FORMAT_WIRE` for segments written before it).
+    """
 
     version: int
     bucket: int
     schema_id: int
     rows: int
+    format: int = FORMAT_WIRE
 
 
 def file_version(name: str) -> int | None:
@@ -49,19 +68,36 @@ def file_version(name: str) -> int | None:
 
 
 def write_change_segment(root: str, bucket: int, version: int, schema_id: int,
-                         batch: ChangeBatch) -> str:
-    """Writes and fsyncs the segment of one bucket's batch; returns its relative path."""
+                         batch: ChangeBatch, *, body_format: int = FORMAT_COMPACT) -> str:
+    """Writes and fsyncs the segment of one bucket's batch; returns its relative path.
+
+    Args:
+        root: The table directory.
+        bucket: The batch's bucket.
+        version: The version being prepared.
+        schema_id: The schema the batch is of.
+        batch: The bucket's events.
+        body_format: Body encoding; :data:`~.change_codec.FORMAT_WIRE` only to write segments
+            as older versions did (tests of reading them).
+
+    Returns:
+        The segment's path relative to ``root``.
+    """
+    if body_format not in (FORMAT_WIRE, FORMAT_COMPACT):
+        raise ValueError(f"unknown change segment format {body_format}")
     rel = f"_wal/{bucket}/{version:020d}-{uuid.uuid4().hex[:12]}.wal"
     path = os.path.join(root, rel)
     makedirs(os.path.dirname(path))
-    header = {"version": version, "bucket": bucket, "schema_id": schema_id, "rows": len(batch)}
-    table = batch.to_arrow()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
+    header: dict[str, int] = {"version": version, "bucket": bucket, "schema_id": schema_id,
+                              "rows": len(batch)}
+    if body_format == FORMAT_COMPACT:
+        header["format"] = FORMAT_COMPACT
+        body = encode_compact(batch)
+    else:
+        body = encode_wire(batch)
     with SegmentWriter(path) as seg:
         seg.append(json.dumps(header).encode())
-        seg.append(sink.getvalue().to_pybytes())
+        seg.append(body)
         seg.finish()
     return rel
 
@@ -84,15 +120,14 @@ def read_change_segment(root: str, rel: str, schema: TableSchema) -> tuple[Segme
                             path=path, offset=0)
     h = json.loads(records[0])
     header = SegmentHeader(int(h["version"]), int(h["bucket"]), int(h["schema_id"]),
-                           int(h["rows"]))
-    table = pa.ipc.open_stream(pa.py_buffer(records[1])).read_all()
-    if table.num_rows != header.rows:
-        raise WalCorruption("change segment row count differs from its header", path=path,
+                           int(h["rows"]), int(h.get("format", FORMAT_WIRE)))
+    if header.format == FORMAT_COMPACT:
+        batch = decode_compact(records[1], schema, rows=header.rows, path=path)
+    elif header.format == FORMAT_WIRE:
+        batch = decode_wire(records[1], schema, rows=header.rows, path=path)
+    else:
+        raise WalCorruption(f"change segment has unknown format {header.format}", path=path,
                             offset=0)
-    batch, rejects = ChangeBatch.from_arrow(table, schema)
-    if len(rejects):
-        raise WalCorruption(f"committed segment holds invalid events: {rejects.reasons[:3]}",
-                            path=path, offset=0)
     return header, batch
 
 

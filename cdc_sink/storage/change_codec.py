@@ -1,0 +1,269 @@
+"""Encodings of a change batch inside a WAL change segment (record 1 of the segment).
+
+Two formats exist; the segment header (record 0) names the one its body uses:
+
+* **Format 1, wire** (segments written before the compact WAL; no ``"format"`` in the
+  header): an uncompressed Arrow IPC stream of :meth:`ChangeBatch.to_arrow`. Every value
+  column a batch touches is stored at full length, a cell per event, set or not.
+* **Format 2, compact** (what is written now): an Arrow IPC stream whose buffers are
+  compressed (LZ4 frames by default; ZSTD or none are read alike: the stream names its
+  codec), holding **one record batch of one row** in which every column is a
+  ``large_list`` — so that columns of different lengths fit in one batch::
+
+      __op            list<int8>    one code per event                      (n values)
+      __seq           list<int64>   seq deltas: seq[0], seq[1]-seq[0], ...  (n, optional)
+      <key column>    list<type>    the key of each event                   (n values)
+      <value column>  list<type>    only the cells events *set*             (k values)
+      __set__<col>    list<bool>    the presence bitmap of the column       (n bits)
+
+  A value column holds the values of the events whose ``__set__`` bit is on, in event
+  order, so its length is the bitmap's popcount (k). The deltas make a monotonic ``seq``
+  (offsets, LSNs) small numbers that compress; they wrap in int64 both ways, so every seq
+  round-trips. Schema metadata ``cdc_sink.change_format = "2"`` tags the stream.
+
+Reading format 2 spreads each column back to full length with one vectorized ``take``
+(cells an event does not set hold an arbitrary value of that column, which nothing reads:
+the presence mask governs) and rebuilds the batch without re-validating it — the batch was
+validated before it was written and the segment's CRCs prove the bytes are the ones
+written — after structural checks (names, types, lengths, op codes) that turn any
+mismatch into :class:`~cdc_sink.errors.WalCorruption`. Format 1 is read as before, through
+:meth:`ChangeBatch.from_arrow`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.changes import OP_TRUNCATE, SET_PREFIX, ChangeBatch
+from cdc_sink.errors import WalCorruption
+from cdc_sink.schema import TableSchema
+
+__all__ = [
+    "DEFAULT_COMPRESSION",
+    "FORMAT_COMPACT",
+    "FORMAT_WIRE",
+    "decode_compact",
+    "decode_wire",
+    "encode_compact",
+    "encode_wire",
+]
+
+FORMAT_WIRE = 1
+"""Segment body format 1: the uncompressed wire form (read only, for old segments)."""
+
+FORMAT_COMPACT = 2
+"""Segment body format 2: present cells only, compressed (see the module docstring)."""
+
+_META_KEY = b"cdc_sink.change_format"
+DEFAULT_COMPRESSION = "lz4"
+"""Codec of format 2 bodies: LZ4 decompresses several times faster than ZSTD (replay
+speed is what reopening a table waits for) at ~1.25x ZSTD's bytes on the benchmark's
+batches; both keep a segment under Parquet's size (docs/benchmarks.md, "Compact WAL")."""
+
+
+def encode_wire(batch: ChangeBatch) -> bytes:
+    """Format 1: the batch's wire form as an uncompressed Arrow IPC stream.
+
+    Kept so tests can write segments as older versions did; the WAL writes format 2.
+
+    Args:
+        batch: The batch.
+
+    Returns:
+        The segment body.
+    """
+    table = batch.to_arrow()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def decode_wire(payload: bytes, schema: TableSchema, *, rows: int,
+                path: str) -> ChangeBatch:
+    """Reads a format 1 body back into a validated batch of ``schema``.
+
+    Args:
+        payload: The segment body.
+        schema: The table schema the segment was written with.
+        rows: The event count the segment header records.
+        path: The segment file, for error messages.
+
+    Returns:
+        The batch.
+
+    Raises:
+        WalCorruption: The body does not hold ``rows`` valid events.
+    """
+    table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+    if table.num_rows != rows:
+        raise WalCorruption("change segment row count differs from its header", path=path,
+                            offset=0)
+    batch, rejects = ChangeBatch.from_arrow(table, schema)
+    if len(rejects):
+        raise WalCorruption(f"committed segment holds invalid events: {rejects.reasons[:3]}",
+                            path=path, offset=0)
+    return batch
+
+
+def _one_list(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``arr`` as the single element of a large_list array (no copy of the values)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return pa.LargeListArray.from_arrays(pa.array([0, len(arr)], pa.int64()), arr)
+
+
+def _bits(mask: np.ndarray) -> pa.Array:
+    """A numpy bool mask as an Arrow boolean array (one bit per event)."""
+    packed = np.packbits(mask, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(packed)])
+
+
+def _mask(bits: pa.Array) -> np.ndarray:
+    """An Arrow boolean array without nulls as a numpy bool mask."""
+    n, off = len(bits), bits.offset
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    raw = np.frombuffer(bits.buffers()[1], dtype=np.uint8)[off // 8:]
+    out: np.ndarray = np.unpackbits(raw, count=off % 8 + n, bitorder="little")
+    return out[off % 8:].view(bool)
+
+
+def _seq_deltas(seq: np.ndarray) -> np.ndarray:
+    """``seq[0], seq[1] - seq[0], ...`` in wrapping int64 arithmetic."""
+    s = np.asarray(seq, dtype=np.int64)
+    out = np.empty_like(s)
+    if len(s):
+        out[0] = s[0]
+        np.subtract(s[1:], s[:-1], out=out[1:])
+    return out
+
+
+def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMPRESSION
+                   ) -> bytes:
+    """Format 2: only the cells each event sets, plus presence bitmaps, compressed.
+
+    Args:
+        batch: The batch (validated, as every :class:`ChangeBatch` is).
+        compression: Arrow IPC buffer codec: ``"lz4"``, ``"zstd"`` or ``None``.
+
+    Returns:
+        The segment body.
+    """
+    names: list[str] = ["__op"]
+    arrays: list[pa.Array] = [_one_list(pa.array(batch.op, pa.int8()))]
+    if batch.seq is not None:
+        names.append("__seq")
+        arrays.append(_one_list(pa.array(_seq_deltas(batch.seq), pa.int64())))
+    for col, key in zip(batch.schema.key_columns, batch.keys, strict=True):
+        names.append(col.name)
+        arrays.append(_one_list(key))
+    for c in batch.schema.value_columns:
+        if c.id not in batch.values:
+            continue
+        mask = np.asarray(batch.present[c.id], dtype=bool)
+        bits = _bits(mask)
+        values = batch.values[c.id]
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if not mask.all():
+            values = values.filter(bits)
+        names += [c.name, SET_PREFIX + c.name]
+        arrays += [_one_list(values), _one_list(bits)]
+    fields = [pa.field(name, arr.type) for name, arr in zip(names, arrays, strict=True)]
+    body = pa.RecordBatch.from_arrays(
+        arrays, schema=pa.schema(fields, metadata={_META_KEY: str(FORMAT_COMPACT).encode()}))
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, body.schema, options=options) as w:
+        w.write_batch(body)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _spread(values: pa.Array, mask: np.ndarray, n: int) -> pa.Array:
+    """A column of ``n`` cells holding ``values`` at the ``mask`` positions, in order."""
+    k = len(values)
+    if k == n:  # every event sets it (popcount == n: the mask is all True)
+        return values
+    if k == 0:
+        return pa.nulls(n, values.type)
+    idx = np.cumsum(mask, dtype=np.int64)
+    idx -= 1
+    np.maximum(idx, 0, out=idx)  # unset cells before the first set one: any value
+    return values.take(pa.array(idx))
+
+
+def decode_compact(payload: bytes, schema: TableSchema, *, rows: int,
+                   path: str) -> ChangeBatch:
+    """Reads a format 2 body back into a batch of ``schema``.
+
+    Args:
+        payload: The segment body.
+        schema: The table schema the segment was written with.
+        rows: The event count the segment header records.
+        path: The segment file, for error messages.
+
+    Returns:
+        The batch (its values spread back to one cell per event).
+
+    Raises:
+        WalCorruption: The body is not a format 2 body of ``rows`` events of ``schema``.
+    """
+    def bad(what: str) -> WalCorruption:
+        return WalCorruption(f"compact change segment: {what}", path=path, offset=0)
+
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(payload))
+        batches = list(reader)
+    except (pa.ArrowException, OSError) as exc:
+        raise bad(f"unreadable Arrow stream ({exc})") from None
+    meta = reader.schema.metadata or {}
+    if meta.get(_META_KEY) != str(FORMAT_COMPACT).encode():
+        raise bad("the stream is not tagged as format 2")
+    if len(batches) != 1 or batches[0].num_rows != 1:
+        raise bad("expected one record batch of one row")
+    body = batches[0]
+    cols: dict[str, pa.Array] = {}
+    for name, col in zip(body.schema.names, body.columns, strict=True):
+        if not pa.types.is_large_list(col.type) or col.null_count:
+            raise bad(f"column {name!r} is not a large_list")
+        cols[name] = col.flatten()
+
+    def column(name: str, type_: pa.DataType, length: int | None) -> pa.Array:
+        arr = cols.pop(name, None)
+        if arr is None:
+            raise bad(f"column {name!r} is missing")
+        if arr.type != type_:
+            raise bad(f"column {name!r} is {arr.type}, expected {type_}")
+        if length is not None and len(arr) != length:
+            raise bad(f"column {name!r} has {len(arr)} values, expected {length}")
+        return arr
+
+    op = np.asarray(column("__op", pa.int8(), rows).to_numpy(zero_copy_only=False),
+                    dtype=np.int8)
+    if len(op) and (int(op.min()) < 0 or int(op.max()) > OP_TRUNCATE):
+        raise bad("an op code is out of range")
+    seq = None
+    if "__seq" in cols:
+        deltas = column("__seq", pa.int64(), rows)
+        if deltas.null_count:
+            raise bad("'__seq' holds nulls")
+        seq = np.cumsum(deltas.to_numpy(zero_copy_only=False), dtype=np.int64)
+    keys = tuple(column(c.name, c.type, rows) for c in schema.key_columns)
+    values: dict[int, pa.Array] = {}
+    present: dict[int, np.ndarray] = {}
+    for c in schema.value_columns:
+        if c.name not in cols:
+            continue
+        bits = column(SET_PREFIX + c.name, pa.bool_(), rows)
+        if bits.null_count:
+            raise bad(f"'{SET_PREFIX}{c.name}' holds nulls")
+        mask = _mask(bits)
+        vals = column(c.name, c.type, int(np.count_nonzero(mask)))
+        values[c.id] = _spread(vals, mask, rows)
+        present[c.id] = mask
+    if cols:
+        raise bad(f"unknown column(s) {sorted(cols)}")
+    return ChangeBatch(schema=schema, op=op, keys=keys, values=values, present=present,
+                       seq=seq)
