@@ -1,0 +1,157 @@
+"""The sink against Spark's own Kafka transport, in the same run (issue 11).
+
+One topic holding ``--keys`` inserts then ``--events`` CDC events (the workload of
+``benchmarks/e2e.py``: 90% partial updates of 2 of 10 columns, 10% inserts) is produced
+once on a real local KRaft broker; then, ``--repeats`` times and interleaved, each
+consumer below drains it from ``earliest`` with a fresh checkpoint, ``local[2]`` Spark in
+this process, no trigger interval (micro-batches back to back) and
+``--max-per-trigger`` records per micro-batch:
+
+* ``noop``: ``foreachBatch`` writing the batch to Spark's ``noop`` sink (Kafka read only);
+* ``toArrow``: ``foreachBatch`` collecting the columns the sink reads
+  (key, value, topic, partition, offset, timestamp) with ``toArrow()``: the ceiling of
+  any driver-side sink;
+* ``sink-driver``: cdc_sink's sink, driver apply mode, Python JSON decoder;
+* ``sink-driver-jvm``: driver apply mode, ``json_decoder="jvm"`` (Spark's ``from_json``);
+* ``sink-executors``: executors apply mode (decode and prepare in Spark tasks).
+
+events/s = events / (query start -> ``processAllAvailable()`` returns). For the sink
+runs, the seconds of each phase summed over the batches (read = ``toArrow`` or
+``from_json`` + ``toArrow``, decode, apply, commit) and the rest of the wall time (Spark's
+per-batch planning and scheduling, the trigger loop).
+
+Run::
+
+    .venv/bin/python benchmarks/e2e_ceiling.py [--events 1000000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from e2e import SCHEMA, encode_events, produce  # benchmarks/ is sys.path[0] when run
+
+CONSUMERS = ("noop", "toArrow", "sink-driver", "sink-driver-jvm", "sink-executors")
+
+
+def _consumer(name: str, table: str) -> tuple[Callable[[Any, int], None], Any]:
+    """The foreachBatch function of ``name`` and the sink behind it (or None)."""
+    from pyspark.sql import functions as F
+
+    from cdc_sink.spark import sink
+
+    if name == "noop":
+        return (lambda df, _id: df.write.format("noop").mode("overwrite").save()), None
+    if name == "toArrow":
+        def collect(df: Any, _id: int) -> None:
+            df.select("key", "value", "topic", "partition", "offset",
+                      F.unix_millis("timestamp").alias("__kafka_ms")).toArrow()
+        return collect, None
+    mode = "executors" if name == "sink-executors" else "driver"
+    decoder = "jvm" if name == "sink-driver-jvm" else "python"
+    fn = sink(table, schema=SCHEMA, app_id=f"ceiling-{name}", apply_mode=mode,
+              json_decoder=decoder)
+    return fn, fn
+
+
+def drain(spark: Any, bootstrap: str, topic: str, name: str, total: int,
+          max_per_trigger: int) -> dict[str, Any]:
+    """One drain of the topic by consumer ``name``; events/s and the sink's phases."""
+    work = tempfile.mkdtemp(prefix=f"cdc_ceiling_{name}_")
+    try:
+        fn, sink_fn = _consumer(name, f"{work}/table")
+        df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", max_per_trigger).load())
+        t0 = time.perf_counter()
+        q = (df.writeStream.foreachBatch(fn)
+             .option("checkpointLocation", f"{work}/ckpt").start())
+        q.processAllAvailable()
+        wall = time.perf_counter() - t0
+        q.stop()
+        out: dict[str, Any] = {"name": name, "wall": wall, "eps": total / wall}
+        if sink_fn is not None:
+            stats = [s for s in sink_fn.stats if not s.skipped]
+            assert sum(s.events for s in stats) == total, "the sink missed events"
+            phases: dict[str, float] = {}
+            for s in stats:
+                for k, v in s.phases.items():
+                    phases[k] = phases.get(k, 0.0) + v
+            out["phases"] = phases
+            out["batches"] = len(stats)
+            out["in_sink"] = sum(s.total_s for s in stats)
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--max-per-trigger", type=int, default=200_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--consumers", default=",".join(CONSUMERS))
+    args = ap.parse_args()
+    from cdc_sink.kafka.broker import start_kafka
+    from cdc_sink.spark.session import local_spark
+
+    names = args.consumers.split(",")
+    kafka = start_kafka(num_partitions=args.partitions)
+    spark = local_spark("cdc_sink-ceiling", master="local[2]",
+                        extra_conf={"spark.driver.memory": "6g"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        topic = f"ceiling-{int(time.time())}"
+        kafka.create_topic(topic, args.partitions)
+        produce(kafka.bootstrap_servers, topic, [
+            (str(k).encode(), (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
+                               f'"customer_id":{k % 9973},"amount":1.0}}}}').encode())
+            for k in range(args.keys)])
+        produce(kafka.bootstrap_servers, topic,
+                encode_events(args.events, args.keys, args.keys, 1,
+                              np.random.default_rng(1), None))
+        total = args.keys + args.events
+        print(f"topic: {total:,} records in {args.partitions} partitions; "
+              f"{args.max_per_trigger:,} per micro-batch; load average "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+        drain(spark, kafka.bootstrap_servers, topic, "toArrow", total,
+              args.max_per_trigger)  # warm-up: JIT, first query, page cache
+        runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        for r in range(args.repeats):
+            for name in names:
+                res = drain(spark, kafka.bootstrap_servers, topic, name, total,
+                            args.max_per_trigger)
+                runs[name].append(res)
+                extra = ""
+                if "phases" in res:
+                    ph = ", ".join(f"{k} {v:.1f}s" for k, v in res["phases"].items())
+                    extra = (f"; {res['batches']} batches, in the sink {res['in_sink']:.1f}s "
+                             f"({ph})")
+                print(f"  repeat {r} {name:16s} {res['wall']:6.1f}s wall -> "
+                      f"{res['eps']:>9,.0f} events/s{extra}  (load "
+                      f"{os.getloadavg()[0]:.1f})", flush=True)
+        ceiling = statistics.median(x["eps"] for x in runs.get("toArrow", [])) \
+            if runs.get("toArrow") else None
+        print("\n| consumer | events/s (median) | of toArrow |\n|---|---|---|")
+        for name in names:
+            eps = statistics.median(x["eps"] for x in runs[name])
+            share = f"{eps / ceiling * 100:.0f}%" if ceiling else "-"
+            print(f"| {name} | {eps:,.0f} | {share} |")
+    finally:
+        spark.stop()
+        kafka.stop()
+
+
+if __name__ == "__main__":
+    main()
