@@ -14,14 +14,17 @@ Two tables receive the same batches, alternately first: one writes format 2 segm
 (the default), the other format 1 (``write_change_segment(body_format=FORMAT_WIRE)``,
 byte for byte the old writer). Measured per batch: segment bytes/event of each, Parquet
 bytes/event of the batch's wire-form table (``pyarrow.parquet.write_table`` defaults),
-and ``Table.apply`` seconds (validate, split, WAL segment + fsync, apply, log entry).
+bytes/event of the format 2 body with ZSTD and uncompressed instead of LZ4 (the encoding
+alone), and ``Table.apply`` seconds (validate, split, WAL segment + fsync, apply, log entry).
 Then, --repeat times alternately: reopen of each table (``open_table`` + load the bucket:
 its snapshot + the segments of every micro-batch) and the decode alone of those segments
-(``read_change_segment``), wall and CPU seconds. Medians are printed.
+(``read_change_segment``), wall and CPU seconds; with --cold the table's files are
+dropped from the page cache (``posix_fadvise(DONTNEED)``, those files only) before each
+reopen, as after a restart. Medians are printed.
 
 Run:  .venv/bin/python benchmarks/wal_size.py [--rows 1000000] [--batches 20]
       [--batch-events 50000] [--repeat 5] [--same-columns] [--dir /tmp/cdc_wal_size]
-      [--json out.json] [--keep]
+      [--json out.json] [--keep] [--cold]
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ import cdc_sink.table
 from cdc_sink import TableOptions, create_table, open_table
 from cdc_sink.changes import SET_PREFIX, ChangeBatch
 from cdc_sink.schema import TableSchema
-from cdc_sink.storage.change_codec import FORMAT_COMPACT, FORMAT_WIRE
+from cdc_sink.storage.change_codec import FORMAT_COMPACT, FORMAT_WIRE, encode_compact
 from cdc_sink.storage.segments import read_change_segment, write_change_segment
 from cdc_sink.table import Table
 
@@ -106,6 +109,18 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     return time.perf_counter() - t0, time.process_time() - c0, out
 
 
+def evict(path: str) -> None:
+    """Drops the table's files (only them) from the page cache, as after a restart."""
+    for d, _, files in os.walk(path):
+        for f in files:
+            fd = os.open(os.path.join(d, f), os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def reopen(path: str, latest: int) -> None:
     t = open_table(path, options=OPTS)
     t.get([0], version=latest)  # loads the bucket: snapshot + every segment
@@ -133,6 +148,8 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/cdc_wal_size")
     ap.add_argument("--json", help="write the medians here")
     ap.add_argument("--keep", action="store_true", help="leave both tables in --dir")
+    ap.add_argument("--cold", action="store_true",
+                    help="evict the table's files from the page cache before each reopen")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     schema = make_schema()
@@ -178,6 +195,9 @@ def main() -> None:
         batch, rejects = ChangeBatch.from_arrow(wire, schema)
         assert not len(rejects)
         per["parquet_B_per_event"].append(parquet_bytes(wire) / len(wire))
+        for codec in ("zstd", None):  # format 2 bodies with the other codecs, for scale
+            per.setdefault(f"format2_{codec}_body_B_per_event", []).append(
+                len(encode_compact(batch, compression=codec)) / len(batch))
         order = (FORMAT_WIRE, FORMAT_COMPACT) if i % 2 == 0 else (FORMAT_COMPACT, FORMAT_WIRE)
         for fmt in order:
             w, _, res = apply(fmt, tables[fmt], batch)
@@ -196,6 +216,8 @@ def main() -> None:
         reopen(paths[fmt], latest)
     for i in range(args.repeat):
         for fmt in (paths if i % 2 == 0 else reversed(list(paths))):
+            if args.cold:
+                evict(paths[fmt])
             w, c, _ = timed(lambda fmt=fmt: reopen(paths[fmt], latest))
             per.setdefault(f"reopen_format{fmt}_s", []).append(w)
             per.setdefault(f"reopen_format{fmt}_cpu_s", []).append(c)
@@ -211,7 +233,9 @@ def main() -> None:
           f"format 1 {med['format1_B_per_event']:.1f} "
           f"({med['format1_B_per_event'] / pq_b:.2f}x Parquet), "
           f"format 2 {med['format2_B_per_event']:.1f} "
-          f"({med['format2_B_per_event'] / pq_b:.2f}x Parquet), Parquet {pq_b:.1f}")
+          f"({med['format2_B_per_event'] / pq_b:.2f}x Parquet), Parquet {pq_b:.1f}; "
+          f"format 2 body alone with ZSTD {med['format2_zstd_body_B_per_event']:.1f}, "
+          f"uncompressed {med['format2_None_body_B_per_event']:.1f}")
     print(f"Table.apply of one batch, median: format 1 {med['apply_format1_s'] * 1e3:.0f} ms, "
           f"format 2 {med['apply_format2_s'] * 1e3:.0f} ms")
     for what in ("reopen", "decode"):

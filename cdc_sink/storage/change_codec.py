@@ -21,9 +21,9 @@ Two formats exist; the segment header (record 0) names the one its body uses:
   (offsets, LSNs) small numbers that compress; they wrap in int64 both ways, so every seq
   round-trips. Schema metadata ``cdc_sink.change_format = "2"`` tags the stream.
 
-Reading format 2 spreads each column back to full length with one vectorized ``take``
-(cells an event does not set hold an arbitrary value of that column, which nothing reads:
-the presence mask governs) and rebuilds the batch without re-validating it — the batch was
+Reading format 2 spreads each column back to one cell per event with numpy scatters
+(cells an event does not set are null; the presence mask is what tells them from a set
+null) and rebuilds the batch without re-validating it — the batch was
 validated before it was written and the segment's CRCs prove the bytes are the ones
 written — after structural checks (names, types, lengths, op codes) that turn any
 mismatch into :class:`~cdc_sink.errors.WalCorruption`. Format 1 is read as before, through
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdc_sink.changes import OP_TRUNCATE, SET_PREFIX, ChangeBatch
 from cdc_sink.errors import WalCorruption
@@ -56,6 +57,7 @@ FORMAT_COMPACT = 2
 """Segment body format 2: present cells only, compressed (see the module docstring)."""
 
 _META_KEY = b"cdc_sink.change_format"
+_READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)  # small buffers: no pool hand-off
 DEFAULT_COMPRESSION = "lz4"
 """Codec of format 2 bodies: LZ4 decompresses several times faster than ZSTD (replay
 speed is what reopening a table waits for) at ~1.25x ZSTD's bytes on the benchmark's
@@ -120,16 +122,6 @@ def _bits(mask: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(packed)])
 
 
-def _mask(bits: pa.Array) -> np.ndarray:
-    """An Arrow boolean array without nulls as a numpy bool mask."""
-    n, off = len(bits), bits.offset
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    raw = np.frombuffer(bits.buffers()[1], dtype=np.uint8)[off // 8:]
-    out: np.ndarray = np.unpackbits(raw, count=off % 8 + n, bitorder="little")
-    return out[off % 8:].view(bool)
-
-
 def _seq_deltas(seq: np.ndarray) -> np.ndarray:
     """``seq[0], seq[1] - seq[0], ...`` in wrapping int64 arithmetic."""
     s = np.asarray(seq, dtype=np.int64)
@@ -181,17 +173,79 @@ def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMP
     return bytes(sink.getvalue().to_pybytes())
 
 
+def _unpack(buf: pa.Buffer, offset: int, count: int) -> np.ndarray:
+    """``count`` bits of an Arrow bitmap, from bit ``offset``, as a numpy bool array."""
+    raw = np.frombuffer(buf, dtype=np.uint8)[offset // 8:]
+    bits: np.ndarray = np.unpackbits(raw, count=offset % 8 + count, bitorder="little")
+    return bits[offset % 8:].view(bool)
+
+
+def _spread_validity(values: pa.Array, mask: np.ndarray) -> pa.Buffer:
+    """Validity bitmap of the spread column: set and not null."""
+    valid = mask
+    if values.null_count:
+        valid = np.zeros(len(mask), dtype=bool)
+        valid[mask] = _unpack(values.buffers()[0], values.offset, len(values))
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _fixed_width(t: pa.DataType) -> bool:
+    """Types laid out as [validity, one fixed-width value per cell]."""
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_date(t)
+                or pa.types.is_time(t) or pa.types.is_timestamp(t)
+                or pa.types.is_duration(t) or pa.types.is_decimal(t)
+                or pa.types.is_fixed_size_binary(t))
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def _spread(values: pa.Array, mask: np.ndarray, n: int) -> pa.Array:
-    """A column of ``n`` cells holding ``values`` at the ``mask`` positions, in order."""
+    """A column of ``n`` cells holding ``values`` at the ``mask`` positions, in order, and
+    null elsewhere. Fixed-width, boolean and string/binary columns are scattered into new
+    buffers with numpy (string bytes are shared, only offsets are rebuilt); other types
+    take one ``take``."""
     k = len(values)
     if k == n:  # every event sets it (popcount == n: the mask is all True)
         return values
+    t = values.type
     if k == 0:
-        return pa.nulls(n, values.type)
+        return pa.nulls(n, t)
+    bufs = values.buffers()
+    off = values.offset
+    if pa.types.is_boolean(t):
+        bits = np.zeros(n, dtype=bool)
+        bits[mask] = _unpack(bufs[1], off, k)
+        data = pa.py_buffer(np.packbits(bits, bitorder="little"))
+        return pa.Array.from_buffers(t, n, [_spread_validity(values, mask), data])
+    if _fixed_width(t) and len(bufs) == 2:
+        width = t.bit_width // 8
+        raw = np.frombuffer(bufs[1], dtype=np.uint8)[off * width:(off + k) * width]
+        if width in _UINT:
+            full = np.zeros(n, dtype=_UINT[width])
+            full[mask] = raw.view(_UINT[width])
+        else:
+            full = np.zeros((n, width), dtype=np.uint8)
+            full[mask] = raw.reshape(k, width)
+        return pa.Array.from_buffers(t, n, [_spread_validity(values, mask),
+                                            pa.py_buffer(full)])
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if large or pa.types.is_string(t) or pa.types.is_binary(t):
+        odt = np.int64 if large else np.int32
+        offsets = np.frombuffer(bufs[1], dtype=odt)[off:off + k + 1]
+        lengths = np.zeros(n, dtype=odt)
+        lengths[mask] = np.diff(offsets)
+        full_off = np.empty(n + 1, dtype=odt)
+        full_off[0] = 0
+        np.cumsum(lengths, out=full_off[1:])
+        np.add(full_off, offsets[0], out=full_off)
+        data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")
+        return pa.Array.from_buffers(t, n, [_spread_validity(values, mask),
+                                            pa.py_buffer(full_off), data])
     idx = np.cumsum(mask, dtype=np.int64)
     idx -= 1
-    np.maximum(idx, 0, out=idx)  # unset cells before the first set one: any value
-    return values.take(pa.array(idx))
+    np.maximum(idx, 0, out=idx)
+    return pc.if_else(pa.array(mask), values.take(pa.array(idx)), pa.scalar(None, t))
 
 
 def decode_compact(payload: bytes, schema: TableSchema, *, rows: int,
@@ -214,7 +268,7 @@ def decode_compact(payload: bytes, schema: TableSchema, *, rows: int,
         return WalCorruption(f"compact change segment: {what}", path=path, offset=0)
 
     try:
-        reader = pa.ipc.open_stream(pa.py_buffer(payload))
+        reader = pa.ipc.open_stream(pa.py_buffer(payload), options=_READ_OPTIONS)
         batches = list(reader)
     except (pa.ArrowException, OSError) as exc:
         raise bad(f"unreadable Arrow stream ({exc})") from None
@@ -259,7 +313,8 @@ def decode_compact(payload: bytes, schema: TableSchema, *, rows: int,
         bits = column(SET_PREFIX + c.name, pa.bool_(), rows)
         if bits.null_count:
             raise bad(f"'{SET_PREFIX}{c.name}' holds nulls")
-        mask = _mask(bits)
+        mask = (_unpack(bits.buffers()[1], bits.offset, rows) if rows
+                else np.zeros(0, dtype=bool))
         vals = column(c.name, c.type, int(np.count_nonzero(mask)))
         values[c.id] = _spread(vals, mask, rows)
         present[c.id] = mask

@@ -74,8 +74,18 @@ def test_compact_body_round_trips_any_batch(data: st.DataObject) -> None:
     got = decode_compact(body, schema, rows=len(batch), path="seg")
     assert canonical(got) == canonical(batch)
     assert len(got.op) == len(got.positions) == len(batch)
-    for cid in got.values:  # spread back to one cell per event
-        assert len(got.values[cid]) == len(batch)
+    for cid, arr in got.values.items():  # spread back to one cell per event, unset: null
+        arr.validate(full=True)
+        assert len(arr) == len(batch)
+        assert not np.asarray(arr.is_valid())[~got.present[cid]].any()
+
+
+@pytest.mark.parametrize("codec", ["zstd", None])
+def test_bodies_of_any_codec_read_alike(codec: str | None) -> None:
+    schema, wire = _benchmark_like(300, seed=3)
+    batch, _ = ChangeBatch.from_arrow(wire, schema)
+    body = encode_compact(batch, compression=codec)
+    assert canonical(decode_compact(body, schema, rows=300, path="seg")) == canonical(batch)
 
 
 def test_seq_deltas_round_trip_int64_extremes() -> None:
@@ -108,6 +118,44 @@ def test_a_column_no_event_sets_and_an_empty_batch_round_trip() -> None:
     empty = batch.take(np.empty(0, np.int64))
     got = decode_compact(encode_compact(empty), schema, rows=0, path="seg")
     assert len(got) == 0 and canonical(got) == canonical(empty)
+
+
+SPREAD_CASES: list[tuple[pa.DataType, list[Any]]] = [
+    (pa.int8(), [-128, 127, None, 0, 5]),
+    (pa.uint16(), [0, 65535, None, 7, 8]),
+    (pa.float32(), [1.5, None, -0.0, float("inf"), 2.0]),
+    (pa.bool_(), [True, False, None, True, False]),
+    (pa.string(), ["", "abc", None, "é" * 40, "z"]),
+    (pa.large_binary(), [b"", b"\x00\x01", None, b"x" * 70, b"y"]),
+    (pa.date32(), [dt.date(1, 1, 1), None, dt.date(9999, 12, 31), dt.date(2024, 2, 29),
+                   dt.date(1970, 1, 1)]),
+    (pa.timestamp("us", "UTC"), [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None,
+                                 dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc),
+                                 dt.datetime(9999, 12, 31, 23, 59, 59, 999999,
+                                             tzinfo=dt.timezone.utc),
+                                 dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)]),
+    (pa.decimal128(38, 10), [decimal.Decimal("-" + "9" * 28 + "." + "9" * 10), None,
+                             decimal.Decimal(0), decimal.Decimal("1E-10"),
+                             decimal.Decimal("12.5")]),
+    (pa.list_(pa.int32()), [[1, 2], None, [], [3], [4, 5, 6]]),  # the generic path
+]
+
+
+@pytest.mark.parametrize(("type_", "pool"), SPREAD_CASES, ids=lambda x: str(x)[:20])
+def test_spread_puts_each_set_value_at_its_event_and_null_elsewhere(
+        type_: pa.DataType, pool: list[Any]) -> None:
+    from cdc_sink.storage.change_codec import _spread
+
+    rng = np.random.default_rng(5)
+    for n, density, skip in ((37, 0.3, 3), (64, 0.9, 0), (200, 0.05, 11), (9, 1.0, 1)):
+        mask = rng.random(n) < density
+        k = int(mask.sum())
+        cells = [pool[i] for i in rng.integers(0, len(pool), k + skip)]
+        values = pa.array(cells, type_).slice(skip)  # offsets that are not byte-aligned
+        got = _spread(values, mask, n)
+        got.validate(full=True)
+        it = iter(cells[skip:])
+        assert got.to_pylist() == [next(it) if m else None for m in mask]
 
 
 def test_sliced_and_chunked_inputs_encode_only_their_own_cells() -> None:
