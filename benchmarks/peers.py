@@ -18,13 +18,15 @@ interpreter). Per system and repeat:
   version and of the final version, which must equal the digests the generator computed
   from its own model of the table -- the script fails otherwise.
 
-pyiceberg needs seconds per micro-batch, so it applies only the first --slow-batches
-batches (its final-version digest is checked at its last batch); the median is over the
-batches it ran. DuckDB keeps no old versions: its read is of the latest version.
+pyiceberg and pypaimon need tens of seconds per micro-batch here, so they apply only the
+first --slow-batches batches (their final-version digest is checked at their last batch);
+their median is over the batches they ran. DuckDB keeps no old versions: its read is of
+the latest version.
 
 Run:  .venv/bin/python benchmarks/peers.py [--repeats 3] [--systems cdc_sink,duckdb,...]
       [--scale 1] [--rows 1000000] [--batches 20] [--batch-events 50000]
-      [--work /tmp/cdc_peers] [--markdown out.md] [--plot docs/peers.png]
+      [--work /tmp/cdc_peers] [--cdc-sink HEAD|tree|<commit>] [--json out.json]
+      [--markdown out.md] [--plot docs/peers.png]
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ SYSTEMS: dict[str, tuple[str, str, list[str] | None]] = {
                 ["pyiceberg[sql-sqlite,pyarrow]==0.12.0", "SQLAlchemy==2.1.9", _ARROW, _NUMPY]),
 }
 PLOT_REQUIREMENTS = ["matplotlib==3.10.7", _NUMPY]
-SLOW = {"iceberg"}
+SLOW = {"iceberg", "paimon"}
 
 
 def venv_python(name: str, requirements: list[str] | None, cache: str) -> str:
@@ -84,10 +86,32 @@ def venv_python(name: str, requirements: list[str] | None, cache: str) -> str:
     return python
 
 
-def run(python: str, worker: str, args: list[str], out: str) -> dict[str, Any]:
-    """Runs one worker phase in its own process; its JSON result."""
+def export_cdc_sink(rev: str, work: str) -> tuple[str, str]:
+    """The directory to put first on ``PYTHONPATH`` for the cdc_sink worker, and a
+    description of the code measured: ``rev`` ``tree`` is the working tree as it is;
+    otherwise the package at that commit (``git archive``), so others' uncommitted edits
+    are not measured."""
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    if rev == "tree":
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "cdc_sink"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return ROOT, f"working tree at {head}" + (" (with uncommitted changes)" if dirty else "")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", rev],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    dest = os.path.join(work, "cdc_sink_src")
+    os.makedirs(dest, exist_ok=True)
+    archive = subprocess.run(["git", "-C", ROOT, "archive", commit, "cdc_sink"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
+    return dest, f"commit {commit}"
+
+
+def run(python: str, worker: str, args: list[str], out: str, path: str) -> dict[str, Any]:
+    """Runs one worker phase in its own process (``path`` first on ``PYTHONPATH``); its
+    JSON result."""
     cmd = [python, os.path.join(WORKERS, worker), *args, "--out", out]
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=path)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-4000:]}")
@@ -96,7 +120,7 @@ def run(python: str, worker: str, args: list[str], out: str) -> dict[str, Any]:
 
 
 def measure(system: str, python: str, data: str, work: str, expected: dict[str, Any],
-            args: argparse.Namespace) -> dict[str, Any]:
+            args: argparse.Namespace, path: str) -> dict[str, Any]:
     """One repeat of one system: the write process, then the read process."""
     _, worker, _ = SYSTEMS[system]
     tdir = os.path.join(work, "tables", system)
@@ -104,16 +128,18 @@ def measure(system: str, python: str, data: str, work: str, expected: dict[str, 
     load0 = os.getloadavg()[0]
     limit = min(args.slow_batches, args.batches) if system in SLOW else args.batches
     w = run(python, worker, ["write", "--data", data, "--dir", tdir, "--max-batches",
-                             str(limit)], os.path.join(work, f"{system}_write.json"))
+                             str(limit)], os.path.join(work, f"{system}_write.json"), path)
     tt_version = None if system == "duckdb" else w["versions"][args.tt_batch - 1]
     final = w["versions"][-1]
     read_args = ["read", "--data", data, "--dir", tdir]
     if tt_version is not None:
         read_args += ["--version", json.dumps(tt_version), "--digest-version", json.dumps(final)]
-    r = run(python, worker, read_args, os.path.join(work, f"{system}_read.json"))
+    r = run(python, worker, read_args, os.path.join(work, f"{system}_read.json"), path)
     load1 = os.getloadavg()[0]
     shutil.rmtree(tdir, ignore_errors=True)
     batch_rates = [n / s for n, s in zip(w["batch_events"], w["batch_s"], strict=True)]
+    cpu_rates = [n / max(s, 1e-9) for n, s in zip(w["batch_events"], w["batch_cpu_s"],
+                                                 strict=True)]
     checks = {}
     if tt_version is not None:
         checks[f"after batch {args.tt_batch}"] = (
@@ -123,6 +149,9 @@ def measure(system: str, python: str, data: str, work: str, expected: dict[str, 
         final_digest == expected["after_batch"][str(len(w["versions"]))])
     return {"load_rows_per_s": w["load_rows"] / w["load_s"], "load_s": w["load_s"],
             "apply_median_events_per_s": statistics.median(batch_rates),
+            "apply_median_events_per_cpu_s": statistics.median(cpu_rates),
+            "load_rows_per_cpu_s": w["load_rows"] / w["load_cpu_s"],
+            "read_cpu_s": r["read_cpu_s"],
             "batch_s": w["batch_s"], "batches": len(w["versions"]),
             "read_s": r["read_s"], "read_rows": r["read_rows"], "time_travel": tt_version
             is not None, "disk_bytes": w["disk_bytes"], "checks": checks,
@@ -134,7 +163,8 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
     out = {}
     for system, runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in
-               ("load_rows_per_s", "apply_median_events_per_s", "read_s", "disk_bytes")}
+               ("load_rows_per_s", "apply_median_events_per_s", "read_s", "disk_bytes",
+                "load_rows_per_cpu_s", "apply_median_events_per_cpu_s", "read_cpu_s")}
         med["batches"] = runs[0]["batches"]
         med["time_travel"] = runs[0]["time_travel"]
         med["checks_ok"] = all(all(r["checks"].values()) for r in runs)
@@ -159,6 +189,10 @@ def markdown(summary: dict[str, dict[str, Any]], batch_events: int) -> str:
     row("cold read of an older version (fresh process), s",
         lambda m: f"{m['read_s']:.2f}" if m["time_travel"] else
         f"– (no time travel; latest: {m['read_s']:.2f})")
+    row("apply, k events per CPU second (median batch)",
+        lambda m: f"{m['apply_median_events_per_cpu_s'] / 1e3:,.1f}")
+    row("bulk load, k rows per CPU second", lambda m: f"{m['load_rows_per_cpu_s'] / 1e3:,.0f}")
+    row("cold read, CPU s", lambda m: f"{m['read_cpu_s']:.2f}")
     row("on disk after the run, MB", lambda m: f"{m['disk_bytes'] / 1e6:,.0f}")
     row("digests equal the model's", lambda m: "yes" if m["checks_ok"] else "**NO**")
     return "\n".join(rows) + "\n"
@@ -176,10 +210,13 @@ def main() -> None:
     ap.add_argument("--tt-batch", type=int, default=2,
                     help="the time-travel read is of the version after this micro-batch")
     ap.add_argument("--slow-batches", type=int, default=3,
-                    help="micro-batches pyiceberg applies (seconds each)")
+                    help="micro-batches pyiceberg and pypaimon apply (slow)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--work", default="/tmp/cdc_peers", help="data and tables (deleted after)")
     ap.add_argument("--venvs", default=os.path.join(ROOT, ".bench_venvs"))
+    ap.add_argument("--cdc-sink", default="HEAD",
+                    help="the cdc_sink code measured: a commit (default HEAD, exported with "
+                         "git archive) or 'tree' (the working tree as it is)")
     ap.add_argument("--json", default=None, help="write every measurement here")
     ap.add_argument("--markdown", default=None, help="write the markdown table here")
     ap.add_argument("--plot", default=None, help="write the PNG plot here")
@@ -195,9 +232,11 @@ def main() -> None:
     pythons = {s: venv_python(s, SYSTEMS[s][2], args.venvs) for s in systems}
     data = os.path.join(args.work, "data")
     shutil.rmtree(args.work, ignore_errors=True)
+    cdc_path, cdc_code = export_cdc_sink(args.cdc_sink, args.work)
+    print(f"cdc_sink: {cdc_code}", flush=True)
     t0 = time.perf_counter()
     expected = json.loads(json.dumps(generate(data, rows, args.batches, events, args.tt_batch,
-                                              args.seed)))
+                                              args.seed, [args.slow_batches])))
     print(f"data: {rows:,} rows, {args.batches} x {events:,} events "
           f"({time.perf_counter() - t0:.1f}s to generate)", flush=True)
 
@@ -206,7 +245,8 @@ def main() -> None:
     for rep in range(args.repeats):
         order = systems[rep % len(systems):] + systems[:rep % len(systems)]
         for s in order:
-            m = measure(s, pythons[s], data, args.work, expected, args)
+            m = measure(s, pythons[s], data, args.work, expected, args,
+                        cdc_path if s == "cdc_sink" else ROOT)
             results[s].append(m)
             print(f"repeat {rep + 1} {s}: load {m['load_rows_per_s'] / 1e3:,.0f}k rows/s, "
                   f"apply median {m['apply_median_events_per_s'] / 1e3:,.1f}k events/s "
@@ -219,7 +259,8 @@ def main() -> None:
     info = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                        f"{platform.python_version()}",
             "command": " ".join([os.path.relpath(sys.executable, ROOT), *sys.argv]),
-            "rows": rows, "batches": args.batches, "batch_events": events,
+            "cdc_sink": cdc_code, "rows": rows, "batches": args.batches,
+            "batch_events": events,
             "repeats": args.repeats, "wall_s": time.time() - started,
             "loadavg_1min": {"min": min(loads), "median": statistics.median(loads),
                              "max": max(loads)},
