@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml
 	  echo "installing Prometheus and promtool with apt (dashboard and alert-rule tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends prometheus >/dev/null; }
+	@command -v cc >/dev/null || { \
+	  echo "installing a C compiler with apt (the chaos suite's LD_PRELOAD fsync fault)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends gcc libc6-dev >/dev/null; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
