@@ -743,6 +743,17 @@ class Table:
         mine = {p.bucket: p.segment for p in prepared}
         return {b: r.segment for b, r in entry.buckets.items()} == mine
 
+    def _committed_snapshots(self, version: int, refs: Mapping[int, BucketRef]) -> bool:
+        """Whether log entry ``version`` exists and is the snapshot version of ``refs``."""
+        if not refs:
+            return False
+        try:
+            entry = self.log.read(version)
+        except (VersionNotFound, FileNotFoundError):
+            return False
+        return entry.kind == "snapshot" and {b: r.snapshot for b, r in entry.buckets.items()} \
+            == {b: r.snapshot for b, r in refs.items()}
+
     def abort_prepared(self, version: int, prepared: Sequence[PreparedBucket]) -> None:
         """Rolls back prepared buckets of a failed commit and removes their files (unless
         the log says the version was committed with them after all)."""
@@ -825,6 +836,16 @@ class Table:
                                  buckets=refs, kind="snapshot")
                 self.log.commit(entry)
             except BaseException:
+                if self._committed_snapshots(v, refs):
+                    # The outcome was unknown (the directory fsync failed after the entry
+                    # was linked) and the entry is there: the version is committed, its
+                    # snapshots must stay. Publish it so memory matches the log, then
+                    # report the error.
+                    for b in refs:
+                        apply_locations(self._pending_locations.pop(b, []))
+                    self._history.add(self.log.read(v))
+                    self._publish(v, [])
+                    raise
                 for rel in written:
                     _remove_quietly(os.path.join(self.root, rel))
                 for b in refs:

@@ -173,3 +173,47 @@ def test_a_failed_fsync_names_the_file(tmp_path: Path,
     assert info.value.filename == str(target)
     assert "Input/output error" in str(info.value) and str(target) in str(info.value)
     assert not target.exists()  # the exclusive writer abandons its file
+
+
+def test_every_failed_fsync_of_a_compaction_keeps_the_table_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Compaction writes a snapshot per bucket and commits a "snapshot" version naming
+    # them. When the log directory's fsync fails after the entry was linked, the
+    # version is committed: its snapshots must not be removed as an abandoned attempt's.
+    table = _fresh(tmp_path / "count")
+    counter = _FailingFsync(tmp_path / "count", 0, os.fsync)
+    monkeypatch.setattr(os, "fsync", counter)
+    table.compact()
+    monkeypatch.undo()
+    total = counter.calls
+    assert total >= 6, total
+    committed_runs = 0
+    for n in range(1, total + 1):
+        path = tmp_path / f"c{n}"
+        table = _fresh(path)
+        version = table.version
+        fake = _FailingFsync(path, n, os.fsync)
+        monkeypatch.setattr(os, "fsync", fake)
+        with pytest.raises(OSError) as info:
+            table.compact()
+        monkeypatch.undo()
+        assert info.value.errno == errno.EIO and fake.failed is not None
+        reopened = open_table(path)
+        assert reopened.version in (version, version + 1), n
+        committed = reopened.version == version + 1
+        committed_runs += committed
+        if fake.failed_regular:
+            assert not committed, (n, fake.failed)
+            assert not os.path.exists(fake.failed), (n, fake.failed)
+        files = _committed_files(reopened)
+        assert all(os.path.exists(f) for f in files), (n, sorted(f for f in files
+                                                              if not os.path.exists(f)))
+        for v in range(1, reopened.version + 1):
+            assert _rows(reopened, v) == _model(min(v, BEFORE)), (n, v)
+        reopened.gc(dry_run=False, retain_versions=1, orphan_grace_seconds=0)
+        # The writer that met the error goes on, and a new process reads it all.
+        table.apply(_batch(BEFORE), app_id="job", batch_id=BEFORE)
+        table.compact()
+        again = open_table(path)
+        assert _rows(again) == _model(BEFORE + 1), n
+    assert committed_runs >= 1  # the log directory's fsync had its turn
