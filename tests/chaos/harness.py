@@ -13,7 +13,19 @@ One run (:func:`run_chaos`)::
                       moment after it committed, then started again from its checkpoint;
                       some runs may instead die at random storage fault points
                       (CDC_SINK_CRASH_RANDOM in its environment)
-    final run         the job with --trigger available-now, until it has caught up
+    fault runs        environmental faults while the job runs (each optional):
+                      broker bounces  the broker SIGKILLed and restarted on the same data
+                                      directory and port, N times in one run of the job
+                      ENOSPC          the table on its own small tmpfs, filled up by a
+                                      ballast file after the job committed; then grown
+                      EIO on fsync    fsync_eio.c preloaded (LD_PRELOAD) into the job:
+                                      the N-th fsync under the table path fails and the
+                                      file loses its unsynced data
+                      the job must ride through (commit again) or exit non-zero with a
+                      one-line reason naming the fault; the next run, without the
+                      fault, must commit again (``resume_seconds``)
+    final run         the job with --trigger available-now, until it has caught up (or
+                      the job that rode through the last broker bounce, until it has)
 
 Then, from the topic alone (every record consumed back, decoded as the job decodes
 native JSON, applied to :class:`~cdc_sink.demo.ExpectedTable` in offset order per
@@ -471,9 +483,10 @@ def _broker_run(cfg: ChaosConfig, res: ChaosResult, rng: random.Random, log: Any
             cfg.broker.restart()
             back = time.monotonic()
             fault["down_seconds"] = round(back - t_kill, 1)
+            v_back = _table_version(cfg.table)  # batches may commit while it is down
             log(f"broker bounce {b}: killed at table version {v}, back after "
-                f"{fault['down_seconds']}s")
-            if job.wait_commit_after(v, cfg.fault_timeout):
+                f"{fault['down_seconds']}s at version {v_back}")
+            if job.wait_commit_after(v_back, cfg.fault_timeout):
                 fault.update(outcome="rode through",
                              resume_seconds=round(time.monotonic() - back, 1))
                 log(f"broker bounce {b}: the job rode through, committed again after "
@@ -613,9 +626,12 @@ def _eio_run(cfg: ChaosConfig, res: ChaosResult, i: int, so: Path, rng: random.R
         log(f"eio run {i}: {line} (table version {v})")
         t_fault = time.monotonic()
         if job.wait_commit_after(None if v is None else v + 1, cfg.fault_timeout):
-            fault.update(outcome="rode through",
+            after = job.text().split("chaos-eio: ", 1)[1].splitlines()[1:]
+            logged = next((ln.split(" ERROR ", 1)[1] for ln in after
+                           if " ERROR cdc_to_tablets" in ln), None)  # e.g. "gc failed"
+            fault.update(outcome="rode through", logged=logged,
                          resume_seconds=round(time.monotonic() - t_fault, 1))
-            log(f"eio run {i}: the job rode through (committed again)")
+            log(f"eio run {i}: the job rode through (committed again); it logged: {logged}")
         elif job.proc.poll() is not None:
             _failed(res, fault, job, ("Input/output error", "[Errno 5]"), pending, log)
         else:
