@@ -6,8 +6,8 @@ Two formats exist; the segment header (record 0) names the one its body uses:
   header): an uncompressed Arrow IPC stream of :meth:`ChangeBatch.to_arrow`. Every value
   column a batch touches is stored at full length, a cell per event, set or not.
 * **Format 2, compact** (what is written now): an Arrow IPC stream whose buffers are
-  compressed (LZ4 frames by default; ZSTD or none are read alike: the stream names its
-  codec), holding **one record batch of one row** in which every column is a
+  compressed (LZ4 frames by default, none for small batches; ZSTD is read alike: the
+  stream names its codec), holding **one record batch of one row** in which every column is a
   ``large_list`` — so that columns of different lengths fit in one batch::
 
       __op            list<int8>    one code per event                      (n values)
@@ -23,11 +23,11 @@ Two formats exist; the segment header (record 0) names the one its body uses:
 
 Reading format 2 spreads each column back to one cell per event with numpy scatters
 (cells an event does not set are null; the presence mask is what tells them from a set
-null) and rebuilds the batch without re-validating it — the batch was
-validated before it was written and the segment's CRCs prove the bytes are the ones
-written — after structural checks (names, types, lengths, op codes) that turn any
-mismatch into :class:`~cdc_sink.errors.WalCorruption`. Format 1 is read as before, through
-:meth:`ChangeBatch.from_arrow`.
+null) and rebuilds the batch without re-validating it: the batch was validated before it
+was written, and the segment's CRCs prove the bytes are the ones written. Structural
+checks (names, types, lengths, op codes) turn any mismatch into
+:class:`~cdc_sink.errors.WalCorruption`. Format 1 is read as before, through
+:meth:`ChangeBatch.from_arrow` (which validates every event).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 
 __all__ = [
+    "COMPRESS_MIN_EVENTS",
     "DEFAULT_COMPRESSION",
     "FORMAT_COMPACT",
     "FORMAT_WIRE",
@@ -59,9 +60,13 @@ FORMAT_COMPACT = 2
 _META_KEY = b"cdc_sink.change_format"
 _READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)  # small buffers: no pool hand-off
 DEFAULT_COMPRESSION = "lz4"
-"""Codec of format 2 bodies: LZ4 decompresses several times faster than ZSTD (replay
-speed is what reopening a table waits for) at ~1.25x ZSTD's bytes on the benchmark's
-batches; both keep a segment under Parquet's size (docs/benchmarks.md, "Compact WAL")."""
+"""Codec of format 2 bodies: LZ4 decompressed 3-4x faster than ZSTD here (replay speed is
+what reopening a table waits for) for ~1.25x ZSTD's bytes on the benchmark's batches;
+both keep a segment under Parquet's size (docs/benchmarks.md, "Compact WAL")."""
+
+COMPRESS_MIN_EVENTS = 4096
+"""Batches smaller than this are written uncompressed: each compressed buffer (several per
+column) pays a fixed codec cost that a small commit would feel, for a few KB saved."""
 
 
 def encode_wire(batch: ChangeBatch) -> bytes:
@@ -113,7 +118,8 @@ def _one_list(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``arr`` as the single element of a large_list array (no copy of the values)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    return pa.LargeListArray.from_arrays(pa.array([0, len(arr)], pa.int64()), arr)
+    offsets = pa.py_buffer(np.array([0, len(arr)], dtype=np.int64))
+    return pa.Array.from_buffers(pa.large_list(arr.type), 1, [None, offsets], children=[arr])
 
 
 def _bits(mask: np.ndarray) -> pa.Array:
@@ -138,7 +144,8 @@ def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMP
 
     Args:
         batch: The batch (validated, as every :class:`ChangeBatch` is).
-        compression: Arrow IPC buffer codec: ``"lz4"``, ``"zstd"`` or ``None``.
+        compression: Arrow IPC buffer codec: ``"lz4"``, ``"zstd"`` or ``None``; batches of
+            fewer than :data:`COMPRESS_MIN_EVENTS` events are not compressed.
 
     Returns:
         The segment body.
@@ -167,6 +174,8 @@ def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMP
     body = pa.RecordBatch.from_arrays(
         arrays, schema=pa.schema(fields, metadata={_META_KEY: str(FORMAT_COMPACT).encode()}))
     sink = pa.BufferOutputStream()
+    if len(batch) < COMPRESS_MIN_EVENTS:
+        compression = None
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with pa.ipc.new_stream(sink, body.schema, options=options) as w:
         w.write_batch(body)
