@@ -15,7 +15,8 @@ Two tables receive the same batches, alternately first: one writes format 2 segm
 byte for byte the old writer). Measured per batch: segment bytes/event of each, Parquet
 bytes/event of the batch's wire-form table (``pyarrow.parquet.write_table`` defaults),
 bytes/event of the format 2 body with ZSTD and uncompressed instead of LZ4 (the encoding
-alone), and ``Table.apply`` seconds (validate, split, WAL segment + fsync, apply, log entry).
+alone), CPU seconds of the Arrow IPC read (decompression) of the LZ4 and ZSTD bodies (best
+of 3), and ``Table.apply`` seconds (validate, split, WAL segment + fsync, apply, log entry).
 Then, --repeat times alternately: reopen of each table (``open_table`` + load the bucket:
 its snapshot + the segments of every micro-batch) and the decode alone of those segments
 (``read_change_segment``), wall and CPU seconds; with --cold the table's files are
@@ -198,6 +199,11 @@ def main() -> None:
         for codec in ("zstd", None):  # format 2 bodies with the other codecs, for scale
             per.setdefault(f"format2_{codec}_body_B_per_event", []).append(
                 len(encode_compact(batch, compression=codec)) / len(batch))
+        for codec in ("lz4", "zstd"):  # what the codec costs a reader: IPC read alone
+            body = encode_compact(batch, compression=codec)
+            per.setdefault(f"ipc_read_{codec}_cpu_s", []).append(min(
+                timed(lambda body=body: pa.ipc.open_stream(body).read_all())[1]
+                for _ in range(3)))
         order = (FORMAT_WIRE, FORMAT_COMPACT) if i % 2 == 0 else (FORMAT_COMPACT, FORMAT_WIRE)
         for fmt in order:
             w, _, res = apply(fmt, tables[fmt], batch)
@@ -236,6 +242,9 @@ def main() -> None:
           f"({med['format2_B_per_event'] / pq_b:.2f}x Parquet), Parquet {pq_b:.1f}; "
           f"format 2 body alone with ZSTD {med['format2_zstd_body_B_per_event']:.1f}, "
           f"uncompressed {med['format2_None_body_B_per_event']:.1f}")
+    print(f"Arrow IPC read of one format 2 body, median CPU: LZ4 "
+          f"{med['ipc_read_lz4_cpu_s'] * 1e3:.2f} ms, "
+          f"ZSTD {med['ipc_read_zstd_cpu_s'] * 1e3:.2f} ms")
     print(f"Table.apply of one batch, median: format 1 {med['apply_format1_s'] * 1e3:.0f} ms, "
           f"format 2 {med['apply_format2_s'] * 1e3:.0f} ms")
     for what in ("reopen", "decode"):

@@ -60,7 +60,7 @@ FORMAT_COMPACT = 2
 _META_KEY = b"cdc_sink.change_format"
 _READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)  # small buffers: no pool hand-off
 DEFAULT_COMPRESSION = "lz4"
-"""Codec of format 2 bodies: LZ4 decompressed 3-4x faster than ZSTD here (replay speed is
+"""Codec of format 2 bodies: LZ4 decompressed ~3x faster than ZSTD here (replay speed is
 what reopening a table waits for) for ~1.25x ZSTD's bytes on the benchmark's batches;
 both keep a segment under Parquet's size (docs/benchmarks.md, "Compact WAL")."""
 
