@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table-fs-mb", type=int, default=64, help="the table's tmpfs size")
     p.add_argument("--eio-runs", type=int, default=0,
                    help="runs in which one fsync under the table path fails with EIO")
+    p.add_argument("--eio-at", default="10,60",
+                   help="the failing fsync is the N-th of a process, N uniform in this range")
+    p.add_argument("--eio-workers", action="store_true",
+                   help="fail an fsync of the Python workers (executors mode) only")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default=None, help="kept afterwards when given")
     p.add_argument("--json", default=None, help="write the results here")
@@ -84,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                     args.broker_bounces + args.enospc_runs + args.eio_runs),
                 broker=broker if args.broker_bounces else None,
                 broker_bounces=args.broker_bounces, enospc_runs=args.enospc_runs,
-                table_fs_mb=args.table_fs_mb, eio_runs=args.eio_runs)
+                table_fs_mb=args.table_fs_mb, eio_runs=args.eio_runs,
+                eio_at=tuple(int(x) for x in args.eio_at.split(",")),  # type: ignore[arg-type]
+                eio_cmdline="pyspark.daemon" if args.eio_workers else "")
             res = run_chaos(cfg, log=lambda m, mode=mode: print(
                 f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True))
             results[mode] = json.loads(res.to_json())

@@ -14,6 +14,9 @@
  * fsync); a layer that went on to commit such a file would commit an empty one, which the
  * chaos verification sees.
  *
+ * CHAOS_EIO_CMDLINE, when set, limits all this to processes whose command line contains
+ * it (e.g. "pyspark.daemon": the Python workers of executors mode, which fork from it).
+ *
  * Each failure is told on stderr: "chaos-eio: fsync #N of PATH fails with EIO ...".
  *
  * Build: cc -shared -fPIC -O2 -o fsync_eio.so fsync_eio.c -ldl
@@ -21,6 +24,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +54,21 @@ __attribute__((constructor)) static void chaos_eio_init(void) {
         fail_count = atol(v);
     if ((v = getenv("CHAOS_EIO_DROP")) != NULL)
         drop = atoi(v);
+    if ((v = getenv("CHAOS_EIO_CMDLINE")) != NULL && *v) {
+        char cmd[4096];
+        ssize_t n = 0;
+        int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            n = read(fd, cmd, sizeof cmd - 1);
+            close(fd);
+        }
+        for (ssize_t i = 0; i < n; i++)
+            if (cmd[i] == '\0')
+                cmd[i] = ' ';
+        cmd[n > 0 ? n : 0] = '\0';
+        if (strstr(cmd, v) == NULL)
+            prefix_len = 0; /* not one of the processes to fail */
+    }
 }
 
 /* Whether this call on fd must fail (and, with drop, drop the file's data). */

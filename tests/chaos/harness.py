@@ -104,6 +104,8 @@ class ChaosConfig:
             the table path (N uniform in ``eio_at``) fails with EIO and drops the
             file's unsynced data; the next run has no fault.
         eio_at: Range of N.
+        eio_cmdline: Only processes whose command line contains this count and fail
+            (``pyspark.daemon``: the Python workers of executors mode); empty: all.
         fault_timeout: Seconds a fault run waits for the job to fail or commit again.
     """
 
@@ -132,6 +134,7 @@ class ChaosConfig:
     table_fs_mb: int = 32
     eio_runs: int = 0
     eio_at: tuple[int, int] = (10, 60)
+    eio_cmdline: str = ""
     fault_timeout: float = 180.0
 
     @property
@@ -608,7 +611,8 @@ def _eio_run(cfg: ChaosConfig, res: ChaosResult, i: int, so: Path, rng: random.R
     n = rng.randint(*cfg.eio_at)
     env = _env()
     env.update(LD_PRELOAD=str(so), CHAOS_EIO_PREFIX=os.path.realpath(cfg.table),
-               CHAOS_EIO_AT=str(n), CHAOS_EIO_COUNT="1", CHAOS_EIO_DROP="1")
+               CHAOS_EIO_AT=str(n), CHAOS_EIO_COUNT="1", CHAOS_EIO_DROP="1",
+               CHAOS_EIO_CMDLINE=cfg.eio_cmdline)
     job = _Job(cfg, f"eio-{i}", env, pending=pending)
     try:
         fired = job.wait(lambda: "chaos-eio: " in job.text(), cfg.run_timeout)
