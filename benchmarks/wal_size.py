@@ -60,7 +60,7 @@ from cdc_sink.storage.change_codec import FORMAT_COMPACT, FORMAT_WIRE, encode_co
 from cdc_sink.storage.segments import read_change_segment, write_change_segment
 from cdc_sink.table import Table
 
-OPTS = TableOptions(snapshot_every=10**9, snapshot_bytes=1 << 62, compact_every=10**9,
+OPTS = TableOptions(snapshot_every=10**9, snapshot_events=1 << 62, compact_every=10**9,
                     memory_versions=10**6, retain_versions=10**6)
 
 

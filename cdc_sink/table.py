@@ -85,9 +85,11 @@ class TableOptions:
         compact_every: Compact a tablet's deltas in memory after this many versions.
         snapshot_every: Write a bucket snapshot after this many versions changed the
             bucket since its last snapshot ...
-        snapshot_bytes: ... or once the bucket's WAL segments since its last snapshot
-            pass this many bytes (a bulk load snapshots at the bucket's next version),
-            so that loading a bucket never replays much more than this.
+        snapshot_events: ... or once the bucket's WAL segments since its last snapshot
+            hold this many events (a bulk load snapshots at the bucket's next version),
+            so that loading a bucket never replays much more than this. Events, not
+            bytes: replay cost follows the events, and compressed segments of a sparse
+            workload are several times smaller than those of a dense one.
         retain_versions: GC keeps at least this many newest versions ...
         retain_seconds: ... and every version committed within this many seconds.
     """
@@ -96,7 +98,7 @@ class TableOptions:
     memory_versions: int = 100
     compact_every: int = 20
     snapshot_every: int = 50
-    snapshot_bytes: int = 64 << 20
+    snapshot_events: int = 500_000
     retain_versions: int = 100
     retain_seconds: float = 3600.0
 
@@ -250,7 +252,8 @@ class Table:
         self._history = History.from_log(self.log)
         self._tablets: dict[int, MemTablet] = {}
         self._version = self._latest()
-        self._since_snapshot: dict[int, tuple[int, int]] = {}  # segments, bytes
+        self._since_snapshot: dict[int, tuple[int, int]] = {}  # segments, events
+        self._loaded_events = 0  # events the last _load_bucket replayed
         self._pending_segments: dict[int, str] = {}
         self._pending_locations: dict[int, list[LocationUpdate]] = {}
         self._cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
@@ -330,12 +333,13 @@ class Table:
             manifest = read_manifest(self.root, rel)
             tablet = load_snapshot(self.root, manifest, self.schema_of(manifest.schema_id),
                                    lambda v: self._empty_tablet(bucket, v))
-        self._replay(tablet, start, version, merge=True)
+        self._loaded_events = self._replay(tablet, start, version, merge=True)
         return tablet
 
     def _replay(self, tablet: MemTablet, start: int, version: int, *,
-                merge: bool = False) -> None:
-        """Brings ``tablet`` from ``start`` to ``version`` by replaying segments.
+                merge: bool = False) -> int:
+        """Brings ``tablet`` from ``start`` to ``version`` by replaying segments;
+        returns the events replayed.
 
         With ``merge``, consecutive segments of one schema are folded as one batch (the
         fold is exact, so the result equals applying them one by one); the versions in
@@ -344,6 +348,7 @@ class Table:
         b = tablet.bucket
         segs = self._history.segments_between(b, start, version)
         i = 0
+        events = 0
         while i < len(segs):
             v, _rel = segs[i]
             schema = self.schema_at(v)
@@ -354,6 +359,7 @@ class Table:
                     self._history.schema_id_at(segs[i + len(run)][0]) == schema.schema_id:
                 run.append(segs[i + len(run)])
             batches = [read_change_segment(self.root, r, schema)[1] for _, r in run]
+            events += sum(len(x) for x in batches)
             last = run[-1][0]
             tablet.apply(ChangeBatch.concat(batches), last)
             tablet.commit(last)
@@ -365,6 +371,7 @@ class Table:
             tablet.set_schema(schema)
         if version > tablet.committed:
             tablet.advance(version)
+        return events
 
     def _tablet(self, bucket: int) -> MemTablet:
         """The writer's tablet of ``bucket`` at the latest version."""
@@ -376,8 +383,7 @@ class Table:
                 snap = self._history.snapshot_at(bucket, self._version)
                 start = snap[0] if snap else -1
                 segs = self._history.segments_between(bucket, start, self._version)
-                self._since_snapshot[bucket] = (len(segs), sum(
-                    _size(os.path.join(self.root, rel)) for _, rel in segs))
+                self._since_snapshot[bucket] = (len(segs), self._loaded_events)
         return t
 
     def _refresh(self) -> None:
@@ -650,7 +656,7 @@ class Table:
             seg = write_change_segment(self.root, bucket, version, schema.schema_id, batch)
             written.append(seg)
             try:
-                snap = self._maybe_snapshot(t, schema.schema_id, written)
+                snap = self._maybe_snapshot(t, schema.schema_id, written, len(batch))
                 res = t.apply(batch, version)
             except BaseException:
                 for rel in written:
@@ -789,11 +795,12 @@ class Table:
             t.compact()
         t.release(t.committed - self.options.memory_versions + 1)
 
-    def _maybe_snapshot(self, t: MemTablet, schema_id: int, written: list[str]) -> str | None:
-        n, size = self._since_snapshot.get(t.bucket, (0, 0))
-        n, size = n + 1, size + _size(os.path.join(self.root, written[-1]))
-        self._since_snapshot[t.bucket] = (n, size)
-        if n < self.options.snapshot_every and size < self.options.snapshot_bytes:
+    def _maybe_snapshot(self, t: MemTablet, schema_id: int, written: list[str],
+                        events: int) -> str | None:
+        n, total = self._since_snapshot.get(t.bucket, (0, 0))
+        n, total = n + 1, total + events
+        self._since_snapshot[t.bucket] = (n, total)
+        if n < self.options.snapshot_every and total < self.options.snapshot_events:
             return None
         rel = self._snapshot(t, schema_id, written)
         return rel
@@ -1082,10 +1089,3 @@ def _older_than(path: str, seconds: float) -> bool:
 def _remove_quietly(path: str) -> None:
     remove(path, missing_ok=True)
 
-
-def _size(path: str) -> int:
-    """Bytes of ``path`` (0 when GC removed it meanwhile)."""
-    try:
-        return os.path.getsize(path)
-    except FileNotFoundError:
-        return 0
