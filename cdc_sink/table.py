@@ -98,7 +98,7 @@ class TableOptions:
     memory_versions: int = 100
     compact_every: int = 20
     snapshot_every: int = 50
-    snapshot_events: int = 500_000
+    snapshot_events: int = 4_000_000
     retain_versions: int = 100
     retain_seconds: float = 3600.0
 
