@@ -92,6 +92,18 @@ def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None
     assert p.flush(120) == 0
 
 
+def produce_backlog(bootstrap: str, topic: str, keys: int, events: int,
+                    rng: np.random.Generator) -> int:
+    """Produces the base population (``keys`` inserts), then ``events`` CDC events of
+    :func:`encode_events`; returns the records produced."""
+    produce(bootstrap, topic, [
+        (str(k).encode(), (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
+                           f'"customer_id":{k % 9973},"amount":1.0}}}}').encode())
+        for k in range(keys)])
+    produce(bootstrap, topic, encode_events(events, keys, keys, 1, rng, None))
+    return keys + events
+
+
 def live_producer(bootstrap: str, topic: str, rate: int, duration: float, keys: int,
                   first_key: int, stop: threading.Event) -> None:
     """Produces ``rate`` events/s in 50 ms slices, each stamped with its produce time."""
@@ -122,13 +134,7 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     kafka.create_topic(topic, args.partitions)
     keys = args.keys
     rng = np.random.default_rng(1)
-    # Base population, then the backlog.
-    produce(kafka.bootstrap_servers, topic, [
-        (str(k).encode(), (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
-                           f'"customer_id":{k % 9973},"amount":1.0}}}}').encode())
-        for k in range(keys)])
-    backlog = encode_events(args.events, keys, keys, 1, rng, None)
-    produce(kafka.bootstrap_servers, topic, backlog)
+    produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng)
     fn = sink(f"{work}/table", schema=SCHEMA, app_id=f"bench-{mode}", apply_mode=mode)
     df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                   kafka.bootstrap_servers)

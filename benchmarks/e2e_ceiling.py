@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from e2e import SCHEMA, encode_events, produce  # benchmarks/ is sys.path[0] when run
+from e2e import SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
 
 CONSUMERS = ("noop", "toArrow", "sink-driver", "sink-driver-jvm", "sink-executors")
 
@@ -114,14 +114,8 @@ def main() -> None:
     try:
         topic = f"ceiling-{int(time.time())}"
         kafka.create_topic(topic, args.partitions)
-        produce(kafka.bootstrap_servers, topic, [
-            (str(k).encode(), (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
-                               f'"customer_id":{k % 9973},"amount":1.0}}}}').encode())
-            for k in range(args.keys)])
-        produce(kafka.bootstrap_servers, topic,
-                encode_events(args.events, args.keys, args.keys, 1,
-                              np.random.default_rng(1), None))
-        total = args.keys + args.events
+        total = produce_backlog(kafka.bootstrap_servers, topic, args.keys, args.events,
+                                np.random.default_rng(1))
         print(f"topic: {total:,} records in {args.partitions} partitions; "
               f"{args.max_per_trigger:,} per micro-batch; load average "
               f"{os.getloadavg()[0]:.1f}", flush=True)

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from e2e import SCHEMA, encode_events, produce  # benchmarks/ is sys.path[0] when run
+from e2e import SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
 
 
 def _cpu_s(pid: int) -> float:
@@ -188,14 +188,8 @@ def main() -> None:
         jvm = _jvm_pid()
         topic = f"orders-overhead-{int(time.time())}"
         kafka.create_topic(topic, args.partitions)
-        produce(kafka.bootstrap_servers, topic, [
-            (str(k).encode(), (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
-                               f'"customer_id":{k % 9973},"amount":1.0}}}}').encode())
-            for k in range(args.keys)])
-        produce(kafka.bootstrap_servers, topic,
-                encode_events(args.events, args.keys, args.keys, 1,
-                              np.random.default_rng(1), None))
-        total = args.keys + args.events
+        total = produce_backlog(kafka.bootstrap_servers, topic, args.keys, args.events,
+                                np.random.default_rng(1))
         plan = [True] * args.warmup + [False, True] * args.pairs
         runs = [run_once(spark, kafka.bootstrap_servers, topic, total, on, k, args, jvm)
                 for k, on in enumerate(plan)][args.warmup:]

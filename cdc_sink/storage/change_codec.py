@@ -259,16 +259,8 @@ def _spread(values: pa.Array, mask: np.ndarray, n: int) -> pa.Array:
 
 def decode_compact(payload: bytes, schema: TableSchema, *, rows: int,
                    path: str) -> ChangeBatch:
-    """Reads a format 2 body back into a batch of ``schema``.
-
-    Args:
-        payload: The segment body.
-        schema: The table schema the segment was written with.
-        rows: The event count the segment header records.
-        path: The segment file, for error messages.
-
-    Returns:
-        The batch (its values spread back to one cell per event).
+    """Reads a format 2 body back into a batch of ``schema`` (its values spread back to
+    one cell per event); the arguments are those of :func:`decode_wire`.
 
     Raises:
         WalCorruption: The body is not a format 2 body of ``rows`` events of ``schema``.

@@ -15,6 +15,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,43 @@ def _fresh(path: Path) -> Table:
     return table
 
 
+@dataclass
+class _Failed:
+    """One operation run with its ``n``-th fsync failing, and the table reopened after."""
+
+    table: Table  # the writer that met the error
+    reopened: Table
+    version: int  # the table's version before the operation
+    fake: _FailingFsync
+    error: OSError
+    committed: bool
+
+
+def _fail_nth_fsync(monkeypatch: pytest.MonkeyPatch, path: Path, n: int,
+                    operation: Callable[[Table], object]) -> _Failed:
+    """Runs ``operation`` on a fresh table at ``path`` with its ``n``-th fsync failing
+    with EIO; checks what holds for any operation: the error is EIO, the reopened table
+    is at the version before or one after, and a regular file whose fsync failed is
+    neither committed nor left on disk."""
+    table = _fresh(path)
+    version = table.version
+    fake = _FailingFsync(path, n, os.fsync)
+    monkeypatch.setattr(os, "fsync", fake)
+    with pytest.raises(OSError) as info:
+        operation(table)
+    monkeypatch.undo()
+    assert info.value.errno == errno.EIO and fake.failed is not None
+    reopened = open_table(path)
+    # All or nothing (a failed directory fsync after the entry was linked leaves a
+    # committed version whose files were all fsynced).
+    assert reopened.version in (version, version + 1), n
+    committed = reopened.version == version + 1
+    if fake.failed_regular:
+        assert not committed, (n, fake.failed)
+        assert not os.path.exists(fake.failed), (n, fake.failed)  # abandoned
+    return _Failed(table, reopened, version, fake, info.value, committed)
+
+
 def _fsyncs_of_one_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     table = _fresh(tmp_path / "count")
     counter = _FailingFsync(tmp_path / "count", 0, os.fsync)
@@ -128,26 +166,14 @@ def test_every_failed_fsync_of_a_commit_abandons_its_file(
     outcomes: dict[str, int] = {}
     for n in range(1, total + 1):
         path = tmp_path / f"t{n}"
-        table = _fresh(path)
-        version = table.version
-        fake = _FailingFsync(path, n, os.fsync)
-        monkeypatch.setattr(os, "fsync", fake)
-        with pytest.raises(OSError) as info:
-            table.apply(_batch(BEFORE), app_id="job", batch_id=BEFORE)
-        monkeypatch.undo()
-        assert info.value.errno == errno.EIO and fake.failed is not None
-        assert info.value.filename == fake.failed, (n, info.value)  # the reason names it
-        reopened = open_table(path)
-        # The commit is all or nothing (a failed directory fsync after the entry was
-        # linked leaves a committed version whose files were all fsynced).
-        assert reopened.version in (version, version + 1), n
-        committed = reopened.version == version + 1
-        outcomes["committed" if committed else "abandoned"] = outcomes.get(
-            "committed" if committed else "abandoned", 0) + 1
+        f = _fail_nth_fsync(monkeypatch, path, n, lambda t: t.apply(
+            _batch(BEFORE), app_id="job", batch_id=BEFORE))
+        table, reopened, version, fake = f.table, f.reopened, f.version, f.fake
+        assert f.error.filename == fake.failed, (n, f.error)  # the reason names it
+        key = "committed" if f.committed else "abandoned"
+        outcomes[key] = outcomes.get(key, 0) + 1
         if fake.failed_regular:
-            assert not committed, (n, fake.failed)
             assert fake.failed not in _committed_files(reopened), (n, fake.failed)
-            assert not os.path.exists(fake.failed), (n, fake.failed)  # abandoned
         for v in range(reopened.oldest_version + 1, reopened.version + 1):
             assert _rows(reopened, v) == _model(v), (n, v)
         # The batch again, as a restarted job would (skipped if it did commit); in the
@@ -190,21 +216,9 @@ def test_every_failed_fsync_of_a_compaction_keeps_the_table_whole(
     committed_runs = 0
     for n in range(1, total + 1):
         path = tmp_path / f"c{n}"
-        table = _fresh(path)
-        version = table.version
-        fake = _FailingFsync(path, n, os.fsync)
-        monkeypatch.setattr(os, "fsync", fake)
-        with pytest.raises(OSError) as info:
-            table.compact()
-        monkeypatch.undo()
-        assert info.value.errno == errno.EIO and fake.failed is not None
-        reopened = open_table(path)
-        assert reopened.version in (version, version + 1), n
-        committed = reopened.version == version + 1
-        committed_runs += committed
-        if fake.failed_regular:
-            assert not committed, (n, fake.failed)
-            assert not os.path.exists(fake.failed), (n, fake.failed)
+        f = _fail_nth_fsync(monkeypatch, path, n, lambda t: t.compact())
+        table, reopened = f.table, f.reopened
+        committed_runs += f.committed
         files = _committed_files(reopened)
         assert all(os.path.exists(f) for f in files), (n, sorted(f for f in files
                                                               if not os.path.exists(f)))

@@ -23,6 +23,7 @@ from cdc_sink.changes import (
 )
 from cdc_sink.errors import SchemaMismatch
 from cdc_sink.schema import TableSchema, type_to_str
+from tests.formats.support import ALL_TYPE_COLUMNS
 
 UTC = dt.timezone.utc
 
@@ -32,17 +33,8 @@ ALL_TYPES = TableSchema.from_dict({
         {"name": "id", "type": "int64"},
         {"name": "name", "type": "string", "nullable": False},
         {"name": "status", "type": "string", "nullable": False, "default": "new"},
-        {"name": "i8", "type": "int8"},
-        {"name": "i16", "type": "int16"},
-        {"name": "i32", "type": "int32"},
-        {"name": "i64", "type": "int64"},
-        {"name": "f32", "type": "float32"},
-        {"name": "f64", "type": "float64"},
-        {"name": "flag", "type": "bool"},
-        {"name": "blob", "type": "binary"},
-        {"name": "day", "type": "date32"},
-        {"name": "at", "type": "timestamp[us, UTC]"},
-        {"name": "amount", "type": "decimal128(10, 2)"},
+        # the shared all-types columns (tests/formats/support.py), less the wide decimal
+        *(c for c in ALL_TYPE_COLUMNS[1:] if c["name"] != "big"),
     ],
     "primary_key": ["id"],
     "num_buckets": 4,
