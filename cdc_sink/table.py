@@ -900,14 +900,16 @@ class Table:
     # ------------------------------------------------------------------ GC
     def gc(self, *, dry_run: bool = True, retain_versions: int | None = None,
            retain_seconds: float | None = None,
-           orphan_grace_seconds: float = 3600.0) -> list[str]:
+           orphan_grace_seconds: float = 3600.0, keep_from: int | None = None) -> list[str]:
         """Deletes what no retained version needs (see DESIGN.md "Retention and GC").
 
-        Retained: the newest ``retain_versions`` versions and every version committed in
-        the last ``retain_seconds``. Per bucket the newest snapshot at or below the
-        horizon is kept with everything after it; older snapshots, unreferenced page
-        files, WAL segments, log entries (a checkpoint keeps what they said) and orphans
-        of failed attempts are deleted.
+        Retained: the newest ``retain_versions`` versions, every version committed in
+        the last ``retain_seconds`` and every version from ``keep_from`` on (the streaming
+        sink passes the first version whose rejects are not forwarded to the dead-letter
+        sink yet, so that an outage of that sink holds GC back instead of losing them).
+        Per bucket the newest snapshot at or below the horizon is kept with everything
+        after it; older snapshots, unreferenced page files, WAL segments, log entries (a
+        checkpoint keeps what they said) and orphans of failed attempts are deleted.
 
         Files of a version newer than the latest belong to a commit in flight, unless they
         are older than ``orphan_grace_seconds`` (then a crashed attempt left them).
@@ -923,6 +925,8 @@ class Table:
             keep_n = self.options.retain_versions if retain_versions is None else retain_versions
             keep_s = self.options.retain_seconds if retain_seconds is None else retain_seconds
             horizon = max(self.oldest_version, latest - max(keep_n, 1) + 1)
+            if keep_from is not None and keep_from < horizon:
+                horizon = max(self.oldest_version, keep_from)
             if keep_s > 0:
                 cutoff = _now_ms() - int(keep_s * 1000)
                 for e in self.log.entries(from_version=self.oldest_version, to_version=horizon):

@@ -59,7 +59,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -217,9 +217,11 @@ class Maintenance:
     is logged and counted, never raised (the stream goes on)."""
 
     def __init__(self, table: Any, metrics: Any, *, compact_every: int, gc_every: int,
-                 retain_versions: int | None, retain_seconds: float | None) -> None:
+                 retain_versions: int | None, retain_seconds: float | None,
+                 gc_floor: Callable[[], int | None] = lambda: None) -> None:
         self.table = table
         self.metrics = metrics
+        self.gc_floor = gc_floor  # versions whose dead letters are not forwarded stay
         self.compact_every = compact_every
         self.gc_every = gc_every
         self.retain = {"retain_versions": retain_versions, "retain_seconds": retain_seconds}
@@ -257,14 +259,18 @@ class Maintenance:
         """Deletes what no retained version needs (sizes read before deleting)."""
         t0 = time.perf_counter()
         try:
-            planned = self.table.gc(dry_run=True, **self.retain)
+            floor = self.gc_floor()
+            if floor is not None and floor < self.table.version - 1:
+                logger.warning("gc keeps versions from %d on: their dead letters are not "
+                               "forwarded yet", floor)
+            planned = self.table.gc(dry_run=True, keep_from=floor, **self.retain)
             sizes = {}
             for path in planned:
                 try:
                     sizes[path] = os.stat(path).st_size
                 except OSError:
                     continue
-            removed = self.table.gc(dry_run=False, **self.retain)
+            removed = self.table.gc(dry_run=False, keep_from=floor, **self.retain)
             from cdc_sink.stats import forget_disk_usage
 
             forget_disk_usage(self.table.root)  # the table gauges must not show deleted files
@@ -395,7 +401,8 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
     observer.refresh_table()  # the table gauges before the first batch
     maintenance = Maintenance(sink_fn.table, metrics, compact_every=args.compact_every,
                               gc_every=args.gc_every, retain_versions=args.retain_versions,
-                              retain_seconds=args.retain_seconds)
+                              retain_seconds=args.retain_seconds,
+                              gc_floor=sink_fn.gc_floor)
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", args.bootstrap_servers)
               .option("subscribe", args.topic)

@@ -247,7 +247,10 @@ class KafkaDeadLetter(DeadLetterSink):
 
     Args:
         bootstrap_servers: ``host:port[,host:port...]``.
-        topic: The dead-letter topic (it must exist unless the cluster auto-creates).
+        topic: The dead-letter topic. When it does not exist, the first write creates it
+            (1 partition, replication factor ``min(3, brokers)``), as Kafka Connect does
+            for its dead-letter queue; without the right to create topics, create it
+            beforehand.
         backend: Kafka client, see :class:`~cdc_sink.kafka.producer.RawProducer`.
         timeout: Seconds ``write`` waits for Kafka to acknowledge the records.
         **config: Client settings passed to the producer.
@@ -263,6 +266,7 @@ class KafkaDeadLetter(DeadLetterSink):
         self._producer: RawProducer | None = None
         self._txn: dict[str, Any] = {}  # app_id -> (transactional producer, consumer)
         self._pid = os.getpid()
+        self._topic_checked = False
         from cdc_sink.kafka.producer import resolve_backend
 
         self.exactly_once = resolve_backend(backend) == "confluent"
@@ -274,7 +278,44 @@ class KafkaDeadLetter(DeadLetterSink):
         state = dict(self.__dict__)
         state["_producer"] = None  # a client does not travel; each process makes its own
         state["_txn"] = {}
+        state["_topic_checked"] = False
         return state
+
+    def ensure_topic(self) -> None:
+        """Creates the dead-letter topic when it does not exist (once per object).
+
+        Raises:
+            CdcSinkError: The topic neither exists nor could be created (the message
+                names the topic and the broker's reason).
+        """
+        if self._topic_checked:
+            return
+        try:
+            from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+        except ImportError:  # kafka-python only: producing tells
+            self._topic_checked = True
+            return
+        from confluent_kafka import KafkaException
+
+        from cdc_sink.errors import CdcSinkError
+        from cdc_sink.kafka.broker import create_topic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        try:
+            md = admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise CdcSinkError(f"dead-letter topic {self.topic!r}: cannot reach "
+                               f"{self.bootstrap_servers}: {exc}") from exc
+        if self.topic not in md.topics or md.topics[self.topic].error is not None:
+            try:
+                create_topic(self.bootstrap_servers, self.topic, 1,
+                             replication_factor=max(1, min(3, len(md.brokers))),
+                             timeout=self.timeout)
+            except CdcSinkError as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):  # another writer made it
+                    raise CdcSinkError(f"dead-letter topic {self.topic!r} does not exist and "
+                                       f"could not be created: {exc}") from exc
+        self._topic_checked = True
 
     def _transactional(self, app_id: str) -> tuple[Any, Any]:
         """This app's transactional producer and cursor consumer (confluent-kafka)."""
@@ -283,6 +324,8 @@ class KafkaDeadLetter(DeadLetterSink):
         pair = self._txn.get(app_id)
         if pair is None:
             from confluent_kafka import Consumer, Producer
+
+            self.ensure_topic()
 
             tag = _app_tag(app_id)
             producer = Producer({**self.config, "bootstrap.servers": self.bootstrap_servers,
@@ -348,6 +391,7 @@ class KafkaDeadLetter(DeadLetterSink):
 
     def _client(self) -> RawProducer:
         if self._producer is None or self._pid != os.getpid():  # fork-safe
+            self.ensure_topic()
             self._producer = RawProducer(self.bootstrap_servers, backend=self.backend,
                                          **self.config)
             self._pid = os.getpid()

@@ -241,6 +241,17 @@ class SinkFunction:
         self.dead_letters_forwarded += n
         return n, time.perf_counter() - t0
 
+    def gc_floor(self) -> int | None:
+        """The oldest version GC must keep so that no reject is lost before it is
+        forwarded (``Table.gc(keep_from=...)``): the version after the newest one this
+        process knows forwarded, the table's oldest while it knows none; None without a
+        dead-letter sink."""
+        if self.dead_letter is None:
+            return None
+        if self._forwarded is None:
+            return self.table.oldest_version
+        return self._forwarded + 1
+
     def close(self) -> None:
         """Forwards what is left and closes the dead-letter sink's clients."""
         self._forward()

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from cdc_sink.errors import CdcSinkError
 from cdc_sink.kafka.broker import KafkaHandle
 from cdc_sink.kafka.deadletter import (
     DEAD_LETTER_SCHEMA,
@@ -15,7 +16,6 @@ from cdc_sink.kafka.deadletter import (
     from_uri,
     records_from_rows,
 )
-from cdc_sink.kafka.producer import DeliveryError
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -107,15 +107,21 @@ def test_a_pickled_sink_opens_its_own_client(kafka: KafkaHandle, topic_name: str
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_write_to_a_missing_topic_raises_delivery_error(kafka: KafkaHandle,
-                                                        backend: str) -> None:
-    config = ({"message.timeout.ms": 3000} if backend == "confluent"
-              else {"max_block_ms": 3000})
-    dl = KafkaDeadLetter(kafka.bootstrap_servers, "no-such-dead-letter-topic",
-                         backend=backend, timeout=20.0, **config)  # type: ignore[arg-type]
-    with pytest.raises(DeliveryError) as info:
+def test_a_missing_dead_letter_topic_is_created_at_the_first_write(
+        kafka: KafkaHandle, topic_name: str, backend: str) -> None:
+    dl = KafkaDeadLetter(kafka.bootstrap_servers, topic_name,
+                         backend=backend, timeout=20.0)  # type: ignore[arg-type]
+    try:
         dl.write(records_from_rows(_rows()[:1]))
-    assert info.value.failures
+        assert dl.read().column("offset").to_pylist() == [17]
+    finally:
+        dl.close()
+
+
+def test_an_unreachable_cluster_fails_with_the_topic_named() -> None:
+    dl = KafkaDeadLetter("127.0.0.1:1", "orders.dead-letter", timeout=3.0)
+    with pytest.raises(CdcSinkError, match=r"orders\.dead-letter"):
+        dl.write(records_from_rows(_rows()[:1]))
     dl.close()
 
 

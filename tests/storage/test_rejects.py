@@ -181,3 +181,47 @@ def test_forwarding_starts_after_what_this_process_checked(table: Table,
     table.log.entries = spy  # type: ignore[method-assign]
     assert forward(table, sink, "job", checked=checked) == 2
     assert seen == [checked + 1]
+
+
+def test_gc_keeps_versions_whose_rejects_are_not_forwarded(table: Table,
+                                                           tmp_path: Path) -> None:
+    """A dead-letter sink that is down holds GC back (keep_from) instead of losing the
+    rejects of the versions it has not received; once it is back, all of them arrive."""
+    sink = ParquetDeadLetter(tmp_path / "dlq")
+    table.apply(BAD, app_id="job", batch_id=0, source=_source(3))
+    assert forward(table, sink, "job") == 2
+    floor = table.version + 1  # the sink goes down: nothing after this is forwarded
+    for i in range(1, 6):
+        table.apply(BAD, app_id="job", batch_id=i, source=_source(3))
+    table.gc(dry_run=False, retain_versions=1, keep_from=floor)
+    assert table.oldest_version <= floor
+    assert forward(table, sink, "job") == 10  # every version the outage held back
+    got = sink.read(deduplicate=False)
+    assert sorted(got.column("batch_id").to_pylist()) == sorted([0, 1, 2, 3, 4, 5] * 2)
+    table.gc(dry_run=False, retain_versions=1, keep_from=table.version + 1)
+    assert table.oldest_version == table.version  # forwarded: retention applies again
+
+
+def test_the_sinks_gc_floor_follows_what_it_forwarded(table: Table, tmp_path: Path) -> None:
+    from cdc_sink.spark.writer import SinkFunction
+
+    class Down(ParquetDeadLetter):
+        up = False
+
+        def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
+            if not Down.up:
+                raise OSError("dead-letter sink down")
+            super().write_version(records, app_id=app_id, version=version)
+
+    table.apply(BAD, app_id="job", batch_id=0, source=_source(3))
+    fn = SinkFunction(table.root, schema=None, fmt="json", app_id="job", apply_mode="driver",
+                      dead_letter=Down(tmp_path / "dlq"), table_options=None)
+    assert fn.gc_floor() == fn.table.oldest_version  # nothing known forwarded yet
+    fn._forward()  # fails, logged: the rejects stay in the table
+    assert fn.gc_floor() == fn.table.oldest_version
+    Down.up = True
+    fn._forward()
+    assert fn.gc_floor() == fn.table.version + 1
+    no_sink = SinkFunction(table.root, schema=None, fmt="json", app_id="job",
+                           apply_mode="driver", dead_letter=None, table_options=None)
+    assert no_sink.gc_floor() is None
