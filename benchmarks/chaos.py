@@ -44,6 +44,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cdc_sink.kafka.broker import BOOTSTRAP_ENV, start_kafka
 from tests.chaos.harness import ChaosConfig, run_chaos
 
+JOB_UNREACHABLE_POINTS = ("log.repair_removing",)
+"""Fault points a running job cannot reach by itself: the log's repair removes only a
+torn newest entry (a power cut's) or temporary files older than an hour, so its crash is
+tested in-process (tests/durability/test_crash_points.py, test_power_loss.py)."""
+
+
+def fault_points() -> tuple[str, ...]:
+    """Every registered storage fault point a running job reaches."""
+    import cdc_sink.table  # noqa: F401 -- registers the table's points and its modules'
+    from cdc_sink.storage.faults import KNOWN_POINTS
+
+    return tuple(p for p in KNOWN_POINTS if p not in JOB_UNREACHABLE_POINTS)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the chaos runs; returns the exit code."""
@@ -66,6 +79,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="the failing fsync is the N-th of a process, N uniform in this range")
     p.add_argument("--eio-workers", action="store_true",
                    help="fail an fsync of the Python workers (executors mode) only")
+    p.add_argument("--dead-letter", choices=("parquet", "kafka"), default="parquet",
+                   help="the job's dead-letter sink (kafka: a topic, written transactionally)")
+    p.add_argument("--json-decoder", choices=("python", "jvm"), default="python")
+    p.add_argument("--every-fault-point", action="store_true",
+                   help="after the killed runs, one run per storage fault point that dies "
+                        "there on purpose (CDC_SINK_CRASH_AT)")
+    p.add_argument("--produce-rate", type=float, default=None,
+                   help="records/s produced while a job runs (paused between runs) instead "
+                        "of spreading --events over --produce-seconds")
+    p.add_argument("--driver-java-options", default="",
+                   help="extra JVM options of the job's Spark driver")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default=None, help="kept afterwards when given")
     p.add_argument("--json", default=None, help="write the results here")
@@ -90,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
                 broker_bounces=args.broker_bounces, enospc_runs=args.enospc_runs,
                 table_fs_mb=args.table_fs_mb, eio_runs=args.eio_runs,
                 eio_at=tuple(int(x) for x in args.eio_at.split(",")),  # type: ignore[arg-type]
-                eio_cmdline="pyspark.daemon" if args.eio_workers else "")
+                eio_cmdline="pyspark.daemon" if args.eio_workers else "",
+                dead_letter=args.dead_letter, json_decoder=args.json_decoder,
+                fault_points=fault_points() if args.every_fault_point else (),
+                produce_rate=args.produce_rate,
+                driver_java_options=args.driver_java_options)
             res = run_chaos(cfg, log=lambda m, mode=mode: print(
                 f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True))
             results[mode] = json.loads(res.to_json())

@@ -107,6 +107,21 @@ class ChaosConfig:
         eio_cmdline: Only processes whose command line contains this count and fail
             (``pyspark.daemon``: the Python workers of executors mode); empty: all.
         fault_timeout: Seconds a fault run waits for the job to fail or commit again.
+        dead_letter: ``parquet`` (a directory in ``workdir``) or ``kafka`` (the topic
+            ``<topic>.dead-letter`` on the same broker, written transactionally).
+        json_decoder: ``python`` or ``jvm`` (the job's ``--json-decoder``).
+        fault_points: After the killed runs, one run per name that dies at that storage
+            fault point on purpose (``CDC_SINK_CRASH_AT=<name>:<n>``, ``n`` uniform in
+            ``fault_point_hit``); a point the job does not reach within
+            ``fault_timeout`` of its start is reported in ``fault_points_missed``.
+        fault_point_hit: Range of ``n``.
+        produce_rate: Records per second produced while a job runs, instead of
+            spreading the records over ``produce_seconds`` (the producer pauses between
+            runs, so every run has new records however long restarts take; records
+            left when the runs are over are not produced). Not with environmental
+            fault runs.
+        driver_java_options: Extra JVM options of the Spark driver (e.g. C1-only JIT
+            for quicker restarts).
     """
 
     bootstrap: str
@@ -136,11 +151,26 @@ class ChaosConfig:
     eio_at: tuple[int, int] = (10, 60)
     eio_cmdline: str = ""
     fault_timeout: float = 180.0
+    dead_letter: str = "parquet"
+    json_decoder: str = "python"
+    fault_points: tuple[str, ...] = ()
+    fault_point_hit: tuple[int, int] = (1, 2)
+    produce_rate: float | None = None
+    driver_java_options: str = ""
 
     @property
     def table(self) -> Path:
         """The table's directory (on its own tmpfs with ``enospc_runs``)."""
         return self.workdir / "fs" / "table" if self.enospc_runs else self.workdir / "table"
+
+    @property
+    def dead_letter_uri(self) -> str:
+        """The job's ``--dead-letter`` URI."""
+        if self.dead_letter == "kafka":
+            return f"kafka://{self.bootstrap}/{self.topic}.dead-letter"
+        if self.dead_letter == "parquet":
+            return f"file://{self.workdir / 'dead-letters'}"
+        raise ValueError(f"dead_letter {self.dead_letter!r}: expected parquet or kafka")
 
 
 @dataclass
@@ -156,6 +186,8 @@ class ChaosResult:
 
     kills: int = 0
     fault_point_deaths: int = 0
+    fault_points_hit: list[str] = field(default_factory=list)
+    fault_points_missed: list[str] = field(default_factory=list)
     other_exits: list[int] = field(default_factory=list)
     events: int = 0
     malformed: int = 0
@@ -198,13 +230,14 @@ def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
 
     submit = str(Path(sys.executable).with_name("spark-submit"))
     w = cfg.workdir
+    jvm = ["--driver-java-options", cfg.driver_java_options] if cfg.driver_java_options else []
     return [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
             "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-            "--conf", "spark.sql.shuffle.partitions=4",
+            "--conf", "spark.sql.shuffle.partitions=4", *jvm,
             str(JOB), "--bootstrap-servers", cfg.bootstrap, "--topic", cfg.topic,
             "--table-path", str(cfg.table), "--schema-file", str(SCHEMA_FILE),
             "--checkpoint", str(w / "checkpoint"), "--apply-mode", cfg.apply_mode,
-            "--dead-letter", f"file://{w / 'dead-letters'}",
+            "--dead-letter", cfg.dead_letter_uri, "--json-decoder", cfg.json_decoder,
             "--trigger", "available-now" if available_now else "1 second",
             "--max-offsets-per-trigger", str(cfg.max_offsets),
             "--compact-every", str(cfg.compact_every), "--gc-every", str(cfg.gc_every),
@@ -227,12 +260,16 @@ def _table_version(path: Path) -> int | None:
 
 
 class _Producer(threading.Thread):
-    """Produces the run's records in chunks spread over ``produce_seconds``."""
+    """Produces the run's records: spread over ``produce_seconds``, or, with
+    ``produce_rate``, at that rate while :attr:`running` is set (a job runs)."""
 
     def __init__(self, cfg: ChaosConfig, records: list[Any]) -> None:
         super().__init__(daemon=True)
         self.cfg, self.records = cfg, records
         self.error: BaseException | None = None
+        self.running = threading.Event()
+        self.done = threading.Event()
+        self.produced = 0
 
     def run(self) -> None:
         from cdc_sink.demo import orders_schema
@@ -240,15 +277,32 @@ class _Producer(threading.Thread):
         from cdc_sink.kafka.producer import CdcProducer
 
         try:
-            chunks = max(1, int(self.cfg.produce_seconds * 2))
-            size = -(-len(self.records) // chunks)
             with CdcProducer(self.cfg.bootstrap, self.cfg.topic, orders_schema()) as p:
-                for i in range(0, len(self.records), size):
-                    produce_records(p, self.records[i: i + size])
+                if self.cfg.produce_rate is None:
+                    chunks = max(1, int(self.cfg.produce_seconds * 2))
+                    size = -(-len(self.records) // chunks)
+                    for i in range(0, len(self.records), size):
+                        produce_records(p, self.records[i: i + size])
+                        p.flush()
+                        self.produced = min(len(self.records), i + size)
+                        time.sleep(self.cfg.produce_seconds / chunks)
+                    return
+                size = max(1, round(self.cfg.produce_rate / 4))
+                while not self.done.is_set() and self.produced < len(self.records):
+                    if not self.running.wait(0.25):
+                        continue
+                    chunk = self.records[self.produced: self.produced + size]
+                    produce_records(p, chunk)
                     p.flush()
-                    time.sleep(self.cfg.produce_seconds / chunks)
+                    self.produced += len(chunk)
+                    time.sleep(0.25)
         except BaseException as exc:  # reported by run_chaos
             self.error = exc
+
+    def finish(self) -> None:
+        """Stops a paced producer (what it did not produce stays unproduced) and waits."""
+        self.done.set()
+        self.join()
 
 
 def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
@@ -262,6 +316,10 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
     w.mkdir(parents=True, exist_ok=True)
     if cfg.broker_bounces and cfg.broker is None:
         raise ValueError("broker_bounces needs cfg.broker (a LocalKafka)")
+    if cfg.produce_rate is not None and (cfg.broker_bounces or cfg.enospc_runs
+                                         or cfg.eio_runs):
+        raise ValueError("produce_rate is not for runs with environmental faults")
+    cfg.dead_letter_uri  # noqa: B018 -- raises on an unknown dead_letter
     eio_so = build_fsync_eio(w) if cfg.eio_runs else None
     fs = _TableFs(w / "fs", cfg.table_fs_mb) if cfg.enospc_runs else None
     create_topic(cfg.bootstrap, cfg.topic, cfg.partitions)
@@ -280,7 +338,14 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
             fault_runs = set(rng.sample(range(cfg.kills),
                                         min(cfg.fault_point_runs, cfg.kills)))
             for k in range(cfg.kills):
-                _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
+                with _producing(producer):
+                    _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
+            for i, point in enumerate(cfg.fault_points):
+                with _producing(producer):
+                    _fault_point_run(cfg, res, i, point, rng, log)
+            if cfg.produce_rate is not None:
+                producer.finish()
+                res.events = producer.produced
             pending: list[dict[str, Any]] = []  # failed faults waiting for the job's return
             live: _Job | None = None  # a job that rode through, left to drain the topic
             if cfg.broker_bounces:
@@ -648,6 +713,43 @@ def _eio_run(cfg: ChaosConfig, res: ChaosResult, i: int, so: Path, rng: random.R
         job.stop()
 
 
+@contextlib.contextmanager
+def _producing(producer: _Producer) -> Any:
+    """A paced producer produces while the block (a run of the job) lasts."""
+    producer.running.set()
+    try:
+        yield
+    finally:
+        producer.running.clear()
+
+
+def _fault_point_run(cfg: ChaosConfig, res: ChaosResult, i: int, point: str,
+                     rng: random.Random, log: Any) -> None:
+    """One run of the job that dies the n-th time it reaches fault point ``point``."""
+    n = rng.randint(*cfg.fault_point_hit)
+    env = _env()
+    env["CDC_SINK_CRASH_AT"] = f"{point}:{n}"
+    job = _Job(cfg, f"point-{i}", env)
+    marker = f"crash injected at fault point {point}"
+    try:
+        died = job.wait(lambda: marker in job.text(), cfg.fault_timeout)
+        code = job.wait_exit(30.0) if died else job.proc.poll()
+    finally:
+        job.stop()
+    if died:
+        res.fault_point_deaths += 1
+        res.fault_points_hit.append(point)
+        log(f"fault point run {i}: died at {point} (hit {n}, exit {code}, table version "
+            f"{_table_version(cfg.table)})")
+    elif code is not None and code != 0:
+        res.other_exits.append(code)
+        res.failures.append(f"fault point run {i} ({point}): the job exited {code} "
+                            f"by itself (see {job.log_path})")
+    else:
+        res.fault_points_missed.append(point)
+        log(f"fault point run {i}: {point} (hit {n}) not reached in {cfg.fault_timeout}s")
+
+
 def _one_killed_run(cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: bool,
                     rng: random.Random, log: Any) -> None:
     env = _env()
@@ -769,7 +871,7 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
     """Checks the table, the dead letters and the reads against the topic (see the
     module docstring); appends what is wrong to ``res.failures``."""
     from cdc_sink.demo import diff_rows
-    from cdc_sink.kafka.deadletter import ParquetDeadLetter
+    from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
     from cdc_sink.table import open_table
     from tests.chaos.reader import rows_digest
 
@@ -833,7 +935,11 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
         res.lost_or_wrong_rows += len(diff)
         res.failures.append(f"the latest version != the model of the topic: {diff[:3]}")
     # Dead letters: exactly the records the model rejects, each once.
-    dl = ParquetDeadLetter(cfg.workdir / "dead-letters").read()
+    if cfg.dead_letter == "kafka":
+        dl = KafkaDeadLetter(cfg.bootstrap, f"{cfg.topic}.dead-letter").read(
+            deduplicate=False)
+    else:
+        dl = ParquetDeadLetter(cfg.workdir / "dead-letters").read(deduplicate=False)
     got_dl: Counter[tuple[int, int]] = Counter(zip(
         dl.column("partition").to_pylist(), dl.column("offset").to_pylist(), strict=True))
     want_dl = Counter(model.rejected)
