@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                         "of spreading --events over --produce-seconds")
     p.add_argument("--driver-java-options", default="",
                    help="extra JVM options of the job's Spark driver")
+    p.add_argument("--kills-minutes", type=float, default=None,
+                   help="start no killed run after this many minutes of a mode's run")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default=None, help="kept afterwards when given")
     p.add_argument("--json", default=None, help="write the results here")
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 dead_letter=args.dead_letter, json_decoder=args.json_decoder,
                 fault_points=fault_points() if args.every_fault_point else (),
                 produce_rate=args.produce_rate,
-                driver_java_options=args.driver_java_options)
+                driver_java_options=args.driver_java_options,
+                kills_seconds=None if args.kills_minutes is None else args.kills_minutes * 60)
             res = run_chaos(cfg, log=lambda m, mode=mode: print(
                 f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True))
             results[mode] = json.loads(res.to_json())

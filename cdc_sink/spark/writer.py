@@ -21,7 +21,8 @@ Per micro-batch ``(df, batch_id)``:
    per-worker tablet cache checked against the log).
 4. *Commit*: the driver writes the batch's rejects (every refused event with its Kafka
    topic/partition/offset, raw key and value and the reason) into the table, then the
-   log entry naming the segments, the rejects and the batch's Kafka end offsets. The
+   log entry naming the segments, the rejects and the Kafka end offsets (of every
+   partition the writer has read: those without records in the batch carried forward). The
    rejects are thus durable exactly when the version is (:meth:`Table.rejects`).
 5. *Dead letters*: :func:`cdc_sink.kafka.deadletter.forward` copies the rejects of every
    committed version of this writer that the dead-letter sink does not hold yet, exactly
@@ -172,6 +173,7 @@ class SinkFunction:
         self.dead_letters_forwarded = 0
         self.on_batch: Callable[[BatchStats], None] | None = None
         self._forwarded: int | None = None  # every version <= this is forwarded
+        self._offsets: dict[str, dict[str, int]] | None = None  # the last commit's
         self.bucket_figures: dict[int, BucketFigures] = {}
         """Executors mode: memory figures of the buckets held by executors, per bucket,
         as their tasks last reported them (for ``table.stats()`` and the metrics)."""
@@ -263,13 +265,37 @@ class SinkFunction:
     def _commit(self, version: int, prepared: list[PreparedBucket], rejects: pa.Table,
                 batch_id: int, events: int, offsets: dict[str, dict[str, int]]
                 ) -> CommitResult:
+        offsets = self._all_offsets(offsets)
         try:
-            return self.table.commit_prepared(version, prepared, app_id=self.app_id,
-                                              batch_id=batch_id, events=events,
-                                              rejects=rejects, source_offsets=offsets)
+            res = self.table.commit_prepared(version, prepared, app_id=self.app_id,
+                                             batch_id=batch_id, events=events,
+                                             rejects=rejects, source_offsets=offsets)
         except BaseException:
             self.table.abort_prepared(version, prepared)
             raise
+        self._offsets = offsets
+        return res
+
+    def _all_offsets(self, batch: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        """The batch's end offsets with every partition this writer read before carried
+        forward (a batch has records of only some partitions), so that each version's
+        log entry says where the stream stood on every partition."""
+        if self._offsets is None:
+            self._offsets = {}
+            for v in range(self.table.version, self.table.oldest_version - 1, -1):
+                try:
+                    entry = self.table.log.read(v)
+                except Exception:  # GC took it since, or not readable: start afresh
+                    break
+                if entry.kind == "data" and entry.app_id == self.app_id:
+                    self._offsets = entry.source_offsets
+                    break
+        out = {t: dict(parts) for t, parts in self._offsets.items()}
+        for t, parts in batch.items():
+            mine = out.setdefault(t, {})
+            for p, o in parts.items():
+                mine[p] = max(o, mine.get(p, o))
+        return out
 
     def _prepare_here(self, batch: ChangeBatch) -> tuple[int, list[PreparedBucket], Rejects]:
         """Prepares every bucket of ``batch`` in the driver's table."""

@@ -122,6 +122,8 @@ class ChaosConfig:
             fault runs.
         driver_java_options: Extra JVM options of the Spark driver (e.g. C1-only JIT
             for quicker restarts).
+        kills_seconds: No killed run starts after this many seconds of the run (None:
+            all ``kills`` of them run); the fault point runs come first.
     """
 
     bootstrap: str
@@ -157,6 +159,7 @@ class ChaosConfig:
     fault_point_hit: tuple[int, int] = (1, 2)
     produce_rate: float | None = None
     driver_java_options: str = ""
+    kills_seconds: float | None = None
 
     @property
     def table(self) -> Path:
@@ -337,12 +340,15 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
         try:
             fault_runs = set(rng.sample(range(cfg.kills),
                                         min(cfg.fault_point_runs, cfg.kills)))
-            for k in range(cfg.kills):
-                with _producing(producer):
-                    _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
             for i, point in enumerate(cfg.fault_points):
                 with _producing(producer):
                     _fault_point_run(cfg, res, i, point, rng, log)
+            for k in range(cfg.kills):
+                if cfg.kills_seconds is not None and time.monotonic() - t0 > cfg.kills_seconds:
+                    log(f"the killed runs' time is up after {k} runs")
+                    break
+                with _producing(producer):
+                    _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
             if cfg.produce_rate is not None:
                 producer.finish()
                 res.events = producer.produced
@@ -891,6 +897,9 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
         offsets = _offsets_of(e, cfg.topic)
         if e.kind != "data" or offsets is None:
             continue
+        if last_offsets is not None and set(last_offsets) - set(offsets):
+            res.failures.append(f"version {e.version}: its source_offsets {offsets} lack "
+                                f"partitions an earlier version named")
         # A batch names only the partitions it had records of: the others stay put.
         offsets = {**(last_offsets or {}), **offsets}
         if e.batch_id is not None:
