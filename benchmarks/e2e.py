@@ -154,7 +154,7 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
           f"{throughput:,.0f} events/s (wall, incl. Kafka read + decode + commit); "
           f"median batch {np.median(batch_rates):,.0f} events/s")
     # Freshness with a live producer.
-    n_before = len(fn.stats)
+    last_backlog_batch = max(s.batch_id for s in fn.stats)  # fn.stats: the newest 256
     stop = threading.Event()
     th = threading.Thread(target=live_producer, args=(
         kafka.bootstrap_servers, topic, args.rate, args.duration, keys, 10**8 + keys, stop))
@@ -162,9 +162,10 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     th.join()
     q.processAllAvailable()
     q.stop()
-    fresh = np.concatenate([s.freshness_ms() for s in fn.stats[n_before:]] or
+    live_stats = [s for s in fn.stats if s.batch_id > last_backlog_batch]
+    fresh = np.concatenate([s.freshness_ms() for s in live_stats] or
                            [np.empty(0, np.int64)])
-    live = [s for s in fn.stats[n_before:] if s.events]
+    live = [s for s in live_stats if s.events]
     live_events = sum(s.events for s in live)
     p50, p99 = (float(np.percentile(fresh, 50)), float(np.percentile(fresh, 99))) \
         if len(fresh) else (float("nan"), float("nan"))

@@ -1,0 +1,214 @@
+"""Executors mode on a real Spark standalone cluster (issue 11, "scale-out").
+
+Starts a Spark standalone cluster on this machine from pyspark's own ``spark-class``: a
+master and ``--workers`` workers (each its own JVM with ``--cores-per-worker`` cores, its
+own work directory and its own Python workers), all on 127.0.0.1. Then, each in a fresh
+process so that each has its own SparkContext, the end-to-end run of ``e2e.py`` (a backlog
+of CDC events drained by the streaming sink, then a live producer for freshness):
+
+* executors mode on the cluster (``spark://...``; one executor per worker; the table on
+  local disk, which every executor of this one machine sees);
+* driver mode on the same cluster (the Kafka read runs in the executors, decoding and
+  applying in the driver);
+* driver mode on ``local[N]`` (N = the cluster's cores), the usual single-JVM setup.
+
+Reports events/s of each and executors mode's rate per executor core against driver
+mode's rate. Every process started is stopped at the end (also on failure).
+
+Run:  .venv/bin/python benchmarks/cluster.py [--workers 2] [--cores-per-worker 1]
+      [--events 1000000] [--keys 200000] [--rate 10000] [--duration 10] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    """A Spark standalone master and workers on 127.0.0.1, started with ``spark-class``."""
+
+    def __init__(self, workers: int, cores: int, memory: str, workdir: Path) -> None:
+        self.workers, self.cores, self.memory, self.workdir = workers, cores, memory, workdir
+        self.port, self.ui_port = _free_port(), _free_port()
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        """The master URL."""
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1",
+                   PYSPARK_PYTHON=sys.executable,
+                   PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                               env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        spark_class = str(Path(sys.executable).with_name("spark-class"))
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 -- lives with the proc
+        self.procs.append(subprocess.Popen([spark_class, *args], env=self._env(), stdout=log,
+                                           stderr=subprocess.STDOUT, start_new_session=True))
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Starts the master and the workers; waits until every worker is ALIVE.
+
+        Raises:
+            RuntimeError: The workers did not register within ``timeout``.
+        """
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        for i in range(self.workers):
+            wd = self.workdir / f"worker-{i}"
+            wd.mkdir(exist_ok=True)
+            self._spawn(f"worker-{i}", [
+                "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                "--cores", str(self.cores), "--memory", self.memory, "--webui-port",
+                str(_free_port()), "--work-dir", str(wd)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/",
+                                            timeout=2) as r:
+                    state = json.loads(r.read())
+                alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+                if len(alive) >= self.workers:
+                    return
+            time.sleep(0.5)
+        raise RuntimeError(f"{self.workers} workers did not register with {self.url} in "
+                           f"{timeout}s (logs in {self.workdir})")
+
+    def stop(self) -> None:
+        """Stops every process of the cluster (SIGTERM, then SIGKILL)."""
+        for p in reversed(self.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs.clear()
+
+    def __enter__(self) -> StandaloneCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def one_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One e2e run (``--one``) in this process: its own SparkContext on ``--master``."""
+    from e2e import run_mode
+
+    from cdc_sink.kafka.broker import start_kafka
+    from cdc_sink.spark.session import local_spark
+
+    cores = args.workers * args.cores_per_worker
+    conf = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": str(cores),
+            "spark.default.parallelism": str(cores)}
+    if args.master.startswith("spark://"):
+        conf.update({"spark.executor.cores": str(args.cores_per_worker),
+                     "spark.cores.max": str(cores), "spark.executor.memory": args.memory,
+                     "spark.executorEnv.PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    kafka = start_kafka(num_partitions=args.partitions)
+    spark = local_spark("cdc_sink-cluster", master=args.master, extra_conf=conf)
+    try:
+        out = run_mode(spark, kafka, args.mode, args)
+    finally:
+        spark.stop()
+        kafka.stop()
+    out.update(master=args.master, cores=cores)
+    return out
+
+
+def main() -> int:
+    """Starts the cluster, runs the three setups, prints the comparison."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cores-per-worker", type=int, default=1)
+    ap.add_argument("--memory", default="3g", help="memory per worker / executor")
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=200_000)
+    ap.add_argument("--max-per-trigger", type=int, default=250_000)
+    ap.add_argument("--rate", type=int, default=10_000)
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--master", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print("RESULT " + json.dumps(one_run(args)), flush=True)
+        return 0
+    cores = args.workers * args.cores_per_worker
+    passthrough = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+                   if k not in ("one", "master", "mode", "repeat")]
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="cdc_cluster_") as tmp, \
+            StandaloneCluster(args.workers, args.cores_per_worker, args.memory,
+                              Path(tmp)) as cluster:
+        setups = [("executors", cluster.url), ("driver", cluster.url),
+                  ("driver", f"local[{cores}]")]
+        for r in range(args.repeat):
+            for mode, master in setups:
+                done = subprocess.run([sys.executable, __file__, "--one", f"--mode={mode}",
+                                       f"--master={master}", *passthrough],
+                                      capture_output=True, text=True)
+                line = next((ln for ln in done.stdout.splitlines()
+                             if ln.startswith("RESULT ")), None)
+                if done.returncode != 0 or line is None:
+                    print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+                    raise RuntimeError(f"{mode} on {master} failed ({done.returncode})")
+                res = json.loads(line[len("RESULT "):])
+                res["repeat"] = r
+                results.append(res)
+                print(f"[{r}] {mode:9s} on {master:24s} {res['throughput']:>10,.0f} events/s "
+                      f"(freshness p50 {res['p50_ms']:,.0f} ms, p99 {res['p99_ms']:,.0f} ms)",
+                      flush=True)
+    import statistics
+
+    def med(mode: str, local: bool) -> float:
+        return float(statistics.median(r["throughput"] for r in results if r["mode"] == mode
+                                       and r["master"].startswith("local") == local))
+
+    ex, drv_cluster, drv_local = med("executors", False), med("driver", False), \
+        med("driver", True)
+    print(f"median events/s: executors on the cluster {ex:,.0f} ({ex / cores:,.0f} per "
+          f"executor core); driver mode on the cluster {drv_cluster:,.0f}; driver mode on "
+          f"local[{cores}] {drv_local:,.0f}")
+    print(f"executors mode per executor core / driver mode: {ex / cores / drv_cluster:.2f} "
+          f"(cluster), {ex / cores / drv_local:.2f} (local[{cores}])")
+    print(json.dumps({"command": " ".join([sys.executable, *sys.argv]), "results": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
