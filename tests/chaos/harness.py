@@ -124,6 +124,9 @@ class ChaosConfig:
             for quicker restarts).
         kills_seconds: No killed run starts after this many seconds of the run (None:
             all ``kills`` of them run); the fault point runs come first.
+        cds_archive: A class-data-sharing archive for the driver JVM (built by a first,
+            uncounted available-now run when the file is missing; see
+            benchmarks/restart_cds.py): restarts cost about a third less CPU.
     """
 
     bootstrap: str
@@ -160,6 +163,7 @@ class ChaosConfig:
     produce_rate: float | None = None
     driver_java_options: str = ""
     kills_seconds: float | None = None
+    cds_archive: str = ""
 
     @property
     def table(self) -> Path:
@@ -220,7 +224,9 @@ class ChaosResult:
 # ---------------------------------------------------------------------- processes
 
 
-def _env() -> dict[str, str]:
+def job_env() -> dict[str, str]:
+    """The environment of a job process: no crash injection inherited, this interpreter
+    for PySpark, Spark bound to 127.0.0.1, the repository importable."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CDC_SINK_CRASH")}
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO))
@@ -233,7 +239,11 @@ def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
 
     submit = str(Path(sys.executable).with_name("spark-submit"))
     w = cfg.workdir
-    jvm = ["--driver-java-options", cfg.driver_java_options] if cfg.driver_java_options else []
+    java_options = cfg.driver_java_options
+    if cfg.cds_archive:
+        flag = "SharedArchiveFile" if os.path.exists(cfg.cds_archive) else "ArchiveClassesAtExit"
+        java_options = f"{java_options} -XX:{flag}={cfg.cds_archive}".strip()
+    jvm = ["--driver-java-options", java_options] if java_options else []
     return [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
             "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
             "--conf", "spark.sql.shuffle.partitions=4", *jvm,
@@ -336,10 +346,17 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
         stop_file = w / "reader.stop"
         reader = subprocess.Popen([sys.executable, str(READER), str(cfg.table),
                                    str(w / "reads.jsonl"), str(stop_file)],
-                                  env=_env(), start_new_session=True)
+                                  env=job_env(), start_new_session=True)
         try:
             fault_runs = set(rng.sample(range(cfg.kills),
                                         min(cfg.fault_point_runs, cfg.kills)))
+            if cfg.cds_archive and not os.path.exists(cfg.cds_archive):
+                with _producing(producer):
+                    cds = _Job(cfg, "cds", job_env(), available_now=True)
+                    code = cds.wait_exit(cfg.final_timeout)
+                    cds.stop()
+                log(f"class-data-sharing archive {cfg.cds_archive}: run exited {code}, "
+                    f"archive {'built' if os.path.exists(cfg.cds_archive) else 'MISSING'}")
             for i, point in enumerate(cfg.fault_points):
                 with _producing(producer):
                     _fault_point_run(cfg, res, i, point, rng, log)
@@ -378,7 +395,7 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
                     res.failures.append(f"the job that rode through did not catch up with "
                                         f"the topic (exit {code}, see {live.log_path})")
             else:
-                final = _Job(cfg, "final", _env(), available_now=True, pending=pending)
+                final = _Job(cfg, "final", job_env(), available_now=True, pending=pending)
                 final.wait_exit(cfg.final_timeout)
                 code = final.stop()
                 if code is None:
@@ -538,7 +555,7 @@ def _broker_run(cfg: ChaosConfig, res: ChaosResult, rng: random.Random, log: Any
     ``cfg.broker_bounces`` times; a job that dies of it is started again. Returns the
     job when it still runs at the end (it rode through the last bounce)."""
     starts = 0
-    job = _Job(cfg, f"broker-{starts}", _env(), pending=pending)
+    job = _Job(cfg, f"broker-{starts}", job_env(), pending=pending)
     try:
         if not job.wait_first_commit(cfg.run_timeout):
             res.failures.append(f"broker run: the job did not commit (exit "
@@ -548,7 +565,7 @@ def _broker_run(cfg: ChaosConfig, res: ChaosResult, rng: random.Random, log: Any
         for b in range(cfg.broker_bounces):
             if job.proc.poll() is not None:  # it died of the previous bounce: again
                 starts += 1
-                job = _Job(cfg, f"broker-{starts}", _env(), pending=pending)
+                job = _Job(cfg, f"broker-{starts}", job_env(), pending=pending)
                 job.wait_first_commit(cfg.run_timeout)
             v = _table_version(cfg.table)
             fault: dict[str, Any] = {"fault": "broker", "run": b, "table_version": v}
@@ -635,7 +652,7 @@ def _enospc_run(cfg: ChaosConfig, res: ChaosResult, i: int, fs: _TableFs, log: A
                 pending: list[dict[str, Any]]) -> None:
     """One run of the job during which the table's file system fills up; afterwards the
     file system grows (the ballast stays)."""
-    job = _Job(cfg, f"enospc-{i}", _env(), pending=pending)
+    job = _Job(cfg, f"enospc-{i}", job_env(), pending=pending)
     try:
         if not job.wait_first_commit(cfg.run_timeout):
             res.failures.append(f"enospc run {i}: the job did not commit (exit "
@@ -682,7 +699,7 @@ def _eio_run(cfg: ChaosConfig, res: ChaosResult, i: int, so: Path, rng: random.R
     """One run of the job whose N-th fsync under the table path fails with EIO (and its
     file's unsynced data is dropped); the next run has no fault."""
     n = rng.randint(*cfg.eio_at)
-    env = _env()
+    env = job_env()
     env.update(LD_PRELOAD=str(so), CHAOS_EIO_PREFIX=os.path.realpath(cfg.table),
                CHAOS_EIO_AT=str(n), CHAOS_EIO_COUNT="1", CHAOS_EIO_DROP="1",
                CHAOS_EIO_CMDLINE=cfg.eio_cmdline)
@@ -733,7 +750,7 @@ def _fault_point_run(cfg: ChaosConfig, res: ChaosResult, i: int, point: str,
                      rng: random.Random, log: Any) -> None:
     """One run of the job that dies the n-th time it reaches fault point ``point``."""
     n = rng.randint(*cfg.fault_point_hit)
-    env = _env()
+    env = job_env()
     env["CDC_SINK_CRASH_AT"] = f"{point}:{n}"
     job = _Job(cfg, f"point-{i}", env)
     marker = f"crash injected at fault point {point}"
@@ -758,7 +775,7 @@ def _fault_point_run(cfg: ChaosConfig, res: ChaosResult, i: int, point: str,
 
 def _one_killed_run(cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: bool,
                     rng: random.Random, log: Any) -> None:
-    env = _env()
+    env = job_env()
     if at_fault_point:
         env["CDC_SINK_CRASH_RANDOM"] = f"{cfg.seed * 1000 + k}:0.02"
     table = cfg.table
