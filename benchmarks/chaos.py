@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cds", action="store_true",
                    help="give the job's driver JVM a class-data-sharing archive (built by "
                         "a first run) so that restarts cost less CPU")
+    p.add_argument("--final-max-offsets", type=int, default=5000,
+                   help="records per micro-batch of the final run that drains the topic")
     p.add_argument("--kills-minutes", type=float, default=None,
                    help="start no killed run after this many minutes of a mode's run")
     p.add_argument("--seed", type=int, default=1)
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 produce_rate=args.produce_rate,
                 driver_java_options=args.driver_java_options,
                 kills_seconds=None if args.kills_minutes is None else args.kills_minutes * 60,
-                cds_archive=str(base / "spark.jsa") if args.cds else "")
+                cds_archive=str(base / "spark.jsa") if args.cds else "",
+                final_max_offsets=args.final_max_offsets)
             res = run_chaos(cfg, log=lambda m, mode=mode: print(
                 f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True))
             results[mode] = json.loads(res.to_json())

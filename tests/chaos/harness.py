@@ -124,6 +124,9 @@ class ChaosConfig:
             for quicker restarts).
         kills_seconds: No killed run starts after this many seconds of the run (None:
             all ``kills`` of them run); the fault point runs come first.
+        final_max_offsets: Records per micro-batch of the final available-now run (None:
+            ``max_offsets``); a long run leaves a backlog that small batches would take
+            long to drain.
         cds_archive: A class-data-sharing archive for the driver JVM (built by a first,
             uncounted available-now run when the file is missing; see
             benchmarks/restart_cds.py): restarts cost about a third less CPU.
@@ -164,6 +167,7 @@ class ChaosConfig:
     driver_java_options: str = ""
     kills_seconds: float | None = None
     cds_archive: str = ""
+    final_max_offsets: int | None = None
 
     @property
     def table(self) -> Path:
@@ -252,7 +256,8 @@ def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
             "--checkpoint", str(w / "checkpoint"), "--apply-mode", cfg.apply_mode,
             "--dead-letter", cfg.dead_letter_uri, "--json-decoder", cfg.json_decoder,
             "--trigger", "available-now" if available_now else "1 second",
-            "--max-offsets-per-trigger", str(cfg.max_offsets),
+            "--max-offsets-per-trigger",
+            str(cfg.final_max_offsets or cfg.max_offsets if available_now else cfg.max_offsets),
             "--compact-every", str(cfg.compact_every), "--gc-every", str(cfg.gc_every),
             "--retain-versions", str(cfg.retain_versions), "--retain-seconds", "0"]
 
