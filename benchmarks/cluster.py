@@ -150,16 +150,14 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     """Starts the cluster, runs the three setups, prints the comparison."""
+    from e2e import add_workload_args
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cores-per-worker", type=int, default=1)
     ap.add_argument("--memory", default="3g", help="memory per worker / executor")
-    ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--keys", type=int, default=200_000)
-    ap.add_argument("--max-per-trigger", type=int, default=250_000)
-    ap.add_argument("--rate", type=int, default=10_000)
-    ap.add_argument("--duration", type=float, default=10)
-    ap.add_argument("--partitions", type=int, default=4)
+    add_workload_args(ap, events=1_000_000, max_per_trigger=250_000, rate=10_000,
+                      duration=10)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", default="", help=argparse.SUPPRESS)

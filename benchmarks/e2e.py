@@ -176,14 +176,21 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     return {"mode": mode, "throughput": throughput, "p50_ms": p50, "p99_ms": p99}
 
 
+def add_workload_args(ap: argparse.ArgumentParser, *, events: int = 2_000_000,
+                      max_per_trigger: int = 500_000, rate: int = 20_000,
+                      duration: float = 30) -> None:
+    """The options :func:`run_mode` reads (backlog, live producer, topic), with defaults."""
+    ap.add_argument("--events", type=int, default=events)
+    ap.add_argument("--keys", type=int, default=200_000)
+    ap.add_argument("--max-per-trigger", type=int, default=max_per_trigger)
+    ap.add_argument("--rate", type=int, default=rate)
+    ap.add_argument("--duration", type=float, default=duration)
+    ap.add_argument("--partitions", type=int, default=4)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--events", type=int, default=2_000_000)
-    ap.add_argument("--keys", type=int, default=200_000)
-    ap.add_argument("--max-per-trigger", type=int, default=500_000)
-    ap.add_argument("--rate", type=int, default=20_000)
-    ap.add_argument("--duration", type=float, default=30)
-    ap.add_argument("--partitions", type=int, default=4)
+    add_workload_args(ap)
     ap.add_argument("--modes", default="driver,executors")
     args = ap.parse_args()
     from cdc_sink.spark.session import local_spark
