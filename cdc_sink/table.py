@@ -249,9 +249,13 @@ class Table:
         self.log = VersionLog(root)
         self._repaired = False
         self._schemas: dict[int, TableSchema] = {}
+        # The newest version first, then the history: a version committed in between is
+        # then in the history but not yet named (the next refresh follows it). The other
+        # order names a version whose segments the history lacks, and reads of it return
+        # the version before (found by the chaos suite's reader).
+        self._version = self._latest()
         self._history = History.from_log(self.log)
         self._tablets: dict[int, MemTablet] = {}
-        self._version = self._latest()
         self._since_snapshot: dict[int, tuple[int, int]] = {}  # segments, events
         self._loaded_events = 0  # events the last _load_bucket replayed
         self._pending_segments: dict[int, str] = {}
@@ -389,7 +393,7 @@ class Table:
     def _refresh(self) -> None:
         """Follows versions other writers committed (replaying them into loaded tablets)."""
         latest = self._latest()
-        if latest == self._version:
+        if latest == self._version and self._history.upto >= latest:
             return
         with self._lock:
             oldest = self.oldest_version

@@ -89,6 +89,14 @@ def digest(table: pa.Table) -> str:
     return hashlib.sha256(ipc_bytes(table)).hexdigest()
 
 
+def content_digest(table: pa.Table) -> str:
+    """SHA-256 of the rows in key order: equal for two reads of the same rows in any
+    order (a snapshot written later may store a version's rows in another order)."""
+    if table.num_rows:
+        table = table.sort_by([(k, "ascending") for k in KEYS])
+    return digest(table.combine_chunks())
+
+
 def job_batches_by_version(table: Table) -> list[tuple[int, int]]:
     """``(version, batch_id)`` of the retained versions written by the workload's app."""
     return [(e["version"], e["batch_id"]) for e in table.versions()

@@ -108,3 +108,35 @@ def repeat_reader(path: str, version: int, timestamp_ms: int, stop: Any, results
             results.put(("error", None, f"{type(exc).__name__}: {exc}"))
         time.sleep(0.002)
     results.put(("done", None, str(n)))
+
+
+def follow_reader(path: str, stop: Any, results: Any) -> None:
+    """Reads the newest version again and again until ``stop`` is set, through freshly
+    opened tables and through one table opened at the start, and reports
+    ``(kind, version, SHA-256 of the read's Arrow IPC bytes)`` per read (or
+    ``("error", -1, message)``), then ``("done", n, "")``."""
+    import pyarrow as pa
+
+    from cdc_sink.table import open_table
+
+    def digest(t: pa.Table) -> str:
+        if t.num_rows:
+            t = t.sort_by([("id", "ascending")]).combine_chunks()
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t)
+        return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+    n = 0
+    persistent = open_table(path)
+    while n < 1 or not stop.is_set():
+        n += 1
+        try:
+            fresh = open_table(path)
+            v = fresh.version
+            results.put(("fresh", v, digest(fresh.read(version=v))))
+            v = persistent.version
+            results.put(("persistent", v, digest(persistent.read(version=v))))
+        except Exception as exc:
+            results.put(("error", -1, f"{type(exc).__name__}: {exc}"))
+    results.put(("done", n, ""))
