@@ -187,6 +187,8 @@ class ChangeBatch:
         A truncate clears every bucket: it goes to *every* bucket of the table, at its
         position among that bucket's events.
         """
+        if self.schema.num_buckets == 1:  # no hashing, sorting or copying
+            return {0: self} if len(self) else {}
         buckets = self.bucket_ids()
         is_truncate = self.op == OP_TRUNCATE
         if is_truncate.any():

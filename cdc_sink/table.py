@@ -90,6 +90,12 @@ class TableOptions:
             so that loading a bucket never replays much more than this. Events, not
             bytes: replay cost follows the events, and compressed segments of a sparse
             workload are several times smaller than those of a dense one.
+        bulk_events: A batch of at least this many events for a bucket that holds no
+            rows yet (a table's initial load, a backfill into a new table, Debezium's
+            initial snapshot) is written as a snapshot of the bucket at its version
+            instead of a WAL segment: the snapshot is the durable record and the log
+            entry names it, so the data is written once, as pages, and a read of that
+            version loads pages instead of replaying the load.
         retain_versions: GC keeps at least this many newest versions ...
         retain_seconds: ... and every version committed within this many seconds.
     """
@@ -99,6 +105,7 @@ class TableOptions:
     compact_every: int = 20
     snapshot_every: int = 50
     snapshot_events: int = 4_000_000
+    bulk_events: int = 100_000
     retain_versions: int = 100
     retain_seconds: float = 3600.0
 
@@ -106,7 +113,7 @@ class TableOptions:
     def for_tests(cls) -> TableOptions:
         """Tiny pages and frequent snapshots, to exercise every path in small tests."""
         return cls(page_rows=8, memory_versions=4, compact_every=3, snapshot_every=3,
-                   retain_versions=3, retain_seconds=0.0)
+                   bulk_events=4, retain_versions=3, retain_seconds=0.0)
 
 
 @dataclass
@@ -116,8 +123,10 @@ class PreparedBucket:
     Attributes:
         bucket: The bucket.
         version: The version it was prepared for.
-        segment: Its WAL segment (relative path).
-        snapshot: A snapshot written with it, if any.
+        segment: Its WAL segment (relative path); ``None`` for a bulk write, whose
+            snapshot (at ``version``) is the durable record.
+        snapshot: A snapshot written with it, if any (of ``version - 1``, or of
+            ``version`` for a bulk write).
         counts: Apply counts.
         reject_positions: Input positions of events the tablet refused.
         reject_reasons: Their reasons.
@@ -126,7 +135,7 @@ class PreparedBucket:
 
     bucket: int
     version: int
-    segment: str
+    segment: str | None
     snapshot: str | None
     counts: dict[str, int]
     reject_positions: np.ndarray
@@ -259,6 +268,9 @@ class Table:
         self._since_snapshot: dict[int, tuple[int, int]] = {}  # segments, events
         self._loaded_events = 0  # events the last _load_bucket replayed
         self._pending_segments: dict[int, str] = {}
+        # Bulk writes prepared by this process: bucket -> (version, snapshot, the tablet
+        # that becomes the bucket's once that version commits with that snapshot).
+        self._pending_bulk: dict[int, tuple[int, str, MemTablet]] = {}
         self._pending_locations: dict[int, list[LocationUpdate]] = {}
         self._cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
         self._lock = threading.RLock()
@@ -402,15 +414,31 @@ class Table:
                 self._history = History.from_log(self.log)
             else:
                 self._history.extend(self.log)
+            self._settle_bulk(latest)
             for b, t in list(self._tablets.items()):
                 self._settle_pending(b, t, latest)
-                if t.committed < oldest:
-                    # GC may have deleted the segments after it: reload from the newest
-                    # snapshot when next used instead of replaying.
+                if t.committed < oldest or self._history.bulk_between(b, t.committed, latest):
+                    # GC may have deleted the segments after it, or a bulk write's
+                    # snapshot (which no segment replays) replaced the bucket's rows:
+                    # reload from the newest snapshot when next used.
                     del self._tablets[b]
                     continue
                 self._replay(t, t.committed, latest)
             self._version = latest
+
+    def _settle_bulk(self, latest: int) -> None:
+        """Bulk writes this process prepared (executors mode) become the bucket's tablet
+        if their version was committed with their snapshot, else are dropped."""
+        for b, (pv, rel, nt) in list(self._pending_bulk.items()):
+            if pv > latest:
+                continue
+            del self._pending_bulk[b]
+            try:
+                ref = self.log.read(pv).buckets.get(b)
+            except VersionNotFound:  # collected already: the bucket reloads from disk
+                continue
+            if ref is not None and ref.segment is None and ref.snapshot == rel:
+                self._tablets[b] = nt
 
     def _settle_pending(self, bucket: int, t: MemTablet, latest: int) -> None:
         """A pending version prepared by this process (executors mode) is committed if the
@@ -656,6 +684,9 @@ class Table:
             t = self._tablet(bucket)
             if t.pending_version is not None:  # an earlier attempt in this process
                 self._settle_pending(bucket, t, self._version)
+            self._pending_bulk.pop(bucket, None)  # an earlier attempt's, never committed
+            if len(batch) >= self.options.bulk_events and t.row_count == 0:
+                return self._prepare_bulk(bucket, version, schema.schema_id, batch)
             written: list[str] = []
             seg = write_change_segment(self.root, bucket, version, schema.schema_id, batch)
             written.append(seg)
@@ -671,6 +702,25 @@ class Table:
                                   counts=res.counts(), reject_positions=res.rejects.positions,
                                   reject_reasons=res.rejects.reasons,
                                   files=[f for f in written if f != seg])
+
+    def _prepare_bulk(self, bucket: int, version: int, schema_id: int,
+                      batch: ChangeBatch) -> PreparedBucket:
+        """The bulk path of :meth:`prepare_bucket` (a large batch for a bucket without
+        rows): applies the batch to a new tablet and writes it as a snapshot of the bucket
+        at ``version``, which the log entry names instead of a WAL segment. The bucket's
+        tablet is replaced by the new one when the version commits."""
+        nt = self._empty_tablet(bucket, version - 1)
+        res = nt.apply(batch, version)
+        nt.commit(version)
+        rel, manifest, updates = write_snapshot(self.root, nt, version, schema_id,
+                                                previous=None)
+        apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
+        self._pending_bulk[bucket] = (version, rel, nt)
+        self._since_snapshot[bucket] = (0, 0)
+        return PreparedBucket(bucket=bucket, version=version, segment=None, snapshot=rel,
+                              counts=res.counts(), reject_positions=res.rejects.positions,
+                              reject_reasons=res.rejects.reasons,
+                              files=sorted(manifest.files))
 
     def commit_prepared(self, version: int, prepared: Sequence[PreparedBucket], *,
                         app_id: str | None = None, batch_id: int | None = None,
@@ -732,7 +782,13 @@ class Table:
 
     def _publish_prepared(self, version: int, prepared: Sequence[PreparedBucket]) -> None:
         pending = []
+        bulk = []
         for p in prepared:
+            mine = self._pending_bulk.get(p.bucket)
+            if mine is not None and mine[:2] == (version, p.snapshot) and p.segment is None:
+                del self._pending_bulk[p.bucket]
+                bulk.append(mine[2])
+                continue
             t = self._tablets.get(p.bucket)
             if t is not None and t.pending_version == version:
                 pending.append(t)
@@ -743,6 +799,8 @@ class Table:
                 # version's changes and must not be advanced to it; it reloads on use.
                 del self._tablets[p.bucket]
         self._publish(version, pending)
+        for nt in bulk:
+            self._tablets[nt.bucket] = nt
 
     def _committed_as(self, version: int, prepared: Sequence[PreparedBucket]) -> bool:
         """Whether log entry ``version`` exists and names exactly these segments."""
@@ -750,8 +808,8 @@ class Table:
             entry = self.log.read(version)
         except (VersionNotFound, FileNotFoundError):
             return False
-        mine = {p.bucket: p.segment for p in prepared}
-        return {b: r.segment for b, r in entry.buckets.items()} == mine
+        mine = {p.bucket: (p.segment, p.snapshot) for p in prepared}
+        return {b: (r.segment, r.snapshot) for b, r in entry.buckets.items()} == mine
 
     def _committed_snapshots(self, version: int, refs: Mapping[int, BucketRef]) -> bool:
         """Whether log entry ``version`` exists and is the snapshot version of ``refs``."""
@@ -775,8 +833,12 @@ class Table:
                     t.rollback()
                     self._pending_segments.pop(b, None)
                     self._pending_locations.pop(b, None)
+            for b, (pv, _rel, _nt) in list(self._pending_bulk.items()):
+                if pv == version:
+                    del self._pending_bulk[b]
             for p in prepared:
-                for rel in [p.segment, *([p.snapshot] if p.snapshot else []), *p.files]:
+                for rel in [*([p.segment] if p.segment else []),
+                            *([p.snapshot] if p.snapshot else []), *p.files]:
                     _remove_quietly(os.path.join(self.root, rel))
 
     def _commit_time(self) -> int:
@@ -840,6 +902,10 @@ class Table:
             v = self._version + 1
             try:
                 for b, t in sorted(self._tablets.items()):
+                    newest = self._history.snapshot_at(b, t.committed)
+                    if newest is not None and newest[0] == t.committed:
+                        t.compact()  # a snapshot of this state exists (a bulk write's)
+                        continue
                     refs[b] = BucketRef(segment=None,
                                         snapshot=self._snapshot(t, schema.schema_id, written))
                 entry = LogEntry(version=v, app_id=None, batch_id=None,

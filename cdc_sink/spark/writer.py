@@ -433,7 +433,7 @@ class SinkFunction:
                 for p, o in parts.items():
                     mine[p] = max(mine.get(p, 0), int(o))
             self.bucket_figures[row["bucket"]] = BucketFigures(**json.loads(row["figures"]))
-            if row["segment"] is not None:
+            if row["segment"] is not None or row["snapshot"] is not None:  # bulk: no segment
                 prepared.append(PreparedBucket(
                     bucket=row["bucket"], version=version, segment=row["segment"],
                     snapshot=row["snapshot"], counts=json.loads(row["counts"]),

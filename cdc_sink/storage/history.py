@@ -5,6 +5,12 @@ In memory only (rebuilt from ``_log/`` on open, extended as entries are read)::
     snapshots[bucket] = [(snapshot version, manifest path), ...]   ascending
     segments[bucket]  = [(version, segment path), ...]             ascending
     schemas           = [(version, schema id), ...]                every schema change
+    bulk[bucket]      = [version, ...]                             ascending
+
+A *bulk* version of a bucket is a data version whose entry names a snapshot of the bucket
+at that same version and no segment (a large load into a bucket without rows): the
+snapshot holds the bucket's rows, so a tablet at an older version cannot reach it by
+replaying segments and must be loaded again.
 
 Bucket b at version v = newest snapshot s <= v, then the segments in (s, v]. A
 checkpoint (written by GC before it deletes old entries) carries the same lists as of
@@ -31,6 +37,7 @@ class History:
     snapshots: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     segments: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     schemas: list[tuple[int, int]] = field(default_factory=list)
+    bulk: dict[int, list[int]] = field(default_factory=dict)
     upto: int = -1
 
     @classmethod
@@ -90,9 +97,11 @@ class History:
             if ref.segment:
                 self.segments.setdefault(int(b), []).append((e.version, ref.segment))
             if ref.snapshot:
-                self.snapshots.setdefault(int(b), []).append(
-                    (_snap_version(ref.snapshot), ref.snapshot))
+                sv = _snap_version(ref.snapshot)
+                self.snapshots.setdefault(int(b), []).append((sv, ref.snapshot))
                 self.snapshots[int(b)].sort()
+                if not ref.segment and sv == e.version and e.kind == "data":
+                    self.bulk.setdefault(int(b), []).append(e.version)
         if not self.schemas or self.schemas[-1][1] != e.schema_id:
             self.schemas.append((e.version, e.schema_id))
         self.upto = e.version
@@ -114,6 +123,11 @@ class History:
         a = bisect.bisect_right(segs, (lo, "\uffff"))
         b = bisect.bisect_right(segs, (hi, "\uffff"))
         return segs[a:b]
+
+    def bulk_between(self, bucket: int, lo: int, hi: int) -> bool:
+        """Whether ``bucket`` has a bulk version in (lo, hi]."""
+        vs = self.bulk.get(bucket, [])
+        return bisect.bisect_right(vs, hi) > bisect.bisect_right(vs, lo)
 
     def schema_changes_between(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """Schema changes with versions in (lo, hi]."""

@@ -18,6 +18,7 @@ import pytest
 from cdc_sink import open_table
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
+from cdc_sink.table import TableOptions
 from tests.model import RefModel, model_rows, table_to_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
@@ -192,16 +193,24 @@ def test_driver_and_executor_apply_modes_build_identical_tables(
     produce(kafka.bootstrap_servers, topic_name, events)
     tables = {}
     dead = {}
-    for mode, decoder in (("driver", "python"), ("executors", "python"), ("driver", "jvm")):
+    # "bulk": the first micro-batch's events for each (empty) bucket are written as a
+    # snapshot of the bucket, not as a WAL segment (TableOptions.bulk_events).
+    for mode, decoder in (("driver", "python"), ("executors", "python"), ("driver", "jvm"),
+                          ("driver", "bulk"), ("executors", "bulk")):
         path = str(tmp_path / f"{mode}-{decoder}")
         fn = sink(path, schema=SCHEMA, app_id=f"job-{mode}", apply_mode=mode,
-                  json_decoder=decoder)
+                  json_decoder="python" if decoder == "bulk" else decoder,
+                  table_options=TableOptions(bulk_events=20) if decoder == "bulk" else None)
         q = start_query(spark, kafka.bootstrap_servers, topic_name, fn,
                         tmp_path / f"ck-{mode}-{decoder}")
         q.processAllAvailable()
         q.stop()
-        tables[mode, decoder] = table_to_rows(open_table(path).read(), ["order_id"])
+        t = open_table(path)
+        tables[mode, decoder] = table_to_rows(t.read(), ["order_id"])
         dead[mode, decoder] = fn.dead_letters
+        bulk = [b for e in t.log.entries() if e.kind == "data"
+                for b, ref in e.buckets.items() if ref.segment is None and ref.snapshot]
+        assert (len(bulk) >= SCHEMA.num_buckets) == (decoder == "bulk"), (mode, decoder, bulk)
     first = tables["driver", "python"]
     for key, got in tables.items():  # the modes agree with each other ...
         wrong = [k for k in set(got) | set(first) if got.get(k) != first.get(k)]

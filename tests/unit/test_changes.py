@@ -609,6 +609,16 @@ def test_split_of_an_empty_batch_is_empty():
     assert batch.split_by_bucket() == {}
 
 
+def test_a_one_bucket_table_gets_the_whole_batch_uncopied():
+    one = TableSchema.from_dict({**ALL_TYPES.to_dict(), "num_buckets": 1})
+    batch, _ = build([{"op": "upsert", "key": k, "set": {"i32": k}} for k in range(50)]
+                     + [{"op": "truncate"}, {"op": "insert", "key": 3, "set": {"i32": 1}}],
+                     one)
+    parts = batch.split_by_bucket()
+    assert list(parts) == [0] and parts[0] is batch
+    assert build([], one)[0].split_by_bucket() == {}
+
+
 # --------------------------------------------------------------------------- truncate
 def test_truncate_needs_no_key_set_or_seq_and_its_key_columns_are_null():
     batch, rejects = build([{"op": "insert", "key": 1, "set": {"name": "a"}},
