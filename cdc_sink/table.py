@@ -86,10 +86,11 @@ class TableOptions:
         snapshot_every: Write a bucket snapshot after this many versions changed the
             bucket since its last snapshot ...
         snapshot_events: ... or once the bucket's WAL segments since its last snapshot
-            hold this many events (a bulk load snapshots at the bucket's next version),
-            so that loading a bucket never replays much more than this. Events, not
-            bytes: replay cost follows the events, and compressed segments of a sparse
-            workload are several times smaller than those of a dense one.
+            hold this many events (a large batch into a bucket that has rows snapshots
+            at the bucket's next version), so that loading a bucket never replays much
+            more than this. Events, not bytes: replay cost follows the events, and
+            compressed segments of a sparse workload are several times smaller than
+            those of a dense one.
         bulk_events: A batch of at least this many events for a bucket that holds no
             rows yet (a table's initial load, a backfill into a new table, Debezium's
             initial snapshot) is written as a snapshot of the bucket at its version
