@@ -194,11 +194,13 @@ _ROLLBACK_HANG = textwrap.dedent("""
 
 
 def test_lookup_of_an_absent_key_terminates_after_many_rolled_back_inserts():
+    # The bug was an endless probe loop: the bound only tells a hang from a slow start
+    # (interpreter and imports take seconds on a loaded machine; the lookup takes ms).
     try:
         out = subprocess.run([sys.executable, "-c", _ROLLBACK_HANG], capture_output=True,
-                             text=True, timeout=3, cwd=REPO_ROOT)
+                             text=True, timeout=120, cwd=REPO_ROOT)
     except subprocess.TimeoutExpired:
-        pytest.fail("lookup did not return within 3 s")
+        pytest.fail("lookup did not return within 120 s: it loops")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[-1]"
 
