@@ -31,6 +31,7 @@ from typing import Any, TypeAlias, overload
 import numpy as np
 import pyarrow as pa
 
+from cdc_sink.arrays import one_array
 from cdc_sink.filters import PageStats, page_stats
 from cdc_sink.schema import Column
 from cdc_sink.tablet.keystore import (
@@ -302,6 +303,15 @@ class ColumnStore:
     def _materialize(self, page: pa.Array | None, start: int, length: int,
                      touched: list[tuple[Delta, int, int]]) -> pa.Array:
         have = 0 if page is None else len(page)
+        if have == 0 and len(touched) == 1:
+            d, lo, hi = touched[0]
+            rows = d.rows[lo:hi]
+            if hi - lo == length and int(rows[0]) == start \
+                    and int(rows[-1]) == start + length - 1:
+                # A new page written whole by one delta (a load; delta rows are sorted
+                # and unique): the page is that slice of the delta, not a copy.
+                vals = d.values.slice(lo, length)
+                return one_array(vals)
         if self.dtype is not None:
             return self._materialize_fixed(page, have, start, length, touched)
         pieces = [page] if page is not None else []

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, FrozenBitMap
 
+from cdc_sink.arrays import one_array
 from cdc_sink.changes import OP_DELETE, OP_TRUNCATE, OP_UPDATE, OP_UPSERT, ChangeBatch, Rejects
 from cdc_sink.errors import TabletStateError, VersionNotFound
 from cdc_sink.filters import evaluate, may_match, parse_filter, physical_predicate
@@ -114,6 +115,13 @@ class _Pending:
     columns: list[int]
     live_undo: tuple[np.ndarray, np.ndarray]
     seq_undo: tuple[np.ndarray, np.ndarray] | None
+
+
+def _is_identity(idx: np.ndarray) -> bool:
+    """Whether ``idx`` is ``0, 1, ..., len - 1``."""
+    n = len(idx)
+    return n == 0 or (int(idx[0]) == 0 and int(idx[-1]) == n - 1
+                      and bool((np.diff(idx) == 1).all()))
 
 
 def _u32(rows: np.ndarray) -> array.array[int]:
@@ -433,7 +441,11 @@ class MemTablet:
             if not len(write):
                 continue
             if pres is not None:
-                vals = take(batch.values[c.id], np.where(wsrc >= 0, wsrc, 0))
+                src_vals = batch.values[c.id]
+                if len(wsrc) == len(src_vals) and _is_identity(wsrc):
+                    vals = src_vals  # every event's value, in order (a load): no copy
+                else:
+                    vals = take(src_vals, np.where(wsrc >= 0, wsrc, 0))
             else:
                 vals = pa.nulls(len(wsrc), c.type)
             use_default = wsrc < 0
@@ -480,8 +492,7 @@ class MemTablet:
 
     def _add_delta(self, c: Column, version: int, rows: np.ndarray, vals: pa.Array,
                    touched: list[int]) -> None:
-        if isinstance(vals, pa.ChunkedArray):
-            vals = vals.combine_chunks()
+        vals = one_array(vals)
         self.columns[c.id].add_delta(Delta(version, rows, vals))
         touched.append(c.id)
 
