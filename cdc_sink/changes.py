@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaMismatch
 from cdc_sink.schema import Column, TableSchema, bounds_reason, out_of_bounds, type_to_str
 
@@ -289,7 +290,7 @@ class ChangeBatch:
             s = table.column("__seq")
             if not pa.types.is_integer(s.type):
                 raise SchemaMismatch(f"'__seq' must be an integer column, got {s.type}")
-            s = s.combine_chunks() if isinstance(s, pa.ChunkedArray) else s
+            s = one_array(s)
             seq_valid = np.asarray(s.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
             seq = s.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             if schema.sequence_column is not None:  # a table without one ignores seq
@@ -406,8 +407,7 @@ class ChangeBatch:
 # ---------------------------------------------------------------------- helpers
 def _op_codes(col: pa.Array | pa.ChunkedArray, reasons: np.ndarray) -> np.ndarray:
     """Maps an op column (names or int codes) to int8 codes; unknown ops get a reason."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+    col = one_array(col)
     n = len(col)
     if pa.types.is_integer(col.type):
         raw = col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -429,8 +429,7 @@ def _op_codes(col: pa.Array | pa.ChunkedArray, reasons: np.ndarray) -> np.ndarra
 
 
 def _cast(col: pa.Array | pa.ChunkedArray, c: Column) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+    col = one_array(col)
     if col.type == c.type:
         return col
     if pa.types.is_null(col.type):
@@ -512,7 +511,7 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
     if any_truncate:  # a truncate names no key: its key columns are null
         nulls = pa.array(is_truncate)
         keys = [pc.if_else(nulls, pa.scalar(None, arr.type), arr) for arr in keys]
-        keys = [k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in keys]
+        keys = [one_array(k) for k in keys]
     sets_nothing = (op == OP_DELETE) | is_truncate
     for cid in list(present):
         present[cid] = present[cid] & ~sets_nothing  # a delete or truncate sets nothing

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaError
 
 __all__ = ["TEMPORAL_RANGE", "Column", "TableSchema", "bounds_reason", "out_of_bounds",
@@ -146,8 +147,7 @@ def out_of_bounds(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     Arrow may hold such values when an array was built or cast unsafely: timestamps past
     year 9999 (Debezium's Postgres ``infinity``), decimals beyond their precision.
     """
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = one_array(arr)
     n = len(arr)
     t = arr.type
     bounds = value_bounds(t)

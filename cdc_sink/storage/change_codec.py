@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_sink.arrays import one_array
 from cdc_sink.changes import OP_TRUNCATE, SET_PREFIX, ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
@@ -116,8 +117,7 @@ def decode_wire(payload: bytes, schema: TableSchema, *, rows: int,
 
 def _one_list(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``arr`` as the single element of a large_list array (no copy of the values)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = one_array(arr)
     offsets = pa.py_buffer(np.array([0, len(arr)], dtype=np.int64))
     return pa.Array.from_buffers(pa.large_list(arr.type), 1, [None, offsets], children=[arr])
 
@@ -164,8 +164,7 @@ def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMP
         mask = np.asarray(batch.present[c.id], dtype=bool)
         bits = _bits(mask)
         values = batch.values[c.id]
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
+        values = one_array(values)
         if not mask.all():
             values = values.filter(bits)
         names += [c.name, SET_PREFIX + c.name]

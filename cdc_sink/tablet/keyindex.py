@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from cdc_sink.arrays import one_array
 from cdc_sink.tablet.keystore import KeyStore
 
 __all__ = ["KeyIndex", "mix64"]
@@ -247,7 +248,7 @@ class KeyIndex:
         ok = np.ones(n, dtype=bool)
         rep_sel = pa.array(rep)
         for col in keys:
-            c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+            c = one_array(col)
             ok &= _equal(c.take(rep_sel), c)
         if not ok.all():  # a 64-bit collision inside the batch: exact grouping
             rep = _exact_first_occurrence(keys)

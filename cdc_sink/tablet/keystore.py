@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from cdc_sink.arrays import one_array
+
 __all__ = ["KeyStore", "fixed_width_dtype", "take"]
 
 
@@ -91,8 +93,7 @@ def numpy_to_arrow(values: np.ndarray, valid: np.ndarray | None, t: pa.DataType)
 
 def take(arr: pa.Array, indices: np.ndarray) -> pa.Array:
     """``arr[indices]``: a numpy gather for fixed-width types, Arrow's take otherwise."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = one_array(arr)
     dtype = fixed_width_dtype(arr.type)
     if dtype is None or dtype == np.dtype(bool):
         return arr.take(pa.array(indices))
@@ -135,8 +136,7 @@ class KeyStore:
                 self._values = grown
             self._values[n: n + k] = arrow_values_view(arr, self.dtype)
         else:
-            if isinstance(arr, pa.ChunkedArray):
-                arr = arr.combine_chunks()
+            arr = one_array(arr)
             large = arr.cast(pa.large_binary())
             offs = np.frombuffer(large.buffers()[1], dtype=np.int64,
                                  count=large.offset + k + 1)[large.offset:]
@@ -200,7 +200,6 @@ class KeyStore:
 def _pc_equal(a: pa.Array, b: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc
 
-    if isinstance(b, pa.ChunkedArray):
-        b = b.combine_chunks()
+    b = one_array(b)
     return np.asarray(pc.equal(a, b.cast(a.type)).fill_null(False).to_numpy(
         zero_copy_only=False), dtype=bool)
