@@ -315,3 +315,25 @@ def assert_no_garbage(table: Table) -> None:
         if fv is not None and fv > latest:
             continue
         assert rel in referenced, f"page file {rel} is referenced by no manifest"
+
+
+def drain(results: Any, got: list[Any]) -> None:
+    """Appends to ``got`` what a child process has queued so far (without waiting)."""
+    import queue
+
+    while True:
+        try:
+            got.append(results.get_nowait())
+        except queue.Empty:
+            return
+
+
+def stop_child(proc: Any, stop: Any) -> int | None:
+    """Sets ``stop``, waits up to 60 s for ``proc`` (killed after that), returns its
+    exit code."""
+    stop.set()
+    proc.join(timeout=60)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=10)
+    return proc.exitcode  # type: ignore[no-any-return]

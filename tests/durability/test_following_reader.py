@@ -12,7 +12,6 @@ Every read is compared with what a table opened afterwards reads at that version
 from __future__ import annotations
 
 import multiprocessing as mp
-import queue
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,20 +129,13 @@ def test_a_reader_process_follows_a_fast_writer(durable_dir: Path) -> None:
             if i % 7 == 0:
                 writer.compact()
             i += 1
-            while True:
-                try:
-                    got.append(results.get_nowait())
-                except queue.Empty:
-                    break
+            checks.drain(results, got)
         stop.set()
         while (item := results.get(timeout=120))[0] != "done":
             got.append(item)
     finally:
-        stop.set()
-        proc.join(timeout=60)
-        if proc.is_alive():
-            proc.kill()
-    assert proc.exitcode == 0
+        code = checks.stop_child(proc, stop)
+    assert code == 0
     errors = [g for g in got if g[0] == "error"]
     assert not errors, errors[:3]
     assert len(got) >= 100

@@ -76,11 +76,7 @@ def test_version_reads_the_same_bytes_during_writes_compaction_and_gc(
                 assert t.oldest_version == v
             i += 1
             time.sleep(0.01)
-            while True:  # what the reader read while the table was changing
-                try:
-                    got.append(results.get_nowait())
-                except queue.Empty:
-                    break
+            checks.drain(results, got)  # what the reader read while the table was changing
         during = len(got)
         stop.set()
         while True:
@@ -91,11 +87,8 @@ def test_version_reads_the_same_bytes_during_writes_compaction_and_gc(
     except queue.Empty:
         pytest.fail(f"the reader stalled after {len(got)} reads")
     finally:
-        stop.set()
-        reader.join(timeout=60)
-        if reader.is_alive():
-            reader.kill()
-    assert reader.exitcode == 0
+        code = checks.stop_child(reader, stop)
+    assert code == 0
     assert during >= 20, f"only {during} reads overlapped the writes"
     errors = [g[2] for g in got if g[0] == "error"]
     assert not errors, f"{len(errors)} of {len(got)} reads failed: {errors[:5]}"
