@@ -30,6 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,6 +44,7 @@ from cdc_sink.errors import (
     TableExists,
     TableNotFound,
     VersionNotFound,
+    WalCorruption,
 )
 from cdc_sink.schema import TableSchema
 from cdc_sink.stats import TableStats
@@ -492,13 +494,34 @@ class Table:
         return v
 
     # ------------------------------------------------------------------ reads
+    @contextmanager
+    def _collected_means_gone(self, version: int) -> Iterator[None]:
+        """A read that finds a file of ``version`` missing raises VersionNotFound if GC
+        collected the version during the read (GC writes its checkpoint, which moves the
+        oldest readable version, before it deletes a file), and the damage otherwise."""
+        try:
+            yield
+        except (WalCorruption, FileNotFoundError) as exc:
+            oldest = self.oldest_version
+            if version >= oldest:
+                raise
+            raise VersionNotFound(
+                f"version {version} was garbage-collected during the read (the oldest "
+                f"readable version is {oldest})", version=version, oldest=oldest,
+                latest=self._latest()) from exc
+
     def bucket_batches(self, bucket: int, version: int, columns: Sequence[str] | None = None,
                        filter: Any = None) -> Iterator[pa.RecordBatch]:
-        """Record batches of one bucket at ``version`` (what a Spark partition reads)."""
+        """Record batches of one bucket at ``version`` (what a Spark partition reads).
+
+        Raises:
+            VersionNotFound: GC collected the version during the read.
+        """
         schema = self.schema_at(version)
-        t = self._reader_tablet(bucket, version)
-        with t.pin(version):
-            yield from t.batches(version, columns, filter, schema=schema)
+        with self._collected_means_gone(version):
+            t = self._reader_tablet(bucket, version)
+            with t.pin(version):
+                yield from t.batches(version, columns, filter, schema=schema)
 
     def read(self, version: int | None = None, timestamp: Any = None,
              columns: Sequence[str] | None = None, filter: Any = None) -> pa.Table:
@@ -542,9 +565,10 @@ class Table:
         parts = []
         for b in np.unique(buckets).tolist():
             sel = np.flatnonzero(buckets == b)
-            t = self._reader_tablet(b, v)
-            with t.pin(v):
-                parts.append(t.get(kt.take(pa.array(sel)), v, columns, schema=schema))
+            with self._collected_means_gone(v):
+                t = self._reader_tablet(b, v)
+                with t.pin(v):
+                    parts.append(t.get(kt.take(pa.array(sel)), v, columns, schema=schema))
         names = list(columns) if columns is not None else schema.names
         if not parts:
             return schema.arrow_schema(names).empty_table()

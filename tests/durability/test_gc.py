@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_sink.errors import CommitConflict
+from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.storage import faults
 from cdc_sink.table import Table, create_table, open_table
 from tests.durability import checks, workload
@@ -241,3 +241,34 @@ def test_gc_killed_midway_leaves_every_offered_version_readable(point: str,
     t = open_table(durable_dir)
     for v in range(t.oldest_version, t.version + 1):
         assert checks.rows_of(t.read(version=v)) == want[v], f"version {v} reads other rows"
+
+
+@pytest.mark.parametrize("how", ["read", "get"])
+def test_a_read_that_gc_overtakes_raises_version_not_found(durable_dir: Path,
+                                                          how: str) -> None:
+    """The chaos suite's reader resolved a retained version, then the job's GC collected
+    it and deleted a segment the read needed: the read must say the version is gone
+    (VersionNotFound), not that the table is damaged (WalCorruption)."""
+    writer = create_table(durable_dir, workload.schema(), options=workload.options())
+    for i in range(8):
+        _apply(writer, i)
+    reader = open_table(durable_dir, options=workload.options())
+    v = reader.version - 2  # retained, and its buckets need segments and snapshots
+    real_load = reader._load_bucket
+
+    def gc_first(bucket: int, version: int) -> object:
+        _apply(writer, 100)
+        writer.compact()
+        _apply(writer, 101)
+        assert writer.gc(dry_run=False, retain_versions=1)
+        return real_load(bucket, version)
+
+    reader._load_bucket = gc_first  # type: ignore[method-assign,assignment]
+    with pytest.raises(VersionNotFound) as info:
+        if how == "read":
+            reader.read(version=v)
+        else:
+            reader.get([1, 2, 3, 4, 5], version=v)
+    assert info.value.oldest > v
+    assert "garbage-collected during the read" in str(info.value)
+    assert f"oldest readable version is {info.value.oldest}" in str(info.value)
