@@ -12,6 +12,11 @@ load it: newest snapshot + one segment), as a streaming-fed table is read.
 MB/s counts the Arrow in-memory bytes of the rows (the same for both formats). For
 context, ``Table.read()`` of the whole table in this process (no Spark) is timed too.
 
+A third reader, ``arrow_floor`` (``tests/integration/arrow_floor_source.py``), hands Spark
+the same Arrow batches from memory-mapped IPC files through a Python data source with
+no logic at all: the floor of any Python data source, so cdc_sink's own cost and Spark's
+transport cost can be told apart.
+
 Run:  .venv/bin/python -m tests.integration.bench_spark_read [--rows 2000000]
       [--buckets 4] [--repeat 3] [--master local[2]] [--dir /tmp/x] [--json out.json]
 
@@ -146,6 +151,25 @@ def main() -> None:
         def parquet() -> None:
             spark.read.parquet(pq_path).write.format("noop").mode("overwrite").save()
 
+        # The floor of a Python data source: the same batches cdc_sink yields, written to
+        # Arrow IPC files (one per bucket) and handed to Spark as they are.
+        from tests.integration.arrow_floor_source import ArrowFloorSource
+
+        floor_path = os.path.join(root, "arrow")
+        os.makedirs(floor_path)
+        at_rest = cdc_sink.open_table(path)
+        for b in range(args.buckets):
+            batches = list(at_rest.bucket_batches(b, at_rest.version))
+            with pa.OSFile(os.path.join(floor_path, f"bucket-{b}.arrow"), "wb") as sink, \
+                    pa.ipc.new_file(sink, batches[0].schema) as w:
+                for rb in batches:
+                    w.write_batch(rb)
+        spark.dataSource.register(ArrowFloorSource)
+
+        def floor() -> None:
+            spark.read.format("arrow_floor").load(floor_path).write.format("noop") \
+                .mode("overwrite").save()
+
         results: dict[str, Any] = {"rows": args.rows, "columns": data.num_columns,
                                    "arrow_mb": mb, "buckets": args.buckets,
                                    "master": args.master, "cpus": os.cpu_count(),
@@ -156,7 +180,7 @@ def main() -> None:
         results["python_table_read"] = {"cold_s": py[0], "warm_s": py[1:]}
         print(f"{'Table.read':9s} cold {py[0]:6.2f} s ({mb / py[0]:7.1f} MB/s)   warm best "
               f"{min(py[1:]):6.2f} s ({mb / min(py[1:]):7.1f} MB/s)   (no Spark, one thread)")
-        for name, run in (("cdc_sink", cdc), ("parquet", parquet)):
+        for name, run in (("cdc_sink", cdc), ("parquet", parquet), ("arrow_floor", floor)):
             times = timed(run, 1 + args.repeat)
             cold, warm = times[0], times[1:]
             best, med = min(warm), statistics.median(warm)
