@@ -409,6 +409,10 @@ class MemTablet:
         ev_keep[order] = keep_sorted
         full_groups = f.final_live & (f.reset_idx >= 0) & has_row
         any_full = bool(full_groups.any())
+        # One event per key, every event kept, groups in input order (a load): a column
+        # every event sets is written whole, in order, without per-column masks.
+        in_order = unique_keys and bool(ev_keep.all()) and bool(has_row.all()) \
+            and _is_identity(ev_group)
         for c in self.schema.value_columns:
             if self._seq_col is not None and c.id == self._seq_col.id:
                 wrote = f.any_applied & has_row
@@ -419,6 +423,9 @@ class MemTablet:
             pres = batch.present.get(c.id)
             if pres is None and not any_full:
                 continue  # no event sets the column and no row is (re)created
+            if in_order and pres is not None and bool(pres.all()):
+                self._add_delta(c, version, grow32, batch.values[c.id], touched)
+                continue
             e = np.flatnonzero(pres) if pres is not None else np.empty(0, np.int64)
             e = e[ev_keep[e]]
             g = ev_group[e]
