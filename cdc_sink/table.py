@@ -451,7 +451,13 @@ class Table:
             return
         mine = self._pending_segments.pop(bucket, None)
         if pv <= latest:
-            ref = self.log.read(pv).buckets.get(bucket)
+            try:
+                ref = self.log.read(pv).buckets.get(bucket)
+            except VersionNotFound:
+                # GC collected the version before this process looked: whether it was
+                # committed no longer matters, as the tablet is older than the oldest
+                # retained version and is reloaded from disk (see _refresh).
+                ref = None
             if ref is not None and mine is not None and ref.segment == mine:
                 t.commit(pv)
                 apply_locations(self._pending_locations.pop(bucket, []))
