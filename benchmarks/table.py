@@ -141,6 +141,7 @@ def main() -> None:
         tablet = t._tablet(0)
         before = dir_bytes(os.path.join(args.dir, "_pages"))
         t0 = time.perf_counter()
+        tablet.compact(tablet.committed)
         write_snapshot(args.dir, tablet, tablet.committed, 0, previous=None)
         full_s = time.perf_counter() - t0
         full_bytes = dir_bytes(os.path.join(args.dir, "_pages")) - before

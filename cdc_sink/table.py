@@ -743,6 +743,7 @@ class Table:
         nt = self._empty_tablet(bucket, version - 1)
         res = nt.apply(batch, version)
         nt.commit(version)
+        nt.compact(version)
         rel, manifest, updates = write_snapshot(self.root, nt, version, schema_id,
                                                 previous=None)
         apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
@@ -905,6 +906,7 @@ class Table:
     def _snapshot(self, t: MemTablet, schema_id: int, written: list[str]) -> str:
         prev_ref = self._history.snapshot_at(t.bucket, t.committed)
         previous = read_manifest(self.root, prev_ref[1]) if prev_ref else None
+        t.compact(t.committed)
         rel, manifest, updates = write_snapshot(self.root, t, t.committed, schema_id,
                                                 previous=previous)
         self._pending_locations.setdefault(t.bucket, []).extend(updates)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.model import RefModel, model_rows, table_to_rows
@@ -28,9 +29,9 @@ def _commit_from_worker(driver: Table, worker: Table, events: list[dict[str, Any
     batch, rejects = ChangeBatch.from_events(events, driver.schema)
     assert not len(rejects)
     v = driver.version + 1
-    prepared = [worker.prepare_bucket(b, v, part)
+    prepared = [commit.prepare_bucket(worker, b, v, part)
                 for b, part in sorted(batch.split_by_bucket().items())]
-    driver.commit_prepared(v, prepared, app_id="job", batch_id=batch_id, events=len(batch))
+    commit.commit_prepared(driver, v, prepared, app_id="job", batch_id=batch_id, events=len(batch))
 
 
 def _events(lo: int, hi: int, a: int) -> list[dict[str, Any]]:

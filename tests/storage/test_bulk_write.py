@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cdc_sink import commit
 from cdc_sink.errors import CommitConflict
 from cdc_sink.schema import TableSchema
 from cdc_sink.table import Table, TableOptions, create_table, open_table
@@ -148,10 +149,10 @@ def test_prepared_in_one_process_committed_in_another(tmp_path: Path) -> None:
     for i, evs in enumerate((_load(300), _small(1), _small(2))):
         batch, _ = ChangeBatch.from_events(evs, SCHEMA)
         v = driver.version + 1
-        prepared = [worker.prepare_bucket(b, v, part)
+        prepared = [commit.prepare_bucket(worker, b, v, part)
                     for b, part in sorted(batch.split_by_bucket().items())]
         assert all((p.segment is None) == (i == 0) for p in prepared)
-        driver.commit_prepared(v, prepared)
+        commit.commit_prepared(driver, v, prepared)
         model.apply(evs)
         assert _rows(driver) == model.states[-1]
         assert _rows(worker) == model.states[-1]

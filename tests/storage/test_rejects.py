@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from cdc_sink import commit
 from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.kafka.deadletter import ParquetDeadLetter, forward
 from cdc_sink.storage.rejects import REJECTS_DIR, REJECTS_SCHEMA
@@ -77,12 +78,12 @@ def test_a_replayed_batch_keeps_the_first_commits_rejects(table: Table) -> None:
 def test_a_lost_commit_race_leaves_no_rejects_file(table: Table) -> None:
     other = open_table(table.root)
     v = table.version + 1
-    batch_prep = table.prepare_bucket(0, v, _one_event_batch(table))
+    batch_prep = commit.prepare_bucket(table, 0, v, _one_event_batch(table))
     other.apply(BAD[:1], app_id="other", batch_id=0)  # wins version v
     with pytest.raises(CommitConflict):
-        table.commit_prepared(v, [batch_prep], app_id="job", batch_id=0,
+        commit.commit_prepared(table, v, [batch_prep], app_id="job", batch_id=0,
                               rejects=pa.table({"reason": ["r"]}))
-    table.abort_prepared(v, [batch_prep])
+    commit.abort_prepared(table, v, [batch_prep])
     assert os.listdir(os.path.join(table.root, REJECTS_DIR)) == []
 
 
