@@ -44,21 +44,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import pyarrow as pa
 
+from cdc_sink import commit
 from cdc_sink.changes import OP_NAMES, ChangeBatch, Rejects
+from cdc_sink.commit import CommitResult, PreparedBucket
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark.decode import META_COLUMNS, decode_native_json, wire_schema
 from cdc_sink.stats import BucketFigures
 from cdc_sink.storage.rejects import REJECTS_SCHEMA, conform_rejects
-from cdc_sink.table import (
-    CommitResult,
-    PreparedBucket,
-    Table,
-    TableOptions,
-    create_table,
-    open_table,
-    reject_records,
-)
+from cdc_sink.table import Table, TableOptions, create_table, open_table, reject_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -267,11 +261,11 @@ class SinkFunction:
                 ) -> CommitResult:
         offsets = self._all_offsets(offsets)
         try:
-            res = self.table.commit_prepared(version, prepared, app_id=self.app_id,
-                                             batch_id=batch_id, events=events,
-                                             rejects=rejects, source_offsets=offsets)
+            res = commit.commit_prepared(self.table, version, prepared, app_id=self.app_id,
+                                         batch_id=batch_id, events=events, rejects=rejects,
+                                         source_offsets=offsets)
         except BaseException:
-            self.table.abort_prepared(version, prepared)
+            commit.abort_prepared(self.table, version, prepared)
             raise
         self._offsets = offsets
         return res
@@ -304,12 +298,12 @@ class SinkFunction:
         refused = Rejects()
         try:
             for b, part in sorted(batch.split_by_bucket().items()):
-                p = self.table.prepare_bucket(b, version, part)
+                p = commit.prepare_bucket(self.table, b, version, part)
                 prepared.append(p)
                 refused.extend(Rejects(np.asarray(p.reject_positions, dtype=np.int64),
                                        list(p.reject_reasons)))
         except BaseException:
-            self.table.abort_prepared(version, prepared)
+            commit.abort_prepared(self.table, version, prepared)
             raise
         return version, prepared, refused
 
@@ -449,7 +443,7 @@ class SinkFunction:
                 "position": pa.nulls(coords.num_rows, pa.int64()),
                 **{c: coords.column(c) for c in coords.column_names}}), df)
         except BaseException:
-            table.abort_prepared(version, prepared)
+            commit.abort_prepared(table, version, prepared)
             raise
         t2 = time.perf_counter()
         res = self._commit(version, prepared, records, batch_id, events, offsets)
@@ -652,7 +646,7 @@ def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version:
         batch, rejects, meta = _to_change_batch(part, schema)
         ops = _op_counts(batch)
         copies = ops.pop("truncate", 0) if b != 0 else 0  # counted once, in bucket 0
-        prepared = table.prepare_bucket(int(b), version, batch)
+        prepared = commit.prepare_bucket(table, int(b), version, batch)
         rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
         idx = pa.array(rejects.positions)
         rej = [{"topic": t, "partition": p, "offset": o, "reason": r} for t, p, o, r in zip(
