@@ -55,27 +55,23 @@ version. Returned :class:`LogEntry` objects are shared with the cache: do not mu
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
-import re
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_sink.errors import CommitConflict, VersionNotFound, WalCorruption
 from cdc_sink.storage import faults
-from cdc_sink.storage.framing import encode_file, read_records
+from cdc_sink.storage.framing import encode_file
 from cdc_sink.storage.fsutil import (
     atomic_replace,
     fsync_dir,
-    list_files,
-    list_temp_files,
     makedirs,
     publish_exclusive,
     remove,
 )
+from cdc_sink.storage.layout import LOG_DIR
+from cdc_sink.storage.log_entry import BucketRef, Checkpoint, LogEntry
+from cdc_sink.storage.log_files import CHECKPOINT_MAGIC, LOG_MAGIC, LogFiles
 
 __all__ = [
     "CHECKPOINT_MAGIC",
@@ -86,18 +82,6 @@ __all__ = [
     "LogEntry",
     "VersionLog",
 ]
-
-LOG_DIR = "_log"
-"""Name of the log directory under the table root."""
-
-LOG_MAGIC = b"CDCLOG\x00\x01"
-"""Header of a log entry file: ``CDCLOG`` + format version 1."""
-
-CHECKPOINT_MAGIC = b"CDCCKP\x00\x01"
-"""Header of a checkpoint file: ``CDCCKP`` + format version 1."""
-
-_ENTRY_RE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
 
 faults.register(
     "log.before_create",
@@ -111,272 +95,10 @@ faults.register(
 logger = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------- typed JSON helpers
-
-
-def _int(value: object, what: str) -> int:
-    if type(value) is not int:
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    return value
-
-
-def _opt_int(value: object, what: str) -> int | None:
-    return None if value is None else _int(value, what)
-
-
-def _str(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    return value
-
-
-def _opt_str(value: object, what: str) -> str | None:
-    return None if value is None else _str(value, what)
-
-
-def _dict(value: object, what: str) -> dict[Any, Any]:
-    if not isinstance(value, dict):
-        raise TypeError(f"{what} must be a dict, not {type(value).__name__}")
-    return value
-
-
-def _bucket_key(key: object, what: str) -> int:
-    """A bucket id: an int in memory, a decimal string in JSON."""
-    if isinstance(key, str) and key.isdigit():
-        return int(key)
-    bucket = _int(key, what)
-    if bucket < 0:
-        raise ValueError(f"{what} must be >= 0, got {bucket}")
-    return bucket
-
-
-def _loads(text: str | bytes, what: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{what} is not JSON: {exc}") from None
-    return _dict(obj, what)
-
-
-# ---------------------------------------------------------------- entries
-
-
-@dataclass(frozen=True)
-class BucketRef:
-    """What one bucket contributes to a version (paths relative to the table root).
-
-    Attributes:
-        segment: The WAL segment holding the bucket's transaction, if any.
-        snapshot: A snapshot of the bucket written at this version, if any.
-    """
-
-    segment: str | None
-    snapshot: str | None = None
-
-    def __post_init__(self) -> None:
-        _opt_str(self.segment, "BucketRef.segment")
-        _opt_str(self.snapshot, "BucketRef.snapshot")
-
-    def to_dict(self) -> dict[str, str | None]:
-        """The JSON object form."""
-        return {"segment": self.segment, "snapshot": self.snapshot}
-
-    @classmethod
-    def from_dict(cls, obj: object) -> BucketRef:
-        """Parse the JSON object form.
-
-        Raises:
-            TypeError: A field has the wrong type.
-            KeyError: A field is missing.
-        """
-        d = _dict(obj, "bucket ref")
-        return cls(segment=d["segment"], snapshot=d["snapshot"])
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    """The log entry of one version: what the commit wrote and who wrote it.
-
-    Attributes:
-        version: The version this entry commits.
-        app_id: The writing application (streaming query) for idempotency, or ``None``.
-        batch_id: The application's micro-batch id; set exactly when ``app_id`` is.
-        commit_time_ms: Commit time, milliseconds since the epoch (time travel).
-        schema_id: The schema the version is written under.
-        buckets: Per touched bucket, its WAL segment and/or snapshot.
-        stats: Counters of the commit (rows inserted, rejected, ...).
-        kind: ``"data"`` for a micro-batch; other kinds are the table layer's.
-        rejects: The file holding the events this version refused (storage/rejects.py),
-            written before the entry; ``None`` when it refused none.
-        source_offsets: Where the batch ended in its source: per Kafka topic, per
-            partition (decimal string), the offset after the batch's last record there.
-            Lets a version be checked against its input from the table alone.
-    """
-
-    version: int
-    app_id: str | None
-    batch_id: int | None
-    commit_time_ms: int
-    schema_id: int
-    buckets: dict[int, BucketRef] = field(default_factory=dict)
-    stats: dict[str, int] = field(default_factory=dict)
-    kind: str = "data"
-    rejects: str | None = None
-    source_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if _int(self.version, "version") < 0:
-            raise ValueError(f"version must be >= 0, got {self.version}")
-        _opt_str(self.app_id, "app_id")
-        _opt_int(self.batch_id, "batch_id")
-        if (self.app_id is None) != (self.batch_id is None):
-            raise ValueError("app_id and batch_id are given together or not at all")
-        _int(self.commit_time_ms, "commit_time_ms")
-        _int(self.schema_id, "schema_id")
-        for bucket, ref in _dict(self.buckets, "buckets").items():
-            _bucket_key(bucket, "bucket id")
-            if not isinstance(ref, BucketRef):
-                raise TypeError(f"buckets[{bucket}] must be a BucketRef")
-        for name, value in _dict(self.stats, "stats").items():
-            _str(name, "stats key")
-            _int(value, f"stats[{name!r}]")
-        if not _str(self.kind, "kind"):
-            raise ValueError("kind must not be empty")
-        _opt_str(self.rejects, "rejects")
-        for topic, parts in _dict(self.source_offsets, "source_offsets").items():
-            _str(topic, "source topic")
-            for part, off in _dict(parts, f"source_offsets[{topic!r}]").items():
-                _str(part, "source partition")
-                _int(off, f"source_offsets[{topic!r}][{part!r}]")
-
-    def to_json(self) -> str:
-        """Compact, key-sorted JSON (bucket ids become decimal strings)."""
-        obj: dict[str, Any] = {
-            "version": self.version,
-            "app_id": self.app_id,
-            "batch_id": self.batch_id,
-            "commit_time_ms": self.commit_time_ms,
-            "schema_id": self.schema_id,
-            "buckets": {str(b): ref.to_dict() for b, ref in sorted(self.buckets.items())},
-            "stats": dict(self.stats),
-            "kind": self.kind,
-        }
-        if self.rejects is not None:
-            obj["rejects"] = self.rejects
-        if self.source_offsets:
-            obj["source_offsets"] = {t: dict(sorted(p.items()))
-                                     for t, p in sorted(self.source_offsets.items())}
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> LogEntry:
-        """Parse :meth:`to_json` output; unknown keys are ignored.
-
-        Raises:
-            ValueError: Not JSON, or a field is missing or of the wrong type.
-        """
-        d = _loads(text, "log entry")
-        try:
-            return cls(
-                version=d["version"],
-                app_id=d["app_id"],
-                batch_id=d["batch_id"],
-                commit_time_ms=d["commit_time_ms"],
-                schema_id=d["schema_id"],
-                buckets={
-                    _bucket_key(b, "bucket id"): BucketRef.from_dict(ref)
-                    for b, ref in _dict(d["buckets"], "buckets").items()
-                },
-                stats=_dict(d["stats"], "stats"),
-                kind=d.get("kind", "data"),
-                rejects=d.get("rejects"),
-                source_offsets=_dict(d.get("source_offsets", {}), "source_offsets"),
-            )
-        except KeyError as exc:
-            raise ValueError(f"log entry lacks field {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"log entry: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """What the log says as of one version, so that entries below it may be deleted.
-
-    Attributes:
-        version: The version it summarizes (entries up to and including it).
-        app_ids: The idempotency table: last committed ``batch_id`` per ``app_id``.
-        bucket_snapshots: Per bucket, the snapshot readers start from (or ``None``).
-        schema_id: The schema id at ``version``.
-        extra: Anything else the table layer wants kept (JSON-serializable).
-    """
-
-    version: int
-    app_ids: dict[str, int]
-    bucket_snapshots: dict[int, str | None]
-    schema_id: int
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if _int(self.version, "version") < 0:
-            raise ValueError(f"version must be >= 0, got {self.version}")
-        for app, batch in _dict(self.app_ids, "app_ids").items():
-            _str(app, "app id")
-            _int(batch, f"app_ids[{app!r}]")
-        for bucket, snap in _dict(self.bucket_snapshots, "bucket_snapshots").items():
-            _bucket_key(bucket, "bucket id")
-            _opt_str(snap, f"bucket_snapshots[{bucket}]")
-        _int(self.schema_id, "schema_id")
-        _dict(self.extra, "extra")
-
-    def to_json(self) -> str:
-        """Compact, key-sorted JSON (bucket ids become decimal strings)."""
-        obj = {
-            "version": self.version,
-            "app_ids": dict(self.app_ids),
-            "bucket_snapshots": {str(b): s for b, s in sorted(self.bucket_snapshots.items())},
-            "schema_id": self.schema_id,
-            "extra": self.extra,
-        }
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Checkpoint:
-        """Parse :meth:`to_json` output; unknown keys are ignored.
-
-        Raises:
-            ValueError: Not JSON, or a field is missing or of the wrong type.
-        """
-        d = _loads(text, "checkpoint")
-        try:
-            return cls(
-                version=d["version"],
-                app_ids=_dict(d["app_ids"], "app_ids"),
-                bucket_snapshots={
-                    _bucket_key(b, "bucket id"): s
-                    for b, s in _dict(d["bucket_snapshots"], "bucket_snapshots").items()
-                },
-                schema_id=d["schema_id"],
-                extra=_dict(d.get("extra", {}), "extra"),
-            )
-        except KeyError as exc:
-            raise ValueError(f"checkpoint lacks field {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"checkpoint: {exc}") from None
-
-
 # ---------------------------------------------------------------- the log
 
 
-def _complete_record(data: bytes) -> bool:
-    """Whether ``data`` holds a whole framed record (whatever its CRC says)."""
-    head = len(LOG_MAGIC)
-    if len(data) < head + 8 or not any(data):
-        return False
-    length = int.from_bytes(data[head: head + 4], "little")
-    return len(data) >= head + 8 + length
-
-
-class VersionLog:
+class VersionLog(LogFiles):
     """The version log of one table (``<root>/_log``).
 
     Construction does no I/O; the directory is created by the first :meth:`commit`.
@@ -390,81 +112,14 @@ class VersionLog:
         Args:
             root: The table's root directory.
         """
-        self.root = os.fspath(root)
-        self.log_dir = os.path.join(self.root, LOG_DIR)
-        self._entries: dict[int, LogEntry] = {}
+        super().__init__(root)
         self._latest: int | None = None
         self._txn: tuple[int, dict[str, int]] | None = None
         self._dir_ready = False
 
     # ------------------------------------------------------------ names
 
-    def entry_path(self, version: int) -> str:
-        """The file of version ``version``'s entry."""
-        return os.path.join(self.log_dir, f"{version:020d}.json")
-
-    def checkpoint_path(self, version: int) -> str:
-        """The file of the checkpoint at ``version``."""
-        return os.path.join(self.log_dir, f"_checkpoint.{version:020d}.json")
-
-    def _entry_versions(self) -> list[int]:
-        names = list_files(self.log_dir, ".json")
-        return sorted(int(m.group(1)) for n in names if (m := _ENTRY_RE.match(n)))
-
-    def _checkpoint_versions(self) -> list[int]:
-        names = list_files(self.log_dir, ".json")
-        return sorted(int(m.group(1)) for n in names if (m := _CHECKPOINT_RE.match(n)))
-
     # ------------------------------------------------------------ loading
-
-    def _load(self, version: int) -> LogEntry | int:
-        """The validated entry, or the offset where an unfinished entry file ends.
-
-        Raises:
-            FileNotFoundError: No entry file.
-            WalCorruption: The file is damaged in a way no unfinished commit leaves.
-        """
-        cached = self._entries.get(version)
-        if cached is not None:
-            return cached
-        path = self.entry_path(version)
-        with open(path, "rb") as f:
-            data = f.read()
-        res = read_records(data, path=path, magic=LOG_MAGIC, allow_torn_tail=True)
-        if not res.records:
-            if _complete_record(data):
-                # Entries appear whole (link after fsync): a full-length record that fails
-                # its CRC is damage, not a commit that never finished.
-                raise WalCorruption("log entry fails its CRC", path=path,
-                                    offset=len(LOG_MAGIC))
-            return res.valid_length
-        if res.torn or len(res.records) != 1:
-            raise WalCorruption(
-                "log entry holds more than its one record", path=path, offset=len(LOG_MAGIC)
-            )
-        try:
-            entry = LogEntry.from_json(res.records[0])
-        except ValueError as exc:
-            raise WalCorruption(f"invalid log entry: {exc}", path=path, offset=0) from None
-        if entry.version != version:
-            raise WalCorruption(
-                f"log entry file of version {version} holds version {entry.version}",
-                path=path,
-                offset=0,
-            )
-        self._entries[version] = entry
-        return entry
-
-    def _load_committed(self, version: int) -> LogEntry:
-        """Load an entry that is not the newest: unfinished means damaged."""
-        got = self._load(version)
-        if isinstance(got, int):
-            raise WalCorruption(
-                f"log entry of version {version} is damaged and is not the newest",
-                path=self.entry_path(version),
-                offset=got,
-            )
-        return got
 
     # ------------------------------------------------------------ queries
 
@@ -511,8 +166,11 @@ class VersionLog:
                     self._load_committed(nxt)  # raises: damaged below the newest
                 break
             v = nxt
-        if self._latest is not None and v == self._latest \
-                and not os.path.exists(self.entry_path(v)):
+        if (
+            self._latest is not None
+            and v == self._latest
+            and not os.path.exists(self.entry_path(v))
+        ):
             # GC (of another process) deleted entries up to and past the newest one this
             # log had seen, so probing from it finds nothing: list the directory again.
             self._latest = None
@@ -799,19 +457,6 @@ class VersionLog:
         faults.fault_point("log.checkpoint_written")
         return path
 
-    def _load_checkpoint(self, version: int) -> Checkpoint | None:
-        path = self.checkpoint_path(version)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-            res = read_records(data, path=path, magic=CHECKPOINT_MAGIC, allow_torn_tail=False)
-            if len(res.records) != 1:
-                return None
-            ckpt = Checkpoint.from_json(res.records[0])
-        except (OSError, ValueError, WalCorruption):
-            return None
-        return ckpt if ckpt.version == version else None
-
     def newest_checkpoint_version(self) -> int | None:
         """Version of the newest checkpoint file (valid or not), None if there is none."""
         versions = self._checkpoint_versions()
@@ -868,45 +513,4 @@ class VersionLog:
         fsync_dir(self.log_dir)
         for v in [v for v in self._entries if v < version]:
             del self._entries[v]
-        return doomed
-
-    def repair(self, *, dry_run: bool = False, temp_grace_s: float = 3600.0) -> list[str]:
-        """Remove what crashed commits left: an unfinished newest entry, old temp files.
-
-        Call it from the writer before committing after a crash. An unfinished newest
-        entry cannot belong to a live writer when hard links are available (the entry
-        appears complete); without them (see fsutil) call it only when no other writer
-        runs. Temporary files younger than ``temp_grace_s`` may belong to a commit in
-        flight and are kept.
-
-        Args:
-            dry_run: Only list what would be removed.
-            temp_grace_s: Minimum age of a temporary file to count as an orphan.
-
-        Returns:
-            The paths removed (or that would be).
-
-        Raises:
-            WalCorruption: The newest entry is damaged in a way no crash leaves.
-        """
-        doomed: list[str] = []
-        versions = self._entry_versions()
-        if versions:
-            with contextlib.suppress(FileNotFoundError):
-                if isinstance(self._load(versions[-1]), int):
-                    doomed.append(self.entry_path(versions[-1]))
-        now = time.time()
-        for name in list_temp_files(self.log_dir):
-            path = os.path.join(self.log_dir, name)
-            with contextlib.suppress(FileNotFoundError):
-                if now - os.stat(path).st_mtime >= temp_grace_s:
-                    doomed.append(path)
-        if dry_run or not doomed:
-            return doomed
-        logger.warning("repairing the log of %s: removing what a crashed commit left: %s",
-                       self.log_dir, ", ".join(os.path.basename(p) for p in doomed))
-        for path in doomed:
-            faults.fault_point("log.repair_removing")
-            remove(path, missing_ok=True)
-        fsync_dir(self.log_dir)
         return doomed

@@ -1,0 +1,271 @@
+"""The records of the version log: log entries, bucket references and checkpoints.
+
+A :class:`LogEntry` is one committed version (what it changed, per bucket: a WAL segment
+and/or a snapshot, the writer's ``app_id``/``batch_id``, commit time, schema id, stats,
+rejects file and source offsets); a :class:`Checkpoint` is what GC keeps of the entries it
+deletes. Both serialize to the JSON payload of one framed record
+(:mod:`cdc_sink.storage.version_log` draws the files). Parsing validates every field's
+type, so a record with a valid CRC but wrong content is refused with ``ValueError``
+(the log turns that into :class:`~cdc_sink.errors.WalCorruption`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BucketRef", "Checkpoint", "LogEntry"]
+
+# ---------------------------------------------------------------- typed JSON helpers
+
+
+def _int(value: object, what: str) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    return value
+
+
+def _opt_int(value: object, what: str) -> int | None:
+    return None if value is None else _int(value, what)
+
+
+def _str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _opt_str(value: object, what: str) -> str | None:
+    return None if value is None else _str(value, what)
+
+
+def _dict(value: object, what: str) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be a dict, not {type(value).__name__}")
+    return value
+
+
+def _bucket_key(key: object, what: str) -> int:
+    """A bucket id: an int in memory, a decimal string in JSON."""
+    if isinstance(key, str) and key.isdigit():
+        return int(key)
+    bucket = _int(key, what)
+    if bucket < 0:
+        raise ValueError(f"{what} must be >= 0, got {bucket}")
+    return bucket
+
+
+def _loads(text: str | bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from None
+    return _dict(obj, what)
+
+
+# ---------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class BucketRef:
+    """What one bucket contributes to a version (paths relative to the table root).
+
+    Attributes:
+        segment: The WAL segment holding the bucket's transaction, if any.
+        snapshot: A snapshot of the bucket written at this version, if any.
+    """
+
+    segment: str | None
+    snapshot: str | None = None
+
+    def __post_init__(self) -> None:
+        _opt_str(self.segment, "BucketRef.segment")
+        _opt_str(self.snapshot, "BucketRef.snapshot")
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The JSON object form."""
+        return {"segment": self.segment, "snapshot": self.snapshot}
+
+    @classmethod
+    def from_dict(cls, obj: object) -> BucketRef:
+        """Parse the JSON object form.
+
+        Raises:
+            TypeError: A field has the wrong type.
+            KeyError: A field is missing.
+        """
+        d = _dict(obj, "bucket ref")
+        return cls(segment=d["segment"], snapshot=d["snapshot"])
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """The log entry of one version: what the commit wrote and who wrote it.
+
+    Attributes:
+        version: The version this entry commits.
+        app_id: The writing application (streaming query) for idempotency, or ``None``.
+        batch_id: The application's micro-batch id; set exactly when ``app_id`` is.
+        commit_time_ms: Commit time, milliseconds since the epoch (time travel).
+        schema_id: The schema the version is written under.
+        buckets: Per touched bucket, its WAL segment and/or snapshot.
+        stats: Counters of the commit (rows inserted, rejected, ...).
+        kind: ``"data"`` for a micro-batch; other kinds are the table layer's.
+        rejects: The file holding the events this version refused (storage/rejects.py),
+            written before the entry; ``None`` when it refused none.
+        source_offsets: Where the batch ended in its source: per Kafka topic, per
+            partition (decimal string), the offset after the batch's last record there.
+            Lets a version be checked against its input from the table alone.
+    """
+
+    version: int
+    app_id: str | None
+    batch_id: int | None
+    commit_time_ms: int
+    schema_id: int
+    buckets: dict[int, BucketRef] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+    kind: str = "data"
+    rejects: str | None = None
+    source_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if _int(self.version, "version") < 0:
+            raise ValueError(f"version must be >= 0, got {self.version}")
+        _opt_str(self.app_id, "app_id")
+        _opt_int(self.batch_id, "batch_id")
+        if (self.app_id is None) != (self.batch_id is None):
+            raise ValueError("app_id and batch_id are given together or not at all")
+        _int(self.commit_time_ms, "commit_time_ms")
+        _int(self.schema_id, "schema_id")
+        for bucket, ref in _dict(self.buckets, "buckets").items():
+            _bucket_key(bucket, "bucket id")
+            if not isinstance(ref, BucketRef):
+                raise TypeError(f"buckets[{bucket}] must be a BucketRef")
+        for name, value in _dict(self.stats, "stats").items():
+            _str(name, "stats key")
+            _int(value, f"stats[{name!r}]")
+        if not _str(self.kind, "kind"):
+            raise ValueError("kind must not be empty")
+        _opt_str(self.rejects, "rejects")
+        for topic, parts in _dict(self.source_offsets, "source_offsets").items():
+            _str(topic, "source topic")
+            for part, off in _dict(parts, f"source_offsets[{topic!r}]").items():
+                _str(part, "source partition")
+                _int(off, f"source_offsets[{topic!r}][{part!r}]")
+
+    def to_json(self) -> str:
+        """Compact, key-sorted JSON (bucket ids become decimal strings)."""
+        obj: dict[str, Any] = {
+            "version": self.version,
+            "app_id": self.app_id,
+            "batch_id": self.batch_id,
+            "commit_time_ms": self.commit_time_ms,
+            "schema_id": self.schema_id,
+            "buckets": {str(b): ref.to_dict() for b, ref in sorted(self.buckets.items())},
+            "stats": dict(self.stats),
+            "kind": self.kind,
+        }
+        if self.rejects is not None:
+            obj["rejects"] = self.rejects
+        if self.source_offsets:
+            obj["source_offsets"] = {
+                t: dict(sorted(p.items())) for t, p in sorted(self.source_offsets.items())
+            }
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LogEntry:
+        """Parse :meth:`to_json` output; unknown keys are ignored.
+
+        Raises:
+            ValueError: Not JSON, or a field is missing or of the wrong type.
+        """
+        d = _loads(text, "log entry")
+        try:
+            return cls(
+                version=d["version"],
+                app_id=d["app_id"],
+                batch_id=d["batch_id"],
+                commit_time_ms=d["commit_time_ms"],
+                schema_id=d["schema_id"],
+                buckets={
+                    _bucket_key(b, "bucket id"): BucketRef.from_dict(ref)
+                    for b, ref in _dict(d["buckets"], "buckets").items()
+                },
+                stats=_dict(d["stats"], "stats"),
+                kind=d.get("kind", "data"),
+                rejects=d.get("rejects"),
+                source_offsets=_dict(d.get("source_offsets", {}), "source_offsets"),
+            )
+        except KeyError as exc:
+            raise ValueError(f"log entry lacks field {exc}") from None
+        except TypeError as exc:
+            raise ValueError(f"log entry: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What the log says as of one version, so that entries below it may be deleted.
+
+    Attributes:
+        version: The version it summarizes (entries up to and including it).
+        app_ids: The idempotency table: last committed ``batch_id`` per ``app_id``.
+        bucket_snapshots: Per bucket, the snapshot readers start from (or ``None``).
+        schema_id: The schema id at ``version``.
+        extra: Anything else the table layer wants kept (JSON-serializable).
+    """
+
+    version: int
+    app_ids: dict[str, int]
+    bucket_snapshots: dict[int, str | None]
+    schema_id: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if _int(self.version, "version") < 0:
+            raise ValueError(f"version must be >= 0, got {self.version}")
+        for app, batch in _dict(self.app_ids, "app_ids").items():
+            _str(app, "app id")
+            _int(batch, f"app_ids[{app!r}]")
+        for bucket, snap in _dict(self.bucket_snapshots, "bucket_snapshots").items():
+            _bucket_key(bucket, "bucket id")
+            _opt_str(snap, f"bucket_snapshots[{bucket}]")
+        _int(self.schema_id, "schema_id")
+        _dict(self.extra, "extra")
+
+    def to_json(self) -> str:
+        """Compact, key-sorted JSON (bucket ids become decimal strings)."""
+        obj = {
+            "version": self.version,
+            "app_ids": dict(self.app_ids),
+            "bucket_snapshots": {str(b): s for b, s in sorted(self.bucket_snapshots.items())},
+            "schema_id": self.schema_id,
+            "extra": self.extra,
+        }
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Checkpoint:
+        """Parse :meth:`to_json` output; unknown keys are ignored.
+
+        Raises:
+            ValueError: Not JSON, or a field is missing or of the wrong type.
+        """
+        d = _loads(text, "checkpoint")
+        try:
+            return cls(
+                version=d["version"],
+                app_ids=_dict(d["app_ids"], "app_ids"),
+                bucket_snapshots={
+                    _bucket_key(b, "bucket id"): s
+                    for b, s in _dict(d["bucket_snapshots"], "bucket_snapshots").items()
+                },
+                schema_id=d["schema_id"],
+                extra=_dict(d.get("extra", {}), "extra"),
+            )
+        except KeyError as exc:
+            raise ValueError(f"checkpoint lacks field {exc}") from None
+        except TypeError as exc:
+            raise ValueError(f"checkpoint: {exc}") from None

@@ -1,0 +1,183 @@
+"""The files of the version log: names, validated loading, and repair after a crash.
+
+:class:`LogFiles` is the file layer under :class:`~cdc_sink.storage.version_log.VersionLog`
+(which draws the format and adds the commit, the queries and the caches): it knows which
+files of ``<root>/_log`` are entries and checkpoints, loads and validates one, tells an
+unfinished commit (the newest entry holds no complete record) from damage, and removes
+what a crashed commit left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+
+from cdc_sink.errors import WalCorruption
+from cdc_sink.storage import faults
+from cdc_sink.storage.framing import read_records
+from cdc_sink.storage.fsutil import fsync_dir, list_files, list_temp_files, remove
+from cdc_sink.storage.layout import LOG_DIR, checkpoint_name, entry_name
+from cdc_sink.storage.log_entry import Checkpoint, LogEntry
+
+__all__ = ["CHECKPOINT_MAGIC", "LOG_MAGIC", "LogFiles"]
+
+LOG_MAGIC = b"CDCLOG\x00\x01"
+"""Header of a log entry file: ``CDCLOG`` + format version 1."""
+
+CHECKPOINT_MAGIC = b"CDCCKP\x00\x01"
+"""Header of a checkpoint file: ``CDCCKP`` + format version 1."""
+
+_ENTRY_RE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
+
+logger = logging.getLogger(__name__)
+
+
+def _complete_record(data: bytes) -> bool:
+    """Whether ``data`` holds a whole framed record (whatever its CRC says)."""
+    head = len(LOG_MAGIC)
+    if len(data) < head + 8 or not any(data):
+        return False
+    length = int.from_bytes(data[head : head + 4], "little")
+    return len(data) >= head + 8 + length
+
+
+class LogFiles:
+    """The entry and checkpoint files of one table's log (``<root>/_log``).
+
+    Construction does no I/O. Validated entries are cached (they are immutable).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        """Open the log files of the table at ``root``.
+
+        Args:
+            root: The table's root directory.
+        """
+        self.root = os.fspath(root)
+        self.log_dir = os.path.join(self.root, LOG_DIR)
+        self._entries: dict[int, LogEntry] = {}
+
+    def entry_path(self, version: int) -> str:
+        """The file of version ``version``'s entry."""
+        return os.path.join(self.log_dir, entry_name(version))
+
+    def checkpoint_path(self, version: int) -> str:
+        """The file of the checkpoint at ``version``."""
+        return os.path.join(self.log_dir, checkpoint_name(version))
+
+    def _entry_versions(self) -> list[int]:
+        names = list_files(self.log_dir, ".json")
+        return sorted(int(m.group(1)) for n in names if (m := _ENTRY_RE.match(n)))
+
+    def _checkpoint_versions(self) -> list[int]:
+        names = list_files(self.log_dir, ".json")
+        return sorted(int(m.group(1)) for n in names if (m := _CHECKPOINT_RE.match(n)))
+
+    def _load(self, version: int) -> LogEntry | int:
+        """The validated entry, or the offset where an unfinished entry file ends.
+
+        Raises:
+            FileNotFoundError: No entry file.
+            WalCorruption: The file is damaged in a way no unfinished commit leaves.
+        """
+        cached = self._entries.get(version)
+        if cached is not None:
+            return cached
+        path = self.entry_path(version)
+        with open(path, "rb") as f:
+            data = f.read()
+        res = read_records(data, path=path, magic=LOG_MAGIC, allow_torn_tail=True)
+        if not res.records:
+            if _complete_record(data):
+                # Entries appear whole (link after fsync): a full-length record that fails
+                # its CRC is damage, not a commit that never finished.
+                raise WalCorruption("log entry fails its CRC", path=path, offset=len(LOG_MAGIC))
+            return res.valid_length
+        if res.torn or len(res.records) != 1:
+            raise WalCorruption(
+                "log entry holds more than its one record", path=path, offset=len(LOG_MAGIC)
+            )
+        try:
+            entry = LogEntry.from_json(res.records[0])
+        except ValueError as exc:
+            raise WalCorruption(f"invalid log entry: {exc}", path=path, offset=0) from None
+        if entry.version != version:
+            raise WalCorruption(
+                f"log entry file of version {version} holds version {entry.version}",
+                path=path,
+                offset=0,
+            )
+        self._entries[version] = entry
+        return entry
+
+    def _load_committed(self, version: int) -> LogEntry:
+        """Load an entry that is not the newest: unfinished means damaged."""
+        got = self._load(version)
+        if isinstance(got, int):
+            raise WalCorruption(
+                f"log entry of version {version} is damaged and is not the newest",
+                path=self.entry_path(version),
+                offset=got,
+            )
+        return got
+
+    def _load_checkpoint(self, version: int) -> Checkpoint | None:
+        path = self.checkpoint_path(version)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            res = read_records(data, path=path, magic=CHECKPOINT_MAGIC, allow_torn_tail=False)
+            if len(res.records) != 1:
+                return None
+            ckpt = Checkpoint.from_json(res.records[0])
+        except (OSError, ValueError, WalCorruption):
+            return None
+        return ckpt if ckpt.version == version else None
+
+    def repair(self, *, dry_run: bool = False, temp_grace_s: float = 3600.0) -> list[str]:
+        """Remove what crashed commits left: an unfinished newest entry, old temp files.
+
+        Call it from the writer before committing after a crash. An unfinished newest
+        entry cannot belong to a live writer when hard links are available (the entry
+        appears complete); without them (see fsutil) call it only when no other writer
+        runs. Temporary files younger than ``temp_grace_s`` may belong to a commit in
+        flight and are kept.
+
+        Args:
+            dry_run: Only list what would be removed.
+            temp_grace_s: Minimum age of a temporary file to count as an orphan.
+
+        Returns:
+            The paths removed (or that would be).
+
+        Raises:
+            WalCorruption: The newest entry is damaged in a way no crash leaves.
+        """
+        doomed: list[str] = []
+        versions = self._entry_versions()
+        if versions:
+            with contextlib.suppress(FileNotFoundError):
+                if isinstance(self._load(versions[-1]), int):
+                    doomed.append(self.entry_path(versions[-1]))
+        now = time.time()
+        for name in list_temp_files(self.log_dir):
+            path = os.path.join(self.log_dir, name)
+            with contextlib.suppress(FileNotFoundError):
+                if now - os.stat(path).st_mtime >= temp_grace_s:
+                    doomed.append(path)
+        if dry_run or not doomed:
+            return doomed
+        logger.warning(
+            "repairing the log of %s: removing what a crashed commit left: %s",
+            self.log_dir,
+            ", ".join(os.path.basename(p) for p in doomed),
+        )
+        for path in doomed:
+            faults.fault_point("log.repair_removing")
+            remove(path, missing_ok=True)
+        fsync_dir(self.log_dir)
+        return doomed
