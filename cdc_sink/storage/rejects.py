@@ -27,16 +27,15 @@ like an orphan segment. GC deletes a version's rejects file with its log entry.
 from __future__ import annotations
 
 import os
-import uuid
 
 import pyarrow as pa
 
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.fsutil import makedirs, write_file_durable
+from cdc_sink.storage.layout import REJECTS_DIR, attempt_stem, rejects_file
 
 __all__ = ["REJECTS_DIR", "REJECTS_SCHEMA", "conform_rejects", "read_rejects", "write_rejects"]
 
-REJECTS_DIR = "_rejects"
 """Directory of the rejects files, relative to the table root."""
 
 REJECTS_SCHEMA = pa.schema([
@@ -86,7 +85,7 @@ def write_rejects(root: str, version: int, records: pa.Table) -> str:
     opts = pa.ipc.IpcWriteOptions(compression="zstd")
     with pa.ipc.new_file(sink, REJECTS_SCHEMA, options=opts) as w:
         w.write_table(table)
-    rel = f"{REJECTS_DIR}/{version:020d}-{uuid.uuid4().hex[:12]}.arrow"
+    rel = rejects_file(attempt_stem(version))
     directory = os.path.join(root, REJECTS_DIR)
     makedirs(directory)  # durably: the root is fsynced when it creates the directory
     write_file_durable(os.path.join(root, rel), sink.getvalue(), exclusive=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from dataclasses import dataclass
 
@@ -34,12 +33,10 @@ from cdc_sink.storage.change_codec import (
     encode_wire,
 )
 from cdc_sink.storage.fsutil import makedirs
+from cdc_sink.storage.layout import attempt_stem, file_version, segment_file
 from cdc_sink.storage.wal import SegmentWriter, read_segment
 
 __all__ = ["SegmentHeader", "file_version", "read_change_segment", "write_change_segment"]
-
-_NAME = re.compile(r"^(\d{20})-[0-9a-f]+\.(wal|manifest|pages|arrow)$")
-
 
 @dataclass(frozen=True)
 class SegmentHeader:
@@ -61,11 +58,6 @@ class SegmentHeader:
     format: int = FORMAT_WIRE
 
 
-def file_version(name: str) -> int | None:
-    """The version encoded in a segment/snapshot/page file name (None: not ours)."""
-    m = _NAME.match(os.path.basename(name))
-    return int(m.group(1)) if m else None
-
 
 def write_change_segment(root: str, bucket: int, version: int, schema_id: int,
                          batch: ChangeBatch, *, body_format: int = FORMAT_COMPACT) -> str:
@@ -85,7 +77,7 @@ def write_change_segment(root: str, bucket: int, version: int, schema_id: int,
     """
     if body_format not in (FORMAT_WIRE, FORMAT_COMPACT):
         raise ValueError(f"unknown change segment format {body_format}")
-    rel = f"_wal/{bucket}/{version:020d}-{uuid.uuid4().hex[:12]}.wal"
+    rel = segment_file(bucket, attempt_stem(version))
     path = os.path.join(root, rel)
     makedirs(os.path.dirname(path))
     header: dict[str, int] = {"version": version, "bucket": bucket, "schema_id": schema_id,
