@@ -31,7 +31,6 @@ later read, snapshot or compaction.
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import decimal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +42,15 @@ import pyarrow.compute as pc
 
 from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaMismatch
-from cdc_sink.schema import Column, TableSchema, bounds_reason, out_of_bounds, type_to_str
+from cdc_sink.schema import (
+    Column,
+    TableSchema,
+    bounds_reason,
+    coercer,
+    out_of_bounds,
+    type_to_str,
+    value_bounds,
+)
 
 __all__ = [
     "OP_CODES",
@@ -442,41 +449,18 @@ def _cast(col: pa.Array | pa.ChunkedArray, c: Column) -> pa.Array:
         ) from exc
 
 
-def _coerce_py(v: Any, t: pa.DataType) -> Any:
-    """Converts JSON-ish Python values (ISO strings, numbers) to what Arrow accepts."""
-    if v is None:
-        return None
-    if pa.types.is_decimal(t) and isinstance(v, (str, int, float)) and not isinstance(v, bool):
-        return decimal.Decimal(str(v))
-    if pa.types.is_date32(t) and isinstance(v, str):
-        return dt.date.fromisoformat(v)
-    if pa.types.is_timestamp(t) and isinstance(v, str):
-        d = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-        return d if d.tzinfo else d.replace(tzinfo=dt.timezone.utc)
-    if pa.types.is_binary(t) and isinstance(v, str):
-        return base64.b64decode(v, validate=True)
-    if pa.types.is_integer(t) and (isinstance(v, bool) or not isinstance(v, int)):
-        raise TypeError(f"{v!r} is not an integer")
-    if pa.types.is_floating(t) and (isinstance(v, bool) or not isinstance(v, (int, float))):
-        raise TypeError(f"{v!r} is not a number")
-    if pa.types.is_boolean(t) and not isinstance(v, bool):
-        raise TypeError(f"{v!r} is not a bool")
-    if pa.types.is_string(t) and not isinstance(v, str):
-        raise TypeError(f"{v!r} is not a string")
-    return v
-
-
 def _column_from_py(vals: list[Any], c: Column, reasons: np.ndarray) -> pa.Array:
     """Builds an Arrow array of ``c.type``; values that do not convert become null and
     their events get a reason naming the column."""
+    convert = coercer(c.type)
     try:
-        return pa.array([_coerce_py(v, c.type) for v in vals], type=c.type)
+        return pa.array([convert(v) for v in vals], type=c.type)
     except (TypeError, ValueError, OverflowError, pa.ArrowException, decimal.InvalidOperation):
         pass
     clean: list[Any] = []
     for i, v in enumerate(vals):
         try:
-            cv = _coerce_py(v, c.type)
+            cv = convert(v)
             pa.array([cv], type=c.type)
             clean.append(cv)
         except (TypeError, ValueError, OverflowError, pa.ArrowException,
@@ -545,7 +529,9 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
                 del values[scol.id]
                 del present[scol.id]
             if scol.type != pa.int64():
-                lo, hi = _int_range(scol.type)
+                bounds = value_bounds(scol.type)  # an integer type: never None
+                assert bounds is not None
+                lo, hi = bounds
                 refuse((seq < lo) | (seq > hi), f"seq out of range of {type_to_str(scol.type)}")
     pos = np.arange(n, dtype=np.int64) if position is None else np.asarray(position, np.int64)
     good = np.flatnonzero(ok)
@@ -557,7 +543,3 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
         return full, rejects
     return full.take(good), rejects
 
-
-def _int_range(t: pa.DataType) -> tuple[int, int]:
-    info = np.iinfo(t.to_pandas_dtype())
-    return int(info.min), int(info.max)

@@ -116,8 +116,9 @@ def parse_timestamp(text: str) -> Any:
     s = text.strip()
     if s.lstrip("-").isdigit():
         return int(s)
-    t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    from cdc_sink.schema import parse_timestamp as parse_iso
+
+    return parse_iso(s)
 
 
 def _console() -> Any:

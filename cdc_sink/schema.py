@@ -26,9 +26,11 @@ import pyarrow as pa
 
 from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaError
+from cdc_sink.values import coerce, coercer, parse_date, parse_timestamp
 
-__all__ = ["TEMPORAL_RANGE", "Column", "TableSchema", "bounds_reason", "out_of_bounds",
-           "parse_type", "type_to_str", "value_bounds"]
+__all__ = ["TEMPORAL_RANGE", "Column", "TableSchema", "bounds_reason", "coerce", "coercer",
+           "out_of_bounds", "parse_date", "parse_timestamp", "parse_type", "type_to_str",
+           "value_bounds"]
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -191,23 +193,10 @@ def bounds_reason(t: pa.DataType) -> str:
 def _default_to_arrow(value: Any, t: pa.DataType, column: str) -> pa.Scalar:
     """Converts a JSON-friendly default value into an Arrow scalar of type ``t``."""
     try:
-        if value is None:
-            return pa.scalar(None, type=t)
-        if pa.types.is_date32(t) and isinstance(value, str):
-            value = dt.date.fromisoformat(value)
-        elif pa.types.is_timestamp(t) and isinstance(value, str):
-            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=dt.timezone.utc)
-            value = parsed
-        elif pa.types.is_decimal(t) and isinstance(value, (str, int, float)):
-            value = decimal.Decimal(str(value))
-        elif pa.types.is_binary(t) and isinstance(value, str):
-            value = base64.b64decode(value, validate=True)
-        if pa.types.is_boolean(t) and not isinstance(value, bool):
-            raise TypeError("not a bool")
-        if pa.types.is_integer(t) and (isinstance(value, bool) or not isinstance(value, int)):
-            raise TypeError("not an integer")
+        if not (pa.types.is_floating(t) or pa.types.is_string(t)):
+            # Floats and strings: pyarrow's own conversion (a default of true for a float
+            # column has always been 1.0).
+            value = coerce(value, t)
         return pa.scalar(value, type=t)
     except (TypeError, ValueError, OverflowError, pa.ArrowException,
             decimal.InvalidOperation) as exc:

@@ -21,7 +21,6 @@ read back from Arrow or Spark to the same form for comparison.
 
 from __future__ import annotations
 
-import base64
 import copy
 import datetime as dt
 import decimal
@@ -30,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.schema import Column, TableSchema
+from cdc_sink.schema import Column, TableSchema, coerce
 
 __all__ = ["ExpectedTable", "coerce_value", "diff_rows", "normalize_row"]
 
@@ -40,66 +39,14 @@ _OPS = ("insert", "upsert", "update", "delete")
 
 
 def coerce_value(value: Any, column: Column) -> Any:
-    """``value`` (as a JSON event carries it) as the Python value of ``column``'s type.
+    """``value`` (as a JSON event carries it) as the Python value of ``column``'s type
+    (:func:`cdc_sink.schema.coerce`, strict).
 
     Raises:
         TypeError: The value is not of the column's type.
         ValueError: The value does not parse or is out of range.
     """
-    t = column.type
-    if value is None:
-        return None
-    if pa.types.is_integer(t):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{value!r} is not an integer")
-        bits = t.bit_width
-        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-            raise ValueError(f"{value} is out of range of int{bits}")
-        return value
-    if pa.types.is_floating(t):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{value!r} is not a number")
-        return float(value)
-    if pa.types.is_boolean(t):
-        if not isinstance(value, bool):
-            raise TypeError(f"{value!r} is not a bool")
-        return value
-    if pa.types.is_string(t):
-        if not isinstance(value, str):
-            raise TypeError(f"{value!r} is not a string")
-        return value
-    if pa.types.is_binary(t):
-        if isinstance(value, str):
-            return base64.b64decode(value, validate=True)
-        if not isinstance(value, bytes):
-            raise TypeError(f"{value!r} is not bytes")
-        return value
-    if pa.types.is_decimal(t):
-        if isinstance(value, bool) or not isinstance(value, (str, int, float, decimal.Decimal)):
-            raise TypeError(f"{value!r} is not a decimal")
-        try:
-            d = decimal.Decimal(str(value))
-        except decimal.InvalidOperation as exc:
-            raise ValueError(f"{value!r} is not a decimal") from exc
-        q = d.quantize(decimal.Decimal(1).scaleb(-t.scale))
-        if q != d or len(q.as_tuple().digits) > t.precision:
-            raise ValueError(f"{value!r} does not fit {t}")
-        return q
-    if pa.types.is_timestamp(t):
-        if isinstance(value, str):
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if not isinstance(value, dt.datetime):
-            raise TypeError(f"{value!r} is not a timestamp")
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return value.astimezone(dt.timezone.utc)
-    if pa.types.is_date32(t):
-        if isinstance(value, str):
-            return dt.date.fromisoformat(value)
-        if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
-            raise TypeError(f"{value!r} is not a date")
-        return value
-    raise TypeError(f"unsupported column type {t}")
+    return coerce(value, column.type, strict=True)
 
 
 def normalize_value(value: Any, column: Column) -> Any:

@@ -1,0 +1,179 @@
+"""Python values of column types: ISO date/timestamp parsing and one coercion per type.
+
+Every place that turns a JSON-ish Python value (an event's ``set``, a column default, a
+value to encode) into a value of a column type goes through here, so the accepted inputs
+are the same everywhere:
+
+- :func:`parse_timestamp` / :func:`parse_date`: ISO 8601 text (a ``Z`` suffix is UTC, a
+  timestamp without offset is UTC);
+- :func:`coerce` (and :func:`coercer`, the same resolved once per column): one function
+  per column type behind one dispatch. Strings are parsed where the type has a text form
+  (ISO dates and timestamps, base64 binary, decimal text) and the Python type is checked.
+
+:func:`coerce` has two modes. The default (*lenient*) mode leaves the rest to pyarrow,
+which checks ranges and precision when the value is put in an array (and also takes, for
+instance, epoch integers for dates and timestamps). ``strict=True`` returns the value in
+the canonical form of the column type and checks it here: integers in range, floats as
+``float``, decimals quantized to the column's scale and within its precision,
+timestamps timezone-aware UTC, dates ``date`` (not ``datetime``), binary ``bytes``.
+The public names are re-exported by :mod:`cdc_sink.schema`.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = ["coerce", "coercer", "parse_date", "parse_timestamp"]
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """Parses an ISO 8601 timestamp into a timezone-aware datetime.
+
+    A ``Z`` stands for ``+00:00``; a timestamp without offset is taken as UTC.
+
+    Raises:
+        ValueError: ``text`` is not an ISO 8601 timestamp.
+    """
+    d = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return d if d.tzinfo else d.replace(tzinfo=dt.timezone.utc)
+
+
+def parse_date(text: str) -> dt.date:
+    """Parses an ISO 8601 date (``YYYY-MM-DD``).
+
+    Raises:
+        ValueError: ``text`` is not an ISO 8601 date.
+    """
+    return dt.date.fromisoformat(text)
+
+
+# ---------------------------------------------------------------------- one per type
+# Each takes a non-null value, the column type and the mode, and raises TypeError (wrong
+# Python type) or ValueError (does not parse, out of range; decimal text that does not
+# parse raises decimal.InvalidOperation in lenient mode).
+
+def _integer(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{v!r} is not an integer")
+    if strict:
+        bits = t.bit_width
+        if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+            raise ValueError(f"{v} is out of range of int{bits}")
+    return v
+
+
+def _floating(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{v!r} is not a number")
+    return float(v) if strict else v
+
+
+def _boolean(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if not isinstance(v, bool):
+        raise TypeError(f"{v!r} is not a bool")
+    return v
+
+
+def _string(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if not isinstance(v, str):
+        raise TypeError(f"{v!r} is not a string")
+    return v
+
+
+def _binary(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if isinstance(v, str):
+        return base64.b64decode(v, validate=True)
+    if strict and not isinstance(v, bytes):
+        raise TypeError(f"{v!r} is not bytes")
+    return v
+
+
+def _decimal(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if not strict:
+        if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+            return decimal.Decimal(str(v))
+        return v
+    if isinstance(v, bool) or not isinstance(v, (str, int, float, decimal.Decimal)):
+        raise TypeError(f"{v!r} is not a decimal")
+    try:
+        d = decimal.Decimal(str(v))
+    except decimal.InvalidOperation as exc:
+        raise ValueError(f"{v!r} is not a decimal") from exc
+    q = d.quantize(decimal.Decimal(1).scaleb(-t.scale))
+    if q != d or len(q.as_tuple().digits) > t.precision:
+        raise ValueError(f"{v!r} does not fit {t}")
+    return q
+
+
+def _timestamp(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if isinstance(v, str):
+        v = parse_timestamp(v)
+    if not strict:
+        return v
+    if not isinstance(v, dt.datetime):
+        raise TypeError(f"{v!r} is not a timestamp")
+    if v.tzinfo is None:
+        v = v.replace(tzinfo=dt.timezone.utc)
+    return v.astimezone(dt.timezone.utc)
+
+
+def _date(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if isinstance(v, str):
+        return parse_date(v)
+    if strict and (isinstance(v, dt.datetime) or not isinstance(v, dt.date)):
+        raise TypeError(f"{v!r} is not a date")
+    return v
+
+
+_Coerce = Callable[[Any, pa.DataType, bool], Any]
+_DISPATCH: tuple[tuple[Callable[[pa.DataType], bool], _Coerce], ...] = (
+    (pa.types.is_integer, _integer),
+    (pa.types.is_floating, _floating),
+    (pa.types.is_boolean, _boolean),
+    (pa.types.is_string, _string),
+    (pa.types.is_binary, _binary),
+    (pa.types.is_decimal, _decimal),
+    (pa.types.is_timestamp, _timestamp),
+    (pa.types.is_date32, _date),
+)
+
+
+def _unsupported(v: Any, t: pa.DataType, strict: bool) -> Any:
+    if strict:
+        raise TypeError(f"unsupported column type {t}")
+    return v
+
+
+def coercer(t: pa.DataType, *, strict: bool = False) -> Callable[[Any], Any]:
+    """The coercion of :func:`coerce` for column type ``t``, resolved once (for a column
+    of many values). ``None`` maps to ``None``."""
+    fn = next((f for is_type, f in _DISPATCH if is_type(t)), _unsupported)
+
+    def convert(value: Any) -> Any:
+        return None if value is None else fn(value, t, strict)
+
+    return convert
+
+
+def coerce(value: Any, t: pa.DataType, *, strict: bool = False) -> Any:
+    """``value`` (as a JSON event or a user carries it) as a value of column type ``t``.
+
+    Args:
+        value: A Python value; ``None`` stays ``None``.
+        t: The column's Arrow type.
+        strict: Return the canonical Python value of ``t``, range-checked here (see the
+            module docstring); otherwise a value pyarrow accepts for ``t`` once its own
+            checks pass.
+
+    Raises:
+        TypeError: The value is not of a Python type the column takes.
+        ValueError: It does not parse, or (strict) is out of range or does not fit.
+        decimal.InvalidOperation: (lenient) decimal text that does not parse.
+    """
+    return coercer(t, strict=strict)(value)
