@@ -22,7 +22,8 @@ Where each step runs::
                                    columns, kept predicates
     execution (Python workers of the executors)
       CdcSinkReader.read(part)     Table from a per-process cache (reopened after a fork
-                                   or when the table at the path changes; each Table keeps
+                                   or when the table at the path changes, see
+                                   cdc_sink.spark._tables; each Table keeps
                                    up to 2 x num_buckets loaded bucket versions), then
                                    Table.bucket_batches(...) - pages skipped by min/max,
                                    rows filtered - each batch conformed to the Arrow schema
@@ -37,11 +38,8 @@ to unpickle the source (classes are pickled by reference).
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 import urllib.parse
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,8 +64,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from cdc_sink.errors import SchemaMismatch
+from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark.types import arrow_schema, column_value, conform_batch, spark_schema
-from cdc_sink.table import Table, open_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -391,43 +389,5 @@ def _translate_in(col: str, t: pa.DataType, values: Sequence[Any],
     return (col, "not in" if negated else "in", out)
 
 
-# ---------------------------------------------------------------------- worker cache
-class _TableCache:
-    """Opened tables of this process, by path (style: pyiceberg's fork-safe executor).
-
-    Emptied after a fork (``os.getpid()`` changed); an entry is reopened when the
-    table's ``_table.json`` is no longer the same file (the table was recreated).
-    """
-
-    def __init__(self, capacity: int = 8) -> None:
-        self._capacity = capacity
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-        self._tables: OrderedDict[str, tuple[tuple[int, int], Table]] = OrderedDict()
-
-    def get(self, path: str) -> Table:
-        try:
-            stat = os.stat(os.path.join(path, "_table.json"))
-            ident = (stat.st_dev, stat.st_ino)
-        except OSError:
-            ident = (0, 0)  # open_table says what is wrong
-        with self._lock:
-            if self._pid != os.getpid():
-                self._tables.clear()
-                self._pid = os.getpid()
-            hit = self._tables.get(path)
-            if hit is not None and hit[0] == ident:
-                self._tables.move_to_end(path)
-                return hit[1]
-            table = open_table(path)
-            self._tables[path] = (ident, table)
-            while len(self._tables) > self._capacity:
-                self._tables.popitem(last=False)
-            return table
-
-    def clear(self) -> None:
-        with self._lock:
-            self._tables.clear()
-
-
-_TABLES = _TableCache()
+_TABLES = TableCache()
+"""This process's tables read by the source (see :mod:`cdc_sink.spark._tables`)."""
