@@ -3,28 +3,51 @@
     fn = cdc_sink.spark.sink(path, schema=schema)        # foreachBatch function
     cdc_sink.spark.register(spark)                       # format("cdc_sink") reads
 
-Importing this package does not import pyspark; the functions do.
+Names are imported on first use, so importing this package does not import pyspark
+(:func:`register` and the data source do; the sink imports it when a batch runs).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from cdc_sink.spark.source import register
+    from cdc_sink.spark.writer import (
+        DEAD_LETTER_SCHEMA,
+        ApplyMode,
+        BatchStats,
+        DeadLetterSink,
+        JsonDecoder,
+        SinkFunction,
+        sink,
+    )
 
-__all__ = ["register", "sink"]
+__all__ = ["DEAD_LETTER_SCHEMA", "ApplyMode", "BatchStats", "DeadLetterSink", "JsonDecoder",
+           "SinkFunction", "register", "sink"]
+
+_WHERE = {
+    "DEAD_LETTER_SCHEMA": "cdc_sink.spark.writer",
+    "ApplyMode": "cdc_sink.spark.writer",
+    "BatchStats": "cdc_sink.spark.writer",
+    "DeadLetterSink": "cdc_sink.spark.writer",
+    "JsonDecoder": "cdc_sink.spark.writer",
+    "SinkFunction": "cdc_sink.spark.writer",
+    "sink": "cdc_sink.spark.writer",
+    "register": "cdc_sink.spark.source",
+}
 
 
-def sink(path: str, **kwargs: Any) -> Any:
-    """The foreachBatch function of the sink (see :func:`cdc_sink.spark.writer.sink`)."""
-    from cdc_sink.spark.writer import sink as _sink
+def __getattr__(name: str) -> Any:
+    """Imports an exported name's module on first use."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cdc_sink.spark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-    return _sink(path, **kwargs)
 
-
-def register(spark: SparkSession) -> None:
-    """Registers the ``cdc_sink`` data source (see :mod:`cdc_sink.spark.source`)."""
-    from cdc_sink.spark.source import register as _register
-
-    _register(spark)
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,178 @@
+"""What both apply modes of the sink do with a micro-batch's records (internal).
+
+- :class:`PreparedBatch`: what an apply mode hands to :class:`~cdc_sink.spark.writer.
+  SinkFunction` to commit (the prepared buckets, the rejects, the Kafka end offsets,
+  figures for :class:`~cdc_sink.spark.writer.BatchStats`);
+- the Kafka *end offsets* of a batch and their merge;
+- the *rejects*: sorted by position, completed with the raw Kafka key and value bytes;
+- the *wire table* (the wire form of :mod:`cdc_sink.changes` plus the bookkeeping columns
+  of :mod:`cdc_sink.spark.decode`) split into a validated batch, rejects and bookkeeping;
+- counts and producer timestamps of the accepted events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.changes import OP_NAMES, ChangeBatch, Rejects
+from cdc_sink.commit import PreparedBucket
+from cdc_sink.schema import TableSchema
+from cdc_sink.spark.decode import META_COLUMNS
+from cdc_sink.storage.rejects import REJECTS_SCHEMA, conform_rejects
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+Offsets = dict[str, dict[str, int]]
+"""Kafka offsets: topic -> partition (as a string) -> the offset after the last record."""
+
+TS_SAMPLE = 4_096
+"""How many producer timestamps of a batch are kept for its freshness figures."""
+
+
+@dataclass
+class PreparedBatch:
+    """A micro-batch prepared by an apply mode, ready to commit as ``version``.
+
+    Attributes:
+        version: The version the buckets were prepared as.
+        buckets: Every prepared bucket.
+        rejects: The batch's rejects (:data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`).
+        events: Kafka records in the batch.
+        log_events: Events the version's log entry records.
+        offsets: Per topic and partition, the offset after the batch's last record.
+        ops: Accepted events per op name.
+        phases: Seconds per phase so far (read, decode, apply).
+        max_ts_ms: The newest producer timestamp of the batch.
+        ts_sample: Producer timestamps of a sample of the batch's events.
+    """
+
+    version: int
+    buckets: list[PreparedBucket]
+    rejects: pa.Table
+    events: int
+    log_events: int
+    offsets: Offsets
+    ops: dict[str, int]
+    phases: dict[str, float]
+    max_ts_ms: int | None
+    ts_sample: np.ndarray
+
+
+# ---------------------------------------------------------------------- offsets
+def end_offsets(topic: pa.ChunkedArray | pa.Array, partition: pa.ChunkedArray | pa.Array,
+                offset: pa.ChunkedArray | pa.Array) -> Offsets:
+    """Per topic and partition, the offset after the last record (vectorized group-by)."""
+    if len(offset) == 0:
+        return {}
+    t = pa.table({"t": topic, "p": partition, "o": offset})
+    g = t.group_by(["t", "p"], use_threads=False).aggregate([("o", "max")])
+    out: Offsets = {}
+    for tp, p, o in zip(g.column("t").to_pylist(), g.column("p").to_pylist(),
+                        g.column("o_max").to_pylist(), strict=True):
+        if tp is not None and p is not None and o is not None:
+            out.setdefault(tp, {})[str(p)] = int(o) + 1
+    return out
+
+
+def merge_offsets(into: Offsets, more: Mapping[str, Mapping[str, int]]) -> Offsets:
+    """Adds ``more`` to ``into`` (in place), keeping the larger offset of a partition."""
+    for t, parts in more.items():
+        mine = into.setdefault(t, {})
+        for p, o in parts.items():
+            mine[p] = max(int(o), mine.get(p, int(o)))
+    return into
+
+
+# ---------------------------------------------------------------------- rejects
+def sorted_rejects(rejects: Rejects) -> Rejects:
+    """``rejects`` in position order (stable)."""
+    order = np.argsort(rejects.positions, kind="stable")
+    return Rejects(rejects.positions[order], [rejects.reasons[i] for i in order.tolist()])
+
+
+def with_raw_bytes(records: pa.Table, raw: DataFrame) -> pa.Table:
+    """``records`` (rejects with Kafka coordinates) with the raw key and value bytes of
+    their Kafka records, looked up in the batch's DataFrame (one small join)."""
+    records = conform_rejects(records)
+    if records.num_rows == 0:
+        return records
+    spark = raw.sparkSession
+    coords = records.select(["topic", "partition", "offset"]).append_column(
+        "__i", pa.array(np.arange(records.num_rows, dtype=np.int64)))
+    cdf = spark.createDataFrame(coords.to_pandas()).withColumnRenamed(
+        "topic", "__t").withColumnRenamed("partition", "__p").withColumnRenamed("offset", "__o")
+    joined = raw.join(cdf, (raw["topic"] == cdf["__t"]) & (raw["partition"] == cdf["__p"])
+                      & (raw["offset"] == cdf["__o"])).select("__i", "key", "value").toArrow()
+    idx = np.full(records.num_rows, -1, dtype=np.int64)
+    idx[np.asarray(joined.column("__i").to_numpy(), dtype=np.int64)] = np.arange(
+        joined.num_rows)
+    take = pa.array(idx, mask=idx < 0)
+    key = joined.column("key").combine_chunks().take(take)
+    value = joined.column("value").combine_chunks().take(take)
+    cols = {f.name: records.column(f.name) for f in REJECTS_SCHEMA}
+    cols["key"], cols["value"] = key, value
+    return pa.table([cols[f.name] for f in REJECTS_SCHEMA], schema=REJECTS_SCHEMA)
+
+
+# ---------------------------------------------------------------------- wire tables
+def to_change_batch(arrow: pa.Table, schema: TableSchema
+                    ) -> tuple[ChangeBatch, Rejects, pa.Table]:
+    """Splits a decoded wire table into a validated batch, the rejects (positions are
+    row indexes of ``arrow``), and the bookkeeping columns.
+
+    A row with neither an op nor a reason was skipped on purpose by its decoder (a
+    Debezium tombstone or logical-decoding message): it is neither applied nor rejected.
+    """
+    meta = arrow.select([c for c in META_COLUMNS if c in arrow.column_names])
+    wire = arrow.drop_columns([c for c in arrow.column_names
+                               if c in META_COLUMNS or c == "__bucket"])
+    reason = meta.column("__reason").combine_chunks()
+    bad = np.asarray(reason.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    skipped = ~bad & np.asarray(arrow.column("__op").is_null().to_numpy(zero_copy_only=False),
+                                dtype=bool)
+    positions = np.arange(arrow.num_rows, dtype=np.int64)
+    good = np.flatnonzero(~bad & ~skipped)
+    rejects = Rejects(positions[bad], [str(r) for r in reason.filter(pa.array(bad)).to_pylist()])
+    batch, more = ChangeBatch.from_arrow(wire.take(pa.array(good)), schema,
+                                         position=positions[good])
+    rejects.extend(more)
+    return batch, rejects, meta
+
+
+def meta_end_offsets(meta: pa.Table) -> Offsets:
+    """:func:`end_offsets` of a wire table's bookkeeping columns."""
+    return end_offsets(meta.column("__topic"), meta.column("__partition"),
+                       meta.column("__offset"))
+
+
+# ---------------------------------------------------------------------- figures
+def op_counts(batch: ChangeBatch) -> dict[str, int]:
+    """Accepted events per op name."""
+    counts = np.bincount(np.asarray(batch.op, dtype=np.int64), minlength=len(OP_NAMES))
+    return {OP_NAMES[i]: int(c) for i, c in enumerate(counts.tolist()) if c}
+
+
+def ts_sample(meta: pa.Table, limit: int = TS_SAMPLE) -> np.ndarray:
+    """Producer timestamps of up to ``limit`` evenly spaced events (nulls dropped)."""
+    if "__ts_ms" not in meta.column_names:
+        return np.empty(0, np.int64)
+    col = meta.column("__ts_ms").combine_chunks().drop_null()
+    ts = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
+    step = max(1, len(ts) // limit)
+    return ts[::step]
+
+
+def max_ts(meta: pa.Table) -> int | None:
+    """The newest producer timestamp of a wire table's events (None without any)."""
+    if "__ts_ms" not in meta.column_names:
+        return None
+    import pyarrow.compute as pc
+
+    v = pc.max(meta.column("__ts_ms")).as_py()
+    return None if v is None else int(v)

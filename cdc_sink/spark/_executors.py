@@ -1,0 +1,290 @@
+"""The sink's executors apply mode (``apply_mode="executors"``; internal).
+
+Each bucket is prepared in a Spark task, in the Python worker that runs it:
+
+1. *decode* in Spark: Python decoders in ``mapInArrow`` tasks (:func:`_decode_partition`),
+   or Spark's ``from_json`` for native JSON with ``json_decoder="jvm"``;
+2. *route*: each event gets its bucket, ``pmod(xxhash64(key), N)`` as Python computes it
+   (a truncate, which names no key, goes to every bucket);
+3. *prepare*: repartitioned by bucket, each task prepares the buckets it holds in its
+   worker's table (:func:`_prepare_partition`; a per-attempt WAL segment, tablets cached
+   per worker in a :class:`~cdc_sink.spark._tables.TableCache` and checked against the
+   log) and sends back one message row per bucket: the files written, counts, rejects,
+   offsets and figures;
+4. *collect* on the driver: the messages become the prepared buckets the sink commits,
+   and the rejects get their raw Kafka bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink import commit
+from cdc_sink.changes import OP_NAMES, Rejects
+from cdc_sink.commit import PreparedBucket
+from cdc_sink.errors import InvalidOption
+from cdc_sink.formats import FormatName
+from cdc_sink.schema import TableSchema
+from cdc_sink.spark._batch import (
+    TS_SAMPLE,
+    Offsets,
+    PreparedBatch,
+    end_offsets,
+    max_ts,
+    merge_offsets,
+    op_counts,
+    to_change_batch,
+    ts_sample,
+    with_raw_bytes,
+)
+from cdc_sink.spark._tables import TableCache
+from cdc_sink.spark.decode import decode_native_json, wire_schema
+from cdc_sink.stats import BucketFigures
+from cdc_sink.table import Table, TableOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from cdc_sink.spark.writer import SinkFunction
+
+__all__ = ["prepare_in_executors"]
+
+_TABLES = TableCache()
+"""This worker's tables prepared into (tablets cached across batches; rebuilt after fork)."""
+
+_MESSAGE = pa.schema([
+    ("bucket", pa.int32()), ("segment", pa.string()), ("snapshot", pa.string()),
+    ("counts", pa.string()), ("files", pa.string()), ("rejects", pa.string()),
+    ("events", pa.int64()), ("max_ts_ms", pa.int64()), ("ts_sample", pa.string()),
+    ("ops", pa.string()), ("offsets", pa.string()), ("figures", pa.string())])
+"""What a task sends back per bucket it prepared (JSON text for the nested parts)."""
+_MESSAGE_DDL = ("bucket int, segment string, snapshot string, counts string, files string, "
+                "rejects string, events bigint, max_ts_ms bigint, ts_sample string, "
+                "ops string, offsets string, figures string")
+
+
+# ---------------------------------------------------------------------- driver side
+def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema
+                         ) -> PreparedBatch:
+    """Prepares every bucket of the micro-batch in a Spark task (one per bucket).
+
+    Also records the figures the tasks report in ``fn.bucket_figures``.
+    """
+    t0 = time.perf_counter()
+    table = fn.table
+    version = table.version + 1
+    task = partial(_prepare_partition, path=fn.path, version=version,
+                   schema_dict=schema.to_dict(), options=fn.table_options)
+    msgs = (_routed(_decode_in_spark(fn, df, schema), schema)
+            .repartition(schema.num_buckets, "__bucket")
+            .mapInArrow(task, _MESSAGE_DDL).toArrow())
+    got = _collect(msgs, version)
+    fn.bucket_figures.update(got.figures)
+    try:
+        records = _reject_records(got.rejected, df)
+    except BaseException:
+        commit.abort_prepared(table, version, got.prepared)
+        raise
+    t2 = time.perf_counter()
+    sample = np.concatenate(got.samples) if got.samples else np.empty(0, np.int64)
+    return PreparedBatch(
+        version, got.prepared, records, events=got.events, log_events=got.events,
+        offsets=got.offsets, ops=dict(got.ops),
+        phases={"read": 0.0, "decode": 0.0, "apply": t2 - t0},
+        max_ts_ms=got.max_ts, ts_sample=sample)
+
+
+def _decode_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
+    """The batch in the wire form, decoded in Spark tasks (or by ``from_json``)."""
+    if fn.format == "json" and fn.json_decoder == "jvm":
+        if fn.decoder_options:
+            raise InvalidOption("decoder options apply to the Python decoders, not to "
+                                "json_decoder='jvm'", option="decoder_options")
+        return decode_native_json(df, schema)
+    from pyspark.sql import functions as F
+
+    task = partial(_decode_partition, fmt=fn.format, schema_dict=schema.to_dict(),
+                   options=fn.decoder_options)
+    return df.select("key", "value", "topic", "partition", "offset",
+                     F.unix_millis("timestamp").alias("ts_ms")).mapInArrow(
+        task, wire_schema(schema))
+
+
+def _routed(wire: DataFrame, schema: TableSchema) -> DataFrame:
+    """``wire`` with each event's ``__bucket``, computed as Python does."""
+    from pyspark.sql import functions as F
+
+    keys = [F.col(f"`{k}`") for k in schema.primary_key]
+    nb = schema.num_buckets
+    bucket = F.pmod(F.xxhash64(*keys), F.lit(nb)).cast("int")
+    # A truncate names no key and clears every bucket: each bucket gets a copy.
+    return wire.withColumn("__bucket", F.explode(
+        F.when(F.col("__op") == F.lit("truncate"), F.sequence(F.lit(0), F.lit(nb - 1)))
+        .otherwise(F.array(bucket))))
+
+
+@dataclass
+class _Collected:
+    """The tasks' messages of one batch, gathered on the driver."""
+
+    prepared: list[PreparedBucket] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    events: int = 0
+    max_ts: int | None = None
+    samples: list[np.ndarray] = field(default_factory=list)
+    ops: Counter[str] = field(default_factory=Counter)
+    offsets: Offsets = field(default_factory=dict)
+    figures: dict[int, BucketFigures] = field(default_factory=dict)
+
+
+def _collect(msgs: pa.Table, version: int) -> _Collected:
+    """Gathers the message rows (one per task and bucket) of prepared ``version``."""
+    got = _Collected()
+    for row in msgs.to_pylist():
+        got.events += row["events"]
+        got.samples.append(np.asarray(json.loads(row["ts_sample"]), dtype=np.int64))
+        if row["max_ts_ms"] is not None:
+            got.max_ts = max(got.max_ts or 0, row["max_ts_ms"])
+        got.rejected.extend(json.loads(row["rejects"]))
+        got.ops.update(json.loads(row["ops"]))
+        merge_offsets(got.offsets, json.loads(row["offsets"]))
+        got.figures[row["bucket"]] = BucketFigures(**json.loads(row["figures"]))
+        if row["segment"] is not None or row["snapshot"] is not None:  # bulk: no segment
+            got.prepared.append(PreparedBucket(
+                bucket=row["bucket"], version=version, segment=row["segment"],
+                snapshot=row["snapshot"], counts=json.loads(row["counts"]),
+                reject_positions=np.empty(0, np.int64), reject_reasons=[],
+                files=json.loads(row["files"])))
+    return got
+
+
+def _reject_records(rejected: list[dict[str, Any]], df: DataFrame) -> pa.Table:
+    """The tasks' rejects (Kafka coordinates and reason) as reject records in Kafka
+    order, with their raw key and value bytes."""
+    coords = pa.Table.from_pylist(rejected, schema=pa.schema([
+        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+        ("reason", pa.string())]))
+    coords = coords.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                             ("offset", "ascending")])
+    return with_raw_bytes(pa.table({
+        "position": pa.nulls(coords.num_rows, pa.int64()),
+        **{c: coords.column(c) for c in coords.column_names}}), df)
+
+
+# ---------------------------------------------------------------------- task side
+def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: FormatName,
+                      schema_dict: dict[str, Any], options: dict[str, Any] | None = None
+                      ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: Python decoding into the wire form. Rows a decoder skipped on
+    purpose (tombstones) get neither an op nor a reason."""
+    from cdc_sink.formats import get_decoder
+    from cdc_sink.spark.decode import wire_arrow_schema
+
+    schema = TableSchema.from_dict(schema_dict)
+    decoder = get_decoder(fmt, **(options or {}))
+    out_schema = wire_arrow_schema(schema)
+    for rb in batches:
+        n = rb.num_rows
+        keys = rb.column("key") if "key" in rb.schema.names else None
+        batch, rejects = decoder.decode(rb.column("value"), schema,
+                                        position=np.arange(n, dtype=np.int64), keys=keys)
+        # Valid events keep their wire columns; rejected rows carry only a reason.
+        cols = _scattered(batch.to_arrow(), pa.array(batch.positions), n, out_schema)
+        reasons = np.full(n, None, dtype=object)
+        reasons[rejects.positions] = rejects.reasons
+        cols["__reason"] = pa.array(reasons.tolist(), pa.string())
+        cols["__topic"] = rb.column("topic")
+        cols["__partition"] = rb.column("partition")
+        cols["__offset"] = rb.column("offset")
+        cols["__ts_ms"] = (rb.column("ts_ms").cast(pa.int64()) if "ts_ms" in rb.schema.names
+                           else pa.nulls(n, pa.int64()))
+        ops = cols.get("__op")
+        if ops is not None:  # int8 codes -> names (a dictionary take, no loop)
+            cols["__op"] = pa.array(OP_NAMES, pa.string()).take(ops.cast(pa.int32()))
+        # Every batch has the same schema, whichever columns its events happened to set.
+        yield pa.RecordBatch.from_arrays(
+            [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type)
+             for f in out_schema], schema=out_schema)
+
+
+def _scattered(wire: pa.Table, positions: pa.Array, n: int, out_schema: pa.Schema
+               ) -> dict[str, pa.Array]:
+    """Each column of ``out_schema`` that ``wire`` has, as ``n`` rows with the wire's
+    values at ``positions`` and nulls elsewhere."""
+    cols: dict[str, pa.Array] = {}
+    for name in out_schema.names:
+        if name in wire.column_names:
+            full = pa.nulls(n, wire.column(name).type)
+            cols[name] = _scatter(full, positions, wire.column(name).combine_chunks())
+    return cols
+
+
+def _scatter(target: pa.Array, positions: pa.Array, values: pa.Array) -> pa.Array:
+    """``target`` with ``values`` placed at ``positions`` (others keep target's value)."""
+    n = len(target)
+    idx = np.full(n, len(values), dtype=np.int64)
+    idx[np.asarray(positions)] = np.arange(len(values))
+    return pa.concat_arrays([values.cast(target.type), target.slice(0, 1)]).take(pa.array(idx))
+
+
+def _figures(table: Table, bucket: int) -> dict[str, int]:
+    """A worker's figures of the bucket it just prepared (see :class:`BucketFigures`):
+    live rows as of the last committed version (the pending one is not readable yet)."""
+    t = table._tablets.get(bucket)  # the worker's own copy, pending at the new version
+    if t is None:
+        return {"live_rows": 0, "memory_bytes": 0, "delta_versions": 0}
+    return {"live_rows": int(t.num_rows()), "memory_bytes": int(t.memory_bytes()),
+            "delta_versions": int(t.delta_versions())}
+
+
+def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version: int,
+                       schema_dict: dict[str, Any], options: TableOptions | None
+                       ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of executors mode: prepare every bucket present in this task."""
+    schema = TableSchema.from_dict(schema_dict)
+    rbs = list(batches)
+    if not rbs:
+        return
+    # Shuffle blocks arrive in any order: apply in Kafka order, as the driver mode does.
+    arrow = pa.Table.from_batches(rbs).sort_by([
+        ("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")])
+    buckets = np.asarray(arrow.column("__bucket").to_numpy(), dtype=np.int64)
+    table = _TABLES.get(path, options=options)
+    for b in np.unique(buckets).tolist():
+        part = arrow.take(pa.array(np.flatnonzero(buckets == b)))
+        yield pa.RecordBatch.from_pylist(
+            [_prepare_bucket(table, int(b), version, part, schema)], schema=_MESSAGE)
+
+
+def _prepare_bucket(table: Table, bucket: int, version: int, part: pa.Table,
+                    schema: TableSchema) -> dict[str, Any]:
+    """Prepares one bucket's events (a wire table) and returns its message row."""
+    batch, rejects, meta = to_change_batch(part, schema)
+    ops = op_counts(batch)
+    copies = ops.pop("truncate", 0) if bucket != 0 else 0  # counted once, in bucket 0
+    prepared = commit.prepare_bucket(table, bucket, version, batch)
+    rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
+    idx = pa.array(rejects.positions)
+    rej = [{"topic": t, "partition": p, "offset": o, "reason": r} for t, p, o, r in zip(
+        meta.column("__topic").take(idx).to_pylist(),
+        meta.column("__partition").take(idx).to_pylist(),
+        meta.column("__offset").take(idx).to_pylist(), rejects.reasons, strict=True)]
+    return {
+        "bucket": bucket, "segment": prepared.segment, "snapshot": prepared.snapshot,
+        "counts": json.dumps(prepared.counts), "files": json.dumps(prepared.files),
+        "rejects": json.dumps(rej), "events": part.num_rows - copies,
+        "max_ts_ms": max_ts(meta),
+        "ts_sample": json.dumps(ts_sample(meta, TS_SAMPLE // 8).tolist()),
+        "ops": json.dumps(ops),
+        "figures": json.dumps(_figures(table, bucket)),
+        "offsets": json.dumps(end_offsets(meta.column("__topic"), meta.column("__partition"),
+                                          meta.column("__offset")))}
