@@ -1,7 +1,9 @@
-"""A plain-Python reference model of a cdc_sink table, for model-based tests.
+"""The reference model of a cdc_sink table for model-based tests.
 
-It applies events one by one with the semantics of DESIGN.md §3 and keeps a full copy of
-the state per version, so every retained version of the real engine can be compared.
+:class:`RefModel` is :class:`cdc_sink.reference.ReferenceTable` (the one reference
+semantics, shared with the demo) applied a batch at a time, with counts like
+``ApplyResult.counts()`` and a full copy of the state per version, so every retained
+version of the real engine can be compared.
 """
 
 from __future__ import annotations
@@ -14,127 +16,38 @@ from typing import Any
 
 import pyarrow as pa
 
+from cdc_sink.reference import OUTCOMES, Key, ReferenceTable, Row
 from cdc_sink.schema import TableSchema
 
-Key = tuple[Any, ...]
-Row = dict[str, Any]
+__all__ = ["Key", "RefModel", "Row", "model_rows", "normalize", "table_to_rows"]
 
 
-class RefModel:
-    """Reference semantics of one table (all buckets together)."""
+class RefModel(ReferenceTable):
+    """Reference semantics of one table (all buckets together), with versions."""
 
     def __init__(self, schema: TableSchema) -> None:
-        self.schema = schema
-        self.rows: dict[Key, Row] = {}
-        self.seqs: dict[Key, int] = {}
+        super().__init__(schema)
         self.versions: dict[int, dict[Key, Row]] = {0: {}}
         self._saved: tuple[dict[Key, Row], dict[Key, int]] | None = None
 
-    # ------------------------------------------------------------------ validation
-    def static_reason(self, e: Mapping[str, Any]) -> str | None:
-        """Why the event is rejected without looking at state (None: valid)."""
-        s = self.schema
-        if e.get("op") == "truncate":
-            return None  # needs no key, set or seq
-        if e.get("op") not in ("insert", "upsert", "update", "delete"):
-            return "op"
-        key = e.get("key")
-        if not isinstance(key, Mapping):
-            return "key"
-        for k in s.primary_key:
-            if key.get(k) is None:
-                return "key"
-        sets = e.get("set") or {}
-        for name, v in sets.items():
-            if not s.has_column(name) or name in s.primary_key:
-                return "column"
-            c = s.column(name)
-            if e["op"] != "delete" and v is None and not c.nullable:
-                return "null"
-        if e["op"] == "insert":
-            for c in s.required_columns:
-                if c.name not in sets:
-                    return "required"
-        if s.sequence_column is not None and e.get("seq") is None:
-            return "seq"
-        return None
-
-    def key_of(self, e: Mapping[str, Any]) -> Key:
-        return tuple(e["key"][k] for k in self.schema.primary_key)
-
-    def new_row(self, key: Key, sets: Mapping[str, Any]) -> Row:
-        row: Row = {}
-        for c in self.schema.columns:
-            if c.name in self.schema.primary_key:
-                row[c.name] = key[self.schema.primary_key.index(c.name)]
-            else:
-                row[c.name] = c.default.as_py()
-        row.update(sets)
-        return row
-
-    # ------------------------------------------------------------------ apply
     def apply(self, events: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        """Applies events in order; returns counts like ``ApplyResult.counts()``."""
-        counts = dict.fromkeys(
-            ("inserted", "updated", "deleted", "ignored", "stale", "rejected", "truncated",
-             "invalid"), 0)
-        s = self.schema
-        S = s.sequence_column
-        required = {c.name for c in s.required_columns}
+        """Applies events in order; returns counts like ``ApplyResult.counts()`` (a
+        truncate counts the rows it removed)."""
+        counts = dict.fromkeys(OUTCOMES, 0)
         self._saved = (copy.deepcopy(self.rows), dict(self.seqs))
         for e in events:
-            if self.static_reason(e) is not None:
-                counts["invalid"] += 1
-                continue
-            if e["op"] == "truncate":
-                # Every live row goes; its sequence stays as the key's tombstone.
-                counts["truncated"] += len(self.rows)
-                self.rows.clear()
-                continue
-            key = self.key_of(e)
-            op = e["op"]
-            sets = dict(e.get("set") or {}) if op != "delete" else {}
-            live = key in self.rows
-            seq = e.get("seq")
-            if S is not None:
-                if key in self.seqs and seq < self.seqs[key]:
-                    counts["stale"] += 1
-                    continue
-                sets[S] = seq
-            if op == "insert":
-                counts["updated" if live else "inserted"] += 1
-                self.rows[key] = self.new_row(key, sets)
-            elif op == "upsert":
-                if live:
-                    self.rows[key].update(sets)
-                    counts["updated"] += 1
-                elif required - set(sets):
-                    counts["rejected"] += 1
-                    continue
-                else:
-                    self.rows[key] = self.new_row(key, sets)
-                    counts["inserted"] += 1
-            elif op == "update":
-                if not live:
-                    counts["rejected"] += 1
-                    continue
-                self.rows[key].update(sets)
-                counts["updated"] += 1
-            else:
-                if live:
-                    del self.rows[key]
-                    counts["deleted"] += 1
-                else:
-                    counts["ignored"] += 1
-            if S is not None:
-                self.seqs[key] = seq
+            live = len(self.rows)
+            outcome = self.apply_event(e)
+            counts[outcome] += live if outcome == "truncated" else 1
         return counts
 
     def commit(self, version: int) -> None:
+        """The state after the last :meth:`apply` is ``version``."""
         self.versions[version] = copy.deepcopy(self.rows)
         self._saved = None
 
     def rollback(self) -> None:
+        """Undoes the last :meth:`apply`."""
         assert self._saved is not None
         self.rows, self.seqs = self._saved
         self._saved = None

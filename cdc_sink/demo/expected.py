@@ -1,18 +1,9 @@
-"""A small reference applier: what the table must contain after a stream of events.
+"""The demo's reference table: what the table must contain after a stream of events.
 
-It applies native events one at a time, in order, with the semantics of DESIGN.md §3,
-written independently of the engine (plain dicts, no Arrow in the apply path), so the
-demo can check the engine against it:
-
-- validation first: an unknown op or column, a key column in ``set``, a missing key, a
-  value of the wrong type, null in a non-nullable column, a missing ``seq`` (tables with
-  a sequence column) -> ``rejected``; undecodable records (``None``) too;
-- with a sequence column S, an event applies only when ``seq`` >= the key's last
-  sequence (of its live row, or of the tombstone its last delete left) -> else ``stale``;
-  an applied event writes ``S = seq``;
-- ``insert`` replaces the row (unset columns take defaults); ``upsert`` sets columns,
-  creating the row when missing; ``update`` of a missing key is ``rejected``; ``delete``
-  removes the row (``ignored`` when not live) and leaves a tombstone.
+:class:`ExpectedTable` is :class:`cdc_sink.reference.ReferenceTable` (the reference
+semantics, docs/architecture.md §2) with the demo's bookkeeping: outcome counts, the
+reasons of refused events, snapshots. An event the reference finds invalid counts as
+``rejected`` here, like one refused for the table's state.
 
 Values are kept as Python values of the column types (``Decimal`` quantized to the
 column's scale, timezone-aware UTC ``datetime``), and :func:`normalize_row` brings rows
@@ -22,44 +13,15 @@ read back from Arrow or Spark to the same form for comparison.
 from __future__ import annotations
 
 import copy
-import datetime as dt
-import decimal
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.schema import Column, TableSchema, coerce
+from cdc_sink.reference import Key, ReferenceTable, Row, coerce_value, normalize_value
+from cdc_sink.schema import TableSchema
 
-__all__ = ["ExpectedTable", "coerce_value", "diff_rows", "normalize_row"]
-
-Key = tuple[Any, ...]
-Row = dict[str, Any]
-_OPS = ("insert", "upsert", "update", "delete")
-
-
-def coerce_value(value: Any, column: Column) -> Any:
-    """``value`` (as a JSON event carries it) as the Python value of ``column``'s type
-    (:func:`cdc_sink.schema.coerce`, strict).
-
-    Raises:
-        TypeError: The value is not of the column's type.
-        ValueError: The value does not parse or is out of range.
-    """
-    return coerce(value, column.type, strict=True)
-
-
-def normalize_value(value: Any, column: Column) -> Any:
-    """A value read back from Arrow/Spark in the form :func:`coerce_value` gives."""
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return value.astimezone(dt.timezone.utc)
-    if isinstance(value, decimal.Decimal) and pa.types.is_decimal(column.type):
-        return value.quantize(decimal.Decimal(1).scaleb(-column.type.scale))
-    return value
+__all__ = ["ExpectedTable", "coerce_value", "diff_rows", "normalize_row", "normalize_value"]
 
 
 def normalize_row(row: Mapping[str, Any], schema: TableSchema) -> Row:
@@ -110,101 +72,34 @@ def diff_rows(expected: Mapping[Key, Row], actual: Iterable[Mapping[str, Any]],
     return out
 
 
-class ExpectedTable:
+class ExpectedTable(ReferenceTable):
     """The reference state of one table, event by event (see the module docstring).
 
     Attributes:
         schema: The table schema.
-        counts: Outcome counts so far (inserted/updated/deleted/ignored/stale/rejected).
+        counts: Outcome counts so far (inserted/updated/deleted/ignored/stale/rejected,
+            and truncated once a truncate came).
+        reject_reasons: Why each rejected event was refused, in order.
     """
 
     def __init__(self, schema: TableSchema) -> None:
-        self.schema = schema
-        self._rows: dict[Key, Row] = {}
-        self._seqs: dict[Key, int] = {}
+        super().__init__(schema)
         self.counts: dict[str, int] = dict.fromkeys(
             ("inserted", "updated", "deleted", "ignored", "stale", "rejected"), 0)
         self.reject_reasons: list[str] = []
 
     def __len__(self) -> int:
-        return len(self._rows)
-
-    # -- validation -------------------------------------------------------------------
-
-    def check(self, event: Any) -> str | None:
-        """Why ``event`` is refused without looking at the state (``None``: it is valid)."""
-        s = self.schema
-        if not isinstance(event, Mapping):
-            return "not a decodable event"
-        op = event.get("op")
-        if op not in _OPS:
-            return f"unknown op {op!r}"
-        key = event.get("key")
-        if len(s.primary_key) == 1 and key is not None and not isinstance(key, Mapping):
-            key = {s.primary_key[0]: key}
-        if not isinstance(key, Mapping):
-            return "no key"
-        for name in key:
-            if name not in s.primary_key:
-                return f"unknown key column {name!r}"
-        for kc in s.key_columns:
-            try:
-                if coerce_value(key.get(kc.name), kc) is None:
-                    return f"key column {kc.name!r} is missing or null"
-            except (TypeError, ValueError) as exc:
-                return f"key column {kc.name!r}: {exc}"
-        sets = event.get("set") or {}
-        if not isinstance(sets, Mapping):
-            return "'set' is not an object"
-        if op != "delete":
-            for name, value in sets.items():
-                if name in s.primary_key:
-                    return f"key column {name!r} inside 'set'"
-                if not s.has_column(name):
-                    return f"unknown column {name!r}"
-                col = s.column(name)
-                try:
-                    v = coerce_value(value, col)
-                except (TypeError, ValueError) as exc:
-                    return f"column {name!r}: {exc}"
-                if v is None and not col.nullable:
-                    return f"null in non-nullable column {name!r}"
-            if op == "insert":
-                for c in s.required_columns:
-                    if c.name not in sets:
-                        return f"insert does not set non-nullable column {c.name!r}"
-        if s.sequence_column is not None:
-            seq = event.get("seq")
-            if seq is None and op != "delete":
-                seq = sets.get(s.sequence_column)
-            if isinstance(seq, bool) or not isinstance(seq, int):
-                return "seq is missing"
-            if s.sequence_column in sets and sets[s.sequence_column] != seq:
-                return "sequence column in 'set' differs from seq"
-        return None
-
-    def _key(self, event: Mapping[str, Any]) -> Key:
-        key = event["key"]
-        if not isinstance(key, Mapping):
-            key = {self.schema.primary_key[0]: key}
-        return tuple(coerce_value(key[c.name], c) for c in self.schema.key_columns)
-
-    def _new_row(self, key: Key) -> Row:
-        row: Row = {}
-        for c in self.schema.columns:
-            if c.name in self.schema.primary_key:
-                row[c.name] = key[self.schema.primary_key.index(c.name)]
-            else:
-                row[c.name] = normalize_value(c.default.as_py(), c)
-        return row
-
-    # -- apply ------------------------------------------------------------------------
+        return len(self.rows)
 
     def apply(self, event: Any) -> str:
         """Applies one event (``None`` = an undecodable record); returns its outcome:
-        ``inserted``, ``updated``, ``deleted``, ``ignored``, ``stale`` or ``rejected``."""
-        outcome = self._apply(event)
-        self.counts[outcome] += 1
+        ``inserted``, ``updated``, ``deleted``, ``ignored``, ``stale``, ``rejected`` or
+        ``truncated``."""
+        outcome = self.apply_event(event)
+        if outcome in ("invalid", "rejected"):
+            outcome = "rejected"
+            self.reject_reasons.append(str(self.last_reason))
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
         return outcome
 
     def apply_all(self, events: Iterable[Any]) -> None:
@@ -212,55 +107,16 @@ class ExpectedTable:
         for e in events:
             self.apply(e)
 
-    def _apply(self, event: Any) -> str:
-        reason = self.check(event)
-        if reason is not None:
-            self.reject_reasons.append(reason)
-            return "rejected"
-        s = self.schema
-        op = event["op"]
-        key = self._key(event)
-        sets = {} if op == "delete" else {
-            name: coerce_value(v, s.column(name)) for name, v in (event.get("set") or {}).items()}
-        seq: int | None = None
-        if s.sequence_column is not None:
-            seq = event.get("seq")
-            if seq is None:
-                seq = sets[s.sequence_column]
-            if key in self._seqs and seq < self._seqs[key]:
-                return "stale"
-            sets[s.sequence_column] = seq
-        live = key in self._rows
-        if op == "update" and not live:
-            self.reject_reasons.append("update of missing key")
-            return "rejected"
-        if op == "delete":
-            outcome = "deleted" if live else "ignored"
-            self._rows.pop(key, None)
-        elif op == "insert" or not live:
-            outcome = "updated" if live else "inserted"
-            row = self._new_row(key)
-            row.update(sets)
-            self._rows[key] = row
-        else:
-            self._rows[key].update(sets)
-            outcome = "updated"
-        if seq is not None:
-            self._seqs[key] = seq
-        return outcome
-
-    # -- state ------------------------------------------------------------------------
-
     def row(self, key: Key) -> Row | None:
         """The live row of ``key`` (a copy), or ``None``."""
-        r = self._rows.get(key)
+        r = self.rows.get(key)
         return None if r is None else dict(r)
 
     def snapshot(self) -> dict[Key, Row]:
         """A copy of the live rows, key -> row."""
-        return copy.deepcopy(self._rows)
+        return copy.deepcopy(self.rows)
 
     def to_arrow(self) -> pa.Table:
         """The live rows as an Arrow table of the schema, sorted by key."""
-        rows = [self._rows[k] for k in sorted(self._rows)]
+        rows = [self.rows[k] for k in sorted(self.rows)]
         return pa.Table.from_pylist(rows, schema=self.schema.arrow_schema())
