@@ -61,7 +61,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from cdc_sink.metrics import SinkMetrics
+    from cdc_sink.metrics.observer import BatchObserver
+    from cdc_sink.spark import SinkFunction
+    from cdc_sink.table import Table
 
 logger = logging.getLogger("cdc_to_tablets")
 
@@ -216,15 +224,16 @@ class Maintenance:
     """Compaction and GC every N committed batches, timed, counted and logged; a failure
     is logged and counted, never raised (the stream goes on)."""
 
-    def __init__(self, table: Any, metrics: Any, *, compact_every: int, gc_every: int,
-                 retain_versions: int | None, retain_seconds: float | None,
+    def __init__(self, table: Table, metrics: SinkMetrics | None, *, compact_every: int,
+                 gc_every: int, retain_versions: int | None, retain_seconds: float | None,
                  gc_floor: Callable[[], int | None] = lambda: None) -> None:
         self.table = table
         self.metrics = metrics
         self.gc_floor = gc_floor  # versions whose dead letters are not forwarded stay
         self.compact_every = compact_every
         self.gc_every = gc_every
-        self.retain = {"retain_versions": retain_versions, "retain_seconds": retain_seconds}
+        self.retain_versions = retain_versions
+        self.retain_seconds = retain_seconds
         self.committed = 0
 
     def after_batch(self, committed: bool) -> bool:
@@ -263,14 +272,14 @@ class Maintenance:
             if floor is not None and floor < self.table.version - 1:
                 logger.warning("gc keeps versions from %d on: their dead letters are not "
                                "forwarded yet", floor)
-            planned = self.table.gc(dry_run=True, keep_from=floor, **self.retain)
+            planned = self._gc(dry_run=True, keep_from=floor)
             sizes = {}
             for path in planned:
                 try:
                     sizes[path] = os.stat(path).st_size
                 except OSError:
                     continue
-            removed = self.table.gc(dry_run=False, keep_from=floor, **self.retain)
+            removed = self._gc(dry_run=False, keep_from=floor)
             from cdc_sink.stats import forget_disk_usage
 
             forget_disk_usage(self.table.root)  # the table gauges must not show deleted files
@@ -288,12 +297,18 @@ class Maintenance:
         logger.info("gc removed_files=%d removed_bytes=%d oldest_version=%d duration_s=%.3f",
                     len(removed), nbytes, self.table.oldest_version, seconds)
 
+    def _gc(self, *, dry_run: bool, keep_from: int | None) -> list[str]:
+        return self.table.gc(dry_run=dry_run, keep_from=keep_from,
+                             retain_versions=self.retain_versions,
+                             retain_seconds=self.retain_seconds)
 
-def _foreach_batch(sink_fn: Any, maintenance: Maintenance, observer: Any) -> Any:
+
+def _foreach_batch(sink_fn: SinkFunction, maintenance: Maintenance, observer: BatchObserver
+                   ) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function: the sink, then the maintenance that is due (and the
     table gauges again after it)."""
 
-    def run(df: Any, batch_id: int) -> None:
+    def run(df: DataFrame, batch_id: int) -> None:
         sink_fn(df, batch_id)
         last = sink_fn.stats[-1] if sink_fn.stats else None
         if maintenance.after_batch(last is not None and last.batch_id == batch_id
@@ -343,7 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cdc_sink.metrics import MetricsServerError, SinkMetrics, start_metrics_server
 
-    disable_created_metrics()  # no *_created series next to every counter and histogram
+    # no *_created series next to every counter and histogram
+    disable_created_metrics()  # type: ignore[no-untyped-call]
 
     table_path = os.path.abspath(args.table_path)
     checkpoint = args.checkpoint or table_path.rstrip("/") + ".checkpoint"
@@ -375,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: str,
-         metrics: Any, kafka_options: dict[str, str], decoder_options: dict[str, Any],
+         metrics: SinkMetrics, kafka_options: dict[str, str], decoder_options: dict[str, Any],
          stop: _StopRequest) -> int:
     from pyspark.errors import StreamingQueryException
     from pyspark.sql import SparkSession
@@ -425,7 +441,7 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
     failure: BaseException | None = None
     try:
         while not stop.event.is_set():
-            if query.awaitTermination(0.5):
+            if query.awaitTermination(0.5):  # type: ignore[arg-type]  # seconds, a float
                 break
             progress.poll()  # Kafka rates and offsets behind latest, from Spark's progress
             observer.refresh_if_due()  # the table gauges catch up after the last batch

@@ -258,7 +258,7 @@ class CdcSinkDataSource(DataSource):
 
 
 @dataclass(frozen=True)
-class BucketPartition(InputPartition):  # type: ignore[misc]
+class BucketPartition(InputPartition):
     """One Spark partition: one bucket of one version (picklable, self-contained)."""
 
     path: str
