@@ -6,18 +6,20 @@ On disk, under the table root::
     _pages/<bucket>/<version:020d>-<attempt>.pages          concatenated page blobs
 
 A page blob is an Arrow IPC stream holding one single-column record batch (one 64K-row
-page of one column). The manifest maps every page of the bucket at its version to
-``[file, offset, length, crc32c, rows, min, max, null_count]``: value columns (by column
-id), the key columns, the rows' index hashes, and the deletion vector (a serialized
-roaring bitmap blob) -- everything needed to rebuild the tablet and its index without
-reading any WAL.
+page of one column; :mod:`cdc_sink.storage.pages`). The manifest maps every page of the
+bucket at its version to ``[file, offset, length, crc32c, rows, min, max, null_count]``:
+value columns (by column id), the key columns, the rows' index hashes, and the deletion
+vector (a serialized roaring bitmap blob) -- everything needed to rebuild the tablet and
+its index without reading any WAL.
 
-*Incremental*: a page that compaction left untouched is the same Arrow object as in the
-previous base and still carries the location it was written to, so the new manifest
-points at the old file; only changed pages are written (key pages, append-only, are
+*Incremental*: a page that compaction left untouched is the same entry as in the
+previous base, a stored page whose loader (:class:`~cdc_sink.storage.pages.StoredPage`)
+carries the location it was written to, so the new manifest points at the old file;
+only changed pages are written (key pages, append-only, are
 unchanged when they were full at the previous snapshot). When the bytes the manifest
 references fall under half of the bytes of the files it references, every page is
-rewritten into one new file, so old files can be collected.
+rewritten into one new file, so old files can be collected. Writing a snapshot never
+compacts: the caller compacts the tablet at the version first (``MemTablet.compact``).
 
 Loading memory-maps the page files (zero-copy Arrow arrays); key, row-hash, index and
 deletion-vector blobs are CRC-checked at load, value pages lazily: each when it is first
@@ -33,66 +35,45 @@ which loading converts to the physical form.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import datetime as dt
-import decimal
 import json
 import os
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
-import google_crc32c
 import numpy as np
 import pyarrow as pa
 from pyroaring import FrozenBitMap
 
-from cdc_sink.errors import WalCorruption
-from cdc_sink.filters import PageStats, physical_value
+from cdc_sink.errors import TabletStateError, WalCorruption
+from cdc_sink.filters import PageStats
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage import layout
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.framing import encode_file, read_records
-from cdc_sink.storage.fsutil import (
-    create_file,
-    fsync_dir,
-    fsync_file,
-    makedirs,
-    remove,
-    write_file_durable,
+from cdc_sink.storage.fsutil import makedirs, remove, write_file_durable
+from cdc_sink.storage.pages import (
+    LocationUpdate,
+    PageFileWriter,
+    PageLoc,
+    PageReader,
+    StoredPage,
+    apply_locations,
+    json_stat,
+    page_blob,
+    py_stat,
+    stored_location,
 )
-from cdc_sink.tablet.column import Base, LazyPage, PageList
+from cdc_sink.tablet.column import Base, PageList
 from cdc_sink.tablet.memtablet import MemTablet
 
-__all__ = ["PageLoc", "SnapshotManifest", "apply_locations", "load_snapshot", "read_manifest",
-           "write_snapshot"]
+__all__ = ["LocationUpdate", "PageLoc", "SnapshotManifest", "SnapshotWrite", "apply_locations",
+           "load_snapshot", "read_manifest", "write_snapshot"]
 
 SNAPSHOT_MAGIC = b"CDCSNP\x00\x01"
 #: Page statistics in physical form (see the module docstring).
 STATS_FORMAT = 2
 register("snapshot.pages_written", "snapshot.written")
-
-
-@dataclass(frozen=True)
-class PageLoc:
-    """Where a page blob is: file (relative to the table root), offset, length, CRC."""
-
-    file: str
-    offset: int
-    length: int
-    crc: int
-    rows: int
-    min: Any = None
-    max: Any = None
-    null_count: int = 0
-
-    def to_list(self) -> list[Any]:
-        return [self.file, self.offset, self.length, self.crc, self.rows, self.min, self.max,
-                self.null_count]
-
-    @classmethod
-    def from_list(cls, v: list[Any]) -> PageLoc:
-        return cls(v[0], int(v[1]), int(v[2]), int(v[3]), int(v[4]), v[5], v[6], int(v[7]))
 
 
 @dataclass
@@ -112,13 +93,18 @@ class SnapshotManifest:
     index_slots: PageLoc | None = None
     stats_format: int = STATS_FORMAT
 
-    @property
-    def referenced_bytes(self) -> int:
-        """Bytes of the blobs the manifest references."""
+    def locations(self) -> list[PageLoc]:
+        """Every blob the manifest references: value and key pages, row hashes,
+        deletion vector and index slots."""
         locs = [p for ps in self.columns.values() for p in ps]
         locs += [p for ps in self.keys for p in ps] + self.row_hash
         locs += [p for p in (self.dv, self.index_slots) if p is not None]
-        return sum(p.length for p in locs)
+        return locs
+
+    @property
+    def referenced_bytes(self) -> int:
+        """Bytes of the blobs the manifest references."""
+        return sum(p.length for p in self.locations())
 
     def all_files(self) -> set[str]:
         """Page files this manifest references."""
@@ -154,94 +140,149 @@ class SnapshotManifest:
         )
 
 
-def _json_stat(v: Any) -> Any:
-    """A physical statistic (int, float, bool, str, bytes) as JSON."""
-    if v is None or isinstance(v, (bool, int, float, str)):
-        if isinstance(v, float) and v != v:
-            return None
-        return v
-    if isinstance(v, bytes):
-        return {"b64": base64.b64encode(v).decode()}
-    return None
+class SnapshotWrite(NamedTuple):
+    """What :func:`write_snapshot` wrote (unpacks as ``rel, manifest, locations``).
+
+    Attributes:
+        rel: The manifest's path relative to the table root.
+        manifest: The manifest.
+        locations: The pages written from memory, to record with
+            :func:`apply_locations` once the snapshot's version is committed.
+    """
+
+    rel: str
+    manifest: SnapshotManifest
+    locations: list[LocationUpdate]
 
 
-def _py_stat(v: Any, type: pa.DataType) -> Any:
-    """A stored statistic back in physical form; format-1 values (ISO dates/timestamps,
-    decimal strings) are converted with the column's ``type`` (None if they do not fit)."""
-    if not isinstance(v, dict):
-        return v
-    if "b64" in v:
-        return base64.b64decode(v["b64"])
-    try:
-        if "ts" in v:
-            return physical_value(dt.datetime.fromisoformat(v["ts"]), type)
-        if "date" in v:
-            return physical_value(dt.date.fromisoformat(v["date"]), type)
-        if "dec" in v:
-            return physical_value(decimal.Decimal(v["dec"]), type)
-    except (TypeError, ValueError, ArithmeticError, pa.ArrowException):
-        return None
-    return None
+def check_compacted(tablet: MemTablet, version: int) -> None:
+    """Raises unless every column's base of ``tablet`` is the column at ``version``.
+
+    Raises:
+        TabletStateError: The tablet is not compacted at ``version``.
+    """
+    if not tablet.is_compacted(version):
+        raise TabletStateError(
+            f"bucket {tablet.bucket}: the tablet is not compacted at version {version}; "
+            f"compact it (tablet.compact({version})) before writing its snapshot")
 
 
-def _blob(arr: pa.Array) -> bytes:
-    sink = pa.BufferOutputStream()
-    batch = pa.RecordBatch.from_arrays([arr], names=["v"])
-    with pa.ipc.new_stream(sink, batch.schema) as w:
-        w.write_batch(batch)
-    return bytes(sink.getvalue())
+def _rewrite_all(previous: SnapshotManifest | None, page_rows: int) -> bool:
+    """Whether every page is written anew: no usable previous snapshot, or the bytes it
+    references fell under half of its files' bytes (see the module docstring)."""
+    if previous is None or previous.page_rows != page_rows:
+        return True
+    total = sum(previous.files.values())
+    return total > 0 and previous.referenced_bytes < total // 2
 
 
-class _PageFileWriter:
-    """Appends page blobs to one new page file."""
+class _SnapshotWriter:
+    """The pages of one snapshot: reused where already stored, else written to one new
+    page file (:meth:`write` writes them all and returns the manifest)."""
 
-    def __init__(self, root: str, rel: str) -> None:
+    def __init__(self, root: str, tablet: MemTablet, version: int,
+                 previous: SnapshotManifest | None, pages_rel: str) -> None:
         self.root = root
-        self.rel = rel
-        self.path = os.path.join(root, rel)
-        makedirs(os.path.dirname(self.path))
-        self._f = create_file(self.path)  # closed in finish() or abort()
-        self.offset = 0
+        self.tablet = tablet
+        self.version = version
+        self.rows = tablet.row_count_at(version)
+        self.page_rows = tablet.options.page_rows
+        self.full = _rewrite_all(previous, self.page_rows)
+        self.previous = None if self.full else previous
+        self.pages_rel = pages_rel
+        self.file = PageFileWriter(root, pages_rel)
+        self.reader = PageReader(root)  # loaders of the pages written from memory
+        self.updates: list[LocationUpdate] = []
 
-    def add(self, data: bytes, rows: int, stats: PageStats | None) -> PageLoc:
-        self._f.write(data)
-        loc = PageLoc(self.rel, self.offset, len(data), google_crc32c.value(data), rows,
-                      _json_stat(stats.min) if stats else None,
-                      _json_stat(stats.max) if stats else None,
-                      stats.null_count if stats else 0)
-        self.offset += len(data)
+    def value_columns(self) -> dict[int, list[PageLoc]]:
+        """Every page of every live value column at the version (a page already stored
+        is not read: its location is reused unless every page is rewritten)."""
+        columns: dict[int, list[PageLoc]] = {}
+        live_ids = {c.id for c in self.tablet.schema.value_columns}
+        for cid, store in self.tablet.columns.items():
+            if cid in live_ids:  # a dropped column: versions from here on never read it
+                base = store.base_at(self.version)
+                columns[cid] = [self._value_page(base, p) for p in range(len(base.pages))]
+        return columns
+
+    def _value_page(self, base: Base, p: int) -> PageLoc:
+        loc = None if self.full else stored_location(base.page_entry(p))
+        if loc is None:
+            loc = self.file.add_page(base.pages[p], base.page_stats(p))
+            self.updates.append((base, p, StoredPage(loc, self.reader)))
         return loc
 
-    def finish(self) -> int:
-        fsync_file(self._f, path=self.path)
-        self._f.close()
-        fsync_dir(os.path.dirname(self.path))
-        return self.offset
+    def _append_only_pages(self, reused: list[PageLoc] | None,
+                           page: Callable[[int, int], pa.Array]) -> list[PageLoc]:
+        """Pages of an append-only column (keys, row hashes): pages that were full at the
+        previous snapshot are reused from it, the others written."""
+        pr, rows = self.page_rows, self.rows
+        prev_full = 0 if self.previous is None else self.previous.row_count // pr
+        return [reused[p] if reused is not None and p < prev_full
+                else self.file.add_page(page(p * pr, min((p + 1) * pr, rows)))
+                for p in range(-(-rows // pr))]
 
-    def abort(self) -> None:
-        # Abandoned whatever happened (a failed write or fsync: its data may be lost even
-        # if a later fsync succeeded); created with O_EXCL, so the name is ours.
-        with contextlib.suppress(OSError):
-            self._f.close()  # may flush, and fail again (ENOSPC)
-        remove(self.path, missing_ok=True)
+    def key_columns(self) -> list[list[PageLoc]]:
+        """The pages of every key column."""
+        prev = self.previous
+        return [self._append_only_pages(None if prev is None else prev.keys[k], store.slice)
+                for k, store in enumerate(self.tablet.index.keys)]
 
+    def row_hashes(self) -> list[PageLoc]:
+        """The pages of the rows' index hashes."""
+        rh = self.tablet.index.row_hashes()
+        return self._append_only_pages(None if self.previous is None else
+                                       self.previous.row_hash,
+                                       lambda lo, hi: pa.array(rh[lo:hi]))
 
-LocationUpdate = tuple[Base, int, PageLoc]
+    def index_state(self) -> tuple[PageLoc | None, PageLoc | None]:
+        """The deletion vector at the version, and the index slots (when the index holds
+        exactly the version's rows)."""
+        t = self.tablet
+        dv = t.deletion_vector(self.version)
+        dv_loc = self.file.add(dv.serialize(), len(dv), None) if len(dv) else None
+        slots_loc = None
+        if t.pending_version is None and t.index.count == self.rows:
+            slots_loc = self.file.add(page_blob(pa.array(t.index.slots)), self.rows, None)
+        return dv_loc, slots_loc
 
+    def write(self, schema_id: int) -> SnapshotManifest:
+        """Writes every page not stored yet and makes the page file durable (removing it
+        when it stays empty); returns the manifest of the snapshot."""
+        try:
+            columns = self.value_columns()
+            keys = self.key_columns()
+            hashes = self.row_hashes()
+            dv_loc, slots_loc = self.index_state()
+            size = self.file.finish()
+        except BaseException:
+            self.file.abort()
+            raise
+        fault_point("snapshot.pages_written")
+        if not size:
+            remove(os.path.join(self.root, self.pages_rel))
+        manifest = SnapshotManifest(
+            bucket=self.tablet.bucket, version=self.version, schema_id=schema_id,
+            row_count=self.rows, page_rows=self.page_rows, columns=columns, keys=keys,
+            row_hash=hashes, dv=dv_loc, index_slots=slots_loc)
+        manifest.files = self._files(manifest, size)
+        return manifest
 
-def apply_locations(updates: list[LocationUpdate]) -> None:
-    """Records where pages were written, once the snapshot's version is committed (an
-    uncommitted snapshot's files may be deleted, so nothing may point at them before)."""
-    for base, p, loc in updates:
-        if len(base.locations) != len(base.pages):
-            base.locations = [None] * len(base.pages)
-        base.locations[p] = loc
+    def _files(self, manifest: SnapshotManifest, size: int) -> dict[str, int]:
+        """The page files ``manifest`` references, with their sizes."""
+        files: dict[str, int] = {}
+        if self.previous is not None:
+            files.update(self.previous.files)
+        if size:
+            files[self.pages_rel] = size
+        referenced = {loc.file for loc in manifest.locations()}
+        return {f: s for f, s in files.items() if f in referenced}
 
 
 def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *,
-                   previous: SnapshotManifest | None
-                   ) -> tuple[str, SnapshotManifest, list[LocationUpdate]]:
-    """Writes a snapshot of ``tablet`` at committed ``version`` (compacting it there).
+                   previous: SnapshotManifest | None) -> SnapshotWrite:
+    """Writes a snapshot of ``tablet`` at committed ``version``; the tablet must be
+    compacted there (:meth:`MemTablet.compact`): writing a snapshot never compacts.
 
     Args:
         root: Table root.
@@ -253,87 +294,22 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
     Returns:
         The manifest's path relative to ``root``, the manifest, and the page locations to
         record with :func:`apply_locations` once the snapshot is committed.
+
+    Raises:
+        TabletStateError: The tablet is not compacted at ``version``.
     """
-    b = tablet.bucket
-    attempt = uuid.uuid4().hex[:12]
-    stem = f"{version:020d}-{attempt}"
-    pages_rel = f"_pages/{b}/{stem}.pages"
-    man_rel = f"_snapshots/{b}/{stem}.manifest"
-    tablet.compact(version)
-    rows = tablet.row_count_at(version)
-    pr = tablet.options.page_rows
-    full = previous is None or previous.page_rows != pr
-    if previous is not None and not full:
-        total = sum(previous.files.values())
-        full = total > 0 and previous.referenced_bytes < total // 2
-    writer = _PageFileWriter(root, pages_rel)
-    updates: list[LocationUpdate] = []
-    try:
-        columns: dict[int, list[PageLoc]] = {}
-        live_ids = {c.id for c in tablet.schema.value_columns}
-        for cid, store in tablet.columns.items():
-            if cid not in live_ids:
-                continue  # a dropped column: versions from this snapshot on never read it
-            base = store.base_at(version)
-            known = base.locations if len(base.locations) == len(base.pages) else []
-            locs = []
-            for p in range(len(base.pages)):  # a page already written is not read
-                loc = None if full or not known else known[p]
-                if loc is None:
-                    page = base.pages[p]
-                    loc = writer.add(_blob(page), len(page), base.page_stats(p))
-                    updates.append((base, p, loc))
-                locs.append(loc)
-            columns[cid] = locs
-        prev_full_pages = 0 if full or previous is None else previous.row_count // pr
-        keys = []
-        for k, key_store in enumerate(tablet.index.keys):
-            locs = []
-            for p in range(-(-rows // pr)):
-                if p < prev_full_pages and previous is not None:
-                    locs.append(previous.keys[k][p])
-                else:
-                    page = key_store.slice(p * pr, min((p + 1) * pr, rows))
-                    locs.append(writer.add(_blob(page), len(page), None))
-            keys.append(locs)
-        hashes = []
-        rh = tablet.index.row_hashes()
-        for p in range(-(-rows // pr)):
-            if p < prev_full_pages and previous is not None:
-                hashes.append(previous.row_hash[p])
-            else:
-                page = pa.array(rh[p * pr: min((p + 1) * pr, rows)])
-                hashes.append(writer.add(_blob(page), len(page), None))
-        dv = tablet.deletion_vector(version)
-        dv_loc = writer.add(dv.serialize(), len(dv), None) if len(dv) else None
-        slots_loc = None
-        if tablet.pending_version is None and tablet.index.count == rows:
-            slots_loc = writer.add(_blob(pa.array(tablet.index.slots)), rows, None)
-        size = writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
-    fault_point("snapshot.pages_written")
-    files: dict[str, int] = {}
-    if previous is not None and not full:
-        files.update(previous.files)
-    if size:
-        files[pages_rel] = size
-    referenced = {loc.file for locs in columns.values() for loc in locs}
-    referenced |= {loc.file for locs in keys for loc in locs} | {loc.file for loc in hashes}
-    referenced |= {loc.file for loc in (dv_loc, slots_loc) if loc is not None}
-    files = {f: s for f, s in files.items() if f in referenced}
-    if not size:
-        remove(os.path.join(root, pages_rel))
-    manifest = SnapshotManifest(bucket=b, version=version, schema_id=schema_id, row_count=rows,
-                                page_rows=pr, columns=columns, keys=keys, row_hash=hashes,
-                                dv=dv_loc, files=files, index_slots=slots_loc)
+    check_compacted(tablet, version)
+    stem = layout.attempt_stem(version)
+    man_rel = layout.snapshot_manifest(tablet.bucket, stem)
+    writer = _SnapshotWriter(root, tablet, version, previous,
+                             layout.pages_file(tablet.bucket, stem))
+    manifest = writer.write(schema_id)
     man_path = os.path.join(root, man_rel)
     makedirs(os.path.dirname(man_path))
     write_file_durable(man_path, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC),
                        exclusive=True)
     fault_point("snapshot.written")
-    return man_rel, manifest, updates
+    return SnapshotWrite(man_rel, manifest, writer.updates)
 
 
 def read_manifest(root: str, rel: str) -> SnapshotManifest:
@@ -353,76 +329,6 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
     if len(res.records) != 1:
         raise WalCorruption("snapshot manifest must hold one record", path=path, offset=0)
     return SnapshotManifest.from_json(res.records[0])
-
-
-class _PageReader:
-    """Page blobs of one snapshot's files, memory-mapped.
-
-    Every file is mapped, and every location checked against its file's size, when the
-    reader is made (a missing or truncated page file is found at load); a blob's CRC is
-    checked when the blob is first read (:meth:`array`, :meth:`lazy`), before any of its
-    data is returned.
-    """
-
-    def __init__(self, root: str, manifest: SnapshotManifest) -> None:
-        self.root = root
-        self._maps: dict[str, pa.Buffer] = {}
-        locs = [p for ps in manifest.columns.values() for p in ps]
-        locs += [p for ps in manifest.keys for p in ps] + manifest.row_hash
-        locs += [p for p in (manifest.dv, manifest.index_slots) if p is not None]
-        for loc in locs:
-            buf = self._map(loc)
-            if loc.offset < 0 or loc.offset + loc.length > buf.size:
-                raise WalCorruption("a snapshot page file is truncated",
-                                    path=os.path.join(self.root, loc.file), offset=loc.offset)
-
-    def _map(self, loc: PageLoc) -> pa.Buffer:
-        buf = self._maps.get(loc.file)
-        if buf is None:
-            path = os.path.join(self.root, loc.file)
-            try:
-                with pa.memory_map(path, "r") as mm:
-                    buf = mm.read_buffer()
-            except FileNotFoundError:
-                raise WalCorruption("a snapshot page file is missing", path=path,
-                                    offset=loc.offset) from None
-            self._maps[loc.file] = buf
-        return buf
-
-    def blob(self, loc: PageLoc) -> pa.Buffer:
-        """The blob at ``loc``, checked against its CRC.
-
-        Raises:
-            WalCorruption: The blob is damaged.
-        """
-        piece = self._map(loc).slice(loc.offset, loc.length)
-        if len(piece) != loc.length or google_crc32c.value(piece) != loc.crc:
-            raise WalCorruption("snapshot page fails its CRC",
-                                path=os.path.join(self.root, loc.file), offset=loc.offset)
-        return piece
-
-    def array(self, loc: PageLoc, *, check_rows: bool = False) -> pa.Array:
-        """The page at ``loc`` (CRC checked first).
-
-        Raises:
-            WalCorruption: The blob is damaged (or, with ``check_rows``, does not hold
-                ``loc.rows`` rows).
-        """
-        blob = self.blob(loc)
-        try:
-            arr = pa.ipc.open_stream(blob).read_next_batch().column(0)
-        except (pa.ArrowException, StopIteration) as exc:
-            raise WalCorruption(f"snapshot page does not decode: {exc}",
-                                path=os.path.join(self.root, loc.file),
-                                offset=loc.offset) from None
-        if check_rows and len(arr) != loc.rows:
-            raise WalCorruption(f"snapshot page holds {len(arr)} rows, not {loc.rows}",
-                                path=os.path.join(self.root, loc.file), offset=loc.offset)
-        return arr
-
-    def lazy(self, loc: PageLoc) -> LazyPage:
-        """The page at ``loc``, read and CRC-checked on first access."""
-        return LazyPage(loc.rows, lambda: self.array(loc, check_rows=True))
 
 
 def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
@@ -445,26 +351,14 @@ def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
         WalCorruption: A page file is missing or truncated, or a blob read at load is
             damaged.
     """
-    reader = _PageReader(root, manifest)
+    reader = PageReader(root)
+    reader.check(manifest.locations())
     tablet: MemTablet = tablet_factory(manifest.version)
     v = manifest.version
     known = {c.id: c for c in schema.value_columns}
     for cid, locs in manifest.columns.items():
-        if cid not in known:
-            continue
-        store = tablet.ensure_column(cid)
-        pages = PageList(reader.lazy(loc) for loc in locs)
-        t = known[cid].type
-        # Physical statistics; a later (incremental) manifest reuses these locations,
-        # so format-1 statistics are rewritten in format 2 here.
-        locs = [replace(loc, min=_json_stat(_py_stat(loc.min, t)),
-                        max=_json_stat(_py_stat(loc.max, t))) for loc in locs]
-        stats: list[PageStats | None] = [
-            PageStats(_py_stat(loc.min, t), _py_stat(loc.max, t), loc.null_count, loc.rows)
-            for loc in locs]
-        store.set_base(Base(version=v, num_rows=manifest.row_count, pages=pages, stats=stats,
-                            locations=list(locs)))
-        store.release_below(v)
+        if cid in known:
+            _load_value_column(tablet, cid, known[cid].type, locs, manifest, reader)
     key_cols = [pa.concat_arrays([reader.array(loc) for loc in locs]) if locs else
                 pa.array([], type=t) for locs, t in
                 zip(manifest.keys, [c.type for c in schema.key_columns], strict=True)]
@@ -476,3 +370,19 @@ def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
              else None)
     tablet.restore(v, manifest.row_count, key_cols, hashes.astype(np.uint64), dv, slots)
     return tablet
+
+
+def _load_value_column(tablet: MemTablet, cid: int, type: pa.DataType, locs: list[PageLoc],
+                       manifest: SnapshotManifest, reader: PageReader) -> None:
+    """Sets a value column's base to the manifest's pages, lazy (not read here)."""
+    # Physical statistics; a later (incremental) manifest reuses these locations, so
+    # format-1 statistics are rewritten in format 2 here.
+    locs = [replace(loc, min=json_stat(py_stat(loc.min, type)),
+                    max=json_stat(py_stat(loc.max, type))) for loc in locs]
+    stats: list[PageStats | None] = [
+        PageStats(py_stat(loc.min, type), py_stat(loc.max, type), loc.null_count, loc.rows)
+        for loc in locs]
+    store = tablet.ensure_column(cid)
+    store.set_base(Base(version=manifest.version, num_rows=manifest.row_count,
+                        pages=PageList(reader.lazy(loc) for loc in locs), stats=stats))
+    store.release_below(manifest.version)

@@ -13,20 +13,24 @@ The value of row r at version v is the value in the newest delta with version in
 ``(bases, deltas)`` tuple once, so compaction (which appends a base) and retention
 (which drops old bases/deltas) never disturb it; nothing is ever mutated in place.
 
-A base loaded from a snapshot holds its pages as a :class:`PageList` of
-:class:`LazyPage` entries: a page is read (memory-mapped, checked against its CRC,
+A page that is stored somewhere (``storage/`` writes pages to snapshot files) is a
+:class:`LazyPage`: its row count, a :class:`PageLoader` that reads it (an opaque
+callable: where the page lives on disk is storage's business, never the tablet's), and
+the array once read. A base loaded from a snapshot holds its pages as a :class:`PageList`
+of lazy pages not read yet: a page is read (memory-mapped, checked against its CRC,
 decoded) on first access only, so opening a table touches no value page, and a read of
 some columns never touches the pages of the others. A page's row count is known without
-loading it; compaction shares an untouched page's entry, loaded or not.
+loading it; compaction shares an untouched page's entry, loaded or not, so the page
+keeps its loader (and storage can tell that it is stored already).
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, overload
+from typing import Protocol, TypeAlias, overload
 
 import numpy as np
 import pyarrow as pa
@@ -42,30 +46,45 @@ from cdc_sink.tablet.keystore import (
     take,
 )
 
-
-def _is_sorted(a: np.ndarray) -> bool:
-    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
-
-__all__ = ["Base", "ColumnStore", "Delta", "LazyPage", "PageList"]
+__all__ = ["Base", "ColumnStore", "Delta", "LazyPage", "PageList", "PageLoader"]
 
 _LOAD_LOCK = threading.Lock()
 
 
+def _is_sorted(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
+class PageLoader(Protocol):
+    """Reads one stored page: reads, verifies and decodes it, raising if it is damaged.
+
+    Storage implements it (and keeps there where the page lives); to the tablet it is
+    opaque.
+    """
+
+    def __call__(self) -> pa.Array:
+        """The page's array."""
+        ...
+
+
 class LazyPage:
-    """A page read on first access (see the module docstring).
+    """A stored page, read on first access (see the module docstring).
 
     Args:
         rows: The page's row count (known without reading it).
-        load: Reads, verifies and decodes the page; raises if it is damaged. Called at
-            most once successfully; a failure is raised again on the next access.
+        load: Reads the page. Called at most once successfully; a failure is raised
+            again on the next access. Kept for the page's life (storage recognizes its
+            own loaders, e.g. to reuse a page's location in an incremental snapshot).
+        array: The page, when it is in memory already (a page just written).
     """
 
-    __slots__ = ("_array", "_load", "rows")
+    __slots__ = ("_array", "loader", "rows")
 
-    def __init__(self, rows: int, load: Callable[[], pa.Array]) -> None:
+    def __init__(self, rows: int, load: PageLoader,
+                 array: pa.Array | None = None) -> None:
         self.rows = rows
-        self._load: Callable[[], pa.Array] | None = load
-        self._array: pa.Array | None = None
+        self.loader = load
+        self._array: pa.Array | None = array
 
     @property
     def loaded(self) -> bool:
@@ -84,10 +103,8 @@ class LazyPage:
             with _LOAD_LOCK:  # one load per page, so every reader gets the same object
                 arr = self._array
                 if arr is None:
-                    assert self._load is not None
-                    arr = self._load()
+                    arr = self.loader()
                     self._array = arr
-                    self._load = None
         return arr
 
 
@@ -101,7 +118,7 @@ class PageList(Sequence[pa.Array]):
     __slots__ = ("_entries",)
 
     def __init__(self, entries: Iterable[PageEntry] = ()) -> None:
-        self._entries: tuple[PageEntry, ...] = tuple(entries)
+        self._entries: list[PageEntry] = list(entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -133,6 +150,12 @@ class PageList(Sequence[pa.Array]):
         """Whether page ``p`` is in memory (read, or never lazy)."""
         e = self._entries[p]
         return bool(e.loaded) if isinstance(e, LazyPage) else True
+
+    def set_loader(self, p: int, loader: PageLoader) -> None:
+        """Page ``p`` (in memory) is stored now, where ``loader`` reads it: its entry
+        becomes a :class:`LazyPage` holding the same array (readers see the same data)."""
+        arr = _page(self._entries[p])
+        self._entries[p] = LazyPage(len(arr), loader, arr)
 
 
 def _page(e: PageEntry) -> pa.Array:
@@ -166,9 +189,6 @@ class Base:
     num_rows: int
     pages: Sequence[pa.Array]  # a tuple, or a PageList of lazily read pages
     stats: list[PageStats | None] = field(default_factory=list)
-    # Where each page is stored in a snapshot (set by storage.snapshot); a page shared
-    # with an older base keeps its location, so incremental snapshots skip it.
-    locations: list[Any] = field(default_factory=list)
 
     def page_stats(self, p: int) -> PageStats:
         """Min/max/null count of page ``p`` (computed once)."""
@@ -189,6 +209,15 @@ class Base:
         """Page ``p`` as held (a lazy page is not read)."""
         pages = self.pages
         return pages.entry(p) if isinstance(pages, PageList) else pages[p]
+
+    def set_loader(self, p: int, loader: PageLoader) -> None:
+        """Records that page ``p`` is stored where ``loader`` reads it (storage calls
+        this once the snapshot that wrote the page is committed; see
+        :meth:`PageList.set_loader`). A base shares the entry with the bases compacted
+        from it later, so they know the page is stored too."""
+        if not isinstance(self.pages, PageList):
+            self.pages = PageList(self.pages)
+        self.pages.set_loader(p, loader)
 
 
 class ColumnStore:
@@ -480,7 +509,7 @@ class ColumnStore:
 
     def compacted_base(self, version: int, num_rows: int) -> Base:
         """A base at ``version``: touched pages rebuilt, untouched pages shared (with
-        their statistics and snapshot locations)."""
+        their statistics, and their loaders when they are stored)."""
         old, ds = self.view(self.state, version)
         num_pages = -(-num_rows // self.page_rows)
         # Untouched full pages are shared as held (a lazy page stays unread).
@@ -495,14 +524,16 @@ class ColumnStore:
         rebuilt = dict(self.pages(version, num_rows, page_filter=~keep))
         entries = [old.page_entry(p) if keep[p] else rebuilt[p] for p in range(num_pages)]
         stats: list[PageStats | None] = [None] * num_pages
-        locations: list[Any] = [None] * num_pages
-        for p in np.flatnonzero(keep).tolist():
-            if old.stats:
+        if old.stats:
+            for p in np.flatnonzero(keep).tolist():
                 stats[p] = old.stats[p]
-            if old.locations:
-                locations[p] = old.locations[p]
-        return Base(version=version, num_rows=num_rows, pages=PageList(entries),
-                    stats=stats, locations=locations)
+        return Base(version=version, num_rows=num_rows, pages=PageList(entries), stats=stats)
+
+    def covers(self, version: int, num_rows: int) -> bool:
+        """Whether the base at ``version`` is the column at ``version`` (``num_rows``
+        rows, no delta on top): what :meth:`MemTablet.compact` makes."""
+        base, ds = self.view(self.state, version)
+        return not ds and base.num_rows == num_rows
 
     def base_at(self, version: int) -> Base:
         """The newest base at or below ``version``."""

@@ -316,6 +316,7 @@ def test_snapshots_written_with_format_1_statistics_still_open_and_filter(
     """A manifest of the previous format (statistics as ISO/decimal strings, no
     ``stats_format``) loads; its statistics are converted, filters skip pages correctly,
     and the next incremental snapshot, which reuses its page locations, is format 2."""
+    import cdc_sink.storage.pages as pages
     import cdc_sink.storage.snapshot as snapshot
     import cdc_sink.tablet.column as column
     from cdc_sink.filters import PageStats
@@ -349,7 +350,7 @@ def test_snapshots_written_with_format_1_statistics_still_open_and_filter(
                       "dec_10_2": D(i) / 4}} for i in range(32)])
     with monkeypatch.context() as m:
         m.setattr(column, "page_stats", old_page_stats)
-        m.setattr(snapshot, "_json_stat", old_json_stat)
+        m.setattr(pages, "json_stat", old_json_stat)
         m.setattr(snapshot.SnapshotManifest, "to_json", old_to_json)
         t.compact()
     old = _manifests(root)

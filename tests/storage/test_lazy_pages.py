@@ -2,7 +2,8 @@
 cold version never reads the other columns' pages; a damaged page raises WalCorruption
 from the first read that needs it, before any of its data is returned; a missing or
 truncated page file is still found when the bucket loads; compaction and incremental
-snapshots of a reopened table leave untouched pages unread."""
+snapshots of a reopened table leave untouched pages unread. Writing a snapshot never
+compacts, and a page it wrote from memory is stored (and reused) once committed."""
 
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.errors import WalCorruption
-from cdc_sink.storage.snapshot import read_manifest
+from cdc_sink.changes import ChangeBatch
+from cdc_sink.errors import TabletStateError, WalCorruption
+from cdc_sink.schema import TableSchema
+from cdc_sink.storage.pages import stored_location
+from cdc_sink.storage.snapshot import (
+    apply_locations,
+    load_snapshot,
+    read_manifest,
+    write_snapshot,
+)
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from cdc_sink.tablet import MemTablet, TabletOptions
 from cdc_sink.tablet.column import LazyPage, PageList
 
 SCHEMA = {
@@ -45,7 +55,7 @@ def table_dir(tmp_path: Path) -> Path:
 
 
 def _value_pages(t: Table, bucket: int, version: int) -> dict[str, PageList]:
-    tablet = t._reader_tablet(bucket, version)
+    tablet = t._state.reader_tablet(bucket, version)
     schema = t.schema_at(version)
     out = {}
     for c in schema.value_columns:
@@ -79,7 +89,7 @@ def test_reading_some_columns_of_a_cold_version_reads_only_their_pages(
 def _damage_page(path: Path, column_id: int) -> tuple[str, int]:
     """Flips one byte inside the middle page of ``column_id`` of bucket 0's snapshot."""
     t = open_table(path, options=OPTS)
-    snap = t._history.snapshot_at(0, t.version)
+    snap = t._state.history.snapshot_at(0, t.version)
     assert snap is not None
     loc_list = read_manifest(str(path), snap[1]).columns[column_id]
     loc = loc_list[len(loc_list) // 2]
@@ -109,7 +119,7 @@ def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(
 def test_a_missing_or_truncated_page_file_is_found_when_the_bucket_loads(
         table_dir: Path) -> None:
     t = open_table(table_dir, options=OPTS)
-    snap = t._history.snapshot_at(0, t.version)
+    snap = t._state.history.snapshot_at(0, t.version)
     assert snap is not None
     rel = sorted(read_manifest(str(table_dir), snap[1]).files)[0]
     f = table_dir / rel
@@ -161,3 +171,58 @@ def test_a_lazy_page_reads_once_and_a_failed_read_fails_again() -> None:
     first = pl[0]
     assert pl[0] is first and first.to_pylist() == [1, 2, 3] and len(calls) == 2
     assert [x.to_pylist() for x in pl] == [[1, 2, 3], [4]]
+
+
+def _tablet(rows: int) -> MemTablet:
+    schema = TableSchema.from_dict({k: v for k, v in SCHEMA.items() if k != "num_buckets"})
+    t = MemTablet(schema, options=TabletOptions.for_tests())
+    batch, rejects = ChangeBatch.from_events(_events(range(rows), 0), schema)
+    assert not len(rejects)
+    t.apply(batch, 1)
+    t.commit(1)
+    return t
+
+
+def test_a_snapshot_never_compacts_the_tablet(tmp_path: Path) -> None:
+    t = _tablet(20)
+    assert not t.is_compacted(1)
+    with pytest.raises(TabletStateError, match=r"bucket 0.*not compacted at version 1"):
+        write_snapshot(str(tmp_path), t, 1, 0, previous=None)
+    assert not t.is_compacted(1)  # no side effect, and nothing written
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))
+    t.compact(1)
+    assert t.is_compacted(1)
+    rel, manifest, _ = write_snapshot(str(tmp_path), t, 1, 0, previous=None)
+    assert read_manifest(str(tmp_path), rel).row_count == manifest.row_count == 20
+
+
+def test_pages_written_from_memory_are_stored_once_committed_and_reused(
+        tmp_path: Path) -> None:
+    """A page a snapshot wrote becomes a stored page of the base when its locations are
+    applied (not before); the next snapshot writes only the pages that changed."""
+    root = str(tmp_path)
+    t = _tablet(20)
+    t.compact(1)
+    _, first, updates = write_snapshot(root, t, 1, 0, previous=None)
+    a_id, b_id = (t.schema.column(n).id for n in ("a", "b"))
+    base_b = t.columns[b_id].base_at(1)
+    assert all(stored_location(base_b.page_entry(p)) is None for p in range(len(base_b.pages)))
+    apply_locations(updates)
+    assert [stored_location(base_b.page_entry(p)) for p in range(len(base_b.pages))] == \
+        first.columns[b_id]
+    assert isinstance(base_b.pages, PageList)
+    assert all(base_b.pages.loaded(p) for p in range(len(base_b.pages)))  # still in memory
+    batch, _ = ChangeBatch.from_events([{"op": "update", "key": {"id": 9},
+                                         "set": {"a": -9}}], t.schema)
+    t.apply(batch, 2)
+    t.commit(2)
+    t.compact(2)
+    _, second, _ = write_snapshot(root, t, 2, 0, previous=first)
+    assert second.columns[b_id] == first.columns[b_id]  # column b: nothing written
+    changed = [p for p, (x, y) in enumerate(zip(first.columns[a_id], second.columns[a_id],
+                                                 strict=True)) if x != y]
+    assert changed == [9 // 8]  # the one page of column a the update touched
+    again = load_snapshot(root, second, t.schema,
+                          lambda v: MemTablet(t.schema, options=TabletOptions.for_tests(),
+                                              version=v))
+    assert again.read().equals(t.read())

@@ -1,0 +1,272 @@
+"""Page locations: where a snapshot's pages live on disk, and how they are read back.
+
+A page blob is an Arrow IPC stream holding one single-column record batch (one page of
+one column), appended to a page file ``_pages/<bucket>/<version>-<attempt>.pages``
+(see :mod:`cdc_sink.storage.snapshot` for the manifest that maps pages to blobs). A
+:class:`PageLoc` is one blob's location, size, CRC32C, row count and page statistics.
+
+The tablet does not know any of this. A stored page is, to the tablet, a
+:class:`~cdc_sink.tablet.column.LazyPage` with an opaque loader; the loaders made here
+are :class:`StoredPage` s, which carry the page's :class:`PageLoc`. So an incremental
+snapshot finds the location of a page an earlier snapshot wrote by looking at the
+page's loader (:func:`stored_location`), and a page written from memory becomes a stored
+page when its snapshot's version commits (:func:`apply_locations`; an uncommitted
+snapshot's files may be deleted, so nothing may point at them before).
+
+Page statistics (``min``/``max``) are stored in the physical form of
+:func:`cdc_sink.filters.physical_value`; see :mod:`cdc_sink.storage.snapshot` for the
+older format 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import decimal
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import google_crc32c
+import pyarrow as pa
+
+from cdc_sink.errors import WalCorruption
+from cdc_sink.filters import PageStats, physical_value
+from cdc_sink.storage.fsutil import create_file, fsync_dir, fsync_file, makedirs, remove
+from cdc_sink.tablet.column import Base, LazyPage, PageEntry
+
+__all__ = ["LocationUpdate", "PageFileWriter", "PageLoc", "PageReader", "StoredPage",
+           "apply_locations", "page_blob", "stored_location"]
+
+
+@dataclass(frozen=True)
+class PageLoc:
+    """Where a page blob is: file (relative to the table root), offset, length, CRC."""
+
+    file: str
+    offset: int
+    length: int
+    crc: int
+    rows: int
+    min: Any = None
+    max: Any = None
+    null_count: int = 0
+
+    def to_list(self) -> list[Any]:
+        """The location as the JSON list of a manifest."""
+        return [self.file, self.offset, self.length, self.crc, self.rows, self.min, self.max,
+                self.null_count]
+
+    @classmethod
+    def from_list(cls, v: list[Any]) -> PageLoc:
+        """A location from the JSON list of a manifest."""
+        return cls(v[0], int(v[1]), int(v[2]), int(v[3]), int(v[4]), v[5], v[6], int(v[7]))
+
+
+def json_stat(v: Any) -> Any:
+    """A physical statistic (int, float, bool, str, bytes) as JSON."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        if isinstance(v, float) and v != v:
+            return None
+        return v
+    if isinstance(v, bytes):
+        return {"b64": base64.b64encode(v).decode()}
+    return None
+
+
+def py_stat(v: Any, type: pa.DataType) -> Any:
+    """A stored statistic back in physical form; format-1 values (ISO dates/timestamps,
+    decimal strings) are converted with the column's ``type`` (None if they do not fit)."""
+    if not isinstance(v, dict):
+        return v
+    if "b64" in v:
+        return base64.b64decode(v["b64"])
+    try:
+        if "ts" in v:
+            return physical_value(dt.datetime.fromisoformat(v["ts"]), type)
+        if "date" in v:
+            return physical_value(dt.date.fromisoformat(v["date"]), type)
+        if "dec" in v:
+            return physical_value(decimal.Decimal(v["dec"]), type)
+    except (TypeError, ValueError, ArithmeticError, pa.ArrowException):
+        return None
+    return None
+
+
+def page_blob(arr: pa.Array) -> bytes:
+    """One page as a blob: an Arrow IPC stream of a one-column record batch."""
+    sink = pa.BufferOutputStream()
+    batch = pa.RecordBatch.from_arrays([arr], names=["v"])
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return bytes(sink.getvalue())
+
+
+class PageFileWriter:
+    """Appends page blobs to one new page file.
+
+    Args:
+        root: Table root.
+        rel: The new file, relative to ``root`` (created exclusively).
+    """
+
+    def __init__(self, root: str, rel: str) -> None:
+        self.root = root
+        self.rel = rel
+        self.path = os.path.join(root, rel)
+        makedirs(os.path.dirname(self.path))
+        self._f = create_file(self.path)  # closed in finish() or abort()
+        self.offset = 0
+
+    def add(self, data: bytes, rows: int, stats: PageStats | None) -> PageLoc:
+        """Appends a blob; returns its location."""
+        self._f.write(data)
+        loc = PageLoc(self.rel, self.offset, len(data), google_crc32c.value(data), rows,
+                      json_stat(stats.min) if stats else None,
+                      json_stat(stats.max) if stats else None,
+                      stats.null_count if stats else 0)
+        self.offset += len(data)
+        return loc
+
+    def add_page(self, page: pa.Array, stats: PageStats | None = None) -> PageLoc:
+        """Appends a page (as :func:`page_blob`); returns its location."""
+        return self.add(page_blob(page), len(page), stats)
+
+    def finish(self) -> int:
+        """Makes the file durable and closes it; returns its size."""
+        fsync_file(self._f, path=self.path)
+        self._f.close()
+        fsync_dir(os.path.dirname(self.path))
+        return self.offset
+
+    def abort(self) -> None:
+        """Closes and removes the file."""
+        # Abandoned whatever happened (a failed write or fsync: its data may be lost even
+        # if a later fsync succeeded); created with O_EXCL, so the name is ours.
+        with contextlib.suppress(OSError):
+            self._f.close()  # may flush, and fail again (ENOSPC)
+        remove(self.path, missing_ok=True)
+
+
+class PageReader:
+    """Page blobs of a table's page files, memory-mapped (each file once).
+
+    A blob's CRC is checked when the blob is first read (:meth:`array`, :meth:`blob`),
+    before any of its data is returned; :meth:`check` maps files and checks locations
+    against their sizes up front (a missing or truncated page file is found at load).
+
+    Args:
+        root: Table root.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._maps: dict[str, pa.Buffer] = {}
+
+    def check(self, locs: Iterable[PageLoc]) -> None:
+        """Maps the files of ``locs`` and checks that every blob lies inside its file.
+
+        Raises:
+            WalCorruption: A page file is missing or truncated.
+        """
+        for loc in locs:
+            buf = self._map(loc)
+            if loc.offset < 0 or loc.offset + loc.length > buf.size:
+                raise WalCorruption("a snapshot page file is truncated",
+                                    path=os.path.join(self.root, loc.file), offset=loc.offset)
+
+    def _map(self, loc: PageLoc) -> pa.Buffer:
+        buf = self._maps.get(loc.file)
+        if buf is None:
+            path = os.path.join(self.root, loc.file)
+            try:
+                with pa.memory_map(path, "r") as mm:
+                    buf = mm.read_buffer()
+            except FileNotFoundError:
+                raise WalCorruption("a snapshot page file is missing", path=path,
+                                    offset=loc.offset) from None
+            self._maps[loc.file] = buf
+        return buf
+
+    def blob(self, loc: PageLoc) -> pa.Buffer:
+        """The blob at ``loc``, checked against its CRC.
+
+        Raises:
+            WalCorruption: The blob is damaged.
+        """
+        piece = self._map(loc).slice(loc.offset, loc.length)
+        if len(piece) != loc.length or google_crc32c.value(piece) != loc.crc:
+            raise WalCorruption("snapshot page fails its CRC",
+                                path=os.path.join(self.root, loc.file), offset=loc.offset)
+        return piece
+
+    def array(self, loc: PageLoc, *, check_rows: bool = False) -> pa.Array:
+        """The page at ``loc`` (CRC checked first).
+
+        Raises:
+            WalCorruption: The blob is damaged (or, with ``check_rows``, does not hold
+                ``loc.rows`` rows).
+        """
+        blob = self.blob(loc)
+        try:
+            arr = pa.ipc.open_stream(blob).read_next_batch().column(0)
+        except (pa.ArrowException, StopIteration) as exc:
+            raise WalCorruption(f"snapshot page does not decode: {exc}",
+                                path=os.path.join(self.root, loc.file),
+                                offset=loc.offset) from None
+        if check_rows and len(arr) != loc.rows:
+            raise WalCorruption(f"snapshot page holds {len(arr)} rows, not {loc.rows}",
+                                path=os.path.join(self.root, loc.file), offset=loc.offset)
+        return arr
+
+    def lazy(self, loc: PageLoc) -> LazyPage:
+        """The page at ``loc``, read and CRC-checked on first access."""
+        return LazyPage(loc.rows, StoredPage(loc, self))
+
+
+class StoredPage:
+    """The loader of a page stored at ``loc`` (a tablet
+    :class:`~cdc_sink.tablet.column.PageLoader`): reads the page through ``reader``,
+    checking its CRC and row count.
+
+    Args:
+        loc: Where the page is.
+        reader: The table's page reader.
+    """
+
+    __slots__ = ("loc", "reader")
+
+    def __init__(self, loc: PageLoc, reader: PageReader) -> None:
+        self.loc = loc
+        self.reader = reader
+
+    def __call__(self) -> pa.Array:
+        """The page (read now).
+
+        Raises:
+            WalCorruption: The page is damaged.
+        """
+        return self.reader.array(self.loc, check_rows=True)
+
+
+def stored_location(entry: PageEntry) -> PageLoc | None:
+    """Where a base page (as held, see :meth:`~cdc_sink.tablet.column.Base.page_entry`)
+    is stored, if a committed snapshot wrote it (or it was loaded from one)."""
+    if isinstance(entry, LazyPage) and isinstance(entry.loader, StoredPage):
+        return entry.loader.loc
+    return None
+
+
+#: A page a snapshot wrote from memory: (base, page number, its loader at its location).
+LocationUpdate = tuple[Base, int, StoredPage]
+
+
+def apply_locations(updates: list[LocationUpdate]) -> None:
+    """Records where pages were written, once the snapshot's version is committed (an
+    uncommitted snapshot's files may be deleted, so nothing may point at them before):
+    each page becomes a stored page of its base, which later incremental snapshots reuse.
+    """
+    for base, p, loader in updates:
+        base.set_loader(p, loader)
