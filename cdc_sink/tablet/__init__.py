@@ -1,4 +1,5 @@
-"""The in-memory column tablet of one bucket (DESIGN.md §3, the Doris MemTablet design).
+"""The in-memory column tablet of one bucket (docs/architecture.md §5; the Doris MemTablet
+design).
 
 ``MemTablet`` is the public face; ``keyindex``, ``keystore``, ``column`` and ``fold``
 are its parts: the hash index, the key columns, base pages + deltas, and per-key folding

@@ -5,7 +5,8 @@ batch (live?, current sequence ``S0`` of its live row or tombstone). Output: whi
 apply, which are stale or rejected, and each key's final state. Everything is a handful
 of numpy passes over the whole batch; there is no loop per event or per key.
 
-The sequential semantics (DESIGN.md §3) reduce to two facts that make this possible:
+The sequential semantics (docs/architecture.md §3) reduce to two facts that make this
+possible:
 
 * *Sequence.* An event applies only if ``seq >= S`` and then sets ``S = seq``; an event
   that does not apply has ``seq < S``. So ``S`` before event i is the running maximum of

@@ -11,11 +11,11 @@ In memory, owned by one writer (the table's applier for this bucket)::
                tombstones of keys whose last event was a delete)
     live, seq  dense arrays of the latest state (liveness, sequence), used by apply
 
-Versions: ``apply(batch, v)`` folds the batch into *pending* version v (DESIGN.md §3
-semantics), ``commit(v)`` publishes it, ``rollback()`` discards it. ``read(v)`` /
-``get(keys, v)`` serve any retained committed version; ``compact()`` moves column bases
-forward without disturbing readers; ``release(oldest)`` drops what no retained version
-needs. The tablet never touches disk; ``storage/`` makes it durable.
+Versions: ``apply(batch, v)`` folds the batch into *pending* version v (the semantics
+of docs/architecture.md §3), ``commit(v)`` publishes it, ``rollback()`` discards it.
+``read(v)`` / ``get(keys, v)`` serve any retained committed version; ``compact()`` moves
+column bases forward without disturbing readers; ``release(oldest)`` drops what no
+retained version needs. The tablet never touches disk; ``storage/`` makes it durable.
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ class MemTablet:
 
     # ------------------------------------------------------------------ apply
     def apply(self, batch: ChangeBatch, version: int) -> ApplyResult:
-        """Folds ``batch`` into pending version ``version`` (see DESIGN.md §3).
+        """Folds ``batch`` into pending version ``version`` (docs/architecture.md §3).
 
         A truncate deletes every row live at its position in the batch (rows keep their
         sequence as their tombstone); the events after it apply normally.
@@ -716,12 +716,16 @@ class MemTablet:
         rows = self._row_counts[slot]
         moved = 0
         for store in self.columns.values():
-            base, ds = ColumnStore.view(store.state, v)
-            if not ds and base.num_rows == rows:
-                continue
-            store.set_base(store.compacted_base(v, rows))
-            moved += 1
+            if not store.covers(v, rows):
+                store.set_base(store.compacted_base(v, rows))
+                moved += 1
         return moved
+
+    def is_compacted(self, version: int) -> bool:
+        """Whether every column's base is the column at ``version`` (a retained committed
+        version): what :meth:`compact` makes, and what a snapshot writes."""
+        rows = self._row_counts[self._slot(version)]
+        return all(store.covers(version, rows) for store in self.columns.values())
 
     def release(self, oldest: int) -> int:
         """Drops in-memory state no version >= ``oldest`` needs (never a pinned one).

@@ -29,8 +29,8 @@ class Expected:
 
 def fold_one_by_one(groups: list[list[tuple[int, bool, int | None]]], live0: list[bool],
                     seq0: list[int], with_seq: bool) -> Expected:
-    """DESIGN.md §3 applied event by event: each group is one key's events in batch order,
-    each event ``(op, needs_live, seq)``."""
+    """docs/architecture.md §3 applied event by event: each group is one key's events in
+    batch order, each event ``(op, needs_live, seq)``."""
     out = Expected()
     i = 0
     for events, live, s in zip(groups, live0, seq0, strict=True):
