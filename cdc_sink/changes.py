@@ -30,8 +30,6 @@ later read, snapshot or compaction.
 
 from __future__ import annotations
 
-import base64
-import decimal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,13 +38,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_sink._events import column_from_py, event_seqs, set_columns, split_events
 from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaMismatch
 from cdc_sink.schema import (
     Column,
     TableSchema,
     bounds_reason,
-    coercer,
     out_of_bounds,
     type_to_str,
     value_bounds,
@@ -73,7 +71,6 @@ OP_TRUNCATE = 4
 OP_NAMES = ("insert", "upsert", "update", "delete", "truncate")
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 SET_PREFIX = "__set__"
-_MISSING = object()
 
 
 @dataclass
@@ -321,93 +318,13 @@ class ChangeBatch:
         """
         n = len(events)
         reasons = np.full(n, None, dtype=object)
-        ops: list[Any] = []
-        key_maps: list[Mapping[str, Any]] = []
-        set_maps: list[Mapping[str, Any]] = []
-        seqs: list[Any] = []
-        key_names = list(schema.primary_key)
-        one_key = len(key_names) == 1
-        known_values = {c.name for c in schema.value_columns}
-        for i, e in enumerate(events):
-            if not isinstance(e, Mapping):
-                reasons[i] = f"event is not an object: {type(e).__name__}"
-                ops.append(None)
-                key_maps.append({})
-                set_maps.append({})
-                seqs.append(None)
-                continue
-            ops.append(e.get("op"))
-            if e.get("op") == "truncate":  # names no key, sets nothing, needs no seq
-                key_maps.append({})
-                set_maps.append({})
-                seqs.append(_MISSING)
-                continue
-            k = e.get("key")
-            if one_key and k is not None and not isinstance(k, Mapping):
-                k = {key_names[0]: k}
-            if not isinstance(k, Mapping):
-                reasons[i] = "event has no 'key' object"
-                k = {}
-            key_maps.append(k)
-            s = e.get("set") or {}
-            if e.get("op") == "delete":
-                s = {}  # a delete sets nothing; whatever it carries is ignored
-            if not isinstance(s, Mapping):
-                reasons[i] = reasons[i] or "'set' is not an object"
-                s = {}
-            set_maps.append(s)
-            seqs.append(e.get("seq", _MISSING))
-            if reasons[i] is None:
-                bad = [name for name in s if name not in known_values]
-                if bad:
-                    in_key = [b for b in bad if b in key_names]
-                    reasons[i] = (f"key column {in_key[0]!r} inside 'set'" if in_key
-                                  else f"unknown column {bad[0]!r}")
-                extra = [name for name in k if name not in key_names]
-                if extra and reasons[i] is None:
-                    reasons[i] = f"unknown key column {extra[0]!r}"
+        ops, key_maps, set_maps, seqs = split_events(events, schema, reasons)
         op = _op_codes(pa.array([o if isinstance(o, str) or o is None else repr(o)
                                  for o in ops], pa.string()), reasons)
-        keys = [_column_from_py([km.get(c.name) for km in key_maps], c, reasons)
+        keys = [column_from_py([km.get(c.name) for km in key_maps], c, reasons)
                 for c in schema.key_columns]
-        values: dict[int, pa.Array] = {}
-        present: dict[int, np.ndarray] = {}
-        for c in schema.value_columns:
-            vals = [sm.get(c.name, _MISSING) for sm in set_maps]
-            mask = np.fromiter((v is not _MISSING for v in vals), dtype=bool, count=n)
-            if not mask.any():
-                continue
-            values[c.id] = _column_from_py([None if v is _MISSING else v for v in vals], c,
-                                           reasons)
-            present[c.id] = mask
-        seq = None
-        if schema.sequence_column is not None or any(s is not _MISSING for s in seqs):
-            seq_arr = np.zeros(n, dtype=np.int64)
-            seq_given = np.zeros(n, dtype=bool)
-            for i, s in enumerate(seqs):
-                if s is _MISSING or s is None:
-                    continue
-                if isinstance(s, bool) or not isinstance(s, int) or not -(2**63) <= s < 2**63:
-                    reasons[i] = reasons[i] or f"seq {s!r} is not a 64-bit integer"
-                    continue
-                seq_arr[i] = s
-                seq_given[i] = True
-            missing = ~seq_given & (reasons == None) & (op != OP_TRUNCATE)  # noqa: E711
-            if schema.sequence_column is None:
-                seq = None
-            else:
-                # Events without seq may carry the sequence column in 'set' instead.
-                scol = schema.column(schema.sequence_column)
-                if scol.id in values:
-                    sv = values[scol.id]
-                    from_set = present[scol.id] & np.asarray(sv.is_valid(), dtype=bool)
-                    use = missing & from_set
-                    if use.any():
-                        seq_arr[use] = np.asarray(sv.fill_null(0).to_numpy(
-                            zero_copy_only=False), dtype=np.int64)[use]
-                        seq_given |= use
-                seq = seq_arr
-                reasons[missing & ~seq_given] = "seq is missing"
+        values, present = set_columns(schema, set_maps, reasons)
+        seq = event_seqs(schema, seqs, op == OP_TRUNCATE, values, present, reasons)
         return _finish(schema, op, keys, values, present, seq, reasons, position)
 
 
@@ -449,54 +366,65 @@ def _cast(col: pa.Array | pa.ChunkedArray, c: Column) -> pa.Array:
         ) from exc
 
 
-def _column_from_py(vals: list[Any], c: Column, reasons: np.ndarray) -> pa.Array:
-    """Builds an Arrow array of ``c.type``; values that do not convert become null and
-    their events get a reason naming the column."""
-    convert = coercer(c.type)
-    try:
-        return pa.array([convert(v) for v in vals], type=c.type)
-    except (TypeError, ValueError, OverflowError, pa.ArrowException, decimal.InvalidOperation):
-        pass
-    clean: list[Any] = []
-    for i, v in enumerate(vals):
-        try:
-            cv = convert(v)
-            pa.array([cv], type=c.type)
-            clean.append(cv)
-        except (TypeError, ValueError, OverflowError, pa.ArrowException,
-                decimal.InvalidOperation, base64.binascii.Error):  # type: ignore[attr-defined]
-            if reasons[i] is None:
-                reasons[i] = f"column {c.name!r}: {v!r} is not a valid {type_to_str(c.type)}"
-            clean.append(None)
-    return pa.array(clean, type=c.type)
-
-
 def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
             values: dict[int, pa.Array], present: dict[int, np.ndarray],
             seq: np.ndarray | None, reasons: np.ndarray,
             position: np.ndarray | None) -> tuple[ChangeBatch, Rejects]:
     """Vectorized checks shared by every constructor, then the split into valid/rejects."""
     n = len(op)
-    ok = reasons == None  # noqa: E711
-
-    def refuse(mask: np.ndarray, reason: str) -> None:
-        hit = mask & ok
-        if hit.any():
-            reasons[hit] = reason
-            ok[hit] = False
-
+    refuse = _Refuser(reasons)
     is_truncate = op == OP_TRUNCATE
-    any_truncate = bool(is_truncate.any())
+    keys = _checked_keys(schema, keys, is_truncate, refuse)
+    _check_values(schema, op, values, present, refuse)
+    if schema.sequence_column is not None:
+        seq = _checked_seq(schema, seq, is_truncate, values, present, refuse)
+    ok = refuse.ok
+    pos = np.arange(n, dtype=np.int64) if position is None else np.asarray(position, np.int64)
+    good = np.flatnonzero(ok)
+    bad = np.flatnonzero(~ok)
+    rejects = Rejects(positions=pos[bad], reasons=[str(r) for r in reasons[bad]])
+    full = ChangeBatch(schema=schema, op=op.astype(np.int8), keys=tuple(keys), values=values,
+                       present=present, seq=seq, position=pos)
+    if len(bad) == 0:
+        return full, rejects
+    return full.take(good), rejects
+
+
+class _Refuser:
+    """Refuses events still valid where a mask holds, with a reason (the first reason an
+    event gets is the one it keeps)."""
+
+    def __init__(self, reasons: np.ndarray) -> None:
+        self.reasons = reasons
+        self.ok = reasons == None  # noqa: E711
+
+    def __call__(self, mask: np.ndarray | bool, reason: str) -> None:
+        hit = mask & self.ok
+        if hit.any():
+            self.reasons[hit] = reason
+            self.ok[hit] = False
+
+
+def _checked_keys(schema: TableSchema, keys: list[pa.Array], is_truncate: np.ndarray,
+                  refuse: _Refuser) -> list[pa.Array]:
+    """Refuses null and out-of-range keys; a truncate's key columns become null."""
     for kc, arr in zip(schema.key_columns, keys, strict=True):
         refuse(~np.asarray(arr.is_valid(), dtype=bool) & ~is_truncate,
                f"key column {kc.name!r} is missing or null")
         refuse(out_of_bounds(arr) & ~is_truncate,
                f"key column {kc.name!r}: {bounds_reason(kc.type)}")
-    if any_truncate:  # a truncate names no key: its key columns are null
+    if is_truncate.any():  # a truncate names no key: its key columns are null
         nulls = pa.array(is_truncate)
         keys = [pc.if_else(nulls, pa.scalar(None, arr.type), arr) for arr in keys]
         keys = [one_array(k) for k in keys]
-    sets_nothing = (op == OP_DELETE) | is_truncate
+    return keys
+
+
+def _check_values(schema: TableSchema, op: np.ndarray, values: dict[int, pa.Array],
+                  present: dict[int, np.ndarray], refuse: _Refuser) -> None:
+    """Unsets what deletes and truncates carry; refuses out-of-range values, nulls in
+    non-nullable columns and inserts that leave a required column unset."""
+    sets_nothing = (op == OP_DELETE) | (op == OP_TRUNCATE)
     for cid in list(present):
         present[cid] = present[cid] & ~sets_nothing  # a delete or truncate sets nothing
     for c in schema.value_columns:
@@ -511,35 +439,33 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
         setting = present.get(c.id)
         refuse((op == OP_INSERT) & (~setting if setting is not None else True),
                f"insert does not set non-nullable column {c.name!r} (it has no default)")
-    if schema.sequence_column is not None:
-        if seq is None:
-            refuse(~is_truncate, "seq is missing")
-            seq = np.zeros(n, dtype=np.int64)
-        else:
-            if any_truncate:
-                seq = np.where(is_truncate, 0, seq)
-            scol = schema.column(schema.sequence_column)
-            if scol.id in values:
-                sv = values[scol.id]
-                differs = present[scol.id] & ~np.asarray(
-                    pc.equal(sv, pa.array(seq).cast(sv.type, safe=False)).fill_null(False),
-                    dtype=bool)
-                refuse(differs, f"sequence column {scol.name!r} in 'set' differs from seq")
-                # The tablet writes the sequence column from seq; drop it from the values.
-                del values[scol.id]
-                del present[scol.id]
-            if scol.type != pa.int64():
-                bounds = value_bounds(scol.type)  # an integer type: never None
-                assert bounds is not None
-                lo, hi = bounds
-                refuse((seq < lo) | (seq > hi), f"seq out of range of {type_to_str(scol.type)}")
-    pos = np.arange(n, dtype=np.int64) if position is None else np.asarray(position, np.int64)
-    good = np.flatnonzero(ok)
-    bad = np.flatnonzero(~ok)
-    rejects = Rejects(positions=pos[bad], reasons=[str(r) for r in reasons[bad]])
-    full = ChangeBatch(schema=schema, op=op.astype(np.int8), keys=tuple(keys), values=values,
-                       present=present, seq=seq, position=pos)
-    if len(bad) == 0:
-        return full, rejects
-    return full.take(good), rejects
+
+
+def _checked_seq(schema: TableSchema, seq: np.ndarray | None, is_truncate: np.ndarray,
+                 values: dict[int, pa.Array], present: dict[int, np.ndarray],
+                 refuse: _Refuser) -> np.ndarray:
+    """The seq of a table with a sequence column: refuses events without one, with a
+    sequence column in 'set' that differs or out of the column's range; the sequence
+    column leaves the values (the tablet writes it from seq)."""
+    assert schema.sequence_column is not None
+    if seq is None:
+        refuse(~is_truncate, "seq is missing")
+        return np.zeros(len(is_truncate), dtype=np.int64)
+    if is_truncate.any():
+        seq = np.where(is_truncate, 0, seq)
+    scol = schema.column(schema.sequence_column)
+    if scol.id in values:
+        sv = values[scol.id]
+        differs = present[scol.id] & ~np.asarray(
+            pc.equal(sv, pa.array(seq).cast(sv.type, safe=False)).fill_null(False),
+            dtype=bool)
+        refuse(differs, f"sequence column {scol.name!r} in 'set' differs from seq")
+        del values[scol.id]
+        del present[scol.id]
+    if scol.type != pa.int64():
+        bounds = value_bounds(scol.type)  # an integer type: never None
+        assert bounds is not None
+        lo, hi = bounds
+        refuse((seq < lo) | (seq > hi), f"seq out of range of {type_to_str(scol.type)}")
+    return seq
 
