@@ -41,7 +41,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -71,7 +71,7 @@ ApplyMode = Literal["driver", "executors"]
 JsonDecoder = Literal["python", "jvm"]
 """Where native JSON is decoded: by :mod:`cdc_sink.formats` or by Spark's ``from_json``."""
 BatchResult = Literal["committed", "skipped", "failed"]
-_APPLY_MODES: tuple[ApplyMode, ...] = ("driver", "executors")
+_APPLY_MODES: tuple[ApplyMode, ...] = get_args(ApplyMode)
 
 DEAD_LETTER_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
@@ -98,6 +98,13 @@ class BatchStats:
         events: Kafka records in the batch.
         rejected: Records refused (decoder, schema or tablet), all recorded durably.
         counts: Outcome counts: inserted, updated, deleted, ignored, stale, rejected, ...
+        decode_s: Seconds spent decoding (``phases["decode"]``).
+        apply_s: Seconds spent preparing the buckets (``phases["apply"]``).
+        total_s: Seconds of the whole batch, dead letters included.
+        max_ts_ms: The newest producer timestamp (ms) of the batch's events.
+        committed_ms: When the version became visible (ms since the epoch).
+        ts_sample: Producer timestamps (ms) of a sample of the events (see
+            :meth:`freshness_ms`).
         result: ``committed``, ``skipped`` or ``failed``.
         phases: Seconds per phase: read, decode, apply, commit, dead_letters.
         ops: Accepted events per op (insert, upsert, update, delete, truncate).
