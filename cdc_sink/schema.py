@@ -5,7 +5,7 @@ A :class:`TableSchema` is immutable. Schema changes (:meth:`TableSchema.add_colu
 with ``schema_id + 1``; column ids are never reused (``next_column_id`` only grows), so
 data written under an old schema stays addressable by column id.
 
-The dictionary form (``from_dict``/``to_dict``) is the one of DESIGN.md §4::
+The dictionary form (``from_dict``/``to_dict``) of a schema (docs/architecture.md §3)::
 
     {"columns": [{"name": "order_id", "type": "int64", "nullable": false}, ...],
      "primary_key": ["order_id"], "num_buckets": 4, "sequence_column": "seq"}
@@ -16,8 +16,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -205,6 +206,35 @@ def _default_to_arrow(value: Any, t: pa.DataType, column: str) -> pa.Scalar:
         ) from exc
 
 
+def _column_from_dict(i: int, rc: Any, key_set: set[str], auto_ids: Iterator[int]) -> Column:
+    """Column ``#i`` of a schema dictionary (``auto_ids``: the ids of columns without
+    one, in order)."""
+    if not isinstance(rc, Mapping):
+        raise SchemaError(f"column #{i} must be an object, got {rc!r}")
+    bad = set(rc) - {"id", "name", "type", "nullable", "default"}
+    if bad:
+        raise SchemaError(f"column #{i}: unknown field(s) {sorted(bad)}")
+    name = rc.get("name")
+    if not isinstance(name, str):
+        raise SchemaError(f"column #{i}: 'name' must be a string")
+    if "type" not in rc:
+        raise SchemaError(f"column {name!r}: 'type' is missing")
+    t = parse_type(rc["type"])
+    if "id" in rc:
+        cid = rc["id"]
+        if isinstance(cid, bool) or not isinstance(cid, int):
+            raise SchemaError(f"column {name!r}: id must be an integer")
+    else:
+        cid = next(auto_ids)
+    nullable = rc.get("nullable", name not in key_set)
+    if not isinstance(nullable, bool):
+        raise SchemaError(f"column {name!r}: 'nullable' must be true or false")
+    default = _default_to_arrow(rc.get("default"), t, name)
+    if not nullable and "default" in rc and rc["default"] is None:
+        raise SchemaError(f"column {name!r}: a non-nullable column cannot default to null")
+    return Column(id=cid, name=name, type=t, nullable=nullable, default=default)
+
+
 def _default_to_json(s: pa.Scalar) -> Any:
     v = s.as_py()
     if v is None:
@@ -263,7 +293,7 @@ class Column:
 
 @dataclass(frozen=True)
 class TableSchema:
-    """The schema of a cdc_sink table (see DESIGN.md §3).
+    """The schema of a cdc_sink table (see docs/architecture.md §3).
 
     Attributes:
         columns: Columns in table order.
@@ -291,6 +321,16 @@ class TableSchema:
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
+        names = self._validate_columns()
+        self._validate_key(names)
+        if isinstance(self.num_buckets, bool) or not isinstance(self.num_buckets, int) \
+                or not 1 <= self.num_buckets <= 65536:
+            raise SchemaError(
+                f"num_buckets must be an integer in [1, 65536], got {self.num_buckets!r}")
+        self._validate_sequence(names)
+
+    def _validate_columns(self) -> set[str]:
+        """Checks column names and ids; returns the names."""
         if not self.columns:
             raise SchemaError("a schema needs at least one column")
         names: set[str] = set()
@@ -308,6 +348,9 @@ class TableSchema:
                 raise SchemaError(f"column {c.name!r}: id {c.id} >= next_column_id")
             names.add(c.name)
             ids.add(c.id)
+        return names
+
+    def _validate_key(self, names: set[str]) -> None:
         if not self.primary_key:
             raise SchemaError("primary_key must name at least one column")
         if len(set(self.primary_key)) != len(self.primary_key):
@@ -320,21 +363,20 @@ class TableSchema:
                 raise SchemaError(f"primary key column {k!r} must not be nullable")
             if pa.types.is_floating(col.type):
                 raise SchemaError(f"primary key column {k!r}: floating-point keys are not allowed")
-        if isinstance(self.num_buckets, bool) or not isinstance(self.num_buckets, int) \
-                or not 1 <= self.num_buckets <= 65536:
+
+    def _validate_sequence(self, names: set[str]) -> None:
+        if self.sequence_column is None:
+            return
+        if self.sequence_column not in names:
+            raise SchemaError(f"sequence_column {self.sequence_column!r} is not a column")
+        if self.sequence_column in self.primary_key:
+            raise SchemaError("sequence_column cannot be a primary key column")
+        scol = next(c for c in self.columns if c.name == self.sequence_column)
+        if scol.type not in _INTEGER_TYPES:
             raise SchemaError(
-                f"num_buckets must be an integer in [1, 65536], got {self.num_buckets!r}")
-        if self.sequence_column is not None:
-            if self.sequence_column not in names:
-                raise SchemaError(f"sequence_column {self.sequence_column!r} is not a column")
-            if self.sequence_column in self.primary_key:
-                raise SchemaError("sequence_column cannot be a primary key column")
-            scol = next(c for c in self.columns if c.name == self.sequence_column)
-            if scol.type not in _INTEGER_TYPES:
-                raise SchemaError(
-                    f"sequence_column {self.sequence_column!r} must be an integer column, "
-                    f"not {type_to_str(scol.type)}"
-                )
+                f"sequence_column {self.sequence_column!r} must be an integer column, "
+                f"not {type_to_str(scol.type)}"
+            )
 
     # ------------------------------------------------------------------ accessors
     def column(self, name: str) -> Column:
@@ -392,7 +434,7 @@ class TableSchema:
     # ------------------------------------------------------------------ dict form
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TableSchema:
-        """Builds a schema from its dictionary form (DESIGN.md §4).
+        """Builds a schema from its dictionary form (docs/architecture.md §3).
 
         Raises:
             SchemaError: The dictionary does not describe a valid schema.
@@ -412,37 +454,9 @@ class TableSchema:
         if not isinstance(pk, Sequence) or not all(isinstance(k, str) for k in pk):
             raise SchemaError("schema 'primary_key' must be a list of column names")
         key_set = set(pk)
-        cols: list[Column] = []
         used_ids = {c["id"] for c in raw_cols if isinstance(c, Mapping) and "id" in c}
-        next_auto = 0
-        for i, rc in enumerate(raw_cols):
-            if not isinstance(rc, Mapping):
-                raise SchemaError(f"column #{i} must be an object, got {rc!r}")
-            bad = set(rc) - {"id", "name", "type", "nullable", "default"}
-            if bad:
-                raise SchemaError(f"column #{i}: unknown field(s) {sorted(bad)}")
-            name = rc.get("name")
-            if not isinstance(name, str):
-                raise SchemaError(f"column #{i}: 'name' must be a string")
-            if "type" not in rc:
-                raise SchemaError(f"column {name!r}: 'type' is missing")
-            t = parse_type(rc["type"])
-            if "id" in rc:
-                cid = rc["id"]
-                if isinstance(cid, bool) or not isinstance(cid, int):
-                    raise SchemaError(f"column {name!r}: id must be an integer")
-            else:
-                while next_auto in used_ids:
-                    next_auto += 1
-                cid = next_auto
-                used_ids.add(cid)
-            nullable = rc.get("nullable", name not in key_set)
-            if not isinstance(nullable, bool):
-                raise SchemaError(f"column {name!r}: 'nullable' must be true or false")
-            default = _default_to_arrow(rc.get("default"), t, name)
-            if not nullable and "default" in rc and rc["default"] is None:
-                raise SchemaError(f"column {name!r}: a non-nullable column cannot default to null")
-            cols.append(Column(id=cid, name=name, type=t, nullable=nullable, default=default))
+        auto_ids = (i for i in itertools.count() if i not in used_ids)
+        cols = [_column_from_dict(i, rc, key_set, auto_ids) for i, rc in enumerate(raw_cols)]
         nb = d.get("num_buckets", 1)
         return cls(
             columns=tuple(cols),

@@ -1,7 +1,7 @@
 """The demo's reference table: what the table must contain after a stream of events.
 
 :class:`ExpectedTable` is :class:`cdc_sink.reference.ReferenceTable` (the reference
-semantics, docs/architecture.md §2) with the demo's bookkeeping: outcome counts, the
+semantics, docs/architecture.md §3) with the demo's bookkeeping: outcome counts, the
 reasons of refused events, snapshots. An event the reference finds invalid counts as
 ``rejected`` here, like one refused for the table's state.
 
