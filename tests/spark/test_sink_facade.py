@@ -1,0 +1,76 @@
+"""The typed facade of cdc_sink.spark: lazy exports, argument checks of ``sink``, and the
+offsets helpers both apply modes share (no Spark session needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import cdc_sink.spark
+from cdc_sink.errors import InvalidOption
+from cdc_sink.spark import SinkFunction, sink
+from cdc_sink.spark._batch import end_offsets, merge_offsets
+
+SCHEMA = {"columns": [{"name": "id", "type": "int64", "nullable": False}],
+          "primary_key": ["id"], "num_buckets": 2}
+
+
+def test_importing_the_package_imports_no_pyspark() -> None:
+    code = ("import sys, cdc_sink.spark as s; assert 'pyspark' not in sys.modules; "
+            "s.sink; s.SinkFunction; assert 'pyspark' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_lazy_exports_are_the_real_objects() -> None:
+    from cdc_sink.spark import writer
+
+    assert cdc_sink.spark.sink is writer.sink
+    assert cdc_sink.spark.SinkFunction is writer.SinkFunction
+    assert "sink" in dir(cdc_sink.spark)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        cdc_sink.spark.nope  # noqa: B018
+
+
+def test_sink_creates_the_table_and_returns_a_sink_function(tmp_path: Path) -> None:
+    fn = sink(tmp_path / "t", schema=SCHEMA, format="debezium", apply_mode="executors")
+    assert isinstance(fn, SinkFunction)
+    assert (fn.format, fn.apply_mode, fn.app_id) == (
+        "debezium", "executors", f"cdc_sink:{tmp_path / 't'}")
+    assert fn.table.schema.num_buckets == 2
+    assert sink(tmp_path / "t").table.version == fn.table.version  # opened, not created
+
+
+@pytest.mark.parametrize(("kwargs", "option"), [
+    ({"format": "avro"}, "format"),
+    ({"apply_mode": "cluster"}, "apply_mode"),
+    ({"json_decoder": "jvm", "decoder_options": {"x": 1}}, "decoder_options"),
+])
+def test_bad_arguments_raise_invalid_option(tmp_path: Path, kwargs: dict[str, object],
+                                            option: str) -> None:
+    with pytest.raises(InvalidOption) as info:
+        sink(tmp_path / "t", schema=SCHEMA, **kwargs)  # type: ignore[arg-type]
+    assert info.value.option == option
+    assert isinstance(info.value, ValueError)  # callers catching ValueError still do
+
+
+def test_no_table_and_no_schema_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no table at"):
+        sink(tmp_path / "missing")
+
+
+def test_end_offsets_are_the_offset_after_each_partitions_last_record() -> None:
+    got = end_offsets(pa.array(["a", "a", "b", "a"]), pa.array([0, 1, 0, 0], pa.int32()),
+                      pa.array([5, 2, 9, 7], pa.int64()))
+    assert got == {"a": {"0": 8, "1": 3}, "b": {"0": 10}}
+    assert end_offsets(pa.array([], pa.string()), pa.array([], pa.int32()),
+                       pa.array([], pa.int64())) == {}
+
+
+def test_merge_offsets_keeps_the_larger_offset_of_a_partition() -> None:
+    into = {"a": {"0": 8, "1": 3}}
+    assert merge_offsets(into, {"a": {"0": 4, "2": 1}, "b": {"0": 2}}) == {
+        "a": {"0": 8, "1": 3, "2": 1}, "b": {"0": 2}}
