@@ -221,31 +221,39 @@ def may_match(stats: PageStats, p: Predicate) -> bool:
         return non_null > 0
     if non_null == 0:
         return False
-    lo, hi = stats.min, stats.max
-    if lo is None and hi is None:
+    if stats.min is None and stats.max is None:
         return True
-
-    def above_lo(v: Any, strict: bool = False) -> bool:  # some value may be (<) <= v
-        return lo is None or (lo < v if strict else lo <= v)
-
-    def below_hi(v: Any, strict: bool = False) -> bool:  # some value may be (>) >= v
-        return hi is None or (hi > v if strict else hi >= v)
-
     try:
-        if p.op == "=":
-            return p.value is None or (above_lo(p.value) and below_hi(p.value))
-        if p.op == "<":
-            return above_lo(p.value, strict=True)
-        if p.op == "<=":
-            return above_lo(p.value)
-        if p.op == ">":
-            return below_hi(p.value, strict=True)
-        if p.op == ">=":
-            return below_hi(p.value)
-        if p.op == "in":
-            return any(v is not None and above_lo(v) and below_hi(v) for v in p.value)
-        if p.op == "!=":
-            return not (lo is not None and lo == hi == p.value)
+        return _range_may_match(stats.min, stats.max, p.op, p.value)
     except TypeError:
         return True
+
+
+def _above_lo(lo: Any, v: Any, strict: bool = False) -> bool:
+    """Some value of a page with minimum ``lo`` may be (<) <= v."""
+    return lo is None or (lo < v if strict else lo <= v)
+
+
+def _below_hi(hi: Any, v: Any, strict: bool = False) -> bool:
+    """Some value of a page with maximum ``hi`` may be (>) >= v."""
+    return hi is None or (hi > v if strict else hi >= v)
+
+
+def _range_may_match(lo: Any, hi: Any, op: str, value: Any) -> bool:
+    """Whether a non-null value in ``[lo, hi]`` (None: unbounded) may satisfy ``op value``
+    (a comparison of values of different kinds raises TypeError)."""
+    if op == "=":
+        return value is None or (_above_lo(lo, value) and _below_hi(hi, value))
+    if op == "<":
+        return _above_lo(lo, value, strict=True)
+    if op == "<=":
+        return _above_lo(lo, value)
+    if op == ">":
+        return _below_hi(hi, value, strict=True)
+    if op == ">=":
+        return _below_hi(hi, value)
+    if op == "in":
+        return any(v is not None and _above_lo(lo, v) and _below_hi(hi, v) for v in value)
+    if op == "!=":
+        return not (lo is not None and lo == hi == value)
     return True
