@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -136,50 +136,65 @@ def column_value(value: Any, t: pa.DataType) -> Any:
     """
     if value is None:
         raise ValueError("null literal")
-    if pa.types.is_integer(t):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"{value!r} is not an integer")
-        bits = t.bit_width - 1
-        v = int(value)
-        if not -(1 << bits) <= v < (1 << bits):
-            raise ValueError(f"{v} is out of range of {t}")
-        return v
-    if pa.types.is_floating(t):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
-                                                             np.floating)):
-            raise ValueError(f"{value!r} is not a number")
-        f = float(value)
-        if math.isnan(f):
-            raise ValueError("NaN: Spark orders NaN above every number, Arrow does not")
-        if f != value or (t == pa.float32() and float(np.float32(f)) != f):
-            raise ValueError(f"{value!r} is not exactly a {t}")
-        return f
-    if pa.types.is_boolean(t):
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{value!r} is not a bool")
-        return bool(value)
-    if pa.types.is_string(t):
-        if not isinstance(value, str):
-            raise ValueError(f"{value!r} is not a string")
-        return value
-    if pa.types.is_binary(t):
-        if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise ValueError(f"{value!r} is not binary")
-        return bytes(value)
-    if pa.types.is_date32(t):
-        if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
-            raise ValueError(f"{value!r} is not a date")
-        return value
-    if pa.types.is_timestamp(t):
-        if not isinstance(value, dt.datetime) or value.utcoffset() is None:
-            raise ValueError(f"{value!r} is not a time-zone-aware datetime")
-        return value.astimezone(dt.timezone.utc)
-    if pa.types.is_decimal(t):
-        return _decimal_value(value, t)
-    raise ValueError(f"no filter values for type {type_to_str(t)}")
+    convert = next((f for is_type, f in _LITERALS if is_type(t)), None)
+    if convert is None:
+        raise ValueError(f"no filter values for type {type_to_str(t)}")
+    return convert(value, t)
 
 
-def _decimal_value(value: Any, t: pa.Decimal128Type) -> decimal.Decimal:
+def _integer_value(value: Any, t: pa.DataType) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{value!r} is not an integer")
+    bits = t.bit_width - 1
+    v = int(value)
+    if not -(1 << bits) <= v < (1 << bits):
+        raise ValueError(f"{v} is out of range of {t}")
+    return v
+
+
+def _float_value(value: Any, t: pa.DataType) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                         np.floating)):
+        raise ValueError(f"{value!r} is not a number")
+    f = float(value)
+    if math.isnan(f):
+        raise ValueError("NaN: Spark orders NaN above every number, Arrow does not")
+    if f != value or (t == pa.float32() and float(np.float32(f)) != f):
+        raise ValueError(f"{value!r} is not exactly a {t}")
+    return f
+
+
+def _bool_value(value: Any, t: pa.DataType) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{value!r} is not a bool")
+    return bool(value)
+
+
+def _string_value(value: Any, t: pa.DataType) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string")
+    return value
+
+
+def _binary_value(value: Any, t: pa.DataType) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise ValueError(f"{value!r} is not binary")
+    return bytes(value)
+
+
+def _date_value(value: Any, t: pa.DataType) -> dt.date:
+    if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
+        raise ValueError(f"{value!r} is not a date")
+    return value
+
+
+def _timestamp_value(value: Any, t: pa.DataType) -> dt.datetime:
+    if not isinstance(value, dt.datetime) or value.utcoffset() is None:
+        raise ValueError(f"{value!r} is not a time-zone-aware datetime")
+    return value.astimezone(dt.timezone.utc)
+
+
+def _decimal_value(value: Any, t: pa.DataType) -> decimal.Decimal:
     if isinstance(value, bool) or not isinstance(value, (decimal.Decimal, int)):
         raise ValueError(f"{value!r} is not a decimal")
     d = decimal.Decimal(value)
@@ -192,3 +207,17 @@ def _decimal_value(value: Any, t: pa.Decimal128Type) -> decimal.Decimal:
     if abs(unscaled) >= 10 ** t.precision:
         raise ValueError(f"{value!r} does not fit {type_to_str(t)}")
     return q
+
+
+#: The exact conversion of a literal, one per column type (see :func:`column_value`).
+_LITERALS: tuple[tuple[Callable[[pa.DataType], bool], Callable[[Any, pa.DataType], Any]],
+                 ...] = (
+    (pa.types.is_integer, _integer_value),
+    (pa.types.is_floating, _float_value),
+    (pa.types.is_boolean, _bool_value),
+    (pa.types.is_string, _string_value),
+    (pa.types.is_binary, _binary_value),
+    (pa.types.is_date32, _date_value),
+    (pa.types.is_timestamp, _timestamp_value),
+    (pa.types.is_decimal, _decimal_value),
+)
