@@ -120,49 +120,82 @@ class _Resolved:
 _EPOCH_MS = re.compile(r"[+-]?\d+")
 
 
-def _parse_options(options: Mapping[str, str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _ReadOptions:
+    """The options of a read, parsed (before the table is opened)."""
+
+    path: str
+    version: int | None
+    timestamp: int | str | None  # epoch milliseconds or an ISO-8601 string
+    columns: tuple[str, ...] | None
+    push_filters: bool
+
+
+def _parse_options(options: Mapping[str, str]) -> _ReadOptions:
     """path, version, timestamp and columns from the (case-insensitive) options.
 
     Raises:
         ValueError: No path, a malformed option, or both versionAsOf and timestampAsOf.
     """
     opts = {str(k).lower(): v for k, v in options.items()}
-    path = opts.get("path")
+    path = _path_option(opts.get("path"))
+    version = _version_option(opts.get("versionasof"))
+    timestamp = _timestamp_option(opts.get("timestampasof"))
+    if version is not None and timestamp is not None:
+        raise ValueError("cdc_sink: give versionAsOf or timestampAsOf, not both")
+    columns = _columns_option(opts.get("columns"))
+    push = str(opts.get("pushfilters", "true")).strip().lower()
+    if push not in ("true", "false"):
+        raise ValueError(f"cdc_sink: pushFilters must be true or false, got {push!r}")
+    return _ReadOptions(path=path, version=version, timestamp=timestamp, columns=columns,
+                        push_filters=push == "true")
+
+
+def _given(raw: object) -> str | None:
+    """An option's text, stripped; None when it is missing or blank."""
+    if raw is None or str(raw).strip() == "":
+        return None
+    return str(raw).strip()
+
+
+def _path_option(path: str | None) -> str:
+    """The table's local path (``file://`` URLs accepted)."""
     if not path:
         raise ValueError('cdc_sink: no table path; use spark.read.format("cdc_sink").load(path)')
     url = urllib.parse.urlparse(str(path))
     if url.scheme == "file":
-        path = urllib.parse.unquote(url.path)
-    elif url.scheme and len(url.scheme) > 1:  # (a one-letter scheme is a Windows drive)
+        return urllib.parse.unquote(url.path)
+    if url.scheme and len(url.scheme) > 1:  # (a one-letter scheme is a Windows drive)
         raise ValueError(f"cdc_sink: tables live on a local or mounted file system; "
                          f"{url.scheme}:// paths are not supported ({path!r})")
-    version: int | None = None
-    raw_version = opts.get("versionasof")
-    if raw_version is not None and str(raw_version).strip() != "":
-        try:
-            version = int(str(raw_version).strip())
-        except ValueError:
-            raise ValueError(f"cdc_sink: versionAsOf must be an integer, got {raw_version!r}"
-                             ) from None
-    timestamp: int | str | None = None
-    raw_ts = opts.get("timestampasof")
-    if raw_ts is not None and str(raw_ts).strip() != "":
-        text = str(raw_ts).strip()
-        timestamp = int(text) if _EPOCH_MS.fullmatch(text) else text
-    if version is not None and timestamp is not None:
-        raise ValueError("cdc_sink: give versionAsOf or timestampAsOf, not both")
-    columns: tuple[str, ...] | None = None
-    raw_cols = opts.get("columns")
-    if raw_cols is not None and str(raw_cols).strip() != "":
-        columns = tuple(c.strip() for c in str(raw_cols).split(","))
-        if any(not c for c in columns) or len(set(columns)) != len(columns):
-            raise ValueError(f"cdc_sink: columns must be distinct names separated by commas, "
-                             f"got {raw_cols!r}")
-    push = str(opts.get("pushfilters", "true")).strip().lower()
-    if push not in ("true", "false"):
-        raise ValueError(f"cdc_sink: pushFilters must be true or false, got {push!r}")
-    return {"path": str(path), "version": version, "timestamp": timestamp, "columns": columns,
-            "push_filters": push == "true"}
+    return str(path)
+
+
+def _version_option(raw: str | None) -> int | None:
+    text = _given(raw)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"cdc_sink: versionAsOf must be an integer, got {raw!r}") from None
+
+
+def _timestamp_option(raw: str | None) -> int | str | None:
+    text = _given(raw)
+    if text is None:
+        return None
+    return int(text) if _EPOCH_MS.fullmatch(text) else text
+
+
+def _columns_option(raw: str | None) -> tuple[str, ...] | None:
+    if _given(raw) is None:
+        return None
+    columns = tuple(c.strip() for c in str(raw).split(","))
+    if any(not c for c in columns) or len(set(columns)) != len(columns):
+        raise ValueError(f"cdc_sink: columns must be distinct names separated by commas, "
+                         f"got {raw!r}")
+    return columns
 
 
 def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) -> _Resolved:
@@ -176,8 +209,8 @@ def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) 
         ValueError: Malformed options, or unknown columns.
     """
     o = _parse_options(options)
-    table = _TABLES.get(o["path"])
-    timestamp = o["timestamp"]
+    table = _TABLES.get(o.path)
+    timestamp = o.timestamp
     if isinstance(timestamp, str):
         try:
             version = table.resolve_version(None, timestamp)
@@ -185,9 +218,9 @@ def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) 
             raise ValueError(f"cdc_sink: timestampAsOf must be an ISO-8601 timestamp or "
                              f"epoch milliseconds, got {timestamp!r}") from None
     else:
-        version = table.resolve_version(o["version"], timestamp)
+        version = table.resolve_version(o.version, timestamp)
     schema = table.schema_at(version)
-    columns: Sequence[str] = o["columns"] if o["columns"] is not None else schema.names
+    columns: Sequence[str] = o.columns if o.columns is not None else schema.names
     unknown = [c for c in columns if not schema.has_column(c)]
     if unknown:
         raise ValueError(f"cdc_sink: no column(s) {unknown} at version {version} "
@@ -195,13 +228,13 @@ def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) 
     declared = spark_schema(schema, columns)
     if user_schema is not None:
         declared = _check_user_schema(user_schema, spark_schema(schema), version)
-        if o["columns"] is not None and tuple(declared.names) != tuple(columns):
+        if o.columns is not None and tuple(declared.names) != tuple(columns):
             raise ValueError("cdc_sink: the columns option and the given schema disagree")
         columns = declared.names
-    return _Resolved(path=o["path"], version=version, columns=tuple(columns),
+    return _Resolved(path=o.path, version=version, columns=tuple(columns),
                      types={c.name: c.type for c in schema.columns},
                      num_buckets=schema.num_buckets, schema=declared,
-                     push_filters=o["push_filters"])
+                     push_filters=o.push_filters)
 
 
 def _check_user_schema(user: StructType, full: StructType, version: int) -> StructType:
