@@ -108,6 +108,30 @@ def outcome_counts(st: BatchFigures) -> dict[str, int]:
     return {"applied": applied, "stale": stale, "ignored": ignored, "rejected": rejected}
 
 
+_BASE = ("table", "app_id")
+
+
+class _Declare:
+    """Declares metrics with the labels ``table`` and ``app_id`` first, on one registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def counter(self, name: str, doc: str, *labels: str) -> Counter:
+        """A counter."""
+        return Counter(name, doc, (*_BASE, *labels), registry=self.registry)
+
+    def gauge(self, name: str, doc: str, *labels: str) -> Gauge:
+        """A gauge."""
+        return Gauge(name, doc, (*_BASE, *labels), registry=self.registry)
+
+    def histogram(self, name: str, doc: str, buckets: tuple[float, ...], *labels: str
+                  ) -> Histogram:
+        """A histogram with ``buckets``."""
+        return Histogram(name, doc, (*_BASE, *labels), buckets=buckets,
+                         registry=self.registry)
+
+
 class SinkMetrics:
     """The metrics of one streaming job writing one table.
 
@@ -124,22 +148,18 @@ class SinkMetrics:
         self.app_id = app_id
         self._base = {"table": table, "app_id": app_id}
         self._errors = 0
-        reg = self.registry
-        base = ("table", "app_id")
+        f = _Declare(self.registry)
+        self._m_errors = f.counter("cdc_sink_metrics_errors_total",
+                                   "Metrics updates that failed (logged; the stream went on).")
+        self._declare_batch_metrics(f)
+        self._declare_kafka_metrics(f)
+        self._declare_table_metrics(f)
+        self._declare_maintenance_metrics(f)
+        self._init_series()
 
-        def counter(name: str, doc: str, *labels: str) -> Counter:
-            return Counter(name, doc, (*base, *labels), registry=reg)
-
-        def gauge(name: str, doc: str, *labels: str) -> Gauge:
-            return Gauge(name, doc, (*base, *labels), registry=reg)
-
-        def histogram(name: str, doc: str, buckets: tuple[float, ...], *labels: str
-                      ) -> Histogram:
-            return Histogram(name, doc, (*base, *labels), buckets=buckets, registry=reg)
-
-        self._m_errors = counter("cdc_sink_metrics_errors_total",
-                                 "Metrics updates that failed (logged; the stream went on).")
-        # ---- events and micro-batches
+    def _declare_batch_metrics(self, f: _Declare) -> None:
+        """Events and micro-batches."""
+        counter, gauge, histogram = f.counter, f.gauge, f.histogram
         self._events = counter(
             "cdc_sink_events_total",
             "Events read from Kafka. op=\"all\" with outcome applied|stale|ignored|rejected: "
@@ -171,13 +191,16 @@ class SinkMetrics:
             "cdc_sink_freshness_seconds",
             "Time from an event's producer timestamp (ts_ms, else its Kafka record "
             "timestamp) to the commit of the version that made it visible; a sample of up "
-            "to 20,000 events per micro-batch.", base, FRESHNESS_BUCKETS)
-        reg.register(self._freshness)
+            "to 20,000 events per micro-batch.", _BASE, FRESHNESS_BUCKETS)
+        f.registry.register(self._freshness)
         self._last_commit = gauge("cdc_sink_last_commit_timestamp_seconds",
                                   "Unix time of the last committed micro-batch.")
         self._last_batch = gauge("cdc_sink_last_batch_id",
                                  "Id of the last micro-batch the sink saw.")
-        # ---- Kafka, from Spark's query progress
+
+    def _declare_kafka_metrics(self, f: _Declare) -> None:
+        """Kafka, from Spark's query progress."""
+        gauge = f.gauge
         self._input_rps = gauge("cdc_sink_kafka_input_rows_per_second",
                                 "Rows/s arriving from Kafka (Spark's inputRowsPerSecond).")
         self._processed_rps = gauge("cdc_sink_kafka_processed_rows_per_second",
@@ -189,7 +212,10 @@ class SinkMetrics:
         self._max_behind = gauge("cdc_sink_kafka_max_offsets_behind_latest",
                                  "Largest per-partition offsets behind latest "
                                  "(maxOffsetsBehindLatest).")
-        # ---- table
+
+    def _declare_table_metrics(self, f: _Declare) -> None:
+        """The table."""
+        gauge = f.gauge
         self._t_version = gauge("cdc_sink_table_version", "Latest committed table version.")
         self._t_oldest = gauge("cdc_sink_table_oldest_version", "Oldest readable version.")
         self._t_rows = gauge("cdc_sink_table_live_rows",
@@ -203,7 +229,10 @@ class SinkMetrics:
         self._t_wal = gauge("cdc_sink_table_wal_bytes", "Bytes of WAL segments on disk.")
         self._t_snap = gauge("cdc_sink_table_snapshot_bytes",
                              "Bytes of snapshots (manifests and page files) on disk.")
-        # ---- maintenance
+
+    def _declare_maintenance_metrics(self, f: _Declare) -> None:
+        """Compaction and GC."""
+        counter, histogram = f.counter, f.histogram
         self._compactions = counter("cdc_sink_compactions_total",
                                     "Table compactions run by the job (a snapshot version of "
                                     "every bucket).")
@@ -215,7 +244,6 @@ class SinkMetrics:
                                MAINTENANCE_BUCKETS)
         self._gc_files = counter("cdc_sink_gc_removed_files_total", "Files removed by GC.")
         self._gc_bytes = counter("cdc_sink_gc_removed_bytes_total", "Bytes removed by GC.")
-        self._init_series()
 
     def _init_series(self) -> None:
         """Creates every label combination at zero."""
@@ -247,32 +275,11 @@ class SinkMetrics:
         self._last_batch.labels(**b).set(st.batch_id)
         if result == "skipped":
             return
-        phases: Mapping[str, float] = getattr(st, "phases", None) or {}
-        if not phases:  # a BatchStats without per-phase figures
-            phases = {"decode": float(getattr(st, "decode_s", 0.0)),
-                      "apply": float(getattr(st, "apply_s", 0.0))}
-        for phase, seconds in phases.items():
-            if phase in PHASES:
-                self._phase.labels(**b, phase=phase).observe(float(seconds))
+        self._observe_phases(st)
         if result == "failed":
             return
-        for outcome, n in outcome_counts(st).items():
-            self._events.labels(**b, op="all", outcome=outcome).inc(n)
-        ops: Mapping[str, int] | None = getattr(st, "ops", None)
-        if ops is not None:
-            known = 0
-            for op, n in ops.items():
-                name = op if op in OPS else "unknown"
-                self._events.labels(**b, op=name, outcome="received").inc(int(n))
-                known += int(n)
-            self._events.labels(**b, op="unknown", outcome="received").inc(
-                max(0, int(st.events) - known))
-        by_reason: Mapping[str, int] | None = getattr(st, "rejects_by_reason", None)
-        if by_reason is not None:
-            for cls, n in classify_reasons(by_reason).items():
-                self._dead_letters.labels(**b, reason=cls).inc(n)
-        elif st.rejected:
-            self._dead_letters.labels(**b, reason="other").inc(int(st.rejected))
+        self._observe_events(st)
+        self._observe_rejects(st)
         self._duration.labels(**b).observe(float(st.total_s))
         self._batch_events.labels(**b).observe(int(st.events))
         fresh = st.freshness_ms()
@@ -281,6 +288,41 @@ class SinkMetrics:
                                          self.table, self.app_id)
         if st.committed_ms:
             self._last_commit.labels(**b).set(st.committed_ms / 1000.0)
+
+    def _observe_phases(self, st: BatchFigures) -> None:
+        """The time of each phase of a batch that was not skipped."""
+        phases: Mapping[str, float] = getattr(st, "phases", None) or {}
+        if not phases:  # a BatchStats without per-phase figures
+            phases = {"decode": float(getattr(st, "decode_s", 0.0)),
+                      "apply": float(getattr(st, "apply_s", 0.0))}
+        for phase, seconds in phases.items():
+            if phase in PHASES:
+                self._phase.labels(**self._base, phase=phase).observe(float(seconds))
+
+    def _observe_events(self, st: BatchFigures) -> None:
+        """A committed batch's events by outcome, and by op when the batch has them."""
+        b = self._base
+        for outcome, n in outcome_counts(st).items():
+            self._events.labels(**b, op="all", outcome=outcome).inc(n)
+        ops: Mapping[str, int] | None = getattr(st, "ops", None)
+        if ops is None:
+            return
+        known = 0
+        for op, n in ops.items():
+            name = op if op in OPS else "unknown"
+            self._events.labels(**b, op=name, outcome="received").inc(int(n))
+            known += int(n)
+        self._events.labels(**b, op="unknown", outcome="received").inc(
+            max(0, int(st.events) - known))
+
+    def _observe_rejects(self, st: BatchFigures) -> None:
+        """A committed batch's rejects by reason class (``other`` without reasons)."""
+        by_reason: Mapping[str, int] | None = getattr(st, "rejects_by_reason", None)
+        if by_reason is not None:
+            for cls, n in classify_reasons(by_reason).items():
+                self._dead_letters.labels(**self._base, reason=cls).inc(n)
+        elif st.rejected:
+            self._dead_letters.labels(**self._base, reason="other").inc(int(st.rejected))
 
     @_never_raises
     def observe_table(self, stats: TableStats) -> None:
