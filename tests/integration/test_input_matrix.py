@@ -15,6 +15,7 @@ import datetime as dt
 import decimal
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,47 +89,62 @@ def workload(seed: int, seq: bool) -> list[dict[str, Any]]:
 
 def encode(ev: dict[str, Any], fmt: str, schema: TableSchema, i: int) -> tuple[bytes, bytes]:
     """(Kafka key, value) of one workload event in ``fmt``."""
-    k = ev["key"]
     row = dict(ev["row"])
     if "seq" in ev:
         row["seq"] = ev["seq"]
-    kind = ev["kind"]
-    if fmt == "json":
-        key = json.dumps({"order_id": k}).encode()
-        if kind == "garbage":
-            return key, b'{"op": "upsert", "key": {"order_id": ' + str(k).encode() + b'}, "set": {'
-        sets = {c: v for c, v in row.items() if c not in ("order_id", "seq")}
-        event: dict[str, Any] = {"op": "upsert", "key": {"order_id": k}, "set": sets}
-        if kind == "delete":
-            event = {"op": "delete", "key": {"order_id": k}}
-        if kind == "unknown_column":
-            event["set"]["colour"] = "red"
-        if "seq" in ev:
-            event["seq"] = ev["seq"]
-        return key, encode_json(event)
-    if fmt == "debezium":
-        envelope = i % 2 == 0
-        key = json.dumps({"schema": {"type": "struct", "fields": [
-            {"field": "order_id", "type": "int64", "optional": False}]},
-            "payload": {"order_id": k}} if envelope else {"order_id": k}).encode()
-        if kind == "garbage":
-            return key, b'{"payload": {"op": "u", "after": {"order_id": [}}'
-        if kind == "delete":
-            before = {"order_id": k, **({"seq": ev["seq"]} if "seq" in ev else {})}
-            return key, encode_debezium("d", before, None, schema, envelope=envelope)
-        value = encode_debezium("u" if i % 3 else "c", None, row, schema, envelope=envelope)
-        if kind == "unknown_column":
-            doc = json.loads(value)
-            payload = doc["payload"] if envelope else doc
-            payload["after"]["colour"] = "red"
-            if envelope:  # the field schema names it too, as a real connector would
-                for f in doc["schema"]["fields"]:
-                    if f["field"] == "after":
-                        f["fields"].append({"field": "colour", "type": "string",
-                                            "optional": True})
-            value = json.dumps(doc).encode()
-        return key, value
-    assert fmt == "rowv2"
+    return _ENCODERS[fmt](ev, row, schema, i)
+
+
+def _encode_json(ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
+                 ) -> tuple[bytes, bytes]:
+    k, kind = ev["key"], ev["kind"]
+    key = json.dumps({"order_id": k}).encode()
+    if kind == "garbage":
+        return key, b'{"op": "upsert", "key": {"order_id": ' + str(k).encode() + b'}, "set": {'
+    sets = {c: v for c, v in row.items() if c not in ("order_id", "seq")}
+    event: dict[str, Any] = {"op": "upsert", "key": {"order_id": k}, "set": sets}
+    if kind == "delete":
+        event = {"op": "delete", "key": {"order_id": k}}
+    if kind == "unknown_column":
+        event["set"]["colour"] = "red"
+    if "seq" in ev:
+        event["seq"] = ev["seq"]
+    return key, encode_json(event)
+
+
+def _encode_debezium(ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
+                     ) -> tuple[bytes, bytes]:
+    k, kind = ev["key"], ev["kind"]
+    envelope = i % 2 == 0
+    key = json.dumps({"schema": {"type": "struct", "fields": [
+        {"field": "order_id", "type": "int64", "optional": False}]},
+        "payload": {"order_id": k}} if envelope else {"order_id": k}).encode()
+    if kind == "garbage":
+        return key, b'{"payload": {"op": "u", "after": {"order_id": [}}'
+    if kind == "delete":
+        before = {"order_id": k, **({"seq": ev["seq"]} if "seq" in ev else {})}
+        return key, encode_debezium("d", before, None, schema, envelope=envelope)
+    value = encode_debezium("u" if i % 3 else "c", None, row, schema, envelope=envelope)
+    if kind == "unknown_column":
+        value = _with_unknown_column(value, envelope)
+    return key, value
+
+
+def _with_unknown_column(value: bytes, envelope: bool) -> bytes:
+    """A Debezium event whose ``after`` has a column the table does not have."""
+    doc = json.loads(value)
+    payload = doc["payload"] if envelope else doc
+    payload["after"]["colour"] = "red"
+    if envelope:  # the field schema names it too, as a real connector would
+        for f in doc["schema"]["fields"]:
+            if f["field"] == "after":
+                f["fields"].append({"field": "colour", "type": "string", "optional": True})
+    return json.dumps(doc).encode()
+
+
+def _encode_rowv2(ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
+                  ) -> tuple[bytes, bytes]:
+    k, kind = ev["key"], ev["kind"]
     key = str(k).encode()
     if kind == "garbage":
         return key, encode_event({"op": "upsert", "key": {"order_id": k}, "set": {}},
@@ -142,6 +158,11 @@ def encode(ev: dict[str, Any], fmt: str, schema: TableSchema, i: int) -> tuple[b
     if "seq" in ev:
         event["seq"] = ev["seq"]
     return key, encode_event(event, schema)
+
+
+_ENCODERS: dict[str, Callable[[dict[str, Any], dict[str, Any], TableSchema, int],
+                              tuple[bytes, bytes]]] = {
+    "json": _encode_json, "debezium": _encode_debezium, "rowv2": _encode_rowv2}
 
 
 def expected_rows(events: list[dict[str, Any]], schema: TableSchema) -> dict[Any, Any]:

@@ -72,36 +72,31 @@ BINARIES = [b"", b"\x00", b"\x00\x01", b"\xff", b"abc", b"\x80\x00"]
 FLOATS = [0.0, -0.0, math.nan, math.inf, -math.inf, 0.5, 2.5, -1.25, 1e30, -3.0]
 
 
+_VALUES: dict[str, Callable[[random.Random], Any]] = {  # column -> a random value of it
+    "i8": lambda rng: rng.choice([-128, 127, 0, rng.randint(-128, 127)]),
+    "i16": lambda rng: rng.randint(-300, 300),
+    "i32": lambda rng: rng.choice([-(2**31), 2**31 - 1, rng.randint(-20, 20),
+                                   rng.randint(0, 10**6)]),
+    "i64": lambda rng: rng.choice([-(2**63), 2**63 - 1, rng.randint(-(10**12), 10**12)]),
+    "f32": lambda rng: rng.choice([*FLOATS, rng.uniform(-10, 10)]),
+    "f64": lambda rng: rng.choice([*FLOATS, rng.uniform(-10, 10)]),
+    "flag": lambda rng: rng.random() < 0.5,
+    "s": lambda rng: rng.choice(STRINGS),
+    "b": lambda rng: rng.choice(BINARIES),
+    "d": lambda rng: dt.date(2019, 12, 1) + dt.timedelta(days=rng.randint(0, 90)),
+    "ts": lambda rng: dt.datetime(2020, 1, 1, tzinfo=UTC) + dt.timedelta(
+        microseconds=rng.randint(-(10**12), 10**12)),
+    "dec10": lambda rng: rng.choice([D("12.34"), D("-0.01"),
+                                     D(rng.randint(-10**8 + 1, 10**8 - 1)) / 100]),
+    "dec38": lambda rng: D(rng.randint(-(10**37) + 1, 10**37 - 1)).scaleb(-6),
+}
+
+
 def _value(col: str, rng: random.Random) -> Any:
     """A random value of column ``col`` (null one time in eight)."""
     if rng.random() < 0.125:
         return None
-    if col == "i8":
-        return rng.choice([-128, 127, 0, rng.randint(-128, 127)])
-    if col == "i16":
-        return rng.randint(-300, 300)
-    if col == "i32":
-        return rng.choice([-(2**31), 2**31 - 1, rng.randint(-20, 20), rng.randint(0, 10**6)])
-    if col == "i64":
-        return rng.choice([-(2**63), 2**63 - 1, rng.randint(-(10**12), 10**12)])
-    if col in ("f32", "f64"):
-        return rng.choice([*FLOATS, rng.uniform(-10, 10)])
-    if col == "flag":
-        return rng.random() < 0.5
-    if col == "s":
-        return rng.choice(STRINGS)
-    if col == "b":
-        return rng.choice(BINARIES)
-    if col == "d":
-        return dt.date(2019, 12, 1) + dt.timedelta(days=rng.randint(0, 90))
-    if col == "ts":
-        return dt.datetime(2020, 1, 1, tzinfo=UTC) + dt.timedelta(
-            microseconds=rng.randint(-(10**12), 10**12))
-    if col == "dec10":
-        return rng.choice([D("12.34"), D("-0.01"), D(rng.randint(-10**8 + 1, 10**8 - 1)) / 100])
-    if col == "dec38":
-        return D(rng.randint(-(10**37) + 1, 10**37 - 1)).scaleb(-6)
-    raise AssertionError(col)
+    return _VALUES[col](rng)
 
 
 def _insert(key: int, rng: random.Random) -> dict[str, Any]:
