@@ -146,98 +146,141 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
     rep = _Report(console)
     t_start = time.perf_counter()
     workdir = _workdir(opts)
-    table_path = str(workdir / "orders")
-    schema = orders_schema()
     style: Literal["partial", "full_rows"] = "full_rows" if opts.format == "debezium" \
         else "partial"
     records = generate_orders(opts.events, seed=opts.seed, style=style)
-    half = len(records) // 2
-    phases = [records[:half], records[half:]]
     console.print(f"[bold]cdc_sink demo[/]: {len(records)} order events "
                   f"({sum(r.malformed for r in records)} malformed, "
                   f"{sum(r.kind == 'stale' for r in records)} stale re-sends), "
                   f"format [cyan]{opts.format}[/], apply mode [cyan]{opts.apply_mode}[/]")
     console.print(f"workdir: {workdir}")
+    run = _Running()
+    try:
+        _run_pipeline(opts, rep, run, workdir, records)
+    finally:
+        with rep.step("Shutdown"):
+            run.stop(console)
+    return _summary(rep, time.perf_counter() - t_start)
+
+
+@dataclass
+class _Running:
+    """What the demo started and stops at the end, whatever happens."""
 
     kafka: Any = None
     spark: SparkSession | None = None
     query: Any = None
     metrics_server: Any = None
-    try:
-        from cdc_sink.metrics import SinkMetrics, start_metrics_server
 
-        metrics = SinkMetrics("orders", "cdc_sink-demo")
-        if opts.metrics_port is not None:
-            metrics_server = start_metrics_server(metrics.registry, host=opts.metrics_host,
+    def stop(self, console: Console) -> None:
+        """Stops the query, Spark, Kafka and the metrics endpoint (those started)."""
+        if self.query is not None:
+            try:
+                self.query.stop()
+            except Exception as exc:  # already stopped or the JVM is gone
+                console.print(f"[dim]stopping the query: {exc}[/]")
+        if self.spark is not None:
+            self.spark.stop()
+        if self.kafka is not None:
+            self.kafka.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+
+
+def _run_pipeline(opts: DemoOptions, rep: _Report, run: _Running, workdir: Path,
+                  records: Sequence[OrderRecord]) -> None:
+    """Kafka, the streaming query, the two phases and the checks (see the module
+    docstring); what it starts goes into ``run``."""
+    from cdc_sink.kafka.deadletter import KafkaDeadLetter
+    from cdc_sink.kafka.producer import CdcProducer
+
+    table_path = str(workdir / "orders")
+    schema = orders_schema()
+    metrics = _start_metrics(opts, rep.console, run)
+    bootstrap, topic, dlq_topic = _start_kafka(opts, rep, run)
+    producer = CdcProducer(bootstrap, topic, schema, format=opts.format,
+                           backend=opts.backend)
+    dead_letter = KafkaDeadLetter(bootstrap, dlq_topic)
+    with rep.step("Spark"):
+        run.spark, run.query, sink_fn = _start_query(opts, bootstrap, topic, table_path,
+                                                     workdir, dead_letter, metrics)
+    half = len(records) // 2
+    versions, snapshots = _process_phases(rep, producer, run.query, sink_fn,
+                                          [records[:half], records[half:]])
+    producer.close()
+    run.query.stop()
+    _check_query(run.query, rep)
+    _print_batches(sink_fn, rep.console)
+
+    from cdc_sink.spark import register
+
+    register(run.spark)
+    for v, snap in zip(versions, snapshots, strict=True):
+        with rep.step(f"Snapshot query at version {v}"):
+            _snapshot_query(run.spark, table_path, v, snap, schema, rep)
+    with rep.step("Dead letters"):
+        _check_dead_letters(dead_letter, records, rep)
+        dead_letter.close()
+    _print_how_to_query(rep.console, table_path, versions)
+
+
+def _start_metrics(opts: DemoOptions, console: Console, run: _Running) -> Any:
+    """The job's metrics, served on ``opts.metrics_port`` unless it is None."""
+    from cdc_sink.metrics import SinkMetrics, start_metrics_server
+
+    metrics = SinkMetrics("orders", "cdc_sink-demo")
+    if opts.metrics_port is not None:
+        run.metrics_server = start_metrics_server(metrics.registry, host=opts.metrics_host,
                                                   port=opts.metrics_port)
-            console.print(f"metrics: [cyan]{metrics_server.url}[/] (Prometheus text format, "
-                          "while the demo runs; dashboards/ has the Grafana dashboards)",
-                          soft_wrap=True)
-        from cdc_sink.kafka.broker import ExternalKafka, start_kafka
+        console.print(f"metrics: [cyan]{run.metrics_server.url}[/] (Prometheus text format, "
+                      "while the demo runs; dashboards/ has the Grafana dashboards)",
+                      soft_wrap=True)
+    return metrics
 
-        with rep.step("Kafka"):
-            kafka = start_kafka(num_partitions=opts.partitions)
-            bootstrap = kafka.bootstrap_servers
-            # A shared external cluster may hold an "orders" topic already.
-            suffix = f"-{uuid.uuid4().hex[:8]}" if isinstance(kafka, ExternalKafka) else ""
-            topic, dlq_topic = f"orders{suffix}", f"orders{suffix}.dead-letter"
-            kafka.create_topic(topic, opts.partitions)
-            kafka.create_topic(dlq_topic, 1)
-            console.print(f"broker {bootstrap} ({type(kafka).__name__}); topics "
+
+def _start_kafka(opts: DemoOptions, rep: _Report, run: _Running) -> tuple[str, str, str]:
+    """Starts (or finds) Kafka and creates the topics; returns the bootstrap servers, the
+    orders topic and the dead-letter topic."""
+    from cdc_sink.kafka.broker import ExternalKafka, start_kafka
+
+    with rep.step("Kafka"):
+        kafka = run.kafka = start_kafka(num_partitions=opts.partitions)
+        bootstrap = kafka.bootstrap_servers
+        # A shared external cluster may hold an "orders" topic already.
+        suffix = f"-{uuid.uuid4().hex[:8]}" if isinstance(kafka, ExternalKafka) else ""
+        topic, dlq_topic = f"orders{suffix}", f"orders{suffix}.dead-letter"
+        kafka.create_topic(topic, opts.partitions)
+        kafka.create_topic(dlq_topic, 1)
+        rep.console.print(f"broker {bootstrap} ({type(kafka).__name__}); topics "
                           f"{topic!r} ({opts.partitions} partitions), {dlq_topic!r}")
+    return bootstrap, topic, dlq_topic
 
-        from cdc_sink.kafka.deadletter import KafkaDeadLetter
-        from cdc_sink.kafka.producer import CdcProducer
 
-        producer = CdcProducer(bootstrap, topic, schema, format=opts.format,
-                               backend=opts.backend)
-        dead_letter = KafkaDeadLetter(bootstrap, dlq_topic)
-        with rep.step("Spark"):
-            spark, query, sink_fn = _start_query(opts, bootstrap, topic, table_path,
-                                                 workdir, dead_letter, metrics)
-        expected = ExpectedTable(schema)
-        versions: list[int] = []
-        snapshots: list[dict[Any, Any]] = []
-        for i, phase in enumerate(phases, 1):
-            with rep.step(f"Phase {i}: produce {len(phase)} events, process"):
-                _produce(producer, phase, console, f"produce phase {i}")
-                expected.apply_all(r.event if r.decodable else None for r in phase)
-                t0 = time.perf_counter()
-                query.processAllAvailable()
-                v = sink_fn.table.version
-                versions.append(v)
-                snapshots.append(expected.snapshot())
-                console.print(f"processed in {time.perf_counter() - t0:.1f}s -> table "
+def _process_phases(rep: _Report, producer: Any, query: Any, sink_fn: Any,
+                    phases: Sequence[Sequence[OrderRecord]]
+                    ) -> tuple[list[int], list[dict[Any, Any]]]:
+    """Produces and processes each phase; returns the table version after each and the
+    expected state at it."""
+    expected = ExpectedTable(orders_schema())
+    versions: list[int] = []
+    snapshots: list[dict[Any, Any]] = []
+    for i, phase in enumerate(phases, 1):
+        with rep.step(f"Phase {i}: produce {len(phase)} events, process"):
+            _produce(producer, phase, rep.console, f"produce phase {i}")
+            expected.apply_all(r.event if r.decodable else None for r in phase)
+            t0 = time.perf_counter()
+            query.processAllAvailable()
+            v = sink_fn.table.version
+            versions.append(v)
+            snapshots.append(expected.snapshot())
+            rep.console.print(f"processed in {time.perf_counter() - t0:.1f}s -> table "
                               f"version [bold]{v}[/] ({len(expected)} live orders expected)")
-        producer.close()
-        query.stop()
-        _check_query(query, rep)
-        _print_batches(sink_fn, console)
+    return versions, snapshots
 
-        from cdc_sink.spark import register
 
-        register(spark)
-        for v, snap in zip(versions, snapshots, strict=True):
-            with rep.step(f"Snapshot query at version {v}"):
-                _snapshot_query(spark, table_path, v, snap, schema, rep)
-        with rep.step("Dead letters"):
-            _check_dead_letters(dead_letter, records, rep)
-            dead_letter.close()
-        _print_how_to_query(console, table_path, versions)
-    finally:
-        with rep.step("Shutdown"):
-            if query is not None:
-                try:
-                    query.stop()
-                except Exception as exc:  # already stopped or the JVM is gone
-                    console.print(f"[dim]stopping the query: {exc}[/]")
-            if spark is not None:
-                spark.stop()
-            if kafka is not None:
-                kafka.stop()
-            if metrics_server is not None:
-                metrics_server.close()
-    total = time.perf_counter() - t_start
+def _summary(rep: _Report, total: float) -> int:
+    """Prints the timings and the verdict; returns the exit code."""
+    console = rep.console
     console.print("timings: " + ", ".join(f"{n} {s:.1f}s" for n, s in rep.timings)
                   + f"; total {total:.1f}s", soft_wrap=True)
     if rep.failures:
