@@ -1,0 +1,101 @@
+"""Admin helpers shared by the Kafka clusters: topics, readiness, free ports.
+
+The Kafka calls use confluent-kafka's ``AdminClient`` (the ``kafka`` extra).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from cdc_sink.errors import CdcSinkError
+from cdc_sink.extras import require
+
+__all__ = ["admin_client", "broker_answers", "create_topic", "free_port", "free_port_pair",
+           "port_open"]
+
+
+def admin_client(bootstrap_servers: str, **config: Any) -> Any:
+    """A confluent-kafka ``AdminClient`` for ``bootstrap_servers``.
+
+    Raises:
+        MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
+    """
+    require("confluent_kafka", feature="Kafka administration (topics, brokers)")
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]  # re-exported
+
+    return AdminClient({"bootstrap.servers": bootstrap_servers, **config})
+
+
+def create_topic(bootstrap_servers: str, name: str, partitions: int = 1, *,
+                 replication_factor: int = 1, config: Mapping[str, str] | None = None,
+                 timeout: float = 30.0) -> None:
+    """Create a topic with confluent-kafka's AdminClient and wait for its leaders.
+
+    Raises:
+        CdcSinkError: The topic could not be created, or has no leader in time.
+        MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
+    """
+    admin = admin_client(bootstrap_servers)
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # re-exported
+
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                     config=dict(config or {}))
+    futures = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)
+    try:
+        futures[name].result(timeout=timeout)
+    except KafkaException as exc:
+        raise CdcSinkError(f"cannot create topic {name!r}: {exc}") from exc
+    _wait_for_leaders(admin, name, partitions, timeout)
+
+
+def _wait_for_leaders(admin: Any, name: str, partitions: int, timeout: float) -> None:
+    """Polls the metadata until every partition of ``name`` has a leader."""
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic=name, timeout=max(1.0, deadline - time.monotonic()))
+        t = md.topics.get(name)
+        if (t is not None and t.error is None and len(t.partitions) == partitions
+                and all(p.leader >= 0 for p in t.partitions.values())):
+            return
+        if time.monotonic() > deadline:
+            raise CdcSinkError(f"topic {name!r} has no leader for every partition after "
+                               f"{timeout}s")
+        time.sleep(0.05)
+
+
+def broker_answers(admin: Any) -> bool:
+    """True when the cluster behind ``admin`` lists at least one broker within 2 s.
+
+    Raises:
+        Exception: The client's error while the broker is still starting.
+    """
+    return bool(admin.list_topics(timeout=2.0).brokers)
+
+
+def free_port(host: str) -> int:
+    """A TCP port nothing listens on right now (it may be taken before it is bound)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def free_port_pair(host: str) -> tuple[int, int]:
+    """Two different free ports (a broker's and its controller's)."""
+    first = free_port(host)
+    second = free_port(host)
+    while second == first:
+        second = free_port(host)
+    return first, second
+
+
+def port_open(host: str, port: int) -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False

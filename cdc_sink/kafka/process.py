@@ -1,0 +1,111 @@
+"""A child process group that never outlives this Python process.
+
+The broker JVM runs in a process group of its own (``start_new_session=True``), stopped by
+:func:`terminate_group` and - should Python die without doing so (SIGKILL, SIGTERM) - by
+a watchdog (:func:`start_watchdog`): a small Python process holding the read end of a pipe
+whose write end only this process has; at EOF it stops the group and removes the
+broker's directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["start_group_watchdog", "start_watchdog", "stop_watchdog", "tail",
+           "terminate_group"]
+
+# Runs in its own process: waits for EOF on stdin (the parent closed the pipe or died),
+# then stops the broker's process group (SIGTERM, and SIGKILL after a grace period) and
+# removes the broker's directory (argv[3], empty to keep it).
+_WATCHDOG = """
+import os, shutil, signal, sys, time
+pgid, grace, workdir = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    while sys.stdin.buffer.read(4096):
+        pass
+except Exception:
+    pass
+def alive():
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False
+if alive():
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except OSError:
+        pass
+    end = time.monotonic() + grace
+    while alive() and time.monotonic() < end:
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+    time.sleep(0.5)
+if workdir:
+    shutil.rmtree(workdir, ignore_errors=True)
+"""
+
+
+
+def start_watchdog(script: str, *args: str) -> subprocess.Popen[bytes]:
+    """Runs ``script`` (Python source) with ``args`` in its own session, stdin a pipe
+    from this process (close-on-exec: only this process holds the write end)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def start_group_watchdog(pgid: int, grace: float, workdir: Path | None) -> subprocess.Popen[bytes]:
+    """The watchdog of a broker's process group ``pgid`` (``workdir`` None: keep it)."""
+    return start_watchdog(_WATCHDOG, str(pgid), str(grace), "" if workdir is None else str(workdir))
+
+
+def stop_watchdog(watchdog: subprocess.Popen[bytes] | None) -> None:
+    """Kills a group watchdog first: it must not signal the group after the broker is gone."""
+    if watchdog is None:
+        return
+    with contextlib.suppress(OSError):
+        watchdog.kill()
+    with contextlib.suppress(Exception):
+        watchdog.wait(timeout=5)
+    if watchdog.stdin is not None:
+        with contextlib.suppress(OSError):
+            watchdog.stdin.close()
+
+
+def terminate_group(proc: subprocess.Popen[Any], grace: float) -> None:
+    """SIGTERM the process group ``proc`` leads, SIGKILL whatever is left after ``grace``."""
+    pgid = proc.pid  # start_new_session=True: the broker leads its own group
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    # Whatever is left in the group (the JVM is alone in it, but be thorough).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=10)
+
+
+
+
+def tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a log file (a note when it cannot be read)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no {path.name})"
+    return "\n".join(text.splitlines()[-lines:])
