@@ -1,6 +1,6 @@
 """cdc_sink: a realtime-updatable columnar table fed by Kafka CDC streams through Spark.
 
-The public surface (DESIGN.md §4)::
+The public surface (docs/architecture.md §9)::
 
     import cdc_sink
     schema = cdc_sink.TableSchema.from_dict({...})

@@ -8,6 +8,13 @@ Two sets, declared as two profiles of ``pom.xml`` beside this module:
   and only those of its dependencies that pyspark does not already ship;
   :func:`spark_kafka_conf` turns them into ``spark.jars``.
 
+The Kafka source must match the running Spark. :func:`choose_spark_kafka_version` picks
+it from the versions Maven Central publishes (read from the artifact's
+``maven-metadata.xml``): the installed pyspark's own version where it exists, else the
+newest patch of the same minor, else the newest release of the nearest lower minor (a
+pyspark release reaches PyPI before, or without, its jars on Central), with a warning
+(docs/compatibility.md).
+
 Each set is copied by ``mvn dependency:copy-dependencies`` into
 ``<cache>/jars/<name>-<version>/`` where ``<cache>`` is ``$CDC_SINK_CACHE`` or
 ``$XDG_CACHE_HOME/cdc_sink`` (``~/.cache/cdc_sink``). A marker file is written after a
@@ -27,8 +34,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+import urllib.request
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
@@ -41,6 +49,8 @@ __all__ = [
     "JarResolutionError",
     "MavenNotFound",
     "cache_root",
+    "choose_spark_kafka_version",
+    "connector_version",
     "kafka_broker_version",
     "pyspark_version",
     "resolve_kafka_broker_jars",
@@ -56,6 +66,14 @@ _MVN_TIMEOUT_S = 1800.0
 _POM_NS = "{http://maven.apache.org/POM/4.0.0}"
 # name-version.jar; the greedy name makes the version the last "-<digits>.<digits>..."
 _JAR_NAME = re.compile(r"^(?P<artifact>.+)-(?P<version>\d+\.\d+[^/]*)\.jar$")
+_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")  # previews, RCs and dev builds are not
+_LEADING_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+SPARK_KAFKA_ARTIFACT = "spark-sql-kafka-0-10_2.13"
+SPARK_TOKEN_PROVIDER_ARTIFACT = "spark-token-provider-kafka-0-10_2.13"
+_MAVEN_REPO_ENV = "CDC_SINK_MAVEN_REPO"  # where maven-metadata.xml is read (a mirror)
+_MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
+_METADATA_TIMEOUT_S = 30.0
+_warned: set[tuple[str, str]] = set()
 
 
 class JarResolutionError(CdcSinkError, RuntimeError):
@@ -99,24 +117,60 @@ def resolve_kafka_broker_jars() -> list[Path]:
     """The classpath of a KRaft Kafka broker (``kafka.Kafka``), resolved once and cached."""
     version = kafka_broker_version()
     directory = cache_root() / "jars" / f"kafka-broker-{version}"
-    return _resolve(directory, profile="kafka-broker", attempts=[{}])
+    return _resolve(directory, profile="kafka-broker", attempts=lambda: [{}])
 
 
 def resolve_spark_kafka_jars() -> list[Path]:
     """The jars to add to Spark for ``format("kafka")``, resolved once and cached.
 
-    ``spark-sql-kafka-0-10_2.13`` of exactly the installed pyspark's version is tried
-    first. Only if Maven Central does not have it (a pyspark release can reach PyPI
-    before its jars reach Central, or a mirror can lag) does it fall back to the pom's
-    default (the newest published), with a warning. Jars whose artifact pyspark already
-    ships (Scala, slf4j, lz4, snappy, Hadoop client, ...) are left out.
+    ``spark-sql-kafka-0-10_2.13`` of the version :func:`choose_spark_kafka_version`
+    picks for the installed pyspark (its own version where Maven Central has it, else
+    the nearest published one, with a warning). Where Central's metadata cannot be read
+    (offline, behind a mirror: set ``$CDC_SINK_MAVEN_REPO``), the exact version is tried
+    and then the pom's default. Jars whose artifact pyspark already ships (Scala, slf4j,
+    lz4, snappy, Hadoop client, ...) are left out.
     """
     version = pyspark_version()
     directory = cache_root() / "jars" / f"spark-kafka-{version}"
-    exact = {"spark.kafka.version": version, "spark.token.provider.version": version}
-    jars = _resolve(directory, profile="spark-kafka", attempts=[exact, {}])
+    jars = _resolve(directory, profile="spark-kafka",
+                    attempts=lambda: _spark_kafka_attempts(version))
+    _warn_if_mismatched(version, connector_version(jars))
     shipped = _pyspark_shipped_artifacts()
     return [jar for jar in jars if _artifact_of(jar.name) not in shipped]
+
+
+def choose_spark_kafka_version(spark_version: str, available: Iterable[str]) -> str | None:
+    """The ``spark-sql-kafka`` release to run with Spark ``spark_version``.
+
+    Args:
+        spark_version: The running Spark's version (``pyspark.__version__``).
+        available: The versions the repository publishes (previews and RCs are ignored).
+
+    Returns:
+        ``spark_version`` itself when published; else the newest patch of the same
+        minor; else the newest release of the nearest lower minor of the same major;
+        None when the major has no release at or below that minor.
+    """
+    m = _LEADING_VERSION.match(spark_version)
+    if m is None:
+        return None
+    major, minor, patch = (int(g) for g in m.groups())
+    releases = [r for r in (_release(v) for v in available)
+                if r is not None and r[0] == major and r[1] <= minor]
+    if (major, minor, patch) in releases and _RELEASE.match(spark_version):
+        return spark_version
+    same_minor = [r for r in releases if r[1] == minor]
+    best = max(same_minor or releases, default=None)
+    return None if best is None else ".".join(map(str, best))
+
+
+def connector_version(jars: Sequence[Path]) -> str | None:
+    """The version of the ``spark-sql-kafka`` jar among ``jars`` (None: not there)."""
+    for jar in jars:
+        m = _JAR_NAME.match(jar.name)
+        if m is not None and m.group("artifact") == SPARK_KAFKA_ARTIFACT:
+            return m.group("version")
+    return None
 
 
 def spark_kafka_conf() -> dict[str, str]:
@@ -130,6 +184,66 @@ def spark_kafka_conf() -> dict[str, str]:
 def _artifact_of(jar_name: str) -> str:
     m = _JAR_NAME.match(jar_name)
     return m.group("artifact") if m else jar_name.removesuffix(".jar")
+
+
+def _release(version: str) -> tuple[int, int, int] | None:
+    m = _RELEASE.match(version.strip())
+    return None if m is None else (int(m[1]), int(m[2]), int(m[3]))
+
+
+def _maven_versions(artifact: str) -> list[str]:
+    """The versions of ``org.apache.spark:<artifact>`` listed by the repository's metadata.
+
+    Raises:
+        OSError: The metadata could not be read.
+    """
+    repo = os.environ.get(_MAVEN_REPO_ENV) or _MAVEN_CENTRAL
+    url = f"{repo.rstrip('/')}/org/apache/spark/{artifact}/maven-metadata.xml"
+    if not url.startswith(("https://", "http://", "file://")):
+        raise OSError(f"${_MAVEN_REPO_ENV}: not a URL: {repo!r}")
+    with urllib.request.urlopen(url, timeout=_METADATA_TIMEOUT_S) as resp:
+        body = resp.read()
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise OSError(f"{url}: not Maven metadata: {exc}") from exc
+    return [(v.text or "").strip() for v in root.iter("version")]
+
+
+def _spark_kafka_attempts(spark_version: str) -> list[dict[str, str]]:
+    """The property sets the ``spark-kafka`` profile is tried with, best first."""
+    try:
+        connectors = _maven_versions(SPARK_KAFKA_ARTIFACT)
+        providers = _maven_versions(SPARK_TOKEN_PROVIDER_ARTIFACT)
+    except OSError as exc:
+        log.warning("cannot read the published spark-sql-kafka versions (%s); trying %s, "
+                    "then the pom's default", exc, spark_version)
+        return [{"spark.kafka.version": spark_version}, {}]
+    chosen = choose_spark_kafka_version(spark_version, connectors)
+    if chosen is None:
+        log.warning("Maven has no spark-sql-kafka for Spark %s; using the pom's default",
+                    spark_version)
+        return [{}]
+    attempt = {"spark.kafka.version": chosen}
+    # The token provider is a dependency with fewer releases (no 4.1.0): the newest one
+    # not newer than the connector.
+    ceiling = _release(chosen)
+    provider = max((r for r in map(_release, providers)
+                    if r is not None and ceiling is not None and r <= ceiling), default=None)
+    if provider is not None:
+        attempt["spark.token.provider.version"] = ".".join(map(str, provider))
+    return [attempt, {}]
+
+
+def _warn_if_mismatched(spark_version: str, connector: str | None) -> None:
+    """Warns (once per process) when the Kafka source is not the running Spark's version."""
+    if connector is None or connector == spark_version or (spark_version, connector) in _warned:
+        return
+    _warned.add((spark_version, connector))
+    log.warning(
+        "Maven Central has no %s %s: Spark %s runs with the Kafka source %s (the nearest "
+        "published; see docs/compatibility.md)", SPARK_KAFKA_ARTIFACT, spark_version,
+        spark_version, connector)
 
 
 def _pyspark_shipped_artifacts() -> frozenset[str]:
@@ -191,7 +305,11 @@ def _read_marker(directory: Path, digest: str) -> list[Path] | None:
     return jars
 
 
-def _resolve(directory: Path, *, profile: str, attempts: list[Mapping[str, str]]) -> list[Path]:
+def _resolve(directory: Path, *, profile: str,
+             attempts: Callable[[], list[dict[str, str]]]) -> list[Path]:
+    """The jars of ``profile`` in ``directory``: cached, else copied by Maven with the
+    first of ``attempts()`` (property sets, computed only when Maven must run) that works.
+    """
     digest = _pom_digest()
     jars = _read_marker(directory, digest)
     if jars is not None:
@@ -200,34 +318,49 @@ def _resolve(directory: Path, *, profile: str, attempts: list[Mapping[str, str]]
         jars = _read_marker(directory, digest)  # another process may have finished it
         if jars is not None:
             return jars
-        mvn = _find_mvn()
-        failures: list[str] = []
-        for i, props in enumerate(attempts):
-            if directory.exists():
-                shutil.rmtree(directory)
-            error = _copy_dependencies(mvn, profile, props, directory)
-            if error is None:
-                if i > 0:
-                    log.warning(
-                        "%s: %s is not on Maven Central; using the pom's default instead",
-                        profile, ", ".join(f"{k}={v}" for k, v in attempts[0].items()),
-                    )
-                names = sorted(p.name for p in directory.glob("*.jar"))
-                if not names:
-                    raise JarResolutionError(f"mvn copied no jar into {directory}")
-                record = {"pom_sha256": digest, "profile": profile,
-                          "properties": dict(props), "jars": names}
-                tmp = directory / (_MARKER + ".tmp")
-                tmp.write_text(json.dumps(record, indent=1))
-                tmp.replace(directory / _MARKER)  # the marker appears only when complete
-                return [directory / n for n in names]
-            failures.append(error)
+        return _copy_first_working(directory, profile, digest, attempts())
+
+
+def _copy_first_working(directory: Path, profile: str, digest: str,
+                        attempts: list[dict[str, str]]) -> list[Path]:
+    """Runs Maven with each property set in turn until one copies the jars."""
+    mvn = _find_mvn()
+    failures: list[str] = []
+    for i, props in enumerate(attempts):
         if directory.exists():
             shutil.rmtree(directory)
-        raise JarResolutionError(
-            f"Maven could not resolve profile {profile!r} of {POM_PATH}:\n"
-            + "\n---\n".join(failures)
-        )
+        error = _copy_dependencies(mvn, profile, props, directory)
+        if error is not None:
+            failures.append(error)
+            continue
+        if i > 0:
+            log.warning("%s: %s could not be resolved; using %s instead", profile,
+                        _describe(attempts[0]), _describe(props))
+        return _publish_marker(directory, profile, digest, props)
+    if directory.exists():
+        shutil.rmtree(directory)
+    raise JarResolutionError(
+        f"Maven could not resolve profile {profile!r} of {POM_PATH}:\n"
+        + "\n---\n".join(failures)
+    )
+
+
+def _describe(props: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in props.items()) or "the pom's defaults"
+
+
+def _publish_marker(directory: Path, profile: str, digest: str,
+                    props: Mapping[str, str]) -> list[Path]:
+    """Records the copied jars; the marker appears only when the copy is complete."""
+    names = sorted(p.name for p in directory.glob("*.jar"))
+    if not names:
+        raise JarResolutionError(f"mvn copied no jar into {directory}")
+    record = {"pom_sha256": digest, "profile": profile, "properties": dict(props),
+              "jars": names}
+    tmp = directory / (_MARKER + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(directory / _MARKER)
+    return [directory / n for n in names]
 
 
 def _copy_dependencies(

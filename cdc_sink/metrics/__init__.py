@@ -16,15 +16,20 @@ Modules: :mod:`~cdc_sink.metrics.sink` (the metric families and their updates),
 docs/observability.md lists every metric.
 """
 
-from cdc_sink.metrics.listener import (
-    KafkaProgress,
-    ProgressPoller,
-    attach_progress_listener,
-    kafka_progress,
-)
-from cdc_sink.metrics.reasons import REASON_CLASSES, classify_reason, classify_reasons
-from cdc_sink.metrics.server import MetricsServer, MetricsServerError, start_metrics_server
-from cdc_sink.metrics.sink import OPS, OUTCOMES, PHASES, RESULTS, BatchFigures, SinkMetrics
+try:
+    from cdc_sink.metrics.listener import (
+        KafkaProgress,
+        ProgressPoller,
+        attach_progress_listener,
+        kafka_progress,
+    )
+    from cdc_sink.metrics.reasons import REASON_CLASSES, classify_reason, classify_reasons
+    from cdc_sink.metrics.server import MetricsServer, MetricsServerError, start_metrics_server
+    from cdc_sink.metrics.sink import OPS, OUTCOMES, PHASES, RESULTS, BatchFigures, SinkMetrics
+except ModuleNotFoundError as exc:  # prometheus-client: the "metrics" extra
+    from cdc_sink.extras import missing_extra
+
+    raise missing_extra(exc, feature="cdc_sink.metrics") from exc
 
 __all__ = [
     "OPS",

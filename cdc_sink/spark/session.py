@@ -1,6 +1,7 @@
 """A local SparkSession configured for cdc_sink (tests, the demo, notebooks).
 
-pyspark is imported inside the functions only, so importing this module is cheap.
+pyspark (the ``spark`` extra) is imported inside the functions only, so importing this
+module is cheap.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cdc_sink.errors import CdcSinkError
+from cdc_sink.extras import require
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,7 +65,9 @@ def local_spark(app_name: str = "cdc_sink", *, master: str = "local[2]",
     Raises:
         SparkSessionConflict: a SparkContext already runs without the Kafka jars
             (``spark.jars`` cannot be added to a running JVM).
+        MissingExtra: pyspark is not installed (the ``spark`` extra).
     """
+    require("pyspark", feature="cdc_sink.spark.session.local_spark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):
