@@ -23,6 +23,7 @@ from cdc_sink.changes import (
 )
 from cdc_sink.errors import SchemaMismatch
 from cdc_sink.schema import TableSchema, type_to_str
+from tests.fixtures import ID_V_SEQ
 from tests.formats.support import ALL_TYPE_COLUMNS
 
 UTC = dt.timezone.utc
@@ -40,16 +41,7 @@ ALL_TYPES = TableSchema.from_dict({
     "num_buckets": 4,
 })
 
-SEQ = TableSchema.from_dict({
-    "columns": [
-        {"name": "id", "type": "int64"},
-        {"name": "v", "type": "string"},
-        {"name": "seq", "type": "int64"},
-    ],
-    "primary_key": ["id"],
-    "sequence_column": "seq",
-    "num_buckets": 3,
-})
+SEQ = TableSchema.from_dict({**ID_V_SEQ, "num_buckets": 3})
 
 SEQ32 = TableSchema.from_dict({
     "columns": [

@@ -11,13 +11,9 @@ import pytest
 import cdc_sink
 from cdc_sink.cli import main
 from cdc_sink.stats import disk_usage
+from tests.fixtures import ID_V
 
-SCHEMA = {
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "v", "type": "string"}],
-    "primary_key": ["id"],
-    "num_buckets": 3,
-}
+SCHEMA = {**ID_V, "num_buckets": 3}
 
 
 def _files(root: Path, sub: str) -> tuple[int, int]:

@@ -9,10 +9,9 @@ import pyarrow as pa
 
 from cdc_sink.changes import OP_TRUNCATE
 from cdc_sink.table import TableOptions, create_table, open_table
+from tests.fixtures import ID_V_SEQ
 
-SCHEMA = {"columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"},
-                      {"name": "seq", "type": "int64"}],
-          "primary_key": ["id"], "num_buckets": 4, "sequence_column": "seq"}
+SCHEMA = {**ID_V_SEQ, "num_buckets": 4}
 
 
 def test_truncate_clears_every_bucket_in_its_version_and_survives_reopen(durable_dir: Path):

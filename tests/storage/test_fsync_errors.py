@@ -24,12 +24,9 @@ import pytest
 from cdc_sink.storage import fsutil
 from cdc_sink.storage.snapshot import read_manifest
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.fixtures import ID_A
 
-SCHEMA = {
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "string"}],
-    "primary_key": ["id"], "num_buckets": 2,
-}
+SCHEMA = ID_A
 
 
 def _batch(b: int) -> list[dict[str, Any]]:

@@ -15,12 +15,9 @@ from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.kafka.deadletter import ParquetDeadLetter, forward
 from cdc_sink.storage.rejects import REJECTS_DIR, REJECTS_SCHEMA
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.fixtures import ID_A
 
-SCHEMA = {
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "string"}],
-    "primary_key": ["id"], "num_buckets": 2,
-}
+SCHEMA = ID_A
 
 BAD = [
     {"op": "insert", "key": {"id": 1}, "set": {"a": "x"}},

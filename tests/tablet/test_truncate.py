@@ -7,14 +7,10 @@ from typing import Any
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.tablet import MemTablet, TabletOptions
+from tests.fixtures import ID_V, ID_V_SEQ
 
-PLAIN = TableSchema.from_dict({
-    "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"}],
-    "primary_key": ["id"]})
-SEQ = TableSchema.from_dict({
-    "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"},
-                {"name": "seq", "type": "int64"}],
-    "primary_key": ["id"], "sequence_column": "seq"})
+PLAIN = TableSchema.from_dict(ID_V)
+SEQ = TableSchema.from_dict(ID_V_SEQ)
 
 
 def tablet_with(schema: TableSchema, events: list[dict[str, Any]]) -> MemTablet:

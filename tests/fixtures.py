@@ -1,0 +1,29 @@
+"""Table schemas shared by the tests, in the dictionary form of ``TableSchema.from_dict``.
+
+A test module that needs one of these imports it (and, when it needs another bucket
+count, writes ``{**ID_V_SEQ, "num_buckets": 4}``) instead of copying the literal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ID_A", "ID_V", "ID_V_SEQ"]
+
+#: An int64 key ``id`` and a string ``a``, in two buckets.
+ID_A: dict[str, Any] = {
+    "columns": [{"name": "id", "type": "int64", "nullable": False},
+                {"name": "a", "type": "string"}],
+    "primary_key": ["id"], "num_buckets": 2,
+}
+
+#: An int64 key ``id`` and a string ``v``, in one bucket.
+ID_V: dict[str, Any] = {
+    "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"}],
+    "primary_key": ["id"]}
+
+#: An int64 key ``id``, a string ``v`` and the sequence column ``seq``, in one bucket.
+ID_V_SEQ: dict[str, Any] = {
+    "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"},
+                {"name": "seq", "type": "int64"}],
+    "primary_key": ["id"], "sequence_column": "seq"}
