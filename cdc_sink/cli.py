@@ -253,6 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"demo": _cmd_demo, "query": _cmd_query, "versions": _cmd_versions,
                 "stats": _cmd_stats}
     try:
+        from cdc_sink.extras import require
+
+        require("rich", feature="cdc-sink")  # every command prints with rich: the cli extra
         return commands[args.command](args)
     except (CdcSinkError, ValueError) as exc:
         print(f"cdc-sink {args.command}: error: {exc}", file=sys.stderr)

@@ -112,6 +112,12 @@ with tempfile.TemporaryDirectory() as d:
     ParquetDeadLetter(d + "/dlq").write_version(
         __import__("cdc_sink.kafka.deadletter").kafka.deadletter.records_from_rows(
             [{"topic": "t", "partition": 0, "offset": 1}]), app_id="a", version=1)
+    import contextlib, io
+    from cdc_sink.cli import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["versions", d + "/t"]) == 1
+    assert "pip install 'cdc_sink[cli]'" in err.getvalue(), err.getvalue()
 def extra_of(fn):
     try:
         fn()
