@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["coerce", "coercer", "parse_date", "parse_timestamp"]
+__all__ = ["TYPE_KINDS", "coerce", "coercer", "parse_date", "parse_timestamp", "type_kind"]
 
 
 def parse_timestamp(text: str) -> dt.datetime:
@@ -54,106 +54,114 @@ def parse_date(text: str) -> dt.date:
 
 
 # ---------------------------------------------------------------------- one per type
-# Each takes a non-null value, the column type and the mode, and raises TypeError (wrong
-# Python type) or ValueError (does not parse, out of range; decimal text that does not
-# parse raises decimal.InvalidOperation in lenient mode).
-
-def _integer(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{v!r} is not an integer")
-    if strict:
-        bits = t.bit_width
-        if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
-            raise ValueError(f"{v} is out of range of int{bits}")
-    return v
-
-
-def _floating(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"{v!r} is not a number")
-    return float(v) if strict else v
-
-
-def _boolean(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if not isinstance(v, bool):
-        raise TypeError(f"{v!r} is not a bool")
-    return v
-
-
-def _string(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if not isinstance(v, str):
-        raise TypeError(f"{v!r} is not a string")
-    return v
-
-
-def _binary(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if isinstance(v, str):
-        return base64.b64decode(v, validate=True)
-    if strict and not isinstance(v, bytes):
-        raise TypeError(f"{v!r} is not bytes")
-    return v
-
-
-def _decimal(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if not strict:
-        if isinstance(v, (str, int, float)) and not isinstance(v, bool):
-            return decimal.Decimal(str(v))
-        return v
-    if isinstance(v, bool) or not isinstance(v, (str, int, float, decimal.Decimal)):
-        raise TypeError(f"{v!r} is not a decimal")
-    try:
-        d = decimal.Decimal(str(v))
-    except decimal.InvalidOperation as exc:
-        raise ValueError(f"{v!r} is not a decimal") from exc
-    q = d.quantize(decimal.Decimal(1).scaleb(-t.scale))
-    if q != d or len(q.as_tuple().digits) > t.precision:
-        raise ValueError(f"{v!r} does not fit {t}")
-    return q
-
-
-def _timestamp(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if isinstance(v, str):
-        v = parse_timestamp(v)
-    if not strict:
-        return v
-    if not isinstance(v, dt.datetime):
-        raise TypeError(f"{v!r} is not a timestamp")
-    if v.tzinfo is None:
-        v = v.replace(tzinfo=dt.timezone.utc)
-    return v.astimezone(dt.timezone.utc)
-
-
-def _date(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if isinstance(v, str):
-        return parse_date(v)
-    if strict and (isinstance(v, dt.datetime) or not isinstance(v, dt.date)):
-        raise TypeError(f"{v!r} is not a date")
-    return v
-
-
-_Coerce = Callable[[Any, pa.DataType, bool], Any]
-_DISPATCH: tuple[tuple[Callable[[pa.DataType], bool], _Coerce], ...] = (
-    (pa.types.is_integer, _integer),
-    (pa.types.is_floating, _floating),
-    (pa.types.is_boolean, _boolean),
-    (pa.types.is_string, _string),
-    (pa.types.is_binary, _binary),
-    (pa.types.is_decimal, _decimal),
-    (pa.types.is_timestamp, _timestamp),
-    (pa.types.is_date32, _date),
+#: The kinds of the supported column types, with the test of each, in dispatch order.
+TYPE_KINDS: tuple[tuple[str, Callable[[pa.DataType], bool]], ...] = (
+    ("integer", pa.types.is_integer),
+    ("floating", pa.types.is_floating),
+    ("boolean", pa.types.is_boolean),
+    ("string", pa.types.is_string),
+    ("binary", pa.types.is_binary),
+    ("decimal", pa.types.is_decimal),
+    ("timestamp", pa.types.is_timestamp),
+    ("date", pa.types.is_date32),
 )
 
 
-def _unsupported(v: Any, t: pa.DataType, strict: bool) -> Any:
-    if strict:
-        raise TypeError(f"unsupported column type {t}")
-    return v
+def type_kind(t: pa.DataType) -> str | None:
+    """The kind of column type ``t`` (a name of :data:`TYPE_KINDS`; None: unsupported)."""
+    return next((kind for kind, is_kind in TYPE_KINDS if is_kind(t)), None)
+
+
+class _Coerce:
+    """One coercion per type kind (a method named after it). Each takes a non-null
+    value, the column type and the mode, and raises TypeError (wrong Python type) or
+    ValueError (does not parse, out of range; decimal text that does not parse raises
+    decimal.InvalidOperation in lenient mode)."""
+
+    @staticmethod
+    def integer(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{v!r} is not an integer")
+        if strict:
+            bits = t.bit_width
+            if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+                raise ValueError(f"{v} is out of range of int{bits}")
+        return v
+
+    @staticmethod
+    def floating(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{v!r} is not a number")
+        return float(v) if strict else v
+
+    @staticmethod
+    def boolean(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if not isinstance(v, bool):
+            raise TypeError(f"{v!r} is not a bool")
+        return v
+
+    @staticmethod
+    def string(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if not isinstance(v, str):
+            raise TypeError(f"{v!r} is not a string")
+        return v
+
+    @staticmethod
+    def binary(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if isinstance(v, str):
+            return base64.b64decode(v, validate=True)
+        if strict and not isinstance(v, bytes):
+            raise TypeError(f"{v!r} is not bytes")
+        return v
+
+    @staticmethod
+    def decimal(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if not strict:
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                return decimal.Decimal(str(v))
+            return v
+        if isinstance(v, bool) or not isinstance(v, (str, int, float, decimal.Decimal)):
+            raise TypeError(f"{v!r} is not a decimal")
+        try:
+            d = decimal.Decimal(str(v))
+        except decimal.InvalidOperation as exc:
+            raise ValueError(f"{v!r} is not a decimal") from exc
+        q = d.quantize(decimal.Decimal(1).scaleb(-t.scale))
+        if q != d or len(q.as_tuple().digits) > t.precision:
+            raise ValueError(f"{v!r} does not fit {t}")
+        return q
+
+    @staticmethod
+    def timestamp(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if isinstance(v, str):
+            v = parse_timestamp(v)
+        if not strict:
+            return v
+        if not isinstance(v, dt.datetime):
+            raise TypeError(f"{v!r} is not a timestamp")
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.timezone.utc)
+        return v.astimezone(dt.timezone.utc)
+
+    @staticmethod
+    def date(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if isinstance(v, str):
+            return parse_date(v)
+        if strict and (isinstance(v, dt.datetime) or not isinstance(v, dt.date)):
+            raise TypeError(f"{v!r} is not a date")
+        return v
+
+    @staticmethod
+    def unsupported(v: Any, t: pa.DataType, strict: bool) -> Any:
+        if strict:
+            raise TypeError(f"unsupported column type {t}")
+        return v
 
 
 def coercer(t: pa.DataType, *, strict: bool = False) -> Callable[[Any], Any]:
     """The coercion of :func:`coerce` for column type ``t``, resolved once (for a column
     of many values). ``None`` maps to ``None``."""
-    fn = next((f for is_type, f in _DISPATCH if is_type(t)), _unsupported)
+    fn = getattr(_Coerce, type_kind(t) or "unsupported")
 
     def convert(value: Any) -> Any:
         return None if value is None else fn(value, t, strict)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ from pyspark.sql.types import (
 
 from cdc_sink.errors import SchemaError
 from cdc_sink.schema import TableSchema, type_to_str
+from cdc_sink.values import type_kind
 
 __all__ = ["arrow_schema", "column_value", "conform_batch", "spark_schema", "spark_type"]
 
@@ -136,88 +137,79 @@ def column_value(value: Any, t: pa.DataType) -> Any:
     """
     if value is None:
         raise ValueError("null literal")
-    convert = next((f for is_type, f in _LITERALS if is_type(t)), None)
-    if convert is None:
+    kind = type_kind(t)
+    if kind is None:
         raise ValueError(f"no filter values for type {type_to_str(t)}")
-    return convert(value, t)
+    return getattr(_Literal, kind)(value, t)
 
 
-def _integer_value(value: Any, t: pa.DataType) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{value!r} is not an integer")
-    bits = t.bit_width - 1
-    v = int(value)
-    if not -(1 << bits) <= v < (1 << bits):
-        raise ValueError(f"{v} is out of range of {t}")
-    return v
+class _Literal:
+    """The exact conversion of a literal, one per type kind
+    (:func:`cdc_sink.values.type_kind`; a method named after it)."""
 
+    @staticmethod
+    def integer(value: Any, t: pa.DataType) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{value!r} is not an integer")
+        bits = t.bit_width - 1
+        v = int(value)
+        if not -(1 << bits) <= v < (1 << bits):
+            raise ValueError(f"{v} is out of range of {t}")
+        return v
 
-def _float_value(value: Any, t: pa.DataType) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
-                                                         np.floating)):
-        raise ValueError(f"{value!r} is not a number")
-    f = float(value)
-    if math.isnan(f):
-        raise ValueError("NaN: Spark orders NaN above every number, Arrow does not")
-    if f != value or (t == pa.float32() and float(np.float32(f)) != f):
-        raise ValueError(f"{value!r} is not exactly a {t}")
-    return f
+    @staticmethod
+    def floating(value: Any, t: pa.DataType) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                             np.floating)):
+            raise ValueError(f"{value!r} is not a number")
+        f = float(value)
+        if math.isnan(f):
+            raise ValueError("NaN: Spark orders NaN above every number, Arrow does not")
+        if f != value or (t == pa.float32() and float(np.float32(f)) != f):
+            raise ValueError(f"{value!r} is not exactly a {t}")
+        return f
 
+    @staticmethod
+    def boolean(value: Any, t: pa.DataType) -> bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{value!r} is not a bool")
+        return bool(value)
 
-def _bool_value(value: Any, t: pa.DataType) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{value!r} is not a bool")
-    return bool(value)
+    @staticmethod
+    def string(value: Any, t: pa.DataType) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not a string")
+        return value
 
+    @staticmethod
+    def binary(value: Any, t: pa.DataType) -> bytes:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise ValueError(f"{value!r} is not binary")
+        return bytes(value)
 
-def _string_value(value: Any, t: pa.DataType) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a string")
-    return value
+    @staticmethod
+    def date(value: Any, t: pa.DataType) -> dt.date:
+        if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
+            raise ValueError(f"{value!r} is not a date")
+        return value
 
+    @staticmethod
+    def timestamp(value: Any, t: pa.DataType) -> dt.datetime:
+        if not isinstance(value, dt.datetime) or value.utcoffset() is None:
+            raise ValueError(f"{value!r} is not a time-zone-aware datetime")
+        return value.astimezone(dt.timezone.utc)
 
-def _binary_value(value: Any, t: pa.DataType) -> bytes:
-    if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise ValueError(f"{value!r} is not binary")
-    return bytes(value)
-
-
-def _date_value(value: Any, t: pa.DataType) -> dt.date:
-    if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
-        raise ValueError(f"{value!r} is not a date")
-    return value
-
-
-def _timestamp_value(value: Any, t: pa.DataType) -> dt.datetime:
-    if not isinstance(value, dt.datetime) or value.utcoffset() is None:
-        raise ValueError(f"{value!r} is not a time-zone-aware datetime")
-    return value.astimezone(dt.timezone.utc)
-
-
-def _decimal_value(value: Any, t: pa.DataType) -> decimal.Decimal:
-    if isinstance(value, bool) or not isinstance(value, (decimal.Decimal, int)):
-        raise ValueError(f"{value!r} is not a decimal")
-    d = decimal.Decimal(value)
-    if not d.is_finite():
-        raise ValueError(f"{value!r} is not finite")
-    q = d.quantize(decimal.Decimal(1).scaleb(-t.scale), context=_DECIMAL_CONTEXT)
-    if q != d:
-        raise ValueError(f"{value!r} has more than {t.scale} decimal places")
-    unscaled = int(q.scaleb(t.scale, context=_DECIMAL_CONTEXT))
-    if abs(unscaled) >= 10 ** t.precision:
-        raise ValueError(f"{value!r} does not fit {type_to_str(t)}")
-    return q
-
-
-#: The exact conversion of a literal, one per column type (see :func:`column_value`).
-_LITERALS: tuple[tuple[Callable[[pa.DataType], bool], Callable[[Any, pa.DataType], Any]],
-                 ...] = (
-    (pa.types.is_integer, _integer_value),
-    (pa.types.is_floating, _float_value),
-    (pa.types.is_boolean, _bool_value),
-    (pa.types.is_string, _string_value),
-    (pa.types.is_binary, _binary_value),
-    (pa.types.is_date32, _date_value),
-    (pa.types.is_timestamp, _timestamp_value),
-    (pa.types.is_decimal, _decimal_value),
-)
+    @staticmethod
+    def decimal(value: Any, t: pa.DataType) -> decimal.Decimal:
+        if isinstance(value, bool) or not isinstance(value, (decimal.Decimal, int)):
+            raise ValueError(f"{value!r} is not a decimal")
+        d = decimal.Decimal(value)
+        if not d.is_finite():
+            raise ValueError(f"{value!r} is not finite")
+        q = d.quantize(decimal.Decimal(1).scaleb(-t.scale), context=_DECIMAL_CONTEXT)
+        if q != d:
+            raise ValueError(f"{value!r} has more than {t.scale} decimal places")
+        unscaled = int(q.scaleb(t.scale, context=_DECIMAL_CONTEXT))
+        if abs(unscaled) >= 10 ** t.precision:
+            raise ValueError(f"{value!r} does not fit {type_to_str(t)}")
+        return q
