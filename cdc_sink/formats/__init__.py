@@ -1,10 +1,12 @@
-"""Event formats on Kafka: decoders from raw message values to a :class:`ChangeBatch`.
+"""Event formats on Kafka: one registry of decoders and encoders, by format name.
 
 Every format turns one Arrow array of Kafka message values (``binary``) into the canonical
 :class:`~cdc_sink.changes.ChangeBatch` plus :class:`~cdc_sink.changes.Rejects`. A decoder
 never raises for a bad event: anything that cannot be decoded, or that violates the
 schema, is returned as a reject with its position and a reason, and the rest of the batch
-decodes normally (DESIGN.md §3 "Formats on Kafka").
+decodes normally (docs/architecture.md §3, "Formats on Kafka"). Its encoder writes native
+events ``{"op", "key", "set"?, "seq"?, "ts_ms"?}`` as message values of the format (the
+producer's side, per event).
 
 ==============  ===================================================  ======================
 name            value                                                module
@@ -16,6 +18,10 @@ name            value                                                module
 ``rowv2``       one op byte + a TiDB row format v2 row               :mod:`.rowv2`
 ==============  ===================================================  ======================
 
+:data:`REGISTRY` holds one :class:`Format` per name (its decoder class and encoder);
+:func:`get_format` looks one up, :func:`get_decoder` builds a decoder. The sink, the
+producer SDK, the CLI and the streaming job all take their formats from here.
+
 Decoding is vectorized over the whole array (numpy/pyarrow); the only per-event Python
 loops are in the encoders, which are producer/test tools, and in formatting the reason
 strings of rejected events.
@@ -26,117 +32,117 @@ Layering: this package imports only :mod:`cdc_sink.schema`, :mod:`cdc_sink.chang
 
 from __future__ import annotations
 
-import abc
 import inspect
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, get_args
+from types import MappingProxyType
+from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
-from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.errors import InvalidOption
+from cdc_sink.formats._base import (
+    FORMATS,
+    TS_MISSING,
+    Decoded,
+    Decoder,
+    EventEncoder,
+    FormatName,
+)
+from cdc_sink.formats.debezium import DebeziumDecoder, debezium_encoder
+from cdc_sink.formats.native_json import JsonDecoder, json_encoder
+from cdc_sink.formats.rowv2 import Rowv2Decoder, rowv2_encoder
 from cdc_sink.schema import TableSchema
 
 __all__ = [
     "FORMATS",
+    "REGISTRY",
     "TS_MISSING",
     "Decoded",
     "Decoder",
+    "EventEncoder",
+    "Format",
     "FormatName",
     "decoder_options",
     "get_decoder",
+    "get_format",
 ]
 
-FormatName = Literal["json", "debezium", "rowv2"]
-"""The name of an event format."""
 
-FORMATS: tuple[FormatName, ...] = get_args(FormatName)
-"""Names of every supported event format, as accepted by :func:`get_decoder`."""
-
-TS_MISSING: int = int(np.iinfo(np.int64).min)
-"""The value of :attr:`Decoded.ts_ms` for an event that carries no producer timestamp."""
-
-
-@dataclass
-class Decoded:
-    """The result of decoding one array of message values, with format metadata.
+@dataclass(frozen=True)
+class Format:
+    """One event format: its name, decoder class and encoder.
 
     Attributes:
-        batch: The valid events (``batch.position`` holds each event's source position).
-        rejects: The refused events, with positions and reasons.
-        ts_ms: Producer timestamp (milliseconds since the epoch) of each event of
-            ``batch``, aligned with ``batch.op``; :data:`TS_MISSING` for an event without
-            one. ``None`` when the format has no timestamps or no event carried one.
-        skipped: Messages skipped on purpose and neither decoded nor rejected (Debezium
-            tombstones and logical decoding messages).
-        messages: How many of ``skipped`` are Debezium logical decoding messages
-            (``op: "m"``).
+        name: The format's name (one of :data:`FORMATS`).
+        decoder: The decoder class; its keyword-only ``__init__`` arguments are the
+            decoder options.
+        encoder: ``encoder(schema, **options)`` returns the per-event encoder of native
+            events for a table schema; its keyword-only arguments are the encoder
+            options (e.g. ``envelope`` of ``debezium``).
     """
 
-    batch: ChangeBatch
-    rejects: Rejects
-    ts_ms: np.ndarray | None = None
-    skipped: int = 0
-    messages: int = 0
+    name: FormatName
+    decoder: type[Decoder]
+    encoder: Callable[..., EventEncoder]
 
+    @property
+    def decoder_options(self) -> frozenset[str]:
+        """Names of the decoder's keyword options."""
+        return decoder_options(self.decoder)
 
-class Decoder(abc.ABC):
-    """Decodes Kafka message values of one format into change events.
+    @property
+    def encoder_options(self) -> frozenset[str]:
+        """Names of the encoder's keyword options."""
+        return _keyword_options(self.encoder)
 
-    Subclasses implement :meth:`decode_with_meta`; :meth:`decode` returns its batch and
-    rejects. Decoders are stateless apart from their options, cheap to build and safe to
-    pickle (they are shipped to Spark executors).
-    """
-
-    name: ClassVar[FormatName]
-
-    @abc.abstractmethod
-    def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
-                         schema: TableSchema, *,
-                         position: np.ndarray | None = None,
-                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
-        """Decodes message values, keeping format metadata (timestamps, skip counts).
-
-        Args:
-            values: One message value per element; a null element is a message without a
-                value. ``string`` arrays and chunked arrays are accepted too.
-            schema: The table schema the events are validated against.
-            position: Optional source position per element (e.g. the Kafka offset); the
-                element index when omitted.
-            keys: Optional Kafka message key per element, aligned with ``values`` (same
-                array types). Formats whose values always carry the key ignore it; the
-                Debezium decoder reads the key of an event whose row lacks it (a delete
-                without a ``before`` image) from it.
-
-        Returns:
-            The valid events, the rejects and the metadata.
+    def new_decoder(self, **options: Any) -> Decoder:
+        """A new decoder of the format.
 
         Raises:
-            TypeError: ``values`` (or ``keys``) is not a binary or string array.
-            ValueError: ``position`` (or ``keys``) does not have one entry per value.
+            InvalidOption: An option is not one of the decoder's, or its value is invalid.
         """
+        _check_options(options, self.decoder_options, f"the {self.name!r} decoder")
+        return self.decoder(**options)
 
-    def decode(self, values: pa.BinaryArray | pa.LargeBinaryArray, schema: TableSchema, *,
-               position: np.ndarray | None = None,
-               keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
-               ) -> tuple[ChangeBatch, Rejects]:
-        """Decodes message values into a validated batch and its rejects.
+    def new_encoder(self, schema: TableSchema, **options: Any) -> EventEncoder:
+        """The per-event encoder of native events of ``schema`` in the format.
 
-        Never raises for a bad event: an undecodable or invalid event becomes a reject
-        with its position and a reason.
-
-        Args:
-            values: One message value per element (see :meth:`decode_with_meta`).
-            schema: The table schema.
-            position: Optional source position per element.
-            keys: Optional Kafka message key per element (see :meth:`decode_with_meta`).
-
-        Returns:
-            The valid events and the rejects.
+        Raises:
+            InvalidOption: An option is not one of the encoder's.
         """
-        out = self.decode_with_meta(values, schema, position=position, keys=keys)
-        return out.batch, out.rejects
+        _check_options(options, self.encoder_options, f"the {self.name!r} encoder")
+        return self.encoder(schema, **options)
+
+    def encode(self, events: Iterable[Mapping[str, Any]], schema: TableSchema,
+               **options: Any) -> list[bytes]:
+        """Encodes native events as message values of the format (per event).
+
+        Raises:
+            InvalidOption: An option is not one of the encoder's.
+            ValueError: An event the format cannot carry.
+        """
+        encode = self.new_encoder(schema, **options)
+        return [encode(e) for e in events]
+
+
+REGISTRY: Mapping[str, Format] = MappingProxyType({
+    "json": Format("json", JsonDecoder, json_encoder),
+    "debezium": Format("debezium", DebeziumDecoder, debezium_encoder),
+    "rowv2": Format("rowv2", Rowv2Decoder, rowv2_encoder),
+})
+"""Every format by name, in the order of :data:`FORMATS`."""
+
+def get_format(name: str) -> Format:
+    """The format called ``name``.
+
+    Raises:
+        InvalidOption: ``name`` is not a known format (the error names the valid ones; it
+            is a ``ValueError``).
+    """
+    fmt = REGISTRY.get(name) if isinstance(name, str) else None
+    if fmt is None:
+        raise InvalidOption(f"unknown event format {name!r}; format must be one of "
+                            f"{list(FORMATS)}", option="format")
+    return fmt
 
 
 def get_decoder(name: FormatName, **options: Any) -> Decoder:
@@ -155,31 +161,21 @@ def get_decoder(name: FormatName, **options: Any) -> Decoder:
             decoder's, or an option's value is invalid (the error names the option; it is
             a ``ValueError``).
     """
-    cls: type[Decoder]
-    if name == "json":
-        from cdc_sink.formats.native_json import JsonDecoder
-
-        cls = JsonDecoder
-    elif name == "debezium":
-        from cdc_sink.formats.debezium import DebeziumDecoder
-
-        cls = DebeziumDecoder
-    elif name == "rowv2":
-        from cdc_sink.formats.rowv2 import Rowv2Decoder
-
-        cls = Rowv2Decoder
-    else:
-        raise InvalidOption(f"unknown event format {name!r}; known formats: {list(FORMATS)}",
-                            option="format")
-    known = decoder_options(cls)
-    for opt in options:
-        if opt not in known:
-            raise InvalidOption(f"unknown option {opt!r} of the {name!r} decoder; its options: "
-                                f"{sorted(known)}", option=opt)
-    return cls(**options)
+    return get_format(name).new_decoder(**options)
 
 
 def decoder_options(cls: type[Decoder]) -> frozenset[str]:
     """Names of the keyword options of a decoder class (its ``__init__`` keywords)."""
-    params = inspect.signature(cls.__init__).parameters.values()
+    return _keyword_options(cls.__init__)
+
+
+def _keyword_options(fn: Callable[..., Any]) -> frozenset[str]:
+    params = inspect.signature(fn).parameters.values()
     return frozenset(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def _check_options(options: Mapping[str, Any], known: frozenset[str], what: str) -> None:
+    for opt in options:
+        if opt not in known:
+            raise InvalidOption(f"unknown option {opt!r} of {what}; its options: "
+                                f"{sorted(known)}", option=opt)

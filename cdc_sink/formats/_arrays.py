@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.errors import InvalidOption
-from cdc_sink.formats import TS_MISSING, Decoded
+from cdc_sink.formats._base import TS_MISSING, Decoded
 from cdc_sink.schema import TableSchema
 
 _VIEW_WINDOW = 1 << 30  # a view buffer window starts every 1 GiB and spans 2 GiB

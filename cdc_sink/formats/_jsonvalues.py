@@ -36,7 +36,7 @@ hold); the reject reason says which.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,9 +52,6 @@ from cdc_sink.formats._arrays import (
     decimal_overflow,
     fixed_array,
     int_bounds,
-    refuse,
-    refuse_each,
-    scatter,
     spans,
 )
 from cdc_sink.formats._jsonscan import (
@@ -65,12 +62,10 @@ from cdc_sink.formats._jsonscan import (
     KIND_STRING,
     KIND_TRUE,
     Members,
-    decode_string,
     match_strings,
-    raw_text,
     string_values,
 )
-from cdc_sink.schema import Column, type_to_str
+from cdc_sink.schema import Column
 
 UNIT_US, UNIT_MS, UNIT_NS, UNIT_DAYS, UNIT_TIME_OF_DAY = 0, 1, 2, 3, 4
 """Units of integer timestamps (:attr:`Hints.ts_unit`); a time of day (Debezium ``Time``,
@@ -88,10 +83,6 @@ MIN_MICROS = MIN_DAY * 86_400_000_000
 MAX_MICROS = (MAX_DAY + 1) * 86_400_000_000 - 1
 """9999-12-31T23:59:59.999999Z in microseconds since the epoch: the last timestamp."""
 TEMPORAL_RANGE = "0001-01-01..9999-12-31"
-_PG_INFINITY = {"9223372036825200000": "PostgreSQL 'infinity'",
-                "-9223372036832400000": "PostgreSQL '-infinity'",
-                "9223372036854775807": "PostgreSQL 'infinity'",
-                "-9223372036854775808": "PostgreSQL '-infinity'"}
 _FLOAT_WORDS = ("NaN", "Infinity", "-Infinity")
 _FLOAT_WORD_VALUES = np.array([np.nan, np.inf, -np.inf])
 _STRUCT_NAMES = ("scale", "value")
@@ -161,7 +152,7 @@ def _strings(parts: Parts, m: Members, sel: np.ndarray) -> tuple[pa.Array, np.nd
                          m.value_escaped[sel])
 
 
-def _ints(parts: Parts, m: Members, sel: np.ndarray, lo: int, hi: int
+def int_values(parts: Parts, m: Members, sel: np.ndarray, lo: int, hi: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Integer number members as int64, with a mask of non-integers/out of range and
     the mask of those that are integers out of ``[lo, hi]`` (or of int64)."""
@@ -193,124 +184,212 @@ def column_values(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: 
         members (a JSON value the column type does not accept) and the mask of the bad
         members that are out of range (a value of the type the column cannot hold).
     """
-    n = len(sel)
-    kind = m.kind[sel]
     t = c.type
-    connect = hints is not None and hints.connect
-    out = _Out(n, target)
-    bad = (kind != KIND_NULL) & ~_accepted(t, kind, connect)
-    oor = np.zeros(n, dtype=bool)
-    num = np.flatnonzero(kind == KIND_NUMBER)
-    txt = np.flatnonzero(kind == KIND_STRING)
-    if pa.types.is_integer(t):
-        lo, hi = int_bounds(t)
-        v, b, r = _ints(parts, m, sel[num], lo, hi)
-        bad[num[b]] = True
-        oor[num[r]] = True
-        out.put(num, fixed_array(v, ~b, pa.int64()))
-    elif pa.types.is_floating(t):
-        arr, b = cast_rows(_tokens(parts, m, sel[num]), pa.float64())
-        f = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
-        first = parts.data[np.minimum(m.value_start[sel[num]] + 1, len(parts.data) - 1)]
-        word = (parts.data[m.value_start[sel[num]]] == ord("I")) | (first == ord("I"))
-        r = np.isinf(f) & ~word  # a finite literal beyond float64 (Arrow reads it as inf)
-        if t == pa.float32():
-            with np.errstate(over="ignore"):
-                r |= np.isfinite(f) & ~np.isfinite(f.astype(np.float32))
-        bad[num[b | r]] = True
-        oor[num[r]] = True
-        out.put(num, arr)
-        if connect and len(txt):
-            raw, b = _strings(parts, m, sel[txt])
-            code = match_strings(raw_data(raw), *_bounds(raw), np.zeros(len(txt), bool),
-                                 _FLOAT_WORDS)
-            b |= code < 0
-            bad[txt[b]] = True
-            out.put(txt, pa.array(_FLOAT_WORD_VALUES[np.maximum(code, 0)], pa.float64(),
-                                  mask=b))
-    elif pa.types.is_boolean(t):
-        tf = np.flatnonzero((kind == KIND_TRUE) | (kind == KIND_FALSE))
-        out.put(tf, pa.array(kind[tf] == KIND_TRUE, pa.bool_()))
-    elif pa.types.is_string(t):
-        raw, b = _strings(parts, m, sel[txt])
-        arr, b2 = cast_rows(raw, pa.string())
-        bad[txt[b | b2]] = True
-        out.put(txt, arr)
-    elif pa.types.is_binary(t):
-        raw, b = _strings(parts, m, sel[txt])
-        arr, b2 = b64decode(raw)
-        bad[txt[b | b2]] = True
-        out.put(txt, arr)
-    elif pa.types.is_date32(t):
-        raw, b = _strings(parts, m, sel[txt])
-        arr, b2 = cast_rows(raw, pa.string())
-        arr, b3 = cast_rows(arr, pa.date32())
-        days = np.asarray(arr.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False))
-        r = (days < MIN_DAY) | (days > MAX_DAY)
-        bad[txt[b | b2 | b3 | r]] = True
-        oor[txt[r & ~(b | b2 | b3)]] = True
-        out.put(txt, arr)
-        v, b, _ = _ints(parts, m, sel[num], *int_bounds(pa.int64()))
-        r = ~b & ((v < MIN_DAY) | (v > MAX_DAY))
-        bad[num[b | r]] = True
-        oor[num[r]] = True
-        ok = ~(b | r)
-        out.put(num, fixed_array(np.where(ok, v, 0).astype(np.int32), ok, pa.date32()))
-    elif pa.types.is_timestamp(t):
-        raw, b = _strings(parts, m, sel[txt])
-        arr, b2 = parse_timestamps(raw)
-        micros = np.asarray(arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
-        r = (micros < MIN_MICROS) | (micros > MAX_MICROS)
-        bad[txt[b | b2 | r]] = True
-        oor[txt[r & ~(b | b2)]] = True
-        out.put(txt, arr)
-        unit = None if hints is None or hints.ts_unit is None else hints.ts_unit[num]
-        v, b, _ = _ints(parts, m, sel[num], *int_bounds(pa.int64()))
-        v, r, tod = _to_micros(v, unit)
-        b |= tod
-        r = ~b & (r | (v < MIN_MICROS) | (v > MAX_MICROS))
-        bad[num[b | r]] = True
-        oor[num[r]] = True
-        out.put(num, fixed_array(np.where(b | r, 0, v), ~(b | r), t))
-    elif pa.types.is_decimal(t):
-        b64 = (np.zeros(len(txt), bool) if hints is None or hints.dec_base64 is None
-               else hints.dec_base64[txt])
-        raw, b = _strings(parts, m, sel[txt])
-        plain = np.flatnonzero(~b64)
-        arr, b2 = cast_rows(raw.take(pa.array(plain)), pa.string())
-        arr, b3, r3 = _decimal_text(arr, t)
-        bad[txt[plain[b2 | b3]]] = True
-        oor[txt[plain[r3 & ~b2]]] = True
-        bad[txt[b]] = True
-        out.put(txt[plain], arr)
-        packed = np.flatnonzero(b64)
-        if len(packed):
-            scale = (np.full(len(packed), t.scale) if hints is None or hints.dec_scale is None
-                     else hints.dec_scale[txt[packed]])
-            arr, b4, r4 = unscaled_decimals(raw.take(pa.array(packed)), scale, t)
-            bad[txt[packed[b4]]] = True
-            oor[txt[packed[r4]]] = True
-            out.put(txt[packed], arr)
-        arr, b5, r5 = _decimal_text(_tokens(parts, m, sel[num]), t)
-        bad[num[b5]] = True
-        oor[num[r5]] = True
-        out.put(num, arr)
-        obj = np.flatnonzero(kind == KIND_OBJECT)
-        if connect and len(obj):
-            arr, b6, r6 = _variable_scale(parts, m, sel[obj], t)
-            bad[obj[b6]] = True
-            oor[obj[r6]] = True
-            out.put(obj, arr)
-    else:  # pragma: no cover - parse_type admits no other type
-        raise TypeError(f"unsupported column type {t}")
-    values = out.result()
+    cv = _Conversion.start(parts, m, sel, t, target, hints)
+    _converter(t)(cv)
+    values = cv.out.result()
+    bad, oor = cv.bad, cv.oor
     if pa.types.is_decimal(t):
         over = decimal_overflow(values)
         bad |= over
         oor |= over
     if bad.any():
-        values = pc.if_else(pa.array(bad), pa.nulls(n, target), values)
+        values = pc.if_else(pa.array(bad), pa.nulls(len(sel), target), values)
     return values, bad, oor & bad
+
+
+@dataclass
+class _Conversion:
+    """One column's members being converted: the members by JSON kind, the typed pieces
+    so far, and the masks of bad and out-of-range members (aligned with ``sel``)."""
+
+    parts: Parts
+    m: Members
+    sel: np.ndarray
+    t: pa.DataType
+    hints: Hints | None
+    connect: bool
+    kind: np.ndarray
+    num: np.ndarray  # positions (in sel) of number members
+    txt: np.ndarray  # positions (in sel) of string members
+    out: _Out
+    bad: np.ndarray
+    oor: np.ndarray
+
+    @classmethod
+    def start(cls, parts: Parts, m: Members, sel: np.ndarray, t: pa.DataType,
+              target: pa.DataType, hints: Hints | None) -> _Conversion:
+        """A conversion of the members ``sel`` of a column of type ``t`` to ``target``;
+        members of a JSON kind the type does not accept are bad from the start."""
+        kind = m.kind[sel]
+        connect = hints is not None and hints.connect
+        return cls(parts=parts, m=m, sel=sel, t=t, hints=hints, connect=connect, kind=kind,
+                   num=np.flatnonzero(kind == KIND_NUMBER),
+                   txt=np.flatnonzero(kind == KIND_STRING), out=_Out(len(sel), target),
+                   bad=(kind != KIND_NULL) & ~_accepted(t, kind, connect),
+                   oor=np.zeros(len(sel), dtype=bool))
+
+    def strings(self) -> tuple[pa.Array, np.ndarray]:
+        """The unescaped contents of the string members, and the mask of bad escapes."""
+        return _strings(self.parts, self.m, self.sel[self.txt])
+
+    def refuse(self, at: np.ndarray, bad: np.ndarray, oor: np.ndarray | None = None) -> None:
+        """Marks the members ``at[bad]`` bad, and ``at[oor]`` out of range too."""
+        self.bad[at[bad]] = True
+        if oor is not None:
+            self.bad[at[oor]] = True
+            self.oor[at[oor]] = True
+
+
+def _converter(t: pa.DataType) -> Callable[[_Conversion], None]:
+    """The conversion of the members of a column of type ``t``."""
+    if pa.types.is_integer(t):
+        return _integers
+    if pa.types.is_floating(t):
+        return _floats
+    if pa.types.is_boolean(t):
+        return _bools
+    if pa.types.is_string(t):
+        return _texts
+    if pa.types.is_binary(t):
+        return _binaries
+    if pa.types.is_date32(t):
+        return _dates
+    if pa.types.is_timestamp(t):
+        return _timestamps
+    if pa.types.is_decimal(t):
+        return _decimals
+    raise TypeError(f"unsupported column type {t}")  # pragma: no cover - parse_type admits no other
+
+
+def _integers(cv: _Conversion) -> None:
+    """Integer numbers in the column type's range."""
+    num = cv.num
+    v, b, r = int_values(cv.parts, cv.m, cv.sel[num], *int_bounds(cv.t))
+    cv.refuse(num, b)
+    cv.oor[num[r]] = True
+    cv.out.put(num, fixed_array(v, ~b, pa.int64()))
+
+
+def _floats(cv: _Conversion) -> None:
+    """Numbers (a finite literal beyond the type is out of range); with ``connect`` also
+    the strings ``NaN``/``Infinity``/``-Infinity``."""
+    num, data = cv.num, cv.parts.data
+    starts = cv.m.value_start[cv.sel[num]]
+    arr, b = cast_rows(_tokens(cv.parts, cv.m, cv.sel[num]), pa.float64())
+    f = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
+    first = data[np.minimum(starts + 1, len(data) - 1)]
+    word = (data[starts] == ord("I")) | (first == ord("I"))
+    r = np.isinf(f) & ~word  # a finite literal beyond float64 (Arrow reads it as inf)
+    if cv.t == pa.float32():
+        with np.errstate(over="ignore"):
+            r |= np.isfinite(f) & ~np.isfinite(f.astype(np.float32))
+    cv.refuse(num, b, r)
+    cv.out.put(num, arr)
+    txt = cv.txt
+    if cv.connect and len(txt):
+        raw, b = cv.strings()
+        code = match_strings(raw_data(raw), *_bounds(raw), np.zeros(len(txt), bool),
+                             _FLOAT_WORDS)
+        b |= code < 0
+        cv.refuse(txt, b)
+        cv.out.put(txt, pa.array(_FLOAT_WORD_VALUES[np.maximum(code, 0)], pa.float64(),
+                                 mask=b))
+
+
+def _bools(cv: _Conversion) -> None:
+    """``true``/``false``."""
+    tf = np.flatnonzero((cv.kind == KIND_TRUE) | (cv.kind == KIND_FALSE))
+    cv.out.put(tf, pa.array(cv.kind[tf] == KIND_TRUE, pa.bool_()))
+
+
+def _texts(cv: _Conversion) -> None:
+    """Strings, unescaped, valid UTF-8."""
+    raw, b = cv.strings()
+    arr, b2 = cast_rows(raw, pa.string())
+    cv.refuse(cv.txt, b | b2)
+    cv.out.put(cv.txt, arr)
+
+
+def _binaries(cv: _Conversion) -> None:
+    """Base64 strings."""
+    raw, b = cv.strings()
+    arr, b2 = b64decode(raw)
+    cv.refuse(cv.txt, b | b2)
+    cv.out.put(cv.txt, arr)
+
+
+def _dates(cv: _Conversion) -> None:
+    """ISO date strings or day numbers, within the date range."""
+    txt, num = cv.txt, cv.num
+    raw, b = cv.strings()
+    arr, b2 = cast_rows(raw, pa.string())
+    arr, b3 = cast_rows(arr, pa.date32())
+    days = np.asarray(arr.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False))
+    r = (days < MIN_DAY) | (days > MAX_DAY)
+    invalid = b | b2 | b3
+    cv.refuse(txt, invalid | r)
+    cv.oor[txt[r & ~invalid]] = True
+    cv.out.put(txt, arr)
+    v, b, _ = int_values(cv.parts, cv.m, cv.sel[num], *int_bounds(pa.int64()))
+    r = ~b & ((v < MIN_DAY) | (v > MAX_DAY))
+    cv.refuse(num, b, r)
+    ok = ~(b | r)
+    cv.out.put(num, fixed_array(np.where(ok, v, 0).astype(np.int32), ok, pa.date32()))
+
+
+def _timestamps(cv: _Conversion) -> None:
+    """ISO 8601 strings or integers (in the unit of the hints), within the range."""
+    txt, num = cv.txt, cv.num
+    raw, b = cv.strings()
+    arr, b2 = parse_timestamps(raw)
+    micros = np.asarray(arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
+    r = (micros < MIN_MICROS) | (micros > MAX_MICROS)
+    cv.refuse(txt, b | b2 | r)
+    cv.oor[txt[r & ~(b | b2)]] = True
+    cv.out.put(txt, arr)
+    hints = cv.hints
+    unit = None if hints is None or hints.ts_unit is None else hints.ts_unit[num]
+    v, b, _ = int_values(cv.parts, cv.m, cv.sel[num], *int_bounds(pa.int64()))
+    v, r, tod = _to_micros(v, unit)
+    b |= tod
+    r = ~b & (r | (v < MIN_MICROS) | (v > MAX_MICROS))
+    cv.refuse(num, b, r)
+    cv.out.put(num, fixed_array(np.where(b | r, 0, v), ~(b | r), cv.t))
+
+
+def _decimals(cv: _Conversion) -> None:
+    """Decimal text or base64 unscaled strings (per the hints), numbers, and with
+    ``connect`` ``VariableScaleDecimal`` objects."""
+    t, txt, num, hints = cv.t, cv.txt, cv.num, cv.hints
+    b64 = (np.zeros(len(txt), bool) if hints is None or hints.dec_base64 is None
+           else hints.dec_base64[txt])
+    raw, b = cv.strings()
+    plain = np.flatnonzero(~b64)
+    arr, b2 = cast_rows(raw.take(pa.array(plain)), pa.string())
+    arr, b3, r3 = _decimal_text(arr, t)
+    cv.bad[txt[plain[b2 | b3]]] = True
+    cv.oor[txt[plain[r3 & ~b2]]] = True
+    cv.bad[txt[b]] = True
+    cv.out.put(txt[plain], arr)
+    packed = np.flatnonzero(b64)
+    if len(packed):
+        scale = (np.full(len(packed), t.scale) if hints is None or hints.dec_scale is None
+                 else hints.dec_scale[txt[packed]])
+        arr, b4, r4 = unscaled_decimals(raw.take(pa.array(packed)), scale, t)
+        cv.bad[txt[packed[b4]]] = True
+        cv.oor[txt[packed[r4]]] = True
+        cv.out.put(txt[packed], arr)
+    arr, b5, r5 = _decimal_text(_tokens(cv.parts, cv.m, cv.sel[num]), t)
+    cv.bad[num[b5]] = True
+    cv.oor[num[r5]] = True
+    cv.out.put(num, arr)
+    obj = np.flatnonzero(cv.kind == KIND_OBJECT)
+    if cv.connect and len(obj):
+        arr, b6, r6 = _variable_scale(cv.parts, cv.m, cv.sel[obj], t)
+        cv.bad[obj[b6]] = True
+        cv.oor[obj[r6]] = True
+        cv.out.put(obj, arr)
 
 
 def raw_data(arr: pa.Array) -> np.ndarray:
@@ -367,7 +446,7 @@ def _variable_scale(parts: Parts, m: Members, sel: np.ndarray, t: pa.DataType
     bad |= np.where(scale_m >= 0, m.kind[np.maximum(scale_m, 0)] != KIND_NUMBER, True)
     bad |= np.where(value_m >= 0, m.kind[np.maximum(value_m, 0)] != KIND_STRING, True)
     use = np.flatnonzero(~bad)
-    scale, sb, _ = _ints(parts, m, scale_m[use], -(2**31), 2**31 - 1)
+    scale, sb, _ = int_values(parts, m, scale_m[use], -(2**31), 2**31 - 1)
     sb |= (scale < 0) | (scale > 38)
     bad[use[sb]] = True
     use = use[~sb]
@@ -487,108 +566,3 @@ def unscaled_decimals(raw: pa.Array, scale: np.ndarray, target: pa.DataType
         bad[at[b]] = True
         out.put(at, arr)
     return out.result(), bad, oor & bad
-
-
-# ---------------------------------------------------------------------- per-event members
-def first_members(m: Members, members: np.ndarray, codes: np.ndarray, names: Sequence[str],
-                  n: int, reasons: np.ndarray, what: str = "member") -> np.ndarray:
-    """The member of each event for each name: ``out[j, e]`` (-1 when absent).
-
-    ``members`` must be in document order; an event holding a name twice is refused.
-    """
-    out = np.full((len(names), n), -1, dtype=np.int64)
-    for j, name in enumerate(names):
-        sel = members[codes == j]
-        ev = m.event[sel]
-        dup = ev[1:][ev[1:] == ev[:-1]]
-        if len(dup):
-            mask = np.zeros(n, dtype=bool)
-            mask[dup] = True
-            refuse(reasons, mask, f"duplicate {what} {name!r}")
-        out[j, ev] = sel
-    return out
-
-
-def member_kind(m: Members, idx: np.ndarray) -> np.ndarray:
-    """Kind of the member ``idx`` of each event (-1 where ``idx`` is -1)."""
-    if len(m) == 0:
-        return np.full(len(idx), -1, dtype=np.int64)
-    kinds: np.ndarray = np.where(idx >= 0, m.kind[np.maximum(idx, 0)], -1)
-    return kinds
-
-
-def refuse_members(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
-                   template: str, *, use_name: bool = False) -> None:
-    """Refuses the events of members ``sel`` with ``template`` formatted with each
-    member's value text (``{raw}``) or decoded name (``{name!r}``) (reject path)."""
-    if not len(sel):
-        return
-    texts = []
-    for i in sel.tolist():
-        if use_name:
-            name = decode_string(parts.data, int(m.name_start[i]), int(m.name_end[i]))
-            texts.append(template.format(name=name))
-        else:
-            texts.append(template.format(
-                raw=raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))))
-    refuse_each(reasons, m.event[sel], texts)
-
-
-def column_array(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: pa.DataType,
-                 n: int, reasons: np.ndarray, hints: Hints | None = None) -> pa.Array:
-    """Values of column ``c`` from its members ``sel`` (document order) as an array of
-    all ``n`` events; bad values and repeated members refuse their events."""
-    rows = m.event[sel]
-    dup = rows[1:][rows[1:] == rows[:-1]]
-    if len(dup):
-        mask = np.zeros(n, dtype=bool)
-        mask[dup] = True
-        refuse(reasons, mask, f"duplicate column {c.name!r}")
-    values, bad, oor = column_values(parts, m, sel, c, target, hints)
-    if oor.any():
-        refuse_range(reasons, parts, m, sel[oor], c)
-    refuse_members(reasons, parts, m, sel[bad & ~oor],
-                   f"column {c.name!r}: {{raw}} is not a valid {type_to_str(c.type)}")
-    return scatter(values, rows, n)
-
-
-def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
-                 c: Column) -> None:
-    """Refuses the events of members ``sel``, values out of the range of column ``c``
-    (reject path: one reason per member, naming the value and the range)."""
-    t = c.type
-    if pa.types.is_timestamp(t) or pa.types.is_date32(t):
-        detail = f" ({TEMPORAL_RANGE})"
-    elif pa.types.is_decimal(t):
-        detail = f" (at most {t.precision} digits, {t.scale} after the point)"
-    else:
-        detail = ""
-    head = f"column {c.name!r}: value out of range of {type_to_str(t)}{detail}: "
-    texts = []
-    for i in sel.tolist():
-        raw = raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))
-        note = _PG_INFINITY.get(raw)
-        texts.append(head + raw + (f" ({note})" if note else ""))
-    refuse_each(reasons, m.event[sel], texts)
-
-
-def int_member(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray,
-               template: str) -> tuple[np.ndarray, np.ndarray]:
-    """Integer value of the member ``idx`` of each event (-1: none; ``null`` counts as
-    none). Other values refuse the event with ``template`` (``{raw}``).
-
-    Returns:
-        The values (0 where missing) and the mask of events that have one.
-    """
-    n = len(idx)
-    kinds = member_kind(m, idx)
-    num = np.flatnonzero(kinds == KIND_NUMBER)
-    v, bad, _ = _ints(parts, m, idx[num], *int_bounds(pa.int64()))
-    out = np.zeros(n, dtype=np.int64)
-    given = np.zeros(n, dtype=bool)
-    out[num[~bad]] = v[~bad]
-    given[num[~bad]] = True
-    wrong = np.concatenate([idx[num[bad]],
-                            idx[(kinds >= 0) & (kinds != KIND_NUMBER) & (kinds != KIND_NULL)]])
-    refuse_members(reasons, parts, m, np.sort(wrong), template)
-    return out, given

@@ -79,17 +79,13 @@ parsed once per distinct schema, so hints cost nothing per event. As the schema 
 of an enveloped event's bytes and repeats in every event of a table, events that start
 with exactly the same ``{"schema": ...,`` prefix as the first one are cut down to their
 payload before they are indexed (one vectorized comparison; see
-:func:`_strip_shared_schema`). Decoding is vectorized like the native JSON format
-(:mod:`cdc_sink.formats._jsonscan`).
+:func:`~cdc_sink.formats._debezium_schema.strip_shared_schema`). Decoding is vectorized
+like the native JSON format (:mod:`cdc_sink.formats._jsonscan`).
 """
 
 from __future__ import annotations
 
 import base64
-import datetime as dt
-import decimal
-import json
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -99,7 +95,6 @@ import pyarrow.compute as pc
 
 from cdc_sink.changes import OP_CODES, OP_DELETE, OP_UPSERT
 from cdc_sink.errors import InvalidOption
-from cdc_sink.formats import TS_MISSING, Decoded, Decoder, FormatName
 from cdc_sink.formats._arrays import (
     Columns,
     Parts,
@@ -109,15 +104,35 @@ from cdc_sink.formats._arrays import (
     check_choice,
     decode_guarded,
     event_ranges,
-    gather,
     merge_columns,
     new_reasons,
     no_reason,
     position_array,
     refuse,
     refuse_each,
-    spans,
     sub_parts,
+)
+from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, FormatName
+from cdc_sink.formats._debezium_encode import debezium_encoder, encode_debezium
+from cdc_sink.formats._debezium_schema import (
+    ENVELOPE,
+    Defaults,
+    SchemaHints,
+    Shared,
+    key_fields,
+    row_fields,
+    strip_shared_schema,
+)
+from cdc_sink.formats._debezium_source import SOURCE, source_seq
+from cdc_sink.formats._jsonmembers import (
+    children,
+    column_array,
+    index_top,
+    int_member,
+    member_kind,
+    named_members,
+    refuse_members,
+    string_codes,
 )
 from cdc_sink.formats._jsonscan import (
     KIND_NULL,
@@ -128,47 +143,19 @@ from cdc_sink.formats._jsonscan import (
     arrow_validate,
     match_strings,
     scan,
-    skip_ws,
 )
-from cdc_sink.formats._jsonvalues import (
-    UNIT_DAYS,
-    UNIT_MS,
-    UNIT_NS,
-    UNIT_TIME_OF_DAY,
-    UNIT_US,
-    Hints,
-    column_array,
-    first_members,
-    int_member,
-    member_kind,
-    refuse_members,
-)
+from cdc_sink.formats._jsonvalues import UNIT_MS, UNIT_NS, UNIT_US
 from cdc_sink.schema import Column, TableSchema
 
-__all__ = ["UNAVAILABLE_VALUE", "DebeziumDecoder", "encode_debezium"]
+__all__ = ["UNAVAILABLE_VALUE", "DebeziumDecoder", "debezium_encoder", "encode_debezium"]
 
 OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 """Debezium's default ``unavailable.value.placeholder`` (unchanged TOASTed values)."""
-_ENVELOPE = ("schema", "payload")
 _BODY = ("before", "after", "source", "op", "ts_ms")
-_SOURCE = ("ts_ms", "lsn", "file", "pos", "row")
 _SEQUENCE_SOURCES = ("column", "lsn", "binlog", "ts_ms")
 _OPS = ("c", "r", "u", "d", "t", "m")
 _UNITS: dict[str, int] = {"ms": UNIT_MS, "us": UNIT_US, "ns": UNIT_NS}
-_TS_UNIT_BY_NAME = {
-    "io.debezium.time.Timestamp": UNIT_MS,
-    "org.apache.kafka.connect.data.Timestamp": UNIT_MS,
-    "io.debezium.time.MicroTimestamp": UNIT_US,
-    "io.debezium.time.NanoTimestamp": UNIT_NS,
-    "io.debezium.time.Date": UNIT_DAYS,  # a date in a timestamp column: its midnight UTC
-    "org.apache.kafka.connect.data.Date": UNIT_DAYS,
-    "io.debezium.time.Time": UNIT_TIME_OF_DAY,
-    "io.debezium.time.MicroTime": UNIT_TIME_OF_DAY,
-    "io.debezium.time.NanoTime": UNIT_TIME_OF_DAY,
-    "org.apache.kafka.connect.data.Time": UNIT_TIME_OF_DAY,
-}
-_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 
 
 class DebeziumDecoder(Decoder):
@@ -257,7 +244,7 @@ class DebeziumDecoder(Decoder):
             if kparts.n != parts.n:
                 raise ValueError(f"keys must have one entry per value ({parts.n}), "
                                  f"got {kparts.n}")
-        # Envelope schemas are cut off each run (see _strip_shared_schema): a run of
+        # Envelope schemas are cut off each run (see strip_shared_schema): a run of
         # enveloped events holds about a quarter as much event data per byte.
         live = np.flatnonzero(parts.valid & (parts.lengths > 10))
         enveloped = len(live) and parts.data[int(parts.starts[live[0]]):][:10].tobytes() \
@@ -274,46 +261,32 @@ class DebeziumDecoder(Decoder):
         return assemble(schema, merge_columns(pieces, schema), pos)
 
     def _decode_run(self, parts: Parts, kparts: Parts | None, schema: TableSchema) -> Columns:
-        parts, shared = _strip_shared_schema(parts)
-        n = parts.n
-        reasons = new_reasons(n)
+        """Decodes one run of events, phase by phase. The phases run in the order their
+        reject reasons take precedence (an event keeps the first reason it is given)."""
+        parts, shared = strip_shared_schema(parts)
+        reasons = new_reasons(parts.n)
         tomb = ~parts.valid | (parts.lengths == 0) | _is_null_literal(parts)
-        sc = scan(parts, ~tomb, max_level=4)
-        bad_structure = np.flatnonzero(~no_reason(sc.reasons))
-        reasons[bad_structure] = sc.reasons[bad_structure]
-        m = sc.members
-        data = parts.data
+        m, (schema_m, payload_m) = index_top(parts, scan(parts, ~tomb, max_level=4), ENVELOPE,
+                                             reasons)
+        body, tomb = _body(parts, m, schema_m, payload_m, tomb, reasons)
+        ops = self._ops(parts, m, body, tomb, reasons)
+        row = self._row(parts, m, body, ops, schema, shared, reasons)
+        self._missing_keys(kparts, ops, schema, row, reasons)
+        source = named_members(parts, m, children(m, body.source_m), SOURCE, reasons,
+                               what="source member")
+        seq = self._seq(parts, m, source, ops, schema, row, reasons)
+        ts = _event_ts(parts, m, source[0], body.ts_m, reasons)
+        if self.strict:
+            arrow_validate(parts, no_reason(reasons) & ops.live, reasons)
+        # tombstones and messages leave the batch without being rejects
+        return Columns(op=ops.op, keys=row.keys, values=row.values, seq=seq, reasons=reasons,
+                       ts_ms=ts, skip=ops.skip, messages=ops.message)
 
-        # ---- envelope and body
-        l1 = np.flatnonzero(m.level == 1)
-        env_codes = match_strings(data, m.name_start[l1], m.name_end[l1], m.name_escaped[l1],
-                                  _ENVELOPE)
-        schema_m, payload_m = first_members(m, l1, env_codes, _ENVELOPE, n, reasons)
-        payload_kind = member_kind(m, payload_m)
-        tomb |= payload_kind == KIND_NULL
-        refuse(reasons, (payload_kind >= 0) & (payload_kind != KIND_OBJECT) & ~tomb,
-               "'payload' is not an object")
-        envelope = payload_kind == KIND_OBJECT
-        schema_kind = member_kind(m, schema_m)
-        refuse(reasons, envelope & (schema_kind >= 0) & (schema_kind != KIND_OBJECT)
-               & (schema_kind != KIND_NULL), "'schema' is not an object")
-        l2 = np.flatnonzero(m.level == 2)
-        in_payload = (m.parent[l2] >= 0) & (m.parent[l2] == payload_m[m.event[l2]])
-        body = np.concatenate([l1[~envelope[m.event[l1]]], l2[in_payload]])
-        body.sort()
-        codes = match_strings(data, m.name_start[body], m.name_end[body], m.name_escaped[body],
-                              _BODY)
-        before_m, after_m, source_m, op_m, ts_m = first_members(m, body, codes, _BODY, n,
-                                                                reasons)
-        body_level = np.where(envelope, 2, 1)
-
-        # ---- op
-        op_kind = member_kind(m, op_m)
-        code = np.full(n, -1, dtype=np.int64)
-        so = np.flatnonzero(op_kind == KIND_STRING)
-        mo = op_m[so]
-        code[so] = match_strings(data, m.value_start[mo] + 1, m.value_end[mo] - 1,
-                                 m.value_escaped[mo], _OPS)
+    # ------------------------------------------------------------------ run phases
+    def _ops(self, parts: Parts, m: Members, body: _Body, tomb: np.ndarray,
+             reasons: np.ndarray) -> _Ops:
+        """Each event's op (``m`` and tombstones skipped) and the row object it applies."""
+        code = string_codes(parts, m, body.op_m, _OPS)
         message = ~tomb & (code == 5) & no_reason(reasons)
         skip = tomb | message
         live = ~skip
@@ -323,13 +296,12 @@ class DebeziumDecoder(Decoder):
                                          "truncate='reject')")
         elif OP_TRUNCATE < 0:  # pragma: no cover - the canonical batch predates truncate
             refuse(reasons, is_truncate, "truncate events are not supported")
-        refuse(reasons, live & (op_m < 0), "event has no 'op'")
-        refuse_members(reasons, parts, m, op_m[live & (op_m >= 0) & (code < 0)],
+        refuse(reasons, live & (body.op_m < 0), "event has no 'op'")
+        refuse_members(reasons, parts, m, body.op_m[live & (body.op_m >= 0) & (code < 0)],
                        "unknown Debezium op {raw}")
         is_delete = code == 3
         op = np.where(is_delete, OP_DELETE, np.where(is_truncate, OP_TRUNCATE, OP_UPSERT))
-        op = op.astype(np.int8)
-        row_m = np.where(is_delete, before_m, np.where(is_truncate, -1, after_m))
+        row_m = np.where(is_delete, body.before_m, np.where(is_truncate, -1, body.after_m))
         row_kind = member_kind(m, row_m)
         # a delete without a 'before' object takes its key from the Kafka message key
         keyless_delete = live & is_delete & (row_kind != KIND_OBJECT)
@@ -337,92 +309,77 @@ class DebeziumDecoder(Decoder):
                "'before' is not an object")
         refuse(reasons, live & ~is_delete & ~is_truncate & (row_kind != KIND_OBJECT),
                "'after' is missing or not an object")
+        return _Ops(op=op.astype(np.int8), skip=skip, message=message, live=live,
+                    is_delete=is_delete, is_truncate=is_truncate, row_m=row_m,
+                    keyless_delete=keyless_delete)
 
-        # ---- columns of the row object
-        child = np.flatnonzero(m.level >= 2)
-        ce = m.event[child]
-        cols = child[(m.parent[child] >= 0) & (m.parent[child] == row_m[ce])
-                     & (m.level[child] == body_level[ce] + 1)]
-        names = [c.name for c in schema.columns]
-        ccode = match_strings(data, m.name_start[cols], m.name_end[cols], m.name_escaped[cols],
-                              names)
+    def _row(self, parts: Parts, m: Members, body: _Body, ops: _Ops, schema: TableSchema,
+             shared: Shared | None, reasons: np.ndarray) -> _Row:
+        """The columns of each event's row object (``after``, or ``before`` of a delete)."""
+        cols = children(m, ops.row_m)
+        cols = cols[m.level[cols] == body.level[m.event[cols]] + 1]
+        ccode = match_strings(parts.data, m.name_start[cols], m.name_end[cols],
+                              m.name_escaped[cols], [c.name for c in schema.columns])
         if not self.ignore_unknown_columns:
-            refuse_members(reasons, parts, m, cols[(ccode < 0) & ~is_delete[m.event[cols]]],
+            refuse_members(reasons, parts, m, cols[(ccode < 0) & ~ops.is_delete[m.event[cols]]],
                            "unknown column {name!r}", use_name=True)
-        schema_id, hints_of = _schema_hints(parts, m, schema_m, shared, _row_fields,
-                                            self._defaults(), reasons)
-        from_source = self.sequence_source != "column"
+        hints = SchemaHints(parts, m, body.schema_m, shared, row_fields, self._defaults(),
+                            reasons)
         key_names = set(schema.primary_key)
-        keys: dict[str, pa.Array] = {}
-        key_given: dict[str, np.ndarray] = {}
-        vals: dict[str, tuple[pa.Array, np.ndarray]] = {}
+        row = _Row(keys={}, key_given={}, values={})
         for i, c in enumerate(schema.columns):
-            sel = cols[ccode == i]
-            is_seq = c.name == schema.sequence_column
-            if is_seq and from_source:
+            is_key, is_seq = c.name in key_names, c.name == schema.sequence_column
+            if is_seq and self.sequence_source != "column":
                 continue  # the sequence column is written from the source position
-            if c.name not in key_names and not is_seq:
-                sel = sel[~is_delete[m.event[sel]]]  # a delete sets nothing
-            if self._placeholders and c.name not in key_names:
+            sel = cols[ccode == i]
+            if not is_key and not is_seq:
+                sel = sel[~ops.is_delete[m.event[sel]]]  # a delete sets nothing
+            if self._placeholders and not is_key:
                 sel = sel[~self._is_placeholder(parts, m, sel, c)]  # TOAST: absent
-            hints = hints_of(c, schema_id[m.event[sel]])
-            arr = column_array(parts, m, sel, c, c.type, n, reasons, hints)
-            present = np.zeros(n, dtype=bool)
+            arr = column_array(parts, m, sel, c, c.type, parts.n, reasons,
+                               hints(c, hints.schema_id[m.event[sel]]))
+            present = np.zeros(parts.n, dtype=bool)
             present[m.event[sel]] = True
-            if c.name in key_names:
-                keys[c.name] = arr
-                key_given[c.name] = present
-                continue
-            vals[c.name] = (arr, present)
-
-        # ---- keys the row lacks: from the Kafka message key
-        lacking = np.zeros(n, dtype=bool)
-        for kname in schema.primary_key:
-            lacking |= ~key_given[kname]
-        lacking &= live & ~is_truncate & no_reason(reasons)
-        if kparts is not None and lacking.any():
-            self._keys_from_messages(kparts, np.flatnonzero(lacking), schema, keys,
-                                     key_given, reasons)
-        if kparts is None:
-            refuse(reasons, keyless_delete & lacking, "delete without a 'before' row and "
-                                                      "without a message key (its key is needed)")
-
-        # ---- seq
-        src = np.flatnonzero((m.level >= 2) & (m.parent >= 0))
-        src = src[m.parent[src] == source_m[m.event[src]]]
-        s_codes = match_strings(data, m.name_start[src], m.name_end[src],
-                                m.name_escaped[src], _SOURCE)
-        src_ts_m, lsn_m, file_m, pos_m, srow_m = first_members(
-            m, src, s_codes, _SOURCE, n, reasons, what="source member")
-        seq = None
-        if schema.sequence_column is not None:
-            if from_source:
-                seq = self._source_seq(parts, m, reasons, live & ~is_truncate, src_ts_m,
-                                       lsn_m, file_m, pos_m, srow_m)
+            if is_key:
+                row.keys[c.name] = arr
+                row.key_given[c.name] = present
             else:
-                s_arr, s_present = vals[schema.sequence_column]
-                given = s_present & np.asarray(s_arr.is_valid(), dtype=bool)
-                refuse(reasons, live & ~is_truncate & ~given,
-                       f"seq is missing (no {schema.sequence_column!r} in the row)")
-                seq = s_arr.cast(pa.int64())
+                row.values[c.name] = (arr, present)
+        return row
 
-        # ---- timestamps: source.ts_ms, else ts_ms
-        src_ts, src_given = int_member(parts, m, src_ts_m, reasons,
-                                       "source.ts_ms {raw} is not an integer")
-        ts_v, ts_given = int_member(parts, m, ts_m, reasons, "ts_ms {raw} is not an integer")
-        ts_v = np.where(src_given, src_ts, ts_v)
-        ts_given |= src_given
-        ts = np.where(ts_given, ts_v, TS_MISSING) if ts_given.any() else None
+    def _missing_keys(self, kparts: Parts | None, ops: _Ops, schema: TableSchema, row: _Row,
+                      reasons: np.ndarray) -> None:
+        """Keys the row lacks: from the Kafka message key (or a reject without one)."""
+        lacking = np.zeros(len(reasons), dtype=bool)
+        for kname in schema.primary_key:
+            lacking |= ~row.key_given[kname]
+        lacking &= ops.live & ~ops.is_truncate & no_reason(reasons)
+        if kparts is not None and lacking.any():
+            self._keys_from_messages(kparts, np.flatnonzero(lacking), schema, row.keys,
+                                     row.key_given, reasons)
+        if kparts is None:
+            refuse(reasons, ops.keyless_delete & lacking, "delete without a 'before' row and "
+                                                          "without a message key (its key is "
+                                                          "needed)")
 
-        if self.strict:
-            arrow_validate(parts, no_reason(reasons) & live, reasons)
-        # tombstones and messages leave the batch without being rejects
-        return Columns(op=op, keys=keys, values=vals, seq=seq, reasons=reasons, ts_ms=ts,
-                       skip=skip, messages=message)
+    def _seq(self, parts: Parts, m: Members, source: np.ndarray, ops: _Ops,
+             schema: TableSchema, row: _Row, reasons: np.ndarray) -> pa.Array | None:
+        """The ``seq`` of each event: the sequence column of its row, or its source
+        position (``sequence_source``); ``None`` without a sequence column."""
+        if schema.sequence_column is None:
+            return None
+        need = ops.live & ~ops.is_truncate
+        if self.sequence_source != "column":
+            return source_seq(self.sequence_source, parts, m, reasons, need, *source)
+        s_arr, s_present = row.values[schema.sequence_column]
+        given = s_present & np.asarray(s_arr.is_valid(), dtype=bool)
+        refuse(reasons, need & ~given,
+               f"seq is missing (no {schema.sequence_column!r} in the row)")
+        return s_arr.cast(pa.int64())
 
     # ------------------------------------------------------------------ helpers
-    def _defaults(self) -> _Defaults:
-        return _Defaults(unit=_UNITS[self.timestamp_unit],
+    def _defaults(self) -> Defaults:
+        return Defaults(unit=_UNITS[self.timestamp_unit],
                          base64=self.decimal_handling == "precise")
 
     def _is_placeholder(self, parts: Parts, m: Members, sel: np.ndarray, c: Column
@@ -446,315 +403,132 @@ class DebeziumDecoder(Decoder):
         (``{"schema", "payload": {...}}`` or the key object alone)."""
         kp = Parts(buffer=kparts.buffer, data=kparts.data, starts=kparts.starts[need],
                    ends=kparts.ends[need], valid=kparts.valid[need])
-        k = len(need)
-        kreasons = new_reasons(k)
-        missing = ~kp.valid | (kp.lengths == 0) | _is_null_literal(kp)
-        refuse(kreasons, missing, "the row lacks its key and the message key is null")
-        sc = scan(kp, ~missing, max_level=2)
-        bad = np.flatnonzero(~no_reason(sc.reasons))
-        kreasons[bad] = [f"message key: {r}" for r in sc.reasons[bad]]
-        km = sc.members
-        l1 = np.flatnonzero(km.level == 1)
-        env = match_strings(kp.data, km.name_start[l1], km.name_end[l1], km.name_escaped[l1],
-                            _ENVELOPE)
-        kschema_m, kpayload_m = first_members(km, l1, env, _ENVELOPE, k, kreasons,
-                                              what="message key member")
-        enveloped = (member_kind(km, kpayload_m) == KIND_OBJECT) & (kschema_m >= 0)
-        l2 = np.flatnonzero(km.level == 2)
-        in_payload = (km.parent[l2] >= 0) & (km.parent[l2] == kpayload_m[km.event[l2]])
-        members = np.concatenate([l1[~enveloped[km.event[l1]]], l2[in_payload]])
-        members.sort()
+        kreasons = new_reasons(len(need))
+        km, members, hints = self._key_members(kp, kreasons)
         kcols = schema.key_columns
         kcode = match_strings(kp.data, km.name_start[members], km.name_end[members],
                               km.name_escaped[members], [c.name for c in kcols])
-        schema_id, hints_of = _schema_hints(kp, km, kschema_m, None, _key_fields,
-                                            self._defaults(), kreasons)
-        if self.strict:
-            arrow_validate(kp, no_reason(kreasons), kreasons)
         for i, c in enumerate(kcols):
             sel = members[kcode == i]
-            arr = column_array(kp, km, sel, c, c.type, k, kreasons,
-                               hints_of(c, schema_id[km.event[sel]]))
-            got = np.zeros(k, dtype=bool)
-            got[km.event[sel]] = True
-            take = got & ~key_given[c.name][need]
-            refuse(kreasons, ~got & ~key_given[c.name][need],
-                   f"key column {c.name!r} is in neither the row nor the message key")
-            full_idx = np.full(len(reasons), -1, dtype=np.int64)
-            full_idx[need[take]] = np.flatnonzero(take)
-            fill = arr.take(pa.array(full_idx, mask=full_idx < 0))
-            use = np.zeros(len(reasons), dtype=bool)
-            use[need[take]] = True
-            keys[c.name] = pc.if_else(pa.array(use), fill, keys[c.name])
-            key_given[c.name] |= use
+            arr = column_array(kp, km, sel, c, c.type, len(need), kreasons,
+                               hints(c, hints.schema_id[km.event[sel]]))
+            _fill_key(c, arr, km.event[sel], need, keys, key_given, kreasons)
         hit = ~no_reason(kreasons)
         rows = need[hit]
         refuse_each(reasons, rows, [str(r) for r in kreasons[hit]])
 
-    def _source_seq(self, parts: Parts, m: Members, reasons: np.ndarray, need: np.ndarray,
-                    ts_m: np.ndarray, lsn_m: np.ndarray, file_m: np.ndarray,
-                    pos_m: np.ndarray, row_m: np.ndarray) -> pa.Array:
-        """The ``seq`` of each event from its source position (``sequence_source``)."""
-        n = len(need)
-        if self.sequence_source == "lsn":
-            v, given = int_member(parts, m, lsn_m, reasons, "source.lsn {raw} is not an integer")
-            refuse(reasons, need & ~given, "seq is missing (no source.lsn)")
-        elif self.sequence_source == "ts_ms":
-            v, given = int_member(parts, m, ts_m, reasons,
-                                  "source.ts_ms {raw} is not an integer")
-            refuse(reasons, need & ~given, "seq is missing (no source.ts_ms)")
-        else:  # binlog
-            pos, given = int_member(parts, m, pos_m, reasons,
-                                    "source.pos {raw} is not an integer")
-            row, _ = int_member(parts, m, row_m, reasons, "source.row {raw} is not an integer")
-            fk = member_kind(m, file_m)
-            has_file = np.flatnonzero(fk == KIND_STRING)
-            fm = file_m[has_file]
-            number = np.full(n, -1, dtype=np.int64)
-            if len(fm):
-                names = spans(parts, m.value_start[fm] + 1, m.value_end[fm] - 1)
-                digits = pc.extract_regex(names.cast(pa.binary()).cast(pa.string(), safe=False),
-                                          r"\.(?P<n>[0-9]{1,9})$").field("n")
-                num = np.asarray(pc.cast(digits, pa.int64()).fill_null(-1).to_numpy(
-                    zero_copy_only=False), dtype=np.int64)
-                number[has_file] = num
-            refuse_members(reasons, parts, m, file_m[(fk >= 0) & (number < 0) & need],
-                           "source.file {raw} is not a binlog file name (name.NNNNNN)")
-            refuse(reasons, need & ~given, "seq is missing (no source.pos)")
-            refuse(reasons, need & (number < 0), "seq is missing (no source.file)")
-            refuse(reasons, need & given & ((pos < 0) | (pos >= 1 << 32)),
-                   "source.pos is outside 0..2**32-1")
-            refuse(reasons, need & ((row < 0) | (row >= 1 << 31)),
-                   "source.row is outside 0..2**31-1")
-            ok = need & given & (number >= 0) & (pos >= 0) & (pos < 1 << 32) & (row >= 0) \
-                & (row < 1 << 31)
-            v = np.where(ok, (number << 32) + pos + row, 0)
-            given = ok
-        return pa.array(v, pa.int64(), mask=~given)
+    def _key_members(self, kp: Parts, kreasons: np.ndarray
+                     ) -> tuple[Members, np.ndarray, SchemaHints]:
+        """Indexes message keys: the members of each key object (or of its envelope's
+        payload, in document order) and their envelope schema hints."""
+        missing = ~kp.valid | (kp.lengths == 0) | _is_null_literal(kp)
+        refuse(kreasons, missing, "the row lacks its key and the message key is null")
+        km, (kschema_m, kpayload_m) = index_top(kp, scan(kp, ~missing, max_level=2), ENVELOPE,
+                                                kreasons, prefix="message key: ",
+                                                what="message key member")
+        enveloped = (member_kind(km, kpayload_m) == KIND_OBJECT) & (kschema_m >= 0)
+        l1 = np.flatnonzero(km.level == 1)
+        members = np.concatenate([l1[~enveloped[km.event[l1]]],
+                                  children(km, kpayload_m, level=2)])
+        members.sort()
+        hints = SchemaHints(kp, km, kschema_m, None, key_fields, self._defaults(), kreasons)
+        if self.strict:
+            arrow_validate(kp, no_reason(kreasons), kreasons)
+        return km, members, hints
 
 
 @dataclass
-class _Shared:
-    """Events that began with the same envelope prefix ``{"schema": S,`` (cut off)."""
+class _Body:
+    """Where each event's change is: the members of its payload (enveloped events) or of
+    the value itself (-1 where an event has no such member)."""
 
-    mask: np.ndarray
-    schema: bytes
-
-
-def _strip_shared_schema(parts: Parts) -> tuple[Parts, _Shared | None]:
-    """Cuts the envelope schema off the events that repeat the first event's.
-
-    Kafka Connect's JSON converter writes ``{"schema":S,"payload":P}`` with the same S
-    for every event of a table, and S is most of the bytes. The first event is indexed
-    alone to find its prefix ``{"schema":S,``; every event starting with exactly those
-    bytes (one vectorized comparison) is rewritten as ``{"payload":P}`` into a compact
-    copy of the run, and is given S by :meth:`DebeziumDecoder._schema_hints`. The prefix
-    is valid JSON in the first event, so the grammar check of the rest still covers the
-    whole event.
-    """
-    live = np.flatnonzero(parts.valid & (parts.lengths > 12))
-    if len(live) < 2:
-        return parts, None
-    e = int(live[0])
-    d = parts.data
-    s0 = int(parts.starts[e])
-    if d[s0:s0 + 10].tobytes() != b'{"schema":':
-        return parts, None
-    one = sub_parts(parts, e, e + 1)
-    sc = scan(one, np.ones(1, dtype=bool), max_level=1)
-    m = sc.members
-    if sc.reasons[0] is not None or len(m) < 2:
-        return parts, None
-    names = match_strings(d, m.name_start[:2], m.name_end[:2], m.name_escaped[:2], _ENVELOPE)
-    cut = int(skip_ws(d, m.name_start[1:2] - 2, -1)[0])  # the comma before "payload"
-    if names.tolist() != [0, 1] or m.kind[0] != KIND_OBJECT or d[cut] != ord(","):
-        return parts, None
-    size = cut + 1 - s0
-    cand = parts.valid & (parts.lengths > size)
-    same = pc.equal(spans(parts, parts.starts, parts.starts + size, valid=cand),
-                    pa.scalar(d[s0:cut + 1].tobytes(), pa.binary_view()))
-    shared = np.asarray(same.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-    if shared.sum() < 2:
-        return parts, None
-    begin = np.where(shared, parts.starts + size - 1, parts.starts)
-    lengths = parts.ends - begin
-    buf = gather(d, begin, lengths)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    buf[starts[shared]] = ord("{")
-    schema_text = d[int(m.value_start[0]):int(m.value_end[0])].tobytes()
-    out = Parts(buffer=pa.py_buffer(buf), data=buf, starts=starts, ends=ends,
-                valid=parts.valid)
-    return out, _Shared(mask=shared, schema=schema_text)
+    schema_m: np.ndarray  # the envelope's "schema"
+    before_m: np.ndarray
+    after_m: np.ndarray
+    source_m: np.ndarray
+    op_m: np.ndarray
+    ts_m: np.ndarray
+    level: np.ndarray  # level of the body's members: 2 in an envelope, else 1
 
 
 @dataclass
-class _Defaults:
-    """Encodings of fields the envelope does not describe (decoder options)."""
+class _Ops:
+    """Each event's canonical op and the row object it applies."""
 
-    unit: int
-    base64: bool
+    op: np.ndarray  # int8 op codes
+    skip: np.ndarray  # tombstones and messages: neither decoded nor rejected
+    message: np.ndarray  # logical decoding messages (op "m")
+    live: np.ndarray  # ~skip
+    is_delete: np.ndarray
+    is_truncate: np.ndarray
+    row_m: np.ndarray  # "before" of a delete, "after" otherwise, -1 for a truncate
+    keyless_delete: np.ndarray  # a delete without a "before" object
 
 
-_MAX_SCHEMA_DEPTH = 64
-"""Deepest nesting accepted in an envelope schema (Debezium's are a handful deep)."""
+@dataclass
+class _Row:
+    """The columns read from the events' row objects (all events, null where absent)."""
+
+    keys: dict[str, pa.Array]
+    key_given: dict[str, np.ndarray]
+    values: dict[str, tuple[pa.Array, np.ndarray]]
 
 
-def _schema_hints(parts: Parts, m: Members, schema_m: np.ndarray, shared: _Shared | None,
-                  fields_of: Callable[[Any], dict[str, dict[str, Any]]], defaults: _Defaults,
-                  reasons: np.ndarray) -> tuple[np.ndarray, Any]:
-    """Distinct envelope schemas, parsed once each.
-
-    An envelope schema that is not a valid Kafka Connect schema (not JSON, nested too
-    deeply, members of the wrong JSON type, a decimal scale that is not an integer in
-    0..38) refuses its events with a reason.
+def _body(parts: Parts, m: Members, schema_m: np.ndarray, payload_m: np.ndarray,
+          tomb: np.ndarray, reasons: np.ndarray) -> tuple[_Body, np.ndarray]:
+    """Finds each event's body (its payload when enveloped, else the value); a ``null``
+    payload is one more tombstone.
 
     Returns:
-        The schema id of each event (-1: no envelope schema) and a function giving
-        the :class:`Hints` of a column's members from their schema ids.
+        The body members and the tombstones.
     """
-    n = parts.n
-    has = np.flatnonzero(member_kind(m, schema_m) == KIND_OBJECT)
-    schema_id = np.full(n, -1, dtype=np.int64)
-    fields: list[dict[str, dict[str, Any]]] = []
-    errors: list[str | None] = []
-
-    def add(text: bytes | None) -> None:
-        try:
-            fields.append(fields_of(_load_schema(text)))
-            errors.append(None)
-        except _BadSchema as exc:
-            fields.append({})
-            errors.append(f"invalid envelope schema: {exc}")
-
-    if len(has):
-        sm = schema_m[has]
-        enc = pc.dictionary_encode(spans(parts, m.value_start[sm], m.value_end[sm]))
-        schema_id[has] = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
-        for text in enc.dictionary.to_pylist():
-            add(text)
-    if shared is not None:
-        schema_id[shared.mask] = len(fields)
-        add(shared.schema)
-    for u, err in enumerate(errors):
-        if err is not None:
-            refuse(reasons, schema_id == u, err)
-
-    def hints_of(c: Column, ids: np.ndarray) -> Hints:
-        if not (pa.types.is_timestamp(c.type) or pa.types.is_decimal(c.type)):
-            return Hints(connect=True)
-        unit = np.full(len(fields) + 1, defaults.unit, dtype=np.int64)
-        b64 = np.full(len(fields) + 1, defaults.base64, dtype=bool)
-        scale = np.full(len(fields) + 1, getattr(c.type, "scale", 0), dtype=np.int64)
-        for u, fs in enumerate(fields):
-            f = fs.get(c.name)
-            if f is None:
-                continue
-            unit[u] = _TS_UNIT_BY_NAME.get(f.get("name"), defaults.unit)  # type: ignore[arg-type]
-            if pa.types.is_decimal(c.type):
-                b64[u] = f.get("type") == "bytes"
-                params = f.get("parameters") or {}
-                scale[u] = _scale(params.get("scale"), int(scale[u]))
-        return Hints(ts_unit=unit[ids], dec_base64=b64[ids], dec_scale=scale[ids],
-                     connect=True)
-
-    return schema_id, hints_of
+    payload_kind = member_kind(m, payload_m)
+    tomb = tomb | (payload_kind == KIND_NULL)
+    refuse(reasons, (payload_kind >= 0) & (payload_kind != KIND_OBJECT) & ~tomb,
+           "'payload' is not an object")
+    envelope = payload_kind == KIND_OBJECT
+    schema_kind = member_kind(m, schema_m)
+    refuse(reasons, envelope & (schema_kind >= 0) & (schema_kind != KIND_OBJECT)
+           & (schema_kind != KIND_NULL), "'schema' is not an object")
+    l1 = np.flatnonzero(m.level == 1)
+    members = np.concatenate([l1[~envelope[m.event[l1]]], children(m, payload_m, level=2)])
+    members.sort()
+    before_m, after_m, source_m, op_m, ts_m = named_members(parts, m, members, _BODY, reasons)
+    return _Body(schema_m=schema_m, before_m=before_m, after_m=after_m, source_m=source_m,
+                 op_m=op_m, ts_m=ts_m, level=np.where(envelope, 2, 1)), tomb
 
 
-class _BadSchema(Exception):
-    """An envelope schema that is not a valid Kafka Connect schema."""
+def _fill_key(c: Column, arr: pa.Array, got_events: np.ndarray, need: np.ndarray,
+              keys: dict[str, pa.Array], key_given: dict[str, np.ndarray],
+              kreasons: np.ndarray) -> None:
+    """Takes key column ``c`` of the events ``need`` that lack it from their message
+    keys' values ``arr`` (one per event of ``need``; ``got_events`` have one)."""
+    n = len(key_given[c.name])
+    got = np.zeros(len(need), dtype=bool)
+    got[got_events] = True
+    lacks = ~key_given[c.name][need]
+    take = got & lacks
+    refuse(kreasons, ~got & lacks,
+           f"key column {c.name!r} is in neither the row nor the message key")
+    full_idx = np.full(n, -1, dtype=np.int64)
+    full_idx[need[take]] = np.flatnonzero(take)
+    fill = arr.take(pa.array(full_idx, mask=full_idx < 0))
+    use = np.zeros(n, dtype=bool)
+    use[need[take]] = True
+    keys[c.name] = pc.if_else(pa.array(use), fill, keys[c.name])
+    key_given[c.name] |= use
 
 
-def _load_schema(text: bytes | None) -> Any:
-    """Parses an envelope schema; deep nesting is refused (Python's parser raises
-    ``RecursionError`` beyond its limit; anything deeper than Debezium writes is refused
-    below it)."""
-    if text is None:
-        return None
-    try:
-        s = json.loads(text)
-    except RecursionError:
-        raise _BadSchema(f"nested deeper than {_MAX_SCHEMA_DEPTH} levels") from None
-    except ValueError as exc:
-        raise _BadSchema(f"not JSON ({type(exc).__name__})") from None
-    if _depth(s) > _MAX_SCHEMA_DEPTH:
-        raise _BadSchema(f"nested deeper than {_MAX_SCHEMA_DEPTH} levels")
-    return s
-
-
-def _depth(v: Any) -> int:
-    """Nesting depth of a parsed JSON value (iterative)."""
-    best = 0
-    stack = [(v, 1)]
-    while stack:
-        x, d = stack.pop()
-        if isinstance(x, dict):
-            best = max(best, d)
-            stack.extend((y, d + 1) for y in x.values())
-        elif isinstance(x, list):
-            best = max(best, d)
-            stack.extend((y, d + 1) for y in x)
-    return best
-
-
-def _scale(v: Any, default: int) -> int:
-    """A decimal field's ``scale`` parameter (int or integer text) in 0..38, or -1
-    (which refuses the field's values)."""
-    if v is None:
-        return default
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v) < 10:
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 38:
-        return -1
-    return v
-
-
-def _struct_fields(s: Any, what: str) -> list[dict[str, Any]]:
-    if not isinstance(s, dict):
-        raise _BadSchema(f"{what} is not an object")
-    fs = s.get("fields")
-    if fs is None:
-        return []
-    if not isinstance(fs, list):
-        raise _BadSchema(f"{what}.fields is not an array")
-    for f in fs:
-        if not isinstance(f, dict):
-            raise _BadSchema(f"{what}.fields holds a non-object")
-        params = f.get("parameters")
-        if params is not None and not isinstance(params, dict):
-            raise _BadSchema(f"field {f.get('field')!r}: parameters is not an object")
-        if isinstance(params, dict) and _scale(params.get("scale"), 0) < 0:
-            raise _BadSchema(f"field {f.get('field')!r}: decimal scale "
-                             f"{str(params.get('scale'))[:40]!r} is not an integer in 0..38")
-        for k in ("field", "name", "type"):
-            if f.get(k) is not None and not isinstance(f.get(k), str):
-                raise _BadSchema(f"field {str(f.get('field'))[:40]!r}: {k} is not a string")
-    return fs
-
-
-def _row_fields(s: Any) -> dict[str, dict[str, Any]]:
-    """Field schemas of the row struct (``after``, else ``before``) of an envelope schema.
-
-    Raises:
-        _BadSchema: The schema is not a Kafka Connect struct schema.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    if s is None:
-        return out
-    for f in _struct_fields(s, "schema"):
-        if f.get("field") in ("before", "after"):
-            for g in _struct_fields(f, f"schema.{f['field']}"):
-                if isinstance(g.get("field"), str):
-                    out.setdefault(g["field"], g)
-    return out
-
-
-def _key_fields(s: Any) -> dict[str, dict[str, Any]]:
-    """Field schemas of a message key's struct schema."""
-    if s is None:
-        return {}
-    return {f["field"]: f for f in _struct_fields(s, "key schema")
-            if isinstance(f.get("field"), str)}
+def _event_ts(parts: Parts, m: Members, src_ts_m: np.ndarray, ts_m: np.ndarray,
+              reasons: np.ndarray) -> np.ndarray | None:
+    """Each event's timestamp: ``source.ts_ms``, else the payload's ``ts_ms``
+    (:data:`TS_MISSING` for neither; ``None`` when no event has one)."""
+    src_ts, src_given = int_member(parts, m, src_ts_m, reasons,
+                                   "source.ts_ms {raw} is not an integer")
+    ts_v, ts_given = int_member(parts, m, ts_m, reasons, "ts_ms {raw} is not an integer")
+    ts_v = np.where(src_given, src_ts, ts_v)
+    ts_given |= src_given
+    return np.where(ts_given, ts_v, TS_MISSING) if ts_given.any() else None
 
 
 def _placeholder_forms(placeholder: str | bytes | None) -> tuple[str, ...]:
@@ -799,115 +573,3 @@ def _is_null_literal(parts: Parts) -> np.ndarray:
     out = np.zeros(parts.n, dtype=bool)
     out[np.flatnonzero(lit)[hit]] = True
     return out
-
-
-# ====================================================================== encoding
-_CONNECT_TYPES = {
-    "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
-    "float32": "float", "float64": "double", "bool": "boolean", "string": "string",
-    "binary": "bytes",
-}
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def _field_schema(c: Column, decimal_handling: str) -> dict[str, Any]:
-    t = c.type
-    f: dict[str, Any] = {"field": c.name, "optional": c.nullable}
-    if pa.types.is_date32(t):
-        f.update(type="int32", name="io.debezium.time.Date", version=1)
-    elif pa.types.is_timestamp(t):
-        f.update(type="int64", name="io.debezium.time.MicroTimestamp", version=1)
-    elif pa.types.is_decimal(t):
-        if decimal_handling == "string":
-            f.update(type="string")
-        else:
-            f.update(type="bytes", name=_DECIMAL, version=1,
-                     parameters={"scale": str(t.scale),
-                                 "connect.decimal.precision": str(t.precision)})
-    else:
-        from cdc_sink.schema import type_to_str
-
-        f.update(type=_CONNECT_TYPES[type_to_str(t)])
-    return f
-
-
-def _debezium_value(v: Any, c: Column, decimal_handling: str) -> Any:
-    t = c.type
-    if v is None:
-        return None
-    if pa.types.is_date32(t):
-        if isinstance(v, str):
-            v = dt.date.fromisoformat(v)
-        return (v - dt.date(1970, 1, 1)).days if isinstance(v, dt.date) else v
-    if pa.types.is_timestamp(t):
-        if isinstance(v, str):
-            v = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-        if isinstance(v, dt.datetime):
-            v = v if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)
-            return (v - _EPOCH) // dt.timedelta(microseconds=1)
-        return v
-    if pa.types.is_decimal(t):
-        d = decimal.Decimal(str(v))
-        if decimal_handling == "string":
-            return str(d)
-        with decimal.localcontext(decimal.Context(prec=120)):
-            unscaled = int(d.scaleb(t.scale).to_integral_value())
-        size = max(1, (unscaled.bit_length() + 8) // 8)
-        return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
-    if pa.types.is_binary(t):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    return v
-
-
-def encode_debezium(op: str, before: Mapping[str, Any] | None,
-                    after: Mapping[str, Any] | None, schema: TableSchema, *, envelope: bool,
-                    ts_ms: int | None = None, source_ts_ms: int | None = None,
-                    decimal_handling: Literal["precise", "string"] = "precise") -> bytes:
-    """Encodes one Debezium change event as JSON (tests and demos; per event).
-
-    Dates are written as days (``io.debezium.time.Date``), timestamps as microseconds
-    (``MicroTimestamp``), decimals as base64 unscaled bytes (``precise``) or strings,
-    binaries as base64.
-
-    Args:
-        op: Debezium op: ``c``, ``r``, ``u``, ``d`` (or ``t``/``m``).
-        before: Row before the change (column name → value), or ``None``.
-        after: Row after the change, or ``None``.
-        schema: The table schema (columns of ``before``/``after`` must be in it).
-        envelope: Wrap in ``{"schema", "payload"}`` with Kafka Connect field schemas.
-        ts_ms: Payload ``ts_ms``.
-        source_ts_ms: ``source.ts_ms``.
-        decimal_handling: Debezium ``decimal.handling.mode`` to imitate.
-
-    Returns:
-        The message value.
-    """
-    def row(r: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        if r is None:
-            return None
-        return {k: _debezium_value(v, schema.column(k), decimal_handling) for k, v in r.items()}
-
-    source: dict[str, Any] = {"version": "2.7.0.Final", "connector": "cdc_sink",
-                              "name": "cdc_sink", "db": "demo", "table": "demo"}
-    if source_ts_ms is not None:
-        source["ts_ms"] = source_ts_ms
-    payload: dict[str, Any] = {"before": row(before), "after": row(after), "source": source,
-                               "op": op}
-    if ts_ms is not None:
-        payload["ts_ms"] = ts_ms
-    if not envelope:
-        return json.dumps(payload, separators=(",", ":")).encode("utf-8")
-    row_schema = {"type": "struct", "optional": True, "name": "demo.Value",
-                  "fields": [_field_schema(c, decimal_handling) for c in schema.columns]}
-    env_schema = {
-        "type": "struct", "optional": False, "name": "demo.Envelope", "version": 1,
-        "fields": [dict(row_schema, field="before"), dict(row_schema, field="after"),
-                   {"type": "struct", "optional": False, "field": "source",
-                    "name": "io.debezium.connector.demo.Source", "fields": [
-                        {"type": "string", "optional": False, "field": "version"},
-                        {"type": "int64", "optional": True, "field": "ts_ms"}]},
-                   {"type": "string", "optional": False, "field": "op"},
-                   {"type": "int64", "optional": True, "field": "ts_ms"}],
-    }
-    return json.dumps({"schema": env_schema, "payload": payload},
-                      separators=(",", ":")).encode("utf-8")

@@ -55,13 +55,13 @@ import datetime as dt
 import decimal
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
-from cdc_sink.formats import TS_MISSING, Decoded, Decoder, FormatName
 from cdc_sink.formats._arrays import (
     Columns,
     Parts,
@@ -77,27 +77,30 @@ from cdc_sink.formats._arrays import (
     refuse,
     sub_parts,
 )
+from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, EventEncoder, FormatName
+from cdc_sink.formats._jsonmembers import (
+    children,
+    column_array,
+    index_top,
+    int_member,
+    member_kind,
+    refuse_members,
+    string_codes,
+)
 from cdc_sink.formats._jsonscan import (
     KIND_ARRAY,
     KIND_FALSE,
     KIND_NULL,
     KIND_OBJECT,
-    KIND_STRING,
     RUN_BYTES,
+    Members,
     arrow_validate,
     match_strings,
     scan,
 )
-from cdc_sink.formats._jsonvalues import (
-    column_array,
-    first_members,
-    int_member,
-    member_kind,
-    refuse_members,
-)
 from cdc_sink.schema import TableSchema
 
-__all__ = ["JsonDecoder", "encode_json", "json_value"]
+__all__ = ["JsonDecoder", "encode_json", "json_encoder", "json_value"]
 
 _TOP = ("op", "key", "set", "seq", "ts_ms")
 OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
@@ -131,6 +134,13 @@ def encode_json(event: Mapping[str, Any]) -> bytes:
         The message value.
     """
     return json.dumps(json_value(event), ensure_ascii=False).encode("utf-8")
+
+
+def json_encoder(schema: TableSchema) -> EventEncoder:
+    """The ``json`` encoder of native events (the registry's): :func:`encode_json`, which
+    writes every event as it is whatever the schema."""
+    del schema
+    return encode_json
 
 
 # ====================================================================== decoding
@@ -172,106 +182,134 @@ class JsonDecoder(Decoder):
         return assemble(schema, merge_columns(pieces, schema), pos)
 
     def _decode_run(self, parts: Parts, schema: TableSchema) -> Columns:
-        n = parts.n
-        reasons = new_reasons(n)
+        """Decodes one run of events, phase by phase. The phases run in the order their
+        reject reasons take precedence (an event keeps the first reason it is given)."""
+        reasons = new_reasons(parts.n)
         refuse(reasons, ~parts.valid, "null message value")
         refuse(reasons, parts.valid & (parts.lengths == 0), "empty message value")
-        sc = scan(parts, no_reason(reasons), max_level=2)
-        bad_structure = np.flatnonzero(~no_reason(sc.reasons))
-        reasons[bad_structure] = sc.reasons[bad_structure]
-        m = sc.members
-        data = parts.data
-
-        top = np.flatnonzero(m.level == 1)
-        codes = match_strings(data, m.name_start[top], m.name_end[top], m.name_escaped[top],
-                              _TOP)
-        op_m, key_m, set_m, seq_m, ts_m = first_members(m, top, codes, _TOP, n, reasons)
-
-        # ---- op
-        op = np.full(n, -1, dtype=np.int8)
-        op_kind = member_kind(m, op_m)
-        str_op = np.flatnonzero(op_kind == KIND_STRING)
-        mo = op_m[str_op]
-        op[str_op] = match_strings(data, m.value_start[mo] + 1, m.value_end[mo] - 1,
-                                   m.value_escaped[mo], OP_NAMES)
-        is_delete = op == OP_DELETE
-        # a truncate names no key, sets nothing and needs no seq: ignore those members
-        is_truncate = op == OP_TRUNCATE
-        key_m[is_truncate] = -1
-        set_m[is_truncate] = -1
-        seq_m[is_truncate] = -1
-
-        # ---- key and set objects
-        one_key = len(schema.primary_key) == 1
-        key_kind = member_kind(m, key_m)
-        key_scalar = (key_kind >= 0) & np.isin(key_kind, (KIND_OBJECT, KIND_NULL, KIND_ARRAY),
-                                                  invert=True)
-        key_scalar &= one_key
-        refuse(reasons, (key_kind != KIND_OBJECT) & ~key_scalar & ~is_truncate,
-               "event has no 'key' object")
-        set_kind = member_kind(m, set_m)
-        refuse(reasons, ~is_delete & (set_kind >= 0)
-               & np.isin(set_kind, (KIND_OBJECT, KIND_NULL, KIND_FALSE), invert=True),
-               "'set' is not an object")
-
-        # ---- members of key and set
-        l2 = np.flatnonzero(m.level == 2)
-        ev2, par = m.event[l2], m.parent[l2]
-        km = l2[(par >= 0) & (par == key_m[ev2])]
-        sm = l2[(par >= 0) & (par == set_m[ev2]) & ~is_delete[ev2]]
-        key_cols = schema.key_columns
-        val_cols = schema.value_columns
-        kcode = match_strings(data, m.name_start[km], m.name_end[km], m.name_escaped[km],
-                              [c.name for c in key_cols])
-        refuse_members(reasons, parts, m, km[kcode < 0], "unknown key column {name!r}",
-                       use_name=True)
-        scode = match_strings(data, m.name_start[sm], m.name_end[sm], m.name_escaped[sm],
-                              [c.name for c in val_cols] + [c.name for c in key_cols])
-        refuse_members(reasons, parts, m, sm[scode >= len(val_cols)],
-                       "key column {name!r} inside 'set'", use_name=True)
-        refuse_members(reasons, parts, m, sm[scode < 0], "unknown column {name!r}",
-                       use_name=True)
-
-        # ---- op reasons (after the structural ones, as from_events orders them)
-        no_op = op_m < 0
-        refuse(reasons, no_op, "unknown op None")
-        refuse_members(reasons, parts, m, op_m[(op < 0) & ~no_op], "unknown op {raw}")
-
-        # ---- columns
-        keys: dict[str, pa.Array] = {}
-        for i, c in enumerate(key_cols):
-            sel = km[kcode == i]
-            if one_key:
-                sel = np.sort(np.concatenate([sel, key_m[key_scalar]]))
-            keys[c.name] = column_array(parts, m, sel, c, c.type, n, reasons)
-        vals: dict[str, tuple[pa.Array, np.ndarray]] = {}
-        for i, c in enumerate(val_cols):
-            sel = sm[scode == i]
-            if not len(sel):
-                continue
-            present = np.zeros(n, dtype=bool)
-            present[m.event[sel]] = True
-            vals[c.name] = (column_array(parts, m, sel, c, c.type, n, reasons), present)
-
-        # ---- seq and ts_ms
-        seq_v, seq_given = int_member(parts, m, seq_m, reasons,
-                                      "seq {raw} is not a 64-bit integer")
-        seq = None
-        if schema.sequence_column is not None:
-            s_name = schema.sequence_column
-            if s_name in vals:
-                s_arr, s_present = vals[s_name]
-                s_ok = s_present & np.asarray(s_arr.is_valid(), dtype=bool) & ~seq_given
-                s_vals = np.asarray(s_arr.cast(pa.int64()).fill_null(0).to_numpy(
-                    zero_copy_only=False), dtype=np.int64)
-                seq_v = np.where(s_ok, s_vals, seq_v)
-                seq_given |= s_ok
-            refuse(reasons, ~seq_given & ~is_truncate, "seq is missing")
-            seq = pa.array(seq_v, pa.int64(), mask=~seq_given)
-        ts_v, ts_given = int_member(parts, m, ts_m, reasons,
+        m, top = index_top(parts, scan(parts, no_reason(reasons), max_level=2), _TOP, reasons)
+        ev = _events(parts, m, top, schema, reasons)
+        _refuse_ops(parts, m, ev, reasons)
+        keys = _key_columns(parts, m, ev, schema, reasons)
+        vals = _set_columns(parts, m, ev, schema, reasons)
+        seq = _seq(parts, m, ev, schema, vals, reasons)
+        ts_v, ts_given = int_member(parts, m, ev.ts_m, reasons,
                                     "ts_ms {raw} is not an integer (milliseconds)")
         ts = np.where(ts_given, ts_v, TS_MISSING) if ts_given.any() else None
-
         if self.strict:
             arrow_validate(parts, no_reason(reasons), reasons)
-        return Columns(op=op, keys=keys, values=vals, seq=seq, reasons=reasons, ts_ms=ts)
+        return Columns(op=ev.op, keys=keys, values=vals, seq=seq, reasons=reasons, ts_ms=ts)
+
+
+@dataclass
+class _Events:
+    """The top-level members of each event and what they hold (-1: no such member)."""
+
+    op: np.ndarray  # op code (-1: unknown)
+    op_m: np.ndarray
+    key_m: np.ndarray  # -1 for a truncate, which names no key
+    seq_m: np.ndarray  # -1 for a truncate
+    ts_m: np.ndarray
+    is_truncate: np.ndarray
+    key_scalar: np.ndarray  # a bare scalar key (one-column keys)
+    key_members: np.ndarray  # members of the key objects
+    key_code: np.ndarray  # their key column (index in schema.key_columns; -1: unknown)
+    set_members: np.ndarray  # members of the set objects (not of deletes)
+    set_code: np.ndarray  # their value column (index in schema.value_columns), or a key
+    # column after the value columns, or -1
+
+
+def _events(parts: Parts, m: Members, top: np.ndarray, schema: TableSchema,
+            reasons: np.ndarray) -> _Events:
+    """Reads each event's op and finds the members of its ``key`` and ``set`` objects;
+    refuses a missing key, a ``set`` that is not an object, and unknown or key columns
+    in ``set``."""
+    op_m, key_m, set_m, seq_m, ts_m = top
+    op = string_codes(parts, m, op_m, OP_NAMES).astype(np.int8)
+    is_delete = op == OP_DELETE
+    # a truncate names no key, sets nothing and needs no seq: ignore those members
+    is_truncate = op == OP_TRUNCATE
+    key_m[is_truncate] = -1
+    set_m[is_truncate] = -1
+    seq_m[is_truncate] = -1
+    key_kind = member_kind(m, key_m)
+    key_scalar = (key_kind >= 0) & np.isin(key_kind, (KIND_OBJECT, KIND_NULL, KIND_ARRAY),
+                                              invert=True)
+    key_scalar &= len(schema.primary_key) == 1
+    refuse(reasons, (key_kind != KIND_OBJECT) & ~key_scalar & ~is_truncate,
+           "event has no 'key' object")
+    set_kind = member_kind(m, set_m)
+    refuse(reasons, ~is_delete & (set_kind >= 0)
+           & np.isin(set_kind, (KIND_OBJECT, KIND_NULL, KIND_FALSE), invert=True),
+           "'set' is not an object")
+    km = children(m, key_m, level=2)
+    sm = children(m, set_m, level=2)
+    sm = sm[~is_delete[m.event[sm]]]
+    key_cols, val_cols = schema.key_columns, schema.value_columns
+    data = parts.data
+    kcode = match_strings(data, m.name_start[km], m.name_end[km], m.name_escaped[km],
+                          [c.name for c in key_cols])
+    refuse_members(reasons, parts, m, km[kcode < 0], "unknown key column {name!r}",
+                   use_name=True)
+    scode = match_strings(data, m.name_start[sm], m.name_end[sm], m.name_escaped[sm],
+                          [c.name for c in val_cols] + [c.name for c in key_cols])
+    refuse_members(reasons, parts, m, sm[scode >= len(val_cols)],
+                   "key column {name!r} inside 'set'", use_name=True)
+    refuse_members(reasons, parts, m, sm[scode < 0], "unknown column {name!r}",
+                   use_name=True)
+    return _Events(op=op, op_m=op_m, key_m=key_m, seq_m=seq_m, ts_m=ts_m,
+                   is_truncate=is_truncate, key_scalar=key_scalar, key_members=km,
+                   key_code=kcode, set_members=sm, set_code=scode)
+
+
+def _refuse_ops(parts: Parts, m: Members, ev: _Events, reasons: np.ndarray) -> None:
+    """Op reasons (after the structural ones, as ``from_events`` orders them)."""
+    no_op = ev.op_m < 0
+    refuse(reasons, no_op, "unknown op None")
+    refuse_members(reasons, parts, m, ev.op_m[(ev.op < 0) & ~no_op], "unknown op {raw}")
+
+
+def _key_columns(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
+                 reasons: np.ndarray) -> dict[str, pa.Array]:
+    """Each key column of every event (from the key object, or a bare scalar key)."""
+    keys: dict[str, pa.Array] = {}
+    for i, c in enumerate(schema.key_columns):
+        sel = ev.key_members[ev.key_code == i]
+        if len(schema.primary_key) == 1:
+            sel = np.sort(np.concatenate([sel, ev.key_m[ev.key_scalar]]))
+        keys[c.name] = column_array(parts, m, sel, c, c.type, parts.n, reasons)
+    return keys
+
+
+def _set_columns(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
+                 reasons: np.ndarray) -> dict[str, tuple[pa.Array, np.ndarray]]:
+    """The value columns the events set, with the mask of events setting each."""
+    vals: dict[str, tuple[pa.Array, np.ndarray]] = {}
+    for i, c in enumerate(schema.value_columns):
+        sel = ev.set_members[ev.set_code == i]
+        if not len(sel):
+            continue
+        present = np.zeros(parts.n, dtype=bool)
+        present[m.event[sel]] = True
+        vals[c.name] = (column_array(parts, m, sel, c, c.type, parts.n, reasons), present)
+    return vals
+
+
+def _seq(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
+         vals: dict[str, tuple[pa.Array, np.ndarray]], reasons: np.ndarray) -> pa.Array | None:
+    """Each event's ``seq`` (else the sequence column it sets); ``None`` without a
+    sequence column."""
+    seq_v, seq_given = int_member(parts, m, ev.seq_m, reasons,
+                                  "seq {raw} is not a 64-bit integer")
+    if schema.sequence_column is None:
+        return None
+    s_name = schema.sequence_column
+    if s_name in vals:
+        s_arr, s_present = vals[s_name]
+        s_ok = s_present & np.asarray(s_arr.is_valid(), dtype=bool) & ~seq_given
+        s_vals = np.asarray(s_arr.cast(pa.int64()).fill_null(0).to_numpy(
+            zero_copy_only=False), dtype=np.int64)
+        seq_v = np.where(s_ok, s_vals, seq_v)
+        seq_given |= s_ok
+    refuse(reasons, ~seq_given & ~ev.is_truncate, "seq is missing")
+    return pa.array(seq_v, pa.int64(), mask=~seq_given)

@@ -1,0 +1,293 @@
+"""The Kafka Connect envelope schema of Debezium events: sharing and hints (private).
+
+An enveloped event ``{"schema": S, "payload": P}`` carries its field schemas in S: the
+unit of a timestamp field (its ``name``), the form and scale of a decimal field. This
+module reads them for :mod:`cdc_sink.formats.debezium`:
+
+- :func:`strip_shared_schema` cuts S off the events that repeat the first event's S (S
+  is most of an event's bytes and repeats in every event of a table);
+- :class:`SchemaHints` parses each distinct S once (deduplicated by hashing its bytes
+  with Arrow) and gives the :class:`~cdc_sink.formats._jsonvalues.Hints` of a column's
+  members from their events' schema ids. A schema that is not a Kafka Connect struct
+  schema refuses its events with a reason; nothing here raises on message content.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdc_sink.formats._arrays import Parts, gather, refuse, spans, sub_parts
+from cdc_sink.formats._jsonmembers import member_kind
+from cdc_sink.formats._jsonscan import KIND_OBJECT, Members, match_strings, scan, skip_ws
+from cdc_sink.formats._jsonvalues import (
+    UNIT_DAYS,
+    UNIT_MS,
+    UNIT_NS,
+    UNIT_TIME_OF_DAY,
+    UNIT_US,
+    Hints,
+)
+from cdc_sink.schema import Column
+
+__all__ = ["ENVELOPE", "Defaults", "SchemaHints", "Shared", "key_fields", "row_fields",
+           "strip_shared_schema"]
+
+ENVELOPE = ("schema", "payload")
+"""Members of the Kafka Connect envelope, in the order the JSON converter writes them."""
+TS_UNIT_BY_NAME = {
+    "io.debezium.time.Timestamp": UNIT_MS,
+    "org.apache.kafka.connect.data.Timestamp": UNIT_MS,
+    "io.debezium.time.MicroTimestamp": UNIT_US,
+    "io.debezium.time.NanoTimestamp": UNIT_NS,
+    "io.debezium.time.Date": UNIT_DAYS,  # a date in a timestamp column: its midnight UTC
+    "org.apache.kafka.connect.data.Date": UNIT_DAYS,
+    "io.debezium.time.Time": UNIT_TIME_OF_DAY,
+    "io.debezium.time.MicroTime": UNIT_TIME_OF_DAY,
+    "io.debezium.time.NanoTime": UNIT_TIME_OF_DAY,
+    "org.apache.kafka.connect.data.Time": UNIT_TIME_OF_DAY,
+}
+"""Unit of an integer timestamp by its field schema's ``name``."""
+
+FieldsOf = Callable[[Any], dict[str, dict[str, Any]]]
+"""Field schemas by column name, from a parsed envelope (or key) schema."""
+
+
+@dataclass
+class Shared:
+    """Events that began with the same envelope prefix ``{"schema": S,`` (cut off)."""
+
+    mask: np.ndarray
+    schema: bytes
+
+
+def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
+    """Cuts the envelope schema off the events that repeat the first event's.
+
+    Kafka Connect's JSON converter writes ``{"schema":S,"payload":P}`` with the same S
+    for every event of a table, and S is most of the bytes. The first event is indexed
+    alone to find its prefix ``{"schema":S,``; every event starting with exactly those
+    bytes (one vectorized comparison) is rewritten as ``{"payload":P}`` into a compact
+    copy of the run, and is given S by :class:`SchemaHints`. The prefix
+    is valid JSON in the first event, so the grammar check of the rest still covers the
+    whole event.
+    """
+    live = np.flatnonzero(parts.valid & (parts.lengths > 12))
+    if len(live) < 2:
+        return parts, None
+    e = int(live[0])
+    d = parts.data
+    s0 = int(parts.starts[e])
+    if d[s0:s0 + 10].tobytes() != b'{"schema":':
+        return parts, None
+    one = sub_parts(parts, e, e + 1)
+    sc = scan(one, np.ones(1, dtype=bool), max_level=1)
+    m = sc.members
+    if sc.reasons[0] is not None or len(m) < 2:
+        return parts, None
+    names = match_strings(d, m.name_start[:2], m.name_end[:2], m.name_escaped[:2], ENVELOPE)
+    cut = int(skip_ws(d, m.name_start[1:2] - 2, -1)[0])  # the comma before "payload"
+    if names.tolist() != [0, 1] or m.kind[0] != KIND_OBJECT or d[cut] != ord(","):
+        return parts, None
+    size = cut + 1 - s0
+    cand = parts.valid & (parts.lengths > size)
+    same = pc.equal(spans(parts, parts.starts, parts.starts + size, valid=cand),
+                    pa.scalar(d[s0:cut + 1].tobytes(), pa.binary_view()))
+    shared = np.asarray(same.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    if shared.sum() < 2:
+        return parts, None
+    begin = np.where(shared, parts.starts + size - 1, parts.starts)
+    lengths = parts.ends - begin
+    buf = gather(d, begin, lengths)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    buf[starts[shared]] = ord("{")
+    schema_text = d[int(m.value_start[0]):int(m.value_end[0])].tobytes()
+    out = Parts(buffer=pa.py_buffer(buf), data=buf, starts=starts, ends=ends,
+                valid=parts.valid)
+    return out, Shared(mask=shared, schema=schema_text)
+
+
+@dataclass
+class Defaults:
+    """Encodings of fields the envelope does not describe (decoder options)."""
+
+    unit: int
+    base64: bool
+
+
+_MAX_SCHEMA_DEPTH = 64
+"""Deepest nesting accepted in an envelope schema (Debezium's are a handful deep)."""
+
+
+
+class SchemaHints:
+    """Distinct envelope schemas of a run's events, parsed once each.
+
+    An envelope schema that is not a valid Kafka Connect schema (not JSON, nested too
+    deeply, members of the wrong JSON type, a decimal scale that is not an integer in
+    0..38) refuses its events with a reason.
+
+    Args:
+        parts: The message values.
+        m: Their member index.
+        schema_m: The ``schema`` member of each event (-1: none).
+        shared: The events whose schema :func:`strip_shared_schema` cut off.
+        fields_of: Field schemas by column name of a parsed schema (:func:`row_fields`
+            or :func:`key_fields`).
+        defaults: Encodings of fields no schema describes.
+        reasons: Reject reasons of the events (updated).
+
+    Attributes:
+        schema_id: The schema id of each event (-1: no envelope schema).
+    """
+
+    def __init__(self, parts: Parts, m: Members, schema_m: np.ndarray, shared: Shared | None,
+                 fields_of: FieldsOf, defaults: Defaults, reasons: np.ndarray) -> None:
+        self.defaults = defaults
+        self.schema_id = np.full(parts.n, -1, dtype=np.int64)
+        self.fields: list[dict[str, dict[str, Any]]] = []
+        errors: list[str | None] = []
+        texts: list[bytes | None] = []
+        has = np.flatnonzero(member_kind(m, schema_m) == KIND_OBJECT)
+        if len(has):
+            sm = schema_m[has]
+            enc = pc.dictionary_encode(spans(parts, m.value_start[sm], m.value_end[sm]))
+            self.schema_id[has] = np.asarray(enc.indices.to_numpy(zero_copy_only=False),
+                                             np.int64)
+            texts.extend(enc.dictionary.to_pylist())
+        if shared is not None:
+            self.schema_id[shared.mask] = len(texts)
+            texts.append(shared.schema)
+        for text in texts:
+            try:
+                self.fields.append(fields_of(_load_schema(text)))
+                errors.append(None)
+            except _BadSchema as exc:
+                self.fields.append({})
+                errors.append(f"invalid envelope schema: {exc}")
+        for u, err in enumerate(errors):
+            if err is not None:
+                refuse(reasons, self.schema_id == u, err)
+
+    def __call__(self, c: Column, ids: np.ndarray) -> Hints:
+        """The hints of column ``c``'s members, from their events' schema ids ``ids``."""
+        if not (pa.types.is_timestamp(c.type) or pa.types.is_decimal(c.type)):
+            return Hints(connect=True)
+        k = len(self.fields) + 1
+        unit = np.full(k, self.defaults.unit, dtype=np.int64)
+        b64 = np.full(k, self.defaults.base64, dtype=bool)
+        scale = np.full(k, getattr(c.type, "scale", 0), dtype=np.int64)
+        for u, fs in enumerate(self.fields):
+            f = fs.get(c.name)
+            if f is None:
+                continue
+            unit[u] = TS_UNIT_BY_NAME.get(f.get("name"), self.defaults.unit)  # type: ignore[arg-type]
+            if pa.types.is_decimal(c.type):
+                b64[u] = f.get("type") == "bytes"
+                params = f.get("parameters") or {}
+                scale[u] = _scale(params.get("scale"), int(scale[u]))
+        return Hints(ts_unit=unit[ids], dec_base64=b64[ids], dec_scale=scale[ids],
+                     connect=True)
+
+
+class _BadSchema(Exception):
+    """An envelope schema that is not a valid Kafka Connect schema."""
+
+
+def _load_schema(text: bytes | None) -> Any:
+    """Parses an envelope schema; deep nesting is refused (Python's parser raises
+    ``RecursionError`` beyond its limit; anything deeper than Debezium writes is refused
+    below it)."""
+    if text is None:
+        return None
+    try:
+        s = json.loads(text)
+    except RecursionError:
+        raise _BadSchema(f"nested deeper than {_MAX_SCHEMA_DEPTH} levels") from None
+    except ValueError as exc:
+        raise _BadSchema(f"not JSON ({type(exc).__name__})") from None
+    if _depth(s) > _MAX_SCHEMA_DEPTH:
+        raise _BadSchema(f"nested deeper than {_MAX_SCHEMA_DEPTH} levels")
+    return s
+
+
+def _depth(v: Any) -> int:
+    """Nesting depth of a parsed JSON value (iterative)."""
+    best = 0
+    stack = [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            best = max(best, d)
+            stack.extend((y, d + 1) for y in x.values())
+        elif isinstance(x, list):
+            best = max(best, d)
+            stack.extend((y, d + 1) for y in x)
+    return best
+
+
+def _scale(v: Any, default: int) -> int:
+    """A decimal field's ``scale`` parameter (int or integer text) in 0..38, or -1
+    (which refuses the field's values)."""
+    if v is None:
+        return default
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v) < 10:
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 38:
+        return -1
+    return v
+
+
+def _struct_fields(s: Any, what: str) -> list[dict[str, Any]]:
+    if not isinstance(s, dict):
+        raise _BadSchema(f"{what} is not an object")
+    fs = s.get("fields")
+    if fs is None:
+        return []
+    if not isinstance(fs, list):
+        raise _BadSchema(f"{what}.fields is not an array")
+    for f in fs:
+        if not isinstance(f, dict):
+            raise _BadSchema(f"{what}.fields holds a non-object")
+        params = f.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            raise _BadSchema(f"field {f.get('field')!r}: parameters is not an object")
+        if isinstance(params, dict) and _scale(params.get("scale"), 0) < 0:
+            raise _BadSchema(f"field {f.get('field')!r}: decimal scale "
+                             f"{str(params.get('scale'))[:40]!r} is not an integer in 0..38")
+        for k in ("field", "name", "type"):
+            if f.get(k) is not None and not isinstance(f.get(k), str):
+                raise _BadSchema(f"field {str(f.get('field'))[:40]!r}: {k} is not a string")
+    return fs
+
+
+def row_fields(s: Any) -> dict[str, dict[str, Any]]:
+    """Field schemas of the row struct (``after``, else ``before``) of an envelope schema.
+
+    Raises:
+        _BadSchema: The schema is not a Kafka Connect struct schema.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if s is None:
+        return out
+    for f in _struct_fields(s, "schema"):
+        if f.get("field") in ("before", "after"):
+            for g in _struct_fields(f, f"schema.{f['field']}"):
+                if isinstance(g.get("field"), str):
+                    out.setdefault(g["field"], g)
+    return out
+
+
+def key_fields(s: Any) -> dict[str, dict[str, Any]]:
+    """Field schemas of a message key's struct schema."""
+    if s is None:
+        return {}
+    return {f["field"]: f for f in _struct_fields(s, "key schema")
+            if isinstance(f.get("field"), str)}

@@ -1,0 +1,189 @@
+"""Members of each event, and a column's values with their reject reasons (private).
+
+The layer between the structural index (:mod:`._jsonscan`) and the value conversion
+(:mod:`._jsonvalues`) that both JSON decoders share: the top-level members of every
+event (:func:`index_top`), the member of each event for each name, the children of an
+object member, integer members, a column's array over all events (refusing bad values
+with their reasons). All vectorized; the only per-member loops format reject reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.formats._arrays import Parts, int_bounds, no_reason, refuse, refuse_each, scatter
+from cdc_sink.formats._jsonscan import (
+    KIND_NULL,
+    KIND_NUMBER,
+    KIND_STRING,
+    JsonScan,
+    Members,
+    decode_string,
+    match_strings,
+    raw_text,
+)
+from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE, Hints, column_values, int_values
+from cdc_sink.schema import Column, type_to_str
+
+__all__ = ["children", "column_array", "first_members", "index_top", "int_member",
+           "member_kind", "refuse_members", "refuse_range", "string_codes"]
+
+_PG_INFINITY = {"9223372036825200000": "PostgreSQL 'infinity'",
+                "-9223372036832400000": "PostgreSQL '-infinity'",
+                "9223372036854775807": "PostgreSQL 'infinity'",
+                "-9223372036854775808": "PostgreSQL '-infinity'"}
+
+
+def index_top(parts: Parts, sc: JsonScan, names: Sequence[str], reasons: np.ndarray, *,
+              prefix: str = "", what: str = "member") -> tuple[Members, np.ndarray]:
+    """The opening of a JSON decode run, after :func:`~._jsonscan.scan`: takes the
+    structure reasons into ``reasons`` (after ``prefix``) and finds each event's
+    top-level member of each name.
+
+    Returns:
+        The members, and ``out[j, e]``: the member of event ``e`` named ``names[j]``
+        (-1 when absent; an event holding a name twice is refused, naming ``what``).
+    """
+    bad_structure = np.flatnonzero(~no_reason(sc.reasons))
+    if prefix:
+        reasons[bad_structure] = [prefix + r for r in sc.reasons[bad_structure]]
+    else:
+        reasons[bad_structure] = sc.reasons[bad_structure]
+    m = sc.members
+    top = np.flatnonzero(m.level == 1)
+    return m, named_members(parts, m, top, names, reasons, what)
+
+
+def named_members(parts: Parts, m: Members, members: np.ndarray, names: Sequence[str],
+                  reasons: np.ndarray, what: str = "member") -> np.ndarray:
+    """:func:`first_members` of ``members`` by their names (see :func:`index_top`)."""
+    codes = match_strings(parts.data, m.name_start[members], m.name_end[members],
+                          m.name_escaped[members], names)
+    return first_members(m, members, codes, names, len(reasons), reasons, what)
+
+
+def string_codes(parts: Parts, m: Members, idx: np.ndarray, names: Sequence[str]
+                 ) -> np.ndarray:
+    """Index in ``names`` of the string value of member ``idx`` of each event (-1: the
+    event has no such member, its value is not a string, or not one of ``names``)."""
+    code = np.full(len(idx), -1, dtype=np.int64)
+    at = np.flatnonzero(member_kind(m, idx) == KIND_STRING)
+    mo = idx[at]
+    code[at] = match_strings(parts.data, m.value_start[mo] + 1, m.value_end[mo] - 1,
+                             m.value_escaped[mo], names)
+    return code
+
+
+def children(m: Members, parent: np.ndarray, level: int | None = None) -> np.ndarray:
+    """Members whose parent is the member ``parent[e]`` of their event ``e`` (in document
+    order); only those at ``level`` when given."""
+    cand = np.flatnonzero(m.level >= 2) if level is None else np.flatnonzero(m.level == level)
+    par = m.parent[cand]
+    return cand[(par >= 0) & (par == parent[m.event[cand]])]
+
+
+def first_members(m: Members, members: np.ndarray, codes: np.ndarray, names: Sequence[str],
+                  n: int, reasons: np.ndarray, what: str = "member") -> np.ndarray:
+    """The member of each event for each name: ``out[j, e]`` (-1 when absent).
+
+    ``members`` must be in document order; an event holding a name twice is refused.
+    """
+    out = np.full((len(names), n), -1, dtype=np.int64)
+    for j, name in enumerate(names):
+        sel = members[codes == j]
+        ev = m.event[sel]
+        dup = ev[1:][ev[1:] == ev[:-1]]
+        if len(dup):
+            mask = np.zeros(n, dtype=bool)
+            mask[dup] = True
+            refuse(reasons, mask, f"duplicate {what} {name!r}")
+        out[j, ev] = sel
+    return out
+
+
+def member_kind(m: Members, idx: np.ndarray) -> np.ndarray:
+    """Kind of the member ``idx`` of each event (-1 where ``idx`` is -1)."""
+    if len(m) == 0:
+        return np.full(len(idx), -1, dtype=np.int64)
+    kinds: np.ndarray = np.where(idx >= 0, m.kind[np.maximum(idx, 0)], -1)
+    return kinds
+
+
+def refuse_members(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
+                   template: str, *, use_name: bool = False) -> None:
+    """Refuses the events of members ``sel`` with ``template`` formatted with each
+    member's value text (``{raw}``) or decoded name (``{name!r}``) (reject path)."""
+    if not len(sel):
+        return
+    texts = []
+    for i in sel.tolist():
+        if use_name:
+            name = decode_string(parts.data, int(m.name_start[i]), int(m.name_end[i]))
+            texts.append(template.format(name=name))
+        else:
+            texts.append(template.format(
+                raw=raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))))
+    refuse_each(reasons, m.event[sel], texts)
+
+
+def column_array(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: pa.DataType,
+                 n: int, reasons: np.ndarray, hints: Hints | None = None) -> pa.Array:
+    """Values of column ``c`` from its members ``sel`` (document order) as an array of
+    all ``n`` events; bad values and repeated members refuse their events."""
+    rows = m.event[sel]
+    dup = rows[1:][rows[1:] == rows[:-1]]
+    if len(dup):
+        mask = np.zeros(n, dtype=bool)
+        mask[dup] = True
+        refuse(reasons, mask, f"duplicate column {c.name!r}")
+    values, bad, oor = column_values(parts, m, sel, c, target, hints)
+    if oor.any():
+        refuse_range(reasons, parts, m, sel[oor], c)
+    refuse_members(reasons, parts, m, sel[bad & ~oor],
+                   f"column {c.name!r}: {{raw}} is not a valid {type_to_str(c.type)}")
+    return scatter(values, rows, n)
+
+
+def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
+                 c: Column) -> None:
+    """Refuses the events of members ``sel``, values out of the range of column ``c``
+    (reject path: one reason per member, naming the value and the range)."""
+    t = c.type
+    if pa.types.is_timestamp(t) or pa.types.is_date32(t):
+        detail = f" ({TEMPORAL_RANGE})"
+    elif pa.types.is_decimal(t):
+        detail = f" (at most {t.precision} digits, {t.scale} after the point)"
+    else:
+        detail = ""
+    head = f"column {c.name!r}: value out of range of {type_to_str(t)}{detail}: "
+    texts = []
+    for i in sel.tolist():
+        raw = raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))
+        note = _PG_INFINITY.get(raw)
+        texts.append(head + raw + (f" ({note})" if note else ""))
+    refuse_each(reasons, m.event[sel], texts)
+
+
+def int_member(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray,
+               template: str) -> tuple[np.ndarray, np.ndarray]:
+    """Integer value of the member ``idx`` of each event (-1: none; ``null`` counts as
+    none). Other values refuse the event with ``template`` (``{raw}``).
+
+    Returns:
+        The values (0 where missing) and the mask of events that have one.
+    """
+    n = len(idx)
+    kinds = member_kind(m, idx)
+    num = np.flatnonzero(kinds == KIND_NUMBER)
+    v, bad, _ = int_values(parts, m, idx[num], *int_bounds(pa.int64()))
+    out = np.zeros(n, dtype=np.int64)
+    given = np.zeros(n, dtype=bool)
+    out[num[~bad]] = v[~bad]
+    given[num[~bad]] = True
+    wrong = np.concatenate([idx[num[bad]],
+                            idx[(kinds >= 0) & (kinds != KIND_NUMBER) & (kinds != KIND_NULL)]])
+    refuse_members(reasons, parts, m, np.sort(wrong), template)
+    return out, given
