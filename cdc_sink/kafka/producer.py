@@ -19,7 +19,9 @@ two backends behind one interface, confluent-kafka (librdkafka) by default and
 kafka-python when confluent-kafka cannot be imported or ``backend="kafka-python"``.
 Deliveries are asynchronous; failed ones are collected and raised as one
 :class:`DeliveryError` from :meth:`RawProducer.flush` (or handed to an ``on_error``
-callback instead)::
+callback instead). The backends live in :mod:`cdc_sink.kafka._clients`, key encoding in
+:mod:`cdc_sink.kafka._keys` and the value encoders in the format registry
+(:mod:`cdc_sink.formats`); this module re-exports their public names::
 
     with CdcProducer("127.0.0.1:9092", "orders", schema) as p:
         p.insert({"order_id": 1}, {"status": "new", "amount": "12.50"}, seq=1)
@@ -30,19 +32,24 @@ callback instead)::
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime as dt
-import decimal
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.formats import EventEncoder, FormatName, get_format
+from cdc_sink.kafka._clients import (
+    BackendName,
+    Client,
+    DeliveryError,
+    DeliveryFailure,
+    Headers,
+    new_client,
+    resolve_backend,
+)
+from cdc_sink.kafka._keys import encode_key, event_keys
 from cdc_sink.schema import TableSchema
 
 __all__ = [
@@ -58,189 +65,6 @@ __all__ = [
     "value_encoder",
 ]
 
-FormatName = Literal["json", "rowv2", "debezium"]
-BackendName = Literal["auto", "confluent", "kafka-python"]
-Headers = Sequence[tuple[str, bytes]]
-_EVENT_FIELDS = frozenset({"op", "key", "set", "seq", "ts_ms"})
-
-
-# -- errors -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeliveryFailure:
-    """One record Kafka did not accept.
-
-    Attributes:
-        topic: The topic it was sent to.
-        key: Its Kafka key.
-        error: The client's error message.
-        code: The error's name (librdkafka code or kafka-python exception class).
-        retriable: Whether the client classified the error as retriable.
-        partition: The partition, when one was chosen (-1 otherwise).
-    """
-
-    topic: str
-    key: bytes | None
-    error: str
-    code: str
-    retriable: bool = False
-    partition: int = -1
-
-
-class DeliveryError(CdcSinkError):
-    """Kafka did not accept one or more records.
-
-    Attributes:
-        failures: Every failed delivery, in the order they were reported.
-    """
-
-    def __init__(self, failures: Sequence[DeliveryFailure]) -> None:
-        self.failures = list(failures)
-        first = self.failures[0] if self.failures else None
-        detail = (f"; first: topic {first.topic!r} key {first.key!r}: {first.code}: "
-                  f"{first.error}" if first else "")
-        super().__init__(f"{len(self.failures)} record(s) were not delivered{detail}")
-
-
-# -- backends ---------------------------------------------------------------------------
-
-
-def resolve_backend(backend: BackendName = "auto") -> Literal["confluent", "kafka-python"]:
-    """Picks the client library: confluent-kafka when importable, else kafka-python.
-
-    Raises:
-        ValueError: ``backend`` is not one of the names.
-        ImportError: The requested library is not installed.
-    """
-    if backend not in ("auto", "confluent", "kafka-python"):
-        raise ValueError(f"backend must be 'auto', 'confluent' or 'kafka-python', "
-                         f"got {backend!r}")
-    if backend == "kafka-python":
-        import kafka
-
-        return "kafka-python"
-    try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        if backend == "confluent":
-            raise
-        import kafka  # noqa: F401
-
-        return "kafka-python"
-    return "confluent"
-
-
-class _Client:
-    """What a backend does: queue a record, report its fate through a callback."""
-
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                headers: Headers | None, timestamp_ms: int | None,
-                done: Callable[[DeliveryFailure | None], None]) -> None:
-        raise NotImplementedError
-
-    def poll(self) -> None:
-        """Serves delivery callbacks that are ready (no-op for threaded clients)."""
-
-    def flush(self, timeout: float) -> None:
-        raise NotImplementedError
-
-    def close(self, timeout: float) -> None:
-        raise NotImplementedError
-
-
-class _ConfluentClient(_Client):
-    def __init__(self, bootstrap_servers: str, config: Mapping[str, Any]) -> None:
-        from confluent_kafka import Producer
-
-        conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap_servers,
-            "partitioner": "murmur2_random",  # Java's partitioner: same key, same partition
-            "enable.idempotence": True,  # acks=all, no duplicates or reordering on retry
-            "linger.ms": 5,
-        }
-        conf.update(config)
-        self._p = Producer(conf)
-
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                headers: Headers | None, timestamp_ms: int | None,
-                done: Callable[[DeliveryFailure | None], None]) -> None:
-        from confluent_kafka import KafkaException
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is None:
-                done(None)
-            else:
-                part = msg.partition()
-                done(DeliveryFailure(topic=msg.topic() or topic, key=msg.key(), error=err.str(),
-                                     code=err.name(), retriable=bool(err.retriable()),
-                                     partition=-1 if part is None else int(part)))
-
-        while True:
-            try:
-                self._p.produce(topic, value=value, key=key,
-                                headers=list(headers) if headers else None,
-                                timestamp=timestamp_ms or 0, on_delivery=on_delivery)
-                return
-            except BufferError:  # local queue full: serve callbacks, then retry
-                self._p.poll(0.05)
-            except KafkaException as exc:  # refused before queueing (size, unknown topic)
-                err = exc.args[0]
-                done(DeliveryFailure(topic=topic, key=key, error=err.str(), code=err.name(),
-                                     retriable=bool(err.retriable())))
-                return
-
-    def poll(self) -> None:
-        self._p.poll(0)
-
-    def flush(self, timeout: float) -> None:
-        self._p.flush(timeout)
-
-    def close(self, timeout: float) -> None:
-        self._p.flush(timeout)
-        close = getattr(self._p, "close", None)  # confluent-kafka >= 2.6
-        if close is not None:
-            close()
-
-
-class _KafkaPythonClient(_Client):
-    def __init__(self, bootstrap_servers: str, config: Mapping[str, Any]) -> None:
-        from kafka import KafkaProducer
-
-        conf: dict[str, Any] = {"acks": "all", "linger_ms": 5}
-        conf.update(config)
-        # kafka-python's DefaultPartitioner is murmur2, as Java's and librdkafka's
-        # murmur2_random: one key maps to one partition whichever client produced it.
-        self._p = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), **conf)
-
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                headers: Headers | None, timestamp_ms: int | None,
-                done: Callable[[DeliveryFailure | None], None]) -> None:
-        from kafka.errors import KafkaError
-
-        def fail(exc: BaseException) -> None:
-            done(DeliveryFailure(topic=topic, key=key, error=str(exc) or type(exc).__name__,
-                                 code=type(exc).__name__,
-                                 retriable=bool(getattr(exc, "retriable", False))))
-
-        try:
-            fut = self._p.send(topic, value=value, key=key,
-                               headers=list(headers) if headers else None,
-                               timestamp_ms=timestamp_ms)
-        except KafkaError as exc:  # refused before queueing (metadata timeout, size)
-            fail(exc)
-            return
-        fut.add_callback(lambda _md: done(None))
-        fut.add_errback(fail)
-
-    def flush(self, timeout: float) -> None:
-        from kafka.errors import KafkaTimeoutError
-
-        with contextlib.suppress(KafkaTimeoutError):  # the caller counts what is pending
-            self._p.flush(timeout=timeout)
-
-    def close(self, timeout: float) -> None:
-        self._p.close(timeout=timeout)
 
 
 # -- byte-level producer ----------------------------------------------------------------
@@ -270,9 +94,7 @@ class RawProducer:
         self._delivered = 0
         self._lock = threading.Lock()
         self._closed = False
-        self._client: _Client = (_ConfluentClient(bootstrap_servers, config)
-                                 if self.backend == "confluent"
-                                 else _KafkaPythonClient(bootstrap_servers, config))
+        self._client: Client = new_client(self.backend, bootstrap_servers, config)
 
     @property
     def pending(self) -> int:
@@ -388,41 +210,6 @@ class RawProducer:
                 self.close()
 
 
-# -- keys ---------------------------------------------------------------------------------
-
-
-def _json_scalar(v: Any) -> Any:
-    if isinstance(v, decimal.Decimal):
-        return str(v)
-    if isinstance(v, dt.datetime):
-        if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return v.isoformat()
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    if isinstance(v, bytes):
-        return base64.b64encode(v).decode("ascii")
-    return v
-
-
-def encode_key(values: Sequence[Any]) -> bytes:
-    """The Kafka key of an event: canonical JSON of its key values in key order.
-
-    Pass values as Arrow gives them back for the key columns' types (so ``Decimal("1.5")``
-    of a ``decimal128(12, 2)`` key is ``Decimal("1.50")``): equal keys, equal bytes.
-    Decimals are strings, dates and timestamps ISO strings (timestamps in UTC, no
-    offset), binaries base64.
-
-    Args:
-        values: Key values in primary-key order.
-
-    Returns:
-        UTF-8 JSON, e.g. ``b'[42]'`` or ``b'["eu",7]'``.
-    """
-    return json.dumps([_json_scalar(v) for v in values], separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8")
-
-
 # -- the CDC producer ---------------------------------------------------------------------
 
 
@@ -437,7 +224,8 @@ class CdcProducer:
         bootstrap_servers: ``host:port[,host:port...]``.
         topic: The topic the events go to.
         schema: The table schema (a :class:`TableSchema` or its dictionary form).
-        format: ``"json"`` (native JSON), ``"rowv2"`` or ``"debezium"``.
+        format: One of :data:`cdc_sink.formats.FORMATS`: ``"json"`` (native JSON),
+            ``"debezium"`` or ``"rowv2"``.
         backend: Kafka client, see :class:`RawProducer`.
         stamp_ts: Stamp ``ts_ms`` (produce-time wall clock) on every event and record.
         validate: Check every event against the schema before sending (on by default).
@@ -455,8 +243,7 @@ class CdcProducer:
                  backend: BackendName = "auto", stamp_ts: bool = True, validate: bool = True,
                  on_error: Callable[[DeliveryFailure], None] | None = None,
                  debezium_envelope: bool = True, **producer_config: Any) -> None:
-        if format not in ("json", "rowv2", "debezium"):
-            raise ValueError(f"format must be 'json', 'rowv2' or 'debezium', got {format!r}")
+        get_format(format)  # an unknown format is an InvalidOption naming the valid ones
         self.topic = topic
         self.schema = schema if isinstance(schema, TableSchema) else TableSchema.from_dict(
             schema)
@@ -580,45 +367,6 @@ class CdcProducer:
         self._raw.__exit__(exc_type, exc, tb)
 
 
-def event_keys(events: Sequence[Mapping[str, Any]], schema: TableSchema, *,
-               validate: bool = True) -> list[bytes]:
-    """Kafka keys of ``events``: :func:`encode_key` of their key values cast to the key
-    columns' types, after validating the events against ``schema`` (in one vectorized
-    pass, :meth:`cdc_sink.ChangeBatch.from_events`).
-
-    Args:
-        events: Native events ``{"op", "key", "set"?, "seq"?, "ts_ms"?}``.
-        schema: The table schema.
-        validate: Check the events (off: only the keys are read, as given).
-
-    Returns:
-        One key per event.
-
-    Raises:
-        ValueError: An event does not fit the schema (names its index and why).
-    """
-    from cdc_sink.changes import ChangeBatch
-
-    for i, e in enumerate(events):
-        if not isinstance(e, Mapping):
-            raise ValueError(f"event #{i} is not a mapping: {type(e).__name__}")
-        extra = sorted(set(e) - _EVENT_FIELDS)
-        if extra and validate:
-            raise ValueError(f"event #{i}: unknown field(s) {extra}; an event has "
-                             f"{sorted(_EVENT_FIELDS)}")
-    if validate:
-        batch, rejects = ChangeBatch.from_events(events, schema)
-        if len(rejects):
-            pos, reason = int(rejects.positions[0]), rejects.reasons[0]
-            e = events[pos]
-            raise ValueError(f"invalid {e.get('op')!r} event #{pos} "
-                             f"(key {e.get('key')!r}): {reason}")
-        columns = [k.to_pylist() for k in batch.keys]
-    else:
-        columns = [_loose_key_column(events, name, schema) for name in schema.primary_key]
-    return [encode_key(vals) for vals in zip(*columns, strict=True)]
-
-
 def _event(op: str, key: Any, sets: Mapping[str, Any] | None,
            seq: int | None) -> dict[str, Any]:
     e: dict[str, Any] = {"op": op, "key": key}
@@ -629,25 +377,10 @@ def _event(op: str, key: Any, sets: Mapping[str, Any] | None,
     return e
 
 
-def _loose_key_column(events: Sequence[Mapping[str, Any]], name: str,
-                      schema: TableSchema) -> list[Any]:
-    """Key values of unvalidated events (cast through Arrow when possible)."""
-    import pyarrow as pa
-
-    one = len(schema.primary_key) == 1
-    raw = []
-    for e in events:
-        k = e.get("key")
-        raw.append(k.get(name) if isinstance(k, Mapping) else (k if one else None))
-    try:
-        return list(pa.array(raw, type=schema.column(name).type).to_pylist())
-    except (pa.ArrowException, TypeError, ValueError, decimal.InvalidOperation):
-        return raw
-
-
 def value_encoder(format: FormatName, schema: TableSchema, *,
-                  debezium_envelope: bool = True) -> Callable[[Mapping[str, Any]], bytes]:
-    """The value encoder of a wire format, for native events (from :mod:`cdc_sink.formats`).
+                  debezium_envelope: bool = True) -> EventEncoder:
+    """The value encoder of a wire format, for native events: the encoder of the format in
+    the registry of :mod:`cdc_sink.formats` (:meth:`~cdc_sink.formats.Format.new_encoder`).
 
     ``json`` writes the event as it is (:func:`cdc_sink.formats.native_json.encode_json`);
     ``rowv2`` writes the op byte and the row (``seq`` as the sequence column's value; no
@@ -659,42 +392,18 @@ def value_encoder(format: FormatName, schema: TableSchema, *,
     connectors do) when insert or update semantics matter.
 
     Args:
-        format: ``json``, ``rowv2`` or ``debezium``.
+        format: One of :data:`cdc_sink.formats.FORMATS`.
         schema: The table schema.
         debezium_envelope: Wrap Debezium events in the Kafka Connect ``schema``/``payload``
-            envelope (``value.converter.schemas.enable=true``, Debezium's default).
+            envelope (``value.converter.schemas.enable=true``, Debezium's default; other
+            formats ignore it).
 
     Returns:
         A function from one native event to its message value.
+
+    Raises:
+        InvalidOption: ``format`` is not a known format (a ``ValueError``).
     """
-    if format == "json":
-        from cdc_sink.formats.native_json import encode_json
-
-        return lambda e: encode_json(e)
-    if format == "rowv2":
-        from cdc_sink.formats.rowv2 import encode_event
-
-        return lambda e: encode_event(e, schema)
-    if format != "debezium":
-        raise ValueError(f"format must be 'json', 'rowv2' or 'debezium', got {format!r}")
-    from cdc_sink.formats.debezium import encode_debezium
-
-    seq_col = schema.sequence_column
-    order = {c.name: i for i, c in enumerate(schema.columns)}
-
-    def encode(e: Mapping[str, Any]) -> bytes:
-        key = e.get("key")
-        if not isinstance(key, Mapping):
-            key = {schema.primary_key[0]: key}
-        row = dict(key) if e["op"] == "delete" else {**key, **(e.get("set") or {})}
-        if seq_col is not None and e.get("seq") is not None:
-            row[seq_col] = e["seq"]
-        row = dict(sorted(row.items(), key=lambda kv: order.get(kv[0], len(order))))
-        ts = e.get("ts_ms")
-        if e["op"] == "delete":
-            return encode_debezium("d", row, None, schema, envelope=debezium_envelope,
-                                   ts_ms=ts)
-        op = "c" if e["op"] == "insert" else "u"
-        return encode_debezium(op, None, row, schema, envelope=debezium_envelope, ts_ms=ts)
-
-    return encode
+    fmt = get_format(format)
+    options = {"envelope": debezium_envelope} if "envelope" in fmt.encoder_options else {}
+    return fmt.new_encoder(schema, **options)
