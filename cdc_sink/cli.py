@@ -32,6 +32,8 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``cdc-sink``."""
+    from cdc_sink.formats import FORMATS
+
     parser = argparse.ArgumentParser(
         prog="cdc-sink",
         description="A realtime-updatable columnar table fed by Kafka CDC through Spark.")
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "and check them against the expected state.")
     demo.add_argument("--events", type=int, default=20_000, help="events to produce "
                       "(default 20000)")
-    demo.add_argument("--format", choices=("json", "rowv2", "debezium"), default="json",
+    demo.add_argument("--format", choices=FORMATS, default="json",
                       help="wire format on Kafka (default json)")
     demo.add_argument("--apply-mode", choices=("driver", "executors"), default="driver",
                       help="where micro-batches are applied (default driver)")

@@ -78,6 +78,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 def build_parser() -> argparse.ArgumentParser:
     """The job's arguments."""
+    from cdc_sink.formats import FORMATS
+
     p = argparse.ArgumentParser(
         prog="cdc_to_tablets",
         description="Apply Kafka CDC events to a cdc_sink table with Spark Structured "
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", required=True,
                    help="topic to read (comma-separated for several)")
     p.add_argument("--table-path", required=True, help="the cdc_sink table directory")
-    p.add_argument("--format", choices=("json", "rowv2", "debezium"), default="json",
+    p.add_argument("--format", choices=FORMATS, default="json",
                    help="encoding of the Kafka values (default json)")
     p.add_argument("--decoder-option", action="append", default=[], metavar="KEY=VALUE",
                    help="option of the format's decoder (repeatable; VALUE is parsed as "

@@ -22,14 +22,16 @@ from typing import Any
 import pyarrow as pa
 
 from cdc_sink.demo.orders import OrderRecord
-from cdc_sink.kafka.producer import CdcProducer, FormatName, encode_key, value_encoder
+from cdc_sink.formats import FormatName, get_format
+from cdc_sink.kafka.producer import CdcProducer, encode_key
 from cdc_sink.schema import TableSchema
 
 __all__ = ["malformed_value", "produce_records"]
 
 
 def _encode(fmt: FormatName, event: Mapping[str, Any], schema: TableSchema) -> bytes:
-    return value_encoder(fmt, schema)(event)
+    """``event`` encoded by the format's encoder in the registry (default options)."""
+    return get_format(fmt).new_encoder(schema)(event)
 
 
 def _with_column_type(schema: TableSchema, name: str, t: pa.DataType) -> TableSchema:
@@ -40,7 +42,11 @@ def _with_column_type(schema: TableSchema, name: str, t: pa.DataType) -> TableSc
 
 def malformed_value(record: OrderRecord, fmt: FormatName, schema: TableSchema, *,
                     ts_ms: int | None = None) -> bytes:
-    """The value bytes of a malformed record (see the module docstring)."""
+    """The value bytes of a malformed record (see the module docstring).
+
+    Raises:
+        InvalidOption: ``fmt`` is not a known format.
+    """
     event = dict(record.event)
     if ts_ms is not None:
         event["ts_ms"] = ts_ms
