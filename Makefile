@@ -8,6 +8,8 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: install demo test unit lint bench clean
 
+# Installs every extra (spark, kafka, metrics, cli) and the dev tools; pip picks the newest
+# pyspark of the supported range (docs/compatibility.md).
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven with apt"; \
@@ -23,7 +25,7 @@ $(STAMP): pyproject.toml
 	    --no-install-recommends gcc libc6-dev >/dev/null; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[all,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
