@@ -443,14 +443,14 @@ def test_pushed_filters_skip_pages(tmp_path: Path,
     filter it cannot apply goes back to Spark."""
     from pyspark.sql.datasource import GreaterThanOrEqual, StringStartsWith
 
-    import cdc_sink.tablet.memtablet as memtablet
+    import cdc_sink.tablet.reads as reads
 
     t = cdc_sink.create_table(tmp_path / "pages", SCHEMA, options=TableOptions.for_tests())
     t.apply([{"op": "insert", "key": {"id": i}, "set": {"i64": i * 10, "s": "x"}}
              for i in range(400)])
     t.compact()  # page statistics live in base pages: a snapshot makes them
     skipped = 0
-    real = memtablet.may_match
+    real = reads.may_match
 
     def counting(stats: Any, p: Any) -> bool:
         nonlocal skipped
@@ -458,7 +458,7 @@ def test_pushed_filters_skip_pages(tmp_path: Path,
         skipped += not ok
         return ok
 
-    monkeypatch.setattr(memtablet, "may_match", counting)
+    monkeypatch.setattr(reads, "may_match", counting)
     ds = CdcSinkDataSource({"path": t.root, "columns": "id,i64"})
     reader = ds.reader(ds.schema())
     keep = GreaterThanOrEqual(("i64",), 3500)

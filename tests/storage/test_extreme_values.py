@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cdc_sink.tablet.memtablet as memtablet
+import cdc_sink.tablet.reads as reads
 from cdc_sink.changes import OP_UPSERT
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.framing import read_records
@@ -222,14 +222,14 @@ def test_pages_of_extreme_values_are_skipped_by_their_statistics(scratch: Path,
     t.compact()
     t = open_table(scratch / "t")
     calls = {"skipped": 0}
-    real = memtablet.may_match
+    real = reads.may_match
 
     def counting(stats: Any, p: Any) -> bool:
         ok = real(stats, p)
         calls["skipped"] += not ok
         return ok
 
-    monkeypatch.setattr(memtablet, "may_match", counting)
+    monkeypatch.setattr(reads, "may_match", counting)
     for pred in [("day", "=", hi_day), ("at", ">", dt.datetime(2000, 1, 1, tzinfo=UTC)),
                  ("dec_38_0", ">=", top)]:
         calls["skipped"] = 0
