@@ -9,7 +9,7 @@ Each mark is one line on stderr::
 spark-submit JVM that runs the SparkContext (user + system, from ``/proc``). Nothing of
 the job is changed: the marks wrap ``SparkSession.Builder.getOrCreate``,
 ``cdc_sink.spark.sink`` (the table open), ``DataStreamWriter.start``, the sink's
-``__call__`` (one micro-batch) and ``Table._load_bucket`` (a tablet load), and a
+``__call__`` (one micro-batch) and ``TableState.load_bucket`` (a tablet load), and a
 progress listener prints each trigger's ``durationMs``.
 """
 
@@ -47,7 +47,7 @@ def _install() -> None:
 
     import cdc_sink.spark
     from cdc_sink.spark.writer import SinkFunction
-    from cdc_sink.table import Table
+    from cdc_sink.table_state import TableState
 
     get_or_create = SparkSession.Builder.getOrCreate
 
@@ -115,7 +115,7 @@ def _install() -> None:
 
     SinkFunction.__call__ = batch  # type: ignore[method-assign]
 
-    load = Table._load_bucket
+    load = TableState.load_bucket
 
     def load_bucket(self: Any, bucket: int, version: int) -> Any:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -124,7 +124,7 @@ def _install() -> None:
              wall_s=f"{time.perf_counter() - t0:.4f}", cpu_s=f"{time.process_time() - c0:.4f}")
         return t
 
-    Table._load_bucket = load_bucket  # type: ignore[method-assign]
+    TableState.load_bucket = load_bucket  # type: ignore[method-assign]
 
 
 def main() -> int:

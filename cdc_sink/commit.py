@@ -1,39 +1,115 @@
 """The two-phase commit protocol of a table (internal: the executors apply mode uses it).
 
-A commit of version ``v`` happens in two steps, which may run in different processes:
+A commit of version ``v`` happens in two steps, which may run in different processes::
 
-1. *prepare*, once per bucket the batch touches (on the driver, or on the executor that
-   owns the bucket): the bucket's tablet applies the batch in memory as pending version
-   ``v`` and its change is written durably (a WAL segment, or snapshot pages for a bulk
-   batch) without being visible;
-2. *commit*, once per version on the driver: one log entry names every prepared bucket's
-   file and makes version ``v`` visible atomically; or *abort*, which rolls the pending
-   tablets back and removes their files.
+    prepare  once per bucket the batch touches (on the driver, or on the executor that
+             owns the bucket): bring the bucket's tablet to v - 1, write the batch as a
+             WAL segment unique to this attempt (fsynced) -- or, for a large batch into
+             an empty bucket, as a snapshot of the bucket at v (the bulk path) --, maybe
+             snapshot v - 1, and apply the batch in memory as pending version v
+    commit   once per version, on the driver: write the rejects file, then create log
+             entry v exclusively, naming every prepared bucket's file -> visible
+             (CommitConflict: another writer won v -> abort)
+    abort    roll the pending tablets back and remove the attempt's files, unless the
+             log says v was committed with them after all
 
-These functions are not part of the public :class:`~cdc_sink.table.Table` API: a user
-applies batches with :meth:`Table.apply <cdc_sink.table.Table.apply>` (or the Spark sink),
-which runs both steps itself.
+What a process prepared and has not seen decided is kept per bucket as a
+:class:`~cdc_sink.pending.PendingBucket`. A user applies batches with
+:meth:`Table.apply <cdc_sink.table.Table.apply>` (or the Spark sink), which runs every
+step itself; the public functions here are for a driver that commits what executors
+prepared.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch
-from cdc_sink.table import CommitResult, PreparedBucket
+from cdc_sink import maintenance
+from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.errors import CommitConflict, VersionNotFound
+from cdc_sink.pending import PendingBucket
+from cdc_sink.storage.faults import fault_point, register
+from cdc_sink.storage.rejects import reject_records, sorted_rejects, write_rejects
+from cdc_sink.storage.segments import write_change_segment
+from cdc_sink.storage.snapshot import apply_locations, write_snapshot
+from cdc_sink.storage.version_log import BucketRef, LogEntry
+from cdc_sink.table_state import TableState
+from cdc_sink.tablet import ApplyResult, MemTablet
 
 if TYPE_CHECKING:
     from cdc_sink.table import Table
 
-__all__ = ["CommitResult", "PreparedBucket", "abort_prepared", "commit_prepared",
-           "prepare_bucket"]
+__all__ = [
+    "CommitResult",
+    "PreparedBucket",
+    "abort_prepared",
+    "apply_batch",
+    "bucket_tablet",
+    "commit_prepared",
+    "prepare_bucket",
+]
+
+register("table.prepared", "table.rejects_written", "table.committed")
 
 
-def prepare_bucket(table: Table, bucket: int, version: int,
-                   batch: ChangeBatch) -> PreparedBucket:
+@dataclass
+class PreparedBucket:
+    """A bucket's prepared transaction: the picklable message from applier to committer.
+
+    Attributes:
+        bucket: The bucket.
+        version: The version it was prepared for.
+        segment: Its WAL segment (relative path); ``None`` for a bulk write, whose
+            snapshot (at ``version``) is the durable record.
+        snapshot: A snapshot written with it, if any (of ``version - 1``, or of
+            ``version`` for a bulk write).
+        counts: Apply counts.
+        reject_positions: Input positions of events the tablet refused.
+        reject_reasons: Their reasons.
+        files: Other files written by this attempt (snapshot page files).
+    """
+
+    bucket: int
+    version: int
+    segment: str | None
+    snapshot: str | None
+    counts: dict[str, int]
+    reject_positions: np.ndarray
+    reject_reasons: list[str]
+    files: list[str] = field(default_factory=list)
+
+    def rejects(self) -> Rejects:
+        """The events the bucket's tablet refused."""
+        positions = np.asarray(self.reject_positions, dtype=np.int64)
+        return Rejects(positions, list(self.reject_reasons))
+
+
+@dataclass
+class CommitResult:
+    """What ``Table.apply`` did.
+
+    Attributes:
+        version: The version created (or, when skipped, the latest version).
+        skipped: The ``(app_id, batch_id)`` was committed before; nothing was done.
+        counts: Inserted/updated/deleted/ignored/stale/rejected event counts.
+        rejects: Positions (input index) and reasons of the refused events.
+        buckets: Buckets the version touched.
+    """
+
+    version: int
+    skipped: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
+    rejects: Rejects = field(default_factory=Rejects)
+    buckets: list[int] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- public entry points
+def prepare_bucket(table: Table, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
     """Prepares ``batch`` (events of one bucket) as pending version ``version``.
 
     Args:
@@ -43,41 +119,277 @@ def prepare_bucket(table: Table, bucket: int, version: int,
         batch: The bucket's events, decoded and validated.
 
     Returns:
-        What the driver needs to commit the bucket: the file written and its statistics.
+        What the committer needs: the files written and the apply counts.
+
+    Raises:
+        CommitConflict: The log is no longer at ``version - 1``.
     """
-    return table.prepare_bucket(bucket, version, batch)
+    return _prepare(table._state, bucket, version, batch)
 
 
-def commit_prepared(table: Table, version: int, prepared: Sequence[PreparedBucket], *,
-                    app_id: str | None = None, batch_id: int | None = None,
-                    events: int | None = None, rejects: pa.Table | None = None,
-                    source_offsets: Mapping[str, Mapping[str, int]] | None = None
-                    ) -> CommitResult:
+def commit_prepared(
+    table: Table,
+    version: int,
+    prepared: Sequence[PreparedBucket],
+    *,
+    app_id: str | None = None,
+    batch_id: int | None = None,
+    events: int | None = None,
+    rejects: pa.Table | None = None,
+    source_offsets: Mapping[str, Mapping[str, int]] | None = None,
+) -> CommitResult:
     """Makes version ``version`` visible with every bucket of ``prepared``, atomically.
+
+    ``rejects`` (columns of :data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`) are written
+    durably first and named by the log entry, so they exist exactly when the version
+    does; ``source_offsets`` go into the entry.
 
     Args:
         table: The table, opened on the driver.
         version: The version being committed.
         prepared: Every prepared bucket of the version.
         app_id: The writing application, for idempotent replays (with ``batch_id``).
-        batch_id: The micro-batch id; a (``app_id``, ``batch_id``) already committed is
-            not committed twice.
-        events: How many events the batch held (recorded in the version's metadata).
+        batch_id: The micro-batch id.
+        events: How many events the batch held (recorded in the version's stats).
         rejects: The batch's rejected events, stored with the version.
-        source_offsets: Kafka offsets the version covers, per topic and partition.
+        source_offsets: Per topic and partition, the offset after the batch's last record.
 
     Returns:
-        The committed version and what it recorded.
+        The committed version, its counts and the tablets' rejects.
+
+    Raises:
+        CommitConflict: Another writer committed ``version`` first (then call
+            :func:`abort_prepared`).
     """
-    return table.commit_prepared(version, prepared, app_id=app_id, batch_id=batch_id,
-                                 events=events, rejects=rejects,
-                                 source_offsets=source_offsets)
+    s = table._state
+    s.writer_repair()
+    with s.lock:
+        return _commit(s, version, prepared, app_id, batch_id, events, rejects, source_offsets)
 
 
 def abort_prepared(table: Table, version: int, prepared: Sequence[PreparedBucket]) -> None:
     """Rolls back the prepared buckets of a failed commit and removes their files.
 
-    Files the log names after all (the commit landed before the failure was seen) are
-    kept.
+    Nothing is done when the log says the version was committed with them after all.
     """
-    table.abort_prepared(version, prepared)
+    _abort(table._state, version, prepared)
+
+
+def bucket_tablet(table: Table, bucket: int) -> MemTablet | None:
+    """This process's tablet of ``bucket`` (after a prepare: the one holding the pending
+    version), or ``None`` if the process has not loaded the bucket."""
+    return table._state.tablets.get(bucket)
+
+
+def apply_batch(
+    s: TableState,
+    batch: ChangeBatch,
+    rejects: Rejects,
+    *,
+    app_id: str | None,
+    batch_id: int | None,
+    source: pa.Table | None,
+    source_offsets: Mapping[str, Mapping[str, int]] | None,
+) -> CommitResult:
+    """Both steps for a whole batch, in this process, as version ``s.version + 1``.
+
+    ``rejects`` are the events refused before the tablets saw the batch; they are recorded
+    with the version together with the tablets' rejects.
+    """
+    v = s.version + 1
+    prepared: list[PreparedBucket] = []
+    try:
+        for b, part in sorted(batch.split_by_bucket().items()):
+            prepared.append(_prepare(s, b, v, part))
+        refused = Rejects()
+        refused.extend(rejects)
+        for p in prepared:
+            refused.extend(p.rejects())
+        records = reject_records(sorted_rejects(refused), source)
+        result = _commit(s, v, prepared, app_id, batch_id, len(batch), records, source_offsets)
+    except BaseException:
+        _abort(s, v, prepared)
+        raise
+    result.rejects.extend(rejects)
+    result.rejects = sorted_rejects(result.rejects)
+    return result
+
+
+# ---------------------------------------------------------------------- prepare
+def _prepare(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
+    s.writer_repair()
+    with s.lock:
+        s.refresh()
+        if s.version != version - 1:
+            raise CommitConflict(f"cannot prepare version {version}: the table is at {s.version}")
+        schema_id = s.schema_at(s.version).schema_id
+        t = s.tablet(bucket)
+        if t.pending_version is not None:  # an earlier attempt in this process
+            s.settle_pending(bucket, t, s.version)
+        s.pending.pop(bucket, None)  # an earlier attempt's bulk write, never committed
+        if len(batch) >= s.options.bulk_events and t.row_count == 0:
+            return _prepare_bulk(s, bucket, version, schema_id, batch)
+        seg = write_change_segment(s.root, bucket, version, schema_id, batch)
+        written = [seg]
+        pending = PendingBucket(version=version, segment=seg)
+        try:
+            snap = maintenance.maybe_snapshot(s, t, schema_id, written, len(batch), pending)
+            res = t.apply(batch, version)
+        except BaseException:
+            s.discard(written)
+            raise
+        s.pending[bucket] = pending
+        return PreparedBucket(
+            bucket=bucket,
+            version=version,
+            segment=seg,
+            snapshot=snap,
+            counts=res.counts(),
+            reject_positions=res.rejects.positions,
+            reject_reasons=res.rejects.reasons,
+            files=[f for f in written if f != seg],
+        )
+
+
+def _prepare_bulk(
+    s: TableState, bucket: int, version: int, schema_id: int, batch: ChangeBatch
+) -> PreparedBucket:
+    """The bulk path of :func:`_prepare` (a large batch for a bucket without rows):
+    applies the batch to a new tablet and writes it as a snapshot of the bucket at
+    ``version``, which the log entry names instead of a WAL segment. The bucket's tablet
+    is replaced by the new one when the version commits."""
+    nt = s.empty_tablet(bucket, version - 1)
+    res = nt.apply(batch, version)
+    nt.commit(version)
+    nt.compact(version)
+    rel, manifest, updates = write_snapshot(s.root, nt, version, schema_id, previous=None)
+    apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
+    s.pending[bucket] = PendingBucket(version=version, segment=None, snapshot=rel, tablet=nt)
+    s.since_snapshot[bucket] = (0, 0)
+    return PreparedBucket(
+        bucket=bucket,
+        version=version,
+        segment=None,
+        snapshot=rel,
+        counts=res.counts(),
+        reject_positions=res.rejects.positions,
+        reject_reasons=res.rejects.reasons,
+        files=sorted(manifest.files),
+    )
+
+
+# ---------------------------------------------------------------------- commit
+def _commit(
+    s: TableState,
+    version: int,
+    prepared: Sequence[PreparedBucket],
+    app_id: str | None,
+    batch_id: int | None,
+    events: int | None,
+    rejects: pa.Table | None,
+    source_offsets: Mapping[str, Mapping[str, int]] | None,
+) -> CommitResult:
+    fault_point("table.prepared")
+    total = ApplyResult()
+    for p in prepared:
+        total.add(ApplyResult(**p.counts, rejects=p.rejects()))
+    stats = total.counts()
+    if events is not None:
+        stats["events"] = events
+    rejects_rel = None
+    if rejects is not None and rejects.num_rows:
+        rejects_rel = write_rejects(s.root, version, rejects)
+        fault_point("table.rejects_written")
+    refs = {p.bucket: BucketRef(segment=p.segment, snapshot=p.snapshot) for p in prepared}
+    offsets = {
+        str(t): {str(p): int(o) for p, o in parts.items()}
+        for t, parts in (source_offsets or {}).items()
+    }
+    entry = LogEntry(
+        version=version,
+        app_id=app_id,
+        batch_id=batch_id,
+        commit_time_ms=s.commit_time(),
+        schema_id=s.history.schema_id_at(version - 1),
+        buckets=refs,
+        stats=stats,
+        rejects=rejects_rel,
+        source_offsets=offsets,
+    )
+    try:
+        s.log.commit(entry)
+    except CommitConflict:
+        if rejects_rel is not None:
+            s.discard([rejects_rel])
+        raise
+    except BaseException:
+        # The outcome is unknown (e.g. the directory fsync failed after the entry was
+        # linked): if the entry is there, the version is committed -- publish it so
+        # memory matches the log, then report the error.
+        if _committed_as(s, version, prepared):
+            s.history.add(s.log.read(version))
+            _publish_prepared(s, version, prepared)
+        raise
+    fault_point("table.committed")
+    s.history.add(entry)
+    _publish_prepared(s, version, prepared)
+    return CommitResult(
+        version=version, counts=total.counts(), rejects=total.rejects, buckets=sorted(refs)
+    )
+
+
+def _publish_prepared(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> None:
+    """Makes this process's memory match the committed version ``version``."""
+    pending: list[MemTablet] = []
+    bulk: list[MemTablet] = []
+    for p in prepared:
+        mine = s.pending.get(p.bucket)
+        if (
+            mine is not None
+            and mine.tablet is not None
+            and mine.version == version
+            and mine.won(BucketRef(segment=p.segment, snapshot=p.snapshot))
+        ):  # this process's bulk write
+            del s.pending[p.bucket]
+            bulk.append(mine.tablet)
+            continue
+        t = s.tablets.get(p.bucket)
+        if t is not None and t.pending_version == version:
+            pending.append(t)
+            done = s.pending.pop(p.bucket, None)
+            if done is not None:
+                apply_locations(done.locations)
+        elif t is not None:
+            # Prepared in another process (executors mode): this copy lacks the
+            # version's changes and must not be advanced to it; it reloads on use.
+            del s.tablets[p.bucket]
+    s.publish(version, pending)
+    for nt in bulk:
+        s.tablets[nt.bucket] = nt
+
+
+def _committed_as(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> bool:
+    """Whether log entry ``version`` exists and names exactly these files."""
+    try:
+        entry = s.log.read(version)
+    except (VersionNotFound, FileNotFoundError):
+        return False
+    mine = {p.bucket: (p.segment, p.snapshot) for p in prepared}
+    return {b: (r.segment, r.snapshot) for b, r in entry.buckets.items()} == mine
+
+
+# ---------------------------------------------------------------------- abort
+def _abort(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> None:
+    if _committed_as(s, version, prepared):
+        return
+    with s.lock:
+        for b, t in s.tablets.items():
+            if t.pending_version == version:
+                t.rollback()
+                s.pending.pop(b, None)
+        for b, pb in list(s.pending.items()):
+            if pb.version == version:
+                del s.pending[b]
+        for p in prepared:
+            files = [p.segment, p.snapshot, *p.files]
+            s.discard([f for f in files if f])

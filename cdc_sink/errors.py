@@ -1,8 +1,9 @@
 """The exception hierarchy of cdc_sink.
 
 Every domain error derives from :class:`CdcSinkError`, so callers can catch one root
-(as delta-rs does with ``DeltaError``). Argument checks on public functions may still
-raise ``ValueError``/``TypeError``; states of the table never do.
+(as delta-rs does with ``DeltaError``). Bad arguments raise :class:`InvalidOption` (also a
+``ValueError``) or :class:`InvalidArgument` (also a ``TypeError``), so code written
+against the built-in exceptions keeps working.
 """
 
 from __future__ import annotations
@@ -37,8 +38,14 @@ class VersionNotFound(CdcSinkError):
         latest: The newest committed version, or ``None`` when the table is empty.
     """
 
-    def __init__(self, message: str, *, version: int | None = None,
-                 oldest: int | None = None, latest: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        version: int | None = None,
+        oldest: int | None = None,
+        latest: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.version = version
         self.oldest = oldest
@@ -73,6 +80,10 @@ class InvalidOption(CdcSinkError, ValueError):
     def __init__(self, message: str, *, option: str) -> None:
         super().__init__(message)
         self.option = option
+
+
+class InvalidArgument(CdcSinkError, TypeError):
+    """A public function was given an argument of a type it does not take."""
 
 
 class TabletStateError(CdcSinkError):

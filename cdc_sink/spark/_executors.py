@@ -239,7 +239,7 @@ def _scatter(target: pa.Array, positions: pa.Array, values: pa.Array) -> pa.Arra
 def _figures(table: Table, bucket: int) -> dict[str, int]:
     """A worker's figures of the bucket it just prepared (see :class:`BucketFigures`):
     live rows as of the last committed version (the pending one is not readable yet)."""
-    t = table._tablets.get(bucket)  # the worker's own copy, pending at the new version
+    t = commit.bucket_tablet(table, bucket)  # the worker's own copy, pending at the new version
     if t is None:
         return {"live_rows": 0, "memory_bytes": 0, "delta_versions": 0}
     return {"live_rows": int(t.num_rows()), "memory_bytes": int(t.memory_bytes()),

@@ -155,6 +155,19 @@ class LogEntry:
                 _str(part, "source partition")
                 _int(off, f"source_offsets[{topic!r}][{part!r}]")
 
+    def summary(self) -> dict[str, Any]:
+        """What :meth:`Table.versions <cdc_sink.table.Table.versions>` lists of it."""
+        return {
+            "version": self.version,
+            "kind": self.kind,
+            "app_id": self.app_id,
+            "batch_id": self.batch_id,
+            "commit_time_ms": self.commit_time_ms,
+            "schema_id": self.schema_id,
+            "buckets": sorted(int(b) for b in self.buckets),
+            "stats": dict(self.stats),
+        }
+
     def to_json(self) -> str:
         """Compact, key-sorted JSON (bucket ids become decimal strings)."""
         obj: dict[str, Any] = {

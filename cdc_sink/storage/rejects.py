@@ -18,7 +18,7 @@ idempotently (``cdc_sink.spark.deadletters``), and users read it back with
         value: binary
         reason: string      why the event was refused
 
-Write order of a commit with rejects (DESIGN.md §3, commit protocol): WAL segments
+Write order of a commit with rejects (docs/architecture.md §4, the commit protocol): WAL segments
 (fsync) -> rejects file (fsync file and ``_rejects/``) -> log entry (the commit point).
 A rejects file that no log entry names is an orphan of a failed attempt; GC deletes it
 like an orphan segment. GC deletes a version's rejects file with its log entry.
@@ -28,25 +28,37 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pyarrow as pa
 
+from cdc_sink.changes import Rejects
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.fsutil import makedirs, write_file_durable
 from cdc_sink.storage.layout import REJECTS_DIR, attempt_stem, rejects_file
+from cdc_sink.storage.log_entry import LogEntry
 
-__all__ = ["REJECTS_DIR", "REJECTS_SCHEMA", "conform_rejects", "read_rejects", "write_rejects"]
+__all__ = [
+    "REJECTS_DIR",
+    "REJECTS_SCHEMA",
+    "conform_rejects",
+    "read_rejects",
+    "reject_records",
+    "sorted_rejects",
+    "version_rejects",
+    "write_rejects",
+]
 
-"""Directory of the rejects files, relative to the table root."""
-
-REJECTS_SCHEMA = pa.schema([
-    pa.field("position", pa.int64()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("reason", pa.string(), nullable=False),
-])
+REJECTS_SCHEMA = pa.schema(
+    [
+        pa.field("position", pa.int64()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("reason", pa.string(), nullable=False),
+    ]
+)
 """The columns of a rejects file (and of :meth:`Table.rejects` before its extra columns)."""
 
 
@@ -103,11 +115,61 @@ def read_rejects(root: str, rel: str) -> pa.Table:
         with pa.memory_map(path) as src:
             table = pa.ipc.open_file(src).read_all()
     except FileNotFoundError:
-        raise WalCorruption("rejects file named by the log is missing",
-                            path=rel, offset=0) from None
+        raise WalCorruption(
+            "rejects file named by the log is missing", path=rel, offset=0
+        ) from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise WalCorruption(f"rejects file is unreadable: {exc}", path=rel, offset=0) from exc
     if not table.schema.equals(REJECTS_SCHEMA):
-        raise WalCorruption(f"rejects file has an unexpected schema: {table.schema}",
-                            path=rel, offset=0)
+        raise WalCorruption(
+            f"rejects file has an unexpected schema: {table.schema}", path=rel, offset=0
+        )
     return table
+
+
+def sorted_rejects(rejects: Rejects) -> Rejects:
+    """``rejects`` ordered by input position (stable)."""
+    order = np.argsort(rejects.positions, kind="stable")
+    return Rejects(rejects.positions[order], [rejects.reasons[i] for i in order.tolist()])
+
+
+def reject_records(rejects: Rejects, source: pa.Table | None = None) -> pa.Table:
+    """The rejects-file records of ``rejects``, with their source columns when given.
+
+    Args:
+        rejects: Positions and reasons.
+        source: One row per event position (any of ``topic``, ``partition``, ``offset``,
+            ``key``, ``value``); row ``i`` describes position ``i``.
+
+    Returns:
+        A table of :data:`REJECTS_SCHEMA`.
+    """
+    pos = np.asarray(rejects.positions, dtype=np.int64)
+    n = len(pos)
+    cols: dict[str, pa.Array | pa.ChunkedArray] = {"position": pa.array(pos, pa.int64())}
+    if source is not None and n:
+        idx = pa.array(pos)
+        for f in REJECTS_SCHEMA:
+            if f.name in source.column_names and f.name not in ("position", "reason"):
+                cols[f.name] = source.column(f.name).take(idx).cast(f.type)
+    cols["reason"] = pa.array(list(rejects.reasons), pa.string())
+    return pa.table(
+        [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in REJECTS_SCHEMA],
+        schema=REJECTS_SCHEMA,
+    )
+
+
+def version_rejects(root: str, entry: LogEntry) -> pa.Table:
+    """The rejects of the version of ``entry``, with ``version``, ``app_id`` and
+    ``batch_id`` columns appended (empty when the version refused nothing)."""
+    table = (
+        read_rejects(root, entry.rejects)
+        if entry.rejects is not None
+        else REJECTS_SCHEMA.empty_table()
+    )
+    n = table.num_rows
+    return (
+        table.append_column("version", pa.array([entry.version] * n, pa.int64()))
+        .append_column("app_id", pa.array([entry.app_id] * n, pa.string()))
+        .append_column("batch_id", pa.array([entry.batch_id] * n, pa.int64()))
+    )

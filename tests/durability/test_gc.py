@@ -254,7 +254,7 @@ def test_a_read_that_gc_overtakes_raises_version_not_found(durable_dir: Path,
         _apply(writer, i)
     reader = open_table(durable_dir, options=workload.options())
     v = reader.version - 2  # retained, and its buckets need segments and snapshots
-    real_load = reader._load_bucket
+    real_load = reader._state.load_bucket
 
     def gc_first(bucket: int, version: int) -> object:
         _apply(writer, 100)
@@ -263,7 +263,7 @@ def test_a_read_that_gc_overtakes_raises_version_not_found(durable_dir: Path,
         assert writer.gc(dry_run=False, retain_versions=1)
         return real_load(bucket, version)
 
-    reader._load_bucket = gc_first  # type: ignore[method-assign,assignment]
+    reader._state.load_bucket = gc_first  # type: ignore[method-assign,assignment]
     with pytest.raises(VersionNotFound) as info:
         if how == "read":
             reader.read(version=v)

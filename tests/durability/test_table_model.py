@@ -32,11 +32,14 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import cdc_sink.table as table_mod
+import cdc_sink.commit as commit_mod
+import cdc_sink.storage.gc as gc_mod
 from cdc_sink.errors import VersionNotFound
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage import faults
 from cdc_sink.storage.version_log import LOG_MAGIC, VersionLog
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from cdc_sink.table_state import TableState
 from tests.model import RefModel, model_rows, table_to_rows
 from tests.strategies import VALUE_TYPES, events, key_pool, schemas, values_of
 
@@ -101,18 +104,18 @@ def crashing_commit(mode: str) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(VersionLog, "commit", commit))
         if mode in ("orphans", "torn_entry", "after_commit"):
-            stack.enter_context(mock.patch.object(table_mod, "_remove_quietly", _no_cleanup))
+            stack.enter_context(mock.patch.object(TableState, "discard", _no_cleanup))
         yield
 
 
-def _no_cleanup(path: str) -> None:
+def _no_cleanup(state: TableState, rels: Any) -> None:
     """A killed process removes nothing."""
 
 
 @contextlib.contextmanager
 def crash_at_fault_point(name: str, nth: int) -> Iterator[None]:
     """Raises SimulatedCrash the ``nth`` time the table reaches fault point ``name``."""
-    original = table_mod.fault_point
+    original = faults.fault_point
     hits = [0]
 
     def fp(point: str) -> None:
@@ -122,7 +125,9 @@ def crash_at_fault_point(name: str, nth: int) -> Iterator[None]:
             if hits[0] == nth:
                 raise SimulatedCrash(f"at {point} #{nth}")
 
-    with mock.patch.object(table_mod, "fault_point", fp):
+    with contextlib.ExitStack() as stack:
+        for module in (commit_mod, gc_mod):  # where the table's fault points are
+            stack.enter_context(mock.patch.object(module, "fault_point", fp))
         yield
 
 

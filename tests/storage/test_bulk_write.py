@@ -88,8 +88,8 @@ def test_a_load_is_a_snapshot_and_reads_back_without_replay(tmp_path: Path) -> N
     for v in range(fresh.oldest_version, fresh.version + 1):
         assert _rows(fresh, v) == model.states[v], v
     # Loading version 1 reads its snapshot and replays nothing.
-    fresh._load_bucket(0, 1)
-    assert fresh._loaded_events == 0
+    fresh._state.load_bucket(0, 1)
+    assert fresh._state.loaded_events == 0
 
 
 def test_small_batches_and_buckets_with_rows_take_the_wal_path(tmp_path: Path) -> None:

@@ -24,11 +24,11 @@ def _events(n: int, tag: int) -> list[dict[str, object]]:
 
 def _replayed_events(t: Table, version: int) -> int:
     """Events a cold load of bucket 0 at ``version`` replays."""
-    snap = t._history.snapshot_at(0, version)
+    snap = t._state.history.snapshot_at(0, version)
     start = snap[0] if snap else -1
     schema = TableSchema.from_dict(SCHEMA)
     return sum(len(read_change_segment(t.root, rel, schema)[1])
-               for _, rel in t._history.segments_between(0, start, version))
+               for _, rel in t._state.history.segments_between(0, start, version))
 
 
 def _snapshot_versions(t: Table) -> list[int]:

@@ -1,0 +1,243 @@
+"""Versions a table makes of its own: creation, snapshots, compaction, schema changes.
+
+Snapshot policy: a bucket is snapshotted (at the version before the one being prepared,
+as part of that prepare) once ``snapshot_every`` versions changed it or its segments
+since the last snapshot hold ``snapshot_events`` events, so loading a bucket never
+replays much more than that. :func:`compact` snapshots every bucket at the newest
+version in a version of kind ``snapshot``; a schema change is a version of kind
+``schema`` that names the new schema file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from cdc_sink.errors import CommitConflict, TableExists, VersionNotFound
+from cdc_sink.pending import PendingBucket
+from cdc_sink.schema import TableSchema
+from cdc_sink.storage.fsutil import atomic_replace, makedirs, remove, write_file_durable
+from cdc_sink.storage.layout import file_version, schema_file, table_file
+from cdc_sink.storage.snapshot import (
+    LocationUpdate,
+    apply_locations,
+    read_manifest,
+    write_snapshot,
+)
+from cdc_sink.storage.version_log import BucketRef, LogEntry, VersionLog
+from cdc_sink.table_state import TableOptions, TableState, now_ms
+from cdc_sink.tablet import MemTablet
+
+__all__ = [
+    "change_schema",
+    "compact",
+    "create",
+    "maybe_snapshot",
+    "snapshot",
+    "write_schema",
+]
+
+
+def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOptions) -> None:
+    """Creates an empty table at ``root`` (version 0, kind ``create``).
+
+    Raises:
+        TableExists: ``root`` already holds a table.
+        SchemaError: The schema is invalid.
+    """
+    if not isinstance(schema, TableSchema):
+        schema = TableSchema.from_dict(schema)
+    if schema.schema_id != 0:
+        schema = replace(schema, schema_id=0)
+    makedirs(root)
+    log = VersionLog(root)
+    log.repair()
+    if log.latest() is not None:
+        raise TableExists(f"a table already exists at {root}")
+    # Version 0's log entry is the commit point of creation: files written before it by
+    # a creation that crashed are simply written again.
+    meta = json.dumps({"format": 1, "page_rows": options.page_rows}).encode()
+    atomic_replace(table_file(root), meta)
+    remove(schema_file(root, 0), missing_ok=True)
+    write_schema(root, schema)
+    first = LogEntry(
+        version=0, app_id=None, batch_id=None, commit_time_ms=now_ms(), schema_id=0, kind="create"
+    )
+    try:
+        log.commit(first)
+    except CommitConflict:
+        raise TableExists(f"a table already exists at {root}") from None
+
+
+def write_schema(root: str, schema: TableSchema, *, committed: bool = False) -> None:
+    """Writes ``_schema/<id>.json``.
+
+    A file of an id no log entry uses yet is left by a schema change that failed before
+    its commit, and is replaced; one of a committed id must hold the same schema.
+
+    Raises:
+        CommitConflict: ``committed`` and another writer wrote a different schema there.
+    """
+    p = schema_file(root, schema.schema_id)
+    makedirs(os.path.dirname(p))
+    data = json.dumps(schema.to_dict(), indent=1).encode()
+    try:
+        write_file_durable(p, data, exclusive=True)
+    except FileExistsError:
+        with open(p, "rb") as f:
+            same = TableSchema.from_dict(json.loads(f.read())) == schema
+        if same:
+            return
+        if committed:
+            raise CommitConflict(
+                f"schema {schema.schema_id} was written by another writer"
+            ) from None
+        atomic_replace(p, data)
+
+
+def maybe_snapshot(
+    s: TableState,
+    t: MemTablet,
+    schema_id: int,
+    written: list[str],
+    events: int,
+    pending: PendingBucket,
+) -> str | None:
+    """Snapshots ``t`` (at its committed version) when the policy says so.
+
+    Counts a new version of ``events`` events for the bucket. The snapshot's files are
+    appended to ``written`` and its page locations to ``pending`` (they become the
+    tablet's when the prepared version commits).
+
+    Returns:
+        The snapshot manifest's relative path, or ``None``.
+    """
+    n, total = s.since_snapshot.get(t.bucket, (0, 0))
+    n, total = n + 1, total + events
+    s.since_snapshot[t.bucket] = (n, total)
+    if n < s.options.snapshot_every and total < s.options.snapshot_events:
+        return None
+    return snapshot(s, t, schema_id, written, pending.locations)
+
+
+def snapshot(
+    s: TableState,
+    t: MemTablet,
+    schema_id: int,
+    written: list[str],
+    locations: list[LocationUpdate],
+) -> str:
+    """Writes a snapshot of ``t`` at its committed version (incremental on the bucket's
+    newest snapshot); returns the manifest's relative path.
+
+    The files written are appended to ``written``; the page locations to record once the
+    snapshot's version commits, to ``locations``.
+    """
+    prev_ref = s.history.snapshot_at(t.bucket, t.committed)
+    previous = read_manifest(s.root, prev_ref[1]) if prev_ref else None
+    t.compact(t.committed)
+    rel, manifest, updates = write_snapshot(s.root, t, t.committed, schema_id, previous=previous)
+    locations.extend(updates)
+    written.append(rel)
+    written.extend(
+        f
+        for f in manifest.files
+        if file_version(f) == t.committed and (previous is None or f not in previous.files)
+    )
+    s.since_snapshot[t.bucket] = (0, 0)
+    return rel
+
+
+def compact(s: TableState) -> int:
+    """Snapshots every bucket at the newest version and compacts it in memory.
+
+    Commits a maintenance version (kind ``snapshot``) that references the snapshots;
+    buckets already snapshotted at their current version (a bulk write's) are only
+    compacted in memory.
+
+    Returns:
+        The version created.
+    """
+    s.writer_repair()
+    with s.lock:
+        s.refresh()
+        schema = s.schema_at(s.version)
+        for b in range(schema.num_buckets):
+            s.tablet(b)
+        refs: dict[int, BucketRef] = {}
+        written: list[str] = []
+        locations: list[LocationUpdate] = []
+        v = s.version + 1
+        try:
+            for b, t in sorted(s.tablets.items()):
+                newest = s.history.snapshot_at(b, t.committed)
+                if newest is not None and newest[0] == t.committed:
+                    t.compact()  # a snapshot of this state exists (a bulk write's)
+                    continue
+                rel = snapshot(s, t, schema.schema_id, written, locations)
+                refs[b] = BucketRef(segment=None, snapshot=rel)
+            entry = LogEntry(
+                version=v,
+                app_id=None,
+                batch_id=None,
+                commit_time_ms=s.commit_time(),
+                schema_id=schema.schema_id,
+                buckets=refs,
+                kind="snapshot",
+            )
+            s.log.commit(entry)
+        except BaseException:
+            if _committed_snapshots(s, v, refs):
+                # The outcome was unknown (the directory fsync failed after the entry was
+                # linked) and the entry is there: the version is committed, its snapshots
+                # must stay. Publish it so memory matches the log, then report the error.
+                apply_locations(locations)
+                s.history.add(s.log.read(v))
+                s.publish(v, [])
+                raise
+            s.discard(written)
+            raise
+        apply_locations(locations)
+        s.history.add(entry)
+        s.publish(v, [])
+        return v
+
+
+def _committed_snapshots(s: TableState, version: int, refs: Mapping[int, BucketRef]) -> bool:
+    """Whether log entry ``version`` exists and is the snapshot version of ``refs``."""
+    if not refs:
+        return False
+    try:
+        entry = s.log.read(version)
+    except (VersionNotFound, FileNotFoundError):
+        return False
+    mine = {b: r.snapshot for b, r in refs.items()}
+    return entry.kind == "snapshot" and {b: r.snapshot for b, r in entry.buckets.items()} == mine
+
+
+def change_schema(s: TableState, new: TableSchema) -> int:
+    """Commits ``new`` as the table's schema in a version of its own; returns it."""
+    s.writer_repair()
+    with s.lock:
+        s.refresh()
+        v = s.version + 1
+        committed = new.schema_id <= max(sid for _, sid in s.history.schemas)
+        write_schema(s.root, new, committed=committed)
+        entry = LogEntry(
+            version=v,
+            app_id=None,
+            batch_id=None,
+            commit_time_ms=s.commit_time(),
+            schema_id=new.schema_id,
+            kind="schema",
+        )
+        s.log.commit(entry)
+        s.schemas[new.schema_id] = new
+        s.history.add(entry)
+        for t in s.tablets.values():
+            t.set_schema(new)
+        s.publish(v, [])
+        return v

@@ -1,0 +1,238 @@
+"""Garbage collection of a table's files: a pure plan, then its execution.
+
+:func:`plan_gc` decides, without changing anything, what no retained version needs and
+why (:class:`GcPlan`); :func:`execute_gc` carries a plan out::
+
+    horizon    the oldest version kept: the newest ``retain_versions`` versions, every
+               version committed in the last ``retain_seconds``, and every version from
+               ``keep_from`` on (the sink's dead-letter forwarding holds GC back)
+    per bucket the newest snapshot at or below the horizon is kept with every segment
+               and snapshot after it, and every page file a kept manifest names
+    deleted    older snapshots and pages, segments at or below the kept snapshot, rejects
+               files of versions below the horizon, log entries below the horizon (a
+               checkpoint keeps what they said), and orphans of failed attempts (files
+               of a version above the newest that are older than the grace period:
+               younger ones may belong to a commit in flight)
+
+Execution writes the checkpoint at the horizon *first* (it moves the oldest readable
+version, so a read that then finds a file gone knows the version was collected), then
+deletes files, fsyncs their directories, and finally drops the log entries below the
+horizon, oldest first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from cdc_sink.storage.faults import fault_point, register
+from cdc_sink.storage.fsutil import fsync_dir, list_files, remove
+from cdc_sink.storage.history import History
+from cdc_sink.storage.layout import BUCKET_DIRS, REJECTS_DIR, file_version
+from cdc_sink.storage.snapshot import read_manifest
+from cdc_sink.storage.version_log import VersionLog
+
+__all__ = ["GcPlan", "GcPolicy", "execute_gc", "plan_gc"]
+
+register("gc.deleting")
+
+
+@dataclass(frozen=True)
+class GcPolicy:
+    """What GC retains.
+
+    Attributes:
+        retain_versions: Keep at least this many newest versions.
+        retain_seconds: Keep every version committed within this many seconds.
+        orphan_grace_seconds: A file of a version above the newest is an orphan only
+            once it is this old (else a commit may still be in flight).
+        keep_from: Keep every version from this one on (``None``: no such floor).
+    """
+
+    retain_versions: int
+    retain_seconds: float
+    orphan_grace_seconds: float = 3600.0
+    keep_from: int | None = None
+
+
+class GcPlan(list[str]):
+    """The sorted absolute paths GC deletes, with why, and where the horizon is.
+
+    A plan is a ``list`` of paths, so it compares equal to the list of paths deleted.
+
+    Attributes:
+        horizon: The oldest version retained.
+        reasons: Why each path goes.
+        keep_snapshots: Per bucket, the version of the snapshot kept at the horizon (-1:
+            none).
+        snapshot_refs: Per bucket, that snapshot's manifest (for the checkpoint).
+    """
+
+    def __init__(
+        self,
+        horizon: int,
+        reasons: dict[str, str],
+        keep_snapshots: dict[int, int],
+        snapshot_refs: dict[int, str | None],
+    ) -> None:
+        super().__init__(sorted(reasons))
+        self.horizon = horizon
+        self.reasons = reasons
+        self.keep_snapshots = keep_snapshots
+        self.snapshot_refs = snapshot_refs
+
+
+@dataclass
+class _Scan:
+    """Inputs of a plan that come from the log."""
+
+    root: str
+    log: VersionLog
+    history: History
+    latest: int
+    oldest: int
+    num_buckets: int
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+def plan_gc(
+    root: str,
+    log: VersionLog,
+    history: History,
+    *,
+    latest: int,
+    oldest: int,
+    num_buckets: int,
+    policy: GcPolicy,
+) -> GcPlan:
+    """What GC would delete now under ``policy``, and why; changes nothing.
+
+    Args:
+        root: The table directory.
+        log: Its version log.
+        history: Its history, followed up to ``latest``.
+        latest: The newest committed version.
+        oldest: The oldest readable version.
+        num_buckets: Buckets of the newest schema.
+        policy: What to retain.
+    """
+    scan = _Scan(root, log, history, latest, oldest, num_buckets)
+    horizon = _horizon(scan, policy)
+    keep_snap: dict[int, int] = {}
+    snap_refs: dict[int, str | None] = {}
+    for b in range(num_buckets):
+        s = history.snapshot_at(b, horizon)
+        keep_snap[b] = s[0] if s else -1
+        snap_refs[b] = s[1] if s else None
+    live = _live_files(scan, keep_snap)
+    _doomed_bucket_files(scan, live, policy.orphan_grace_seconds)
+    _doomed_rejects(scan, horizon, policy.orphan_grace_seconds)
+    for v in range(oldest, horizon):
+        scan.reasons[log.entry_path(v)] = f"log entry below the horizon {horizon}"
+    return GcPlan(horizon, scan.reasons, keep_snap, snap_refs)
+
+
+def _horizon(scan: _Scan, policy: GcPolicy) -> int:
+    """The oldest version the policy retains."""
+    horizon = max(scan.oldest, scan.latest - max(policy.retain_versions, 1) + 1)
+    if policy.keep_from is not None and policy.keep_from < horizon:
+        horizon = max(scan.oldest, policy.keep_from)
+    if policy.retain_seconds > 0:
+        cutoff = int(time.time() * 1000) - int(policy.retain_seconds * 1000)
+        for e in scan.log.entries(from_version=scan.oldest, to_version=horizon):
+            if e.commit_time_ms >= cutoff:
+                horizon = min(horizon, e.version)
+                break
+    return horizon
+
+
+def _live_files(scan: _Scan, keep_snap: dict[int, int]) -> set[str]:
+    """Every bucket file a retained version needs (relative paths)."""
+    live: set[str] = set()
+    for b in range(scan.num_buckets):
+        live.update(rel for sv, rel in scan.history.snapshots.get(b, []) if sv >= keep_snap[b])
+        live.update(rel for v, rel in scan.history.segments.get(b, []) if v > keep_snap[b])
+    for rel in [r for r in live if r.endswith(".manifest")]:
+        live.update(read_manifest(scan.root, rel).files)
+    return live
+
+
+def _doomed_bucket_files(scan: _Scan, live: set[str], grace: float) -> None:
+    """Segments, manifests and page files no retained version needs."""
+    for sub in BUCKET_DIRS:
+        top = os.path.join(scan.root, sub)
+        for bdir in sorted(os.listdir(top)) if os.path.isdir(top) else []:
+            for name in list_files(os.path.join(top, bdir), ""):
+                rel = f"{sub}/{bdir}/{name}"
+                fv = file_version(name)
+                if rel in live or fv is None:
+                    continue  # needed, or not ours
+                full = os.path.join(scan.root, rel)
+                if fv > scan.latest:
+                    if not _older_than(full, grace):
+                        continue  # a commit may still be in flight
+                    scan.reasons[full] = f"orphan of a failed attempt at version {fv}"
+                else:
+                    scan.reasons[full] = "no retained version needs it"
+
+
+def _doomed_rejects(scan: _Scan, horizon: int, grace: float) -> None:
+    """Rejects files of versions below the horizon, and orphans."""
+    top = os.path.join(scan.root, REJECTS_DIR)
+    if not os.path.isdir(top):
+        return
+    entries = scan.log.entries(from_version=horizon, to_version=scan.latest)
+    named = {e.rejects for e in entries if e.rejects is not None}
+    for name in list_files(top, ".arrow"):
+        rel = f"{REJECTS_DIR}/{name}"
+        fv = file_version(name)
+        if rel in named or fv is None:
+            continue
+        full = os.path.join(scan.root, rel)
+        if fv > scan.latest:
+            if not _older_than(full, grace):
+                continue  # a commit may still be in flight
+            scan.reasons[full] = f"rejects orphan of a failed attempt at version {fv}"
+        else:
+            scan.reasons[full] = f"rejects of a version below the horizon {horizon}"
+
+
+def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) -> None:
+    """Carries ``plan`` out: checkpoint at the horizon, delete files, drop old entries.
+
+    Args:
+        log: The table's version log.
+        history: Its history (for the checkpoint's per-bucket state).
+        plan: What :func:`plan_gc` decided.
+        oldest: The oldest readable version when the plan was made.
+    """
+    log_oldest = log.oldest()
+    prune = log_oldest is not None and plan.horizon > log_oldest
+    if plan.horizon > oldest:
+        log.write_checkpoint(
+            plan.horizon,
+            None,
+            plan.snapshot_refs,
+            history.schema_id_at(plan.horizon),
+            history.checkpoint_extra(plan.horizon, plan.keep_snapshots),
+        )
+    log_dir = os.path.join(log.log_dir, "")
+    dirs = set()
+    for p in plan:
+        if p.startswith(log_dir):
+            continue  # entries go last, oldest first, through the log
+        fault_point("gc.deleting")
+        remove(p, missing_ok=True)
+        dirs.add(os.path.dirname(p))
+    for d in dirs:
+        fsync_dir(d)
+    if prune:
+        log.delete_entries_below(plan.horizon)
+
+
+def _older_than(path: str, seconds: float) -> bool:
+    try:
+        return time.time() - os.path.getmtime(path) >= seconds
+    except FileNotFoundError:
+        return False

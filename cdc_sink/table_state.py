@@ -1,0 +1,355 @@
+"""The in-memory state of an open table: its log, history, schemas and bucket tablets.
+
+A :class:`TableState` keeps, for one process:
+
+* the version log and the :class:`~cdc_sink.storage.history.History` built from it (which
+  segment or snapshot holds each bucket's change of each version), and the newest version
+  this process has followed;
+* one :class:`~cdc_sink.tablet.MemTablet` per bucket the process writes, at the newest
+  version, loaded lazily from disk (the newest snapshot at or below the version, then the
+  WAL segments after it) and kept current by replaying what other writers commit;
+* a small cache of tablets loaded for reads of older versions;
+* what the process prepared and has not seen decided (:mod:`cdc_sink.pending`).
+
+The commit protocol (:mod:`cdc_sink.commit`), snapshots and schema changes
+(:mod:`cdc_sink.maintenance`) and the :class:`~cdc_sink.table.Table` facade work on it.
+Every method that changes it runs under :attr:`TableState.lock`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from cdc_sink.changes import ChangeBatch
+from cdc_sink.errors import TableNotFound, VersionNotFound, WalCorruption
+from cdc_sink.pending import PendingBucket
+from cdc_sink.schema import TableSchema
+from cdc_sink.storage.fsutil import remove
+from cdc_sink.storage.history import History
+from cdc_sink.storage.layout import schema_file, table_file
+from cdc_sink.storage.segments import read_change_segment
+from cdc_sink.storage.snapshot import apply_locations, load_snapshot, read_manifest
+from cdc_sink.storage.version_log import VersionLog
+from cdc_sink.tablet import MemTablet, TabletOptions
+
+__all__ = ["TableOptions", "TableState", "now_ms"]
+
+
+def now_ms() -> int:
+    """The wall clock in milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """How a table keeps its versions.
+
+    Attributes:
+        page_rows: Rows per page (fixed at creation).
+        memory_versions: Versions each in-memory tablet keeps readable.
+        compact_every: Compact a tablet's deltas in memory after this many versions.
+        snapshot_every: Write a bucket snapshot after this many versions changed the
+            bucket since its last snapshot ...
+        snapshot_events: ... or once the bucket's WAL segments since its last snapshot
+            hold this many events (a large batch into a bucket that has rows snapshots
+            at the bucket's next version), so that loading a bucket never replays much
+            more than this. Events, not bytes: replay cost follows the events, and
+            compressed segments of a sparse workload are several times smaller than
+            those of a dense one.
+        bulk_events: A batch of at least this many events for a bucket that holds no
+            rows yet (a table's initial load, a backfill into a new table, Debezium's
+            initial snapshot) is written as a snapshot of the bucket at its version
+            instead of a WAL segment: the snapshot is the durable record and the log
+            entry names it, so the data is written once, as pages, and a read of that
+            version loads pages instead of replaying the load.
+        retain_versions: GC keeps at least this many newest versions ...
+        retain_seconds: ... and every version committed within this many seconds.
+    """
+
+    page_rows: int = 65536
+    memory_versions: int = 100
+    compact_every: int = 20
+    snapshot_every: int = 50
+    snapshot_events: int = 4_000_000
+    bulk_events: int = 100_000
+    retain_versions: int = 100
+    retain_seconds: float = 3600.0
+
+    @classmethod
+    def for_tests(cls) -> TableOptions:
+        """Tiny pages and frequent snapshots, to exercise every path in small tests."""
+        return cls(
+            page_rows=8,
+            memory_versions=4,
+            compact_every=3,
+            snapshot_every=3,
+            bulk_events=4,
+            retain_versions=3,
+            retain_seconds=0.0,
+        )
+
+
+class TableState:
+    """The state of one open table in one process (see the module docstring)."""
+
+    def __init__(self, root: str, options: TableOptions | None) -> None:
+        self.root = root
+        with open(table_file(root), "rb") as f:
+            meta = json.loads(f.read())
+        self.options = replace(options or TableOptions(), page_rows=int(meta["page_rows"]))
+        self.log = VersionLog(root)
+        self.repaired = False
+        self.schemas: dict[int, TableSchema] = {}
+        # The newest version first, then the history: a version committed in between is
+        # then in the history but not yet named (the next refresh follows it). The other
+        # order names a version whose segments the history lacks, and reads of it return
+        # the version before (found by the chaos suite's reader).
+        self.version = self.latest()
+        self.history = History.from_log(self.log)
+        self.tablets: dict[int, MemTablet] = {}
+        self.since_snapshot: dict[int, tuple[int, int]] = {}  # segments, events
+        self.loaded_events = 0  # events the last load_bucket replayed
+        self.pending: dict[int, PendingBucket] = {}
+        self.cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
+        self.lock = threading.RLock()
+
+    # ------------------------------------------------------------------ metadata
+    def writer_repair(self) -> None:
+        """Before this process's first commit: remove an unfinished newest log entry left
+        by a crashed writer (readers never repair; they ignore such an entry)."""
+        if not self.repaired:
+            self.log.repair()
+            self.repaired = True
+
+    def latest(self) -> int:
+        """The newest committed version in the log."""
+        v = self.log.latest()
+        if v is None:
+            raise TableNotFound(f"table at {self.root} has no committed version")
+        return v
+
+    def oldest_version(self) -> int:
+        """The oldest readable version."""
+        oldest = self.log.oldest()
+        floor = self.log.newest_checkpoint_version()
+        # Once GC has written a checkpoint at its horizon, versions below it are gone even
+        # if a crash left some of their log entries behind.
+        return max(0 if oldest is None else oldest, 0 if floor is None else floor)
+
+    def schema_of(self, schema_id: int) -> TableSchema:
+        """The schema with id ``schema_id``."""
+        s = self.schemas.get(schema_id)
+        if s is None:
+            with open(schema_file(self.root, schema_id), "rb") as f:
+                s = TableSchema.from_dict(json.loads(f.read()))
+            self.schemas[schema_id] = s
+        return s
+
+    def schema_at(self, version: int) -> TableSchema:
+        """The schema version ``version`` was written under."""
+        return self.schema_of(self.history.schema_id_at(version))
+
+    def discard(self, rels: Sequence[str]) -> None:
+        """Removes files a failed attempt wrote (relative paths; missing ones are fine)."""
+        for rel in rels:
+            remove(os.path.join(self.root, rel), missing_ok=True)
+
+    def commit_time(self) -> int:
+        """The commit time of the next version: now, but never before the newest one."""
+        return max(now_ms(), self.log.read(self.version).commit_time_ms)
+
+    # ------------------------------------------------------------------ tablets
+    def empty_tablet(self, bucket: int, version: int) -> MemTablet:
+        """A tablet of ``bucket`` without rows, at ``version``."""
+        opts = TabletOptions(page_rows=self.options.page_rows)
+        return MemTablet(self.schema_at(version), bucket=bucket, version=version, options=opts)
+
+    def load_bucket(self, bucket: int, version: int) -> MemTablet:
+        """Bucket ``bucket`` at ``version`` from disk: newest snapshot <= version, then
+        the segments after it."""
+        snap = self.history.snapshot_at(bucket, version)
+        if snap is None:
+            start = self.history.schemas[0][0] if self.history.schemas else 0
+            tablet = self.empty_tablet(bucket, start)
+        else:
+            start, rel = snap
+            manifest = read_manifest(self.root, rel)
+            tablet = load_snapshot(
+                self.root,
+                manifest,
+                self.schema_of(manifest.schema_id),
+                lambda v: self.empty_tablet(bucket, v),
+            )
+        self.loaded_events = self.replay(tablet, start, version, merge=True)
+        return tablet
+
+    def replay(self, tablet: MemTablet, start: int, version: int, *, merge: bool = False) -> int:
+        """Brings ``tablet`` from ``start`` to ``version`` by replaying segments;
+        returns the events replayed.
+
+        With ``merge``, consecutive segments of one schema are folded as one batch (the
+        fold is exact, so the result equals applying them one by one); the versions in
+        between are then not kept in memory (reads of them load from disk).
+        """
+        segs = self.history.segments_between(tablet.bucket, start, version)
+        i = 0
+        events = 0
+        while i < len(segs):
+            schema = self.schema_at(segs[i][0])
+            if schema.schema_id != tablet.schema.schema_id:
+                tablet.set_schema(schema)
+            run = [segs[i]]
+            while (
+                merge
+                and i + len(run) < len(segs)
+                and self.history.schema_id_at(segs[i + len(run)][0]) == schema.schema_id
+            ):
+                run.append(segs[i + len(run)])
+            batches = [read_change_segment(self.root, r, schema)[1] for _, r in run]
+            events += sum(len(x) for x in batches)
+            last = run[-1][0]
+            tablet.apply(ChangeBatch.concat(batches), last)
+            tablet.commit(last)
+            if len(run) > 1:
+                tablet.release(last)
+            i += len(run)
+        schema = self.schema_at(version)
+        if schema.schema_id != tablet.schema.schema_id:
+            tablet.set_schema(schema)
+        if version > tablet.committed:
+            tablet.advance(version)
+        return events
+
+    def tablet(self, bucket: int) -> MemTablet:
+        """The writer's tablet of ``bucket`` at the newest version followed."""
+        t = self.tablets.get(bucket)
+        if t is None:
+            t = self.load_bucket(bucket, self.version)
+            self.tablets[bucket] = t
+            if bucket not in self.since_snapshot:  # what a reload replayed counts too
+                snap = self.history.snapshot_at(bucket, self.version)
+                start = snap[0] if snap else -1
+                segs = self.history.segments_between(bucket, start, self.version)
+                self.since_snapshot[bucket] = (len(segs), self.loaded_events)
+        return t
+
+    def reader_tablet(self, bucket: int, version: int) -> MemTablet:
+        """A tablet of ``bucket`` that holds ``version`` (the writer's, or a cached one
+        loaded from disk)."""
+        t = self.tablets.get(bucket)
+        if t is not None and t.oldest <= version <= t.committed:
+            return t
+        key = (bucket, version)
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.cache.move_to_end(key)
+            return cached
+        t = self.load_bucket(bucket, version)
+        self.cache[key] = t
+        while len(self.cache) > 2 * self.schema_at(version).num_buckets:
+            self.cache.popitem(last=False)
+        return t
+
+    # ------------------------------------------------------------------ following
+    def refresh(self) -> None:
+        """Follows versions other writers committed (replaying them into loaded tablets)."""
+        latest = self.latest()
+        if latest == self.version and self.history.upto >= latest:
+            return
+        with self.lock:
+            oldest = self.oldest_version()
+            if oldest > self.history.upto + 1:
+                # GC deleted entries this process never read: start from its checkpoint.
+                self.history = History.from_log(self.log)
+            else:
+                self.history.extend(self.log)
+            self.settle_bulk(latest)
+            for b, t in list(self.tablets.items()):
+                self.settle_pending(b, t, latest)
+                if t.committed < oldest or self.history.bulk_between(b, t.committed, latest):
+                    # GC may have deleted the segments after it, or a bulk write's
+                    # snapshot (which no segment replays) replaced the bucket's rows:
+                    # reload from the newest snapshot when next used.
+                    del self.tablets[b]
+                    continue
+                self.replay(t, t.committed, latest)
+            self.version = latest
+
+    def _decided(self, p: PendingBucket, bucket: int) -> bool:
+        """Whether the log entry of ``p.version`` names ``p``'s file for ``bucket``."""
+        try:
+            return p.won(self.log.read(p.version).buckets.get(bucket))
+        except VersionNotFound:
+            # GC collected the version before this process looked: whether it was
+            # committed no longer matters, as the tablet is older than the oldest
+            # retained version and is reloaded from disk (see refresh).
+            return False
+
+    def settle_bulk(self, latest: int) -> None:
+        """Bulk writes this process prepared (executors mode) become the bucket's tablet
+        if their version was committed with their snapshot, else are dropped."""
+        for b, p in list(self.pending.items()):
+            if not p.bulk or p.version > latest:
+                continue
+            del self.pending[b]
+            if self._decided(p, b) and p.tablet is not None:
+                self.tablets[b] = p.tablet
+
+    def settle_pending(self, bucket: int, t: MemTablet, latest: int) -> None:
+        """A pending version prepared by this process (executors mode) is committed if the
+        log entry of that version names our segment, else rolled back."""
+        pv = t.pending_version
+        if pv is None:
+            return
+        p = self.pending.pop(bucket, None)
+        if p is not None and not p.bulk and pv <= latest and self._decided(p, bucket):
+            t.commit(pv)
+            apply_locations(p.locations)
+            return
+        t.rollback()
+
+    # ------------------------------------------------------------------ publishing
+    def publish(self, v: int, pending: list[MemTablet]) -> None:
+        """Makes version ``v`` this process's newest: commits the pending tablets of the
+        version, advances the others, and does their in-memory upkeep."""
+        touched = {t.bucket for t in pending}
+        for t in pending:
+            t.commit(v)
+        for b, t in self.tablets.items():
+            if b not in touched:
+                t.advance(v)
+            self._maintain(t)
+        self.version = v
+
+    def _maintain(self, t: MemTablet) -> None:
+        """In-memory upkeep: compact deltas, drop versions past ``memory_versions``."""
+        if t.delta_versions() >= self.options.compact_every:
+            t.compact()
+        t.release(t.committed - self.options.memory_versions + 1)
+
+    # ------------------------------------------------------------------ reads
+    @contextmanager
+    def collected_means_gone(self, version: int) -> Iterator[None]:
+        """A read that finds a file of ``version`` missing raises VersionNotFound if GC
+        collected the version during the read (GC writes its checkpoint, which moves the
+        oldest readable version, before it deletes a file), and the damage otherwise."""
+        try:
+            yield
+        except (WalCorruption, FileNotFoundError) as exc:
+            oldest = self.oldest_version()
+            if version >= oldest:
+                raise
+            raise VersionNotFound(
+                f"version {version} was garbage-collected during the read (the oldest "
+                f"readable version is {oldest})",
+                version=version,
+                oldest=oldest,
+                latest=self.latest(),
+            ) from exc
