@@ -82,7 +82,8 @@ def children(m: Members, parent: np.ndarray, level: int | None = None) -> np.nda
     order); only those at ``level`` when given."""
     cand = np.flatnonzero(m.level >= 2) if level is None else np.flatnonzero(m.level == level)
     par = m.parent[cand]
-    return cand[(par >= 0) & (par == parent[m.event[cand]])]
+    found: np.ndarray = cand[(par >= 0) & (par == parent[m.event[cand]])]
+    return found
 
 
 def first_members(m: Members, members: np.ndarray, codes: np.ndarray, names: Sequence[str],

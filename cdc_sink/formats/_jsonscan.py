@@ -24,29 +24,23 @@ the working arrays stay in cache):
 No binary search runs per byte or per token, and nothing loops per event. The index is
 exact for valid JSON; presence is derived from it, never from a substring test.
 Grammar details it does not check (a missing comma, a bad literal in an ignored member,
-a bad escape) are checked by :func:`arrow_validate`, which runs Arrow's JSON parser over
-the events straight from the input buffer (parse only: no column is converted),
-bisecting to isolate the events it refuses.
+a bad escape) are checked by :func:`._jsonarrow.arrow_validate`, which runs Arrow's
+JSON parser over the events straight from the input buffer (parse only: no column is
+converted), bisecting to isolate the events it refuses.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.json as pj
 
 from cdc_sink.formats._arrays import (
     Parts,
-    cast_rows,
-    gather,
     new_reasons,
     no_reason,
-    scatter,
-    spans,
     unaligned,
 )
 
@@ -62,7 +56,7 @@ KIND_NAMES = ("invalid", "object", "array", "string", "number", "true", "false",
 
 RUN_BYTES = 4 << 20
 """The JSON decoders process runs of events of about this many bytes at a time."""
-_CHUNK_BYTES = RUN_BYTES  # scan and Arrow validation chunks
+_CHUNK_BYTES = RUN_BYTES  # scan chunks (Arrow validation uses the same size)
 
 _CLASS = np.zeros(256, dtype=np.uint8)
 _CLASS[ord('"')] = 1
@@ -82,6 +76,11 @@ _KIND[np.frombuffer(b"-0123456789NI", np.uint8)] = KIND_NUMBER
 _KIND[ord("t")] = KIND_TRUE
 _KIND[ord("f")] = KIND_FALSE
 _KIND[ord("n")] = KIND_NULL
+
+
+def _empty_index() -> np.ndarray:
+    """An empty index array (a default of the fields of :class:`_Found` set later)."""
+    return np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -190,16 +189,94 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
 
 def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int,
                 reasons: np.ndarray) -> Members:
+    """Indexes the members of ``events`` (one chunk), phase by phase as the module
+    docstring numbers them; an event whose structure is invalid gets its reason in
+    ``reasons`` and no members."""
     data = parts.data
-    size = len(data)
     starts, ends = parts.starts[events], parts.ends[events]
-    n_ev = len(events)
+    local_reason = np.full(len(events), None, dtype=object)
+    t = _tokens(data, starts, ends)
+    s = _strings(t, starts, ends, local_reason)
+    b = _brackets(data, t, s, starts, ends, local_reason)
+    f = _names(data, t, s, b, local_reason, max_level)
+    _values(data, s, b, f)
+    _parents(f, max_level)
+    _drop_malformed(f, local_reason)
+    name_start = s.so[f.mi] + 1
+    name_end = s.sc[f.mi]
+    if len(t.bsl):
+        name_escaped = _count_in(t.bsl, name_start, name_end) > 0
+        value_escaped = (f.kind == KIND_STRING) & (
+            _count_in(t.bsl, f.value_start + 1, f.value_end - 1) > 0)
+    else:
+        name_escaped = value_escaped = np.zeros(len(f.mi), dtype=bool)
+    bad_events = np.flatnonzero(~no_reason(local_reason))
+    reasons[events[bad_events]] = local_reason[bad_events]
+    return Members(event=events[f.ev], level=f.level, parent=f.parent, name_start=name_start,
+                   name_end=name_end, name_escaped=name_escaped, kind=f.kind.astype(np.int8),
+                   value_start=f.value_start, value_end=f.value_end,
+                   value_escaped=value_escaped)
+
+
+@dataclass
+class _Tokens:
+    """Phase 1: the structural tokens of a chunk, in byte order."""
+
+    tok: np.ndarray  # byte position of each token
+    tcls: np.ndarray  # its _CLASS (an escaped quote: 0)
+    counts: np.ndarray  # tokens per class
+    bsl: np.ndarray  # positions of the backslashes
+    tb: np.ndarray  # first token of each event
+    te: np.ndarray  # one past each event's last token
+
+
+@dataclass
+class _Strings:
+    """Phase 1 (quotes): the strings of a chunk, paired quotes in token order."""
+
+    so: np.ndarray  # opening quote of each string
+    sc: np.ndarray  # closing quote of each string
+    sc_tok: np.ndarray  # token index of each closing quote
+    kb: np.ndarray  # first string of each event
+    ke: np.ndarray  # one past each event's last string
+    outside: np.ndarray  # whether each token is outside strings
+
+
+@dataclass
+class _Brackets:
+    """Phase 2: the brackets outside strings and the depth after each."""
+
+    bo: np.ndarray  # byte position of each bracket outside strings
+    bcum: np.ndarray  # brackets outside strings before each token
+    opener: np.ndarray  # whether each bracket opens
+    depth: np.ndarray  # depth after each bracket (within its event)
+
+
+@dataclass
+class _Found:
+    """Phase 3: the members found so far (one entry per member)."""
+
+    mi: np.ndarray  # the string of its name
+    ev: np.ndarray  # its event (chunk-local)
+    colon: np.ndarray  # position of the colon after the name
+    j: np.ndarray  # the last bracket before the name
+    level: np.ndarray
+    value_start: np.ndarray = field(default_factory=_empty_index)
+    value_end: np.ndarray = field(default_factory=_empty_index)
+    kind: np.ndarray = field(default_factory=_empty_index)
+    str_ok: np.ndarray = field(default_factory=_empty_index)  # a string value is a whole string
+    parent: np.ndarray = field(default_factory=_empty_index)
+
+
+def _tokens(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> _Tokens:
+    """Every quote, bracket, backslash and line break of the events, in one pass; a quote
+    after an odd run of backslashes is escaped (class 0)."""
     lo, hi = int(starts.min()), int(ends.max())
     # bytes.translate maps every byte through a table in one C loop (faster than a numpy
     # gather); flatnonzero on a bool view is the fastest way to list the tokens.
     is_tok = np.frombuffer(data[lo:hi].tobytes().translate(_IS_TOKEN), dtype=np.bool_)
     tok = np.flatnonzero(is_tok) + lo
-    if n_ev > 1 and not (starts[1:] == ends[:-1]).all():  # drop bytes between events
+    if len(starts) > 1 and not (starts[1:] == ends[:-1]).all():  # drop bytes between events
         ev = np.searchsorted(starts, tok, side="right") - 1
         tok = tok[(ev >= 0) & (tok < ends[np.maximum(ev, 0)])]
     tcls = _CLASS[data[tok]]
@@ -215,11 +292,19 @@ def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int,
         tcls[ti] = 0
     else:
         bsl = np.zeros(0, dtype=np.int64)
+    return _Tokens(tok=tok, tcls=tcls, counts=counts, bsl=bsl,
+                   tb=np.searchsorted(tok, starts), te=np.searchsorted(tok, ends))
+
+
+def _strings(t: _Tokens, starts: np.ndarray, ends: np.ndarray,
+             local_reason: np.ndarray) -> _Strings:
+    """Pairs the quotes into strings; refuses events with an odd number of quotes (their
+    last quote is dropped so the next events stay paired) or a raw line break inside a
+    string."""
     # Everything is counted in token order: cq[t] = quotes before token t, whose parity
     # tells whether token t is inside a string (no binary search per token).
-    local_reason = np.full(n_ev, None, dtype=object)
+    tok, tcls, tb, te = t.tok, t.tcls, t.tb, t.te
     isq = tcls == 1
-    tb, te = np.searchsorted(tok, starts), np.searchsorted(tok, ends)
     cq = np.zeros(len(tok) + 1, dtype=np.int64)
     np.cumsum(isq, out=cq[1:])
     odd = ((cq[te] - cq[tb]) & 1) == 1
@@ -229,26 +314,30 @@ def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int,
         np.cumsum(isq, out=cq[1:])
     qidx = np.flatnonzero(isq)
     q = tok[qidx]
-    so, sc = q[0::2], q[1::2]  # the strings: opening and closing quotes
-    sc_tok = qidx[1::2]
-    kb, ke = cq[tb] // 2, cq[te] // 2
     outside = (cq[:-1] & 1) == 0
-    if counts[3]:
+    if t.counts[3]:
         nl_in = tok[(tcls == 3) & ~outside]
         if len(nl_in):
-            bad = np.zeros(n_ev, dtype=bool)
+            bad = np.zeros(len(starts), dtype=bool)
             bad[np.searchsorted(starts, nl_in, side="right") - 1] = True
             local_reason[bad & no_reason(local_reason)] = (
                 "invalid JSON: raw line break inside a string")
-    is_bo = (tcls == 2) & outside
-    bo = tok[is_bo]  # brackets outside strings
-    bcum = np.zeros(len(tok) + 1, dtype=np.int64)
-    np.cumsum(is_bo, out=bcum[1:])
+    return _Strings(so=q[0::2], sc=q[1::2], sc_tok=qidx[1::2], kb=cq[tb] // 2, ke=cq[te] // 2,
+                    outside=outside)
 
-    # ---- bracket depth; each event must be exactly one object
+
+def _brackets(data: np.ndarray, t: _Tokens, s: _Strings, starts: np.ndarray,
+              ends: np.ndarray, local_reason: np.ndarray) -> _Brackets:
+    """The depth after every bracket outside strings; refuses events that are not
+    exactly one object from their first to their last non-blank byte."""
+    size = len(data)
+    is_bo = (t.tcls == 2) & s.outside
+    bo = t.tok[is_bo]  # brackets outside strings
+    bcum = np.zeros(len(t.tok) + 1, dtype=np.int64)
+    np.cumsum(is_bo, out=bcum[1:])
     bch = data[bo]
     opener = (bch == ord("{")) | (bch == ord("["))
-    bb, be = bcum[tb], bcum[te]
+    bb, be = bcum[t.tb], bcum[t.te]
     cnt = be - bb
     cs = np.cumsum(np.where(opener, 1, -1).astype(np.int32))
     base = np.where(bb > 0, cs[np.maximum(bb - 1, 0)] if len(cs) else 0, 0)
@@ -264,79 +353,90 @@ def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int,
                   & (bch[first_b] == ord("{")) & (bo[first_b] == head)
                   & (bo[last_b] == tail) & (bch[last_b] == ord("}")))
     else:
-        single = np.zeros(n_ev, dtype=bool)
+        single = np.zeros(len(starts), dtype=bool)
     local_reason[~has & no_reason(local_reason)] = "not a JSON object"
     local_reason[has & ~single & no_reason(local_reason)] = (
         "not a single JSON object (unbalanced brackets or trailing data)")
+    return _Brackets(bo=bo, bcum=bcum, opener=opener, depth=depth)
 
-    # ---- members: strings followed by a colon
-    nxt = skip_ws(data, np.minimum(sc + 1, size - 1), 1)
-    is_name = (data[nxt] == ord(":")) & (sc + 1 < size)
+
+def _names(data: np.ndarray, t: _Tokens, s: _Strings, b: _Brackets,
+           local_reason: np.ndarray, max_level: int) -> _Found:
+    """The member names (strings followed by a colon) of the valid events, and their
+    levels (the depth after the last bracket before them), up to ``max_level``."""
+    size = len(data)
+    nxt = skip_ws(data, np.minimum(s.sc + 1, size - 1), 1)
+    is_name = (data[nxt] == ord(":")) & (s.sc + 1 < size)
     cum = np.concatenate([[0], np.cumsum(is_name)])
     mi = np.flatnonzero(is_name)
-    ev = np.repeat(np.arange(n_ev), cum[ke] - cum[kb])
+    ev = np.repeat(np.arange(len(local_reason)), cum[s.ke] - cum[s.kb])
     keep = no_reason(local_reason)[ev]
     mi, ev = mi[keep], ev[keep]
     colon = nxt[mi]
-    j = bcum[sc_tok[mi]] - 1  # the last bracket before the name (so before the colon)
-    level = depth[j].astype(np.int64)
+    j = b.bcum[s.sc_tok[mi]] - 1  # the last bracket before the name (so before the colon)
+    level = b.depth[j].astype(np.int64)
     keep = level <= max_level
-    mi, ev, colon, j, level = mi[keep], ev[keep], colon[keep], j[keep], level[keep]
-    # ---- values
-    value_start = skip_ws(data, np.minimum(colon + 1, size - 1), 1)
+    return _Found(mi=mi[keep], ev=ev[keep], colon=colon[keep], j=j[keep], level=level[keep])
+
+
+def _values(data: np.ndarray, s: _Strings, b: _Brackets, f: _Found) -> None:
+    """Each member's value: its kind (from its first byte) and end (its closing quote,
+    its matching bracket, or before the next member/closing bracket)."""
+    size = len(data)
+    mi, so, bo = f.mi, s.so, b.bo
+    value_start = skip_ws(data, np.minimum(f.colon + 1, size - 1), 1)
     kind = _KIND[data[value_start]] if len(value_start) else np.zeros(0, np.int8)
     value_end = np.zeros(len(mi), dtype=np.int64)
     nxt_str = np.minimum(mi + 1, max(len(so) - 1, 0))
     is_str = kind == KIND_STRING
-    value_end[is_str] = sc[nxt_str[is_str]] + 1
-    str_ok = ~is_str | ((mi + 1 < len(so)) & (so[nxt_str] == value_start))
+    value_end[is_str] = s.sc[nxt_str[is_str]] + 1
     container = np.flatnonzero((kind == KIND_OBJECT) | (kind == KIND_ARRAY))
-    for lvl in np.unique(level[container]).tolist():
-        at = container[level[container] == lvl]
-        closes = np.flatnonzero(~opener & (depth == lvl))
-        value_end[at] = bo[closes[np.searchsorted(closes, j[at] + 1)]] + 1
+    for lvl in np.unique(f.level[container]).tolist():
+        at = container[f.level[container] == lvl]
+        closes = np.flatnonzero(~b.opener & (b.depth == lvl))
+        value_end[at] = bo[closes[np.searchsorted(closes, f.j[at] + 1)]] + 1
     scalar = np.flatnonzero(~is_str & (kind != KIND_OBJECT) & (kind != KIND_ARRAY))
     if len(scalar):
-        bound = bo[np.minimum(j[scalar] + 1, len(bo) - 1)]
+        bound = bo[np.minimum(f.j[scalar] + 1, len(bo) - 1)]
         has_next = mi[scalar] + 1 < len(so)
         bound = np.where(has_next, np.minimum(bound, so[nxt_str[scalar]]), bound)
         value_end[scalar] = _skip_back(data, bound - 1, _TRAIL) + 1
-    # The parent of a level-L member is the last level L-1 member before it, when that
-    # member's value is an object holding it (else the member is in an array element).
-    parent = np.full(len(mi), -1, dtype=np.int64)
-    idx = np.arange(len(mi))
+    f.value_start, f.value_end, f.kind = value_start, value_end, kind
+    f.str_ok = ~is_str | ((mi + 1 < len(so)) & (so[nxt_str] == value_start))
+
+
+def _parents(f: _Found, max_level: int) -> None:
+    """The parent of a level-L member is the last level L-1 member before it, when that
+    member's value is an object holding it (else the member is in an array element)."""
+    level, kind = f.level, f.kind
+    parent = np.full(len(f.mi), -1, dtype=np.int64)
+    idx = np.arange(len(f.mi))
     for lvl in range(2, max_level + 1):
         at = np.flatnonzero(level == lvl)
         if not len(at):
             continue
         last = np.maximum.accumulate(np.where(level == lvl - 1, idx, -1))[at]
         p = np.maximum(last, 0)
-        found = (last >= 0) & (kind[p] == KIND_OBJECT) & (value_end[p] > colon[at]) & (
-            ev[p] == ev[at])
+        found = (last >= 0) & (kind[p] == KIND_OBJECT) & (f.value_end[p] > f.colon[at]) & (
+            f.ev[p] == f.ev[at])
         parent[at] = np.where(found, last, -2)
-    malformed = ev[~str_ok]
-    if len(malformed):
-        bad = np.zeros(n_ev, dtype=bool)
-        bad[malformed] = True
-        local_reason[bad & no_reason(local_reason)] = "invalid JSON: malformed member"
-        ok = ~bad[ev]
-        remap = np.cumsum(ok) - 1
-        parent = np.where(parent >= 0, remap[np.maximum(parent, 0)], parent)[ok]
-        mi, ev, level, kind = mi[ok], ev[ok], level[ok], kind[ok]
-        value_start, value_end = value_start[ok], value_end[ok]
-    name_start = so[mi] + 1
-    name_end = sc[mi]
-    if len(bsl):
-        name_escaped = _count_in(bsl, name_start, name_end) > 0
-        value_escaped = (kind == KIND_STRING) & (
-            _count_in(bsl, value_start + 1, value_end - 1) > 0)
-    else:
-        name_escaped = value_escaped = np.zeros(len(mi), dtype=bool)
-    bad_events = np.flatnonzero(~no_reason(local_reason))
-    reasons[events[bad_events]] = local_reason[bad_events]
-    return Members(event=events[ev], level=level, parent=parent, name_start=name_start,
-                   name_end=name_end, name_escaped=name_escaped, kind=kind.astype(np.int8),
-                   value_start=value_start, value_end=value_end, value_escaped=value_escaped)
+    f.parent = parent
+
+
+def _drop_malformed(f: _Found, local_reason: np.ndarray) -> None:
+    """Refuses the events holding a string value that is not a whole string, and drops
+    their members (remapping the parents of the others)."""
+    malformed = f.ev[~f.str_ok]
+    if not len(malformed):
+        return
+    bad = np.zeros(len(local_reason), dtype=bool)
+    bad[malformed] = True
+    local_reason[bad & no_reason(local_reason)] = "invalid JSON: malformed member"
+    ok = ~bad[f.ev]
+    remap = np.cumsum(ok) - 1
+    f.parent = np.where(f.parent >= 0, remap[np.maximum(f.parent, 0)], f.parent)[ok]
+    f.mi, f.ev, f.level, f.kind = f.mi[ok], f.ev[ok], f.level[ok], f.kind[ok]
+    f.value_start, f.value_end = f.value_start[ok], f.value_end[ok]
 
 
 def _skip_back(data: np.ndarray, pos: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -435,145 +535,3 @@ def raw_text(data: np.ndarray, start: int, end: int, limit: int = 60) -> str:
     """The JSON text ``data[start:end]`` for a reject reason (shortened)."""
     text = data[start:min(end, start + limit)].tobytes().decode("utf-8", "replace")
     return text + ("..." if end - start > limit else "")
-
-
-def string_values(parts: Parts, starts: np.ndarray, ends: np.ndarray,
-                  escaped: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """The contents of JSON strings (between quotes), unescaped, as ``binary``.
-
-    Strings without a backslash are views of the input; escaped ones are unescaped by
-    Arrow's JSON parser (one small document for all of them).
-
-    Returns:
-        The contents and a mask of strings whose escapes are invalid.
-    """
-    plain = spans(parts, starts, ends).cast(pa.binary())
-    esc = np.flatnonzero(escaped)
-    bad = np.zeros(len(starts), dtype=bool)
-    if not len(esc):
-        return plain, bad
-    decoded, bad_esc = _unescape(parts.data, starts[esc] - 1, ends[esc] + 1)
-    bad[esc] = bad_esc
-    index = np.arange(len(starts), dtype=np.int64)
-    index[esc] = len(starts) + np.arange(len(esc))
-    both = pa.concat_arrays([plain, decoded.cast(pa.binary())])
-    return both.take(pa.array(index)), bad
-
-
-def _unescape(data: np.ndarray, starts: np.ndarray, ends: np.ndarray
-              ) -> tuple[pa.Array, np.ndarray]:
-    """Parses quoted JSON strings ``data[starts:ends]`` with Arrow's JSON reader."""
-    lengths = ends - starts
-    toks = gather(data, starts, lengths)
-    const = np.frombuffer(b'{"v":}\n', np.uint8)
-    ext = np.concatenate([toks, const])
-    c0 = len(toks)
-    tok_start = np.cumsum(lengths) - lengths
-    k = len(starts)
-    seg_start = np.stack([np.full(k, c0), tok_start, np.full(k, c0 + 5)], axis=1).ravel()
-    seg_len = np.stack([np.full(k, 5), lengths, np.full(k, 2)], axis=1).ravel()
-    doc = gather(ext, seg_start, seg_len)
-    line_ends = np.cumsum(lengths + 7)
-    line_starts = line_ends - lengths - 7
-    schema = pa.schema([("v", pa.string())])
-    table, bad = _read_lines(doc, line_starts, line_ends, schema)
-    return scatter(table.column("v").combine_chunks(), np.flatnonzero(~bad), k), bad
-
-
-# ---------------------------------------------------------------------- Arrow validation
-def _read_lines(doc: np.ndarray, line_starts: np.ndarray, line_ends: np.ndarray,
-                schema: pa.Schema, *, separated: bool = True) -> tuple[pa.Table, np.ndarray]:
-    """Reads the JSON objects ``doc[line_starts[i]:line_ends[i]]`` with Arrow, bisecting on
-    failure. With ``separated=False`` the objects need no newline between them (Arrow's
-    ``newlines_in_values`` chunker finds their boundaries); bytes between the ranges must
-    be blank. Returns the rows of the objects that parsed (in order) and the mask of those
-    that did not (or that did not read as exactly one object)."""
-    k = len(line_starts)
-    bad = np.zeros(k, dtype=bool)
-    tables: list[pa.Table] = []
-    longest = int((line_ends - line_starts).max()) if k else 0
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
-                              newlines_in_values=not separated)
-    read = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, 2 * longest + 64))
-
-    def go(i: int, j: int) -> None:
-        lo, hi = int(line_starts[i]), int(line_ends[j - 1])
-        try:
-            t = pj.read_json(pa.BufferReader(pa.py_buffer(doc[lo:hi])), read_options=read,
-                             parse_options=options)
-            if t.num_rows == j - i:
-                tables.append(t)
-                return
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        if j - i == 1:
-            bad[i] = True
-            return
-        mid = (i + j) // 2
-        go(i, mid)
-        go(mid, j)
-
-    if k:
-        go(0, k)
-    if not tables:
-        return pa.table({f.name: pa.nulls(0, f.type) for f in schema}), bad
-    return pa.concat_tables(tables), bad
-
-
-def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None:
-    """Parses the events of ``check`` with Arrow's JSON reader (no column is converted)
-    and refuses those it cannot parse as exactly one object, or that are not UTF-8.
-
-    JSON text is UTF-8 (RFC 8259), and Arrow's parser does not check the bytes of
-    members it skips, so the encoding of every event is checked first (one Arrow UTF-8
-    validation of all of them; bad events are isolated by bisection).
-
-    The values of a binary array are contiguous, so a chunk of events is read straight
-    from the input buffer (zero copy) unless some of its events are left out, which are
-    then blanked in a copy.
-    """
-    events = np.flatnonzero(check)
-    if not len(events):
-        return
-    _, not_utf8 = cast_rows(spans(parts, parts.starts[events], parts.ends[events]),
-                            pa.string_view())
-    if not_utf8.any():
-        bad = events[not_utf8]
-        reasons[bad[no_reason(reasons[bad])]] = "invalid JSON: not valid UTF-8"
-        check = check.copy()
-        check[bad] = False
-        events = events[~not_utf8]
-        if not len(events):
-            return
-    n = parts.n
-    csum = np.cumsum(parts.lengths)
-    e0 = int(events[0])
-    while e0 < n:
-        base = csum[e0 - 1] if e0 else 0
-        e1 = min(max(int(np.searchsorted(csum, base + _CHUNK_BYTES, side="right")), e0 + 1), n)
-        sel = np.flatnonzero(check[e0:e1]) + e0
-        if len(sel):
-            lo, hi = int(parts.starts[e0]), int(parts.ends[e1 - 1])
-            doc = parts.data[lo:hi]
-            if len(sel) < e1 - e0:
-                skip = ~check[e0:e1]
-                doc = doc.copy()
-                doc[np.repeat(skip, parts.lengths[e0:e1])] = 32
-            starts, ends = parts.starts[sel] - lo, parts.ends[sel] - lo
-            _, bad = _read_lines(doc, starts, ends, pa.schema([]), separated=False)
-            for e in np.flatnonzero(bad).tolist():
-                if reasons[sel[e]] is None:
-                    reasons[sel[e]] = _arrow_reason(doc[int(starts[e]):int(ends[e])])
-        e0 = e1
-
-
-def _arrow_reason(doc: np.ndarray) -> str:
-    try:
-        t = pj.read_json(pa.BufferReader(pa.py_buffer(doc)),
-                         parse_options=pj.ParseOptions(explicit_schema=pa.schema([]),
-                                                       unexpected_field_behavior="ignore",
-                                                       newlines_in_values=True))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        msg = str(exc).removeprefix("JSON parse error: ").removesuffix(" in row 0")
-        return f"invalid JSON: {msg}"
-    return f"invalid JSON: not a single object ({t.num_rows} values)"

@@ -54,6 +54,7 @@ from cdc_sink.formats._arrays import (
     int_bounds,
     spans,
 )
+from cdc_sink.formats._jsonarrow import string_values
 from cdc_sink.formats._jsonscan import (
     KIND_FALSE,
     KIND_NULL,
@@ -63,7 +64,6 @@ from cdc_sink.formats._jsonscan import (
     KIND_TRUE,
     Members,
     match_strings,
-    string_values,
 )
 from cdc_sink.schema import Column
 

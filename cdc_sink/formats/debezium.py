@@ -124,6 +124,7 @@ from cdc_sink.formats._debezium_schema import (
     strip_shared_schema,
 )
 from cdc_sink.formats._debezium_source import SOURCE, source_seq
+from cdc_sink.formats._jsonarrow import arrow_validate
 from cdc_sink.formats._jsonmembers import (
     children,
     column_array,
@@ -140,7 +141,6 @@ from cdc_sink.formats._jsonscan import (
     KIND_STRING,
     RUN_BYTES,
     Members,
-    arrow_validate,
     match_strings,
     scan,
 )

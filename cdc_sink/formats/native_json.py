@@ -78,6 +78,7 @@ from cdc_sink.formats._arrays import (
     sub_parts,
 )
 from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, EventEncoder, FormatName
+from cdc_sink.formats._jsonarrow import arrow_validate
 from cdc_sink.formats._jsonmembers import (
     children,
     column_array,
@@ -94,7 +95,6 @@ from cdc_sink.formats._jsonscan import (
     KIND_OBJECT,
     RUN_BYTES,
     Members,
-    arrow_validate,
     match_strings,
     scan,
 )

@@ -1,0 +1,165 @@
+"""Arrow's JSON parser over indexed events: grammar validation and unescaping (private).
+
+The structural index (:mod:`._jsonscan`) finds every member without parsing values;
+what it does not check is left to Arrow's JSON reader, run straight over the input
+buffer (parse only: no column is converted):
+
+- :func:`arrow_validate` checks the full grammar (and UTF-8) of whole events, bisecting
+  to isolate the events Arrow refuses;
+- :func:`string_values` unescapes the few string values with backslash escapes (all of
+  them as one small document).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+
+from cdc_sink.formats._arrays import Parts, cast_rows, gather, no_reason, scatter, spans
+from cdc_sink.formats._jsonscan import RUN_BYTES
+
+__all__ = ["arrow_validate", "string_values"]
+
+_CHUNK_BYTES = RUN_BYTES  # Arrow validation chunks
+
+
+def string_values(parts: Parts, starts: np.ndarray, ends: np.ndarray,
+                  escaped: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """The contents of JSON strings (between quotes), unescaped, as ``binary``.
+
+    Strings without a backslash are views of the input; escaped ones are unescaped by
+    Arrow's JSON parser (one small document for all of them).
+
+    Returns:
+        The contents and a mask of strings whose escapes are invalid.
+    """
+    plain = spans(parts, starts, ends).cast(pa.binary())
+    esc = np.flatnonzero(escaped)
+    bad = np.zeros(len(starts), dtype=bool)
+    if not len(esc):
+        return plain, bad
+    decoded, bad_esc = _unescape(parts.data, starts[esc] - 1, ends[esc] + 1)
+    bad[esc] = bad_esc
+    index = np.arange(len(starts), dtype=np.int64)
+    index[esc] = len(starts) + np.arange(len(esc))
+    both = pa.concat_arrays([plain, decoded.cast(pa.binary())])
+    return both.take(pa.array(index)), bad
+
+
+def _unescape(data: np.ndarray, starts: np.ndarray, ends: np.ndarray
+              ) -> tuple[pa.Array, np.ndarray]:
+    """Parses quoted JSON strings ``data[starts:ends]`` with Arrow's JSON reader."""
+    lengths = ends - starts
+    toks = gather(data, starts, lengths)
+    const = np.frombuffer(b'{"v":}\n', np.uint8)
+    ext = np.concatenate([toks, const])
+    c0 = len(toks)
+    tok_start = np.cumsum(lengths) - lengths
+    k = len(starts)
+    seg_start = np.stack([np.full(k, c0), tok_start, np.full(k, c0 + 5)], axis=1).ravel()
+    seg_len = np.stack([np.full(k, 5), lengths, np.full(k, 2)], axis=1).ravel()
+    doc = gather(ext, seg_start, seg_len)
+    line_ends = np.cumsum(lengths + 7)
+    line_starts = line_ends - lengths - 7
+    schema = pa.schema([("v", pa.string())])
+    table, bad = _read_lines(doc, line_starts, line_ends, schema)
+    return scatter(table.column("v").combine_chunks(), np.flatnonzero(~bad), k), bad
+
+
+def _read_lines(doc: np.ndarray, line_starts: np.ndarray, line_ends: np.ndarray,
+                schema: pa.Schema, *, separated: bool = True) -> tuple[pa.Table, np.ndarray]:
+    """Reads the JSON objects ``doc[line_starts[i]:line_ends[i]]`` with Arrow, bisecting on
+    failure. With ``separated=False`` the objects need no newline between them (Arrow's
+    ``newlines_in_values`` chunker finds their boundaries); bytes between the ranges must
+    be blank. Returns the rows of the objects that parsed (in order) and the mask of those
+    that did not (or that did not read as exactly one object)."""
+    k = len(line_starts)
+    bad = np.zeros(k, dtype=bool)
+    tables: list[pa.Table] = []
+    longest = int((line_ends - line_starts).max()) if k else 0
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
+                              newlines_in_values=not separated)
+    read = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, 2 * longest + 64))
+
+    def go(i: int, j: int) -> None:
+        lo, hi = int(line_starts[i]), int(line_ends[j - 1])
+        try:
+            t = pj.read_json(pa.BufferReader(pa.py_buffer(doc[lo:hi])), read_options=read,
+                             parse_options=options)
+            if t.num_rows == j - i:
+                tables.append(t)
+                return
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        if j - i == 1:
+            bad[i] = True
+            return
+        mid = (i + j) // 2
+        go(i, mid)
+        go(mid, j)
+
+    if k:
+        go(0, k)
+    if not tables:
+        return pa.table({f.name: pa.nulls(0, f.type) for f in schema}), bad
+    return pa.concat_tables(tables), bad
+
+
+def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None:
+    """Parses the events of ``check`` with Arrow's JSON reader (no column is converted)
+    and refuses those it cannot parse as exactly one object, or that are not UTF-8.
+
+    JSON text is UTF-8 (RFC 8259), and Arrow's parser does not check the bytes of
+    members it skips, so the encoding of every event is checked first (one Arrow UTF-8
+    validation of all of them; bad events are isolated by bisection).
+
+    The values of a binary array are contiguous, so a chunk of events is read straight
+    from the input buffer (zero copy) unless some of its events are left out, which are
+    then blanked in a copy.
+    """
+    events = np.flatnonzero(check)
+    if not len(events):
+        return
+    _, not_utf8 = cast_rows(spans(parts, parts.starts[events], parts.ends[events]),
+                            pa.string_view())
+    if not_utf8.any():
+        bad = events[not_utf8]
+        reasons[bad[no_reason(reasons[bad])]] = "invalid JSON: not valid UTF-8"
+        check = check.copy()
+        check[bad] = False
+        events = events[~not_utf8]
+        if not len(events):
+            return
+    n = parts.n
+    csum = np.cumsum(parts.lengths)
+    e0 = int(events[0])
+    while e0 < n:
+        base = csum[e0 - 1] if e0 else 0
+        e1 = min(max(int(np.searchsorted(csum, base + _CHUNK_BYTES, side="right")), e0 + 1), n)
+        sel = np.flatnonzero(check[e0:e1]) + e0
+        if len(sel):
+            lo, hi = int(parts.starts[e0]), int(parts.ends[e1 - 1])
+            doc = parts.data[lo:hi]
+            if len(sel) < e1 - e0:
+                skip = ~check[e0:e1]
+                doc = doc.copy()
+                doc[np.repeat(skip, parts.lengths[e0:e1])] = 32
+            starts, ends = parts.starts[sel] - lo, parts.ends[sel] - lo
+            _, bad = _read_lines(doc, starts, ends, pa.schema([]), separated=False)
+            for e in np.flatnonzero(bad).tolist():
+                if reasons[sel[e]] is None:
+                    reasons[sel[e]] = _arrow_reason(doc[int(starts[e]):int(ends[e])])
+        e0 = e1
+
+
+def _arrow_reason(doc: np.ndarray) -> str:
+    try:
+        t = pj.read_json(pa.BufferReader(pa.py_buffer(doc)),
+                         parse_options=pj.ParseOptions(explicit_schema=pa.schema([]),
+                                                       unexpected_field_behavior="ignore",
+                                                       newlines_in_values=True))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        msg = str(exc).removeprefix("JSON parse error: ").removesuffix(" in row 0")
+        return f"invalid JSON: {msg}"
+    return f"invalid JSON: not a single object ({t.num_rows} values)"
