@@ -88,8 +88,7 @@ def encode_wire(batch: ChangeBatch) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def decode_wire(payload: bytes, schema: TableSchema, *, rows: int,
-                path: str) -> ChangeBatch:
+def decode_wire(payload: bytes, schema: TableSchema, *, rows: int, path: str) -> ChangeBatch:
     """Reads a format 1 body back into a validated batch of ``schema``.
 
     Args:
@@ -106,12 +105,12 @@ def decode_wire(payload: bytes, schema: TableSchema, *, rows: int,
     """
     table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
     if table.num_rows != rows:
-        raise WalCorruption("change segment row count differs from its header", path=path,
-                            offset=0)
+        raise WalCorruption("change segment row count differs from its header", path=path, offset=0)
     batch, rejects = ChangeBatch.from_arrow(table, schema)
     if len(rejects):
-        raise WalCorruption(f"committed segment holds invalid events: {rejects.reasons[:3]}",
-                            path=path, offset=0)
+        raise WalCorruption(
+            f"committed segment holds invalid events: {rejects.reasons[:3]}", path=path, offset=0
+        )
     return batch
 
 
@@ -138,8 +137,7 @@ def _seq_deltas(seq: np.ndarray) -> np.ndarray:
     return out
 
 
-def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMPRESSION
-                   ) -> bytes:
+def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMPRESSION) -> bytes:
     """Format 2: only the cells each event sets, plus presence bitmaps, compressed.
 
     Args:
@@ -171,7 +169,8 @@ def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMP
         arrays += [_one_list(values), _one_list(bits)]
     fields = [pa.field(name, arr.type) for name, arr in zip(names, arrays, strict=True)]
     body = pa.RecordBatch.from_arrays(
-        arrays, schema=pa.schema(fields, metadata={_META_KEY: str(FORMAT_COMPACT).encode()}))
+        arrays, schema=pa.schema(fields, metadata={_META_KEY: str(FORMAT_COMPACT).encode()})
+    )
     sink = pa.BufferOutputStream()
     if len(batch) < COMPRESS_MIN_EVENTS:
         compression = None
@@ -183,9 +182,9 @@ def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMP
 
 def _unpack(buf: pa.Buffer, offset: int, count: int) -> np.ndarray:
     """``count`` bits of an Arrow bitmap, from bit ``offset``, as a numpy bool array."""
-    raw = np.frombuffer(buf, dtype=np.uint8)[offset // 8:]
+    raw = np.frombuffer(buf, dtype=np.uint8)[offset // 8 :]
     bits: np.ndarray = np.unpackbits(raw, count=offset % 8 + count, bitorder="little")
-    return bits[offset % 8:].view(bool)
+    return bits[offset % 8 :].view(bool)
 
 
 def _spread_validity(values: pa.Array, mask: np.ndarray) -> pa.Buffer:
@@ -199,10 +198,16 @@ def _spread_validity(values: pa.Array, mask: np.ndarray) -> pa.Buffer:
 
 def _fixed_width(t: pa.DataType) -> bool:
     """Types laid out as [validity, one fixed-width value per cell]."""
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_date(t)
-                or pa.types.is_time(t) or pa.types.is_timestamp(t)
-                or pa.types.is_duration(t) or pa.types.is_decimal(t)
-                or pa.types.is_fixed_size_binary(t))
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_duration(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_fixed_size_binary(t)
+    )
 
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -228,19 +233,18 @@ def _spread(values: pa.Array, mask: np.ndarray, n: int) -> pa.Array:
         return pa.Array.from_buffers(t, n, [_spread_validity(values, mask), data])
     if _fixed_width(t) and len(bufs) == 2:
         width = t.bit_width // 8
-        raw = np.frombuffer(bufs[1], dtype=np.uint8)[off * width:(off + k) * width]
+        raw = np.frombuffer(bufs[1], dtype=np.uint8)[off * width : (off + k) * width]
         if width in _UINT:
             full = np.zeros(n, dtype=_UINT[width])
             full[mask] = raw.view(_UINT[width])
         else:
             full = np.zeros((n, width), dtype=np.uint8)
             full[mask] = raw.reshape(k, width)
-        return pa.Array.from_buffers(t, n, [_spread_validity(values, mask),
-                                            pa.py_buffer(full)])
+        return pa.Array.from_buffers(t, n, [_spread_validity(values, mask), pa.py_buffer(full)])
     large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
     if large or pa.types.is_string(t) or pa.types.is_binary(t):
         odt = np.int64 if large else np.int32
-        offsets = np.frombuffer(bufs[1], dtype=odt)[off:off + k + 1]
+        offsets = np.frombuffer(bufs[1], dtype=odt)[off : off + k + 1]
         lengths = np.zeros(n, dtype=odt)
         lengths[mask] = np.diff(offsets)
         full_off = np.empty(n + 1, dtype=odt)
@@ -248,77 +252,89 @@ def _spread(values: pa.Array, mask: np.ndarray, n: int) -> pa.Array:
         np.cumsum(lengths, out=full_off[1:])
         np.add(full_off, offsets[0], out=full_off)
         data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")
-        return pa.Array.from_buffers(t, n, [_spread_validity(values, mask),
-                                            pa.py_buffer(full_off), data])
+        return pa.Array.from_buffers(
+            t, n, [_spread_validity(values, mask), pa.py_buffer(full_off), data]
+        )
     idx = np.cumsum(mask, dtype=np.int64)
     idx -= 1
     np.maximum(idx, 0, out=idx)
     return pc.if_else(pa.array(mask), values.take(pa.array(idx)), pa.scalar(None, t))
 
 
-def decode_compact(payload: bytes, schema: TableSchema, *, rows: int,
-                   path: str) -> ChangeBatch:
+def decode_compact(payload: bytes, schema: TableSchema, *, rows: int, path: str) -> ChangeBatch:
     """Reads a format 2 body back into a batch of ``schema`` (its values spread back to
     one cell per event); the arguments are those of :func:`decode_wire`.
 
     Raises:
         WalCorruption: The body is not a format 2 body of ``rows`` events of ``schema``.
     """
-    def bad(what: str) -> WalCorruption:
-        return WalCorruption(f"compact change segment: {what}", path=path, offset=0)
-
-    try:
-        reader = pa.ipc.open_stream(pa.py_buffer(payload), options=_READ_OPTIONS)
-        batches = list(reader)
-    except (pa.ArrowException, OSError) as exc:
-        raise bad(f"unreadable Arrow stream ({exc})") from None
-    meta = reader.schema.metadata or {}
-    if meta.get(_META_KEY) != str(FORMAT_COMPACT).encode():
-        raise bad("the stream is not tagged as format 2")
-    if len(batches) != 1 or batches[0].num_rows != 1:
-        raise bad("expected one record batch of one row")
-    body = batches[0]
-    cols: dict[str, pa.Array] = {}
-    for name, col in zip(body.schema.names, body.columns, strict=True):
-        if not pa.types.is_large_list(col.type) or col.null_count:
-            raise bad(f"column {name!r} is not a large_list")
-        cols[name] = col.flatten()
-
-    def column(name: str, type_: pa.DataType, length: int | None) -> pa.Array:
-        arr = cols.pop(name, None)
-        if arr is None:
-            raise bad(f"column {name!r} is missing")
-        if arr.type != type_:
-            raise bad(f"column {name!r} is {arr.type}, expected {type_}")
-        if length is not None and len(arr) != length:
-            raise bad(f"column {name!r} has {len(arr)} values, expected {length}")
-        return arr
-
-    op = np.asarray(column("__op", pa.int8(), rows).to_numpy(zero_copy_only=False),
-                    dtype=np.int8)
+    body = _CompactBody(payload, rows=rows, path=path)
+    op = np.asarray(
+        body.column("__op", pa.int8(), rows).to_numpy(zero_copy_only=False), dtype=np.int8
+    )
     if len(op) and (int(op.min()) < 0 or int(op.max()) > OP_TRUNCATE):
-        raise bad("an op code is out of range")
+        raise body.bad("an op code is out of range")
     seq = None
-    if "__seq" in cols:
-        deltas = column("__seq", pa.int64(), rows)
-        if deltas.null_count:
-            raise bad("'__seq' holds nulls")
+    if "__seq" in body.cols:
+        deltas = body.column("__seq", pa.int64(), rows, nulls=False)
         seq = np.cumsum(deltas.to_numpy(zero_copy_only=False), dtype=np.int64)
-    keys = tuple(column(c.name, c.type, rows) for c in schema.key_columns)
+    keys = tuple(body.column(c.name, c.type, rows) for c in schema.key_columns)
     values: dict[int, pa.Array] = {}
     present: dict[int, np.ndarray] = {}
     for c in schema.value_columns:
-        if c.name not in cols:
-            continue
-        bits = column(SET_PREFIX + c.name, pa.bool_(), rows)
-        if bits.null_count:
-            raise bad(f"'{SET_PREFIX}{c.name}' holds nulls")
-        mask = (_unpack(bits.buffers()[1], bits.offset, rows) if rows
-                else np.zeros(0, dtype=bool))
-        vals = column(c.name, c.type, int(np.count_nonzero(mask)))
-        values[c.id] = _spread(vals, mask, rows)
-        present[c.id] = mask
-    if cols:
-        raise bad(f"unknown column(s) {sorted(cols)}")
-    return ChangeBatch(schema=schema, op=op, keys=keys, values=values, present=present,
-                       seq=seq)
+        if c.name in body.cols:
+            values[c.id], present[c.id] = body.sparse_column(c.name, c.type)
+    if body.cols:
+        raise body.bad(f"unknown column(s) {sorted(body.cols)}")
+    return ChangeBatch(schema=schema, op=op, keys=keys, values=values, present=present, seq=seq)
+
+
+class _CompactBody:
+    """The columns of a format 2 body, checked as they are taken."""
+
+    def __init__(self, payload: bytes, *, rows: int, path: str) -> None:
+        self.rows = rows
+        self.path = path
+        try:
+            reader = pa.ipc.open_stream(pa.py_buffer(payload), options=_READ_OPTIONS)
+            batches = list(reader)
+        except (pa.ArrowException, OSError) as exc:
+            raise self.bad(f"unreadable Arrow stream ({exc})") from None
+        meta = reader.schema.metadata or {}
+        if meta.get(_META_KEY) != str(FORMAT_COMPACT).encode():
+            raise self.bad("the stream is not tagged as format 2")
+        if len(batches) != 1 or batches[0].num_rows != 1:
+            raise self.bad("expected one record batch of one row")
+        self.cols: dict[str, pa.Array] = {}
+        for name, col in zip(batches[0].schema.names, batches[0].columns, strict=True):
+            if not pa.types.is_large_list(col.type) or col.null_count:
+                raise self.bad(f"column {name!r} is not a large_list")
+            self.cols[name] = col.flatten()
+
+    def bad(self, what: str) -> WalCorruption:
+        """The error for a body that breaks the format."""
+        return WalCorruption(f"compact change segment: {what}", path=self.path, offset=0)
+
+    def column(
+        self, name: str, type_: pa.DataType, length: int | None, *, nulls: bool = True
+    ) -> pa.Array:
+        """Takes column ``name``, which must be of ``type_`` and ``length`` values."""
+        arr = self.cols.pop(name, None)
+        if arr is None:
+            raise self.bad(f"column {name!r} is missing")
+        if arr.type != type_:
+            raise self.bad(f"column {name!r} is {arr.type}, expected {type_}")
+        if length is not None and len(arr) != length:
+            raise self.bad(f"column {name!r} has {len(arr)} values, expected {length}")
+        if not nulls and arr.null_count:
+            raise self.bad(f"{name!r} holds nulls")
+        return arr
+
+    def sparse_column(self, name: str, type_: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+        """Takes value column ``name`` and its presence bits: the column spread back to
+        one cell per event, and the mask of the events that set it."""
+        bits = self.column(SET_PREFIX + name, pa.bool_(), self.rows, nulls=False)
+        rows = self.rows
+        mask = _unpack(bits.buffers()[1], bits.offset, rows) if rows else np.zeros(0, dtype=bool)
+        vals = self.column(name, type_, int(np.count_nonzero(mask)))
+        return _spread(vals, mask, rows), mask
