@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from cdc_sink.changes import ChangeBatch, Rejects
-from cdc_sink.formats import FORMATS, Decoded, Decoder, get_decoder
+from cdc_sink.formats import FORMATS, Decoded, Decoder, decoder_options, get_decoder
 from cdc_sink.formats.native_json import encode_json
 from cdc_sink.formats.rowv2 import encode_event
 from tests.formats.support import ALL_TYPES, assert_same_batch, binary
@@ -113,3 +113,59 @@ def test_decoding_in_small_runs_gives_the_same_result(name: str, monkeypatch):
     assert_same_batch(runs.batch, whole.batch)
     assert runs.rejects.as_dict() == whole.rejects.as_dict()
     assert runs.skipped == whole.skipped
+
+
+# -- the registry: one Format per name, decoder and encoder -------------------------------
+
+
+def test_the_registry_lists_every_format_in_order_with_its_decoder_and_encoder():
+    from cdc_sink.formats import REGISTRY, Format, get_format
+
+    assert tuple(REGISTRY) == FORMATS
+    for name in FORMATS:
+        fmt = get_format(name)
+        assert isinstance(fmt, Format) and fmt is REGISTRY[name] and fmt.name == name
+        assert fmt.decoder.name == name
+        assert isinstance(fmt.new_decoder(), fmt.decoder)
+        assert fmt.decoder_options == decoder_options(fmt.decoder)
+    assert get_format("debezium").encoder_options == {"envelope"}
+    assert get_format("json").encoder_options == frozenset()
+
+
+def test_unknown_format_names_the_valid_ones():
+    from cdc_sink.errors import InvalidOption
+    from cdc_sink.formats import get_format
+
+    for bad in ("avro", "", None, 3):
+        with pytest.raises(InvalidOption, match=r"format must be one of \['json', "
+                                                r"'debezium', 'rowv2'\]") as info:
+            get_format(bad)  # type: ignore[arg-type]
+        assert info.value.option == "format"
+
+
+def test_unknown_encoder_or_decoder_options_are_invalid_options():
+    from cdc_sink.errors import InvalidOption
+    from cdc_sink.formats import get_format
+
+    with pytest.raises(InvalidOption, match="unknown option 'envelope' of the 'json' encoder"):
+        get_format("json").new_encoder(ALL_TYPES, envelope=False)
+    with pytest.raises(InvalidOption, match="unknown option 'nope' of the 'rowv2' decoder"):
+        get_format("rowv2").new_decoder(nope=1)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_format_decodes_what_its_encoder_writes(name: str):
+    from cdc_sink.formats import get_format
+
+    fmt = get_format(name)
+    events = [{"op": "upsert", "key": {"id": 1}, "set": {"i32": 2, "name": "x"}},
+              {"op": "upsert", "key": {"id": 2}, "set": {"i32": None}},
+              {"op": "delete", "key": {"id": 1}}]
+    values = fmt.encode(events, ALL_TYPES)
+    assert all(isinstance(v, bytes) for v in values)
+    assert values[0] == fmt.new_encoder(ALL_TYPES)(events[0])
+    batch, rejects = fmt.new_decoder().decode(binary(values), ALL_TYPES)
+    assert len(rejects) == 0, rejects.reasons
+    expected, _ = ChangeBatch.from_events(events, ALL_TYPES)
+    assert batch.op.tolist() == expected.op.tolist()
+    assert [k.to_pylist() for k in batch.keys] == [k.to_pylist() for k in expected.keys]

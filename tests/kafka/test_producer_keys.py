@@ -158,3 +158,45 @@ def test_producer_rejects_unknown_format() -> None:
 
     with pytest.raises(ValueError, match="format must be"):
         CdcProducer("127.0.0.1:9", "t", ORDERS, format="avro")  # type: ignore[arg-type]
+
+
+def test_unknown_format_is_an_invalid_option_naming_the_formats() -> None:
+    from cdc_sink.errors import InvalidOption
+    from cdc_sink.kafka.producer import CdcProducer, value_encoder
+
+    with pytest.raises(InvalidOption, match=r"format must be one of \['json', 'debezium', "
+                                            r"'rowv2'\]"):
+        CdcProducer("127.0.0.1:9", "t", ORDERS, format="avro")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="unknown event format 'avro'"):
+        value_encoder("avro", ORDERS)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["json", "debezium", "rowv2"])
+def test_value_encoders_are_the_registry_encoders(fmt: str) -> None:
+    from cdc_sink.formats import get_format
+    from cdc_sink.kafka.producer import value_encoder
+
+    events = [{"op": "insert", "key": {"order_id": 1}, "set": {"status": "new"}, "seq": 1},
+              {"op": "update", "key": 1, "set": {"amount": decimal.Decimal("2.50")}, "seq": 2},
+              {"op": "delete", "key": {"order_id": 1}, "seq": 3, "ts_ms": 5}]
+    for envelope in (True, False):
+        encode = value_encoder(fmt, ORDERS, debezium_envelope=envelope)  # type: ignore[arg-type]
+        options = {"envelope": envelope} if fmt == "debezium" else {}
+        assert [encode(e) for e in events] == get_format(fmt).encode(events, ORDERS, **options)
+
+
+def test_debezium_values_map_native_ops_onto_connector_events() -> None:
+    from cdc_sink.kafka.producer import value_encoder
+
+    encode = value_encoder("debezium", ORDERS, debezium_envelope=False)
+    ins = json.loads(encode({"op": "insert", "key": {"order_id": 1}, "set": {"items": 2},
+                             "seq": 4, "ts_ms": 9}))
+    assert (ins["op"], ins["before"], ins["after"], ins["ts_ms"]) == (
+        "c", None, {"order_id": 1, "items": 2, "seq": 4}, 9)
+    upd = json.loads(encode({"op": "upsert", "key": 1, "set": {"status": "x"}}))
+    assert (upd["op"], upd["after"]) == ("u", {"order_id": 1, "status": "x"})
+    dele = json.loads(encode({"op": "delete", "key": {"order_id": 1}, "seq": 5}))
+    assert (dele["op"], dele["before"], dele["after"]) == ("d", {"order_id": 1, "seq": 5}, None)
+    enveloped = json.loads(value_encoder("debezium", ORDERS)(
+        {"op": "delete", "key": {"order_id": 1}, "seq": 5}))
+    assert set(enveloped) == {"schema", "payload"} and enveloped["payload"]["op"] == "d"
