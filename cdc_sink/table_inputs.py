@@ -12,6 +12,7 @@ import pyarrow as pa
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.errors import InvalidArgument, SchemaError
 from cdc_sink.schema import TableSchema
+from cdc_sink.values import parse_timestamp
 
 __all__ = ["keys_table", "timestamp_ms", "to_batch"]
 
@@ -57,5 +58,5 @@ def timestamp_ms(ts: Any) -> int:
     if isinstance(ts, (int, float)):
         return int(ts)
     if isinstance(ts, str):
-        return timestamp_ms(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")))
+        return timestamp_ms(parse_timestamp(ts))
     raise InvalidArgument(f"timestamp must be a datetime, ISO string or epoch ms, not {ts!r}")
