@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from cdc_sink.formats._base import EventEncoder
-from cdc_sink.schema import Column, TableSchema, type_to_str
+from cdc_sink.schema import Column, TableSchema, coerce, type_to_str
 
 __all__ = ["debezium_encoder", "encode_debezium"]
 
@@ -55,12 +55,10 @@ def _debezium_value(v: Any, c: Column, decimal_handling: str) -> Any:
     if v is None:
         return None
     if pa.types.is_date32(t):
-        if isinstance(v, str):
-            v = dt.date.fromisoformat(v)
+        v = coerce(v, t)  # ISO text -> date (schema's one coercion per type)
         return (v - dt.date(1970, 1, 1)).days if isinstance(v, dt.date) else v
     if pa.types.is_timestamp(t):
-        if isinstance(v, str):
-            v = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        v = coerce(v, t)  # ISO text -> aware datetime (naive text is UTC)
         if isinstance(v, dt.datetime):
             v = v if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)
             return (v - _EPOCH) // dt.timedelta(microseconds=1)

@@ -17,7 +17,7 @@ import pyarrow as pa
 from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
 from cdc_sink.formats._arrays import int_bounds
 from cdc_sink.formats._base import EventEncoder
-from cdc_sink.schema import Column, TableSchema, type_to_str
+from cdc_sink.schema import Column, TableSchema, coerce, type_to_str
 
 __all__ = ["CODEC_VERSION", "FLAG_BIG", "encode_event", "encode_rows", "encode_value",
            "pack_row", "rowv2_encoder"]
@@ -117,8 +117,7 @@ def _binary_bytes(value: Any, column: Column) -> bytes:
 
 def _date_bytes(value: Any, column: Column) -> bytes:
     """A ``date``, ISO string or day number, as days since 1970-01-01."""
-    if isinstance(value, str):
-        value = dt.date.fromisoformat(value)
+    value = coerce(value, column.type)  # ISO text -> date (schema's one coercion per type)
     if isinstance(value, dt.datetime):
         raise ValueError(f"column {column.name!r}: {value!r} is a datetime, not a date")
     if isinstance(value, dt.date):
@@ -128,8 +127,7 @@ def _date_bytes(value: Any, column: Column) -> bytes:
 
 def _timestamp_bytes(value: Any, column: Column) -> bytes:
     """A ``datetime`` (naive = UTC), ISO string or microsecond number, as microseconds."""
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    value = coerce(value, column.type)  # ISO text -> aware datetime (naive text is UTC)
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
