@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cdc_sink.formats import FORMATS
 from cdc_sink.kafka.producer import (
     DeliveryError,
     DeliveryFailure,
@@ -171,7 +172,7 @@ def test_unknown_format_is_an_invalid_option_naming_the_formats() -> None:
         value_encoder("avro", ORDERS)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("fmt", ["json", "debezium", "rowv2"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_value_encoders_are_the_registry_encoders(fmt: str) -> None:
     from cdc_sink.formats import get_format
     from cdc_sink.kafka.producer import value_encoder
