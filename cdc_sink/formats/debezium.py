@@ -81,6 +81,12 @@ with exactly the same ``{"schema": ...,`` prefix as the first one are cut down t
 payload before they are indexed (one vectorized comparison; see
 :func:`~cdc_sink.formats._debezium_schema.strip_shared_schema`). Decoding is vectorized
 like the native JSON format (:mod:`cdc_sink.formats._jsonscan`).
+
+Modules: the decoder is here (its run in named phases: envelope and body, ops, row
+columns, keys from message keys, seq, timestamps); the envelope schema's sharing and
+hints are in :mod:`._debezium_schema`, source positions as seq in
+:mod:`._debezium_source`, and the encoders (:func:`encode_debezium`, the registry's
+:func:`debezium_encoder`) in :mod:`._debezium_encode`.
 """
 
 from __future__ import annotations

@@ -59,6 +59,10 @@ all rows together. A malformed row (truncated, bad codec byte, unknown flags, un
 or duplicate ids, an id both null and not-null, an unknown id, offsets out of order or
 out of range, trailing bytes, a value width that does not fit the type, an unknown op)
 becomes a reject; the other rows decode.
+
+The encoders (:func:`encode_value`, :func:`pack_row`, :func:`encode_rows`,
+:func:`encode_event` and the registry's :func:`rowv2_encoder`, per row: producer and
+test tools) live in :mod:`._rowv2_encode` and are re-exported here.
 """
 
 from __future__ import annotations
