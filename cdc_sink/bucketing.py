@@ -49,15 +49,7 @@ depends only on ``length % 32``; rows are radix-sorted by that class, so each st
 a few contiguous slices holding exactly the rows that need it. No Python loop runs per row
 (only per stripe index, per step and per length class).
 
-Throughput, measured on the 2-core dev machine (one core used, numpy 2.4, pyarrow 26,
-other jobs running): best of 5 ``time.perf_counter()`` timings of
-``spark_xxhash64([column])`` over 2,000,000 random rows without nulls. int64 ~135M
-rows/s, int32 ~165M rows/s; float64 with 10% nulls ~95M rows/s; strings of 0-12 ASCII
-characters ~32M rows/s, of 5-20 characters ~25M rows/s, of 40-100 characters ~7.5M rows/s;
-decimal(38,6) ~15M rows/s; a composite (int64, string 5-20) key ~22M rows/s. A call has a
-fixed cost of about 0.1 ms (1,000 short strings: ~7M rows/s). Lengths in the stripe loop
-cost one numpy round per 32 bytes of the *longest* value: one 1 MB string among 2M short
-ones takes ~0.3 s.
+Throughput figures are in docs/benchmarks.md ("Spark bucketing hash").
 """
 
 from __future__ import annotations
