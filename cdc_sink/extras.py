@@ -6,7 +6,7 @@ pyarrow, pyroaring and google-crc32c only. The rest is optional:
 =========  =======================================  =====================================
 extra      packages                                 for
 =========  =======================================  =====================================
-spark      pyspark (4.1 to 4.3), pandas < 3         :mod:`cdc_sink.spark`: the sink, reads
+spark      pyspark (4.1.3 to 4.3), pandas < 3       :mod:`cdc_sink.spark`: the sink, reads
 kafka      confluent-kafka, kafka-python            producer, Kafka dead letters, brokers
 metrics    prometheus-client                        :mod:`cdc_sink.metrics`
 cli        rich                                     the ``cdc-sink`` command's tables, demo
