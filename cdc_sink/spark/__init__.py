@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from cdc_sink.extras import require
+
 if TYPE_CHECKING:
     from cdc_sink.spark.source import register
     from cdc_sink.spark.writer import (
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEAD_LETTER_SCHEMA", "ApplyMode", "BatchStats", "DeadLetterSink", "JsonDecoder",
            "SinkFunction", "register", "sink"]
+
+# Without pyspark nothing here works: say which extra installs it (pyspark is not imported).
+require("pyspark", feature="cdc_sink.spark")
 
 _WHERE = {
     "DEAD_LETTER_SCHEMA": "cdc_sink.spark.writer",
