@@ -239,16 +239,7 @@ def _prepare(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> Pr
             s.discard(written)
             raise
         s.pending[bucket] = pending
-        return PreparedBucket(
-            bucket=bucket,
-            version=version,
-            segment=seg,
-            snapshot=snap,
-            counts=res.counts(),
-            reject_positions=res.rejects.positions,
-            reject_reasons=res.rejects.reasons,
-            files=[f for f in written if f != seg],
-        )
+        return _prepared(bucket, version, seg, snap, res, [f for f in written if f != seg])
 
 
 def _prepare_bulk(
@@ -266,15 +257,26 @@ def _prepare_bulk(
     apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
     s.pending[bucket] = PendingBucket(version=version, segment=None, snapshot=rel, tablet=nt)
     s.since_snapshot[bucket] = (0, 0)
+    return _prepared(bucket, version, None, rel, res, sorted(manifest.files))
+
+
+def _prepared(
+    bucket: int,
+    version: int,
+    segment: str | None,
+    snapshot: str | None,
+    res: ApplyResult,
+    files: list[str],
+) -> PreparedBucket:
     return PreparedBucket(
         bucket=bucket,
         version=version,
-        segment=None,
-        snapshot=rel,
+        segment=segment,
+        snapshot=snapshot,
         counts=res.counts(),
         reject_positions=res.rejects.positions,
         reject_reasons=res.rejects.reasons,
-        files=sorted(manifest.files),
+        files=files,
     )
 
 

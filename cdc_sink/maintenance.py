@@ -63,9 +63,7 @@ def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOpt
     atomic_replace(table_file(root), meta)
     remove(schema_file(root, 0), missing_ok=True)
     write_schema(root, schema)
-    first = LogEntry(
-        version=0, app_id=None, batch_id=None, commit_time_ms=now_ms(), schema_id=0, kind="create"
-    )
+    first = _own_entry(0, now_ms(), 0, "create")
     try:
         log.commit(first)
     except CommitConflict:
@@ -179,15 +177,7 @@ def compact(s: TableState) -> int:
                     continue
                 rel = snapshot(s, t, schema.schema_id, written, locations)
                 refs[b] = BucketRef(segment=None, snapshot=rel)
-            entry = LogEntry(
-                version=v,
-                app_id=None,
-                batch_id=None,
-                commit_time_ms=s.commit_time(),
-                schema_id=schema.schema_id,
-                buckets=refs,
-                kind="snapshot",
-            )
+            entry = _own_entry(v, s.commit_time(), schema.schema_id, "snapshot", refs)
             s.log.commit(entry)
         except BaseException:
             if _committed_snapshots(s, v, refs):
@@ -226,14 +216,7 @@ def change_schema(s: TableState, new: TableSchema) -> int:
         v = s.version + 1
         committed = new.schema_id <= max(sid for _, sid in s.history.schemas)
         write_schema(s.root, new, committed=committed)
-        entry = LogEntry(
-            version=v,
-            app_id=None,
-            batch_id=None,
-            commit_time_ms=s.commit_time(),
-            schema_id=new.schema_id,
-            kind="schema",
-        )
+        entry = _own_entry(v, s.commit_time(), new.schema_id, "schema")
         s.log.commit(entry)
         s.schemas[new.schema_id] = new
         s.history.add(entry)
@@ -241,3 +224,22 @@ def change_schema(s: TableState, new: TableSchema) -> int:
             t.set_schema(new)
         s.publish(v, [])
         return v
+
+
+def _own_entry(
+    version: int,
+    commit_time_ms: int,
+    schema_id: int,
+    kind: str,
+    buckets: dict[int, BucketRef] | None = None,
+) -> LogEntry:
+    """The log entry of a version the table makes itself (no writer's batch)."""
+    return LogEntry(
+        version=version,
+        app_id=None,
+        batch_id=None,
+        commit_time_ms=commit_time_ms,
+        schema_id=schema_id,
+        buckets=buckets or {},
+        kind=kind,
+    )

@@ -168,13 +168,7 @@ def _doomed_bucket_files(scan: _Scan, live: set[str], grace: float) -> None:
                 fv = file_version(name)
                 if rel in live or fv is None:
                     continue  # needed, or not ours
-                full = os.path.join(scan.root, rel)
-                if fv > scan.latest:
-                    if not _older_than(full, grace):
-                        continue  # a commit may still be in flight
-                    scan.reasons[full] = f"orphan of a failed attempt at version {fv}"
-                else:
-                    scan.reasons[full] = "no retained version needs it"
+                _doom(scan, rel, fv, grace, "no retained version needs it")
 
 
 def _doomed_rejects(scan: _Scan, horizon: int, grace: float) -> None:
@@ -189,13 +183,18 @@ def _doomed_rejects(scan: _Scan, horizon: int, grace: float) -> None:
         fv = file_version(name)
         if rel in named or fv is None:
             continue
-        full = os.path.join(scan.root, rel)
-        if fv > scan.latest:
-            if not _older_than(full, grace):
-                continue  # a commit may still be in flight
-            scan.reasons[full] = f"rejects orphan of a failed attempt at version {fv}"
-        else:
-            scan.reasons[full] = f"rejects of a version below the horizon {horizon}"
+        _doom(scan, rel, fv, grace, f"rejects of a version below the horizon {horizon}")
+
+
+def _doom(scan: _Scan, rel: str, version: int, grace: float, reason: str) -> None:
+    """Plans to delete ``rel``, a file of ``version`` that nothing retained names: for
+    ``reason`` if the version is committed, as an orphan if the version is above the
+    latest and the file older than ``grace`` seconds (else a commit may be in flight)."""
+    full = os.path.join(scan.root, rel)
+    if version <= scan.latest:
+        scan.reasons[full] = reason
+    elif _older_than(full, grace):
+        scan.reasons[full] = f"orphan of a failed attempt at version {version}"
 
 
 def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) -> None:

@@ -12,8 +12,9 @@ type, so a record with a valid CRC but wrong content is refused with ``ValueErro
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["BucketRef", "Checkpoint", "LogEntry"]
 
@@ -195,27 +196,25 @@ class LogEntry:
         Raises:
             ValueError: Not JSON, or a field is missing or of the wrong type.
         """
-        d = _loads(text, "log entry")
-        try:
-            return cls(
-                version=d["version"],
-                app_id=d["app_id"],
-                batch_id=d["batch_id"],
-                commit_time_ms=d["commit_time_ms"],
-                schema_id=d["schema_id"],
-                buckets={
-                    _bucket_key(b, "bucket id"): BucketRef.from_dict(ref)
-                    for b, ref in _dict(d["buckets"], "buckets").items()
-                },
-                stats=_dict(d["stats"], "stats"),
-                kind=d.get("kind", "data"),
-                rejects=d.get("rejects"),
-                source_offsets=_dict(d.get("source_offsets", {}), "source_offsets"),
-            )
-        except KeyError as exc:
-            raise ValueError(f"log entry lacks field {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"log entry: {exc}") from None
+        return _parse(text, "log entry", cls._from_dict)
+
+    @classmethod
+    def _from_dict(cls, d: dict[str, Any]) -> LogEntry:
+        return cls(
+            version=d["version"],
+            app_id=d["app_id"],
+            batch_id=d["batch_id"],
+            commit_time_ms=d["commit_time_ms"],
+            schema_id=d["schema_id"],
+            buckets={
+                _bucket_key(b, "bucket id"): BucketRef.from_dict(ref)
+                for b, ref in _dict(d["buckets"], "buckets").items()
+            },
+            stats=_dict(d["stats"], "stats"),
+            kind=d.get("kind", "data"),
+            rejects=d.get("rejects"),
+            source_offsets=_dict(d.get("source_offsets", {}), "source_offsets"),
+        )
 
 
 @dataclass(frozen=True)
@@ -266,19 +265,31 @@ class Checkpoint:
         Raises:
             ValueError: Not JSON, or a field is missing or of the wrong type.
         """
-        d = _loads(text, "checkpoint")
-        try:
-            return cls(
-                version=d["version"],
-                app_ids=_dict(d["app_ids"], "app_ids"),
-                bucket_snapshots={
-                    _bucket_key(b, "bucket id"): s
-                    for b, s in _dict(d["bucket_snapshots"], "bucket_snapshots").items()
-                },
-                schema_id=d["schema_id"],
-                extra=_dict(d.get("extra", {}), "extra"),
-            )
-        except KeyError as exc:
-            raise ValueError(f"checkpoint lacks field {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"checkpoint: {exc}") from None
+        return _parse(text, "checkpoint", cls._from_dict)
+
+    @classmethod
+    def _from_dict(cls, d: dict[str, Any]) -> Checkpoint:
+        return cls(
+            version=d["version"],
+            app_ids=_dict(d["app_ids"], "app_ids"),
+            bucket_snapshots={
+                _bucket_key(b, "bucket id"): s
+                for b, s in _dict(d["bucket_snapshots"], "bucket_snapshots").items()
+            },
+            schema_id=d["schema_id"],
+            extra=_dict(d.get("extra", {}), "extra"),
+        )
+
+
+_R = TypeVar("_R")
+
+
+def _parse(text: str | bytes, what: str, build: Callable[[dict[str, Any]], _R]) -> _R:
+    r"""``build`` of the JSON object in ``text``, with its errors as ``ValueError``\s."""
+    d = _loads(text, what)
+    try:
+        return build(d)
+    except KeyError as exc:
+        raise ValueError(f"{what} lacks field {exc}") from None
+    except TypeError as exc:
+        raise ValueError(f"{what}: {exc}") from None
