@@ -101,7 +101,7 @@ def timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--batches", type=int, default=100)
@@ -110,113 +110,142 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
-    pa.set_cpu_count(1)
-    pa.set_io_thread_count(1)
-    rng = np.random.default_rng(42)
-    schema = make_schema()
-    results: dict[str, Any] = {
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}, "
-                   f"numpy {np.__version__}, pyarrow {pa.__version__}",
-        "rows": args.rows, "columns": len(schema.columns)}
-    rss0 = rss_bytes()
-    tablet = MemTablet(schema, options=TabletOptions(initial_capacity=args.rows))
+    return ap.parse_args()
 
-    # 1. Bulk load.
-    version = 0
+
+class Run:
+    """The state the phases of the benchmark share (one tablet, one random stream)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rng = np.random.default_rng(42)
+        self.schema = make_schema()
+        self.results: dict[str, Any] = {
+            "machine": f"{platform.machine()} {os.cpu_count()} cores, "
+                       f"{platform.python_version()}, "
+                       f"numpy {np.__version__}, pyarrow {pa.__version__}",
+            "rows": args.rows, "columns": len(self.schema.columns)}
+        self.rss0 = rss_bytes()
+        self.tablet = MemTablet(self.schema, options=TabletOptions(initial_capacity=args.rows))
+        self.version = 0
+        self.next_key = args.rows
+        self.raw = 0
+        self.live_rows = 0
+        self.scanned: pa.Table | None = None  # the last scan, kept until compaction
+
+    def medians(self, fn: Any, per: Any) -> float:
+        """The median over ``--repeat`` runs of ``per(seconds, result of fn())``."""
+        out = []
+        for _ in range(self.args.repeat):
+            dt, got = timed(fn)
+            out.append(per(dt, got))
+        return statistics.median(out)
+
+
+def bulk_load(run: Run) -> None:
+    """1. Bulk load."""
+    args, tablet = run.args, run.tablet
     load_time = 0.0
     for start in range(0, args.rows, args.load_batch):
         keys = np.arange(start, min(start + args.load_batch, args.rows), dtype=np.int64)
-        batch, rej = ChangeBatch.from_arrow(insert_batch(schema, keys, rng), schema)
+        batch, rej = ChangeBatch.from_arrow(insert_batch(run.schema, keys, run.rng), run.schema)
         assert not len(rej)
-        version += 1
-        dt, _ = timed(lambda b=batch, v=version: (tablet.apply(b, v), tablet.commit(v)))
+        run.version += 1
+        dt, _ = timed(lambda b=batch, v=run.version: (tablet.apply(b, v), tablet.commit(v)))
         load_time += dt
     tablet.compact()
-    tablet.release(version)
+    tablet.release(run.version)
     gc.collect()
-    results["load_rows_per_s"] = args.rows / load_time
+    run.results["load_rows_per_s"] = args.rows / load_time
     print(f"bulk load: {args.rows:,} rows in {load_time:.2f}s = "
           f"{args.rows / load_time:,.0f} rows/s")
 
-    # 2. Partial-update apply: 100 versions stay outstanding (no compaction).
+
+def apply_updates(run: Run) -> None:
+    """2. Partial-update apply: 100 versions stay outstanding (no compaction)."""
+    args, tablet = run.args, run.tablet
     batches = []
-    next_key = args.rows
     for _ in range(args.batches):
-        t = update_batch(schema, next_key, next_key, args.batch_size, rng)
-        b, rej = ChangeBatch.from_arrow(t, schema)
+        t = update_batch(run.schema, run.next_key, run.next_key, args.batch_size, run.rng)
+        b, rej = ChangeBatch.from_arrow(t, run.schema)
         assert not len(rej)
         batches.append(b)
-        next_key += args.batch_size // 10
+        run.next_key += args.batch_size // 10
     per_batch = []
     t_all = 0.0
     for b in batches:
-        version += 1
-        dt, _res = timed(lambda b=b, v=version: tablet.apply(b, v))
-        tablet.commit(version)
+        run.version += 1
+        dt, _res = timed(lambda b=b, v=run.version: tablet.apply(b, v))
+        tablet.commit(run.version)
         per_batch.append(len(b) / dt)
         t_all += dt
     total_events = args.batches * args.batch_size
-    results["apply_events_per_s"] = total_events / t_all
-    results["apply_median_batch_events_per_s"] = statistics.median(per_batch)
+    run.results["apply_events_per_s"] = total_events / t_all
+    run.results["apply_median_batch_events_per_s"] = statistics.median(per_batch)
     print(f"apply partial updates: {total_events:,} events in {t_all:.2f}s = "
           f"{total_events / t_all:,.0f} events/s "
           f"(median batch {statistics.median(per_batch):,.0f}/s)")
     del batches
     gc.collect()
 
-    # 3. Scan with 100 outstanding deltas.
-    latest = version
+
+def scan_with_deltas(run: Run) -> None:
+    """3. Scan with 100 outstanding deltas."""
+    tablet, latest = run.tablet, run.version
     scans = []
     table = None
-    for _ in range(args.repeat):
+    for _ in range(run.args.repeat):
         table = None
         gc.collect()
         dt, table = timed(lambda: tablet.read(latest))
         scans.append(raw_bytes(table) / dt)
     assert table is not None
-    raw = raw_bytes(table)
-    live_rows = table.num_rows
-    results["scan_deltas_GBps"] = statistics.median(scans) / 1e9
-    print(f"scan @latest with {tablet.delta_versions()} deltas/column: {raw / 1e9:.2f} GB, "
+    run.scanned = table
+    run.raw = raw_bytes(table)
+    run.live_rows = table.num_rows
+    run.results["scan_deltas_GBps"] = statistics.median(scans) / 1e9
+    print(f"scan @latest with {tablet.delta_versions()} deltas/column: {run.raw / 1e9:.2f} GB, "
           f"median {statistics.median(scans) / 1e9:.2f} GB/s")
 
-    # 4. Point lookups with deltas.
-    probe = pa.table({"id": pa.array(rng.integers(0, next_key, args.lookups))})
-    looks = []
-    for _ in range(args.repeat):
-        dt, _got = timed(lambda: tablet.get(probe, latest))
-        looks.append(args.lookups / dt)
-    results["lookup_deltas_keys_per_s"] = statistics.median(looks)
-    print(f"point lookups with deltas: median {statistics.median(looks):,.0f} keys/s")
+
+def lookups_with_deltas(run: Run, probe: pa.Table) -> None:
+    """4. Point lookups with deltas, and the index probe alone."""
+    tablet, latest, n = run.tablet, run.version, run.args.lookups
+    med = run.medians(lambda: tablet.get(probe, latest), lambda dt, _: n / dt)
+    run.results["lookup_deltas_keys_per_s"] = med
+    print(f"point lookups with deltas: median {med:,.0f} keys/s")
     # Lookup only (index), for the split of where time goes.
     from cdc_sink.bucketing import spark_xxhash64
 
     keys_arr = [probe.column("id").combine_chunks()]
-    idx_rates = []
-    for _ in range(args.repeat):
-        dt, _ = timed(lambda: tablet.index.lookup(spark_xxhash64(keys_arr), keys_arr))
-        idx_rates.append(args.lookups / dt)
-    results["index_lookup_keys_per_s"] = statistics.median(idx_rates)
-    print(f"  of which hash + index probe: median {statistics.median(idx_rates):,.0f} keys/s")
+    med = run.medians(lambda: tablet.index.lookup(spark_xxhash64(keys_arr), keys_arr),
+                      lambda dt, _: n / dt)
+    run.results["index_lookup_keys_per_s"] = med
+    print(f"  of which hash + index probe: median {med:,.0f} keys/s")
 
-    # 5. Memory with 100 deltas retained.
-    mem_deltas = tablet.memory_bytes()
-    budget = 1.5 * raw + 24 * live_rows
-    results["memory_with_deltas_bytes"] = mem_deltas
-    results["raw_column_bytes"] = raw
-    results["memory_budget_bytes"] = budget
-    print(f"memory with 100 deltas: {mem_deltas / 1e9:.2f} GB; raw columns {raw / 1e9:.2f} GB; "
-          f"budget 1.5x raw + 24 B/row = {budget / 1e9:.2f} GB")
 
-    # 6. Compact, release old versions, scan and lookups again.
+def memory_with_deltas(run: Run) -> float:
+    """5. Memory with 100 deltas retained; returns the budget."""
+    mem_deltas = run.tablet.memory_bytes()
+    budget = 1.5 * run.raw + 24 * run.live_rows
+    run.results["memory_with_deltas_bytes"] = mem_deltas
+    run.results["raw_column_bytes"] = run.raw
+    run.results["memory_budget_bytes"] = budget
+    print(f"memory with 100 deltas: {mem_deltas / 1e9:.2f} GB; raw columns "
+          f"{run.raw / 1e9:.2f} GB; budget 1.5x raw + 24 B/row = {budget / 1e9:.2f} GB")
+    return budget
+
+
+def compacted(run: Run, probe: pa.Table, budget: float) -> None:
+    """6. Compact, release old versions, scan and lookups again."""
+    tablet, latest, results = run.tablet, run.version, run.results
     dt, _ = timed(lambda: tablet.compact())
     results["compact_s"] = dt
     tablet.release(latest)
-    del table
+    run.scanned = None
     gc.collect()
     scans = []
-    for _ in range(args.repeat):
+    for _ in range(run.args.repeat):
         gc.collect()
         dt, t2 = timed(lambda: tablet.read(latest))
         scans.append(raw_bytes(t2) / dt)
@@ -224,23 +253,34 @@ def main() -> None:
     results["scan_compacted_GBps"] = statistics.median(scans) / 1e9
     print(f"compaction {results['compact_s']:.2f}s; scan compacted: median "
           f"{statistics.median(scans) / 1e9:.2f} GB/s")
-    looks = []
-    for _ in range(args.repeat):
-        dt, _ = timed(lambda: tablet.get(probe, latest))
-        looks.append(args.lookups / dt)
-    results["lookup_compacted_keys_per_s"] = statistics.median(looks)
-    print(f"point lookups compacted: median {statistics.median(looks):,.0f} keys/s")
-    mem = tablet.memory_bytes()
+    med = run.medians(lambda: tablet.get(probe, latest), lambda dt, _: run.args.lookups / dt)
+    results["lookup_compacted_keys_per_s"] = med
+    print(f"point lookups compacted: median {med:,.0f} keys/s")
+    mem, raw = tablet.memory_bytes(), run.raw
     results["memory_compacted_bytes"] = mem
     results["memory_ratio_vs_budget"] = mem / budget
-    results["rss_growth_bytes"] = rss_bytes() - rss0
+    results["rss_growth_bytes"] = rss_bytes() - run.rss0
     print(f"memory compacted: {mem / 1e9:.2f} GB = {mem / raw:.2f}x raw "
-          f"({(mem - raw) / live_rows:.1f} B/row over raw); budget {budget / 1e9:.2f} GB; "
+          f"({(mem - raw) / run.live_rows:.1f} B/row over raw); budget {budget / 1e9:.2f} GB; "
           f"process RSS growth {results['rss_growth_bytes'] / 1e9:.2f} GB, "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
+
+
+def main() -> None:
+    args = parse_args()
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    run = Run(args)
+    bulk_load(run)
+    apply_updates(run)
+    scan_with_deltas(run)
+    probe = pa.table({"id": pa.array(run.rng.integers(0, run.next_key, args.lookups))})
+    lookups_with_deltas(run, probe)
+    budget = memory_with_deltas(run)
+    compacted(run, probe, budget)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+            json.dump(run.results, f, indent=2)
 
 
 if __name__ == "__main__":
