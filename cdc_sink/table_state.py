@@ -49,38 +49,34 @@ def now_ms() -> int:
 
 @dataclass(frozen=True)
 class TableOptions:
-    """How a table keeps its versions.
-
-    Attributes:
-        page_rows: Rows per page (fixed at creation).
-        memory_versions: Versions each in-memory tablet keeps readable.
-        compact_every: Compact a tablet's deltas in memory after this many versions.
-        snapshot_every: Write a bucket snapshot after this many versions changed the
-            bucket since its last snapshot ...
-        snapshot_events: ... or once the bucket's WAL segments since its last snapshot
-            hold this many events (a large batch into a bucket that has rows snapshots
-            at the bucket's next version), so that loading a bucket never replays much
-            more than this. Events, not bytes: replay cost follows the events, and
-            compressed segments of a sparse workload are several times smaller than
-            those of a dense one.
-        bulk_events: A batch of at least this many events for a bucket that holds no
-            rows yet (a table's initial load, a backfill into a new table, Debezium's
-            initial snapshot) is written as a snapshot of the bucket at its version
-            instead of a WAL segment: the snapshot is the durable record and the log
-            entry names it, so the data is written once, as pages, and a read of that
-            version loads pages instead of replaying the load.
-        retain_versions: GC keeps at least this many newest versions ...
-        retain_seconds: ... and every version committed within this many seconds.
-    """
+    """How a table keeps its versions (each attribute's docstring follows it)."""
 
     page_rows: int = 65536
+    """Rows per page (fixed at creation)."""
     memory_versions: int = 100
+    """Versions each in-memory tablet keeps readable."""
     compact_every: int = 20
+    """Compact a tablet's deltas in memory after this many versions."""
     snapshot_every: int = 50
+    """Write a bucket snapshot after this many versions changed the bucket since its last
+    snapshot ..."""
     snapshot_events: int = 4_000_000
+    """... or once the bucket's WAL segments since its last snapshot hold this many events
+    (a large batch into a bucket that has rows snapshots at the bucket's next version), so
+    that loading a bucket never replays much more than this. Events, not bytes: replay
+    cost follows the events, and compressed segments of a sparse workload are several
+    times smaller than those of a dense one."""
     bulk_events: int = 100_000
+    """A batch of at least this many events for a bucket that holds no rows yet (a
+    table's initial load, a backfill into a new table, Debezium's initial snapshot) is
+    written as a snapshot of the bucket at its version instead of a WAL segment: the
+    snapshot is the durable record and the log entry names it, so the data is written
+    once, as pages, and a read of that version loads pages instead of replaying the
+    load."""
     retain_versions: int = 100
+    """GC keeps at least this many newest versions ..."""
     retain_seconds: float = 3600.0
+    """... and every version committed within this many seconds."""
 
     @classmethod
     def for_tests(cls) -> TableOptions:
