@@ -8,7 +8,8 @@ stay in memory across tasks (style: pyiceberg's fork-safe executor):
 - a cache is emptied after a fork (``os.getpid()`` changed): a child never uses the
   parent's tables;
 - an entry is reopened when the table's identity file (``_table.json``) is no longer the
-  same file, i.e. the table at the path was deleted and created again;
+  same file (device, inode and modification time), i.e. the table at the path was deleted
+  and created again;
 - at most ``capacity`` tables are kept, the least recently used is dropped first.
 
 Each user keeps its own :class:`TableCache`: the sink's executors (whose tables hold
@@ -41,7 +42,7 @@ class TableCache:
         self._capacity = capacity
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        self._tables: OrderedDict[_Key, tuple[tuple[int, int], Table]] = OrderedDict()
+        self._tables: OrderedDict[_Key, tuple[tuple[int, int, int], Table]] = OrderedDict()
 
     def get(self, path: str, *, options: TableOptions | None = None) -> Table:
         """This process's table at ``path``, opened with ``options`` on first use.
@@ -74,10 +75,12 @@ class TableCache:
         return len(self._tables)
 
 
-def _identity(path: str) -> tuple[int, int]:
-    """(device, inode) of the table's identity file: which creation of the table it is."""
+def _identity(path: str) -> tuple[int, int, int]:
+    """(device, inode, modification time) of the table's identity file, written once when
+    the table is created: which creation of the table it is (the time tells a new file
+    that happens to get a freed inode from the old one)."""
     try:
         stat = os.stat(table_file(path))
     except OSError:
-        return (0, 0)  # open_table says what is wrong
-    return (stat.st_dev, stat.st_ino)
+        return (0, 0, 0)  # open_table says what is wrong
+    return (stat.st_dev, stat.st_ino, stat.st_mtime_ns)

@@ -39,8 +39,10 @@ def test_a_recreated_table_is_reopened(tmp_path: Path) -> None:
     create_table(tmp_path / "t", SCHEMA)
     cache = TableCache()
     old = cache.get(str(tmp_path / "t"))
-    shutil.rmtree(tmp_path / "t")
-    create_table(tmp_path / "t", SCHEMA)
+    # Held open, the old identity file keeps its inode: the new one cannot reuse it.
+    with open(tmp_path / "t" / "_table.json", "rb"):
+        shutil.rmtree(tmp_path / "t")
+        create_table(tmp_path / "t", SCHEMA)
     new = cache.get(str(tmp_path / "t"))
     assert new is not old
     assert cache.get(str(tmp_path / "t")) is new
