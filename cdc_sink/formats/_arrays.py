@@ -445,6 +445,17 @@ def decode_guarded(decode_range: Callable[[int, int], Columns], lo: int, hi: int
             + decode_guarded(decode_range, mid, hi, schema))
 
 
+def decode_in_runs(parts: Parts, position: np.ndarray, schema: TableSchema, run_bytes: int,
+                   decode_run: Callable[[int, int], Columns]) -> Decoded:
+    """Decodes events ``[lo, hi)`` by ``decode_run`` in runs of about ``run_bytes`` (each
+    :func:`decode_guarded`), then validates all the runs' columns together."""
+    pieces = [p for lo, hi in event_ranges(parts, run_bytes)
+              for p in decode_guarded(decode_run, lo, hi, schema)]
+    if not pieces:  # no event
+        pieces = [decode_run(0, parts.n)]
+    return assemble(schema, merge_columns(pieces, schema), position)
+
+
 def event_ranges(parts: Parts, chunk_bytes: int) -> list[tuple[int, int]]:
     """Consecutive event ranges ``[lo, hi)`` of about ``chunk_bytes`` of data each (at
     least one event), so per-chunk working arrays stay small and in cache."""

@@ -96,13 +96,19 @@ def first_members(m: Members, members: np.ndarray, codes: np.ndarray, names: Seq
     for j, name in enumerate(names):
         sel = members[codes == j]
         ev = m.event[sel]
-        dup = ev[1:][ev[1:] == ev[:-1]]
-        if len(dup):
-            mask = np.zeros(n, dtype=bool)
-            mask[dup] = True
-            refuse(reasons, mask, f"duplicate {what} {name!r}")
+        _refuse_repeats(reasons, ev, f"duplicate {what} {name!r}")
         out[j, ev] = sel
     return out
+
+
+def _refuse_repeats(reasons: np.ndarray, events: np.ndarray, reason: str) -> None:
+    """Refuses the events that appear more than once in ``events`` (sorted: the events of
+    members in document order) with ``reason``."""
+    dup = events[1:][events[1:] == events[:-1]]
+    if len(dup):
+        mask = np.zeros(len(reasons), dtype=bool)
+        mask[dup] = True
+        refuse(reasons, mask, reason)
 
 
 def member_kind(m: Members, idx: np.ndarray) -> np.ndarray:
@@ -135,11 +141,7 @@ def column_array(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: p
     """Values of column ``c`` from its members ``sel`` (document order) as an array of
     all ``n`` events; bad values and repeated members refuse their events."""
     rows = m.event[sel]
-    dup = rows[1:][rows[1:] == rows[:-1]]
-    if len(dup):
-        mask = np.zeros(n, dtype=bool)
-        mask[dup] = True
-        refuse(reasons, mask, f"duplicate column {c.name!r}")
+    _refuse_repeats(reasons, rows, f"duplicate column {c.name!r}")
     values, bad, oor = column_values(parts, m, sel, c, target, hints)
     if oor.any():
         refuse_range(reasons, parts, m, sel[oor], c)

@@ -104,13 +104,10 @@ from cdc_sink.errors import InvalidOption
 from cdc_sink.formats._arrays import (
     Columns,
     Parts,
-    assemble,
     binary_parts,
     check_bool,
     check_choice,
-    decode_guarded,
-    event_ranges,
-    merge_columns,
+    decode_in_runs,
     new_reasons,
     no_reason,
     position_array,
@@ -260,11 +257,7 @@ class DebeziumDecoder(Decoder):
             kp = None if kparts is None else sub_parts(kparts, lo, hi)
             return self._decode_run(sub_parts(parts, lo, hi), kp, schema)
 
-        pieces = [p for lo, hi in event_ranges(parts, RUN_BYTES * (4 if enveloped else 1))
-                  for p in decode_guarded(run, lo, hi, schema)]
-        if not pieces:
-            pieces = [self._decode_run(parts, kparts, schema)]
-        return assemble(schema, merge_columns(pieces, schema), pos)
+        return decode_in_runs(parts, pos, schema, RUN_BYTES * (4 if enveloped else 1), run)
 
     def _decode_run(self, parts: Parts, kparts: Parts | None, schema: TableSchema) -> Columns:
         """Decodes one run of events, phase by phase. The phases run in the order their

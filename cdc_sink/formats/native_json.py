@@ -65,12 +65,9 @@ from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
 from cdc_sink.formats._arrays import (
     Columns,
     Parts,
-    assemble,
     binary_parts,
     check_bool,
-    decode_guarded,
-    event_ranges,
-    merge_columns,
+    decode_in_runs,
     new_reasons,
     no_reason,
     position_array,
@@ -175,11 +172,7 @@ class JsonDecoder(Decoder):
         def run(lo: int, hi: int) -> Columns:
             return self._decode_run(sub_parts(parts, lo, hi), schema)
 
-        pieces = [p for lo, hi in event_ranges(parts, RUN_BYTES)
-                  for p in decode_guarded(run, lo, hi, schema)]
-        if not pieces:
-            pieces = [self._decode_run(parts, schema)]
-        return assemble(schema, merge_columns(pieces, schema), pos)
+        return decode_in_runs(parts, pos, schema, RUN_BYTES, run)
 
     def _decode_run(self, parts: Parts, schema: TableSchema) -> Columns:
         """Decodes one run of events, phase by phase. The phases run in the order their
