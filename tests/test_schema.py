@@ -11,7 +11,15 @@ import pyarrow as pa
 import pytest
 
 from cdc_sink.errors import CdcSinkError, SchemaError
-from cdc_sink.schema import Column, TableSchema, parse_type, type_to_str
+from cdc_sink.schema import (
+    Column,
+    TableSchema,
+    coerce,
+    parse_date,
+    parse_timestamp,
+    parse_type,
+    type_to_str,
+)
 
 UTC = dt.timezone.utc
 
@@ -449,3 +457,69 @@ def test_arrow_schema_of_selected_columns_follows_the_requested_order(base: Tabl
     a = base.arrow_schema(["b", "k"])
     assert a.names == ["b", "k"]
     assert [f.nullable for f in a] == [True, False]
+
+
+# --------------------------------------------------------------------------- value coercion
+def test_iso_timestamps_take_z_and_default_to_utc_dates_are_plain():
+    assert parse_timestamp("2026-11-24T05:16:43Z") == dt.datetime(2026, 11, 24, 5, 16, 43,
+                                                                  tzinfo=UTC)
+    assert parse_timestamp("2026-11-24T05:16:43").tzinfo is not None
+    assert parse_timestamp("2026-11-24T06:16:43+01:00") == parse_timestamp("2026-11-24T05:16:43")
+    assert parse_date("2026-11-24") == dt.date(2026, 11, 24)
+    with pytest.raises(ValueError):
+        parse_timestamp("yesterday")
+    with pytest.raises(ValueError):
+        parse_date("2026-13-01")
+
+
+@pytest.mark.parametrize(("type_name", "value", "lenient", "strict"), [
+    ("int8", 5, 5, 5),
+    ("float64", 2, 2, 2.0),
+    ("decimal128(10, 2)", "1.5", decimal.Decimal("1.5"), decimal.Decimal("1.50")),
+    ("date32", "2026-11-24", dt.date(2026, 11, 24), dt.date(2026, 11, 24)),
+    ("timestamp[us, UTC]", "2026-11-24T05:00:00Z", dt.datetime(2026, 11, 24, 5, tzinfo=UTC),
+     dt.datetime(2026, 11, 24, 5, tzinfo=UTC)),
+    ("binary", base64.b64encode(b"\x00\x01").decode(), b"\x00\x01", b"\x00\x01"),
+    ("string", "x", "x", "x"),
+    ("bool", True, True, True),
+    ("int64", None, None, None),
+])
+def test_coerce_parses_text_forms_and_strict_gives_the_canonical_value(
+        type_name: str, value: Any, lenient: Any, strict: Any):
+    t = parse_type(type_name)
+    assert coerce(value, t) == lenient
+    got = coerce(value, t, strict=True)
+    assert got == strict and type(got) is type(strict)
+
+
+@pytest.mark.parametrize(("type_name", "value", "error"), [
+    ("int32", True, TypeError),
+    ("int32", "1", TypeError),
+    ("float64", "1.5", TypeError),
+    ("bool", 1, TypeError),
+    ("string", 5, TypeError),
+    ("binary", "not base64!", ValueError),
+    ("date32", "24.11.2026", ValueError),
+])
+def test_coerce_refuses_values_of_another_kind_in_both_modes(type_name: str, value: Any,
+                                                             error: type[Exception]):
+    t = parse_type(type_name)
+    for strict in (False, True):
+        with pytest.raises(error):
+            coerce(value, t, strict=strict)
+
+
+@pytest.mark.parametrize(("type_name", "value", "error"), [
+    ("int8", 128, ValueError),
+    ("decimal128(5, 1)", "1.25", ValueError),
+    ("decimal128(5, 1)", "123456", ValueError),
+    ("date32", 5, TypeError),
+    ("date32", dt.datetime(2026, 1, 1), TypeError),
+    ("timestamp[us, UTC]", 5, TypeError),
+])
+def test_strict_coercion_checks_what_lenient_leaves_to_arrow(type_name: str, value: Any,
+                                                             error: type[Exception]):
+    t = parse_type(type_name)
+    assert coerce(value, t) is not None  # pyarrow decides later
+    with pytest.raises(error):
+        coerce(value, t, strict=True)
