@@ -126,7 +126,13 @@ class _Coerce:
             d = decimal.Decimal(str(v))
         except decimal.InvalidOperation as exc:
             raise ValueError(f"{v!r} is not a decimal") from exc
-        q = d.quantize(decimal.Decimal(1).scaleb(-t.scale))
+        # Quantize with room for every digit of the type (decimal's default context holds
+        # 28, a decimal128 38): a value with more digits than that does not fit anyway.
+        ctx = decimal.Context(prec=t.precision + 2)
+        try:
+            q = d.quantize(decimal.Decimal(1).scaleb(-t.scale), context=ctx)
+        except decimal.InvalidOperation as exc:
+            raise ValueError(f"{v!r} does not fit {t}") from exc
         if q != d or len(q.as_tuple().digits) > t.precision:
             raise ValueError(f"{v!r} does not fit {t}")
         return q
