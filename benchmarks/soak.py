@@ -192,7 +192,12 @@ def table_only(batches: int, batch_events: int, print_every: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
-def main() -> None:
+# (t, batches, jvm MiB, python MiB, jvm cpu s, python cpu s)
+Sample = tuple[float, int, float, float, float, float]
+
+
+def _parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", type=int, default=1000, help="committed batches to run")
@@ -214,7 +219,105 @@ def main() -> None:
     ap.add_argument("--table-only", action="store_true",
                     help="no job: apply the orders to a table in this process, --max-offsets "
                          "events per batch (is a growth the table's?)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def _take_sample(url: str, jvm: int, py: int, t0: float) -> tuple[Sample, float] | None:
+    """One sample of the job (and its table memory gauge in MiB), or None when the
+    endpoint or a process could not be read."""
+    try:
+        body, _ = get_metrics(url)
+    except OSError:
+        return None
+    n = committed_batches(body)
+    m = TABLE_MEM.search(body)
+    t_mem = float(m.group(1)) / 2**20 if m else float("nan")
+    r_j, r_p = _rss_mib(jvm), _rss_mib(py)
+    c_j, c_p = _cpu_s(jvm), _cpu_s(py)
+    if r_j is None or r_p is None or c_j is None or c_p is None:
+        return None
+    return (time.time() - t0, n, r_j, r_p, c_j, c_p), t_mem
+
+
+def _print_progress(samples: list[Sample], print_every: int, t_mem: float, sent: int) -> None:
+    """Prints the newest sample when it is the first or crossed a ``print_every`` mark."""
+    t, n, r_j, r_p = samples[-1][:4]
+    if n and (len(samples) == 1 or n // print_every > samples[-2][1] // print_every):
+        print(f"  t={t:6.0f}s batches={n:5d} driver JVM RSS {r_j:7.1f} MiB"
+              f"  Python driver RSS {r_p:6.1f} MiB  (table memory gauge {t_mem:6.1f} MiB; "
+              f"sent {sent:,} events)",
+              flush=True)
+
+
+def _sample_job(args: argparse.Namespace, job: subprocess.Popen[bytes], url: str, work: Path,
+                sent: list[int]) -> list[Sample]:
+    """Samples the running job every ``--sample-every`` s until ``--batches`` committed
+    batches (or ``--timeout``)."""
+    samples: list[Sample] = []
+    t0 = time.time()
+    jvm = py = None
+    while True:
+        time.sleep(args.sample_every)
+        if job.poll() is not None:
+            raise SystemExit(f"job exited with {job.returncode}; see {work / 'job.log'}")
+        if jvm is None or py is None:
+            jvm, py = find_drivers(job.pid)
+            if jvm is None or py is None:
+                continue
+        got = _take_sample(url, jvm, py, t0)
+        if got is None:
+            continue
+        samples.append(got[0])
+        _print_progress(samples, args.print_every, got[1], sent[0])
+        n = got[0][1]
+        if n >= args.batches:
+            break
+        if time.time() - t0 > args.timeout:
+            print(f"timeout after {args.timeout:.0f}s at {n} batches", flush=True)
+            break
+    return samples
+
+
+def _time_endpoint(url: str, gets: int) -> None:
+    """Times ``gets`` GETs of ``/metrics`` and prints their median."""
+    body, times = "", []
+    for _ in range(gets):
+        body, dt = get_metrics(url)
+        times.append(dt * 1000)
+    print(f"/metrics: {len(body):,} bytes, median of {gets} GETs "
+          f"{statistics.median(times):.1f} ms (min {min(times):.1f}, "
+          f"max {max(times):.1f})", flush=True)
+
+
+def _stop_job(job: subprocess.Popen[bytes]) -> None:
+    """Stops the job if it still runs (killed after 60 s)."""
+    if job.poll() is None:
+        job.terminate()  # the SparkSubmit wrapper; the driver finishes its batch
+        try:
+            job.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, 9)
+            job.wait()
+
+
+def _print_summary(samples: list[Sample], sent: int) -> None:
+    """The RSS curve's start, middle, end, max and second-half slope; CPU times."""
+    arr = np.array([s for s in samples if s[1] >= 1])  # from the first committed batch
+    half = arr[len(arr) // 2:]
+    n_end = int(arr[-1, 1])
+    for col, name in ((2, "driver JVM"), (3, "Python driver")):
+        mid = arr[np.searchsorted(arr[:, 1], n_end // 2), col]
+        slope = np.polyfit(half[:, 1], half[:, col], 1)[0] * 1000
+        print(f"{name}: RSS start {arr[0, col]:.1f} MiB (batch {int(arr[0, 1])}), "
+              f"middle {mid:.1f} MiB, end {arr[-1, col]:.1f} MiB (batch {n_end}), "
+              f"max {arr[:, col].max():.1f} MiB; second-half slope "
+              f"{slope:+.1f} MiB per 1,000 batches", flush=True)
+    print(f"{n_end} batches in {arr[-1, 0]:.0f}s; CPU: driver JVM {arr[-1, 4]:.0f}s, "
+          f"Python driver {arr[-1, 5]:.0f}s; {sent:,} events sent", flush=True)
+
+
+def main() -> None:
+    args = _parse_args()
     if args.table_only:
         table_only(args.batches, args.max_offsets, args.print_every)
         return
@@ -239,74 +342,17 @@ def main() -> None:
     print("job:", " ".join([*cmd[:1], "...", *cmd[cmd.index(str(JOB)):]]), flush=True)
     job = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                            stdin=subprocess.DEVNULL, start_new_session=True)
-    # (t, batches, jvm MiB, python MiB, jvm cpu s, python cpu s)
-    samples: list[tuple[float, int, float, float, float, float]] = []
-    t0 = time.time()
-    jvm = py = None
     try:
-        while True:
-            time.sleep(args.sample_every)
-            if job.poll() is not None:
-                raise SystemExit(f"job exited with {job.returncode}; see {work / 'job.log'}")
-            if jvm is None or py is None:
-                jvm, py = find_drivers(job.pid)
-                if jvm is None or py is None:
-                    continue
-            try:
-                body, _ = get_metrics(url)
-            except OSError:
-                continue
-            n = committed_batches(body)
-            m = TABLE_MEM.search(body)
-            t_mem = float(m.group(1)) / 2**20 if m else float("nan")
-            r_j, r_p = _rss_mib(jvm), _rss_mib(py)
-            c_j, c_p = _cpu_s(jvm), _cpu_s(py)
-            if None in (r_j, r_p, c_j, c_p):
-                continue
-            samples.append((time.time() - t0, n, r_j, r_p, c_j, c_p))  # type: ignore[arg-type]
-            if n and (len(samples) == 1 or n // args.print_every >
-                      samples[-2][1] // args.print_every):
-                print(f"  t={samples[-1][0]:6.0f}s batches={n:5d} driver JVM RSS {r_j:7.1f} MiB"
-                      f"  Python driver RSS {r_p:6.1f} MiB  (table memory gauge {t_mem:6.1f} MiB; "
-                      f"sent {sent[0]:,} events)",
-                      flush=True)
-            if n >= args.batches:
-                break
-            if time.time() - t0 > args.timeout:
-                print(f"timeout after {args.timeout:.0f}s at {n} batches", flush=True)
-                break
-        times = []
-        for _ in range(args.gets):
-            body, dt = get_metrics(url)
-            times.append(dt * 1000)
-        print(f"/metrics: {len(body):,} bytes, median of {args.gets} GETs "
-              f"{statistics.median(times):.1f} ms (min {min(times):.1f}, "
-              f"max {max(times):.1f})", flush=True)
+        samples = _sample_job(args, job, url, work, sent)
+        _time_endpoint(url, args.gets)
     finally:
         stop.set()
-        if job.poll() is None:
-            job.terminate()  # the SparkSubmit wrapper; the driver finishes its batch
-            try:
-                job.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, 9)
-                job.wait()
+        _stop_job(job)
         log.close()
         prod.join(30)
         kafka.stop()
     if len(samples) >= 4:
-        arr = np.array([s for s in samples if s[1] >= 1])  # from the first committed batch
-        half = arr[len(arr) // 2:]
-        n_end = int(arr[-1, 1])
-        for col, name in ((2, "driver JVM"), (3, "Python driver")):
-            mid = arr[np.searchsorted(arr[:, 1], n_end // 2), col]
-            slope = np.polyfit(half[:, 1], half[:, col], 1)[0] * 1000
-            print(f"{name}: RSS start {arr[0, col]:.1f} MiB (batch {int(arr[0, 1])}), "
-                  f"middle {mid:.1f} MiB, end {arr[-1, col]:.1f} MiB (batch {n_end}), "
-                  f"max {arr[:, col].max():.1f} MiB; second-half slope "
-                  f"{slope:+.1f} MiB per 1,000 batches", flush=True)
-        print(f"{n_end} batches in {arr[-1, 0]:.0f}s; CPU: driver JVM {arr[-1, 4]:.0f}s, "
-              f"Python driver {arr[-1, 5]:.0f}s; {sent[0]:,} events sent", flush=True)
+        _print_summary(samples, sent[0])
     shutil.rmtree(work, ignore_errors=True)
 
 
