@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from engine import column_values, insert_batch, make_schema
 
-import cdc_sink.table
+import cdc_sink.commit
 from cdc_sink import TableOptions, create_table, open_table
 from cdc_sink.changes import SET_PREFIX, ChangeBatch
 from cdc_sink.schema import TableSchema
@@ -136,7 +136,8 @@ def decode_all(path: str, first: int) -> None:
                 read_change_segment(path, r.segment, schema)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -151,29 +152,27 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="leave both tables in --dir")
     ap.add_argument("--cold", action="store_true",
                     help="evict the table's files from the page cache before each reopen")
-    args = ap.parse_args()
-    rng = np.random.default_rng(args.seed)
-    schema = make_schema()
-    paths = {fmt: os.path.join(args.dir, f"format{fmt}") for fmt in (FORMAT_WIRE,
-                                                                      FORMAT_COMPACT)}
-    shutil.rmtree(args.dir, ignore_errors=True)
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"python {platform.python_version()}, pyarrow {pa.__version__}; "
-          f"{args.rows:,} rows x 20 columns, {args.batches} batches of "
-          f"{args.batch_events:,} events ({'same' if args.same_columns else 'random'} two "
-          f"columns per update)", flush=True)
+    return ap.parse_args()
 
-    real_write = cdc_sink.table.write_change_segment
-    writers = {FORMAT_COMPACT: real_write,
-               FORMAT_WIRE: functools.partial(write_change_segment, body_format=FORMAT_WIRE)}
 
-    def apply(fmt: int, t: Table, batch: ChangeBatch) -> tuple[float, float, Any]:
-        cdc_sink.table.write_change_segment = writers[fmt]  # type: ignore[assignment]
-        try:
-            return timed(lambda: t.apply(batch))
-        finally:
-            cdc_sink.table.write_change_segment = real_write
+# the segment writer the commit protocol calls, and the one each table gets
+REAL_WRITE = cdc_sink.commit.write_change_segment
+WRITERS = {FORMAT_COMPACT: REAL_WRITE,
+           FORMAT_WIRE: functools.partial(write_change_segment, body_format=FORMAT_WIRE)}
 
+
+def apply(fmt: int, t: Table, batch: ChangeBatch) -> tuple[float, float, Any]:
+    """``t.apply(batch)`` timed (:func:`timed`), writing change segments of format ``fmt``."""
+    cdc_sink.commit.write_change_segment = WRITERS[fmt]  # type: ignore[assignment]
+    try:
+        return timed(lambda: t.apply(batch))
+    finally:
+        cdc_sink.commit.write_change_segment = REAL_WRITE
+
+
+def load(args: argparse.Namespace, schema: TableSchema, rng: np.random.Generator,
+         paths: dict[int, str]) -> dict[int, Table]:
+    """Both tables with --rows rows, compacted into one snapshot."""
     tables = {fmt: create_table(p, schema, options=OPTS) for fmt, p in paths.items()}
     step = 250_000
     for start in range(0, args.rows, step):
@@ -183,8 +182,27 @@ def main() -> None:
             apply(fmt, t, b)
     for t in tables.values():
         t.compact()  # a snapshot: reopen loads it, then replays only the micro-batches
-    first = tables[FORMAT_WIRE].version + 1
+    return tables
 
+
+def measure_encodings(wire: pa.Table, batch: ChangeBatch, per: dict[str, list[float]]) -> None:
+    """Parquet bytes/event of the batch, format 2 body bytes/event with the other codecs,
+    and the CPU of an Arrow IPC read of the LZ4 and ZSTD bodies (best of 3)."""
+    per["parquet_B_per_event"].append(parquet_bytes(wire) / len(wire))
+    for codec in ("zstd", None):  # format 2 bodies with the other codecs, for scale
+        per.setdefault(f"format2_{codec}_body_B_per_event", []).append(
+            len(encode_compact(batch, compression=codec)) / len(batch))
+    for codec in ("lz4", "zstd"):  # what the codec costs a reader: IPC read alone
+        body = encode_compact(batch, compression=codec)
+        per.setdefault(f"ipc_read_{codec}_cpu_s", []).append(min(
+            timed(lambda body=body: pa.ipc.open_stream(body).read_all())[1]
+            for _ in range(3)))
+
+
+def run_batches(args: argparse.Namespace, schema: TableSchema, rng: np.random.Generator,
+                tables: dict[int, Table]) -> dict[str, list[float]]:
+    """The --batches micro-batches applied to both tables (alternately first), with their
+    sizes and costs per batch."""
     per: dict[str, list[float]] = {k: [] for k in (
         "format1_B_per_event", "format2_B_per_event", "parquet_B_per_event",
         "apply_format1_s", "apply_format2_s")}
@@ -195,29 +213,32 @@ def main() -> None:
         next_key += args.batch_events // 20
         batch, rejects = ChangeBatch.from_arrow(wire, schema)
         assert not len(rejects)
-        per["parquet_B_per_event"].append(parquet_bytes(wire) / len(wire))
-        for codec in ("zstd", None):  # format 2 bodies with the other codecs, for scale
-            per.setdefault(f"format2_{codec}_body_B_per_event", []).append(
-                len(encode_compact(batch, compression=codec)) / len(batch))
-        for codec in ("lz4", "zstd"):  # what the codec costs a reader: IPC read alone
-            body = encode_compact(batch, compression=codec)
-            per.setdefault(f"ipc_read_{codec}_cpu_s", []).append(min(
-                timed(lambda body=body: pa.ipc.open_stream(body).read_all())[1]
-                for _ in range(3)))
+        measure_encodings(wire, batch, per)
         order = (FORMAT_WIRE, FORMAT_COMPACT) if i % 2 == 0 else (FORMAT_COMPACT, FORMAT_WIRE)
         for fmt in order:
             w, _, res = apply(fmt, tables[fmt], batch)
             per[f"apply_format{fmt}_s"].append(w)
             per[f"format{fmt}_B_per_event"].append(
                 segment_bytes(tables[fmt], res.version) / len(batch))
+    return per
+
+
+def check_same(tables: dict[int, Table], paths: dict[int, str]) -> tuple[int, pa.Table]:
+    """Both tables at the same version with the same rows and one snapshot each; returns
+    that version and its rows."""
     latest = tables[FORMAT_WIRE].version
     assert tables[FORMAT_COMPACT].version == latest
     expect = tables[FORMAT_WIRE].read(version=latest)
     assert tables[FORMAT_COMPACT].read(version=latest).equals(expect)
     snaps = {fmt: os.listdir(os.path.join(p, "_snapshots", "0")) for fmt, p in paths.items()}
     assert all(len(s) == 1 for s in snaps.values()), snaps  # the compact() one only
-    del tables
+    return latest, expect
 
+
+def time_reopens(args: argparse.Namespace, paths: dict[int, str], latest: int, first: int,
+                 per: dict[str, list[float]]) -> None:
+    """--repeat reopens and segment decodes of each table, alternately first (after one
+    warm-up reopen each)."""
     for fmt in paths:  # warm: imports, page cache
         reopen(paths[fmt], latest)
     for i in range(args.repeat):
@@ -230,10 +251,10 @@ def main() -> None:
             w, c, _ = timed(lambda fmt=fmt: decode_all(paths[fmt], first))
             per.setdefault(f"decode_format{fmt}_s", []).append(w)
             per.setdefault(f"decode_format{fmt}_cpu_s", []).append(c)
-    t = open_table(paths[FORMAT_COMPACT], options=OPTS)
-    assert t.read(version=latest).equals(expect)
 
-    med = {k: statistics.median(v) for k, v in per.items()}
+
+def print_medians(args: argparse.Namespace, med: dict[str, float]) -> None:
+    """The medians: bytes/event, IPC read CPU, apply, reopen and decode times."""
     pq_b = med["parquet_B_per_event"]
     print(f"segment bytes/event, median of {args.batches} batches: "
           f"format 1 {med['format1_B_per_event']:.1f} "
@@ -252,6 +273,33 @@ def main() -> None:
               f"median of {args.repeat}: format 1 {med[f'{what}_format1_s']:.2f} s wall / "
               f"{med[f'{what}_format1_cpu_s']:.2f} s CPU, format 2 "
               f"{med[f'{what}_format2_s']:.2f} s / {med[f'{what}_format2_cpu_s']:.2f} s CPU")
+
+
+def main() -> None:
+    args = parse_args()
+    rng = np.random.default_rng(args.seed)
+    schema = make_schema()
+    paths = {fmt: os.path.join(args.dir, f"format{fmt}") for fmt in (FORMAT_WIRE,
+                                                                      FORMAT_COMPACT)}
+    shutil.rmtree(args.dir, ignore_errors=True)
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"python {platform.python_version()}, pyarrow {pa.__version__}; "
+          f"{args.rows:,} rows x 20 columns, {args.batches} batches of "
+          f"{args.batch_events:,} events ({'same' if args.same_columns else 'random'} two "
+          f"columns per update)", flush=True)
+
+    tables = load(args, schema, rng, paths)
+    first = tables[FORMAT_WIRE].version + 1
+    per = run_batches(args, schema, rng, tables)
+    latest, expect = check_same(tables, paths)
+    del tables
+
+    time_reopens(args, paths, latest, first, per)
+    t = open_table(paths[FORMAT_COMPACT], options=OPTS)
+    assert t.read(version=latest).equals(expect)
+
+    med = {k: statistics.median(v) for k, v in per.items()}
+    print_medians(args, med)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "medians": med, "runs": per}, f, indent=1)
