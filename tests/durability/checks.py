@@ -275,18 +275,33 @@ def assert_no_garbage(table: Table) -> None:
     * every page file is referenced by a manifest on disk;
     * files of version ``latest + 1`` may belong to a commit in flight and are skipped.
     """
-    from cdc_sink.storage.segments import file_version
-    from cdc_sink.storage.snapshot import read_manifest
-
-    root = table.root
     latest, oldest = table.version, table.oldest_version
+    named = _named_by_retained_entries(table, oldest, latest)
+    files = data_files(table.root)
+    old_snaps = _check_manifests(files["_snapshots"], named, oldest, latest)
+    _check_segments(files["_wal"], named, old_snaps, oldest, latest)
+    _check_pages(table.root, files, latest)
+
+
+def _named_by_retained_entries(table: Table, oldest: int, latest: int) -> set[str]:
+    """The segments and manifests named by the log entries ``oldest..latest``."""
     named: set[str] = set()
     for v in range(oldest, latest + 1):
         for ref in table.log.read(v).buckets.values():
             named.update(r for r in (ref.segment, ref.snapshot) if r)
-    files = data_files(root)
+    return named
+
+
+def _check_manifests(snapshots: list[str], named: set[str], oldest: int,
+                     latest: int) -> dict[str, list[int]]:
+    """Manifests of retained versions are named; at most one per bucket below the horizon.
+
+    Returns the versions of the manifests kept below the horizon, by bucket.
+    """
+    from cdc_sink.storage.segments import file_version
+
     old_snaps: dict[str, list[int]] = {}
-    for rel in files["_snapshots"]:
+    for rel in snapshots:
         fv = file_version(rel)
         assert fv is not None, rel
         if fv > latest:
@@ -297,7 +312,16 @@ def assert_no_garbage(table: Table) -> None:
             old_snaps.setdefault(rel.split("/")[1], []).append(fv)
     for b, vs in old_snaps.items():
         assert len(vs) <= 1, f"bucket {b} keeps old snapshots {vs} below horizon {oldest}"
-    for rel in files["_wal"]:
+    return old_snaps
+
+
+def _check_segments(segments: list[str], named: set[str], old_snaps: dict[str, list[int]],
+                    oldest: int, latest: int) -> None:
+    """Segments of retained versions are named; older ones follow their bucket's kept
+    snapshot."""
+    from cdc_sink.storage.segments import file_version
+
+    for rel in segments:
         fv = file_version(rel)
         assert fv is not None, rel
         if fv > latest:
@@ -307,6 +331,13 @@ def assert_no_garbage(table: Table) -> None:
         else:
             kept = old_snaps.get(rel.split("/")[1], [-1])[0]
             assert fv > kept, f"segment {rel} is older than bucket's kept snapshot {kept}"
+
+
+def _check_pages(root: str, files: dict[str, list[str]], latest: int) -> None:
+    """Every page file (but those of a commit in flight) is referenced by a manifest."""
+    from cdc_sink.storage.segments import file_version
+    from cdc_sink.storage.snapshot import read_manifest
+
     referenced: set[str] = set()
     for rel in files["_snapshots"]:
         referenced.update(read_manifest(root, rel).files)
