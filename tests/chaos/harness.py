@@ -57,7 +57,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdc_sink.table import Table
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "streaming_jobs" / "cdc_to_tablets.py"
@@ -332,12 +335,7 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
     rng = random.Random(cfg.seed)
     w = cfg.workdir
     w.mkdir(parents=True, exist_ok=True)
-    if cfg.broker_bounces and cfg.broker is None:
-        raise ValueError("broker_bounces needs cfg.broker (a LocalKafka)")
-    if cfg.produce_rate is not None and (cfg.broker_bounces or cfg.enospc_runs
-                                         or cfg.eio_runs):
-        raise ValueError("produce_rate is not for runs with environmental faults")
-    cfg.dead_letter_uri  # noqa: B018 -- raises on an unknown dead_letter
+    _check_config(cfg)
     eio_so = build_fsync_eio(w) if cfg.eio_runs else None
     fs = _TableFs(w / "fs", cfg.table_fs_mb) if cfg.enospc_runs else None
     create_topic(cfg.bootstrap, cfg.topic, cfg.partitions)
@@ -353,65 +351,7 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
                                    str(w / "reads.jsonl"), str(stop_file)],
                                   env=job_env(), start_new_session=True)
         try:
-            fault_runs = set(rng.sample(range(cfg.kills),
-                                        min(cfg.fault_point_runs, cfg.kills)))
-            if cfg.cds_archive and not os.path.exists(cfg.cds_archive):
-                with _producing(producer):
-                    cds = _Job(cfg, "cds", job_env(), available_now=True)
-                    code = cds.wait_exit(cfg.final_timeout)
-                    cds.stop()
-                log(f"class-data-sharing archive {cfg.cds_archive}: run exited {code}, "
-                    f"archive {'built' if os.path.exists(cfg.cds_archive) else 'MISSING'}")
-            for i, point in enumerate(cfg.fault_points):
-                with _producing(producer):
-                    _fault_point_run(cfg, res, i, point, rng, log)
-            for k in range(cfg.kills):
-                if cfg.kills_seconds is not None and time.monotonic() - t0 > cfg.kills_seconds:
-                    log(f"the killed runs' time is up after {k} runs")
-                    break
-                with _producing(producer):
-                    _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
-            if cfg.produce_rate is not None:
-                producer.finish()
-                res.events = producer.produced
-            pending: list[dict[str, Any]] = []  # failed faults waiting for the job's return
-            live: _Job | None = None  # a job that rode through, left to drain the topic
-            if cfg.broker_bounces:
-                live = _broker_run(cfg, res, rng, log, producer, pending)
-                if live is not None and (cfg.enospc_runs or cfg.eio_runs):
-                    live.stop()
-                    live = None
-            for i in range(cfg.enospc_runs):
-                assert fs is not None
-                _enospc_run(cfg, res, i, fs, log, pending)
-            for i in range(cfg.eio_runs):
-                assert eio_so is not None
-                _eio_run(cfg, res, i, eio_so, rng, log, pending)
-            producer.join()
-            if producer.error is not None:
-                if live is not None:
-                    live.stop()
-                raise RuntimeError(f"producing failed: {producer.error!r}")
-            if live is not None:  # it drains the topic instead of a final run
-                ends = _topic_ends(cfg.bootstrap, cfg.topic)
-                caught_up = live.wait(lambda: _caught_up(cfg, ends), cfg.final_timeout)
-                code = live.stop()
-                if not caught_up:
-                    res.failures.append(f"the job that rode through did not catch up with "
-                                        f"the topic (exit {code}, see {live.log_path})")
-            else:
-                final = _Job(cfg, "final", job_env(), available_now=True, pending=pending)
-                final.wait_exit(cfg.final_timeout)
-                code = final.stop()
-                if code is None:
-                    raise RuntimeError(f"the final available-now run took more than "
-                                       f"{cfg.final_timeout}s (see {final.log_path})")
-                if code != 0:
-                    res.failures.append(f"the final available-now run exited {code}: "
-                                        f"{final.reason()} (see {final.log_path})")
-            for f in pending:
-                res.failures.append(f"after the {f['fault']} fault of run {f['run']} the "
-                                    f"job never committed again")
+            _run_jobs(cfg, res, t0, rng, producer, fs, eio_so, log)
         finally:
             stop_file.touch()
             try:
@@ -424,6 +364,114 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
             fs.unmount()
     res.wall_seconds = round(time.monotonic() - t0, 1)
     return res
+
+
+def _check_config(cfg: ChaosConfig) -> None:
+    """Refuses a configuration whose parts do not go together (``ValueError``)."""
+    if cfg.broker_bounces and cfg.broker is None:
+        raise ValueError("broker_bounces needs cfg.broker (a LocalKafka)")
+    if cfg.produce_rate is not None and (cfg.broker_bounces or cfg.enospc_runs
+                                         or cfg.eio_runs):
+        raise ValueError("produce_rate is not for runs with environmental faults")
+    cfg.dead_letter_uri  # noqa: B018 -- raises on an unknown dead_letter
+
+
+def _run_jobs(cfg: ChaosConfig, res: ChaosResult, t0: float, rng: random.Random,
+              producer: _Producer, fs: _TableFs | None, eio_so: Path | None,
+              log: Any) -> None:
+    """Every run of the job, in order: the class-data-sharing run, the fault point and
+    killed runs, the environmental fault runs, then the final run (or the job that rode
+    through, draining the topic)."""
+    fault_runs = set(rng.sample(range(cfg.kills), min(cfg.fault_point_runs, cfg.kills)))
+    _build_cds_archive(cfg, producer, log)
+    _killed_runs(cfg, res, t0, fault_runs, rng, producer, log)
+    if cfg.produce_rate is not None:
+        producer.finish()
+        res.events = producer.produced
+    pending: list[dict[str, Any]] = []  # failed faults waiting for the job's return
+    live = _environmental_fault_runs(cfg, res, rng, producer, fs, eio_so, pending, log)
+    producer.join()
+    if producer.error is not None:
+        if live is not None:
+            live.stop()
+        raise RuntimeError(f"producing failed: {producer.error!r}")
+    if live is not None:  # it drains the topic instead of a final run
+        _drain(cfg, res, live)
+    else:
+        _final_run(cfg, res, pending)
+    for f in pending:
+        res.failures.append(f"after the {f['fault']} fault of run {f['run']} the "
+                            f"job never committed again")
+
+
+def _build_cds_archive(cfg: ChaosConfig, producer: _Producer, log: Any) -> None:
+    """A first, uncounted available-now run that writes ``cfg.cds_archive`` when it is
+    wanted and missing."""
+    if cfg.cds_archive and not os.path.exists(cfg.cds_archive):
+        with _producing(producer):
+            cds = _Job(cfg, "cds", job_env(), available_now=True)
+            code = cds.wait_exit(cfg.final_timeout)
+            cds.stop()
+        log(f"class-data-sharing archive {cfg.cds_archive}: run exited {code}, "
+            f"archive {'built' if os.path.exists(cfg.cds_archive) else 'MISSING'}")
+
+
+def _killed_runs(cfg: ChaosConfig, res: ChaosResult, t0: float, fault_runs: set[int],
+                 rng: random.Random, producer: _Producer, log: Any) -> None:
+    """The fault point runs, then the killed runs (those in ``fault_runs`` left to random
+    fault points) until ``cfg.kills_seconds`` after ``t0``."""
+    for i, point in enumerate(cfg.fault_points):
+        with _producing(producer):
+            _fault_point_run(cfg, res, i, point, rng, log)
+    for k in range(cfg.kills):
+        if cfg.kills_seconds is not None and time.monotonic() - t0 > cfg.kills_seconds:
+            log(f"the killed runs' time is up after {k} runs")
+            break
+        with _producing(producer):
+            _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
+
+
+def _environmental_fault_runs(cfg: ChaosConfig, res: ChaosResult, rng: random.Random,
+                              producer: _Producer, fs: _TableFs | None, eio_so: Path | None,
+                              pending: list[dict[str, Any]], log: Any) -> _Job | None:
+    """The broker, full disk and fsync error runs; returns the job that rode through the
+    last broker bounce when no other fault run follows (None otherwise)."""
+    live: _Job | None = None  # a job that rode through, left to drain the topic
+    if cfg.broker_bounces:
+        live = _broker_run(cfg, res, rng, log, producer, pending)
+        if live is not None and (cfg.enospc_runs or cfg.eio_runs):
+            live.stop()
+            live = None
+    for i in range(cfg.enospc_runs):
+        assert fs is not None
+        _enospc_run(cfg, res, i, fs, log, pending)
+    for i in range(cfg.eio_runs):
+        assert eio_so is not None
+        _eio_run(cfg, res, i, eio_so, rng, log, pending)
+    return live
+
+
+def _drain(cfg: ChaosConfig, res: ChaosResult, live: _Job) -> None:
+    """Waits for the job that rode through to catch up with the topic, then stops it."""
+    ends = _topic_ends(cfg.bootstrap, cfg.topic)
+    caught_up = live.wait(lambda: _caught_up(cfg, ends), cfg.final_timeout)
+    code = live.stop()
+    if not caught_up:
+        res.failures.append(f"the job that rode through did not catch up with "
+                            f"the topic (exit {code}, see {live.log_path})")
+
+
+def _final_run(cfg: ChaosConfig, res: ChaosResult, pending: list[dict[str, Any]]) -> None:
+    """The final available-now run, which must exit 0 within ``cfg.final_timeout``."""
+    final = _Job(cfg, "final", job_env(), available_now=True, pending=pending)
+    final.wait_exit(cfg.final_timeout)
+    code = final.stop()
+    if code is None:
+        raise RuntimeError(f"the final available-now run took more than "
+                           f"{cfg.final_timeout}s (see {final.log_path})")
+    if code != 0:
+        res.failures.append(f"the final available-now run exited {code}: "
+                            f"{final.reason()} (see {final.log_path})")
 
 
 # ---------------------------------------------------------------------- fault runs
@@ -898,16 +946,27 @@ def _offsets_of(entry: Any, topic: str) -> dict[int, int] | None:
 def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
     """Checks the table, the dead letters and the reads against the topic (see the
     module docstring); appends what is wrong to ``res.failures``."""
-    from cdc_sink.demo import diff_rows
-    from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
     from cdc_sink.table import open_table
-    from tests.chaos.reader import rows_digest
 
     topic = consume_topic(cfg.bootstrap, cfg.topic)
     res.malformed = sum(r.event is None for recs in topic.values() for r in recs)
     ends = {p: (recs[-1].offset + 1 if recs else 0) for p, recs in topic.items()}
     table = open_table(cfg.table)
     model = _Model(topic)
+    digests, last_offsets = _check_versions(cfg, res, table, model)
+    _check_latest(res, table, model, ends, last_offsets)
+    _check_dead_letters(cfg, res, model)
+    _check_reads(cfg, res, digests)
+
+
+def _check_versions(cfg: ChaosConfig, res: ChaosResult, table: Table,
+                    model: _Model) -> tuple[dict[int, str], dict[int, int] | None]:
+    """Every retained data version against the model advanced to its source offsets.
+
+    Returns the model's digest of each version read, and the latest batch's offsets.
+    """
+    from tests.chaos.reader import rows_digest
+
     keys = list(model.schema.primary_key)
     entries = table.log.entries(from_version=table.oldest_version)
     res.versions = table.version
@@ -919,43 +978,74 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
         offsets = _offsets_of(e, cfg.topic)
         if e.kind != "data" or offsets is None:
             continue
-        if last_offsets is not None and set(last_offsets) - set(offsets):
-            res.failures.append(f"version {e.version}: its source_offsets {offsets} lack "
-                                f"partitions an earlier version named")
-        # A batch names only the partitions it had records of: the others stay put.
-        offsets = {**(last_offsets or {}), **offsets}
+        offsets = _check_progress(res, e, offsets, last_offsets, last_batch)
         if e.batch_id is not None:
-            if e.batch_id <= last_batch:
-                res.duplicated_batches += 1
-                res.failures.append(f"version {e.version}: batch {e.batch_id} again")
             last_batch = e.batch_id
-        if last_offsets is not None and any(offsets.get(p, 0) < o
-                                            for p, o in last_offsets.items()):
-            res.failures.append(f"version {e.version}: offsets went back {offsets}")
         outcomes = model.advance(offsets)
         if not first:  # the oldest retained version's delta starts below the horizon
-            want = {k: v for k, v in outcomes.items() if k != "rejected" and v}
-            got = {k: e.stats.get(k, 0) for k in want}
-            extra = {k: v for k, v in e.stats.items()
-                     if k in ("inserted", "updated", "deleted") and v and k not in want}
-            if got != want or extra:
-                res.duplicated_batches += 1
-                res.failures.append(f"version {e.version} counts {e.stats} != model {want}")
+            _check_counts(res, e, outcomes)
         first = False
         last_offsets = offsets
         res.batches += 1
-        try:
-            data = table.read(version=e.version)
-        except Exception as exc:
-            res.failures.append(f"version {e.version}: {type(exc).__name__}: {exc}")
-            continue
-        want_rows = model.table.snapshot()
-        diff = diff_rows(want_rows, data.to_pylist(), model.schema)
-        if diff:
-            res.lost_or_wrong_rows += len(diff)
-            res.failures.append(f"version {e.version} != model at {offsets}: {diff[:3]}")
-        res.versions_checked += 1
-        digests[e.version] = rows_digest(model.table.to_arrow(), keys)
+        if _check_rows(res, table, e.version, model, offsets):
+            digests[e.version] = rows_digest(model.table.to_arrow(), keys)
+    return digests, last_offsets
+
+
+def _check_progress(res: ChaosResult, e: Any, offsets: dict[int, int],
+                    last_offsets: dict[int, int] | None, last_batch: int) -> dict[int, int]:
+    """A version's batch id and offsets move forward; returns its offsets with the
+    partitions it does not name where the previous version left them."""
+    if last_offsets is not None and set(last_offsets) - set(offsets):
+        res.failures.append(f"version {e.version}: its source_offsets {offsets} lack "
+                            f"partitions an earlier version named")
+    # A batch names only the partitions it had records of: the others stay put.
+    offsets = {**(last_offsets or {}), **offsets}
+    if e.batch_id is not None and e.batch_id <= last_batch:
+        res.duplicated_batches += 1
+        res.failures.append(f"version {e.version}: batch {e.batch_id} again")
+    if last_offsets is not None and any(offsets.get(p, 0) < o
+                                        for p, o in last_offsets.items()):
+        res.failures.append(f"version {e.version}: offsets went back {offsets}")
+    return offsets
+
+
+def _check_counts(res: ChaosResult, e: Any, outcomes: Counter[str]) -> None:
+    """A version's counters equal the model's outcome counts over its records."""
+    want = {k: v for k, v in outcomes.items() if k != "rejected" and v}
+    got = {k: e.stats.get(k, 0) for k in want}
+    extra = {k: v for k, v in e.stats.items()
+             if k in ("inserted", "updated", "deleted") and v and k not in want}
+    if got != want or extra:
+        res.duplicated_batches += 1
+        res.failures.append(f"version {e.version} counts {e.stats} != model {want}")
+
+
+def _check_rows(res: ChaosResult, table: Table, version: int, model: _Model,
+                offsets: dict[int, int]) -> bool:
+    """A version reads exactly the model's rows; False when it could not be read."""
+    from cdc_sink.demo import diff_rows
+
+    try:
+        data = table.read(version=version)
+    except Exception as exc:
+        res.failures.append(f"version {version}: {type(exc).__name__}: {exc}")
+        return False
+    want_rows = model.table.snapshot()
+    diff = diff_rows(want_rows, data.to_pylist(), model.schema)
+    if diff:
+        res.lost_or_wrong_rows += len(diff)
+        res.failures.append(f"version {version} != model at {offsets}: {diff[:3]}")
+    res.versions_checked += 1
+    return True
+
+
+def _check_latest(res: ChaosResult, table: Table, model: _Model, ends: dict[int, int],
+                  last_offsets: dict[int, int] | None) -> None:
+    """The latest batch ends where the topic ends, and the latest version is the model
+    of the whole topic."""
+    from cdc_sink.demo import diff_rows
+
     if last_offsets != ends:
         res.failures.append(f"the latest batch ends at {last_offsets}, the topic at {ends}")
     model.advance(ends)
@@ -965,7 +1055,12 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
     if diff:
         res.lost_or_wrong_rows += len(diff)
         res.failures.append(f"the latest version != the model of the topic: {diff[:3]}")
-    # Dead letters: exactly the records the model rejects, each once.
+
+
+def _check_dead_letters(cfg: ChaosConfig, res: ChaosResult, model: _Model) -> None:
+    """Dead letters: exactly the records the model rejects, each once."""
+    from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
+
     if cfg.dead_letter == "kafka":
         dl = KafkaDeadLetter(cfg.bootstrap, f"{cfg.topic}.dead-letter").read(
             deduplicate=False)
@@ -983,7 +1078,6 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
             f"dead letters: {res.dead_letters} written, {res.dead_letters_expected} expected, "
             f"{res.dead_letters_missing} missing, {res.dead_letters_duplicated} duplicated, "
             f"{res.dead_letters_unexpected} unexpected")
-    _check_reads(cfg, res, digests)
 
 
 def _check_reads(cfg: ChaosConfig, res: ChaosResult, model_digests: dict[int, str]) -> None:
