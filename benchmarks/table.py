@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from engine import insert_batch, make_schema, update_batch
 
 import cdc_sink.table
+import cdc_sink.table_state
 from cdc_sink import TableOptions, create_table, open_table
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.storage.snapshot import write_snapshot
@@ -154,11 +155,11 @@ def main() -> None:
 
 
 class _Timed:
-    """Accumulates wall and CPU seconds of calls to ``cdc_sink.table.load_snapshot``."""
+    """Accumulates wall and CPU seconds of calls to ``cdc_sink.table_state.load_snapshot``."""
 
     def __init__(self) -> None:
         self.wall = self.cpu = 0.0
-        self._orig = cdc_sink.table.load_snapshot
+        self._orig = cdc_sink.table_state.load_snapshot
 
     def __enter__(self) -> _Timed:
         def timed(*a: Any, **kw: Any) -> Any:
@@ -169,11 +170,11 @@ class _Timed:
                 self.wall += time.perf_counter() - t0
                 self.cpu += time.process_time() - c0
 
-        cdc_sink.table.load_snapshot = timed
+        cdc_sink.table_state.load_snapshot = timed
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cdc_sink.table.load_snapshot = self._orig
+        cdc_sink.table_state.load_snapshot = self._orig
 
 
 def reopen(args: argparse.Namespace, opts: TableOptions, expect: pa.Table | None,
