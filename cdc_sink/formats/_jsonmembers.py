@@ -77,10 +77,17 @@ def string_codes(parts: Parts, m: Members, idx: np.ndarray, names: Sequence[str]
     return code
 
 
-def children(m: Members, parent: np.ndarray, level: int | None = None) -> np.ndarray:
+def children(m: Members, parent: np.ndarray, level: int | None = None, *,
+             among: np.ndarray | None = None) -> np.ndarray:
     """Members whose parent is the member ``parent[e]`` of their event ``e`` (in document
-    order); only those at ``level`` when given."""
-    cand = np.flatnonzero(m.level >= 2) if level is None else np.flatnonzero(m.level == level)
+    order); only those at ``level`` when given, and only those of ``among`` (member
+    indices, e.g. every member of a level, found once for several calls) when given."""
+    if among is not None:
+        cand = among
+    elif level is None:
+        cand = np.flatnonzero(m.level >= 2)
+    else:
+        cand = np.flatnonzero(m.level == level)
     par = m.parent[cand]
     found: np.ndarray = cand[(par >= 0) & (par == parent[m.event[cand]])]
     return found

@@ -235,8 +235,9 @@ def _events(parts: Parts, m: Members, top: np.ndarray, schema: TableSchema,
     refuse(reasons, ~is_delete & (set_kind >= 0)
            & np.isin(set_kind, (KIND_OBJECT, KIND_NULL, KIND_FALSE), invert=True),
            "'set' is not an object")
-    km = children(m, key_m, level=2)
-    sm = children(m, set_m, level=2)
+    l2 = np.flatnonzero(m.level == 2)
+    km = children(m, key_m, among=l2)
+    sm = children(m, set_m, among=l2)
     sm = sm[~is_delete[m.event[sm]]]
     key_cols, val_cols = schema.key_columns, schema.value_columns
     data = parts.data
