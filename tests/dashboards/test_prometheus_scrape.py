@@ -185,103 +185,19 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
         tmp_path: Path) -> None:
     """Both jobs run at the same time (one per apply mode, each on its own topic, table
     and metrics port); Prometheus scrapes both."""
-    import cdc_sink
-    from cdc_sink.demo import generate_orders, orders_schema
-    from cdc_sink.demo.stream import produce_records
-    from cdc_sink.kafka.deadletter import ParquetDeadLetter
-    from cdc_sink.kafka.producer import CdcProducer
+    from cdc_sink.demo import generate_orders
 
     records = generate_orders(EVENTS, seed=29)
-    half = len(records) // 2
     runs = [_Run(mode, tmp_path / mode, metrics_ports[mode], records) for mode in MODES]
-    producers = {}
+    producers: dict[str, Any] = {}
     started = time.time()
-    scraped: dict[str, dict[str, float | None]] = {}
     try:
-        for run in runs:
-            run.workdir.mkdir()
-            kafka.create_topic(run.topic, 2)
-            producers[run.mode] = CdcProducer(kafka.bootstrap_servers, run.topic,
-                                              orders_schema())
-            produce_records(producers[run.mode], records[:half])  # before the job: a lag
-            producers[run.mode].flush()
-            run.job = _start_job(kafka, run.topic, run.table_path, run.workdir, run.mode,
-                                 run.port)
-        # once a job is up, scraped, and has committed, the second half of its events
-        # arrives while it works through the first
-        def first_commit(r: _Run) -> bool:
-            if not _sum(prometheus, f"cdc_sink_table_version{{{r.instance}}}"):
-                return False
-            produce_records(producers[r.mode], records[half:])
-            producers[r.mode].flush()
-            return True
-
-        _wait_all("a first commit scraped by Prometheus", runs, first_commit, 420)
-
-        def caught_up(r: _Run) -> bool:
-            read = _sum(prometheus, f'cdc_sink_events_total{{{r.instance}, op="all"}}')
-            gc = _sum(prometheus, f"cdc_sink_gc_runs_total{{{r.instance}}}")
-            compactions = _sum(prometheus, f"cdc_sink_compactions_total{{{r.instance}}}")
-            return read == len(records) and (gc or 0) > 0 and (compactions or 0) > 0
-
-        _wait_all(f"all {len(records)} events, a compaction and a GC run in Prometheus",
-                  runs, caught_up, 300)
-
-        # the workload did what the panels are for: a Kafka lag, files removed by GC
-        for run in runs:
-            lag = prometheus.value("max_over_time(cdc_sink_kafka_max_offsets_behind_latest"
-                                   f"{{{run.instance}}}[10m])")
-            removed = _sum(prometheus, f"cdc_sink_gc_removed_files_total{{{run.instance}}}")
-            assert lag is not None and lag > 0, f"{run.mode} job: no Kafka lag seen ({lag})"
-            assert removed is not None and removed > 0, f"{run.mode} job: GC removed nothing"
-
-        # every panel, for each job's table and app id
-        empty = []
-        app_ids = {}
-        for run in runs:
-            series = prometheus.query(f"cdc_sink_table_version{{{run.instance}}}")
-            assert len(series) == 1, series
-            table, app_id = series[0]["metric"]["table"], series[0]["metric"]["app_id"]
-            app_ids[run.mode] = app_id
-            empty += [f"{run.mode} job: {e}"
-                      for e in check_panels(prometheus, committed_dashboard(), table, app_id,
-                                            started, time.time())]
-        assert empty == [], "panels without data:\n" + "\n".join(empty)
-
-        # the alert rules: every expression runs on the real series, and the rules
-        # Prometheus loaded evaluate without error
-        rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
-        for r in rules:
-            prometheus.query(r["expr"])  # raises on an error
-
-        def evaluated() -> dict[str, tuple[str, str, str]] | None:
-            h = _rule_health(prometheus)
-            done = all(v[2] and not v[2].startswith("0001") for v in h.values())
-            return h if h and done else None
-
-        health = wait_for("an evaluation of every alert rule", evaluated, 30)
-        assert set(health) == {r["alert"] for r in rules}
-        assert all(v[0] == "ok" and not v[1] for v in health.values()), health
-        # healthy runs fire nothing
-        firing = [a for a in prometheus.api("alerts")["alerts"] if a["state"] == "firing"]
-        assert firing == []
-
-        for run in runs:
-            # the version gauge follows the table (a compaction after the last batch
-            # commits a version too: the job's stats catch up within seconds)
-            def version_agrees(r: _Run = run) -> bool | None:
-                gauge = prometheus.value(f"cdc_sink_table_version{{{r.instance}}}")
-                return True if gauge == cdc_sink.open_table(r.table_path).version else None
-
-            wait_for(f"the {run.mode} job's version gauge to equal table.version",
-                     version_agrees, 30)
-            scraped[run.mode] = {
-                "version": prometheus.value(f"cdc_sink_table_version{{{run.instance}}}"),
-                "dead_letters": _sum(prometheus,
-                                     f"cdc_sink_dead_letters_total{{{run.instance}}}"),
-                "received": _sum(prometheus,
-                                 f'cdc_sink_events_total{{{run.instance}, outcome="received"}}'),
-            }
+        _start_jobs(kafka, runs, producers)
+        _wait_for_the_workload(prometheus, runs, producers)
+        _assert_lag_and_gc_seen(prometheus, runs)
+        app_ids = _assert_every_panel_has_data(prometheus, runs, started)
+        _assert_alert_rules_evaluate(prometheus)
+        scraped = _scrape_counters(prometheus, runs)
     finally:
         codes = {run.mode: run.job.stop() for run in runs if run.job is not None}
         for producer in producers.values():
@@ -290,9 +206,135 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
         assert run.job is not None
         assert codes[run.mode] == 0, run.job.log.read_text(errors="replace")[-6000:]
     assert len(set(app_ids.values())) == len(runs)
+    _assert_counters_agree(runs, scraped)
 
-    # the counters agree with each table and its dead-letter sink
+
+def _start_jobs(kafka: KafkaHandle, runs: list[_Run], producers: dict[str, Any]) -> None:
+    """Per run: its topic, a producer (into ``producers``) that sends the first half of
+    the records before the job starts (a lag), and the job."""
+    from cdc_sink.demo import orders_schema
+    from cdc_sink.demo.stream import produce_records
+    from cdc_sink.kafka.producer import CdcProducer
+
     for run in runs:
+        run.workdir.mkdir()
+        kafka.create_topic(run.topic, 2)
+        producers[run.mode] = CdcProducer(kafka.bootstrap_servers, run.topic,
+                                          orders_schema())
+        produce_records(producers[run.mode], run.records[:len(run.records) // 2])
+        producers[run.mode].flush()
+        run.job = _start_job(kafka, run.topic, run.table_path, run.workdir, run.mode,
+                             run.port)
+
+
+def _wait_for_the_workload(prometheus: PrometheusServer, runs: list[_Run],
+                           producers: dict[str, Any]) -> None:
+    """Waits for each job's first commit (then produces the second half of its records)
+    and for all its events, a compaction and a GC run, as Prometheus scraped them."""
+    from cdc_sink.demo.stream import produce_records
+
+    # once a job is up, scraped, and has committed, the second half of its events
+    # arrives while it works through the first
+    def first_commit(r: _Run) -> bool:
+        if not _sum(prometheus, f"cdc_sink_table_version{{{r.instance}}}"):
+            return False
+        produce_records(producers[r.mode], r.records[len(r.records) // 2:])
+        producers[r.mode].flush()
+        return True
+
+    _wait_all("a first commit scraped by Prometheus", runs, first_commit, 420)
+
+    def caught_up(r: _Run) -> bool:
+        read = _sum(prometheus, f'cdc_sink_events_total{{{r.instance}, op="all"}}')
+        gc = _sum(prometheus, f"cdc_sink_gc_runs_total{{{r.instance}}}")
+        compactions = _sum(prometheus, f"cdc_sink_compactions_total{{{r.instance}}}")
+        return read == len(r.records) and (gc or 0) > 0 and (compactions or 0) > 0
+
+    _wait_all(f"all {len(runs[0].records)} events, a compaction and a GC run in Prometheus",
+              runs, caught_up, 300)
+
+
+def _assert_lag_and_gc_seen(prometheus: PrometheusServer, runs: list[_Run]) -> None:
+    """The workload did what the panels are for: a Kafka lag, files removed by GC."""
+    for run in runs:
+        lag = prometheus.value("max_over_time(cdc_sink_kafka_max_offsets_behind_latest"
+                               f"{{{run.instance}}}[10m])")
+        removed = _sum(prometheus, f"cdc_sink_gc_removed_files_total{{{run.instance}}}")
+        assert lag is not None and lag > 0, f"{run.mode} job: no Kafka lag seen ({lag})"
+        assert removed is not None and removed > 0, f"{run.mode} job: GC removed nothing"
+
+
+def _assert_every_panel_has_data(prometheus: PrometheusServer, runs: list[_Run],
+                                 started: float) -> dict[str, str]:
+    """Every panel has data, for each job's table and app id; returns the app id of each
+    job."""
+    empty = []
+    app_ids = {}
+    for run in runs:
+        series = prometheus.query(f"cdc_sink_table_version{{{run.instance}}}")
+        assert len(series) == 1, series
+        table, app_id = series[0]["metric"]["table"], series[0]["metric"]["app_id"]
+        app_ids[run.mode] = app_id
+        empty += [f"{run.mode} job: {e}"
+                  for e in check_panels(prometheus, committed_dashboard(), table, app_id,
+                                        started, time.time())]
+    assert empty == [], "panels without data:\n" + "\n".join(empty)
+    return app_ids
+
+
+def _assert_alert_rules_evaluate(prometheus: PrometheusServer) -> None:
+    """Every alert rule's expression runs on the real series, the rules Prometheus loaded
+    evaluate without error, and none fires."""
+    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    for r in rules:
+        prometheus.query(r["expr"])  # raises on an error
+
+    def evaluated() -> dict[str, tuple[str, str, str]] | None:
+        h = _rule_health(prometheus)
+        done = all(v[2] and not v[2].startswith("0001") for v in h.values())
+        return h if h and done else None
+
+    health = wait_for("an evaluation of every alert rule", evaluated, 30)
+    assert set(health) == {r["alert"] for r in rules}
+    assert all(v[0] == "ok" and not v[1] for v in health.values()), health
+    # healthy runs fire nothing
+    firing = [a for a in prometheus.api("alerts")["alerts"] if a["state"] == "firing"]
+    assert firing == []
+
+
+def _scrape_counters(prometheus: PrometheusServer,
+                     runs: list[_Run]) -> dict[str, dict[str, float | None]]:
+    """Once each job's version gauge equals its table's version: the scraped version,
+    dead letters and received events of each job."""
+    import cdc_sink
+
+    scraped: dict[str, dict[str, float | None]] = {}
+    for run in runs:
+        # the version gauge follows the table (a compaction after the last batch
+        # commits a version too: the job's stats catch up within seconds)
+        def version_agrees(r: _Run = run) -> bool | None:
+            gauge = prometheus.value(f"cdc_sink_table_version{{{r.instance}}}")
+            return True if gauge == cdc_sink.open_table(r.table_path).version else None
+
+        wait_for(f"the {run.mode} job's version gauge to equal table.version",
+                 version_agrees, 30)
+        scraped[run.mode] = {
+            "version": prometheus.value(f"cdc_sink_table_version{{{run.instance}}}"),
+            "dead_letters": _sum(prometheus,
+                                 f"cdc_sink_dead_letters_total{{{run.instance}}}"),
+            "received": _sum(prometheus,
+                             f'cdc_sink_events_total{{{run.instance}, outcome="received"}}'),
+        }
+    return scraped
+
+
+def _assert_counters_agree(runs: list[_Run], scraped: dict[str, dict[str, float | None]]) -> None:
+    """The scraped counters agree with each table and its dead-letter sink."""
+    import cdc_sink
+    from cdc_sink.kafka.deadletter import ParquetDeadLetter
+
+    for run in runs:
+        records = run.records
         got = scraped[run.mode]
         version = cdc_sink.open_table(run.table_path).version
         dead_letters = ParquetDeadLetter(run.workdir / "dlq").read().num_rows
@@ -302,4 +344,3 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
         assert got["version"] == version, why
         assert got["dead_letters"] == dead_letters == malformed, why
         assert got["received"] == len(records), why
-
