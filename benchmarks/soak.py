@@ -47,9 +47,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "streaming_jobs" / "cdc_to_tablets.py"
 SCHEMA_FILE = REPO / "streaming_jobs" / "orders_schema.json"
-TABLE_MEM = re.compile(r'^cdc_sink_table_memory_bytes\{[^}]*\}\s+([0-9.eE+]+)', re.M)
-BATCHES = re.compile(r'^cdc_sink_batches_total\{[^}]*result="committed"[^}]*\}\s+([0-9.eE+]+)',
-                     re.M)
+TABLE_MEM = re.compile(r"^cdc_sink_table_memory_bytes\{[^}]*\}\s+([0-9.eE+]+)", re.M)
+BATCHES = re.compile(
+    r'^cdc_sink_batches_total\{[^}]*result="committed"[^}]*\}\s+([0-9.eE+]+)', re.M
+)
 
 
 def _free_port() -> int:
@@ -120,8 +121,9 @@ def committed_batches(body: str) -> int:
     return int(sum(float(v) for v in BATCHES.findall(body)))
 
 
-def producer_loop(bootstrap: str, topic: str, rate: int, stop: threading.Event,
-                  sent: list[int]) -> None:
+def producer_loop(
+    bootstrap: str, topic: str, rate: int, stop: threading.Event, sent: list[int]
+) -> None:
     """Sends the demo's orders stream at ``rate`` events/s in 100 ms slices until stopped."""
     import json
 
@@ -141,7 +143,7 @@ def producer_loop(bootstrap: str, topic: str, rate: int, stop: threading.Event,
         if i + per_slice > len(records):  # a new stream (new order ids start over: upserts)
             seed += 1
             records, i = generate_orders(200_000, seed=seed), 0
-        produce_records(producer, records[i:i + per_slice])
+        produce_records(producer, records[i : i + per_slice])
         producer.flush(30)
         i += per_slice
         sent[0] += per_slice
@@ -151,23 +153,54 @@ def producer_loop(bootstrap: str, topic: str, rate: int, stop: threading.Event,
     producer.close()
 
 
-def job_cmd(args: argparse.Namespace, bootstrap: str, topic: str, work: Path,
-            port: int) -> list[str]:
+def job_cmd(
+    args: argparse.Namespace, bootstrap: str, topic: str, work: Path, port: int
+) -> list[str]:
     from cdc_sink.kafka.jars import spark_kafka_conf
 
     submit = str(Path(sys.executable).with_name("spark-submit"))
-    return [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
-            "--driver-memory", args.driver_memory,
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-            "--conf", "spark.sql.shuffle.partitions=2",
-            str(JOB), "--bootstrap-servers", bootstrap, "--topic", topic,
-            "--table-path", str(work / "table"), "--schema-file", str(SCHEMA_FILE),
-            "--checkpoint", str(work / "checkpoint"), "--trigger", args.trigger,
-            "--max-offsets-per-trigger", str(args.max_offsets),
-            "--metrics-port", str(port), "--log-level", "WARNING",
-            "--gc-every", str(args.gc_every), "--compact-every", str(args.compact_every),
-            "--retain-versions", str(args.retain_versions),
-            "--retain-seconds", str(args.retain_seconds)]
+    return [
+        submit,
+        "--master",
+        "local[2]",
+        "--jars",
+        spark_kafka_conf()["spark.jars"],
+        "--driver-memory",
+        args.driver_memory,
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        str(JOB),
+        "--bootstrap-servers",
+        bootstrap,
+        "--topic",
+        topic,
+        "--table-path",
+        str(work / "table"),
+        "--schema-file",
+        str(SCHEMA_FILE),
+        "--checkpoint",
+        str(work / "checkpoint"),
+        "--trigger",
+        args.trigger,
+        "--max-offsets-per-trigger",
+        str(args.max_offsets),
+        "--metrics-port",
+        str(port),
+        "--log-level",
+        "WARNING",
+        "--gc-every",
+        str(args.gc_every),
+        "--compact-every",
+        str(args.compact_every),
+        "--retain-versions",
+        str(args.retain_versions),
+        "--retain-seconds",
+        str(args.retain_seconds),
+    ]
 
 
 def table_only(batches: int, batch_events: int, print_every: int) -> None:
@@ -184,11 +217,14 @@ def table_only(batches: int, batch_events: int, print_every: int) -> None:
     table = create_table(work / "table", schema)
     events = [r.event for r in generate_orders(batches * batch_events, malformed_rate=0.0)]
     for b in range(batches):
-        table.apply(events[b * batch_events:(b + 1) * batch_events])
+        table.apply(events[b * batch_events : (b + 1) * batch_events])
         if (b + 1) % print_every == 0 or b == 0:
             st = table.stats()
-            print(f"  batches={b + 1:5d} RSS {_rss_mib(os.getpid()):7.1f} MiB  table memory "
-                  f"{st.memory_bytes / 2**20:6.1f} MiB  live rows {st.live_rows:,}", flush=True)
+            print(
+                f"  batches={b + 1:5d} RSS {_rss_mib(os.getpid()):7.1f} MiB  table memory "
+                f"{st.memory_bytes / 2**20:6.1f} MiB  live rows {st.live_rows:,}",
+                flush=True,
+            )
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -198,8 +234,9 @@ Sample = tuple[float, int, float, float, float, float]
 
 def _parse_args() -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--batches", type=int, default=1000, help="committed batches to run")
     ap.add_argument("--trigger", default="300 milliseconds")
     ap.add_argument("--rate", type=int, default=300, help="events/s produced")
@@ -208,17 +245,24 @@ def _parse_args() -> argparse.Namespace:
     ap.add_argument("--gc-every", type=int, default=100)
     ap.add_argument("--compact-every", type=int, default=200)
     ap.add_argument("--retain-versions", type=int, default=100)
-    ap.add_argument("--retain-seconds", type=float, default=30,
-                    help="the job's default (3600) keeps every version of the last hour "
-                         "readable, so the table grows with the batches of a soak")
+    ap.add_argument(
+        "--retain-seconds",
+        type=float,
+        default=30,
+        help="the job's default (3600) keeps every version of the last hour "
+        "readable, so the table grows with the batches of a soak",
+    )
     ap.add_argument("--driver-memory", default="2g")
     ap.add_argument("--sample-every", type=float, default=3.0)
     ap.add_argument("--print-every", type=int, default=100)
     ap.add_argument("--gets", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=3600, help="give up after (s)")
-    ap.add_argument("--table-only", action="store_true",
-                    help="no job: apply the orders to a table in this process, --max-offsets "
-                         "events per batch (is a growth the table's?)")
+    ap.add_argument(
+        "--table-only",
+        action="store_true",
+        help="no job: apply the orders to a table in this process, --max-offsets "
+        "events per batch (is a growth the table's?)",
+    )
     return ap.parse_args()
 
 
@@ -243,14 +287,17 @@ def _print_progress(samples: list[Sample], print_every: int, t_mem: float, sent:
     """Prints the newest sample when it is the first or crossed a ``print_every`` mark."""
     t, n, r_j, r_p = samples[-1][:4]
     if n and (len(samples) == 1 or n // print_every > samples[-2][1] // print_every):
-        print(f"  t={t:6.0f}s batches={n:5d} driver JVM RSS {r_j:7.1f} MiB"
-              f"  Python driver RSS {r_p:6.1f} MiB  (table memory gauge {t_mem:6.1f} MiB; "
-              f"sent {sent:,} events)",
-              flush=True)
+        print(
+            f"  t={t:6.0f}s batches={n:5d} driver JVM RSS {r_j:7.1f} MiB"
+            f"  Python driver RSS {r_p:6.1f} MiB  (table memory gauge {t_mem:6.1f} MiB; "
+            f"sent {sent:,} events)",
+            flush=True,
+        )
 
 
-def _sample_job(args: argparse.Namespace, job: subprocess.Popen[bytes], url: str, work: Path,
-                sent: list[int]) -> list[Sample]:
+def _sample_job(
+    args: argparse.Namespace, job: subprocess.Popen[bytes], url: str, work: Path, sent: list[int]
+) -> list[Sample]:
     """Samples the running job every ``--sample-every`` s until ``--batches`` committed
     batches (or ``--timeout``)."""
     samples: list[Sample] = []
@@ -284,9 +331,12 @@ def _time_endpoint(url: str, gets: int) -> None:
     for _ in range(gets):
         body, dt = get_metrics(url)
         times.append(dt * 1000)
-    print(f"/metrics: {len(body):,} bytes, median of {gets} GETs "
-          f"{statistics.median(times):.1f} ms (min {min(times):.1f}, "
-          f"max {max(times):.1f})", flush=True)
+    print(
+        f"/metrics: {len(body):,} bytes, median of {gets} GETs "
+        f"{statistics.median(times):.1f} ms (min {min(times):.1f}, "
+        f"max {max(times):.1f})",
+        flush=True,
+    )
 
 
 def _stop_job(job: subprocess.Popen[bytes]) -> None:
@@ -303,17 +353,23 @@ def _stop_job(job: subprocess.Popen[bytes]) -> None:
 def _print_summary(samples: list[Sample], sent: int) -> None:
     """The RSS curve's start, middle, end, max and second-half slope; CPU times."""
     arr = np.array([s for s in samples if s[1] >= 1])  # from the first committed batch
-    half = arr[len(arr) // 2:]
+    half = arr[len(arr) // 2 :]
     n_end = int(arr[-1, 1])
     for col, name in ((2, "driver JVM"), (3, "Python driver")):
         mid = arr[np.searchsorted(arr[:, 1], n_end // 2), col]
         slope = np.polyfit(half[:, 1], half[:, col], 1)[0] * 1000
-        print(f"{name}: RSS start {arr[0, col]:.1f} MiB (batch {int(arr[0, 1])}), "
-              f"middle {mid:.1f} MiB, end {arr[-1, col]:.1f} MiB (batch {n_end}), "
-              f"max {arr[:, col].max():.1f} MiB; second-half slope "
-              f"{slope:+.1f} MiB per 1,000 batches", flush=True)
-    print(f"{n_end} batches in {arr[-1, 0]:.0f}s; CPU: driver JVM {arr[-1, 4]:.0f}s, "
-          f"Python driver {arr[-1, 5]:.0f}s; {sent:,} events sent", flush=True)
+        print(
+            f"{name}: RSS start {arr[0, col]:.1f} MiB (batch {int(arr[0, 1])}), "
+            f"middle {mid:.1f} MiB, end {arr[-1, col]:.1f} MiB (batch {n_end}), "
+            f"max {arr[:, col].max():.1f} MiB; second-half slope "
+            f"{slope:+.1f} MiB per 1,000 batches",
+            flush=True,
+        )
+    print(
+        f"{n_end} batches in {arr[-1, 0]:.0f}s; CPU: driver JVM {arr[-1, 4]:.0f}s, "
+        f"Python driver {arr[-1, 5]:.0f}s; {sent:,} events sent",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -330,18 +386,32 @@ def main() -> None:
     kafka.create_topic(topic, args.partitions)
     stop = threading.Event()
     sent = [0]
-    prod = threading.Thread(target=producer_loop, daemon=True,
-                            args=(kafka.bootstrap_servers, topic, args.rate, stop, sent))
+    prod = threading.Thread(
+        target=producer_loop,
+        daemon=True,
+        args=(kafka.bootstrap_servers, topic, args.rate, stop, sent),
+    )
     prod.start()
     port = _free_port()
     url = f"http://127.0.0.1:{port}/metrics"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO))
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYTHONPATH=str(REPO),
+    )
     log = open(work / "job.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
     cmd = job_cmd(args, kafka.bootstrap_servers, topic, work, port)
-    print("job:", " ".join([*cmd[:1], "...", *cmd[cmd.index(str(JOB)):]]), flush=True)
-    job = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
+    print("job:", " ".join([*cmd[:1], "...", *cmd[cmd.index(str(JOB)) :]]), flush=True)
+    job = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         samples = _sample_job(args, job, url, work, sent)
         _time_endpoint(url, args.gets)

@@ -60,22 +60,38 @@ from cdc_sink.storage.change_codec import FORMAT_COMPACT, FORMAT_WIRE, encode_co
 from cdc_sink.storage.segments import read_change_segment, write_change_segment
 from cdc_sink.table import Table
 
-OPTS = TableOptions(snapshot_every=10**9, snapshot_events=1 << 62, compact_every=10**9,
-                    memory_versions=10**6, retain_versions=10**6)
+OPTS = TableOptions(
+    snapshot_every=10**9,
+    snapshot_events=1 << 62,
+    compact_every=10**9,
+    memory_versions=10**6,
+    retain_versions=10**6,
+)
 
 
-def micro_batch(schema: TableSchema, rows: int, next_key: int, n: int,
-                rng: np.random.Generator, same_columns: bool) -> pa.Table:
+def micro_batch(
+    schema: TableSchema,
+    rows: int,
+    next_key: int,
+    n: int,
+    rng: np.random.Generator,
+    same_columns: bool,
+) -> pa.Table:
     """One micro-batch in wire form: 90% two-column updates, 5% inserts, 5% deletes."""
     n_ins = n // 20
     n_del = n // 20
     n_upd = n - n_ins - n_del
     names = [c.name for c in schema.value_columns]
-    op = np.concatenate([np.full(n_upd, 2, np.int8), np.zeros(n_ins, np.int8),
-                         np.full(n_del, 3, np.int8)])
-    keys = np.concatenate([rng.integers(0, rows, n_upd),
-                           np.arange(next_key, next_key + n_ins, dtype=np.int64),
-                           rng.integers(0, rows, n_del)])
+    op = np.concatenate(
+        [np.full(n_upd, 2, np.int8), np.zeros(n_ins, np.int8), np.full(n_del, 3, np.int8)]
+    )
+    keys = np.concatenate(
+        [
+            rng.integers(0, rows, n_upd),
+            np.arange(next_key, next_key + n_ins, dtype=np.int64),
+            rng.integers(0, rows, n_del),
+        ]
+    )
     perm = rng.permutation(n)
     op, keys = op[perm], keys[perm]
     if same_columns:
@@ -100,8 +116,11 @@ def parquet_bytes(table: pa.Table) -> int:
 
 def segment_bytes(table: Table, version: int) -> int:
     entry = table.log.read(version)
-    return sum(os.path.getsize(os.path.join(table.root, r.segment))
-               for r in entry.buckets.values() if r.segment)
+    return sum(
+        os.path.getsize(os.path.join(table.root, r.segment))
+        for r in entry.buckets.values()
+        if r.segment
+    )
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
@@ -138,27 +157,34 @@ def decode_all(path: str, first: int) -> None:
 
 def parse_args() -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--batch-events", type=int, default=50_000)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--same-columns", action="store_true",
-                    help="updates of a batch all set the same two columns")
+    ap.add_argument(
+        "--same-columns",
+        action="store_true",
+        help="updates of a batch all set the same two columns",
+    )
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--dir", default="/tmp/cdc_wal_size")
     ap.add_argument("--json", help="write the medians here")
     ap.add_argument("--keep", action="store_true", help="leave both tables in --dir")
-    ap.add_argument("--cold", action="store_true",
-                    help="evict the table's files from the page cache before each reopen")
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="evict the table's files from the page cache before each reopen",
+    )
     return ap.parse_args()
 
 
 # the segment writer the commit protocol calls, and the one each table gets
 REAL_WRITE = cdc_sink.commit.write_change_segment
-WRITERS = {FORMAT_COMPACT: REAL_WRITE,
-           FORMAT_WIRE: functools.partial(write_change_segment, body_format=FORMAT_WIRE)}
+WRITERS = {
+    FORMAT_COMPACT: REAL_WRITE,
+    FORMAT_WIRE: functools.partial(write_change_segment, body_format=FORMAT_WIRE),
+}
 
 
 def apply(fmt: int, t: Table, batch: ChangeBatch) -> tuple[float, float, Any]:
@@ -170,8 +196,9 @@ def apply(fmt: int, t: Table, batch: ChangeBatch) -> tuple[float, float, Any]:
         cdc_sink.commit.write_change_segment = REAL_WRITE
 
 
-def load(args: argparse.Namespace, schema: TableSchema, rng: np.random.Generator,
-         paths: dict[int, str]) -> dict[int, Table]:
+def load(
+    args: argparse.Namespace, schema: TableSchema, rng: np.random.Generator, paths: dict[int, str]
+) -> dict[int, Table]:
     """Both tables with --rows rows, compacted into one snapshot."""
     tables = {fmt: create_table(p, schema, options=OPTS) for fmt, p in paths.items()}
     step = 250_000
@@ -191,25 +218,36 @@ def measure_encodings(wire: pa.Table, batch: ChangeBatch, per: dict[str, list[fl
     per["parquet_B_per_event"].append(parquet_bytes(wire) / len(wire))
     for codec in ("zstd", None):  # format 2 bodies with the other codecs, for scale
         per.setdefault(f"format2_{codec}_body_B_per_event", []).append(
-            len(encode_compact(batch, compression=codec)) / len(batch))
+            len(encode_compact(batch, compression=codec)) / len(batch)
+        )
     for codec in ("lz4", "zstd"):  # what the codec costs a reader: IPC read alone
         body = encode_compact(batch, compression=codec)
-        per.setdefault(f"ipc_read_{codec}_cpu_s", []).append(min(
-            timed(lambda body=body: pa.ipc.open_stream(body).read_all())[1]
-            for _ in range(3)))
+        per.setdefault(f"ipc_read_{codec}_cpu_s", []).append(
+            min(timed(lambda body=body: pa.ipc.open_stream(body).read_all())[1] for _ in range(3))
+        )
 
 
-def run_batches(args: argparse.Namespace, schema: TableSchema, rng: np.random.Generator,
-                tables: dict[int, Table]) -> dict[str, list[float]]:
+def run_batches(
+    args: argparse.Namespace,
+    schema: TableSchema,
+    rng: np.random.Generator,
+    tables: dict[int, Table],
+) -> dict[str, list[float]]:
     """The --batches micro-batches applied to both tables (alternately first), with their
     sizes and costs per batch."""
-    per: dict[str, list[float]] = {k: [] for k in (
-        "format1_B_per_event", "format2_B_per_event", "parquet_B_per_event",
-        "apply_format1_s", "apply_format2_s")}
+    per: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "format1_B_per_event",
+            "format2_B_per_event",
+            "parquet_B_per_event",
+            "apply_format1_s",
+            "apply_format2_s",
+        )
+    }
     next_key = args.rows
     for i in range(args.batches):
-        wire = micro_batch(schema, args.rows, next_key, args.batch_events, rng,
-                           args.same_columns)
+        wire = micro_batch(schema, args.rows, next_key, args.batch_events, rng, args.same_columns)
         next_key += args.batch_events // 20
         batch, rejects = ChangeBatch.from_arrow(wire, schema)
         assert not len(rejects)
@@ -219,7 +257,8 @@ def run_batches(args: argparse.Namespace, schema: TableSchema, rng: np.random.Ge
             w, _, res = apply(fmt, tables[fmt], batch)
             per[f"apply_format{fmt}_s"].append(w)
             per[f"format{fmt}_B_per_event"].append(
-                segment_bytes(tables[fmt], res.version) / len(batch))
+                segment_bytes(tables[fmt], res.version) / len(batch)
+            )
     return per
 
 
@@ -235,14 +274,19 @@ def check_same(tables: dict[int, Table], paths: dict[int, str]) -> tuple[int, pa
     return latest, expect
 
 
-def time_reopens(args: argparse.Namespace, paths: dict[int, str], latest: int, first: int,
-                 per: dict[str, list[float]]) -> None:
+def time_reopens(
+    args: argparse.Namespace,
+    paths: dict[int, str],
+    latest: int,
+    first: int,
+    per: dict[str, list[float]],
+) -> None:
     """--repeat reopens and segment decodes of each table, alternately first (after one
     warm-up reopen each)."""
     for fmt in paths:  # warm: imports, page cache
         reopen(paths[fmt], latest)
     for i in range(args.repeat):
-        for fmt in (paths if i % 2 == 0 else reversed(list(paths))):
+        for fmt in paths if i % 2 == 0 else reversed(list(paths)):
             if args.cold:
                 evict(paths[fmt])
             w, c, _ = timed(lambda fmt=fmt: reopen(paths[fmt], latest))
@@ -256,37 +300,47 @@ def time_reopens(args: argparse.Namespace, paths: dict[int, str], latest: int, f
 def print_medians(args: argparse.Namespace, med: dict[str, float]) -> None:
     """The medians: bytes/event, IPC read CPU, apply, reopen and decode times."""
     pq_b = med["parquet_B_per_event"]
-    print(f"segment bytes/event, median of {args.batches} batches: "
-          f"format 1 {med['format1_B_per_event']:.1f} "
-          f"({med['format1_B_per_event'] / pq_b:.2f}x Parquet), "
-          f"format 2 {med['format2_B_per_event']:.1f} "
-          f"({med['format2_B_per_event'] / pq_b:.2f}x Parquet), Parquet {pq_b:.1f}; "
-          f"format 2 body alone with ZSTD {med['format2_zstd_body_B_per_event']:.1f}, "
-          f"uncompressed {med['format2_None_body_B_per_event']:.1f}")
-    print(f"Arrow IPC read of one format 2 body, median CPU: LZ4 "
-          f"{med['ipc_read_lz4_cpu_s'] * 1e3:.2f} ms, "
-          f"ZSTD {med['ipc_read_zstd_cpu_s'] * 1e3:.2f} ms")
-    print(f"Table.apply of one batch, median: format 1 {med['apply_format1_s'] * 1e3:.0f} ms, "
-          f"format 2 {med['apply_format2_s'] * 1e3:.0f} ms")
+    print(
+        f"segment bytes/event, median of {args.batches} batches: "
+        f"format 1 {med['format1_B_per_event']:.1f} "
+        f"({med['format1_B_per_event'] / pq_b:.2f}x Parquet), "
+        f"format 2 {med['format2_B_per_event']:.1f} "
+        f"({med['format2_B_per_event'] / pq_b:.2f}x Parquet), Parquet {pq_b:.1f}; "
+        f"format 2 body alone with ZSTD {med['format2_zstd_body_B_per_event']:.1f}, "
+        f"uncompressed {med['format2_None_body_B_per_event']:.1f}"
+    )
+    print(
+        f"Arrow IPC read of one format 2 body, median CPU: LZ4 "
+        f"{med['ipc_read_lz4_cpu_s'] * 1e3:.2f} ms, "
+        f"ZSTD {med['ipc_read_zstd_cpu_s'] * 1e3:.2f} ms"
+    )
+    print(
+        f"Table.apply of one batch, median: format 1 {med['apply_format1_s'] * 1e3:.0f} ms, "
+        f"format 2 {med['apply_format2_s'] * 1e3:.0f} ms"
+    )
     for what in ("reopen", "decode"):
-        print(f"{what} ({'snapshot + ' if what == 'reopen' else ''}{args.batches} segments), "
-              f"median of {args.repeat}: format 1 {med[f'{what}_format1_s']:.2f} s wall / "
-              f"{med[f'{what}_format1_cpu_s']:.2f} s CPU, format 2 "
-              f"{med[f'{what}_format2_s']:.2f} s / {med[f'{what}_format2_cpu_s']:.2f} s CPU")
+        print(
+            f"{what} ({'snapshot + ' if what == 'reopen' else ''}{args.batches} segments), "
+            f"median of {args.repeat}: format 1 {med[f'{what}_format1_s']:.2f} s wall / "
+            f"{med[f'{what}_format1_cpu_s']:.2f} s CPU, format 2 "
+            f"{med[f'{what}_format2_s']:.2f} s / {med[f'{what}_format2_cpu_s']:.2f} s CPU"
+        )
 
 
 def main() -> None:
     args = parse_args()
     rng = np.random.default_rng(args.seed)
     schema = make_schema()
-    paths = {fmt: os.path.join(args.dir, f"format{fmt}") for fmt in (FORMAT_WIRE,
-                                                                      FORMAT_COMPACT)}
+    paths = {fmt: os.path.join(args.dir, f"format{fmt}") for fmt in (FORMAT_WIRE, FORMAT_COMPACT)}
     shutil.rmtree(args.dir, ignore_errors=True)
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"python {platform.python_version()}, pyarrow {pa.__version__}; "
-          f"{args.rows:,} rows x 20 columns, {args.batches} batches of "
-          f"{args.batch_events:,} events ({'same' if args.same_columns else 'random'} two "
-          f"columns per update)", flush=True)
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"python {platform.python_version()}, pyarrow {pa.__version__}; "
+        f"{args.rows:,} rows x 20 columns, {args.batches} batches of "
+        f"{args.batch_events:,} events ({'same' if args.same_columns else 'random'} two "
+        f"columns per update)",
+        flush=True,
+    )
 
     tables = load(args, schema, rng, paths)
     first = tables[FORMAT_WIRE].version + 1

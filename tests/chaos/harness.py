@@ -235,8 +235,12 @@ def job_env() -> dict[str, str]:
     """The environment of a job process: no crash injection inherited, this interpreter
     for PySpark, Spark bound to 127.0.0.1, the repository importable."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CDC_SINK_CRASH")}
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO))
+    env.update(
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYTHONPATH=str(REPO),
+    )
     return env
 
 
@@ -251,18 +255,49 @@ def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
         flag = "SharedArchiveFile" if os.path.exists(cfg.cds_archive) else "ArchiveClassesAtExit"
         java_options = f"{java_options} -XX:{flag}={cfg.cds_archive}".strip()
     jvm = ["--driver-java-options", java_options] if java_options else []
-    return [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-            "--conf", "spark.sql.shuffle.partitions=4", *jvm,
-            str(JOB), "--bootstrap-servers", cfg.bootstrap, "--topic", cfg.topic,
-            "--table-path", str(cfg.table), "--schema-file", str(SCHEMA_FILE),
-            "--checkpoint", str(w / "checkpoint"), "--apply-mode", cfg.apply_mode,
-            "--dead-letter", cfg.dead_letter_uri, "--json-decoder", cfg.json_decoder,
-            "--trigger", "available-now" if available_now else "1 second",
-            "--max-offsets-per-trigger",
-            str(cfg.final_max_offsets or cfg.max_offsets if available_now else cfg.max_offsets),
-            "--compact-every", str(cfg.compact_every), "--gc-every", str(cfg.gc_every),
-            "--retain-versions", str(cfg.retain_versions), "--retain-seconds", "0"]
+    return [
+        submit,
+        "--master",
+        "local[2]",
+        "--jars",
+        spark_kafka_conf()["spark.jars"],
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        "spark.sql.shuffle.partitions=4",
+        *jvm,
+        str(JOB),
+        "--bootstrap-servers",
+        cfg.bootstrap,
+        "--topic",
+        cfg.topic,
+        "--table-path",
+        str(cfg.table),
+        "--schema-file",
+        str(SCHEMA_FILE),
+        "--checkpoint",
+        str(w / "checkpoint"),
+        "--apply-mode",
+        cfg.apply_mode,
+        "--dead-letter",
+        cfg.dead_letter_uri,
+        "--json-decoder",
+        cfg.json_decoder,
+        "--trigger",
+        "available-now" if available_now else "1 second",
+        "--max-offsets-per-trigger",
+        str(cfg.final_max_offsets or cfg.max_offsets if available_now else cfg.max_offsets),
+        "--compact-every",
+        str(cfg.compact_every),
+        "--gc-every",
+        str(cfg.gc_every),
+        "--retain-versions",
+        str(cfg.retain_versions),
+        "--retain-seconds",
+        "0",
+    ]
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -303,7 +338,7 @@ class _Producer(threading.Thread):
                     chunks = max(1, int(self.cfg.produce_seconds * 2))
                     size = -(-len(self.records) // chunks)
                     for i in range(0, len(self.records), size):
-                        produce_records(p, self.records[i: i + size])
+                        produce_records(p, self.records[i : i + size])
                         p.flush()
                         self.produced = min(len(self.records), i + size)
                         time.sleep(self.cfg.produce_seconds / chunks)
@@ -312,7 +347,7 @@ class _Producer(threading.Thread):
                 while not self.done.is_set() and self.produced < len(self.records):
                     if not self.running.wait(0.25):
                         continue
-                    chunk = self.records[self.produced: self.produced + size]
+                    chunk = self.records[self.produced : self.produced + size]
                     produce_records(p, chunk)
                     p.flush()
                     self.produced += len(chunk)
@@ -347,9 +382,11 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
         producer = _Producer(cfg, records)
         producer.start()
         stop_file = w / "reader.stop"
-        reader = subprocess.Popen([sys.executable, str(READER), str(cfg.table),
-                                   str(w / "reads.jsonl"), str(stop_file)],
-                                  env=job_env(), start_new_session=True)
+        reader = subprocess.Popen(
+            [sys.executable, str(READER), str(cfg.table), str(w / "reads.jsonl"), str(stop_file)],
+            env=job_env(),
+            start_new_session=True,
+        )
         try:
             _run_jobs(cfg, res, t0, rng, producer, fs, eio_so, log)
         finally:
@@ -370,15 +407,21 @@ def _check_config(cfg: ChaosConfig) -> None:
     """Refuses a configuration whose parts do not go together (``ValueError``)."""
     if cfg.broker_bounces and cfg.broker is None:
         raise ValueError("broker_bounces needs cfg.broker (a LocalKafka)")
-    if cfg.produce_rate is not None and (cfg.broker_bounces or cfg.enospc_runs
-                                         or cfg.eio_runs):
+    if cfg.produce_rate is not None and (cfg.broker_bounces or cfg.enospc_runs or cfg.eio_runs):
         raise ValueError("produce_rate is not for runs with environmental faults")
     cfg.dead_letter_uri  # noqa: B018 -- raises on an unknown dead_letter
 
 
-def _run_jobs(cfg: ChaosConfig, res: ChaosResult, t0: float, rng: random.Random,
-              producer: _Producer, fs: _TableFs | None, eio_so: Path | None,
-              log: Any) -> None:
+def _run_jobs(
+    cfg: ChaosConfig,
+    res: ChaosResult,
+    t0: float,
+    rng: random.Random,
+    producer: _Producer,
+    fs: _TableFs | None,
+    eio_so: Path | None,
+    log: Any,
+) -> None:
     """Every run of the job, in order: the class-data-sharing run, the fault point and
     killed runs, the environmental fault runs, then the final run (or the job that rode
     through, draining the topic)."""
@@ -400,8 +443,9 @@ def _run_jobs(cfg: ChaosConfig, res: ChaosResult, t0: float, rng: random.Random,
     else:
         _final_run(cfg, res, pending)
     for f in pending:
-        res.failures.append(f"after the {f['fault']} fault of run {f['run']} the "
-                            f"job never committed again")
+        res.failures.append(
+            f"after the {f['fault']} fault of run {f['run']} the job never committed again"
+        )
 
 
 def _build_cds_archive(cfg: ChaosConfig, producer: _Producer, log: Any) -> None:
@@ -412,12 +456,21 @@ def _build_cds_archive(cfg: ChaosConfig, producer: _Producer, log: Any) -> None:
             cds = _Job(cfg, "cds", job_env(), available_now=True)
             code = cds.wait_exit(cfg.final_timeout)
             cds.stop()
-        log(f"class-data-sharing archive {cfg.cds_archive}: run exited {code}, "
-            f"archive {'built' if os.path.exists(cfg.cds_archive) else 'MISSING'}")
+        log(
+            f"class-data-sharing archive {cfg.cds_archive}: run exited {code}, "
+            f"archive {'built' if os.path.exists(cfg.cds_archive) else 'MISSING'}"
+        )
 
 
-def _killed_runs(cfg: ChaosConfig, res: ChaosResult, t0: float, fault_runs: set[int],
-                 rng: random.Random, producer: _Producer, log: Any) -> None:
+def _killed_runs(
+    cfg: ChaosConfig,
+    res: ChaosResult,
+    t0: float,
+    fault_runs: set[int],
+    rng: random.Random,
+    producer: _Producer,
+    log: Any,
+) -> None:
     """The fault point runs, then the killed runs (those in ``fault_runs`` left to random
     fault points) until ``cfg.kills_seconds`` after ``t0``."""
     for i, point in enumerate(cfg.fault_points):
@@ -431,9 +484,16 @@ def _killed_runs(cfg: ChaosConfig, res: ChaosResult, t0: float, fault_runs: set[
             _one_killed_run(cfg, res, k, k in fault_runs, rng, log)
 
 
-def _environmental_fault_runs(cfg: ChaosConfig, res: ChaosResult, rng: random.Random,
-                              producer: _Producer, fs: _TableFs | None, eio_so: Path | None,
-                              pending: list[dict[str, Any]], log: Any) -> _Job | None:
+def _environmental_fault_runs(
+    cfg: ChaosConfig,
+    res: ChaosResult,
+    rng: random.Random,
+    producer: _Producer,
+    fs: _TableFs | None,
+    eio_so: Path | None,
+    pending: list[dict[str, Any]],
+    log: Any,
+) -> _Job | None:
     """The broker, full disk and fsync error runs; returns the job that rode through the
     last broker bounce when no other fault run follows (None otherwise)."""
     live: _Job | None = None  # a job that rode through, left to drain the topic
@@ -457,8 +517,10 @@ def _drain(cfg: ChaosConfig, res: ChaosResult, live: _Job) -> None:
     caught_up = live.wait(lambda: _caught_up(cfg, ends), cfg.final_timeout)
     code = live.stop()
     if not caught_up:
-        res.failures.append(f"the job that rode through did not catch up with "
-                            f"the topic (exit {code}, see {live.log_path})")
+        res.failures.append(
+            f"the job that rode through did not catch up with "
+            f"the topic (exit {code}, see {live.log_path})"
+        )
 
 
 def _final_run(cfg: ChaosConfig, res: ChaosResult, pending: list[dict[str, Any]]) -> None:
@@ -467,11 +529,14 @@ def _final_run(cfg: ChaosConfig, res: ChaosResult, pending: list[dict[str, Any]]
     final.wait_exit(cfg.final_timeout)
     code = final.stop()
     if code is None:
-        raise RuntimeError(f"the final available-now run took more than "
-                           f"{cfg.final_timeout}s (see {final.log_path})")
+        raise RuntimeError(
+            f"the final available-now run took more than "
+            f"{cfg.final_timeout}s (see {final.log_path})"
+        )
     if code != 0:
-        res.failures.append(f"the final available-now run exited {code}: "
-                            f"{final.reason()} (see {final.log_path})")
+        res.failures.append(
+            f"the final available-now run exited {code}: {final.reason()} (see {final.log_path})"
+        )
 
 
 # ---------------------------------------------------------------------- fault runs
@@ -482,9 +547,15 @@ FAILED_PREFIX = "cdc_to_tablets: failed: "
 class _Job:
     """One run of the streaming job, watched: its first commit, its exit, its reason."""
 
-    def __init__(self, cfg: ChaosConfig, name: str, env: dict[str, str], *,
-                 available_now: bool = False,
-                 pending: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: ChaosConfig,
+        name: str,
+        env: dict[str, str],
+        *,
+        available_now: bool = False,
+        pending: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.log_path = cfg.workdir / f"job-{name}.log"
         self.before = _table_version(cfg.table)
@@ -493,9 +564,13 @@ class _Job:
         self.first_commit: float | None = None
         self.code: int | None = None
         with open(self.log_path, "wb") as err:
-            self.proc = subprocess.Popen(job_command(cfg, available_now=available_now),
-                                         env=env, stdout=err, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                job_command(cfg, available_now=available_now),
+                env=env,
+                stdout=err,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def version(self) -> int | None:
         """The table's version now; notes the job's first commit."""
@@ -528,6 +603,7 @@ class _Job:
     def wait_commit_after(self, version: int | None, timeout: float) -> bool:
         """Waits until the table is past ``version`` (False: the job exited or timed
         out first)."""
+
         def past() -> bool:
             v = _table_version(self.cfg.table)
             return v is not None and (version is None or v > version)
@@ -553,21 +629,30 @@ class _Job:
     def reason(self) -> str | None:
         """The job's one-line failure reason (None: it printed none)."""
         lines = [ln for ln in self.text().splitlines() if ln.startswith(FAILED_PREFIX)]
-        return lines[-1][len(FAILED_PREFIX):] if lines else None
+        return lines[-1][len(FAILED_PREFIX) :] if lines else None
 
 
-def _failed(res: ChaosResult, fault: dict[str, Any], job: _Job, expect: tuple[str, ...],
-            pending: list[dict[str, Any]], log: Any) -> None:
+def _failed(
+    res: ChaosResult,
+    fault: dict[str, Any],
+    job: _Job,
+    expect: tuple[str, ...],
+    pending: list[dict[str, Any]],
+    log: Any,
+) -> None:
     """Records a job that died of a fault: its exit code and one-line reason, which must
     name one of ``expect`` (any reason when empty)."""
     code, reason = job.stop(), job.reason()
     fault.update(outcome="failed", exit=code, reason=reason, resume_seconds=None)
     if code == 0 or reason is None:
-        res.failures.append(f"{fault['fault']} (run {fault['run']}): the job exited {code} "
-                            f"without a one-line reason (see {job.log_path})")
+        res.failures.append(
+            f"{fault['fault']} (run {fault['run']}): the job exited {code} "
+            f"without a one-line reason (see {job.log_path})"
+        )
     elif expect and not any(e in reason for e in expect):
-        res.failures.append(f"{fault['fault']} (run {fault['run']}): the reason {reason!r} "
-                            f"names none of {expect}")
+        res.failures.append(
+            f"{fault['fault']} (run {fault['run']}): the reason {reason!r} names none of {expect}"
+        )
     pending.append(fault)
     log(f"{fault['fault']} run {fault['run']}: the job failed (exit {code}): {reason}")
 
@@ -602,8 +687,14 @@ def _caught_up(cfg: ChaosConfig, ends: Mapping[int, int]) -> bool:
     return all(reached.get(p, 0) >= o for p, o in ends.items())
 
 
-def _broker_run(cfg: ChaosConfig, res: ChaosResult, rng: random.Random, log: Any,
-                producer: _Producer, pending: list[dict[str, Any]]) -> _Job | None:
+def _broker_run(
+    cfg: ChaosConfig,
+    res: ChaosResult,
+    rng: random.Random,
+    log: Any,
+    producer: _Producer,
+    pending: list[dict[str, Any]],
+) -> _Job | None:
     """One run of the job during which the broker is killed and restarted
     ``cfg.broker_bounces`` times; a job that dies of it is started again. Returns the
     job when it still runs at the end (it rode through the last bounce)."""
@@ -611,8 +702,9 @@ def _broker_run(cfg: ChaosConfig, res: ChaosResult, rng: random.Random, log: Any
     job = _Job(cfg, f"broker-{starts}", job_env(), pending=pending)
     try:
         if not job.wait_first_commit(cfg.run_timeout):
-            res.failures.append(f"broker run: the job did not commit (exit "
-                                f"{job.proc.poll()}, see {job.log_path})")
+            res.failures.append(
+                f"broker run: the job did not commit (exit {job.proc.poll()}, see {job.log_path})"
+            )
             job.stop()
             return None
         for b in range(cfg.broker_bounces):
@@ -630,23 +722,29 @@ def _broker_run(cfg: ChaosConfig, res: ChaosResult, rng: random.Random, log: Any
             back = time.monotonic()
             fault["down_seconds"] = round(back - t_kill, 1)
             v_back = _table_version(cfg.table)  # batches may commit while it is down
-            log(f"broker bounce {b}: killed at table version {v}, back after "
-                f"{fault['down_seconds']}s at version {v_back}")
+            log(
+                f"broker bounce {b}: killed at table version {v}, back after "
+                f"{fault['down_seconds']}s at version {v_back}"
+            )
             if job.wait_commit_after(v_back, cfg.fault_timeout):
-                fault.update(outcome="rode through",
-                             resume_seconds=round(time.monotonic() - back, 1))
-                log(f"broker bounce {b}: the job rode through, committed again after "
-                    f"{fault['resume_seconds']}s")
+                fault.update(
+                    outcome="rode through", resume_seconds=round(time.monotonic() - back, 1)
+                )
+                log(
+                    f"broker bounce {b}: the job rode through, committed again after "
+                    f"{fault['resume_seconds']}s"
+                )
             elif job.proc.poll() is not None:
                 _failed(res, fault, job, (), pending, log)
-            elif not producer.is_alive() and _caught_up(
-                    cfg, _topic_ends(cfg.bootstrap, cfg.topic)):
+            elif not producer.is_alive() and _caught_up(cfg, _topic_ends(cfg.bootstrap, cfg.topic)):
                 fault.update(outcome="rode through", resume_seconds=None)  # nothing new
                 log(f"broker bounce {b}: the job runs on, nothing was left to commit")
             else:
                 fault.update(outcome="stalled")
-                res.failures.append(f"broker bounce {b}: the job neither committed nor "
-                                    f"failed within {cfg.fault_timeout}s")
+                res.failures.append(
+                    f"broker bounce {b}: the job neither committed nor "
+                    f"failed within {cfg.fault_timeout}s"
+                )
     except BaseException:
         job.stop()
         raise
@@ -697,30 +795,42 @@ class _TableFs:
 def _run(cmd: list[str]) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): "
-                           f"{(done.stderr or done.stdout).strip()}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} failed ({done.returncode}): {(done.stderr or done.stdout).strip()}"
+        )
 
 
-def _enospc_run(cfg: ChaosConfig, res: ChaosResult, i: int, fs: _TableFs, log: Any,
-                pending: list[dict[str, Any]]) -> None:
+def _enospc_run(
+    cfg: ChaosConfig,
+    res: ChaosResult,
+    i: int,
+    fs: _TableFs,
+    log: Any,
+    pending: list[dict[str, Any]],
+) -> None:
     """One run of the job during which the table's file system fills up; afterwards the
     file system grows (the ballast stays)."""
     job = _Job(cfg, f"enospc-{i}", job_env(), pending=pending)
     try:
         if not job.wait_first_commit(cfg.run_timeout):
-            res.failures.append(f"enospc run {i}: the job did not commit (exit "
-                                f"{job.proc.poll()}, see {job.log_path})")
+            res.failures.append(
+                f"enospc run {i}: the job did not commit (exit "
+                f"{job.proc.poll()}, see {job.log_path})"
+            )
             return
         v = _table_version(cfg.table)
         fault: dict[str, Any] = {"fault": "enospc", "run": i, "table_version": v}
         res.faults.append(fault)
         fault["ballast_mb"] = round(fs.fill() / (1 << 20), 1)
-        log(f"enospc run {i}: the table's file system is full ({fault['ballast_mb']} MiB "
-            f"ballast) at table version {v}")
+        log(
+            f"enospc run {i}: the table's file system is full ({fault['ballast_mb']} MiB "
+            f"ballast) at table version {v}"
+        )
         if job.wait_exit(cfg.fault_timeout) is None:
             fault.update(outcome="stalled")
-            res.failures.append(f"enospc run {i}: the job did not fail within "
-                                f"{cfg.fault_timeout}s of a full disk")
+            res.failures.append(
+                f"enospc run {i}: the job did not fail within {cfg.fault_timeout}s of a full disk"
+            )
         else:
             _failed(res, fault, job, ("No space left on device", "[Errno 28]"), pending, log)
     finally:
@@ -742,49 +852,82 @@ def build_fsync_eio(outdir: Path) -> Path:
         raise RuntimeError("no C compiler (cc/gcc) to build fsync_eio.so")
     outdir.mkdir(parents=True, exist_ok=True)
     so = outdir / "fsync_eio.so"
-    _run([cc, "-shared", "-fPIC", "-O2", "-o", str(so),
-          str(Path(__file__).with_name("fsync_eio.c")), "-ldl"])
+    _run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-o",
+            str(so),
+            str(Path(__file__).with_name("fsync_eio.c")),
+            "-ldl",
+        ]
+    )
     return so
 
 
-def _eio_run(cfg: ChaosConfig, res: ChaosResult, i: int, so: Path, rng: random.Random,
-             log: Any, pending: list[dict[str, Any]]) -> None:
+def _eio_run(
+    cfg: ChaosConfig,
+    res: ChaosResult,
+    i: int,
+    so: Path,
+    rng: random.Random,
+    log: Any,
+    pending: list[dict[str, Any]],
+) -> None:
     """One run of the job whose N-th fsync under the table path fails with EIO (and its
     file's unsynced data is dropped); the next run has no fault."""
     n = rng.randint(*cfg.eio_at)
     env = job_env()
-    env.update(LD_PRELOAD=str(so), CHAOS_EIO_PREFIX=os.path.realpath(cfg.table),
-               CHAOS_EIO_AT=str(n), CHAOS_EIO_COUNT="1", CHAOS_EIO_DROP="1",
-               CHAOS_EIO_CMDLINE=cfg.eio_cmdline)
+    env.update(
+        LD_PRELOAD=str(so),
+        CHAOS_EIO_PREFIX=os.path.realpath(cfg.table),
+        CHAOS_EIO_AT=str(n),
+        CHAOS_EIO_COUNT="1",
+        CHAOS_EIO_DROP="1",
+        CHAOS_EIO_CMDLINE=cfg.eio_cmdline,
+    )
     job = _Job(cfg, f"eio-{i}", env, pending=pending)
     try:
         fired = job.wait(lambda: "chaos-eio: " in job.text(), cfg.run_timeout)
         v = _table_version(cfg.table)
-        line = next((ln for ln in job.text().splitlines() if ln.startswith("chaos-eio: ")),
-                    None)
-        fault: dict[str, Any] = {"fault": "eio", "run": i, "fsync_call": n,
-                                 "table_version": v, "injected": line}
+        line = next((ln for ln in job.text().splitlines() if ln.startswith("chaos-eio: ")), None)
+        fault: dict[str, Any] = {
+            "fault": "eio",
+            "run": i,
+            "fsync_call": n,
+            "table_version": v,
+            "injected": line,
+        }
         res.faults.append(fault)
         if not fired and line is None:
             fault.update(outcome="not injected")
-            res.failures.append(f"eio run {i}: fsync #{n} never came (exit "
-                                f"{job.proc.poll()}, see {job.log_path})")
+            res.failures.append(
+                f"eio run {i}: fsync #{n} never came (exit {job.proc.poll()}, see {job.log_path})"
+            )
             return
         log(f"eio run {i}: {line} (table version {v})")
         t_fault = time.monotonic()
         if job.wait_commit_after(None if v is None else v + 1, cfg.fault_timeout):
             after = job.text().split("chaos-eio: ", 1)[1].splitlines()[1:]
-            logged = next((ln.split(" ERROR ", 1)[1] for ln in after
-                           if " ERROR cdc_to_tablets" in ln), None)  # e.g. "gc failed"
-            fault.update(outcome="rode through", logged=logged,
-                         resume_seconds=round(time.monotonic() - t_fault, 1))
+            logged = next(
+                (ln.split(" ERROR ", 1)[1] for ln in after if " ERROR cdc_to_tablets" in ln), None
+            )  # e.g. "gc failed"
+            fault.update(
+                outcome="rode through",
+                logged=logged,
+                resume_seconds=round(time.monotonic() - t_fault, 1),
+            )
             log(f"eio run {i}: the job rode through (committed again); it logged: {logged}")
         elif job.proc.poll() is not None:
             _failed(res, fault, job, ("Input/output error", "[Errno 5]"), pending, log)
         else:
             fault.update(outcome="stalled")
-            res.failures.append(f"eio run {i}: the job neither failed nor committed within "
-                                f"{cfg.fault_timeout}s of the fsync error")
+            res.failures.append(
+                f"eio run {i}: the job neither failed nor committed within "
+                f"{cfg.fault_timeout}s of the fsync error"
+            )
     finally:
         job.stop()
 
@@ -799,8 +942,9 @@ def _producing(producer: _Producer) -> Any:
         producer.running.clear()
 
 
-def _fault_point_run(cfg: ChaosConfig, res: ChaosResult, i: int, point: str,
-                     rng: random.Random, log: Any) -> None:
+def _fault_point_run(
+    cfg: ChaosConfig, res: ChaosResult, i: int, point: str, rng: random.Random, log: Any
+) -> None:
     """One run of the job that dies the n-th time it reaches fault point ``point``."""
     n = rng.randint(*cfg.fault_point_hit)
     env = job_env()
@@ -815,27 +959,36 @@ def _fault_point_run(cfg: ChaosConfig, res: ChaosResult, i: int, point: str,
     if died:
         res.fault_point_deaths += 1
         res.fault_points_hit.append(point)
-        log(f"fault point run {i}: died at {point} (hit {n}, exit {code}, table version "
-            f"{_table_version(cfg.table)})")
+        log(
+            f"fault point run {i}: died at {point} (hit {n}, exit {code}, table version "
+            f"{_table_version(cfg.table)})"
+        )
     elif code is not None and code != 0:
         res.other_exits.append(code)
-        res.failures.append(f"fault point run {i} ({point}): the job exited {code} "
-                            f"by itself (see {job.log_path})")
+        res.failures.append(
+            f"fault point run {i} ({point}): the job exited {code} by itself (see {job.log_path})"
+        )
     else:
         res.fault_points_missed.append(point)
         log(f"fault point run {i}: {point} (hit {n}) not reached in {cfg.fault_timeout}s")
 
 
-def _one_killed_run(cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: bool,
-                    rng: random.Random, log: Any) -> None:
+def _one_killed_run(
+    cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: bool, rng: random.Random, log: Any
+) -> None:
     env = job_env()
     if at_fault_point:
         env["CDC_SINK_CRASH_RANDOM"] = f"{cfg.seed * 1000 + k}:0.02"
     table = cfg.table
     before = _table_version(table)
     with open(cfg.workdir / f"job-{k}.log", "wb") as err:
-        proc = subprocess.Popen(job_command(cfg, available_now=False), env=env, stdout=err,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            job_command(cfg, available_now=False),
+            env=env,
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + cfg.run_timeout
         while proc.poll() is None and time.monotonic() < deadline:
@@ -859,12 +1012,15 @@ def _one_killed_run(cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: 
     elif "crash injected at fault point" in log_text:
         res.fault_point_deaths += 1
         point = log_text.split("crash injected at fault point ", 1)[1].split("\n", 1)[0]
-        log(f"run {k}: died at fault point {point} (exit {code}, table version "
-            f"{_table_version(table)})")
+        log(
+            f"run {k}: died at fault point {point} (exit {code}, table version "
+            f"{_table_version(table)})"
+        )
     else:
         res.other_exits.append(code)
-        res.failures.append(f"run {k}: the job exited {code} by itself "
-                            f"(see {cfg.workdir / f'job-{k}.log'})")
+        res.failures.append(
+            f"run {k}: the job exited {code} by itself (see {cfg.workdir / f'job-{k}.log'})"
+        )
         log(f"run {k}: exited {code} by itself (see job-{k}.log)")
 
 
@@ -882,8 +1038,9 @@ def consume_topic(bootstrap: str, topic: str) -> dict[int, list[_TopicRecord]]:
     """Every record of ``topic``, per partition in offset order."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000
+    )
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
         consumer.assign(parts)
@@ -893,8 +1050,7 @@ def consume_topic(bootstrap: str, topic: str) -> dict[int, list[_TopicRecord]]:
         while any(consumer.position(tp) < ends[tp] for tp in parts):
             for tp, msgs in consumer.poll(timeout_ms=1000).items():
                 for m in msgs:
-                    out[tp.partition].append(_TopicRecord(m.partition, m.offset,
-                                                          _decode(m.value)))
+                    out[tp.partition].append(_TopicRecord(m.partition, m.offset, _decode(m.value)))
         return out
     finally:
         consumer.close()
@@ -959,8 +1115,9 @@ def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
     _check_reads(cfg, res, digests)
 
 
-def _check_versions(cfg: ChaosConfig, res: ChaosResult, table: Table,
-                    model: _Model) -> tuple[dict[int, str], dict[int, int] | None]:
+def _check_versions(
+    cfg: ChaosConfig, res: ChaosResult, table: Table, model: _Model
+) -> tuple[dict[int, str], dict[int, int] | None]:
     """Every retained data version against the model advanced to its source offsets.
 
     Returns the model's digest of each version read, and the latest batch's offsets.
@@ -992,20 +1149,26 @@ def _check_versions(cfg: ChaosConfig, res: ChaosResult, table: Table,
     return digests, last_offsets
 
 
-def _check_progress(res: ChaosResult, e: Any, offsets: dict[int, int],
-                    last_offsets: dict[int, int] | None, last_batch: int) -> dict[int, int]:
+def _check_progress(
+    res: ChaosResult,
+    e: Any,
+    offsets: dict[int, int],
+    last_offsets: dict[int, int] | None,
+    last_batch: int,
+) -> dict[int, int]:
     """A version's batch id and offsets move forward; returns its offsets with the
     partitions it does not name where the previous version left them."""
     if last_offsets is not None and set(last_offsets) - set(offsets):
-        res.failures.append(f"version {e.version}: its source_offsets {offsets} lack "
-                            f"partitions an earlier version named")
+        res.failures.append(
+            f"version {e.version}: its source_offsets {offsets} lack "
+            f"partitions an earlier version named"
+        )
     # A batch names only the partitions it had records of: the others stay put.
     offsets = {**(last_offsets or {}), **offsets}
     if e.batch_id is not None and e.batch_id <= last_batch:
         res.duplicated_batches += 1
         res.failures.append(f"version {e.version}: batch {e.batch_id} again")
-    if last_offsets is not None and any(offsets.get(p, 0) < o
-                                        for p, o in last_offsets.items()):
+    if last_offsets is not None and any(offsets.get(p, 0) < o for p, o in last_offsets.items()):
         res.failures.append(f"version {e.version}: offsets went back {offsets}")
     return offsets
 
@@ -1014,15 +1177,19 @@ def _check_counts(res: ChaosResult, e: Any, outcomes: Counter[str]) -> None:
     """A version's counters equal the model's outcome counts over its records."""
     want = {k: v for k, v in outcomes.items() if k != "rejected" and v}
     got = {k: e.stats.get(k, 0) for k in want}
-    extra = {k: v for k, v in e.stats.items()
-             if k in ("inserted", "updated", "deleted") and v and k not in want}
+    extra = {
+        k: v
+        for k, v in e.stats.items()
+        if k in ("inserted", "updated", "deleted") and v and k not in want
+    }
     if got != want or extra:
         res.duplicated_batches += 1
         res.failures.append(f"version {e.version} counts {e.stats} != model {want}")
 
 
-def _check_rows(res: ChaosResult, table: Table, version: int, model: _Model,
-                offsets: dict[int, int]) -> bool:
+def _check_rows(
+    res: ChaosResult, table: Table, version: int, model: _Model, offsets: dict[int, int]
+) -> bool:
     """A version reads exactly the model's rows; False when it could not be read."""
     from cdc_sink.demo import diff_rows
 
@@ -1040,8 +1207,13 @@ def _check_rows(res: ChaosResult, table: Table, version: int, model: _Model,
     return True
 
 
-def _check_latest(res: ChaosResult, table: Table, model: _Model, ends: dict[int, int],
-                  last_offsets: dict[int, int] | None) -> None:
+def _check_latest(
+    res: ChaosResult,
+    table: Table,
+    model: _Model,
+    ends: dict[int, int],
+    last_offsets: dict[int, int] | None,
+) -> None:
     """The latest batch ends where the topic ends, and the latest version is the model
     of the whole topic."""
     from cdc_sink.demo import diff_rows
@@ -1062,12 +1234,12 @@ def _check_dead_letters(cfg: ChaosConfig, res: ChaosResult, model: _Model) -> No
     from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
 
     if cfg.dead_letter == "kafka":
-        dl = KafkaDeadLetter(cfg.bootstrap, f"{cfg.topic}.dead-letter").read(
-            deduplicate=False)
+        dl = KafkaDeadLetter(cfg.bootstrap, f"{cfg.topic}.dead-letter").read(deduplicate=False)
     else:
         dl = ParquetDeadLetter(cfg.workdir / "dead-letters").read(deduplicate=False)
-    got_dl: Counter[tuple[int, int]] = Counter(zip(
-        dl.column("partition").to_pylist(), dl.column("offset").to_pylist(), strict=True))
+    got_dl: Counter[tuple[int, int]] = Counter(
+        zip(dl.column("partition").to_pylist(), dl.column("offset").to_pylist(), strict=True)
+    )
     want_dl = Counter(model.rejected)
     res.dead_letters, res.dead_letters_expected = dl.num_rows, len(model.rejected)
     res.dead_letters_missing = len(set(want_dl) - set(got_dl))
@@ -1077,7 +1249,8 @@ def _check_dead_letters(cfg: ChaosConfig, res: ChaosResult, model: _Model) -> No
         res.failures.append(
             f"dead letters: {res.dead_letters} written, {res.dead_letters_expected} expected, "
             f"{res.dead_letters_missing} missing, {res.dead_letters_duplicated} duplicated, "
-            f"{res.dead_letters_unexpected} unexpected")
+            f"{res.dead_letters_unexpected} unexpected"
+        )
 
 
 def _check_reads(cfg: ChaosConfig, res: ChaosResult, model_digests: dict[int, str]) -> None:

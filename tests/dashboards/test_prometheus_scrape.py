@@ -37,11 +37,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
 REPO = Path(__file__).resolve().parents[2]
 MODES = ("driver", "executors")
-EVENTS = 1200          # demo orders records per job (valid, stale and malformed)
-PER_TRIGGER = 300      # --max-offsets-per-trigger: several micro-batches, a visible lag
+EVENTS = 1200  # demo orders records per job (valid, stale and malformed)
+PER_TRIGGER = 300  # --max-offsets-per-trigger: several micro-batches, a visible lag
 # Maintenance the dashboard shows: compaction and GC every few committed batches.
-MAINTENANCE = ["--compact-every", "1", "--gc-every", "2", "--retain-versions", "3",
-               "--retain-seconds", "0"]
+MAINTENANCE = [
+    "--compact-every",
+    "1",
+    "--gc-every",
+    "2",
+    "--retain-versions",
+    "3",
+    "--retain-seconds",
+    "0",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +68,15 @@ def metrics_ports() -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory,
-               metrics_ports: dict[str, int]) -> Iterator[PrometheusServer]:
-    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"),
-                              [f"127.0.0.1:{p}" for p in metrics_ports.values()],
-                              rule_files=[RULES], scrape_interval="1s")
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, metrics_ports: dict[str, int]
+) -> Iterator[PrometheusServer]:
+    server = PrometheusServer(
+        tmp_path_factory.mktemp("prometheus"),
+        [f"127.0.0.1:{p}" for p in metrics_ports.values()],
+        rule_files=[RULES],
+        scrape_interval="1s",
+    )
     with server:
         yield server
 
@@ -85,8 +97,10 @@ class _Job:
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
-                if any(arg.endswith(b"cdc_to_tablets.py") for arg in cmdline[1:]) and \
-                        b"java" not in cmdline[0]:
+                if (
+                    any(arg.endswith(b"cdc_to_tablets.py") for arg in cmdline[1:])
+                    and b"java" not in cmdline[0]
+                ):
                     drivers.append(pid)
             for pid in drivers or [self.proc.pid]:
                 os.kill(pid, signal.SIGTERM)
@@ -99,28 +113,64 @@ class _Job:
         return self.proc.returncode
 
 
-def _start_job(kafka: KafkaHandle, topic: str, table: Path, workdir: Path, mode: str,
-               port: int) -> _Job:
+def _start_job(
+    kafka: KafkaHandle, topic: str, table: Path, workdir: Path, mode: str, port: int
+) -> _Job:
     from cdc_sink.kafka.jars import spark_kafka_conf
 
     submit = str(Path(sys.executable).with_name("spark-submit"))
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
-    cmd = [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
-           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-           "--conf", "spark.sql.shuffle.partitions=2",
-           str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
-           "--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic,
-           "--table-path", str(table),
-           "--schema-file", str(REPO / "streaming_jobs" / "orders_schema.json"),
-           "--checkpoint", str(workdir / "checkpoint"), "--trigger", "1 second",
-           "--apply-mode", mode, "--dead-letter", f"file://{workdir / 'dlq'}",
-           "--max-offsets-per-trigger", str(PER_TRIGGER),
-           "--metrics-port", str(port), *MAINTENANCE]
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    cmd = [
+        submit,
+        "--master",
+        "local[2]",
+        "--jars",
+        spark_kafka_conf()["spark.jars"],
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
+        "--bootstrap-servers",
+        kafka.bootstrap_servers,
+        "--topic",
+        topic,
+        "--table-path",
+        str(table),
+        "--schema-file",
+        str(REPO / "streaming_jobs" / "orders_schema.json"),
+        "--checkpoint",
+        str(workdir / "checkpoint"),
+        "--trigger",
+        "1 second",
+        "--apply-mode",
+        mode,
+        "--dead-letter",
+        f"file://{workdir / 'dlq'}",
+        "--max-offsets-per-trigger",
+        str(PER_TRIGGER),
+        "--metrics-port",
+        str(port),
+        *MAINTENANCE,
+    ]
     log = workdir / "job.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return _Job(proc, log)
 
 
@@ -131,8 +181,11 @@ def _sum(prom: PrometheusServer, expr: str) -> float | None:
 
 def _rule_health(prom: PrometheusServer) -> dict[str, tuple[str, str, str]]:
     """``alert name -> (health, last error, last evaluation)`` from /api/v1/rules."""
-    return {r["name"]: (r["health"], r.get("lastError", ""), r.get("lastEvaluation", ""))
-            for g in prom.api("rules")["groups"] for r in g["rules"]}
+    return {
+        r["name"]: (r["health"], r.get("lastError", ""), r.get("lastEvaluation", ""))
+        for g in prom.api("rules")["groups"]
+        for r in g["rules"]
+    }
 
 
 @dataclass
@@ -171,18 +224,22 @@ def _wait_all(what: str, runs: list[_Run], fn: Callable[[_Run], bool], timeout: 
         for r in pending:
             assert r.job is not None
             if r.job.proc.poll() is not None:
-                pytest.fail(f"the {r.mode} job exited ({r.job.proc.returncode}) before "
-                            f"{what}:\n{r.job.log.read_text(errors='replace')[-6000:]}")
+                pytest.fail(
+                    f"the {r.mode} job exited ({r.job.proc.returncode}) before "
+                    f"{what}:\n{r.job.log.read_text(errors='replace')[-6000:]}"
+                )
         if time.monotonic() > deadline:
             assert pending[0].job is not None
-            pytest.fail(f"{pending[0].mode} job: timed out after {timeout}s waiting for "
-                        f"{what}:\n{pending[0].job.log.read_text(errors='replace')[-6000:]}")
+            pytest.fail(
+                f"{pending[0].mode} job: timed out after {timeout}s waiting for "
+                f"{what}:\n{pending[0].job.log.read_text(errors='replace')[-6000:]}"
+            )
         time.sleep(0.5)
 
 
 def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
-        kafka: KafkaHandle, prometheus: PrometheusServer, metrics_ports: dict[str, int],
-        tmp_path: Path) -> None:
+    kafka: KafkaHandle, prometheus: PrometheusServer, metrics_ports: dict[str, int], tmp_path: Path
+) -> None:
     """Both jobs run at the same time (one per apply mode, each on its own topic, table
     and metrics port); Prometheus scrapes both."""
     from cdc_sink.demo import generate_orders
@@ -219,16 +276,15 @@ def _start_jobs(kafka: KafkaHandle, runs: list[_Run], producers: dict[str, Any])
     for run in runs:
         run.workdir.mkdir()
         kafka.create_topic(run.topic, 2)
-        producers[run.mode] = CdcProducer(kafka.bootstrap_servers, run.topic,
-                                          orders_schema())
-        produce_records(producers[run.mode], run.records[:len(run.records) // 2])
+        producers[run.mode] = CdcProducer(kafka.bootstrap_servers, run.topic, orders_schema())
+        produce_records(producers[run.mode], run.records[: len(run.records) // 2])
         producers[run.mode].flush()
-        run.job = _start_job(kafka, run.topic, run.table_path, run.workdir, run.mode,
-                             run.port)
+        run.job = _start_job(kafka, run.topic, run.table_path, run.workdir, run.mode, run.port)
 
 
-def _wait_for_the_workload(prometheus: PrometheusServer, runs: list[_Run],
-                           producers: dict[str, Any]) -> None:
+def _wait_for_the_workload(
+    prometheus: PrometheusServer, runs: list[_Run], producers: dict[str, Any]
+) -> None:
     """Waits for each job's first commit (then produces the second half of its records)
     and for all its events, a compaction and a GC run, as Prometheus scraped them."""
     from cdc_sink.demo.stream import produce_records
@@ -238,7 +294,7 @@ def _wait_for_the_workload(prometheus: PrometheusServer, runs: list[_Run],
     def first_commit(r: _Run) -> bool:
         if not _sum(prometheus, f"cdc_sink_table_version{{{r.instance}}}"):
             return False
-        produce_records(producers[r.mode], r.records[len(r.records) // 2:])
+        produce_records(producers[r.mode], r.records[len(r.records) // 2 :])
         producers[r.mode].flush()
         return True
 
@@ -250,22 +306,28 @@ def _wait_for_the_workload(prometheus: PrometheusServer, runs: list[_Run],
         compactions = _sum(prometheus, f"cdc_sink_compactions_total{{{r.instance}}}")
         return read == len(r.records) and (gc or 0) > 0 and (compactions or 0) > 0
 
-    _wait_all(f"all {len(runs[0].records)} events, a compaction and a GC run in Prometheus",
-              runs, caught_up, 300)
+    _wait_all(
+        f"all {len(runs[0].records)} events, a compaction and a GC run in Prometheus",
+        runs,
+        caught_up,
+        300,
+    )
 
 
 def _assert_lag_and_gc_seen(prometheus: PrometheusServer, runs: list[_Run]) -> None:
     """The workload did what the panels are for: a Kafka lag, files removed by GC."""
     for run in runs:
-        lag = prometheus.value("max_over_time(cdc_sink_kafka_max_offsets_behind_latest"
-                               f"{{{run.instance}}}[10m])")
+        lag = prometheus.value(
+            f"max_over_time(cdc_sink_kafka_max_offsets_behind_latest{{{run.instance}}}[10m])"
+        )
         removed = _sum(prometheus, f"cdc_sink_gc_removed_files_total{{{run.instance}}}")
         assert lag is not None and lag > 0, f"{run.mode} job: no Kafka lag seen ({lag})"
         assert removed is not None and removed > 0, f"{run.mode} job: GC removed nothing"
 
 
-def _assert_every_panel_has_data(prometheus: PrometheusServer, runs: list[_Run],
-                                 started: float) -> dict[str, str]:
+def _assert_every_panel_has_data(
+    prometheus: PrometheusServer, runs: list[_Run], started: float
+) -> dict[str, str]:
     """Every panel has data, for each job's table and app id; returns the app id of each
     job."""
     empty = []
@@ -275,9 +337,12 @@ def _assert_every_panel_has_data(prometheus: PrometheusServer, runs: list[_Run],
         assert len(series) == 1, series
         table, app_id = series[0]["metric"]["table"], series[0]["metric"]["app_id"]
         app_ids[run.mode] = app_id
-        empty += [f"{run.mode} job: {e}"
-                  for e in check_panels(prometheus, committed_dashboard(), table, app_id,
-                                        started, time.time())]
+        empty += [
+            f"{run.mode} job: {e}"
+            for e in check_panels(
+                prometheus, committed_dashboard(), table, app_id, started, time.time()
+            )
+        ]
     assert empty == [], "panels without data:\n" + "\n".join(empty)
     return app_ids
 
@@ -302,8 +367,9 @@ def _assert_alert_rules_evaluate(prometheus: PrometheusServer) -> None:
     assert firing == []
 
 
-def _scrape_counters(prometheus: PrometheusServer,
-                     runs: list[_Run]) -> dict[str, dict[str, float | None]]:
+def _scrape_counters(
+    prometheus: PrometheusServer, runs: list[_Run]
+) -> dict[str, dict[str, float | None]]:
     """Once each job's version gauge equals its table's version: the scraped version,
     dead letters and received events of each job."""
     import cdc_sink
@@ -316,14 +382,13 @@ def _scrape_counters(prometheus: PrometheusServer,
             gauge = prometheus.value(f"cdc_sink_table_version{{{r.instance}}}")
             return True if gauge == cdc_sink.open_table(r.table_path).version else None
 
-        wait_for(f"the {run.mode} job's version gauge to equal table.version",
-                 version_agrees, 30)
+        wait_for(f"the {run.mode} job's version gauge to equal table.version", version_agrees, 30)
         scraped[run.mode] = {
             "version": prometheus.value(f"cdc_sink_table_version{{{run.instance}}}"),
-            "dead_letters": _sum(prometheus,
-                                 f"cdc_sink_dead_letters_total{{{run.instance}}}"),
-            "received": _sum(prometheus,
-                             f'cdc_sink_events_total{{{run.instance}, outcome="received"}}'),
+            "dead_letters": _sum(prometheus, f"cdc_sink_dead_letters_total{{{run.instance}}}"),
+            "received": _sum(
+                prometheus, f'cdc_sink_events_total{{{run.instance}, outcome="received"}}'
+            ),
         }
     return scraped
 
@@ -339,8 +404,10 @@ def _assert_counters_agree(runs: list[_Run], scraped: dict[str, dict[str, float 
         version = cdc_sink.open_table(run.table_path).version
         dead_letters = ParquetDeadLetter(run.workdir / "dlq").read().num_rows
         malformed = sum(r.malformed for r in records)
-        why = (f"{run.mode} job: scraped {got}; table version {version}, {dead_letters} dead "
-               f"letters written, {malformed} malformed records, {len(records)} records")
+        why = (
+            f"{run.mode} job: scraped {got}; table version {version}, {dead_letters} dead "
+            f"letters written, {malformed} malformed records, {len(records)} records"
+        )
         assert got["version"] == version, why
         assert got["dead_letters"] == dead_letters == malformed, why
         assert got["received"] == len(records), why

@@ -40,8 +40,10 @@ def normalized(rows: dict[Key, Row]) -> dict[Key, Row]:
     schema = workload.schema()
     if not rows:
         return {}
-    t = pa.Table.from_pylist([{n: r[n] for n in schema.names} for r in rows.values()],
-                             schema=schema.arrow_schema(schema.names))
+    t = pa.Table.from_pylist(
+        [{n: r[n] for n in schema.names} for r in rows.values()],
+        schema=schema.arrow_schema(schema.names),
+    )
     return rows_of(t)
 
 
@@ -99,8 +101,9 @@ def content_digest(table: pa.Table) -> str:
 
 def job_batches_by_version(table: Table) -> list[tuple[int, int]]:
     """``(version, batch_id)`` of the retained versions written by the workload's app."""
-    return [(e["version"], e["batch_id"]) for e in table.versions()
-            if e["app_id"] == workload.APP_ID]
+    return [
+        (e["version"], e["batch_id"]) for e in table.versions() if e["app_id"] == workload.APP_ID
+    ]
 
 
 def check_table(table: Table, seed: int, *, below_checkpoint: str = "strict") -> int:
@@ -152,7 +155,8 @@ def check_table(table: Table, seed: int, *, below_checkpoint: str = "strict") ->
             raise AssertionError(
                 f"version {v} (after {n} batches) differs from the model "
                 f"(retained {oldest}..{latest}, checkpoint at {horizon}):\n"
-                f"{describe_diff(got, want)}")
+                f"{describe_diff(got, want)}"
+            )
     return committed
 
 
@@ -173,14 +177,22 @@ def child_env(**crash: str) -> dict[str, str]:
     return env
 
 
-def run_driver(path: str | os.PathLike[str], seed: int, n: int, *extra: str,
-               env: dict[str, str] | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_driver(
+    path: str | os.PathLike[str],
+    seed: int,
+    n: int,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     """Runs ``crash_driver.py`` in a fresh child process of ``sys.executable``."""
     return subprocess.run(
         [sys.executable, DRIVER, os.fspath(path), str(seed), str(n), *extra],
-        env=env if env is not None else child_env(), capture_output=True, text=True,
-        timeout=timeout)
+        env=env if env is not None else child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 class DriverServer:
@@ -194,13 +206,23 @@ class DriverServer:
         # No BLAS thread pool in the process that forks (Arrow's jemalloc background
         # thread remains: jemalloc and Arrow install their own at-fork handlers).
         env["OPENBLAS_NUM_THREADS"] = "1"
-        self.proc = subprocess.Popen([sys.executable, DRIVER, "--serve"], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, DRIVER, "--serve"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self._n = 0
 
-    def run(self, path: str | os.PathLike[str], seed: int, n: int, *extra: str,
-            crash: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        path: str | os.PathLike[str],
+        seed: int,
+        n: int,
+        *extra: str,
+        crash: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         import json
 
         self._n += 1
@@ -292,8 +314,9 @@ def _named_by_retained_entries(table: Table, oldest: int, latest: int) -> set[st
     return named
 
 
-def _check_manifests(snapshots: list[str], named: set[str], oldest: int,
-                     latest: int) -> dict[str, list[int]]:
+def _check_manifests(
+    snapshots: list[str], named: set[str], oldest: int, latest: int
+) -> dict[str, list[int]]:
     """Manifests of retained versions are named; at most one per bucket below the horizon.
 
     Returns the versions of the manifests kept below the horizon, by bucket.
@@ -315,8 +338,9 @@ def _check_manifests(snapshots: list[str], named: set[str], oldest: int,
     return old_snaps
 
 
-def _check_segments(segments: list[str], named: set[str], old_snaps: dict[str, list[int]],
-                    oldest: int, latest: int) -> None:
+def _check_segments(
+    segments: list[str], named: set[str], old_snaps: dict[str, list[int]], oldest: int, latest: int
+) -> None:
     """Segments of retained versions are named; older ones follow their bucket's kept
     snapshot."""
     from cdc_sink.storage.segments import file_version
