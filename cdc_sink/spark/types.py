@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -97,8 +98,15 @@ def spark_schema(schema: TableSchema, columns: Sequence[str] | None = None) -> S
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark expects of the batches of a source declaring ``schema``."""
-    return to_arrow_schema(schema, timezone="UTC")
+    """The Arrow schema Spark expects of the batches of a source declaring ``schema``
+    (timestamps with time zone UTC)."""
+    if _TO_ARROW_TAKES_TIMEZONE:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)  # pyspark 4.1: timestamp_utc=True, the same schema
+
+
+# pyspark 4.2 replaced to_arrow_schema's timestamp_utc=True by timezone="UTC".
+_TO_ARROW_TAKES_TIMEZONE = "timezone" in inspect.signature(to_arrow_schema).parameters
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
