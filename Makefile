@@ -32,6 +32,7 @@ install: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check cdc_sink tests benchmarks streaming_jobs dashboards docker
+	$(VENV)/bin/ruff format --check cdc_sink tests benchmarks streaming_jobs dashboards docker
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)

@@ -267,7 +267,7 @@ class Column:
     name: str
     type: pa.DataType
     nullable: bool = True
-    default: pa.Scalar = field(default=None)  # type: ignore[assignment]
+    default: pa.Scalar = field(default=None)
 
     def __post_init__(self) -> None:
         if self.default is None:

@@ -24,7 +24,7 @@ def admin_client(bootstrap_servers: str, **config: Any) -> Any:
         MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
     """
     require("confluent_kafka", feature="Kafka administration (topics, brokers)")
-    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]  # re-exported
+    from confluent_kafka.admin import AdminClient  # re-exported
 
     return AdminClient({"bootstrap.servers": bootstrap_servers, **config})
 

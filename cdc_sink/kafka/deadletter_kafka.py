@@ -91,7 +91,7 @@ class KafkaDeadLetter(DeadLetterSink):
         if self._topic_checked:
             return
         try:
-            from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+            from confluent_kafka.admin import AdminClient
         except ImportError:  # kafka-python only: producing tells
             self._topic_checked = True
             return

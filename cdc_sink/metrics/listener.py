@@ -119,7 +119,7 @@ def attach_progress_listener(spark: SparkSession, metrics: SinkMetrics, *,
     """
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    class _KafkaProgressListener(StreamingQueryListener):  # type: ignore[misc]
+    class _KafkaProgressListener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
             pass
 
