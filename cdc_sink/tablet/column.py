@@ -80,8 +80,7 @@ class LazyPage:
 
     __slots__ = ("_array", "loader", "rows")
 
-    def __init__(self, rows: int, load: PageLoader,
-                 array: pa.Array | None = None) -> None:
+    def __init__(self, rows: int, load: PageLoader, array: pa.Array | None = None) -> None:
         self.rows = rows
         self.loader = load
         self._array: pa.Array | None = array
@@ -228,7 +227,9 @@ class ColumnStore:
         self.page_rows = page_rows
         self.dtype = fixed_width_dtype(column.type)
         self.state: tuple[tuple[Base, ...], tuple[Delta, ...]] = (
-            (Base(version=version, num_rows=0, pages=()),), ())
+            (Base(version=version, num_rows=0, pages=()),),
+            (),
+        )
 
     # ------------------------------------------------------------------ writes
     def add_delta(self, delta: Delta) -> None:
@@ -260,8 +261,9 @@ class ColumnStore:
 
     # ------------------------------------------------------------------ reads
     @staticmethod
-    def view(state: tuple[tuple[Base, ...], tuple[Delta, ...]],
-             version: int) -> tuple[Base, list[Delta]]:
+    def view(
+        state: tuple[tuple[Base, ...], tuple[Delta, ...]], version: int
+    ) -> tuple[Base, list[Delta]]:
         """The base and deltas that make up ``version``."""
         bases, deltas = state
         base = bases[0]
@@ -271,8 +273,9 @@ class ColumnStore:
         ds = [d for d in deltas if base.version < d.version <= version]
         return base, ds
 
-    def pages(self, version: int, num_rows: int, *,
-              page_filter: np.ndarray | None = None) -> Iterator[tuple[int, pa.Array]]:
+    def pages(
+        self, version: int, num_rows: int, *, page_filter: np.ndarray | None = None
+    ) -> Iterator[tuple[int, pa.Array]]:
         """Yields ``(page number, array)`` of the column at ``version`` for rows
         ``0..num_rows-1``; untouched base pages are yielded without a copy.
 
@@ -283,13 +286,17 @@ class ColumnStore:
         """
         base, ds = self.view(self.state, version)
         num_pages = -(-num_rows // self.page_rows)
-        bounds = np.array([d.page_bounds(self.page_rows, num_pages) for d in ds],
-                          dtype=np.int64).reshape(len(ds), num_pages + 1)
+        bounds = np.array(
+            [d.page_bounds(self.page_rows, num_pages) for d in ds], dtype=np.int64
+        ).reshape(len(ds), num_pages + 1)
         hits = bounds[:, 1:] > bounds[:, :-1]  # (delta, page) pairs with rows
         wanted = np.ones(num_pages, bool) if page_filter is None else page_filter
         whole: pa.Array | None = None
-        if self.dtype is not None and self.dtype != np.dtype(bool) and \
-                int(hits[:, wanted].sum()) > 4 * max(1, int(wanted.sum())):
+        if (
+            self.dtype is not None
+            and self.dtype != np.dtype(bool)
+            and int(hits[:, wanted].sum()) > 4 * max(1, int(wanted.sum()))
+        ):
             # Many deltas on many pages: one scatter per delta over the whole column is far
             # cheaper than one per (page, delta); pages are then zero-copy slices of it.
             whole = self._materialize_whole(base, ds, num_rows)
@@ -303,8 +310,11 @@ class ColumnStore:
             elif whole is not None:
                 yield p, whole.slice(start, length)
             else:
-                touched = [(d, int(bounds[k, p]), int(bounds[k, p + 1]))
-                           for k, d in enumerate(ds) if hits[k, p]]
+                touched = [
+                    (d, int(bounds[k, p]), int(bounds[k, p + 1]))
+                    for k, d in enumerate(ds)
+                    if hits[k, p]
+                ]
                 yield p, self._materialize(page, start, length, touched)
 
     def page_stats(self, version: int, num_rows: int) -> list[PageStats | None]:
@@ -318,25 +328,29 @@ class ColumnStore:
         out: list[PageStats | None] = []
         for p in range(num_pages):
             full = p < len(base.pages) and base.page_length(p) == min(
-                self.page_rows, num_rows - p * self.page_rows)
+                self.page_rows, num_rows - p * self.page_rows
+            )
             out.append(base.page_stats(p) if full and not touched[p] else None)
         return out
 
     def _fill(self, length: int) -> pa.Array:
         d = self.column.default
         if d.is_valid:
-            return pa.repeat(d, length) if hasattr(pa, "repeat") else pa.array(
-                [d.as_py()] * length, type=self.column.type)
+            return (
+                pa.repeat(d, length)
+                if hasattr(pa, "repeat")
+                else pa.array([d.as_py()] * length, type=self.column.type)
+            )
         return pa.nulls(length, type=self.column.type)
 
-    def _materialize(self, page: pa.Array | None, start: int, length: int,
-                     touched: list[tuple[Delta, int, int]]) -> pa.Array:
+    def _materialize(
+        self, page: pa.Array | None, start: int, length: int, touched: list[tuple[Delta, int, int]]
+    ) -> pa.Array:
         have = 0 if page is None else len(page)
         if have == 0 and len(touched) == 1:
             d, lo, hi = touched[0]
             rows = d.rows[lo:hi]
-            if hi - lo == length and int(rows[0]) == start \
-                    and int(rows[-1]) == start + length - 1:
+            if hi - lo == length and int(rows[0]) == start and int(rows[-1]) == start + length - 1:
                 # A new page written whole by one delta (a load; delta rows are sorted
                 # and unique): the page is that slice of the delta, not a copy.
                 vals = d.values.slice(lo, length)
@@ -366,67 +380,73 @@ class ColumnStore:
         off = 0
         for page in base.pages:
             n = len(page)
-            data[off: off + n] = arrow_values_view(page, self.dtype)
-            pv = arrow_validity(page)
-            if pv is not None:
-                if valid is None:
-                    valid = np.ones(num_rows, dtype=bool)
-                valid[off: off + n] = pv
+            valid = self._scatter(data, valid, slice(off, off + n), page)
             off += n
         if off < num_rows:
-            default = self.column.default
-            if default.is_valid:
-                data[off:] = arrow_values_view(pa.array([default.as_py()],
-                                                        type=self.column.type), self.dtype)[0]
-            else:
-                data[off:] = np.zeros(1, dtype=self.dtype)[0]
-                if valid is None:
-                    valid = np.ones(num_rows, dtype=bool)
-                valid[off:] = False
+            valid = self._fill_default(data, valid, off)
         for d in ds:
-            data[d.rows] = arrow_values_view(d.values, self.dtype)
-            dv = arrow_validity(d.values)
-            if dv is not None:
-                if valid is None:
-                    valid = np.ones(num_rows, dtype=bool)
-                valid[d.rows] = dv
-            elif valid is not None:
-                valid[d.rows] = True
+            valid = self._scatter(data, valid, d.rows, d.values)
         return numpy_to_arrow(data, valid, self.column.type)
 
-    def _materialize_fixed(self, page: pa.Array | None, have: int, start: int, length: int,
-                           touched: list[tuple[Delta, int, int]]) -> pa.Array:
+    def _materialize_fixed(
+        self,
+        page: pa.Array | None,
+        have: int,
+        start: int,
+        length: int,
+        touched: list[tuple[Delta, int, int]],
+    ) -> pa.Array:
         assert self.dtype is not None
         data = np.empty(length, dtype=self.dtype)
         valid: np.ndarray | None = None
         if page is not None:
-            data[:have] = arrow_values_view(page, self.dtype)
-            pv = arrow_validity(page)
-            if pv is not None:
-                valid = np.ones(length, dtype=bool)
-                valid[:have] = pv
+            valid = self._scatter(data, valid, slice(0, have), page)
         if have < length:
-            default = self.column.default
-            if default.is_valid:
-                data[have:] = arrow_values_view(pa.array([default.as_py()],
-                                                         type=self.column.type), self.dtype)[0]
-            else:
-                data[have:] = np.zeros(1, dtype=self.dtype)[0]
-                if valid is None:
-                    valid = np.ones(length, dtype=bool)
-                valid[have:] = False
+            valid = self._fill_default(data, valid, have)
         for d, lo, hi in touched:
             rows = d.rows[lo:hi].astype(np.int64) - start
-            vals = d.values.slice(lo, hi - lo)
-            data[rows] = arrow_values_view(vals, self.dtype)
-            dv = arrow_validity(vals)
-            if dv is not None:
-                if valid is None:
-                    valid = np.ones(length, dtype=bool)
-                valid[rows] = dv
-            elif valid is not None:
-                valid[rows] = True
+            valid = self._scatter(data, valid, rows, d.values.slice(lo, hi - lo))
         return numpy_to_arrow(data, valid, self.column.type)
+
+    def _fill_default(
+        self, data: np.ndarray, valid: np.ndarray | None, start: int
+    ) -> np.ndarray | None:
+        """Fills ``data[start:]`` with the column's default (null when it has none).
+
+        Returns:
+            The validity mask, created (all valid) if the default is null and there was none.
+        """
+        assert self.dtype is not None
+        default = self.column.default
+        if default.is_valid:
+            data[start:] = arrow_values_view(
+                pa.array([default.as_py()], type=self.column.type), self.dtype
+            )[0]
+            return valid
+        data[start:] = np.zeros(1, dtype=self.dtype)[0]
+        if valid is None:
+            valid = np.ones(len(data), dtype=bool)
+        valid[start:] = False
+        return valid
+
+    def _scatter(
+        self, data: np.ndarray, valid: np.ndarray | None, rows: np.ndarray | slice, values: pa.Array
+    ) -> np.ndarray | None:
+        """Writes ``values`` (a page or a delta) at ``rows`` of ``data`` and of the mask.
+
+        Returns:
+            The validity mask, created (all valid) if ``values`` hold nulls and there was none.
+        """
+        assert self.dtype is not None
+        data[rows] = arrow_values_view(values, self.dtype)
+        dv = arrow_validity(values)
+        if dv is not None:
+            if valid is None:
+                valid = np.ones(len(data), dtype=bool)
+            valid[rows] = dv
+        elif valid is not None:
+            valid[rows] = True
+        return valid
 
     def gather(self, rows: np.ndarray, version: int) -> pa.Array:
         """Values of the column at ``version`` for arbitrary row ids (point reads)."""
@@ -503,8 +523,10 @@ class ColumnStore:
                         valid = np.ones(len(rows), dtype=bool)
                     valid[lo:hi] = pv[local]
             return numpy_to_arrow(data, valid, self.column.type)
-        parts = [base.pages[p].take(pa.array(rows[bounds[p]:bounds[p + 1]] - p * pr))
-                 for p in hit_pages.tolist()]
+        parts = [
+            base.pages[p].take(pa.array(rows[bounds[p] : bounds[p + 1]] - p * pr))
+            for p in hit_pages.tolist()
+        ]
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.column.type)
 
     def compacted_base(self, version: int, num_rows: int) -> Base:
@@ -519,8 +541,7 @@ class ColumnStore:
             if len(d.rows):
                 keep[np.unique(d.rows // self.page_rows)] = False
         for p in np.flatnonzero(keep).tolist():
-            keep[p] = old.page_length(p) == min(self.page_rows,
-                                                num_rows - p * self.page_rows)
+            keep[p] = old.page_length(p) == min(self.page_rows, num_rows - p * self.page_rows)
         rebuilt = dict(self.pages(version, num_rows, page_filter=~keep))
         entries = [old.page_entry(p) if keep[p] else rebuilt[p] for p in range(num_pages)]
         stats: list[PageStats | None] = [None] * num_pages
