@@ -57,9 +57,17 @@ _BUILD_TIMEOUT_S = 3600.0
 # What each image is built from (relative to the repository root).
 _BASE_INPUTS = ("docker/build_base.sh",)
 _KAFKA_INPUTS = ("docker/kafka", "cdc_sink/kafka/pom.xml", ".dockerignore")
-_JOB_INPUTS = ("docker/Dockerfile", "docker/entrypoint.sh", "docker/healthcheck.py",
-               "docker/produce_orders.py", ".dockerignore", "pyproject.toml", "README.md",
-               "cdc_sink", "streaming_jobs")
+_JOB_INPUTS = (
+    "docker/Dockerfile",
+    "docker/entrypoint.sh",
+    "docker/healthcheck.py",
+    "docker/produce_orders.py",
+    ".dockerignore",
+    "pyproject.toml",
+    "README.md",
+    "cdc_sink",
+    "streaming_jobs",
+)
 
 
 class ImageBuildError(CdcSinkError, RuntimeError):
@@ -116,8 +124,14 @@ def inputs_digest(root: Path, inputs: Sequence[str], extra: Iterable[str] = ()) 
 
 
 def _docker(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        ["docker", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def image_exists(tag: str) -> bool:
@@ -144,14 +158,23 @@ def _run_build(cmd: list[str], what: str, cwd: Path) -> float:
     env = dict(os.environ, DOCKER_BUILDKIT="0")  # the classic builder: no plugin needed
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, env=env, timeout=_BUILD_TIMEOUT_S, check=False)
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=_BUILD_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
-        raise ImageBuildError(f"building {what} timed out after {_BUILD_TIMEOUT_S:.0f}s") \
-            from exc
+        raise ImageBuildError(f"building {what} timed out after {_BUILD_TIMEOUT_S:.0f}s") from exc
     if proc.returncode != 0:
-        raise ImageBuildError(f"building {what} failed ({proc.returncode}): {' '.join(cmd)}\n"
-                              f"{(proc.stdout + proc.stderr)[-6000:]}")
+        raise ImageBuildError(
+            f"building {what} failed ({proc.returncode}): {' '.join(cmd)}\n"
+            f"{(proc.stdout + proc.stderr)[-6000:]}"
+        )
     return time.monotonic() - t0
 
 
@@ -165,10 +188,18 @@ def _prune_older(tag: str) -> None:
             _docker("rmi", other)
 
 
-def _docker_build(root: Path, dockerfile: str, tag: str,
-                  build_args: Mapping[str, str]) -> float:
-    cmd = ["docker", "build", "--network", "host", "--force-rm", "-f", str(root / dockerfile),
-           "-t", tag]
+def _docker_build(root: Path, dockerfile: str, tag: str, build_args: Mapping[str, str]) -> float:
+    cmd = [
+        "docker",
+        "build",
+        "--network",
+        "host",
+        "--force-rm",
+        "-f",
+        str(root / dockerfile),
+        "-t",
+        tag,
+    ]
     for k, v in build_args.items():
         cmd += ["--build-arg", f"{k}={v}"]
     cmd.append(str(root))
@@ -207,7 +238,7 @@ def kafka_image_tag(root: Path, base: str | None = None) -> str | None:
     base = base or base_image_tag(root)
     if not image_exists(base):
         return None
-    return f"{KAFKA_REPO}:{inputs_digest(root, _KAFKA_INPUTS, [_image_id(base)])}"
+    return _tag_on_base(root, KAFKA_REPO, _KAFKA_INPUTS, base)
 
 
 def ensure_kafka_image(root: Path, base: str | None = None) -> BuiltImage:
@@ -220,25 +251,27 @@ def ensure_kafka_image(root: Path, base: str | None = None) -> BuiltImage:
     Raises:
         ImageBuildError: The build failed.
     """
-    base = base or ensure_base_image(root).tag
-    tag = kafka_image_tag(root, base)
-    assert tag is not None
-    return _ensure_built(root, "docker/kafka/Dockerfile", tag, base)
+    return _ensure_on_base(root, base, KAFKA_REPO, _KAFKA_INPUTS, "docker/kafka/Dockerfile")
 
 
 def ensure_job_image(root: Path, base: str | None = None) -> BuiltImage:
-    """The streaming job's image (``docker/Dockerfile``), built if missing.
+    """The streaming job's image (``docker/Dockerfile``), built if missing; arguments and
+    errors as :func:`ensure_kafka_image`'s."""
+    return _ensure_on_base(root, base, JOB_REPO, _JOB_INPUTS, "docker/Dockerfile")
 
-    Args:
-        root: The repository root (the build context).
-        base: The ``BASE`` image; by default the local base (built if missing).
 
-    Raises:
-        ImageBuildError: The build failed.
-    """
+def _tag_on_base(root: Path, repo: str, inputs: tuple[str, ...], base: str) -> str:
+    """The tag of an image of ``repo`` built from ``inputs`` on the existing image ``base``."""
+    return f"{repo}:{inputs_digest(root, inputs, [_image_id(base)])}"
+
+
+def _ensure_on_base(
+    root: Path, base: str | None, repo: str, inputs: tuple[str, ...], dockerfile: str
+) -> BuiltImage:
+    """The image of ``repo`` from ``dockerfile`` on ``base`` (default: the local base, built
+    if missing), built if missing."""
     base = base or ensure_base_image(root).tag
-    tag = f"{JOB_REPO}:{inputs_digest(root, _JOB_INPUTS, [_image_id(base)])}"
-    return _ensure_built(root, "docker/Dockerfile", tag, base)
+    return _ensure_built(root, dockerfile, _tag_on_base(root, repo, inputs, base), base)
 
 
 def _ensure_built(root: Path, dockerfile: str, tag: str, base: str) -> BuiltImage:
@@ -252,11 +285,18 @@ def _ensure_built(root: Path, dockerfile: str, tag: str, base: str) -> BuiltImag
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Builds the missing images; prints each tag, its build time and its size."""
-    p = argparse.ArgumentParser(prog="python -m cdc_sink.docker_images",
-                                description="Build cdc_sink's Docker images (cached).")
+    p = argparse.ArgumentParser(
+        prog="python -m cdc_sink.docker_images",
+        description="Build cdc_sink's Docker images (cached).",
+    )
     p.add_argument("--root", default=None, help="repository root (default: this checkout)")
-    p.add_argument("--only", choices=("base", "kafka", "job"), action="append", default=None,
-                   help="build only these images (repeatable)")
+    p.add_argument(
+        "--only",
+        choices=("base", "kafka", "job"),
+        action="append",
+        default=None,
+        help="build only these images (repeatable)",
+    )
     args = p.parse_args(argv)
     root = Path(args.root) if args.root else repo_root()
     if root is None:
@@ -274,8 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in wanted:
         img = built[name]
         how = f"built in {img.seconds:.1f}s" if img.built else "cached"
-        print(f"{name:5} {img.tag:40} {how:>18}  {image_size(img.tag) / 1e6:8.1f} MB",
-              flush=True)
+        print(f"{name:5} {img.tag:40} {how:>18}  {image_size(img.tag) / 1e6:8.1f} MB", flush=True)
     return 0
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 __all__ = ["BucketRef", "Checkpoint", "LogEntry"]
 
@@ -57,6 +57,14 @@ def _bucket_key(key: object, what: str) -> int:
     return bucket
 
 
+_V = TypeVar("_V")
+
+
+def _by_bucket(d: dict[str, Any], key: str, value: Callable[[Any], _V]) -> dict[int, _V]:
+    """``d[key]``, a JSON object keyed by bucket id, with int keys and ``value`` of each value."""
+    return {_bucket_key(b, "bucket id"): value(v) for b, v in _dict(d[key], key).items()}
+
+
 def _loads(text: str | bytes, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(text)
@@ -66,6 +74,32 @@ def _loads(text: str | bytes, what: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- entries
+
+_J = TypeVar("_J", bound="_JsonRecord")
+
+
+class _JsonRecord:
+    """What the log's JSON records share: parsing (``_from_dict`` and ``_WHAT`` per class)."""
+
+    _WHAT: ClassVar[str] = "record"
+
+    @classmethod
+    def from_json(cls: type[_J], text: str | bytes) -> _J:
+        """Parse :meth:`to_json` output; unknown keys are ignored.
+
+        Raises:
+            ValueError: Not JSON, or a field is missing or of the wrong type.
+        """
+        return _parse(text, cls._WHAT, cls._from_dict)
+
+    @classmethod
+    def _from_dict(cls: type[_J], d: dict[str, Any]) -> _J:
+        raise NotImplementedError
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    """Compact, key-sorted JSON (no NaN)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -101,7 +135,7 @@ class BucketRef:
 
 
 @dataclass(frozen=True)
-class LogEntry:
+class LogEntry(_JsonRecord):
     """The log entry of one version: what the commit wrote and who wrote it.
 
     Attributes:
@@ -119,6 +153,8 @@ class LogEntry:
             partition (decimal string), the offset after the batch's last record there.
             Lets a version be checked against its input from the table alone.
     """
+
+    _WHAT: ClassVar[str] = "log entry"
 
     version: int
     app_id: str | None
@@ -187,16 +223,7 @@ class LogEntry:
             obj["source_offsets"] = {
                 t: dict(sorted(p.items())) for t, p in sorted(self.source_offsets.items())
             }
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> LogEntry:
-        """Parse :meth:`to_json` output; unknown keys are ignored.
-
-        Raises:
-            ValueError: Not JSON, or a field is missing or of the wrong type.
-        """
-        return _parse(text, "log entry", cls._from_dict)
+        return _dumps(obj)
 
     @classmethod
     def _from_dict(cls, d: dict[str, Any]) -> LogEntry:
@@ -206,10 +233,7 @@ class LogEntry:
             batch_id=d["batch_id"],
             commit_time_ms=d["commit_time_ms"],
             schema_id=d["schema_id"],
-            buckets={
-                _bucket_key(b, "bucket id"): BucketRef.from_dict(ref)
-                for b, ref in _dict(d["buckets"], "buckets").items()
-            },
+            buckets=_by_bucket(d, "buckets", BucketRef.from_dict),
             stats=_dict(d["stats"], "stats"),
             kind=d.get("kind", "data"),
             rejects=d.get("rejects"),
@@ -218,7 +242,7 @@ class LogEntry:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(_JsonRecord):
     """What the log says as of one version, so that entries below it may be deleted.
 
     Attributes:
@@ -228,6 +252,8 @@ class Checkpoint:
         schema_id: The schema id at ``version``.
         extra: Anything else the table layer wants kept (JSON-serializable).
     """
+
+    _WHAT: ClassVar[str] = "checkpoint"
 
     version: int
     app_ids: dict[str, int]
@@ -256,26 +282,14 @@ class Checkpoint:
             "schema_id": self.schema_id,
             "extra": self.extra,
         }
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Checkpoint:
-        """Parse :meth:`to_json` output; unknown keys are ignored.
-
-        Raises:
-            ValueError: Not JSON, or a field is missing or of the wrong type.
-        """
-        return _parse(text, "checkpoint", cls._from_dict)
+        return _dumps(obj)
 
     @classmethod
     def _from_dict(cls, d: dict[str, Any]) -> Checkpoint:
         return cls(
             version=d["version"],
             app_ids=_dict(d["app_ids"], "app_ids"),
-            bucket_snapshots={
-                _bucket_key(b, "bucket id"): s
-                for b, s in _dict(d["bucket_snapshots"], "bucket_snapshots").items()
-            },
+            bucket_snapshots=_by_bucket(d, "bucket_snapshots", lambda snap: snap),
             schema_id=d["schema_id"],
             extra=_dict(d.get("extra", {}), "extra"),
         )
