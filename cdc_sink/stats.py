@@ -28,94 +28,92 @@ if TYPE_CHECKING:
     from cdc_sink.table import Table
     from cdc_sink.tablet import MemTablet
 
-__all__ = ["BucketFigures", "BucketStats", "DiskUsage", "TableStats", "disk_usage",
-           "table_stats", "with_remote_buckets"]
+__all__ = [
+    "BucketFigures",
+    "BucketStats",
+    "DiskUsage",
+    "TableStats",
+    "disk_usage",
+    "table_stats",
+    "with_remote_buckets",
+]
 
 
 @dataclass(frozen=True)
 class BucketStats:
-    """One bucket.
-
-    Attributes:
-        bucket: The bucket.
-        loaded: Whether this process holds its tablet (else the memory figures are 0).
-        live_rows: Live rows at the latest version.
-        memory_bytes: Bytes held by the tablet (index, columns, dense state).
-        delta_versions: Most delta versions held by one of its columns.
-        wal_files: WAL segments on disk.
-        wal_bytes: Their bytes.
-        snapshot_files: Snapshot manifests and page files on disk.
-        snapshot_bytes: Their bytes.
-    """
+    """One bucket (each attribute's docstring follows it)."""
 
     bucket: int
+    """The bucket."""
     loaded: bool
+    """Whether this process holds its tablet (else the memory figures are 0)."""
     live_rows: int = 0
+    """Live rows at the latest version."""
     memory_bytes: int = 0
+    """Bytes held by the tablet (index, columns, dense state)."""
     delta_versions: int = 0
+    """Most delta versions held by one of its columns."""
     wal_files: int = 0
+    """WAL segments on disk."""
     wal_bytes: int = 0
+    """Bytes of the WAL segments."""
     snapshot_files: int = 0
+    """Snapshot manifests and page files on disk."""
     snapshot_bytes: int = 0
+    """Bytes of the snapshot files."""
 
 
 @dataclass(frozen=True)
 class DiskUsage:
-    """Files and bytes under a table directory, by kind and bucket.
-
-    Attributes:
-        wal: Bucket -> (files, bytes) of ``_wal/<bucket>/``.
-        snapshots: Bucket -> (files, bytes) of ``_snapshots/<bucket>/`` and
-            ``_pages/<bucket>/``.
-        log_files: Files in ``_log/`` (entries and checkpoints).
-        log_bytes: Their bytes.
-        measured_at: ``time.monotonic()`` of the walk.
-    """
+    """Files and bytes under a table directory, by kind and bucket (each attribute's
+    docstring follows it)."""
 
     wal: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Bucket -> (files, bytes) of ``_wal/<bucket>/``."""
     snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Bucket -> (files, bytes) of ``_snapshots/<bucket>/`` and ``_pages/<bucket>/``."""
     log_files: int = 0
+    """Files in ``_log/`` (entries and checkpoints)."""
     log_bytes: int = 0
+    """Bytes of the log files."""
     measured_at: float = 0.0
+    """``time.monotonic()`` of the walk."""
 
 
 @dataclass(frozen=True)
 class TableStats:
-    """Figures of a table at its latest version.
-
-    Attributes:
-        path: The table directory.
-        version: Latest committed version.
-        oldest_version: Oldest readable version.
-        num_buckets: Buckets of the latest schema.
-        loaded_buckets: Buckets held in memory (the memory figures sum over these).
-        live_rows: Live rows (over the loaded buckets).
-        memory_bytes: Bytes held by the loaded tablets.
-        outstanding_delta_versions: Most delta versions held by a column, over buckets.
-        wal_files: WAL segments on disk.
-        wal_bytes: Their bytes.
-        snapshot_files: Snapshot manifests and page files on disk.
-        snapshot_bytes: Their bytes.
-        log_files: Version log files on disk.
-        log_bytes: Their bytes.
-        buckets: Per-bucket detail.
-    """
+    """Figures of a table at its latest version (each attribute's docstring follows it)."""
 
     path: str
+    """The table directory."""
     version: int
+    """Latest committed version."""
     oldest_version: int
+    """Oldest readable version."""
     num_buckets: int
+    """Buckets of the latest schema."""
     loaded_buckets: int
+    """Buckets held in memory (the memory figures sum over these)."""
     live_rows: int
+    """Live rows (over the loaded buckets)."""
     memory_bytes: int
+    """Bytes held by the loaded tablets."""
     outstanding_delta_versions: int
+    """Most delta versions held by a column, over buckets."""
     wal_files: int
+    """WAL segments on disk."""
     wal_bytes: int
+    """Bytes of the WAL segments."""
     snapshot_files: int
+    """Snapshot manifests and page files on disk."""
     snapshot_bytes: int
+    """Bytes of the snapshot files."""
     log_files: int
+    """Version log files on disk."""
     log_bytes: int
+    """Bytes of the log files."""
     buckets: tuple[BucketStats, ...] = ()
+    """Per-bucket detail."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``buckets`` as a list of dicts)."""
@@ -163,8 +161,9 @@ def _walk_dirs(d: str) -> list[tuple[str, int]]:
     return out
 
 
-def disk_usage(root: str | os.PathLike[str], *, max_age: float = 0.0,
-               version: int | None = None) -> DiskUsage:
+def disk_usage(
+    root: str | os.PathLike[str], *, max_age: float = 0.0, version: int | None = None
+) -> DiskUsage:
     """Files and bytes of a table directory (one walk; cached for ``max_age`` seconds).
 
     Args:
@@ -179,8 +178,11 @@ def disk_usage(root: str | os.PathLike[str], *, max_age: float = 0.0,
     if max_age > 0:
         with _DISK_LOCK:
             hit = _DISK_CACHE.get(key)
-        if hit is not None and now - hit.measured_at < max_age \
-                and _DISK_VERSION.get(key) == version:
+        if (
+            hit is not None
+            and now - hit.measured_at < max_age
+            and _DISK_VERSION.get(key) == version
+        ):
             return hit
     wal: dict[int, tuple[int, int]] = {}
     snaps: dict[int, tuple[int, int]] = {}
@@ -188,8 +190,13 @@ def disk_usage(root: str | os.PathLike[str], *, max_age: float = 0.0,
     _per_bucket(key, "_snapshots", snaps)
     _per_bucket(key, "_pages", snaps)
     log = _walk(os.path.join(key, "_log"))
-    usage = DiskUsage(wal=wal, snapshots=snaps, log_files=len(log),
-                      log_bytes=sum(s for _, s in log), measured_at=now)
+    usage = DiskUsage(
+        wal=wal,
+        snapshots=snaps,
+        log_files=len(log),
+        log_bytes=sum(s for _, s in log),
+        measured_at=now,
+    )
     with _DISK_LOCK:
         _DISK_CACHE[key] = usage
         _DISK_VERSION[key] = version
@@ -204,8 +211,9 @@ def forget_disk_usage(root: str | os.PathLike[str]) -> None:
         _DISK_VERSION.pop(key, None)
 
 
-def table_stats(table: Table, tablets: Mapping[int, MemTablet], *,
-                disk_max_age: float = 0.0) -> TableStats:
+def table_stats(
+    table: Table, tablets: Mapping[int, MemTablet], *, disk_max_age: float = 0.0
+) -> TableStats:
     """Statistics of ``table`` from its in-memory ``tablets`` and its directory.
 
     Use :meth:`cdc_sink.table.Table.stats`, which passes the tablets it holds.
@@ -219,30 +227,48 @@ def table_stats(table: Table, tablets: Mapping[int, MemTablet], *,
     num_buckets = table.schema_at(version).num_buckets
     disk = disk_usage(table.root, max_age=disk_max_age, version=version)
     buckets: list[BucketStats] = []
-    for b in sorted(set(range(num_buckets)) | set(tablets) | set(disk.wal)
-                    | set(disk.snapshots)):
+    for b in sorted(set(range(num_buckets)) | set(tablets) | set(disk.wal) | set(disk.snapshots)):
         t = tablets.get(b)
         wf, wb = disk.wal.get(b, (0, 0))
         sf, sb = disk.snapshots.get(b, (0, 0))
         if t is None:
-            buckets.append(BucketStats(b, False, wal_files=wf, wal_bytes=wb,
-                                       snapshot_files=sf, snapshot_bytes=sb))
+            buckets.append(
+                BucketStats(
+                    b, False, wal_files=wf, wal_bytes=wb, snapshot_files=sf, snapshot_bytes=sb
+                )
+            )
         else:
-            buckets.append(BucketStats(
-                b, True, live_rows=t.num_rows(), memory_bytes=t.memory_bytes(),
-                delta_versions=t.delta_versions(), wal_files=wf, wal_bytes=wb,
-                snapshot_files=sf, snapshot_bytes=sb))
+            buckets.append(
+                BucketStats(
+                    b,
+                    True,
+                    live_rows=t.num_rows(),
+                    memory_bytes=t.memory_bytes(),
+                    delta_versions=t.delta_versions(),
+                    wal_files=wf,
+                    wal_bytes=wb,
+                    snapshot_files=sf,
+                    snapshot_bytes=sb,
+                )
+            )
     loaded = [s for s in buckets if s.loaded]
     return TableStats(
-        path=table.root, version=version, oldest_version=table.oldest_version,
-        num_buckets=num_buckets, loaded_buckets=len(loaded),
+        path=table.root,
+        version=version,
+        oldest_version=table.oldest_version,
+        num_buckets=num_buckets,
+        loaded_buckets=len(loaded),
         live_rows=sum(s.live_rows for s in loaded),
         memory_bytes=sum(s.memory_bytes for s in loaded),
         outstanding_delta_versions=max((s.delta_versions for s in loaded), default=0),
-        wal_files=sum(s.wal_files for s in buckets), wal_bytes=sum(s.wal_bytes for s in buckets),
+        wal_files=sum(s.wal_files for s in buckets),
+        wal_bytes=sum(s.wal_bytes for s in buckets),
         snapshot_files=sum(s.snapshot_files for s in buckets),
         snapshot_bytes=sum(s.snapshot_bytes for s in buckets),
-        log_files=disk.log_files, log_bytes=disk.log_bytes, buckets=tuple(buckets))
+        log_files=disk.log_files,
+        log_bytes=disk.log_bytes,
+        buckets=tuple(buckets),
+    )
 
 
 @dataclass(frozen=True)
@@ -277,12 +303,21 @@ def with_remote_buckets(stats: TableStats, remote: Mapping[int, BucketFigures]) 
         if b.loaded or f is None:
             buckets.append(b)
         else:
-            buckets.append(replace(b, loaded=True, live_rows=f.live_rows,
-                                   memory_bytes=f.memory_bytes,
-                                   delta_versions=f.delta_versions))
+            buckets.append(
+                replace(
+                    b,
+                    loaded=True,
+                    live_rows=f.live_rows,
+                    memory_bytes=f.memory_bytes,
+                    delta_versions=f.delta_versions,
+                )
+            )
     loaded = [b for b in buckets if b.loaded]
-    return replace(stats, buckets=tuple(buckets), loaded_buckets=len(loaded),
-                   live_rows=sum(b.live_rows for b in loaded),
-                   memory_bytes=sum(b.memory_bytes for b in loaded),
-                   outstanding_delta_versions=max((b.delta_versions for b in loaded),
-                                                  default=0))
+    return replace(
+        stats,
+        buckets=tuple(buckets),
+        loaded_buckets=len(loaded),
+        live_rows=sum(b.live_rows for b in loaded),
+        memory_bytes=sum(b.memory_bytes for b in loaded),
+        outstanding_delta_versions=max((b.delta_versions for b in loaded), default=0),
+    )

@@ -31,57 +31,61 @@ from cdc_sink.tablet.fold import SEQ_NONE, FoldResult, fold_events
 from cdc_sink.tablet.keyindex import KeyIndex
 from cdc_sink.tablet.keystore import take
 
-__all__ = ["ApplyResult", "KeyGroups", "Keyed", "WritePlan", "column_values", "count_outcomes",
-           "fold", "group_keys", "split_truncates"]
+__all__ = [
+    "ApplyResult",
+    "KeyGroups",
+    "Keyed",
+    "WritePlan",
+    "column_values",
+    "count_outcomes",
+    "fold",
+    "group_keys",
+    "split_truncates",
+]
 
 
 @dataclass
 class ApplyResult:
-    """What one ``apply`` did, counted per event.
-
-    Attributes:
-        inserted: Events that created a row (key not live before).
-        updated: Events that changed a live row (including inserts replacing it).
-        deleted: Deletes of a live row.
-        ignored: Deletes of a key that was not live.
-        stale: Events dropped because their seq was older than the key's sequence.
-        rejected: Events refused (e.g. update of a missing key).
-        truncated: Live rows deleted by truncates (a count of rows, not of events).
-        rejects: Positions and reasons of the refused events.
-    """
+    """What one ``apply`` did, counted per event (each attribute's docstring follows it)."""
 
     inserted: int = 0
+    """Events that created a row (key not live before)."""
     updated: int = 0
+    """Events that changed a live row (including inserts replacing it)."""
     deleted: int = 0
+    """Deletes of a live row."""
     ignored: int = 0
+    """Deletes of a key that was not live."""
     stale: int = 0
+    """Events dropped because their seq was older than the key's sequence."""
     rejected: int = 0
+    """Events refused (e.g. update of a missing key)."""
     truncated: int = 0
+    """Live rows deleted by truncates (a count of rows, not of events)."""
     rejects: Rejects = field(default_factory=Rejects)
+    """Positions and reasons of the refused events."""
 
     def add(self, other: ApplyResult) -> None:
         """Adds another result's counts (and rejects) to this one."""
-        self.inserted += other.inserted
-        self.updated += other.updated
-        self.deleted += other.deleted
-        self.ignored += other.ignored
-        self.stale += other.stale
-        self.rejected += other.rejected
-        self.truncated += other.truncated
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.rejects.extend(other.rejects)
 
     def counts(self) -> dict[str, int]:
         """The counts as a dict."""
-        return {"inserted": self.inserted, "updated": self.updated, "deleted": self.deleted,
-                "ignored": self.ignored, "stale": self.stale, "rejected": self.rejected,
-                "truncated": self.truncated}
+        return {name: getattr(self, name) for name in _COUNTS}
+
+
+_COUNTS = ("inserted", "updated", "deleted", "ignored", "stale", "rejected", "truncated")
+"""The count fields of :class:`ApplyResult`, in order."""
 
 
 def is_identity(idx: np.ndarray) -> bool:
     """Whether ``idx`` is ``0, 1, ..., len - 1``."""
     n = len(idx)
-    return n == 0 or (int(idx[0]) == 0 and int(idx[-1]) == n - 1
-                      and bool((np.diff(idx) == 1).all()))
+    return n == 0 or (
+        int(idx[0]) == 0 and int(idx[-1]) == n - 1 and bool((np.diff(idx) == 1).all())
+    )
 
 
 def u32(rows: np.ndarray) -> array.array[int]:
@@ -168,8 +172,9 @@ def group_keys(index: KeyIndex, batch: ChangeBatch, row_count: int) -> KeyGroups
 
 
 # ---------------------------------------------------------------------- 3. fold
-def _needs_live(batch: ChangeBatch, op: np.ndarray, order: np.ndarray,
-                required: Collection[int]) -> np.ndarray:
+def _needs_live(
+    batch: ChangeBatch, op: np.ndarray, order: np.ndarray, required: Collection[int]
+) -> np.ndarray:
     """Per sorted event: whether it applies only to a live key (an update, or an upsert
     that does not set every required column)."""
     needs_live: np.ndarray = op == OP_UPDATE
@@ -182,8 +187,13 @@ def _needs_live(batch: ChangeBatch, op: np.ndarray, order: np.ndarray,
     return needs_live
 
 
-def fold(keyed: Keyed, groups: KeyGroups, live: np.ndarray, seq: np.ndarray | None,
-         required: Collection[int]) -> FoldResult:
+def fold(
+    keyed: Keyed,
+    groups: KeyGroups,
+    live: np.ndarray,
+    seq: np.ndarray | None,
+    required: Collection[int],
+) -> FoldResult:
     """Folds each key's events onto its state before the batch (:func:`fold_events`).
 
     Args:
@@ -202,9 +212,16 @@ def fold(keyed: Keyed, groups: KeyGroups, live: np.ndarray, seq: np.ndarray | No
         seq0[existing] = seq[grow[existing]]
     needs_live = _needs_live(batch, op, order, required)
     ev_seq = None if batch.seq is None or seq is None else batch.seq[order]
-    return fold_events(groups.gid, op, needs_live, ev_seq, live0, seq0,
-                       cut=None if keyed.cut is None else keyed.cut[order],
-                       num_cuts=keyed.num_cuts)
+    return fold_events(
+        groups.gid,
+        op,
+        needs_live,
+        ev_seq,
+        live0,
+        seq0,
+        cut=None if keyed.cut is None else keyed.cut[order],
+        num_cuts=keyed.num_cuts,
+    )
 
 
 # ---------------------------------------------------------------------- 5. column writes
@@ -226,8 +243,7 @@ class WritePlan:
         # Per event in *input* order: its group, and whether a value it sets is kept
         # (applied, the key ends live, at or after the key's last reset).
         idx = np.arange(n, dtype=np.int64)
-        keep_sorted = f.applied & f.final_live[f.gid] & (idx >= f.reset_idx[f.gid]) \
-            & has_row[f.gid]
+        keep_sorted = f.applied & f.final_live[f.gid] & (idx >= f.reset_idx[f.gid]) & has_row[f.gid]
         self.ev_group = np.empty(n, dtype=np.int64)
         self.ev_group[order] = f.gid
         self.ev_keep = np.empty(n, dtype=bool)
@@ -237,8 +253,12 @@ class WritePlan:
         self.any_full = bool(self.full_groups.any())
         # One event per key, every event kept, groups in input order (a load): a column
         # every event sets is written whole, in order, without per-column masks.
-        self.in_order = self.unique_keys and bool(self.ev_keep.all()) \
-            and bool(has_row.all()) and is_identity(self.ev_group)
+        self.in_order = (
+            self.unique_keys
+            and bool(self.ev_keep.all())
+            and bool(has_row.all())
+            and is_identity(self.ev_group)
+        )
 
     def whole(self, pres: np.ndarray | None) -> bool:
         """Whether a column set where ``pres`` is written whole (the load fast path)."""
@@ -284,8 +304,9 @@ def column_values(c: Column, values: pa.Array | None, src: np.ndarray) -> pa.Arr
 
 
 # ---------------------------------------------------------------------- 6. counts
-def count_outcomes(batch: ChangeBatch, groups: KeyGroups, f: FoldResult,
-                   result: ApplyResult) -> None:
+def count_outcomes(
+    batch: ChangeBatch, groups: KeyGroups, f: FoldResult, result: ApplyResult
+) -> None:
     """Adds the counts per outcome, and the rejects in batch order, to ``result``."""
     order = groups.order
     is_del = groups.op == OP_DELETE
@@ -300,10 +321,12 @@ def count_outcomes(batch: ChangeBatch, groups: KeyGroups, f: FoldResult,
     if result.rejected:
         rej_events = order[f.rejected]
         rej_ops = batch.op[rej_events]
-        reasons = ["update of missing key" if o == OP_UPDATE else
-                   "upsert of missing key does not set every non-nullable column "
-                   "without a default" for o in rej_ops.tolist()]
+        reasons = [
+            "update of missing key"
+            if o == OP_UPDATE
+            else "upsert of missing key does not set every non-nullable column without a default"
+            for o in rej_ops.tolist()
+        ]
         pos = batch.positions[rej_events]
         sort = np.argsort(pos, kind="stable")
-        result.rejects = Rejects(positions=pos[sort],
-                                 reasons=[reasons[i] for i in sort.tolist()])
+        result.rejects = Rejects(positions=pos[sort], reasons=[reasons[i] for i in sort.tolist()])
