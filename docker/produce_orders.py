@@ -20,13 +20,15 @@ from collections.abc import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     """The producer's arguments."""
+    from cdc_sink.formats import FORMATS
+
     p = argparse.ArgumentParser(prog="produce_orders", description=__doc__.split("\n")[0])
     p.add_argument("--bootstrap-servers", required=True)
     p.add_argument("--topic", default="orders")
     p.add_argument("--events", type=int, default=5000, help="records to produce")
     p.add_argument("--seed", type=int, default=7, help="seed of the orders stream")
     p.add_argument("--partitions", type=int, default=4, help="partitions of a new topic")
-    p.add_argument("--format", choices=("json", "rowv2", "debezium"), default="json")
+    p.add_argument("--format", choices=FORMATS, default="json")
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds to wait for the broker to answer")
     return p
