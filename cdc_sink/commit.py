@@ -268,15 +268,11 @@ def _prepared(
     res: ApplyResult,
     files: list[str],
 ) -> PreparedBucket:
+    """The message of ``bucket`` prepared at ``version``: its files and ``res``'s outcome
+    (the arguments are the dataclass's fields, in order)."""
+    rej = res.rejects
     return PreparedBucket(
-        bucket=bucket,
-        version=version,
-        segment=segment,
-        snapshot=snapshot,
-        counts=res.counts(),
-        reject_positions=res.rejects.positions,
-        reject_reasons=res.rejects.reasons,
-        files=files,
+        bucket, version, segment, snapshot, res.counts(), rej.positions, rej.reasons, files
     )
 
 

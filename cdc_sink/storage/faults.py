@@ -32,6 +32,8 @@ import random
 import signal
 from collections.abc import Callable
 
+from cdc_sink.storage.hookslot import HookSlot
+
 __all__ = [
     "CRASH_AT_ENV",
     "CRASH_RANDOM_ENV",
@@ -57,7 +59,7 @@ _crash_nth = 1
 _rng: random.Random | None = None
 _probability = 0.0
 _hits: dict[str, int] = {}
-_hook: Callable[[str, int], None] | None = None
+_hook: HookSlot[Callable[[str, int], None]] = HookSlot()
 
 
 def register(*names: str) -> None:
@@ -112,7 +114,7 @@ def reload_from_env() -> None:
     else:
         _rng, _probability = None, 0.0
     _hits.clear()
-    _enabled = _crash_name is not None or _rng is not None or _hook is not None
+    _enabled = _crash_name is not None or _rng is not None or _hook.current is not None
 
 
 def set_hook(hook: Callable[[str, int], None] | None) -> Callable[[str, int], None] | None:
@@ -127,8 +129,7 @@ def set_hook(hook: Callable[[str, int], None] | None) -> Callable[[str, int], No
     Returns:
         The hook installed before.
     """
-    global _hook
-    previous, _hook = _hook, hook
+    previous = _hook.install(hook)
     reload_from_env()
     return previous
 
@@ -150,8 +151,9 @@ def fault_point(name: str) -> None:
         return
     hit = _hits.get(name, 0) + 1
     _hits[name] = hit
-    if _hook is not None:
-        _hook(name, hit)
+    hook = _hook.current
+    if hook is not None:
+        hook(name, hit)
     if name == _crash_name and hit == _crash_nth:
         _die(name, hit)
     if _rng is not None and _rng.random() < _probability:

@@ -47,6 +47,8 @@ import os
 import secrets
 from typing import BinaryIO, Protocol
 
+from cdc_sink.storage.hookslot import HookSlot
+
 __all__ = [
     "TEMP_SUFFIX",
     "Recorder",
@@ -101,12 +103,13 @@ class Recorder(Protocol):
     ========== ============================================ ==============================
     """
 
-    def observe(self, kind: str, path: str, *, fd: int | None = None,
-                source: str | None = None) -> None:
+    def observe(
+        self, kind: str, path: str, *, fd: int | None = None, source: str | None = None
+    ) -> None:
         """Called after each operation (see the class docstring)."""
 
 
-_recorder: Recorder | None = None
+_recorder: HookSlot[Recorder] = HookSlot()
 
 
 def set_recorder(recorder: Recorder | None) -> Recorder | None:
@@ -120,16 +123,18 @@ def set_recorder(recorder: Recorder | None) -> Recorder | None:
     Returns:
         The recorder installed before.
     """
-    global _recorder
-    previous, _recorder = _recorder, recorder
-    return previous
+    return _recorder.install(recorder)
 
 
 def _note(kind: str, path: str, *, fd: int | None = None, source: str | None = None) -> None:
-    rec = _recorder
+    rec = _recorder.current
     if rec is not None:
-        rec.observe(kind, os.path.abspath(path), fd=fd,
-                    source=None if source is None else os.path.abspath(source))
+        rec.observe(
+            kind,
+            os.path.abspath(path),
+            fd=fd,
+            source=None if source is None else os.path.abspath(source),
+        )
 
 
 def _fsync(fd: int, path: str) -> None:
@@ -157,7 +162,7 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         _fsync(fd, os.fspath(path))
     finally:
         os.close(fd)
-    if _recorder is not None:
+    if _recorder.current is not None:
         _note("fsync_dir", os.fspath(path))
 
 
@@ -178,7 +183,7 @@ def fsync_file(file: BinaryIO | int, *, path: str | os.PathLike[str] = "") -> No
         file.flush()
         fd = file.fileno()
     _fsync(fd, os.fspath(path) or str(getattr(file, "name", "")))
-    if _recorder is not None:
+    if _recorder.current is not None:
         _note("fsync", os.fspath(path) or getattr(file, "name", ""), fd=fd)
 
 
@@ -200,7 +205,7 @@ def create_file(path: str | os.PathLike[str], *, buffering: int = -1) -> BinaryI
     """
     path = os.fspath(path)
     f = open(path, "xb", buffering=buffering)  # noqa: SIM115 - the caller closes it
-    if _recorder is not None:
+    if _recorder.current is not None:
         _note("create", path, fd=f.fileno())
     return f
 
@@ -246,7 +251,7 @@ def makedirs(path: str | os.PathLike[str]) -> None:
             if not os.path.isdir(d):
                 raise
         else:
-            if _recorder is not None:
+            if _recorder.current is not None:
                 _note("mkdir", d)
         fsync_dir(os.path.dirname(d))
     _durable_dirs.add(path)
@@ -273,7 +278,7 @@ def remove(path: str | os.PathLike[str], *, missing_ok: bool = False) -> bool:
         if missing_ok:
             return False
         raise
-    if _recorder is not None:
+    if _recorder.current is not None:
         _note("unlink", path)
     return True
 
@@ -296,7 +301,7 @@ def truncate_durable(path: str | os.PathLike[str], keep: int, *, tail: bytes = b
         if tail:
             os.pwrite(fd, tail, keep)
         _fsync(fd, path)
-        if _recorder is not None:
+        if _recorder.current is not None:
             _note("truncate", path)
             _note("fsync", path, fd=fd)
     finally:
@@ -319,11 +324,11 @@ def _write_new_file(path: str, data: bytes | bytearray | memoryview) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o644)
     try:
-        if _recorder is not None:
+        if _recorder.current is not None:
             _note("create", path, fd=fd)
         _write_all(fd, data)
         _fsync(fd, path)
-        if _recorder is not None:
+        if _recorder.current is not None:
             _note("fsync", path, fd=fd)
     except BaseException:
         os.close(fd)
@@ -367,15 +372,15 @@ def write_file_durable(
     if exclusive:
         _write_new_file(path, data)
     else:
-        existed = _recorder is not None and os.path.exists(path)
+        existed = _recorder.current is not None and os.path.exists(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags, 0o644)
         try:
-            if _recorder is not None:
+            if _recorder.current is not None:
                 _note("open" if existed else "create", path, fd=fd)
             _write_all(fd, data)
             _fsync(fd, path)
-            if _recorder is not None:
+            if _recorder.current is not None:
                 _note("fsync", path, fd=fd)
         finally:
             os.close(fd)
@@ -412,7 +417,7 @@ def publish_exclusive(
     _write_new_file(tmp, data)
     try:
         os.link(tmp, path)
-        if _recorder is not None:
+        if _recorder.current is not None:
             _note("link", path, source=tmp)
     except FileExistsError:
         raise
@@ -448,7 +453,7 @@ def atomic_replace(path: str | os.PathLike[str], data: bytes | bytearray | memor
         with contextlib.suppress(OSError):
             remove(tmp)
         raise
-    if _recorder is not None:
+    if _recorder.current is not None:
         _note("rename", path, source=tmp)
     fsync_dir(_parent(path))
 
