@@ -301,6 +301,16 @@ def _class_ranges(bounds: list[int], classes: Iterable[int]) -> list[tuple[int, 
     return out
 
 
+def _merge(h: _U64, k1: _U64, r: int, mul: np.uint64, add: np.uint64 | None, tmp: _U64) -> None:
+    """``h = rotl(h ^ k1, r) * mul (+ add)`` in place: how each of XXH64's tail rounds (an
+    8-byte word, a 4-byte word, a byte) folds its mixed input ``k1`` into the hash."""
+    h ^= k1
+    _rotl_inplace(h, r, tmp)
+    h *= mul
+    if add is not None:
+        h += add
+
+
 def _hash_bytes(data: npt.NDArray[np.uint8], starts: _I64, lengths: _I64, seeds: _U64) -> _U64:
     """XXH64 ``hashUnsafeBytes`` of ``data[starts[i] : starts[i] + lengths[i]]`` per row.
 
@@ -331,29 +341,21 @@ def _hash_bytes(data: npt.NDArray[np.uint8], starts: _I64, lengths: _I64, seeds:
             k1 *= _P2
             _rotl_inplace(k1, 31, tmp)
             k1 *= _P1
-            hseg ^= k1
-            _rotl_inplace(hseg, 27, tmp)
-            hseg *= _P1
-            hseg += _P4
+            _merge(hseg, k1, 27, _P1, _P4, tmp)
             ps[lo:hi] += 8
     # one 4-byte word: classes with bit 4 set
     for lo, hi in _class_ranges(bounds, (c for c in range(32) if c & 4)):
         hseg, tmp = hs[lo:hi], scratch[lo:hi]
         k1 = words4[ps[lo:hi]].astype(np.uint64)
         k1 *= _P1
-        hseg ^= k1
-        _rotl_inplace(hseg, 23, tmp)
-        hseg *= _P2
-        hseg += _P3
+        _merge(hseg, k1, 23, _P2, _P3, tmp)
         ps[lo:hi] += 4
     for b in range(3):  # tail bytes: classes with (class & 3) > b
         for lo, hi in _class_ranges(bounds, (c for c in range(32) if c & 3 > b)):
             hseg, tmp = hs[lo:hi], scratch[lo:hi]
             k1 = data[ps[lo:hi]].astype(np.uint64)
             k1 *= _P5
-            hseg ^= k1
-            _rotl_inplace(hseg, 11, tmp)
-            hseg *= _P1
+            _merge(hseg, k1, 11, _P1, None, tmp)
             ps[lo:hi] += 1
 
     out = np.empty_like(hs)
