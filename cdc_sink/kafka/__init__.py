@@ -11,16 +11,23 @@ Producing and consuming need the ``kafka`` extra (``pip install 'cdc_sink[kafka]
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cdc_sink._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cdc_sink.kafka.broker import LocalKafka, start_kafka
     from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
     from cdc_sink.kafka.producer import CdcProducer, DeliveryError
 
-__all__ = ["CdcProducer", "DeliveryError", "KafkaDeadLetter", "LocalKafka",
-           "ParquetDeadLetter", "start_kafka"]
+__all__ = [
+    "CdcProducer",
+    "DeliveryError",
+    "KafkaDeadLetter",
+    "LocalKafka",
+    "ParquetDeadLetter",
+    "start_kafka",
+]
 
 _WHERE = {
     "CdcProducer": "cdc_sink.kafka.producer",
@@ -32,15 +39,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Imports the module that defines ``name`` on first use (PEP 562)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cdc_sink.kafka' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -115,16 +115,19 @@ class LocalKafka(KafkaHandle):
     Use as a context manager, or ``start()``/``stop()``.
     """
 
-    def __init__(self, *, num_partitions: int = 1, heap: str = "512m",
-                 startup_timeout: float = 120.0, stop_timeout: float = 15.0,
-                 extra_properties: Mapping[str, str] | None = None,
-                 jars: Sequence[Path] | None = None, keep_dir: bool = False) -> None:
-        if num_partitions < 1:
-            raise ValueError("num_partitions must be >= 1")
-        self.host = "127.0.0.1"
-        self.num_partitions = num_partitions
+    def __init__(
+        self,
+        *,
+        num_partitions: int = 1,
+        heap: str = "512m",
+        startup_timeout: float = 120.0,
+        stop_timeout: float = 15.0,
+        extra_properties: Mapping[str, str] | None = None,
+        jars: Sequence[Path] | None = None,
+        keep_dir: bool = False,
+    ) -> None:
+        self._init_broker(num_partitions, startup_timeout)
         self.heap = heap
-        self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.extra_properties = dict(extra_properties or {})
         self._jars = list(jars) if jars is not None else None
@@ -231,10 +234,14 @@ class LocalKafka(KafkaHandle):
 
     def _properties(self, data_dir: Path) -> dict[str, str]:
         assert self.port is not None and self.controller_port is not None
-        return server_properties(host=self.host, port=self.port,
-                                 controller_port=self.controller_port, data_dir=data_dir,
-                                 num_partitions=self.num_partitions,
-                                 extra=self.extra_properties)
+        return server_properties(
+            host=self.host,
+            port=self.port,
+            controller_port=self.controller_port,
+            data_dir=data_dir,
+            num_partitions=self.num_partitions,
+            extra=self.extra_properties,
+        )
 
     def _launch(self, java: str, jars: Sequence[Path]) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="cdc_sink-kafka-"))
@@ -243,21 +250,24 @@ class LocalKafka(KafkaHandle):
         self.cluster_id = random_cluster_id()
 
         props_file = self.workdir / "server.properties"
-        props_file.write_text(
-            "".join(f"{k}={v}\n" for k, v in self._properties(data_dir).items()))
+        props_file.write_text("".join(f"{k}={v}\n" for k, v in self._properties(data_dir).items()))
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(LOG4J2.format(log=self.workdir / "broker.log"))
         jvm = self._jvm(java, jars)
         fmt = subprocess.run(
-            [*jvm, STORAGE_TOOL_CLASS, "format", "-t", self.cluster_id,
-             "-c", str(props_file)],
-            cwd=self.workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            timeout=self.startup_timeout, check=False,
+            [*jvm, STORAGE_TOOL_CLASS, "format", "-t", self.cluster_id, "-c", str(props_file)],
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=self.startup_timeout,
+            check=False,
         )
         if fmt.returncode != 0:
             raise KafkaStartError(
                 f"formatting Kafka storage failed ({fmt.returncode}):\n"
-                f"{(fmt.stdout + fmt.stderr)[-4000:]}\n{tail(self.workdir / 'broker.log', 40)}")
+                f"{(fmt.stdout + fmt.stderr)[-4000:]}\n{tail(self.workdir / 'broker.log', 40)}"
+            )
         self._spawn(jvm)
 
     def _jvm(self, java: str, jars: Sequence[Path]) -> list[str]:
@@ -272,16 +282,20 @@ class LocalKafka(KafkaHandle):
         try:
             self._proc = subprocess.Popen(
                 [*jvm, KAFKA_MAIN_CLASS, str(props_file)],
-                cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,  # own process group
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group
             )
         finally:
             out.close()
         register_live(self)
         # The watchdog holds the read end of a pipe whose write end only this process
         # has (close-on-exec): when this process dies, it sees EOF and kills the group.
-        self._watchdog = start_group_watchdog(self._proc.pid, self.stop_timeout,
-                                              None if self.keep_dir else self.workdir)
+        self._watchdog = start_group_watchdog(
+            self._proc.pid, self.stop_timeout, None if self.keep_dir else self.workdir
+        )
 
     def _wait_ready(self) -> None:
         assert self._proc is not None and self.port is not None
@@ -290,11 +304,14 @@ class LocalKafka(KafkaHandle):
         while not port_open(self.host, self.port):
             self._check_alive()
             if time.monotonic() > deadline:
-                self._fail(f"the broker did not listen on {self.host}:{self.port} "
-                           f"within {self.startup_timeout}s")
+                self._fail(
+                    f"the broker did not listen on {self.host}:{self.port} "
+                    f"within {self.startup_timeout}s"
+                )
             time.sleep(0.1)
-        admin = admin_client(f"{self.host}:{self.port}",
-                             **{"socket.connection.setup.timeout.ms": 2000})
+        admin = admin_client(
+            f"{self.host}:{self.port}", **{"socket.connection.setup.timeout.ms": 2000}
+        )
         last: Exception | None = None
         while True:
             self._check_alive()
@@ -306,8 +323,10 @@ class LocalKafka(KafkaHandle):
             else:
                 last = None
             if time.monotonic() > deadline:
-                self._fail(f"the broker did not answer within {self.startup_timeout}s"
-                           + (f" ({last})" if last else ""))
+                self._fail(
+                    f"the broker did not answer within {self.startup_timeout}s"
+                    + (f" ({last})" if last else "")
+                )
             time.sleep(0.1)
 
     def _check_alive(self) -> None:
@@ -321,7 +340,8 @@ class LocalKafka(KafkaHandle):
         raise KafkaStartError(
             f"{why}.\n--- tail of {self.workdir / 'broker.log'} ---\n"
             f"{tail(self.workdir / 'broker.log', 60)}\n"
-            f"--- tail of stdout/stderr ---\n{tail(self.workdir / 'stdout.log', 20)}")
+            f"--- tail of stdout/stderr ---\n{tail(self.workdir / 'stdout.log', 20)}"
+        )
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
@@ -347,9 +367,9 @@ class LocalKafka(KafkaHandle):
             self.workdir = None
 
 
-def start_kafka(*, num_partitions: int = 1,
-                kind: Literal["auto", "local", "docker", "external"] | None = None
-                ) -> KafkaHandle:
+def start_kafka(
+    *, num_partitions: int = 1, kind: Literal["auto", "local", "docker", "external"] | None = None
+) -> KafkaHandle:
     """Start (or point at) a Kafka cluster and return its handle.
 
     ``kind`` defaults to ``$CDC_SINK_KAFKA`` or ``"auto"``: an external cluster when

@@ -19,7 +19,7 @@ from typing import Any
 from cdc_sink.kafka.admin import admin_client, broker_answers, free_port_pair, port_open
 from cdc_sink.kafka.handle import KafkaHandle, KafkaStartError, register_live, unregister_live
 from cdc_sink.kafka.kraft import container_env
-from cdc_sink.kafka.process import start_watchdog
+from cdc_sink.kafka.process import WAIT_FOR_PARENT, start_watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +48,11 @@ class TestcontainersKafka(KafkaHandle):
 
     __test__ = False  # not a pytest test class despite its name
 
-    def __init__(self, *, num_partitions: int = 1, image: str | None = None,
-                 startup_timeout: float = 120.0) -> None:
-        if num_partitions < 1:
-            raise ValueError("num_partitions must be >= 1")
-        self.host = "127.0.0.1"
-        self.num_partitions = num_partitions
+    def __init__(
+        self, *, num_partitions: int = 1, image: str | None = None, startup_timeout: float = 120.0
+    ) -> None:
+        self._init_broker(num_partitions, startup_timeout)
         self.image = image
-        self.startup_timeout = startup_timeout
         self.port: int | None = None
         self.controller_port: int | None = None
         self._container: Any = None
@@ -107,12 +104,16 @@ class TestcontainersKafka(KafkaHandle):
         from cdc_sink.docker_images import image_exists
 
         if not testcontainers_config.ryuk_disabled and not image_exists(
-                testcontainers_config.ryuk_image):
+            testcontainers_config.ryuk_image
+        ):
             testcontainers_config.ryuk_disabled = True  # it could not be pulled
         self.port, self.controller_port = free_port_pair(self.host)
-        env = container_env(host=self.host, port=self.port,
-                            controller_port=self.controller_port,
-                            num_partitions=self.num_partitions)
+        env = container_env(
+            host=self.host,
+            port=self.port,
+            controller_port=self.controller_port,
+            num_partitions=self.num_partitions,
+        )
         container = DockerContainer(image).with_kwargs(network_mode="host")
         for key, value in env.items():
             container = container.with_env(key, value)
@@ -138,18 +139,22 @@ class TestcontainersKafka(KafkaHandle):
             wrapped = self._container.get_wrapped_container()
             wrapped.reload()
             if wrapped.status in ("exited", "dead"):
-                raise KafkaStartError(f"the Kafka container exited while starting:\n"
-                                      f"{self._logs_tail()}")
+                raise KafkaStartError(
+                    f"the Kafka container exited while starting:\n{self._logs_tail()}"
+                )
             if port_open(self.host, self.port):
                 if admin is None:
-                    admin = admin_client(self.bootstrap_servers,
-                                         **{"socket.connection.setup.timeout.ms": 2000})
+                    admin = admin_client(
+                        self.bootstrap_servers, **{"socket.connection.setup.timeout.ms": 2000}
+                    )
                 with contextlib.suppress(Exception):  # KafkaException while still starting
                     if broker_answers(admin):
                         return
             if time.monotonic() > deadline:
-                raise KafkaStartError(f"the Kafka container did not answer within "
-                                      f"{self.startup_timeout}s:\n{self._logs_tail()}")
+                raise KafkaStartError(
+                    f"the Kafka container did not answer within "
+                    f"{self.startup_timeout}s:\n{self._logs_tail()}"
+                )
             time.sleep(0.2)
 
     def _teardown(self) -> None:
@@ -168,18 +173,14 @@ class TestcontainersKafka(KafkaHandle):
 
 
 # Waits for EOF on stdin (the parent stopped it or died), then force-removes the container.
-_CONTAINER_WATCHDOG = """
-import signal, subprocess, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-try:
-    while sys.stdin.buffer.read(4096):
-        pass
-except Exception:
-    pass
+_CONTAINER_WATCHDOG = (
+    WAIT_FOR_PARENT
+    + """
+import subprocess
 if sys.argv[1]:
     subprocess.run(["docker", "rm", "-f", "-v", sys.argv[1]], capture_output=True, timeout=60)
 """
-
+)
 
 
 def docker_available(timeout: float = 10.0) -> bool:
@@ -213,8 +214,10 @@ def docker_kafka_image(*, build: bool) -> str | None:
     if root is None:
         if not build:
             return None
-        raise KafkaStartError(f"no Kafka image: set ${IMAGE_ENV} (e.g. apache/kafka) or run "
-                              "from a checkout that has docker/kafka/Dockerfile")
+        raise KafkaStartError(
+            f"no Kafka image: set ${IMAGE_ENV} (e.g. apache/kafka) or run "
+            "from a checkout that has docker/kafka/Dockerfile"
+        )
     if not build:
         tag = kafka_image_tag(root)
         return tag if tag is not None and image_exists(tag) else None

@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_sink.storage.rejects import REJECTS_SCHEMA
+
 __all__ = [
     "DEAD_LETTER_SCHEMA",
     "HEADER_NAMES",
@@ -25,17 +27,15 @@ __all__ = [
     "records_from_rows",
 ]
 
-DEAD_LETTER_SCHEMA = pa.schema([
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("reason", pa.string()),
-    pa.field("batch_id", pa.int64()),
-    pa.field("app_id", pa.string()),
-])
-"""The columns of the records handed to ``write`` (and read back by ``read``)."""
+DEAD_LETTER_SCHEMA = pa.schema(
+    [REJECTS_SCHEMA.field(n) for n in ("topic", "partition", "offset", "key", "value")]
+    + [pa.field("reason", pa.string()), pa.field("batch_id", pa.int64())]
+    + [pa.field("app_id", pa.string())]
+)
+"""The columns of the records handed to ``write`` (and read back by ``read``): the Kafka
+coordinates and raw bytes of a rejected event, as the table's rejects file stores them
+(:data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`), its reason, and the micro-batch and
+application that rejected it."""
 
 HEADER_NAMES = ("topic", "partition", "offset", "reason", "batch_id", "app_id")
 """The headers :class:`KafkaDeadLetter` puts on each record (its source and the reason)."""
@@ -55,8 +55,10 @@ def conform(records: pa.Table | pa.RecordBatch) -> pa.Table:
     if missing:
         raise ValueError(f"dead-letter records lack column(s) {missing}")
     try:
-        return pa.table([records.column(f.name).cast(f.type) for f in DEAD_LETTER_SCHEMA],
-                        schema=DEAD_LETTER_SCHEMA)
+        return pa.table(
+            [records.column(f.name).cast(f.type) for f in DEAD_LETTER_SCHEMA],
+            schema=DEAD_LETTER_SCHEMA,
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise ValueError(f"dead-letter records do not fit DEAD_LETTER_SCHEMA: {exc}") from exc
 

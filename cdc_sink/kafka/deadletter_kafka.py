@@ -17,14 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from cdc_sink.extras import require, require_any
-from cdc_sink.kafka.deadletter_base import (
-    DEAD_LETTER_SCHEMA,
-    HEADER_NAMES,
-    DeadLetterSink,
-    app_tag,
-    conform,
-    dedupe,
-)
+from cdc_sink.kafka import deadletter_base as base
 from cdc_sink.kafka.producer import BackendName, RawProducer
 
 __all__ = ["KafkaDeadLetter"]
@@ -41,7 +34,7 @@ def _require_client(backend: BackendName) -> None:
         require_any("confluent_kafka", "kafka", feature=feature)
 
 
-class KafkaDeadLetter(DeadLetterSink):
+class KafkaDeadLetter(base.DeadLetterSink):
     """Dead letters re-produced to a Kafka topic (see the module docstring).
 
     Args:
@@ -55,8 +48,15 @@ class KafkaDeadLetter(DeadLetterSink):
         **config: Client settings passed to the producer.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, backend: BackendName = "auto",
-                 timeout: float = 60.0, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        *,
+        backend: BackendName = "auto",
+        timeout: float = 60.0,
+        **config: Any,
+    ) -> None:
         _require_client(backend)
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
@@ -104,17 +104,24 @@ class KafkaDeadLetter(DeadLetterSink):
         try:
             md = admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise CdcSinkError(f"dead-letter topic {self.topic!r}: cannot reach "
-                               f"{self.bootstrap_servers}: {exc}") from exc
+            raise CdcSinkError(
+                f"dead-letter topic {self.topic!r}: cannot reach {self.bootstrap_servers}: {exc}"
+            ) from exc
         if self.topic not in md.topics or md.topics[self.topic].error is not None:
             try:
-                create_topic(self.bootstrap_servers, self.topic, 1,
-                             replication_factor=max(1, min(3, len(md.brokers))),
-                             timeout=self.timeout)
+                create_topic(
+                    self.bootstrap_servers,
+                    self.topic,
+                    1,
+                    replication_factor=max(1, min(3, len(md.brokers))),
+                    timeout=self.timeout,
+                )
             except CdcSinkError as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):  # another writer made it
-                    raise CdcSinkError(f"dead-letter topic {self.topic!r} does not exist and "
-                                       f"could not be created: {exc}") from exc
+                    raise CdcSinkError(
+                        f"dead-letter topic {self.topic!r} does not exist and "
+                        f"could not be created: {exc}"
+                    ) from exc
         self._topic_checked = True
 
     def _transactional(self, app_id: str) -> tuple[Any, Any]:
@@ -127,21 +134,30 @@ class KafkaDeadLetter(DeadLetterSink):
 
             self.ensure_topic()
 
-            tag = app_tag(app_id)
-            producer = Producer({**self.config, "bootstrap.servers": self.bootstrap_servers,
-                                 "transactional.id": f"cdc_sink-dlq-{self.topic}-{tag}"})
+            tag = base.app_tag(app_id)
+            producer = Producer(
+                {
+                    **self.config,
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "transactional.id": f"cdc_sink-dlq-{self.topic}-{tag}",
+                }
+            )
             producer.init_transactions(self.timeout)  # fences a previous incarnation
-            consumer = Consumer({"bootstrap.servers": self.bootstrap_servers,
-                                 "group.id": self.cursor_group(app_id),
-                                 "enable.auto.commit": False,
-                                 "isolation.level": "read_committed"})
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "group.id": self.cursor_group(app_id),
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                }
+            )
             pair = (producer, consumer)
             self._txn[app_id] = pair
         return pair
 
     def cursor_group(self, app_id: str) -> str:
         """The consumer group whose committed offset is this sink's cursor for ``app_id``."""
-        return f"cdc_sink-dlq-cursor-{self.topic}-{app_tag(app_id)}"
+        return f"cdc_sink-dlq-cursor-{self.topic}-{base.app_tag(app_id)}"
 
     def forwarded_version(self, app_id: str) -> int | None:
         """The newest version whose dead letters are committed to the topic (the cursor).
@@ -168,21 +184,26 @@ class KafkaDeadLetter(DeadLetterSink):
             return
         from confluent_kafka import TopicPartition
 
-        table = conform(records)
+        table = base.conform(records)
         producer, consumer = self._transactional(app_id)
         producer.begin_transaction()
         try:
-            cols = {name: table.column(name).to_pylist() for name in DEAD_LETTER_SCHEMA.names}
+            cols = {name: table.column(name).to_pylist() for name in base.DEAD_LETTER_SCHEMA.names}
             for i in range(table.num_rows):
-                headers = [(h, b"" if cols[h][i] is None else str(cols[h][i]).encode())
-                           for h in HEADER_NAMES]
-                producer.produce(self.topic, value=cols["value"][i], key=cols["key"][i],
-                                 headers=headers)
+                headers = [
+                    (h, b"" if cols[h][i] is None else str(cols[h][i]).encode())
+                    for h in base.HEADER_NAMES
+                ]
+                producer.produce(
+                    self.topic, value=cols["value"][i], key=cols["key"][i], headers=headers
+                )
                 if i % 10_000 == 9_999:
                     producer.poll(0)
             producer.send_offsets_to_transaction(
                 [TopicPartition(self.topic, 0, version + 1)],
-                consumer.consumer_group_metadata(), self.timeout)
+                consumer.consumer_group_metadata(),
+                self.timeout,
+            )
             producer.commit_transaction(self.timeout)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -192,8 +213,9 @@ class KafkaDeadLetter(DeadLetterSink):
     def _client(self) -> RawProducer:
         if self._producer is None or self._pid != os.getpid():  # fork-safe
             self.ensure_topic()
-            self._producer = RawProducer(self.bootstrap_servers, backend=self.backend,
-                                         **self.config)
+            self._producer = RawProducer(
+                self.bootstrap_servers, backend=self.backend, **self.config
+            )
             self._pid = os.getpid()
         return self._producer
 
@@ -201,25 +223,34 @@ class KafkaDeadLetter(DeadLetterSink):
         """Produces every record and waits until Kafka acknowledged all of them.
 
         Raises:
-            ValueError: ``records`` does not fit :data:`DEAD_LETTER_SCHEMA`.
+            ValueError: ``records`` does not fit the dead-letter schema.
             DeliveryError: Kafka did not accept some records (or not within ``timeout``).
         """
-        table = conform(records)
+        table = base.conform(records)
         if table.num_rows == 0:
             return
         producer = self._client()
-        cols = {name: table.column(name).to_pylist() for name in DEAD_LETTER_SCHEMA.names}
+        cols = {name: table.column(name).to_pylist() for name in base.DEAD_LETTER_SCHEMA.names}
         for i in range(table.num_rows):
-            headers = [(h, b"" if cols[h][i] is None else str(cols[h][i]).encode("utf-8"))
-                       for h in HEADER_NAMES]
+            headers = [
+                (h, b"" if cols[h][i] is None else str(cols[h][i]).encode("utf-8"))
+                for h in base.HEADER_NAMES
+            ]
             producer.produce(self.topic, cols["key"][i], cols["value"][i], headers=headers)
         left = producer.flush(self.timeout)
         if left:
             from cdc_sink.kafka.producer import DeliveryError, DeliveryFailure
 
-            raise DeliveryError([DeliveryFailure(
-                topic=self.topic, key=None, code="_TIMED_OUT",
-                error=f"{left} dead letter(s) unacknowledged after {self.timeout}s")])
+            raise DeliveryError(
+                [
+                    DeliveryFailure(
+                        topic=self.topic,
+                        key=None,
+                        code="_TIMED_OUT",
+                        error=f"{left} dead letter(s) unacknowledged after {self.timeout}s",
+                    )
+                ]
+            )
 
     def close(self) -> None:
         """Closes the producers (a later ``write`` opens new ones)."""
@@ -238,22 +269,25 @@ class KafkaDeadLetter(DeadLetterSink):
             TimeoutError: The end offsets were not reached within ``timeout``.
         """
         rows = _consume_all(self.bootstrap_servers, self.topic, timeout)
-        cols: dict[str, list[Any]] = {f.name: [] for f in DEAD_LETTER_SCHEMA}
+        cols: dict[str, list[Any]] = {f.name: [] for f in base.DEAD_LETTER_SCHEMA}
         for key, value, headers in rows:
             h = {k: (v.decode("utf-8") if v is not None else None) for k, v in headers}
             cols["key"].append(key)
             cols["value"].append(value)
-            for name in HEADER_NAMES:
+            for name in base.HEADER_NAMES:
                 raw = h.get(name) or None
-                cols[name].append(int(raw) if raw is not None and name in
-                                  ("partition", "offset", "batch_id") else raw)
-        out = pa.table(cols, schema=DEAD_LETTER_SCHEMA)
-        return dedupe(out) if deduplicate else out
+                cols[name].append(
+                    int(raw)
+                    if raw is not None and name in ("partition", "offset", "batch_id")
+                    else raw
+                )
+        out = pa.table(cols, schema=base.DEAD_LETTER_SCHEMA)
+        return base.dedupe(out) if deduplicate else out
 
 
-def _consume_all(bootstrap_servers: str, topic: str,
-                 timeout: float) -> list[tuple[bytes | None, bytes | None,
-                                               list[tuple[str, bytes | None]]]]:
+def _consume_all(
+    bootstrap_servers: str, topic: str, timeout: float
+) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     """(key, value, headers) of every record of ``topic``, partition by partition."""
     from cdc_sink.kafka.producer import resolve_backend
 
@@ -261,14 +295,22 @@ def _consume_all(bootstrap_servers: str, topic: str,
         return _consume_all_kafka_python(bootstrap_servers, topic, timeout)
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "cdc_sink-dlq-read",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "cdc_sink-dlq-read",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     try:
         md = consumer.list_topics(topic, timeout=timeout)
         parts = sorted(md.topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-                for p in parts}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            for p in parts
+        }
         # With transactions the last offsets may be commit markers, never delivered:
         # read until the position (not the last message) reaches the end.
         todo = {p: hi for p, (lo, hi) in ends.items() if hi > lo}
@@ -295,16 +337,20 @@ def _consume_all(bootstrap_servers: str, topic: str,
         consumer.close()
 
 
-def _consume_all_kafka_python(bootstrap_servers: str, topic: str,
-                              timeout: float) -> list[tuple[bytes | None, bytes | None,
-                                                            list[tuple[str, bytes | None]]]]:
+def _consume_all_kafka_python(
+    bootstrap_servers: str, topic: str, timeout: float
+) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","),
-                             enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers.split(","),
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
     try:
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic)
-                                                          or ())]
+        parts = [
+            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())
+        ]
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
         ends = consumer.end_offsets(parts)

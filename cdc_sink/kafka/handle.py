@@ -12,11 +12,10 @@ import contextlib
 from collections.abc import Mapping
 from types import TracebackType
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import CdcSinkError, InvalidOption
 from cdc_sink.kafka.admin import create_topic
 
-__all__ = ["ExternalKafka", "KafkaHandle", "KafkaStartError", "register_live",
-           "unregister_live"]
+__all__ = ["ExternalKafka", "KafkaHandle", "KafkaStartError", "register_live", "unregister_live"]
 
 
 class KafkaStartError(CdcSinkError, RuntimeError):
@@ -34,17 +33,46 @@ class KafkaHandle:
     def stop(self) -> None:
         """Stop what this handle started (idempotent; a no-op for an external cluster)."""
 
-    def create_topic(self, name: str, partitions: int = 1, *, replication_factor: int = 1,
-                     config: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+    def _init_broker(self, num_partitions: int, startup_timeout: float) -> None:
+        """What a broker this process starts checks and records first.
+
+        Raises:
+            InvalidOption: ``num_partitions`` is below 1.
+        """
+        if num_partitions < 1:
+            raise InvalidOption("num_partitions must be >= 1", option="num_partitions")
+        self.host = "127.0.0.1"
+        self.num_partitions = num_partitions
+        self.startup_timeout = startup_timeout
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        replication_factor: int = 1,
+        config: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         """Create ``name`` and wait until every partition has a leader."""
-        create_topic(self.bootstrap_servers, name, partitions,
-                     replication_factor=replication_factor, config=config, timeout=timeout)
+        create_topic(
+            self.bootstrap_servers,
+            name,
+            partitions,
+            replication_factor=replication_factor,
+            config=config,
+            timeout=timeout,
+        )
 
     def __enter__(self) -> KafkaHandle:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 

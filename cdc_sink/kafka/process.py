@@ -17,21 +17,34 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["start_group_watchdog", "start_watchdog", "stop_watchdog", "tail",
-           "terminate_group"]
+__all__ = [
+    "WAIT_FOR_PARENT",
+    "start_group_watchdog",
+    "start_watchdog",
+    "stop_watchdog",
+    "tail",
+    "terminate_group",
+]
 
 # Runs in its own process: waits for EOF on stdin (the parent closed the pipe or died),
 # then stops the broker's process group (SIGTERM, and SIGKILL after a grace period) and
 # removes the broker's directory (argv[3], empty to keep it).
-_WATCHDOG = """
-import os, shutil, signal, sys, time
-pgid, grace, workdir = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+WAIT_FOR_PARENT = """
+import signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 try:
     while sys.stdin.buffer.read(4096):
         pass
 except Exception:
     pass
+"""
+"""The opening of a watchdog script: returns once the parent closes stdin or dies."""
+
+_WATCHDOG = (
+    WAIT_FOR_PARENT
+    + """
+import os, shutil, time
+pgid, grace, workdir = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 def alive():
     try:
         os.killpg(pgid, 0)
@@ -54,7 +67,7 @@ if alive():
 if workdir:
     shutil.rmtree(workdir, ignore_errors=True)
 """
-
+)
 
 
 def start_watchdog(script: str, *args: str) -> subprocess.Popen[bytes]:
@@ -62,7 +75,9 @@ def start_watchdog(script: str, *args: str) -> subprocess.Popen[bytes]:
     from this process (close-on-exec: only this process holds the write end)."""
     return subprocess.Popen(
         [sys.executable, "-c", script, *args],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
 
@@ -98,8 +113,6 @@ def terminate_group(proc: subprocess.Popen[Any], grace: float) -> None:
         os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         proc.wait(timeout=10)
-
-
 
 
 def tail(path: Path, lines: int) -> str:

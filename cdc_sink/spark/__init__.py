@@ -9,9 +9,9 @@ Names are imported on first use, so importing this package does not import pyspa
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cdc_sink._lazy import lazy_exports
 from cdc_sink.extras import require
 
 if TYPE_CHECKING:
@@ -26,8 +26,16 @@ if TYPE_CHECKING:
         sink,
     )
 
-__all__ = ["DEAD_LETTER_SCHEMA", "ApplyMode", "BatchStats", "DeadLetterSink", "JsonDecoder",
-           "SinkFunction", "register", "sink"]
+__all__ = [
+    "DEAD_LETTER_SCHEMA",
+    "ApplyMode",
+    "BatchStats",
+    "DeadLetterSink",
+    "JsonDecoder",
+    "SinkFunction",
+    "register",
+    "sink",
+]
 
 # Without pyspark nothing here works: say which extra installs it (pyspark is not imported).
 require("pyspark", feature="cdc_sink.spark")
@@ -44,15 +52,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Imports an exported name's module on first use."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cdc_sink.spark' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
