@@ -59,14 +59,23 @@ def main() -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         got = r.read(v)
         read_s, read_cpu = time.perf_counter() - t0, time.process_time() - c0
-        disk = sum(os.path.getsize(os.path.join(p, f))
-                   for p, _, fs in os.walk(args.table) for f in fs)
-        print(json.dumps({
-            "code": os.path.dirname(os.path.dirname(os.path.abspath(cdc_sink.__file__))),
-            "load_s": round(load_s, 2), "load_cpu_s": round(load_cpu, 2),
-            "read_s": round(read_s, 2), "read_cpu_s": round(read_cpu, 2),
-            "rows": got.num_rows, "disk_mb": round(disk / 2**20),
-            "load_avg": round(os.getloadavg()[0], 1)}))
+        disk = sum(
+            os.path.getsize(os.path.join(p, f)) for p, _, fs in os.walk(args.table) for f in fs
+        )
+        print(
+            json.dumps(
+                {
+                    "code": os.path.dirname(os.path.dirname(os.path.abspath(cdc_sink.__file__))),
+                    "load_s": round(load_s, 2),
+                    "load_cpu_s": round(load_cpu, 2),
+                    "read_s": round(read_s, 2),
+                    "read_cpu_s": round(read_cpu, 2),
+                    "rows": got.num_rows,
+                    "disk_mb": round(disk / 2**20),
+                    "load_avg": round(os.getloadavg()[0], 1),
+                }
+            )
+        )
     finally:
         shutil.rmtree(args.table, ignore_errors=True)
 

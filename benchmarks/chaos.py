@@ -64,39 +64,88 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=100, help="job restarts per apply mode")
     p.add_argument("--events", type=int, default=20000, help="records per apply mode")
     p.add_argument("--modes", default="driver,executors")
-    p.add_argument("--fault-point-runs", type=int, default=10,
-                   help="of the restarts, how many die at random storage fault points")
-    p.add_argument("--produce-seconds", type=float, default=None,
-                   help="spread producing over this long (default: 4 s per kill)")
-    p.add_argument("--broker-bounces", type=int, default=0,
-                   help="kill and restart the (local) broker this many times in one run")
-    p.add_argument("--enospc-runs", type=int, default=0,
-                   help="runs during which the table's tmpfs fills up (root only)")
+    p.add_argument(
+        "--fault-point-runs",
+        type=int,
+        default=10,
+        help="of the restarts, how many die at random storage fault points",
+    )
+    p.add_argument(
+        "--produce-seconds",
+        type=float,
+        default=None,
+        help="spread producing over this long (default: 4 s per kill)",
+    )
+    p.add_argument(
+        "--broker-bounces",
+        type=int,
+        default=0,
+        help="kill and restart the (local) broker this many times in one run",
+    )
+    p.add_argument(
+        "--enospc-runs",
+        type=int,
+        default=0,
+        help="runs during which the table's tmpfs fills up (root only)",
+    )
     p.add_argument("--table-fs-mb", type=int, default=64, help="the table's tmpfs size")
-    p.add_argument("--eio-runs", type=int, default=0,
-                   help="runs in which one fsync under the table path fails with EIO")
-    p.add_argument("--eio-at", default="10,60",
-                   help="the failing fsync is the N-th of a process, N uniform in this range")
-    p.add_argument("--eio-workers", action="store_true",
-                   help="fail an fsync of the Python workers (executors mode) only")
-    p.add_argument("--dead-letter", choices=("parquet", "kafka"), default="parquet",
-                   help="the job's dead-letter sink (kafka: a topic, written transactionally)")
+    p.add_argument(
+        "--eio-runs",
+        type=int,
+        default=0,
+        help="runs in which one fsync under the table path fails with EIO",
+    )
+    p.add_argument(
+        "--eio-at",
+        default="10,60",
+        help="the failing fsync is the N-th of a process, N uniform in this range",
+    )
+    p.add_argument(
+        "--eio-workers",
+        action="store_true",
+        help="fail an fsync of the Python workers (executors mode) only",
+    )
+    p.add_argument(
+        "--dead-letter",
+        choices=("parquet", "kafka"),
+        default="parquet",
+        help="the job's dead-letter sink (kafka: a topic, written transactionally)",
+    )
     p.add_argument("--json-decoder", choices=("python", "jvm"), default="python")
-    p.add_argument("--every-fault-point", action="store_true",
-                   help="after the killed runs, one run per storage fault point that dies "
-                        "there on purpose (CDC_SINK_CRASH_AT)")
-    p.add_argument("--produce-rate", type=float, default=None,
-                   help="records/s produced while a job runs (paused between runs) instead "
-                        "of spreading --events over --produce-seconds")
-    p.add_argument("--driver-java-options", default="",
-                   help="extra JVM options of the job's Spark driver")
-    p.add_argument("--cds", action="store_true",
-                   help="give the job's driver JVM a class-data-sharing archive (built by "
-                        "a first run) so that restarts cost less CPU")
-    p.add_argument("--final-max-offsets", type=int, default=5000,
-                   help="records per micro-batch of the final run that drains the topic")
-    p.add_argument("--kills-minutes", type=float, default=None,
-                   help="start no killed run after this many minutes of a mode's run")
+    p.add_argument(
+        "--every-fault-point",
+        action="store_true",
+        help="after the killed runs, one run per storage fault point that dies "
+        "there on purpose (CDC_SINK_CRASH_AT)",
+    )
+    p.add_argument(
+        "--produce-rate",
+        type=float,
+        default=None,
+        help="records/s produced while a job runs (paused between runs) instead "
+        "of spreading --events over --produce-seconds",
+    )
+    p.add_argument(
+        "--driver-java-options", default="", help="extra JVM options of the job's Spark driver"
+    )
+    p.add_argument(
+        "--cds",
+        action="store_true",
+        help="give the job's driver JVM a class-data-sharing archive (built by "
+        "a first run) so that restarts cost less CPU",
+    )
+    p.add_argument(
+        "--final-max-offsets",
+        type=int,
+        default=5000,
+        help="records per micro-batch of the final run that drains the topic",
+    )
+    p.add_argument(
+        "--kills-minutes",
+        type=float,
+        default=None,
+        help="start no killed run after this many minutes of a mode's run",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default=None, help="kept afterwards when given")
     p.add_argument("--json", default=None, help="write the results here")
@@ -112,25 +161,39 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes.split(","):
             t0 = time.monotonic()
             cfg = ChaosConfig(
-                bootstrap=broker.bootstrap_servers, topic=f"chaos-{mode}-{uuid.uuid4().hex[:6]}",
-                workdir=base / mode, apply_mode=mode, events=args.events, kills=args.kills,
-                fault_point_runs=args.fault_point_runs, seed=args.seed,
-                produce_seconds=args.produce_seconds or 4.0 * args.kills + 40.0 * (
-                    args.broker_bounces + args.enospc_runs + args.eio_runs),
+                bootstrap=broker.bootstrap_servers,
+                topic=f"chaos-{mode}-{uuid.uuid4().hex[:6]}",
+                workdir=base / mode,
+                apply_mode=mode,
+                events=args.events,
+                kills=args.kills,
+                fault_point_runs=args.fault_point_runs,
+                seed=args.seed,
+                produce_seconds=args.produce_seconds
+                or 4.0 * args.kills
+                + 40.0 * (args.broker_bounces + args.enospc_runs + args.eio_runs),
                 broker=broker if args.broker_bounces else None,
-                broker_bounces=args.broker_bounces, enospc_runs=args.enospc_runs,
-                table_fs_mb=args.table_fs_mb, eio_runs=args.eio_runs,
+                broker_bounces=args.broker_bounces,
+                enospc_runs=args.enospc_runs,
+                table_fs_mb=args.table_fs_mb,
+                eio_runs=args.eio_runs,
                 eio_at=tuple(int(x) for x in args.eio_at.split(",")),  # type: ignore[arg-type]
                 eio_cmdline="pyspark.daemon" if args.eio_workers else "",
-                dead_letter=args.dead_letter, json_decoder=args.json_decoder,
+                dead_letter=args.dead_letter,
+                json_decoder=args.json_decoder,
                 fault_points=fault_points() if args.every_fault_point else (),
                 produce_rate=args.produce_rate,
                 driver_java_options=args.driver_java_options,
                 kills_seconds=None if args.kills_minutes is None else args.kills_minutes * 60,
                 cds_archive=str(base / "spark.jsa") if args.cds else "",
-                final_max_offsets=args.final_max_offsets)
-            res = run_chaos(cfg, log=lambda m, mode=mode: print(
-                f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True))
+                final_max_offsets=args.final_max_offsets,
+            )
+            res = run_chaos(
+                cfg,
+                log=lambda m, mode=mode: print(
+                    f"[{time.strftime('%H:%M:%S')}] {mode}: {m}", flush=True
+                ),
+            )
             results[mode] = json.loads(res.to_json())
             print(f"{mode}: {res.to_json()} ({time.monotonic() - t0:.0f}s)", flush=True)
             ok = ok and not res.failures
@@ -138,8 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
         if not args.workdir:
             shutil.rmtree(base, ignore_errors=True)
-    summary = json.dumps({"command": " ".join([sys.executable, *sys.argv]),
-                          "results": results}, indent=1, sort_keys=True)
+    summary = json.dumps(
+        {"command": " ".join([sys.executable, *sys.argv]), "results": results},
+        indent=1,
+        sort_keys=True,
+    )
     print(summary)
     if args.json:
         Path(args.json).write_text(summary)

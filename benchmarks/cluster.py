@@ -60,17 +60,28 @@ class StandaloneCluster:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1",
-                   PYSPARK_PYTHON=sys.executable,
-                   PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                               env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        env.update(
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_MASTER_HOST="127.0.0.1",
+            PYSPARK_PYTHON=sys.executable,
+            PYTHONPATH=os.pathsep.join(
+                [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")]
+            ).rstrip(os.pathsep),
+        )
         return env
 
     def _spawn(self, name: str, args: list[str]) -> None:
         spark_class = str(Path(sys.executable).with_name("spark-class"))
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 -- lives with the proc
-        self.procs.append(subprocess.Popen([spark_class, *args], env=self._env(), stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                [spark_class, *args],
+                env=self._env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def start(self, timeout: float = 120.0) -> None:
         """Starts the master and the workers; waits until every worker is ALIVE.
@@ -79,27 +90,53 @@ class StandaloneCluster:
             RuntimeError: The workers did not register within ``timeout``.
         """
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.ui_port),
+            ],
+        )
         for i in range(self.workers):
             wd = self.workdir / f"worker-{i}"
             wd.mkdir(exist_ok=True)
-            self._spawn(f"worker-{i}", [
-                "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                "--cores", str(self.cores), "--memory", self.memory, "--webui-port",
-                str(_free_port()), "--work-dir", str(wd)])
+            self._spawn(
+                f"worker-{i}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    self.url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--webui-port",
+                    str(_free_port()),
+                    "--work-dir",
+                    str(wd),
+                ],
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError, ValueError):
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/",
-                                            timeout=2) as r:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.ui_port}/json/", timeout=2
+                ) as r:
                     state = json.loads(r.read())
                 alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
                 if len(alive) >= self.workers:
                     return
             time.sleep(0.5)
-        raise RuntimeError(f"{self.workers} workers did not register with {self.url} in "
-                           f"{timeout}s (logs in {self.workdir})")
+        raise RuntimeError(
+            f"{self.workers} workers did not register with {self.url} in "
+            f"{timeout}s (logs in {self.workdir})"
+        )
 
     def stop(self) -> None:
         """Stops every process of the cluster (SIGTERM, then SIGKILL)."""
@@ -131,12 +168,20 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
     from cdc_sink.spark.session import local_spark
 
     cores = args.workers * args.cores_per_worker
-    conf = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": str(cores),
-            "spark.default.parallelism": str(cores)}
+    conf = {
+        "spark.driver.memory": "4g",
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.default.parallelism": str(cores),
+    }
     if args.master.startswith("spark://"):
-        conf.update({"spark.executor.cores": str(args.cores_per_worker),
-                     "spark.cores.max": str(cores), "spark.executor.memory": args.memory,
-                     "spark.executorEnv.PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        conf.update(
+            {
+                "spark.executor.cores": str(args.cores_per_worker),
+                "spark.cores.max": str(cores),
+                "spark.executor.memory": args.memory,
+                "spark.executorEnv.PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            }
+        )
     kafka = start_kafka(num_partitions=args.partitions)
     spark = local_spark("cdc_sink-cluster", master=args.master, extra_conf=conf)
     try:
@@ -156,8 +201,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cores-per-worker", type=int, default=1)
     ap.add_argument("--memory", default="3g", help="memory per worker / executor")
-    add_workload_args(ap, events=1_000_000, max_per_trigger=250_000, rate=10_000,
-                      duration=10)
+    add_workload_args(ap, events=1_000_000, max_per_trigger=250_000, rate=10_000, duration=10)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", default="", help=argparse.SUPPRESS)
@@ -167,43 +211,70 @@ def main() -> int:
         print("RESULT " + json.dumps(one_run(args)), flush=True)
         return 0
     cores = args.workers * args.cores_per_worker
-    passthrough = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                   if k not in ("one", "master", "mode", "repeat")]
+    passthrough = [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in vars(args).items()
+        if k not in ("one", "master", "mode", "repeat")
+    ]
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="cdc_cluster_") as tmp, \
-            StandaloneCluster(args.workers, args.cores_per_worker, args.memory,
-                              Path(tmp)) as cluster:
-        setups = [("executors", cluster.url), ("driver", cluster.url),
-                  ("driver", f"local[{cores}]")]
+    with (
+        tempfile.TemporaryDirectory(prefix="cdc_cluster_") as tmp,
+        StandaloneCluster(args.workers, args.cores_per_worker, args.memory, Path(tmp)) as cluster,
+    ):
+        setups = [
+            ("executors", cluster.url),
+            ("driver", cluster.url),
+            ("driver", f"local[{cores}]"),
+        ]
         for r in range(args.repeat):
             for mode, master in setups:
-                done = subprocess.run([sys.executable, __file__, "--one", f"--mode={mode}",
-                                       f"--master={master}", *passthrough],
-                                      capture_output=True, text=True)
-                line = next((ln for ln in done.stdout.splitlines()
-                             if ln.startswith("RESULT ")), None)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--one",
+                        f"--mode={mode}",
+                        f"--master={master}",
+                        *passthrough,
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
+                line = next(
+                    (ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None
+                )
                 if done.returncode != 0 or line is None:
                     print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
                     raise RuntimeError(f"{mode} on {master} failed ({done.returncode})")
-                res = json.loads(line[len("RESULT "):])
+                res = json.loads(line[len("RESULT ") :])
                 res["repeat"] = r
                 results.append(res)
-                print(f"[{r}] {mode:9s} on {master:24s} {res['throughput']:>10,.0f} events/s "
-                      f"(freshness p50 {res['p50_ms']:,.0f} ms, p99 {res['p99_ms']:,.0f} ms)",
-                      flush=True)
+                print(
+                    f"[{r}] {mode:9s} on {master:24s} {res['throughput']:>10,.0f} events/s "
+                    f"(freshness p50 {res['p50_ms']:,.0f} ms, p99 {res['p99_ms']:,.0f} ms)",
+                    flush=True,
+                )
     import statistics
 
     def med(mode: str, local: bool) -> float:
-        return float(statistics.median(r["throughput"] for r in results if r["mode"] == mode
-                                       and r["master"].startswith("local") == local))
+        return float(
+            statistics.median(
+                r["throughput"]
+                for r in results
+                if r["mode"] == mode and r["master"].startswith("local") == local
+            )
+        )
 
-    ex, drv_cluster, drv_local = med("executors", False), med("driver", False), \
-        med("driver", True)
-    print(f"median events/s: executors on the cluster {ex:,.0f} ({ex / cores:,.0f} per "
-          f"executor core); driver mode on the cluster {drv_cluster:,.0f}; driver mode on "
-          f"local[{cores}] {drv_local:,.0f}")
-    print(f"executors mode per executor core / driver mode: {ex / cores / drv_cluster:.2f} "
-          f"(cluster), {ex / cores / drv_local:.2f} (local[{cores}])")
+    ex, drv_cluster, drv_local = med("executors", False), med("driver", False), med("driver", True)
+    print(
+        f"median events/s: executors on the cluster {ex:,.0f} ({ex / cores:,.0f} per "
+        f"executor core); driver mode on the cluster {drv_cluster:,.0f}; driver mode on "
+        f"local[{cores}] {drv_local:,.0f}"
+    )
+    print(
+        f"executors mode per executor core / driver mode: {ex / cores / drv_cluster:.2f} "
+        f"(cluster), {ex / cores / drv_local:.2f} (local[{cores}])"
+    )
     print(json.dumps({"command": " ".join([sys.executable, *sys.argv]), "results": results}))
     return 0
 

@@ -28,25 +28,31 @@ import numpy as np
 from cdc_sink.kafka.broker import start_kafka
 from cdc_sink.schema import TableSchema
 
-SCHEMA = TableSchema.from_dict({
-    "columns": [
-        {"name": "order_id", "type": "int64"},
-        {"name": "customer_id", "type": "int64"},
-        {"name": "status", "type": "string", "default": "new"},
-        {"name": "payment_status", "type": "string"},
-        {"name": "amount", "type": "float64"},
-        {"name": "items", "type": "int32"},
-        {"name": "warehouse", "type": "int32"},
-        {"name": "carrier", "type": "string"},
-        {"name": "priority", "type": "bool"},
-        {"name": "seq", "type": "int64"},
-    ],
-    "primary_key": ["order_id"], "num_buckets": 4, "sequence_column": "seq"})
+SCHEMA = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "order_id", "type": "int64"},
+            {"name": "customer_id", "type": "int64"},
+            {"name": "status", "type": "string", "default": "new"},
+            {"name": "payment_status", "type": "string"},
+            {"name": "amount", "type": "float64"},
+            {"name": "items", "type": "int32"},
+            {"name": "warehouse", "type": "int32"},
+            {"name": "carrier", "type": "string"},
+            {"name": "priority", "type": "bool"},
+            {"name": "seq", "type": "int64"},
+        ],
+        "primary_key": ["order_id"],
+        "num_buckets": 4,
+        "sequence_column": "seq",
+    }
+)
 STATUSES = ["paid", "packed", "shipped", "delivered"]
 
 
-def encode_events(n: int, keys: int, first_key: int, seq0: int,
-                  rng: np.random.Generator, now_ms: int | None) -> list[tuple[bytes, bytes]]:
+def encode_events(
+    n: int, keys: int, first_key: int, seq0: int, rng: np.random.Generator, now_ms: int | None
+) -> list[tuple[bytes, bytes]]:
     """Pre-encoded (key, value) JSON messages: 10% inserts of new keys, 90% updates."""
     out = []
     is_insert = rng.random(n) < 0.1
@@ -59,10 +65,12 @@ def encode_events(n: int, keys: int, first_key: int, seq0: int,
         if is_insert[i]:
             k = new_key
             new_key += 1
-            v = (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":{seq}{ts},"set":{{'
-                 f'"customer_id":{k % 9973},"amount":{(k % 1000) / 10},"items":{k % 7},'
-                 f'"warehouse":{k % 13},"carrier":"ups","priority":false,'
-                 f'"payment_status":"pending"}}}}')
+            v = (
+                f'{{"op":"insert","key":{{"order_id":{k}}},"seq":{seq}{ts},"set":{{'
+                f'"customer_id":{k % 9973},"amount":{(k % 1000) / 10},"items":{k % 7},'
+                f'"warehouse":{k % 13},"carrier":"ups","priority":false,'
+                f'"payment_status":"pending"}}}}'
+            )
         else:
             k = int(upd_keys[i])
             c = cols[i]
@@ -80,8 +88,15 @@ def encode_events(n: int, keys: int, first_key: int, seq0: int,
 def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                  "enable.idempotence": True, "queue.buffering.max.messages": 2_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1 << 20,
+            "enable.idempotence": True,
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
     for k, v in msgs:
         while True:
             try:
@@ -92,25 +107,44 @@ def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None
     assert p.flush(120) == 0
 
 
-def produce_backlog(bootstrap: str, topic: str, keys: int, events: int,
-                    rng: np.random.Generator) -> int:
+def produce_backlog(
+    bootstrap: str, topic: str, keys: int, events: int, rng: np.random.Generator
+) -> int:
     """Produces the base population (``keys`` inserts), then ``events`` CDC events of
     :func:`encode_events`; returns the records produced."""
-    produce(bootstrap, topic, [
-        (str(k).encode(), (f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
-                           f'"customer_id":{k % 9973},"amount":1.0}}}}').encode())
-        for k in range(keys)])
+    produce(
+        bootstrap,
+        topic,
+        [
+            (
+                str(k).encode(),
+                (
+                    f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
+                    f'"customer_id":{k % 9973},"amount":1.0}}}}'
+                ).encode(),
+            )
+            for k in range(keys)
+        ],
+    )
     produce(bootstrap, topic, encode_events(events, keys, keys, 1, rng, None))
     return keys + events
 
 
-def live_producer(bootstrap: str, topic: str, rate: int, duration: float, keys: int,
-                  first_key: int, stop: threading.Event) -> None:
+def live_producer(
+    bootstrap: str,
+    topic: str,
+    rate: int,
+    duration: float,
+    keys: int,
+    first_key: int,
+    stop: threading.Event,
+) -> None:
     """Produces ``rate`` events/s in 50 ms slices, each stamped with its produce time."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "enable.idempotence": True})  # no reordering on a retried request
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )  # no reordering on a retried request
     rng = np.random.default_rng(9)
     t_end = time.time() + duration
     seq = 10**9
@@ -136,12 +170,20 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     rng = np.random.default_rng(1)
     produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng)
     fn = sink(f"{work}/table", schema=SCHEMA, app_id=f"bench-{mode}", apply_mode=mode)
-    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers",
-                                                  kafka.bootstrap_servers)
-          .option("subscribe", topic).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", args.max_per_trigger).load())
-    q = (df.writeStream.foreachBatch(fn).trigger(processingTime="1 second")
-         .option("checkpointLocation", f"{work}/ckpt").start())
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", args.max_per_trigger)
+        .load()
+    )
+    q = (
+        df.writeStream.foreachBatch(fn)
+        .trigger(processingTime="1 second")
+        .option("checkpointLocation", f"{work}/ckpt")
+        .start()
+    )
     t_start = time.time()
     q.processAllAvailable()
     total = keys + args.events
@@ -150,35 +192,48 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     t_last = max(s.committed_ms for s in stats) / 1000
     throughput = total / (t_last - t_first)
     batch_rates = [s.events / s.total_s for s in stats if s.events]
-    print(f"[{mode}] backlog {total:,} events in {len(stats)} batches: "
-          f"{throughput:,.0f} events/s (wall, incl. Kafka read + decode + commit); "
-          f"median batch {np.median(batch_rates):,.0f} events/s")
+    print(
+        f"[{mode}] backlog {total:,} events in {len(stats)} batches: "
+        f"{throughput:,.0f} events/s (wall, incl. Kafka read + decode + commit); "
+        f"median batch {np.median(batch_rates):,.0f} events/s"
+    )
     # Freshness with a live producer.
     last_backlog_batch = max(s.batch_id for s in fn.stats)  # fn.stats: the newest 256
     stop = threading.Event()
-    th = threading.Thread(target=live_producer, args=(
-        kafka.bootstrap_servers, topic, args.rate, args.duration, keys, 10**8 + keys, stop))
+    th = threading.Thread(
+        target=live_producer,
+        args=(kafka.bootstrap_servers, topic, args.rate, args.duration, keys, 10**8 + keys, stop),
+    )
     th.start()
     th.join()
     q.processAllAvailable()
     q.stop()
     live_stats = [s for s in fn.stats if s.batch_id > last_backlog_batch]
-    fresh = np.concatenate([s.freshness_ms() for s in live_stats] or
-                           [np.empty(0, np.int64)])
+    fresh = np.concatenate([s.freshness_ms() for s in live_stats] or [np.empty(0, np.int64)])
     live = [s for s in live_stats if s.events]
     live_events = sum(s.events for s in live)
-    p50, p99 = (float(np.percentile(fresh, 50)), float(np.percentile(fresh, 99))) \
-        if len(fresh) else (float("nan"), float("nan"))
-    print(f"[{mode}] live {args.rate:,} events/s for {args.duration:.0f}s at a 1 s trigger: "
-          f"{live_events:,} events in {len(live)} batches; freshness p50 {p50:,.0f} ms, "
-          f"p99 {p99:,.0f} ms ({len(fresh):,} sampled events)")
+    p50, p99 = (
+        (float(np.percentile(fresh, 50)), float(np.percentile(fresh, 99)))
+        if len(fresh)
+        else (float("nan"), float("nan"))
+    )
+    print(
+        f"[{mode}] live {args.rate:,} events/s for {args.duration:.0f}s at a 1 s trigger: "
+        f"{live_events:,} events in {len(live)} batches; freshness p50 {p50:,.0f} ms, "
+        f"p99 {p99:,.0f} ms ({len(fresh):,} sampled events)"
+    )
     shutil.rmtree(work, ignore_errors=True)
     return {"mode": mode, "throughput": throughput, "p50_ms": p50, "p99_ms": p99}
 
 
-def add_workload_args(ap: argparse.ArgumentParser, *, events: int = 2_000_000,
-                      max_per_trigger: int = 500_000, rate: int = 20_000,
-                      duration: float = 30) -> None:
+def add_workload_args(
+    ap: argparse.ArgumentParser,
+    *,
+    events: int = 2_000_000,
+    max_per_trigger: int = 500_000,
+    rate: int = 20_000,
+    duration: float = 30,
+) -> None:
     """The options :func:`run_mode` reads (backlog, live producer, topic), with defaults."""
     ap.add_argument("--events", type=int, default=events)
     ap.add_argument("--keys", type=int, default=200_000)
@@ -196,8 +251,7 @@ def main() -> None:
     from cdc_sink.spark.session import local_spark
 
     kafka = start_kafka(num_partitions=args.partitions)
-    spark = local_spark("cdc_sink-e2e", master="local[2]",
-                        extra_conf={"spark.driver.memory": "6g"})
+    spark = local_spark("cdc_sink-e2e", master="local[2]", extra_conf={"spark.driver.memory": "6g"})
     try:
         for mode in args.modes.split(","):
             run_mode(spark, kafka, mode, args)

@@ -51,29 +51,41 @@ def _consumer(name: str, table: str) -> tuple[Callable[[Any, int], None], Any]:
     if name == "noop":
         return (lambda df, _id: df.write.format("noop").mode("overwrite").save()), None
     if name == "toArrow":
+
         def collect(df: Any, _id: int) -> None:
-            df.select("key", "value", "topic", "partition", "offset",
-                      F.unix_millis("timestamp").alias("__kafka_ms")).toArrow()
+            df.select(
+                "key",
+                "value",
+                "topic",
+                "partition",
+                "offset",
+                F.unix_millis("timestamp").alias("__kafka_ms"),
+            ).toArrow()
+
         return collect, None
     mode = "executors" if name == "sink-executors" else "driver"
     decoder = "jvm" if name == "sink-driver-jvm" else "python"
-    fn = sink(table, schema=SCHEMA, app_id=f"ceiling-{name}", apply_mode=mode,
-              json_decoder=decoder)
+    fn = sink(table, schema=SCHEMA, app_id=f"ceiling-{name}", apply_mode=mode, json_decoder=decoder)
     return fn, fn
 
 
-def drain(spark: Any, bootstrap: str, topic: str, name: str, total: int,
-          max_per_trigger: int) -> dict[str, Any]:
+def drain(
+    spark: Any, bootstrap: str, topic: str, name: str, total: int, max_per_trigger: int
+) -> dict[str, Any]:
     """One drain of the topic by consumer ``name``; events/s and the sink's phases."""
     work = tempfile.mkdtemp(prefix=f"cdc_ceiling_{name}_")
     try:
         fn, sink_fn = _consumer(name, f"{work}/table")
-        df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", max_per_trigger).load())
+        df = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", max_per_trigger)
+            .load()
+        )
         t0 = time.perf_counter()
-        q = (df.writeStream.foreachBatch(fn)
-             .option("checkpointLocation", f"{work}/ckpt").start())
+        q = df.writeStream.foreachBatch(fn).option("checkpointLocation", f"{work}/ckpt").start()
         q.processAllAvailable()
         wall = time.perf_counter() - t0
         q.stop()
@@ -94,8 +106,9 @@ def drain(spark: Any, bootstrap: str, topic: str, name: str, total: int,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--max-per-trigger", type=int, default=200_000)
@@ -108,35 +121,47 @@ def main() -> None:
 
     names = args.consumers.split(",")
     kafka = start_kafka(num_partitions=args.partitions)
-    spark = local_spark("cdc_sink-ceiling", master="local[2]",
-                        extra_conf={"spark.driver.memory": "6g"})
+    spark = local_spark(
+        "cdc_sink-ceiling", master="local[2]", extra_conf={"spark.driver.memory": "6g"}
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         topic = f"ceiling-{int(time.time())}"
         kafka.create_topic(topic, args.partitions)
-        total = produce_backlog(kafka.bootstrap_servers, topic, args.keys, args.events,
-                                np.random.default_rng(1))
-        print(f"topic: {total:,} records in {args.partitions} partitions; "
-              f"{args.max_per_trigger:,} per micro-batch; load average "
-              f"{os.getloadavg()[0]:.1f}", flush=True)
-        drain(spark, kafka.bootstrap_servers, topic, "toArrow", total,
-              args.max_per_trigger)  # warm-up: JIT, first query, page cache
+        total = produce_backlog(
+            kafka.bootstrap_servers, topic, args.keys, args.events, np.random.default_rng(1)
+        )
+        print(
+            f"topic: {total:,} records in {args.partitions} partitions; "
+            f"{args.max_per_trigger:,} per micro-batch; load average "
+            f"{os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        drain(
+            spark, kafka.bootstrap_servers, topic, "toArrow", total, args.max_per_trigger
+        )  # warm-up: JIT, first query, page cache
         runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         for r in range(args.repeats):
             for name in names:
-                res = drain(spark, kafka.bootstrap_servers, topic, name, total,
-                            args.max_per_trigger)
+                res = drain(
+                    spark, kafka.bootstrap_servers, topic, name, total, args.max_per_trigger
+                )
                 runs[name].append(res)
                 extra = ""
                 if "phases" in res:
                     ph = ", ".join(f"{k} {v:.1f}s" for k, v in res["phases"].items())
-                    extra = (f"; {res['batches']} batches, in the sink {res['in_sink']:.1f}s "
-                             f"({ph})")
-                print(f"  repeat {r} {name:16s} {res['wall']:6.1f}s wall -> "
-                      f"{res['eps']:>9,.0f} events/s{extra}  (load "
-                      f"{os.getloadavg()[0]:.1f})", flush=True)
-        ceiling = statistics.median(x["eps"] for x in runs.get("toArrow", [])) \
-            if runs.get("toArrow") else None
+                    extra = f"; {res['batches']} batches, in the sink {res['in_sink']:.1f}s ({ph})"
+                print(
+                    f"  repeat {r} {name:16s} {res['wall']:6.1f}s wall -> "
+                    f"{res['eps']:>9,.0f} events/s{extra}  (load "
+                    f"{os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+        ceiling = (
+            statistics.median(x["eps"] for x in runs.get("toArrow", []))
+            if runs.get("toArrow")
+            else None
+        )
         print("\n| consumer | events/s (median) | of toArrow |\n|---|---|---|")
         for name in names:
             eps = statistics.median(x["eps"] for x in runs[name])

@@ -62,15 +62,15 @@ def insert_batch(schema: TableSchema, keys: np.ndarray, rng: np.random.Generator
     return pa.table(cols)
 
 
-def update_batch(schema: TableSchema, existing: int, next_key: int, size: int,
-                 rng: np.random.Generator) -> pa.Table:
+def update_batch(
+    schema: TableSchema, existing: int, next_key: int, size: int, rng: np.random.Generator
+) -> pa.Table:
     """90% updates of 2 random columns on random existing keys, 10% new-key inserts."""
     n_ins = size // 10
     n_upd = size - n_ins
     names = [c.name for c in schema.value_columns]
     chosen = rng.choice(len(names), 2, replace=False)
-    keys = np.concatenate([rng.integers(0, existing, n_upd),
-                           np.arange(next_key, next_key + n_ins)])
+    keys = np.concatenate([rng.integers(0, existing, n_upd), np.arange(next_key, next_key + n_ins)])
     perm = rng.permutation(size)
     keys = keys[perm]
     is_ins = np.zeros(size, bool)
@@ -122,9 +122,11 @@ class Run:
         self.schema = make_schema()
         self.results: dict[str, Any] = {
             "machine": f"{platform.machine()} {os.cpu_count()} cores, "
-                       f"{platform.python_version()}, "
-                       f"numpy {np.__version__}, pyarrow {pa.__version__}",
-            "rows": args.rows, "columns": len(self.schema.columns)}
+            f"{platform.python_version()}, "
+            f"numpy {np.__version__}, pyarrow {pa.__version__}",
+            "rows": args.rows,
+            "columns": len(self.schema.columns),
+        }
         self.rss0 = rss_bytes()
         self.tablet = MemTablet(self.schema, options=TabletOptions(initial_capacity=args.rows))
         self.version = 0
@@ -157,8 +159,9 @@ def bulk_load(run: Run) -> None:
     tablet.release(run.version)
     gc.collect()
     run.results["load_rows_per_s"] = args.rows / load_time
-    print(f"bulk load: {args.rows:,} rows in {load_time:.2f}s = "
-          f"{args.rows / load_time:,.0f} rows/s")
+    print(
+        f"bulk load: {args.rows:,} rows in {load_time:.2f}s = {args.rows / load_time:,.0f} rows/s"
+    )
 
 
 def apply_updates(run: Run) -> None:
@@ -182,9 +185,11 @@ def apply_updates(run: Run) -> None:
     total_events = args.batches * args.batch_size
     run.results["apply_events_per_s"] = total_events / t_all
     run.results["apply_median_batch_events_per_s"] = statistics.median(per_batch)
-    print(f"apply partial updates: {total_events:,} events in {t_all:.2f}s = "
-          f"{total_events / t_all:,.0f} events/s "
-          f"(median batch {statistics.median(per_batch):,.0f}/s)")
+    print(
+        f"apply partial updates: {total_events:,} events in {t_all:.2f}s = "
+        f"{total_events / t_all:,.0f} events/s "
+        f"(median batch {statistics.median(per_batch):,.0f}/s)"
+    )
     del batches
     gc.collect()
 
@@ -204,8 +209,10 @@ def scan_with_deltas(run: Run) -> None:
     run.raw = raw_bytes(table)
     run.live_rows = table.num_rows
     run.results["scan_deltas_GBps"] = statistics.median(scans) / 1e9
-    print(f"scan @latest with {tablet.delta_versions()} deltas/column: {run.raw / 1e9:.2f} GB, "
-          f"median {statistics.median(scans) / 1e9:.2f} GB/s")
+    print(
+        f"scan @latest with {tablet.delta_versions()} deltas/column: {run.raw / 1e9:.2f} GB, "
+        f"median {statistics.median(scans) / 1e9:.2f} GB/s"
+    )
 
 
 def lookups_with_deltas(run: Run, probe: pa.Table) -> None:
@@ -218,8 +225,9 @@ def lookups_with_deltas(run: Run, probe: pa.Table) -> None:
     from cdc_sink.bucketing import spark_xxhash64
 
     keys_arr = [probe.column("id").combine_chunks()]
-    med = run.medians(lambda: tablet.index.lookup(spark_xxhash64(keys_arr), keys_arr),
-                      lambda dt, _: n / dt)
+    med = run.medians(
+        lambda: tablet.index.lookup(spark_xxhash64(keys_arr), keys_arr), lambda dt, _: n / dt
+    )
     run.results["index_lookup_keys_per_s"] = med
     print(f"  of which hash + index probe: median {med:,.0f} keys/s")
 
@@ -231,8 +239,10 @@ def memory_with_deltas(run: Run) -> float:
     run.results["memory_with_deltas_bytes"] = mem_deltas
     run.results["raw_column_bytes"] = run.raw
     run.results["memory_budget_bytes"] = budget
-    print(f"memory with 100 deltas: {mem_deltas / 1e9:.2f} GB; raw columns "
-          f"{run.raw / 1e9:.2f} GB; budget 1.5x raw + 24 B/row = {budget / 1e9:.2f} GB")
+    print(
+        f"memory with 100 deltas: {mem_deltas / 1e9:.2f} GB; raw columns "
+        f"{run.raw / 1e9:.2f} GB; budget 1.5x raw + 24 B/row = {budget / 1e9:.2f} GB"
+    )
     return budget
 
 
@@ -251,8 +261,10 @@ def compacted(run: Run, probe: pa.Table, budget: float) -> None:
         scans.append(raw_bytes(t2) / dt)
         del t2
     results["scan_compacted_GBps"] = statistics.median(scans) / 1e9
-    print(f"compaction {results['compact_s']:.2f}s; scan compacted: median "
-          f"{statistics.median(scans) / 1e9:.2f} GB/s")
+    print(
+        f"compaction {results['compact_s']:.2f}s; scan compacted: median "
+        f"{statistics.median(scans) / 1e9:.2f} GB/s"
+    )
     med = run.medians(lambda: tablet.get(probe, latest), lambda dt, _: run.args.lookups / dt)
     results["lookup_compacted_keys_per_s"] = med
     print(f"point lookups compacted: median {med:,.0f} keys/s")
@@ -260,10 +272,12 @@ def compacted(run: Run, probe: pa.Table, budget: float) -> None:
     results["memory_compacted_bytes"] = mem
     results["memory_ratio_vs_budget"] = mem / budget
     results["rss_growth_bytes"] = rss_bytes() - run.rss0
-    print(f"memory compacted: {mem / 1e9:.2f} GB = {mem / raw:.2f}x raw "
-          f"({(mem - raw) / run.live_rows:.1f} B/row over raw); budget {budget / 1e9:.2f} GB; "
-          f"process RSS growth {results['rss_growth_bytes'] / 1e9:.2f} GB, "
-          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
+    print(
+        f"memory compacted: {mem / 1e9:.2f} GB = {mem / raw:.2f}x raw "
+        f"({(mem - raw) / run.live_rows:.1f} B/row over raw); budget {budget / 1e9:.2f} GB; "
+        f"process RSS growth {results['rss_growth_bytes'] / 1e9:.2f} GB, "
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB"
+    )
 
 
 def main() -> None:

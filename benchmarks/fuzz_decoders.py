@@ -38,15 +38,22 @@ def fuzz_format(fmt: Any, seconds: float, mutations: int, failures: list[str]) -
     stats = Stats()
     stop = time.monotonic() + seconds
 
-    @settings(max_examples=20, deadline=None, database=None, derandomize=False,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=20,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=valid_cases(fmt), seed=st.integers(0, 2**32 - 1))
     def run(case: Case, seed: int) -> None:
         if time.monotonic() >= stop:
             return
         try:
-            fuzz_case(case, seed, mutations, stats=stats,
-                      rowv2_matrix=fmt == "rowv2" and seed % 2 == 0)
+            fuzz_case(
+                case, seed, mutations, stats=stats, rowv2_matrix=fmt == "rowv2" and seed % 2 == 0
+            )
         except FuzzFailure as exc:
             failures.append(f"[{fmt} seed={seed} options={case.options}] {exc}")
 
@@ -59,26 +66,37 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=60.0, help="fuzzing time per decoder")
     p.add_argument("--formats", default=",".join(FORMATS))
-    p.add_argument("--mutations", type=int, default=30,
-                   help="mutations of each family per valid message")
-    p.add_argument("--failures-file", default=None,
-                   help="write every failure report (with the message bytes) here")
+    p.add_argument(
+        "--mutations", type=int, default=30, help="mutations of each family per valid message"
+    )
+    p.add_argument(
+        "--failures-file",
+        default=None,
+        help="write every failure report (with the message bytes) here",
+    )
     args = p.parse_args(argv)
     failures: list[str] = []
     total_inputs = 0
     t_all = time.perf_counter()
-    print(f"{'decoder':<10} {'inputs':>9} {'batches':>8} {'accepted':>9} {'rejected':>9} "
-          f"{'skipped':>8} {'failures':>9} {'wall s':>7}")
+    print(
+        f"{'decoder':<10} {'inputs':>9} {'batches':>8} {'accepted':>9} {'rejected':>9} "
+        f"{'skipped':>8} {'failures':>9} {'wall s':>7}"
+    )
     for fmt in args.formats.split(","):
         before = len(failures)
         t0 = time.perf_counter()
         s = fuzz_format(fmt, args.seconds, args.mutations, failures)
         wall = time.perf_counter() - t0
         total_inputs += s.inputs
-        print(f"{fmt:<10} {s.inputs:>9} {s.batches:>8} {s.accepted:>9} {s.rejected:>9} "
-              f"{s.skipped:>8} {len(failures) - before:>9} {wall:>7.1f}", flush=True)
-    print(f"total: {total_inputs} inputs, {len(failures)} failures, "
-          f"{time.perf_counter() - t_all:.1f} s")
+        print(
+            f"{fmt:<10} {s.inputs:>9} {s.batches:>8} {s.accepted:>9} {s.rejected:>9} "
+            f"{s.skipped:>8} {len(failures) - before:>9} {wall:>7.1f}",
+            flush=True,
+        )
+    print(
+        f"total: {total_inputs} inputs, {len(failures)} failures, "
+        f"{time.perf_counter() - t_all:.1f} s"
+    )
     for f in failures[:5]:
         print("\n" + f[:2000])
     if args.failures_file:

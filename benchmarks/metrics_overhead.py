@@ -84,8 +84,16 @@ def _poll_progress(poller: Any, stop: threading.Event) -> None:
         poller.poll()
 
 
-def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: bool, k: int,
-             args: argparse.Namespace, jvm: int) -> dict[str, Any]:
+def run_once(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    total: int,
+    metrics_on: bool,
+    k: int,
+    args: argparse.Namespace,
+    jvm: int,
+) -> dict[str, Any]:
     """One drain of ``topic`` into a fresh table; events/s and CPU seconds."""
     from cdc_sink.metrics import ProgressPoller, SinkMetrics, start_metrics_server
     from cdc_sink.metrics.observer import BatchObserver
@@ -113,21 +121,32 @@ def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: boo
 
         fn.on_batch = timed_on_batch
         if "scrape" not in args.without:
-            scraper = threading.Thread(target=_scraper, daemon=True,
-                                       args=(server.url, args.scrape_every, stop, scrapes))
+            scraper = threading.Thread(
+                target=_scraper, daemon=True, args=(server.url, args.scrape_every, stop, scrapes)
+            )
             scraper.start()
-    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", args.max_per_trigger).load())
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", args.max_per_trigger)
+        .load()
+    )
     c0 = time.process_time() + _cpu_s(jvm)
     t0 = time.perf_counter()
-    q = (df.writeStream.queryName(app_id).foreachBatch(fn)
-         .trigger(processingTime="1 second")
-         .option("checkpointLocation", f"{work}/ckpt").start())
+    q = (
+        df.writeStream.queryName(app_id)
+        .foreachBatch(fn)
+        .trigger(processingTime="1 second")
+        .option("checkpointLocation", f"{work}/ckpt")
+        .start()
+    )
     poller = None
     if metrics is not None and "progress" not in args.without:
-        poller = threading.Thread(target=_poll_progress, daemon=True,
-                                  args=(ProgressPoller(q, metrics), stop))
+        poller = threading.Thread(
+            target=_poll_progress, daemon=True, args=(ProgressPoller(q, metrics), stop)
+        )
         poller.start()
     q.processAllAvailable()
     wall = time.perf_counter() - t0
@@ -144,32 +163,53 @@ def run_once(spark: Any, bootstrap: str, topic: str, total: int, metrics_on: boo
     assert events == total, (events, total)
     batches = sum(1 for s in fn.stats if not s.skipped and s.events)
     shutil.rmtree(work, ignore_errors=True)
-    out = {"on": metrics_on, "eps": total / wall, "wall": wall, "cpu": cpu,
-           "batches": batches, "scrapes": len(scrapes),
-           "scrape_ms": float(np.median(scrapes)) * 1000 if scrapes else float("nan"),
-           "observer_s": sum(in_observer)}
-    print(f"  run {k} metrics {'on ' if metrics_on else 'off'}: {total:,} events in "
-          f"{batches} batches, {wall:.1f}s wall -> {out['eps']:,.0f} events/s; "
-          f"CPU {cpu:.1f}s (Python driver + driver JVM)"
-          + (f"; on_batch observer {out['observer_s'] * 1000:.0f} ms in all "
-             f"({out['observer_s'] / wall * 100:.2f}% of the wall time); {len(scrapes)} "
-             f"scrapes, median {out['scrape_ms']:.1f} ms" if metrics_on else ""),
-          flush=True)
+    out = {
+        "on": metrics_on,
+        "eps": total / wall,
+        "wall": wall,
+        "cpu": cpu,
+        "batches": batches,
+        "scrapes": len(scrapes),
+        "scrape_ms": float(np.median(scrapes)) * 1000 if scrapes else float("nan"),
+        "observer_s": sum(in_observer),
+    }
+    print(
+        f"  run {k} metrics {'on ' if metrics_on else 'off'}: {total:,} events in "
+        f"{batches} batches, {wall:.1f}s wall -> {out['eps']:,.0f} events/s; "
+        f"CPU {cpu:.1f}s (Python driver + driver JVM)"
+        + (
+            f"; on_batch observer {out['observer_s'] * 1000:.0f} ms in all "
+            f"({out['observer_s'] / wall * 100:.2f}% of the wall time); {len(scrapes)} "
+            f"scrapes, median {out['scrape_ms']:.1f} ms"
+            if metrics_on
+            else ""
+        ),
+        flush=True,
+    )
     return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--events", type=int, default=600_000)
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--max-per-trigger", type=int, default=50_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--scrape-every", type=float, default=5.0,
-                    help="seconds between two GETs of /metrics in 'on' runs")
-    ap.add_argument("--without", default="", help="leave parts out of the 'on' runs to "
-                    "tell their shares apart: 'progress', 'scrape' or 'progress,scrape'")
+    ap.add_argument(
+        "--scrape-every",
+        type=float,
+        default=5.0,
+        help="seconds between two GETs of /metrics in 'on' runs",
+    )
+    ap.add_argument(
+        "--without",
+        default="",
+        help="leave parts out of the 'on' runs to "
+        "tell their shares apart: 'progress', 'scrape' or 'progress,scrape'",
+    )
     ap.add_argument("--warmup", type=int, default=1, help="runs first, not counted")
     ap.add_argument("--mode", default="driver", choices=["driver", "executors"])
     args = ap.parse_args()
@@ -182,17 +222,21 @@ def main() -> None:
 
     disable_created_metrics()  # as the job does
     kafka = start_kafka(num_partitions=args.partitions)
-    spark = local_spark("cdc_sink-metrics-overhead", master="local[2]",
-                        extra_conf={"spark.driver.memory": "4g"})
+    spark = local_spark(
+        "cdc_sink-metrics-overhead", master="local[2]", extra_conf={"spark.driver.memory": "4g"}
+    )
     try:
         jvm = _jvm_pid()
         topic = f"orders-overhead-{int(time.time())}"
         kafka.create_topic(topic, args.partitions)
-        total = produce_backlog(kafka.bootstrap_servers, topic, args.keys, args.events,
-                                np.random.default_rng(1))
+        total = produce_backlog(
+            kafka.bootstrap_servers, topic, args.keys, args.events, np.random.default_rng(1)
+        )
         plan = [True] * args.warmup + [False, True] * args.pairs
-        runs = [run_once(spark, kafka.bootstrap_servers, topic, total, on, k, args, jvm)
-                for k, on in enumerate(plan)][args.warmup:]
+        runs = [
+            run_once(spark, kafka.bootstrap_servers, topic, total, on, k, args, jvm)
+            for k, on in enumerate(plan)
+        ][args.warmup :]
     finally:
         spark.stop()
         kafka.stop()
@@ -201,11 +245,17 @@ def main() -> None:
     for key, name in (("eps", "events/s"), ("cpu", "CPU s")):
         m_off = statistics.median(r[key] for r in off)
         m_on = statistics.median(r[key] for r in on)
-        print(f"median {name}: off {m_off:,.1f}, on {m_on:,.1f} "
-              f"({(m_on - m_off) / m_off * 100:+.1f}%)", flush=True)
+        print(
+            f"median {name}: off {m_off:,.1f}, on {m_on:,.1f} "
+            f"({(m_on - m_off) / m_off * 100:+.1f}%)",
+            flush=True,
+        )
     obs = [r["observer_s"] / r["wall"] * 100 for r in on]
-    print(f"on_batch observer: median {statistics.median(obs):.2f}% of a run's wall time "
-          f"(max {max(obs):.2f}%)", flush=True)
+    print(
+        f"on_batch observer: median {statistics.median(obs):.2f}% of a run's wall time "
+        f"(max {max(obs):.2f}%)",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -58,14 +58,23 @@ SYSTEMS: dict[str, tuple[str, str, list[str] | None]] = {
     "cdc_sink": ("cdc_sink", "cdc_sink_worker.py", None),
     "duckdb": ("DuckDB ON CONFLICT", "duckdb_worker.py", ["duckdb==1.5.6", _ARROW, _NUMPY]),
     "delta": ("delta-rs MERGE", "delta_worker.py", ["deltalake==1.6.6", _ARROW, _NUMPY]),
-    "paimon": ("Paimon PK (pypaimon)", "paimon_worker.py",
-               # pypaimon 2.1.0 requires pyarrow < 20
-               ["pypaimon==2.1.0", "pyarrow==19.0.1", _NUMPY]),
-    "iceberg": ("pyiceberg upsert", "iceberg_worker.py",
-                ["pyiceberg[sql-sqlite,pyarrow]==0.12.0", "SQLAlchemy==2.1.9", _ARROW, _NUMPY]),
+    "paimon": (
+        "Paimon PK (pypaimon)",
+        "paimon_worker.py",
+        # pypaimon 2.1.0 requires pyarrow < 20
+        ["pypaimon==2.1.0", "pyarrow==19.0.1", _NUMPY],
+    ),
+    "iceberg": (
+        "pyiceberg upsert",
+        "iceberg_worker.py",
+        ["pyiceberg[sql-sqlite,pyarrow]==0.12.0", "SQLAlchemy==2.1.9", _ARROW, _NUMPY],
+    ),
     # not in the default --systems: needs Java 17+ and Delta's jars from Maven Central
-    "spark_delta": ("Spark Delta MERGE", "spark_delta_worker.py",
-                    ["pyspark==4.2.0", "delta-spark==4.4.0", _ARROW, _NUMPY, "pandas==2.3.3"]),
+    "spark_delta": (
+        "Spark Delta MERGE",
+        "spark_delta_worker.py",
+        ["pyspark==4.2.0", "delta-spark==4.4.0", _ARROW, _NUMPY, "pandas==2.3.3"],
+    ),
 }
 DEFAULT_SYSTEMS = ["cdc_sink", "duckdb", "delta", "paimon", "iceberg"]
 #: systems whose CPU seconds are not the work's (it runs in a JVM)
@@ -86,8 +95,10 @@ def venv_python(name: str, requirements: list[str] | None, cache: str) -> str:
         print(f"creating {path}: {' '.join(requirements)}", flush=True)
         shutil.rmtree(path, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", path], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        *requirements], check=True)
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
+            check=True,
+        )
         with open(marker, "w") as f:
             f.write("\n".join(requirements))
     return python
@@ -98,18 +109,28 @@ def export_cdc_sink(rev: str, work: str) -> tuple[str, str]:
     description of the code measured: ``rev`` ``tree`` is the working tree as it is;
     otherwise the package at that commit (``git archive``), so others' uncommitted edits
     are not measured."""
-    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     if rev == "tree":
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "cdc_sink"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "cdc_sink"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return ROOT, f"working tree at {head}" + (" (with uncommitted changes)" if dirty else "")
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", rev],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", rev], capture_output=True, text=True, check=True
+    ).stdout.strip()
     dest = os.path.join(work, "cdc_sink_src")
     os.makedirs(dest, exist_ok=True)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", commit, "cdc_sink"],
-                             capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", ROOT, "archive", commit, "cdc_sink"], capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
     return dest, f"commit {commit}"
 
@@ -126,16 +147,28 @@ def run(python: str, worker: str, args: list[str], out: str, path: str) -> dict[
         return json.load(f)
 
 
-def measure(system: str, python: str, data: str, work: str, expected: dict[str, Any],
-            args: argparse.Namespace, path: str) -> dict[str, Any]:
+def measure(
+    system: str,
+    python: str,
+    data: str,
+    work: str,
+    expected: dict[str, Any],
+    args: argparse.Namespace,
+    path: str,
+) -> dict[str, Any]:
     """One repeat of one system: the write process, then the read process."""
     _, worker, _ = SYSTEMS[system]
     tdir = os.path.join(work, "tables", system)
     shutil.rmtree(tdir, ignore_errors=True)
     load0 = os.getloadavg()[0]
     limit = min(args.slow_batches, args.batches) if system in SLOW else args.batches
-    w = run(python, worker, ["write", "--data", data, "--dir", tdir, "--max-batches",
-                             str(limit)], os.path.join(work, f"{system}_write.json"), path)
+    w = run(
+        python,
+        worker,
+        ["write", "--data", data, "--dir", tdir, "--max-batches", str(limit)],
+        os.path.join(work, f"{system}_write.json"),
+        path,
+    )
     tt_version = None if system == "duckdb" else w["versions"][args.tt_batch - 1]
     final = w["versions"][-1]
     read_args = ["read", "--data", data, "--dir", tdir]
@@ -145,33 +178,50 @@ def measure(system: str, python: str, data: str, work: str, expected: dict[str, 
     load1 = os.getloadavg()[0]
     shutil.rmtree(tdir, ignore_errors=True)
     batch_rates = [n / s for n, s in zip(w["batch_events"], w["batch_s"], strict=True)]
-    cpu_rates = [n / max(s, 1e-9) for n, s in zip(w["batch_events"], w["batch_cpu_s"],
-                                                 strict=True)]
+    cpu_rates = [n / max(s, 1e-9) for n, s in zip(w["batch_events"], w["batch_cpu_s"], strict=True)]
     checks = {}
     if tt_version is not None:
         checks[f"after batch {args.tt_batch}"] = (
-            r["digests"][json.dumps(tt_version)] == expected["after_batch"][str(args.tt_batch)])
+            r["digests"][json.dumps(tt_version)] == expected["after_batch"][str(args.tt_batch)]
+        )
     final_digest = r["digests"][json.dumps(None if tt_version is None else final)]
     checks[f"after batch {len(w['versions'])}"] = (
-        final_digest == expected["after_batch"][str(len(w["versions"]))])
-    return {"load_rows_per_s": w["load_rows"] / w["load_s"], "load_s": w["load_s"],
-            "apply_median_events_per_s": statistics.median(batch_rates),
-            "apply_median_events_per_cpu_s": statistics.median(cpu_rates),
-            "load_rows_per_cpu_s": w["load_rows"] / w["load_cpu_s"],
-            "read_cpu_s": r["read_cpu_s"],
-            "batch_s": w["batch_s"], "batches": len(w["versions"]),
-            "read_s": r["read_s"], "read_rows": r["read_rows"], "time_travel": tt_version
-            is not None, "disk_bytes": w["disk_bytes"], "checks": checks,
-            "loadavg": [load0, load1]}
+        final_digest == expected["after_batch"][str(len(w["versions"]))]
+    )
+    return {
+        "load_rows_per_s": w["load_rows"] / w["load_s"],
+        "load_s": w["load_s"],
+        "apply_median_events_per_s": statistics.median(batch_rates),
+        "apply_median_events_per_cpu_s": statistics.median(cpu_rates),
+        "load_rows_per_cpu_s": w["load_rows"] / w["load_cpu_s"],
+        "read_cpu_s": r["read_cpu_s"],
+        "batch_s": w["batch_s"],
+        "batches": len(w["versions"]),
+        "read_s": r["read_s"],
+        "read_rows": r["read_rows"],
+        "time_travel": tt_version is not None,
+        "disk_bytes": w["disk_bytes"],
+        "checks": checks,
+        "loadavg": [load0, load1],
+    }
 
 
 def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Medians over repeats, per system."""
     out = {}
     for system, runs in results.items():
-        med = {k: statistics.median(r[k] for r in runs) for k in
-               ("load_rows_per_s", "apply_median_events_per_s", "read_s", "disk_bytes",
-                "load_rows_per_cpu_s", "apply_median_events_per_cpu_s", "read_cpu_s")}
+        med = {
+            k: statistics.median(r[k] for r in runs)
+            for k in (
+                "load_rows_per_s",
+                "apply_median_events_per_s",
+                "read_s",
+                "disk_bytes",
+                "load_rows_per_cpu_s",
+                "apply_median_events_per_cpu_s",
+                "read_cpu_s",
+            )
+        }
         med["batches"] = runs[0]["batches"]
         med["time_travel"] = runs[0]["time_travel"]
         med["checks_ok"] = all(all(r["checks"].values()) for r in runs)
@@ -190,17 +240,28 @@ def markdown(summary: dict[str, dict[str, Any]], batch_events: int) -> str:
     def row(label: str, cell: Any) -> None:
         rows.append(f"| {label} | " + " | ".join(cell(summary[s]) for s in systems) + " |")
 
-    row(f"apply + commit, k events/s (median batch of {batch_events:,})",
-        lambda m: f"{m['apply_median_events_per_s'] / 1e3:,.1f}")
+    row(
+        f"apply + commit, k events/s (median batch of {batch_events:,})",
+        lambda m: f"{m['apply_median_events_per_s'] / 1e3:,.1f}",
+    )
     row("micro-batches applied", lambda m: str(m["batches"]))
     row("bulk load, k rows/s", lambda m: f"{m['load_rows_per_s'] / 1e3:,.0f}")
-    row("cold read of an older version (fresh process), s",
-        lambda m: f"{m['read_s']:.2f}" if m["time_travel"] else
-        f"– (no time travel; latest: {m['read_s']:.2f})")
-    row("apply, k events per CPU second (median batch)",
-        lambda m: "– (JVM)" if m["jvm"] else f"{m['apply_median_events_per_cpu_s'] / 1e3:,.1f}")
-    row("bulk load, k rows per CPU second",
-        lambda m: "– (JVM)" if m["jvm"] else f"{m['load_rows_per_cpu_s'] / 1e3:,.0f}")
+    row(
+        "cold read of an older version (fresh process), s",
+        lambda m: (
+            f"{m['read_s']:.2f}"
+            if m["time_travel"]
+            else f"– (no time travel; latest: {m['read_s']:.2f})"
+        ),
+    )
+    row(
+        "apply, k events per CPU second (median batch)",
+        lambda m: "– (JVM)" if m["jvm"] else f"{m['apply_median_events_per_cpu_s'] / 1e3:,.1f}",
+    )
+    row(
+        "bulk load, k rows per CPU second",
+        lambda m: "– (JVM)" if m["jvm"] else f"{m['load_rows_per_cpu_s'] / 1e3:,.0f}",
+    )
     row("cold read, CPU s", lambda m: "– (JVM)" if m["jvm"] else f"{m['read_cpu_s']:.2f}")
     row("on disk after the run, MB", lambda m: f"{m['disk_bytes'] / 1e6:,.0f}")
     row("digests equal the model's", lambda m: "yes" if m["checks_ok"] else "**NO**")
@@ -209,24 +270,42 @@ def markdown(summary: dict[str, dict[str, Any]], batch_events: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
-                    help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    ap.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_SYSTEMS),
+        help=f"comma-separated, of {', '.join(SYSTEMS)}",
+    )
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--scale", type=int, default=1,
-                    help="multiply --rows and --batch-events by this (a larger run)")
+    ap.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="multiply --rows and --batch-events by this (a larger run)",
+    )
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--batch-events", type=int, default=50_000)
-    ap.add_argument("--tt-batch", type=int, default=2,
-                    help="the time-travel read is of the version after this micro-batch")
-    ap.add_argument("--slow-batches", type=int, default=3,
-                    help="micro-batches pyiceberg and pypaimon apply (slow)")
+    ap.add_argument(
+        "--tt-batch",
+        type=int,
+        default=2,
+        help="the time-travel read is of the version after this micro-batch",
+    )
+    ap.add_argument(
+        "--slow-batches",
+        type=int,
+        default=3,
+        help="micro-batches pyiceberg and pypaimon apply (slow)",
+    )
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--work", default="/tmp/cdc_peers", help="data and tables (deleted after)")
     ap.add_argument("--venvs", default=os.path.join(ROOT, ".bench_venvs"))
-    ap.add_argument("--cdc-sink", default="HEAD",
-                    help="the cdc_sink code measured: a commit (default HEAD, exported with "
-                         "git archive) or 'tree' (the working tree as it is)")
+    ap.add_argument(
+        "--cdc-sink",
+        default="HEAD",
+        help="the cdc_sink code measured: a commit (default HEAD, exported with "
+        "git archive) or 'tree' (the working tree as it is)",
+    )
     ap.add_argument("--json", default=None, help="write every measurement here")
     ap.add_argument("--markdown", default=None, help="write the markdown table here")
     ap.add_argument("--plot", default=None, help="write the PNG plot here")
@@ -245,40 +324,64 @@ def main() -> None:
     cdc_path, cdc_code = export_cdc_sink(args.cdc_sink, args.work)
     print(f"cdc_sink: {cdc_code}", flush=True)
     t0 = time.perf_counter()
-    expected = json.loads(json.dumps(generate(data, rows, args.batches, events, args.tt_batch,
-                                              args.seed, [args.slow_batches])))
-    print(f"data: {rows:,} rows, {args.batches} x {events:,} events "
-          f"({time.perf_counter() - t0:.1f}s to generate)", flush=True)
+    expected = json.loads(
+        json.dumps(
+            generate(
+                data, rows, args.batches, events, args.tt_batch, args.seed, [args.slow_batches]
+            )
+        )
+    )
+    print(
+        f"data: {rows:,} rows, {args.batches} x {events:,} events "
+        f"({time.perf_counter() - t0:.1f}s to generate)",
+        flush=True,
+    )
 
     results: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
     started = time.time()
     for rep in range(args.repeats):
-        order = systems[rep % len(systems):] + systems[:rep % len(systems)]
+        order = systems[rep % len(systems) :] + systems[: rep % len(systems)]
         for s in order:
-            m = measure(s, pythons[s], data, args.work, expected, args,
-                        cdc_path if s == "cdc_sink" else ROOT)
+            m = measure(
+                s,
+                pythons[s],
+                data,
+                args.work,
+                expected,
+                args,
+                cdc_path if s == "cdc_sink" else ROOT,
+            )
             results[s].append(m)
-            print(f"repeat {rep + 1} {s}: load {m['load_rows_per_s'] / 1e3:,.0f}k rows/s, "
-                  f"apply median {m['apply_median_events_per_s'] / 1e3:,.1f}k events/s "
-                  f"({m['batches']} batches), read {m['read_s']:.2f}s, "
-                  f"disk {m['disk_bytes'] / 1e6:,.0f} MB, checks {m['checks']}, "
-                  f"load average {m['loadavg'][0]:.2f} -> {m['loadavg'][1]:.2f}", flush=True)
+            print(
+                f"repeat {rep + 1} {s}: load {m['load_rows_per_s'] / 1e3:,.0f}k rows/s, "
+                f"apply median {m['apply_median_events_per_s'] / 1e3:,.1f}k events/s "
+                f"({m['batches']} batches), read {m['read_s']:.2f}s, "
+                f"disk {m['disk_bytes'] / 1e6:,.0f} MB, checks {m['checks']}, "
+                f"load average {m['loadavg'][0]:.2f} -> {m['loadavg'][1]:.2f}",
+                flush=True,
+            )
     summary = summarize(results)
     loads = [x for runs in results.values() for r in runs for x in r["loadavg"]]
     table = markdown(summary, events)
-    info = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
-                       f"{platform.python_version()}",
-            "command": " ".join([os.path.relpath(sys.executable, ROOT), *sys.argv]),
-            "cdc_sink": cdc_code, "rows": rows, "batches": args.batches,
-            "batch_events": events,
-            "repeats": args.repeats, "wall_s": time.time() - started,
-            "loadavg_1min": {"min": min(loads), "median": statistics.median(loads),
-                             "max": max(loads)},
-            "versions": {s: SYSTEMS[s][2] for s in systems}}
+    info = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}",
+        "command": " ".join([os.path.relpath(sys.executable, ROOT), *sys.argv]),
+        "cdc_sink": cdc_code,
+        "rows": rows,
+        "batches": args.batches,
+        "batch_events": events,
+        "repeats": args.repeats,
+        "wall_s": time.time() - started,
+        "loadavg_1min": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
+        "versions": {s: SYSTEMS[s][2] for s in systems},
+    }
     print()
     print(table)
-    print(f"load average (1 min) during the run: min {min(loads):.2f}, median "
-          f"{statistics.median(loads):.2f}, max {max(loads):.2f}; wall {info['wall_s']:.0f}s")
+    print(
+        f"load average (1 min) during the run: min {min(loads):.2f}, median "
+        f"{statistics.median(loads):.2f}, max {max(loads):.2f}; wall {info['wall_s']:.0f}s"
+    )
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table)
@@ -287,8 +390,16 @@ def main() -> None:
         json.dump({"info": info, "summary": summary, "runs": results}, f, indent=1)
     if args.plot:
         plot_python = venv_python("plot", PLOT_REQUIREMENTS, args.venvs)
-        subprocess.run([plot_python, os.path.join(WORKERS, "plot.py"), out_json, args.plot,
-                        json.dumps({s: SYSTEMS[s][0] for s in systems})], check=True)
+        subprocess.run(
+            [
+                plot_python,
+                os.path.join(WORKERS, "plot.py"),
+                out_json,
+                args.plot,
+                json.dumps({s: SYSTEMS[s][0] for s in systems}),
+            ],
+            check=True,
+        )
         print(f"plot: {args.plot}")
     shutil.rmtree(os.path.join(args.work, "data"), ignore_errors=True)
     if not all(m["checks_ok"] for m in summary.values()):

@@ -75,36 +75,41 @@ def orders_rows(start: int, n: int, rng: np.random.Generator) -> pa.Table:
     ts = pa.array(1_700_000_000_000_000 + rng.integers(0, 10**12, n), pa.timestamp("us", "UTC"))
     statuses = pa.array(["new", "paid", "shipped", "delivered", "cancelled"])
     cur = pa.array(["EUR", "USD", "GBP"])
-    return pa.table({
-        "__op": pa.array(np.zeros(n, np.int8)),
-        "order_id": pa.array(keys),
-        "customer_id": pa.array(rng.integers(0, 10**6, n)),
-        "status": statuses.take(pa.array(rng.integers(0, 5, n))),
-        "amount": pa.array(rng.integers(100, 10**7, n) / 100).cast(pa.decimal128(12, 2)),
-        "currency": cur.take(pa.array(rng.integers(0, 3, n))),
-        "payment_status": statuses.take(pa.array(rng.integers(0, 5, n))),
-        "items": pa.array(rng.integers(1, 20, n).astype(np.int32)),
-        "created_at": ts,
-        "updated_at": ts,
-        "seq": pa.array(np.ones(n, np.int64)),
-        "__seq": pa.array(np.ones(n, np.int64)),
-    })
+    return pa.table(
+        {
+            "__op": pa.array(np.zeros(n, np.int8)),
+            "order_id": pa.array(keys),
+            "customer_id": pa.array(rng.integers(0, 10**6, n)),
+            "status": statuses.take(pa.array(rng.integers(0, 5, n))),
+            "amount": pa.array(rng.integers(100, 10**7, n) / 100).cast(pa.decimal128(12, 2)),
+            "currency": cur.take(pa.array(rng.integers(0, 3, n))),
+            "payment_status": statuses.take(pa.array(rng.integers(0, 5, n))),
+            "items": pa.array(rng.integers(1, 20, n).astype(np.int32)),
+            "created_at": ts,
+            "updated_at": ts,
+            "seq": pa.array(np.ones(n, np.int64)),
+            "__seq": pa.array(np.ones(n, np.int64)),
+        }
+    )
 
 
 def orders_updates(rows: int, n: int, rng: np.random.Generator, seq: int) -> pa.Table:
     """``n`` partial updates (status, updated_at) of random pre-loaded rows."""
     keys = np.unique(rng.integers(0, rows, n)) + 10**12
     m = len(keys)
-    return pa.table({
-        "__op": pa.array(np.full(m, 2, np.int8)), "order_id": pa.array(keys),
-        "status": pa.array(["paid"] * m),
-        "updated_at": pa.array(np.full(m, 1_800_000_000_000_000), pa.timestamp("us", "UTC")),
-        "seq": pa.array(np.full(m, seq, np.int64)),
-        "__seq": pa.array(np.full(m, seq, np.int64)),
-        "__set__status": pa.array(np.ones(m, bool)),
-        "__set__updated_at": pa.array(np.ones(m, bool)),
-        "__set__seq": pa.array(np.ones(m, bool)),
-    })
+    return pa.table(
+        {
+            "__op": pa.array(np.full(m, 2, np.int8)),
+            "order_id": pa.array(keys),
+            "status": pa.array(["paid"] * m),
+            "updated_at": pa.array(np.full(m, 1_800_000_000_000_000), pa.timestamp("us", "UTC")),
+            "seq": pa.array(np.full(m, seq, np.int64)),
+            "__seq": pa.array(np.full(m, seq, np.int64)),
+            "__set__status": pa.array(np.ones(m, bool)),
+            "__set__updated_at": pa.array(np.ones(m, bool)),
+            "__set__seq": pa.array(np.ones(m, bool)),
+        }
+    )
 
 
 def build_table(path: Path, rows: int, segments: int, seed: int = 5) -> None:
@@ -125,8 +130,7 @@ def build_table(path: Path, rows: int, segments: int, seed: int = 5) -> None:
         assert not len(rejects) and res.counts["inserted"] == n, (rejects.reasons[:3], res)
     table.compact()
     for i in range(segments):
-        b, rejects = ChangeBatch.from_arrow(orders_updates(rows, 1000, rng, i + 2),
-                                            table.schema)
+        b, rejects = ChangeBatch.from_arrow(orders_updates(rows, 1000, rng, i + 2), table.schema)
         res = table.apply(b)
         assert not len(rejects) and res.counts["updated"] == len(b), (rejects.reasons[:3], res)
 
@@ -143,8 +147,11 @@ def bench_sink(args: argparse.Namespace) -> dict[str, Any]:
     if not args.reuse or not (path / "_table.json").exists():
         t0 = time.perf_counter()
         build_table(path, args.rows, args.segments)
-        print(f"built {args.rows:,}-row orders table + {args.segments} segments in "
-              f"{time.perf_counter() - t0:.1f}s", flush=True)
+        print(
+            f"built {args.rows:,}-row orders table + {args.segments} segments in "
+            f"{time.perf_counter() - t0:.1f}s",
+            flush=True,
+        )
     # The Spark driver has pandas imported (pyspark does) before the sink opens the table;
     # parsing a schema imports it here (pyarrow scalars), so do that before timing.
     from cdc_sink.schema import TableSchema
@@ -159,22 +166,34 @@ def bench_sink(args: argparse.Namespace) -> dict[str, Any]:
         v = table.version
         t1, c1 = time.perf_counter(), time.process_time()
         batch, rejects = ChangeBatch.from_arrow(
-            orders_updates(args.rows, 2000, rng, time.time_ns() // 1000), table.schema)
+            orders_updates(args.rows, 2000, rng, time.time_ns() // 1000), table.schema
+        )
         res = table.apply(batch)
         assert not len(rejects) and res.counts["updated"] == len(batch), res
         t2, c2 = time.perf_counter(), time.process_time()
         assert res.version == v + 1 and set(res.buckets) == set(range(table.schema.num_buckets))
-        runs.append({"open_s": t1 - t0, "open_cpu_s": c1 - c0, "first_commit_s": t2 - t1,
-                     "first_commit_cpu_s": c2 - c1, "total_s": t2 - t0,
-                     "total_cpu_s": c2 - c0})
-        print(f"  run {r}: open {t1 - t0:.3f}s, first commit (loads {table.schema.num_buckets}"
-              f" buckets) {t2 - t1:.3f}s, total {t2 - t0:.3f}s wall / {c2 - c0:.3f}s CPU",
-              flush=True)
+        runs.append(
+            {
+                "open_s": t1 - t0,
+                "open_cpu_s": c1 - c0,
+                "first_commit_s": t2 - t1,
+                "first_commit_cpu_s": c2 - c1,
+                "total_s": t2 - t0,
+                "total_cpu_s": c2 - c0,
+            }
+        )
+        print(
+            f"  run {r}: open {t1 - t0:.3f}s, first commit (loads {table.schema.num_buckets}"
+            f" buckets) {t2 - t1:.3f}s, total {t2 - t0:.3f}s wall / {c2 - c0:.3f}s CPU",
+            flush=True,
+        )
         del table
     out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    print(f"sink share of a restart, {args.rows:,} rows, {args.segments} segments after the "
-          f"snapshots: median {out['total_s']:.3f}s wall, {out['total_cpu_s']:.3f}s CPU "
-          f"(open {out['open_s']:.3f}s, first commit {out['first_commit_s']:.3f}s)")
+    print(
+        f"sink share of a restart, {args.rows:,} rows, {args.segments} segments after the "
+        f"snapshots: median {out['total_s']:.3f}s wall, {out['total_cpu_s']:.3f}s CPU "
+        f"(open {out['open_s']:.3f}s, first commit {out['first_commit_s']:.3f}s)"
+    )
     return out
 
 
@@ -186,9 +205,15 @@ class _Job:
 
     def __init__(self, cmd: list[str], env: dict[str, str], log: Path) -> None:
         self.t_popen = time.time()
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         self.lines: list[str] = []
         self.marks: list[tuple[str, float, float, float, dict[str, str]]] = []
         self._log = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
@@ -204,11 +229,13 @@ class _Job:
             m = MARK.search(line)
             if m:
                 extra = dict(kv.split("=", 1) for kv in m.group(5).split() if "=" in kv)
-                self.marks.append((m.group(1), float(m.group(2)), float(m.group(3)),
-                                   float(m.group(4)), extra))
+                self.marks.append(
+                    (m.group(1), float(m.group(2)), float(m.group(3)), float(m.group(4)), extra)
+                )
 
-    def first(self, name: str, **match: str) -> tuple[str, float, float, float,
-                                                        dict[str, str]] | None:
+    def first(
+        self, name: str, **match: str
+    ) -> tuple[str, float, float, float, dict[str, str]] | None:
         for mk in list(self.marks):
             if mk[0] == name and all(mk[4].get(k) == v for k, v in match.items()):
                 return mk
@@ -216,8 +243,11 @@ class _Job:
 
     def first_commit(self) -> tuple[str, float, float, float, dict[str, str]] | None:
         for mk in list(self.marks):
-            if mk[0] == "batch_end" and mk[4].get("result") == "committed" and \
-                    int(mk[4].get("events", "0")) > 0:
+            if (
+                mk[0] == "batch_end"
+                and mk[4].get("result") == "committed"
+                and int(mk[4].get("events", "0")) > 0
+            ):
                 return mk
         return None
 
@@ -228,8 +258,12 @@ class _Job:
 
 def _job_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CDC_SINK_CRASH")}
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO))
+    env.update(
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYTHONPATH=str(REPO),
+    )
     return env
 
 
@@ -238,13 +272,37 @@ def _job_cmd(args: argparse.Namespace, bootstrap: str, topic: str, w: Path) -> l
 
     submit = str(Path(sys.executable).with_name("spark-submit"))
     extra = [a for c in args.spark_conf for a in ("--conf", c)]
-    return [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-            "--conf", "spark.sql.shuffle.partitions=2", *extra,
-            str(WRAPPER), "--bootstrap-servers", bootstrap, "--topic", topic,
-            "--table-path", str(w / "table"), "--schema-file", str(SCHEMA_FILE),
-            "--checkpoint", str(w / "checkpoint"), "--trigger", args.trigger,
-            "--max-offsets-per-trigger", str(args.max_offsets), "--gc-every", "0"]
+    return [
+        submit,
+        "--master",
+        "local[2]",
+        "--jars",
+        spark_kafka_conf()["spark.jars"],
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        *extra,
+        str(WRAPPER),
+        "--bootstrap-servers",
+        bootstrap,
+        "--topic",
+        topic,
+        "--table-path",
+        str(w / "table"),
+        "--schema-file",
+        str(SCHEMA_FILE),
+        "--checkpoint",
+        str(w / "checkpoint"),
+        "--trigger",
+        args.trigger,
+        "--max-offsets-per-trigger",
+        str(args.max_offsets),
+        "--gc-every",
+        "0",
+    ]
 
 
 def _children_cpu() -> float:
@@ -252,8 +310,9 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _cycle(args: argparse.Namespace, k: int, bootstrap: str, topic: str, w: Path,
-           rng: random.Random) -> dict[str, Any]:
+def _cycle(
+    args: argparse.Namespace, k: int, bootstrap: str, topic: str, w: Path, rng: random.Random
+) -> dict[str, Any]:
     cpu0 = _children_cpu()
     job = _Job(_job_cmd(args, bootstrap, topic, w), _job_env(), w / f"job-{k}.log")
     out: dict[str, Any] = {"cycle": k}
@@ -261,19 +320,30 @@ def _cycle(args: argparse.Namespace, k: int, bootstrap: str, topic: str, w: Path
         deadline = time.monotonic() + args.start_timeout
         while job.first_commit() is None:
             if job.proc.poll() is not None:
-                raise RuntimeError(f"job exited {job.proc.returncode} before its first commit"
-                                   f" (see {w / f'job-{k}.log'})")
+                raise RuntimeError(
+                    f"job exited {job.proc.returncode} before its first commit"
+                    f" (see {w / f'job-{k}.log'})"
+                )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no commit within {args.start_timeout}s "
-                                   f"(see {w / f'job-{k}.log'})")
+                raise RuntimeError(
+                    f"no commit within {args.start_timeout}s (see {w / f'job-{k}.log'})"
+                )
             time.sleep(0.05)
         commit = job.first_commit()
         assert commit is not None
         t0 = job.t_popen
         at: dict[str, float] = {}
-        for name in ("python_start", "imports_done", "session_begin", "session_up",
-                     "sink_open_begin", "sink_open_end", "query_start_begin",
-                     "query_start_end", "batch_begin"):
+        for name in (
+            "python_start",
+            "imports_done",
+            "session_begin",
+            "session_up",
+            "sink_open_begin",
+            "sink_open_end",
+            "query_start_begin",
+            "query_start_end",
+            "batch_begin",
+        ):
             mk = job.first(name)
             if mk is not None:
                 at[name] = mk[1]
@@ -295,12 +365,18 @@ def _cycle(args: argparse.Namespace, k: int, bootstrap: str, topic: str, w: Path
         out["tablet_load_cpu_s"] = sum(float(mk[4]["cpu_s"]) for mk in loads)
         out["first_commit_phases"] = json.loads(commit[4].get("phases", "{}"))
         out["first_commit_events"] = int(commit[4].get("events", "0"))
-        skipped = [mk for mk in job.marks if mk[0] == "batch_end"
-                   and mk[4].get("result") == "skipped" and mk[1] <= commit[1]]
+        skipped = [
+            mk
+            for mk in job.marks
+            if mk[0] == "batch_end" and mk[4].get("result") == "skipped" and mk[1] <= commit[1]
+        ]
         out["replayed_batches"] = len(skipped)
         time.sleep(rng.uniform(0.0, 2.0))
-        batch_totals = [float(json.loads(mk[4].get("phases", "{}")).get("total", 0.0))
-                        for mk in job.marks if mk[0] == "batch_end"]
+        batch_totals = [
+            float(json.loads(mk[4].get("phases", "{}")).get("total", 0.0))
+            for mk in job.marks
+            if mk[0] == "batch_end"
+        ]
         ends = [mk for mk in job.marks if mk[0] == "batch_end"]
         begins = [mk for mk in job.marks if mk[0] == "batch_begin"]
         durations = [e[1] - b[1] for b, e in zip(begins, ends, strict=False)]
@@ -357,7 +433,7 @@ def bench_job(args: argparse.Namespace) -> list[dict[str, Any]]:
         create_topic(kafka.bootstrap_servers, topic, args.partitions)
         with CdcProducer(kafka.bootstrap_servers, topic, orders_schema()) as producer:
             for k in range(args.restarts + 1):
-                produce_records(producer, records[k * args.chunk:(k + 1) * args.chunk])
+                produce_records(producer, records[k * args.chunk : (k + 1) * args.chunk])
                 producer.flush()
                 try:
                     res = _cycle(args, k, kafka.bootstrap_servers, topic, w, rng)
@@ -388,10 +464,18 @@ def _summarize(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
     line("driver JVM CPU at first commit (s)", [r["cpu_at_commit_s"]["jvm"] for r in ok])
     line("Python driver CPU at first commit (s)", [r["cpu_at_commit_s"]["python"] for r in ok])
     line("tablet load CPU (s)", [r["tablet_load_cpu_s"] for r in ok])
-    for key in ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit",
-                "commitOffsets", "triggerExecution"):
-        xs = [r["first_progress_ms"][key] / 1000 for r in ok
-              if key in r.get("first_progress_ms", {})]
+    for key in (
+        "latestOffset",
+        "queryPlanning",
+        "getBatch",
+        "addBatch",
+        "walCommit",
+        "commitOffsets",
+        "triggerExecution",
+    ):
+        xs = [
+            r["first_progress_ms"][key] / 1000 for r in ok if key in r.get("first_progress_ms", {})
+        ]
         if xs:
             line(f"first trigger {key} (s)", xs)
     line("CPU of the whole run, all processes (s)", [r["run_cpu_s"] for r in ok])
@@ -399,16 +483,20 @@ def _summarize(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
     if args.stop == "term" and stops:
         zero = sum(1 for r in stops if r["exit_code"] == 0)
         bound = [float(args.trigger_s) + r["max_batch_s"] for r in stops]
-        within = sum(1 for r, b in zip(stops, bound, strict=True)
-                     if r["exit_code"] == 0 and r["stop_s"] <= b)
+        within = sum(
+            1 for r, b in zip(stops, bound, strict=True) if r["exit_code"] == 0 and r["stop_s"] <= b
+        )
         line("SIGTERM -> exit (s)", [r["stop_s"] for r in stops])
-        print(f"  SIGTERM: exit 0 in {zero} of {len(stops)}; exit 0 within trigger interval "
-              f"+ the run's longest batch in {within} of {len(stops)}")
+        print(
+            f"  SIGTERM: exit 0 in {zero} of {len(stops)}; exit 0 within trigger interval "
+            f"+ the run's longest batch in {within} of {len(stops)}"
+        )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     j = sub.add_parser("job", help="restart cycles of the real streaming job")
     j.add_argument("--restarts", type=int, default=8, help="measured restarts (plus a warm-up)")
@@ -422,13 +510,22 @@ def main() -> None:
     j.add_argument("--start-timeout", type=float, default=300.0)
     j.add_argument("--stop-timeout", type=float, default=120.0)
     j.add_argument("--kafka", default="local", help="start_kafka kind (local, docker, auto)")
-    j.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra spark-submit --conf (repeatable)")
+    j.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra spark-submit --conf (repeatable)",
+    )
     j.add_argument("--dir", default="/tmp/cdc_bench_recovery")
     s = sub.add_parser("sink", help="the sink's share of a restart, in-process")
     s.add_argument("--rows", type=int, default=10_000_000)
-    s.add_argument("--segments", type=int, default=49,
-                   help="update batches after the snapshot (snapshot_every is 50)")
+    s.add_argument(
+        "--segments",
+        type=int,
+        default=49,
+        help="update batches after the snapshot (snapshot_every is 50)",
+    )
     s.add_argument("--repeat", type=int, default=5)
     s.add_argument("--reuse", action="store_true", help="reuse a table built before")
     s.add_argument("--dir", default="/tmp/cdc_bench_recovery")

@@ -36,8 +36,12 @@ def _cpu_of(pid: int) -> float:
 def mark(name: str, **extra: Any) -> None:
     """Prints one mark line (see the module docstring)."""
     tail = "".join(f" {k}={v}" for k, v in extra.items())
-    print(f"RECOVERY_MARK {name} wall={time.time():.3f} py_cpu={time.process_time():.3f} "
-          f"jvm_cpu={_cpu_of(os.getppid()):.3f}{tail}", file=sys.stderr, flush=True)
+    print(
+        f"RECOVERY_MARK {name} wall={time.time():.3f} py_cpu={time.process_time():.3f} "
+        f"jvm_cpu={_cpu_of(os.getppid()):.3f}{tail}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _install() -> None:
@@ -57,9 +61,13 @@ def _install() -> None:
 
         def onQueryProgress(self, event: Any) -> None:
             p = event.progress
-            mark("progress", batch=p.batchId, trigger_ts=json.dumps(p.timestamp),
-                 duration_ms=json.dumps(dict(p.durationMs), separators=(",", ":")),
-                 rows=p.numInputRows)
+            mark(
+                "progress",
+                batch=p.batchId,
+                trigger_ts=json.dumps(p.timestamp),
+                duration_ms=json.dumps(dict(p.durationMs), separators=(",", ":")),
+                rows=p.numInputRows,
+            )
 
         def onQueryIdle(self, event: Any) -> None:
             pass
@@ -105,13 +113,20 @@ def _install() -> None:
         finally:
             st = self.stats[-1] if self.stats else None
             ok = st is not None and st.batch_id == batch_id
-            mark("batch_end", batch=batch_id,
-                 result=(st.result if ok and st is not None else "unknown"),
-                 version=(st.version if ok and st is not None else None),
-                 events=(st.events if ok and st is not None else 0),
-                 phases=json.dumps({k: round(float(v), 4) for k, v in
-                                    (st.phases.items() if ok and st is not None else [])},
-                                   separators=(",", ":")))
+            mark(
+                "batch_end",
+                batch=batch_id,
+                result=(st.result if ok and st is not None else "unknown"),
+                version=(st.version if ok and st is not None else None),
+                events=(st.events if ok and st is not None else 0),
+                phases=json.dumps(
+                    {
+                        k: round(float(v), 4)
+                        for k, v in (st.phases.items() if ok and st is not None else [])
+                    },
+                    separators=(",", ":"),
+                ),
+            )
 
     SinkFunction.__call__ = batch  # type: ignore[method-assign]
 
@@ -120,8 +135,13 @@ def _install() -> None:
     def load_bucket(self: Any, bucket: int, version: int) -> Any:
         t0, c0 = time.perf_counter(), time.process_time()
         t = load(self, bucket, version)
-        mark("load_bucket", bucket=bucket, version=version,
-             wall_s=f"{time.perf_counter() - t0:.4f}", cpu_s=f"{time.process_time() - c0:.4f}")
+        mark(
+            "load_bucket",
+            bucket=bucket,
+            version=version,
+            wall_s=f"{time.perf_counter() - t0:.4f}",
+            cpu_s=f"{time.process_time() - c0:.4f}",
+        )
         return t
 
     TableState.load_bucket = load_bucket  # type: ignore[method-assign]

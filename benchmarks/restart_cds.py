@@ -40,8 +40,7 @@ from cdc_sink.kafka.producer import CdcProducer
 from tests.chaos.harness import ChaosConfig, job_command, job_env
 
 
-def run_job(bootstrap: str, workdir: Path, records: int, java_options: str) -> tuple[float,
-                                                                                    float]:
+def run_job(bootstrap: str, workdir: Path, records: int, java_options: str) -> tuple[float, float]:
     """One available-now run of the job on a fresh topic; (CPU s, wall s).
 
     Raises:
@@ -54,13 +53,16 @@ def run_job(bootstrap: str, workdir: Path, records: int, java_options: str) -> t
         p.flush()
     w = workdir / topic
     w.mkdir(parents=True)
-    cfg = ChaosConfig(bootstrap=bootstrap, topic=topic, workdir=w,
-                      driver_java_options=java_options)
+    cfg = ChaosConfig(bootstrap=bootstrap, topic=topic, workdir=w, driver_java_options=java_options)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     with open(w / "job.log", "wb") as log:
-        done = subprocess.run(job_command(cfg, available_now=True), env=job_env(),
-                              stdout=log, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            job_command(cfg, available_now=True),
+            env=job_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -81,26 +83,38 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="cdc_cds_") as tmp:
             archive = Path(args.archive) if args.archive else Path(tmp) / "spark.jsa"
             if not archive.exists():
-                cpu, wall = run_job(broker.bootstrap_servers, Path(tmp), args.records,
-                                    f"-XX:ArchiveClassesAtExit={archive}")
-                print(f"archive {archive}: {archive.stat().st_size / 2**20:.0f} MiB, built "
-                      f"in {wall:.1f}s ({cpu:.1f} CPU s)", flush=True)
+                cpu, wall = run_job(
+                    broker.bootstrap_servers,
+                    Path(tmp),
+                    args.records,
+                    f"-XX:ArchiveClassesAtExit={archive}",
+                )
+                print(
+                    f"archive {archive}: {archive.stat().st_size / 2**20:.0f} MiB, built "
+                    f"in {wall:.1f}s ({cpu:.1f} CPU s)",
+                    flush=True,
+                )
             runs: dict[str, list[tuple[float, float]]] = {"without": [], "with": []}
             for i in range(args.pairs):
-                for name in (("with", "without") if i % 2 else ("without", "with")):
+                for name in ("with", "without") if i % 2 else ("without", "with"):
                     opts = f"-XX:SharedArchiveFile={archive}" if name == "with" else ""
-                    cpu, wall = run_job(broker.bootstrap_servers, Path(tmp), args.records,
-                                        opts)
+                    cpu, wall = run_job(broker.bootstrap_servers, Path(tmp), args.records, opts)
                     runs[name].append((cpu, wall))
-                    print(f"pair {i}: {name:7s} the archive: {cpu:5.1f} CPU s, {wall:6.1f} s "
-                          f"wall", flush=True)
+                    print(
+                        f"pair {i}: {name:7s} the archive: {cpu:5.1f} CPU s, {wall:6.1f} s wall",
+                        flush=True,
+                    )
     finally:
         broker.stop()
-    med = {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v))
-           for k, v in runs.items()}
-    print(f"median CPU s: without {med['without'][0]:.1f}, with {med['with'][0]:.1f} "
-          f"({med['with'][0] / med['without'][0] - 1:+.0%}); median wall s: without "
-          f"{med['without'][1]:.1f}, with {med['with'][1]:.1f}")
+    med = {
+        k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v))
+        for k, v in runs.items()
+    }
+    print(
+        f"median CPU s: without {med['without'][0]:.1f}, with {med['with'][0]:.1f} "
+        f"({med['with'][0] / med['without'][0] - 1:+.0%}); median wall s: without "
+        f"{med['without'][1]:.1f}, with {med['with'][1]:.1f}"
+    )
     return 0
 
 

@@ -58,14 +58,21 @@ def main() -> None:
     ap.add_argument("--segment-events", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/cdc_bench_table")
-    ap.add_argument("--keep", action="store_true",
-                    help="leave the table in --dir (skips the snapshot comparison)")
-    ap.add_argument("--reopen-only", action="store_true",
-                    help="only reopen (and cold-read) a table kept by an earlier --keep run")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the table in --dir (skips the snapshot comparison)",
+    )
+    ap.add_argument(
+        "--reopen-only",
+        action="store_true",
+        help="only reopen (and cold-read) a table kept by an earlier --keep run",
+    )
     args = ap.parse_args()
     pa.set_cpu_count(1)
-    opts = TableOptions(snapshot_every=10**9, compact_every=10**9, memory_versions=10**6,
-                        retain_versions=10**6)
+    opts = TableOptions(
+        snapshot_every=10**9, compact_every=10**9, memory_versions=10**6, retain_versions=10**6
+    )
     print(f"cdc_sink from {os.path.dirname(cdc_sink.table.__file__)}")
     if args.reopen_only:
         # Parsing a schema imports pandas (pyarrow scalars): once, before timing.
@@ -94,23 +101,30 @@ def main() -> None:
     results["full_snapshot_s"] = full_s
 
     # Commit overhead: small batches (100 partial updates), median over 50 commits.
-    small = [ChangeBatch.from_arrow(update_batch(schema, args.rows, args.rows + 10_000 * i, 100,
-                                                 rng), schema)[0] for i in range(50)]
+    small = [
+        ChangeBatch.from_arrow(
+            update_batch(schema, args.rows, args.rows + 10_000 * i, 100, rng), schema
+        )[0]
+        for i in range(50)
+    ]
     times = []
     for b in small:
         t0 = time.perf_counter()
         table.apply(b)
         times.append(time.perf_counter() - t0)
     results["commit_100_events_ms"] = statistics.median(times) * 1000
-    print(f"commit of a 100-event micro-batch (segment+fsync+log entry+dir fsync, incl. apply):"
-          f" median {statistics.median(times) * 1000:.1f} ms, "
-          f"p90 {np.percentile(times, 90) * 1000:.1f} ms")
+    print(
+        f"commit of a 100-event micro-batch (segment+fsync+log entry+dir fsync, incl. apply):"
+        f" median {statistics.median(times) * 1000:.1f} ms, "
+        f"p90 {np.percentile(times, 90) * 1000:.1f} ms"
+    )
 
     # The WAL: --segments segments of partial updates after the snapshot.
     next_key = args.rows + 10**7
     for _ in range(args.segments):
-        b, _ = ChangeBatch.from_arrow(update_batch(schema, args.rows, next_key,
-                                                   args.segment_events, rng), schema)
+        b, _ = ChangeBatch.from_arrow(
+            update_batch(schema, args.rows, next_key, args.segment_events, rng), schema
+        )
         next_key += args.segment_events // 10
         table.apply(b)
     latest = table.version
@@ -127,12 +141,21 @@ def main() -> None:
     t = open_table(args.dir, options=opts)
     t.compact()
     n_changed = args.rows // 100
-    for label, rows in (("random rows", rng.choice(args.rows, n_changed, replace=False)),
-                        ("clustered rows", np.arange(n_changed, dtype=np.int64))):
-        b, _ = ChangeBatch.from_arrow(pa.table({
-            "__op": pa.array(np.full(n_changed, 2, np.int8)), "id": pa.array(rows),
-            "i0": pa.array(rng.integers(0, 1 << 40, n_changed)),
-            "__set__i0": pa.array(np.ones(n_changed, bool))}), schema)
+    for label, rows in (
+        ("random rows", rng.choice(args.rows, n_changed, replace=False)),
+        ("clustered rows", np.arange(n_changed, dtype=np.int64)),
+    ):
+        b, _ = ChangeBatch.from_arrow(
+            pa.table(
+                {
+                    "__op": pa.array(np.full(n_changed, 2, np.int8)),
+                    "id": pa.array(rows),
+                    "i0": pa.array(rng.integers(0, 1 << 40, n_changed)),
+                    "__set__i0": pa.array(np.ones(n_changed, bool)),
+                }
+            ),
+            schema,
+        )
         t.apply(b)
         before = dir_bytes(os.path.join(args.dir, "_pages"))
         t0 = time.perf_counter()
@@ -147,9 +170,11 @@ def main() -> None:
         full_s = time.perf_counter() - t0
         full_bytes = dir_bytes(os.path.join(args.dir, "_pages")) - before
         results[f"incremental_{label}"] = (inc_bytes, inc_s, full_bytes, full_s)
-        print(f"snapshot after 1% of rows changed in 1 of 20 columns ({label}): incremental "
-              f"{inc_bytes / 1e6:.1f} MB in {inc_s:.2f}s vs full {full_bytes / 1e6:.1f} MB "
-              f"in {full_s:.2f}s")
+        print(
+            f"snapshot after 1% of rows changed in 1 of 20 columns ({label}): incremental "
+            f"{inc_bytes / 1e6:.1f} MB in {inc_s:.2f}s vs full {full_bytes / 1e6:.1f} MB "
+            f"in {full_s:.2f}s"
+        )
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)
 
@@ -177,8 +202,9 @@ class _Timed:
         cdc_sink.table_state.load_snapshot = self._orig
 
 
-def reopen(args: argparse.Namespace, opts: TableOptions, expect: pa.Table | None,
-           latest: int) -> dict[str, Any]:
+def reopen(
+    args: argparse.Namespace, opts: TableOptions, expect: pa.Table | None, latest: int
+) -> dict[str, Any]:
     """Reopen (open + load the bucket: snapshot, then the segments after it) and cold
     reads, ``--repeat`` times; medians of wall and CPU seconds."""
     runs: list[dict[str, float]] = []
@@ -206,21 +232,34 @@ def reopen(args: argparse.Namespace, opts: TableOptions, expect: pa.Table | None
         w2, c2 = time.perf_counter() - t0, time.process_time() - c0
         del t
         assert n1 == n2
-        runs.append({"reopen_s": w, "reopen_cpu_s": c, "snapshot_load_s": snap.wall,
-                     "snapshot_load_cpu_s": snap.cpu, "replay_s": w - snap.wall,
-                     "replay_cpu_s": c - snap.cpu, "cold_read_1col_s": w1,
-                     "cold_read_1col_cpu_s": c1, "cold_read_all_s": w2,
-                     "cold_read_all_cpu_s": c2})
+        runs.append(
+            {
+                "reopen_s": w,
+                "reopen_cpu_s": c,
+                "snapshot_load_s": snap.wall,
+                "snapshot_load_cpu_s": snap.cpu,
+                "replay_s": w - snap.wall,
+                "replay_cpu_s": c - snap.cpu,
+                "cold_read_1col_s": w1,
+                "cold_read_1col_cpu_s": c1,
+                "cold_read_all_s": w2,
+                "cold_read_all_cpu_s": c2,
+            }
+        )
         print("  " + " ".join(f"{k}={v:.2f}" for k, v in runs[-1].items()), flush=True)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    print(f"reopen {args.rows:,} rows x 20 cols, snapshot + {args.segments} segments of "
-          f"{args.segment_events:,} events: median {med['reopen_s']:.2f}s wall, "
-          f"{med['reopen_cpu_s']:.2f}s CPU (snapshot load {med['snapshot_load_s']:.2f}s wall /"
-          f" {med['snapshot_load_cpu_s']:.2f}s CPU, segment replay {med['replay_s']:.2f}s /"
-          f" {med['replay_cpu_s']:.2f}s CPU)")
-    print(f"cold read of the latest version from a fresh Table: id + 1 column "
-          f"{med['cold_read_1col_s']:.2f}s wall / {med['cold_read_1col_cpu_s']:.2f}s CPU; "
-          f"all 21 columns {med['cold_read_all_s']:.2f}s / {med['cold_read_all_cpu_s']:.2f}s")
+    print(
+        f"reopen {args.rows:,} rows x 20 cols, snapshot + {args.segments} segments of "
+        f"{args.segment_events:,} events: median {med['reopen_s']:.2f}s wall, "
+        f"{med['reopen_cpu_s']:.2f}s CPU (snapshot load {med['snapshot_load_s']:.2f}s wall /"
+        f" {med['snapshot_load_cpu_s']:.2f}s CPU, segment replay {med['replay_s']:.2f}s /"
+        f" {med['replay_cpu_s']:.2f}s CPU)"
+    )
+    print(
+        f"cold read of the latest version from a fresh Table: id + 1 column "
+        f"{med['cold_read_1col_s']:.2f}s wall / {med['cold_read_1col_cpu_s']:.2f}s CPU; "
+        f"all 21 columns {med['cold_read_all_s']:.2f}s / {med['cold_read_all_cpu_s']:.2f}s"
+    )
     return med
 
 

@@ -9,7 +9,7 @@ column with :func:`cdc_sink.schema.coercer`, :func:`set_columns` the value colum
 
 from __future__ import annotations
 
-import base64
+import binascii
 import decimal
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,9 +26,9 @@ _MISSING = object()
 _Split = tuple[Any, Mapping[str, Any], Mapping[str, Any], Any, str | None]
 
 
-def split_events(events: Sequence[Mapping[str, Any]], schema: TableSchema,
-                  reasons: np.ndarray) -> tuple[list[Any], list[Mapping[str, Any]],
-                                                list[Mapping[str, Any]], list[Any]]:
+def split_events(
+    events: Sequence[Mapping[str, Any]], schema: TableSchema, reasons: np.ndarray
+) -> tuple[list[Any], list[Mapping[str, Any]], list[Mapping[str, Any]], list[Any]]:
     """Splits events into their ops, key maps, set maps and seqs (``_MISSING`` when
     absent); an event refused for its shape gets its reason."""
     key_names = list(schema.primary_key)
@@ -72,22 +72,23 @@ def _split_event(e: Any, key_names: list[str], known_values: set[str]) -> _Split
     return op, k, s, e.get("seq", _MISSING), reason
 
 
-def _unknown_name(k: Mapping[str, Any], s: Mapping[str, Any], key_names: list[str],
-                  known_values: set[str]) -> str | None:
+def _unknown_name(
+    k: Mapping[str, Any], s: Mapping[str, Any], key_names: list[str], known_values: set[str]
+) -> str | None:
     """Why an event naming a column that is not one of the schema is refused."""
     bad = [name for name in s if name not in known_values]
     if bad:
         in_key = [b for b in bad if b in key_names]
-        return (f"key column {in_key[0]!r} inside 'set'" if in_key
-                else f"unknown column {bad[0]!r}")
+        return f"key column {in_key[0]!r} inside 'set'" if in_key else f"unknown column {bad[0]!r}"
     extra = [name for name in k if name not in key_names]
     if extra:
         return f"unknown key column {extra[0]!r}"
     return None
 
 
-def set_columns(schema: TableSchema, set_maps: list[Mapping[str, Any]], reasons: np.ndarray
-                 ) -> tuple[dict[int, pa.Array], dict[int, np.ndarray]]:
+def set_columns(
+    schema: TableSchema, set_maps: list[Mapping[str, Any]], reasons: np.ndarray
+) -> tuple[dict[int, pa.Array], dict[int, np.ndarray]]:
     """The value columns some event sets: values by column id and where they are set."""
     n = len(set_maps)
     values: dict[int, pa.Array] = {}
@@ -97,8 +98,7 @@ def set_columns(schema: TableSchema, set_maps: list[Mapping[str, Any]], reasons:
         mask = np.fromiter((v is not _MISSING for v in vals), dtype=bool, count=n)
         if not mask.any():
             continue
-        values[c.id] = column_from_py([None if v is _MISSING else v for v in vals], c,
-                                       reasons)
+        values[c.id] = column_from_py([None if v is _MISSING else v for v in vals], c, reasons)
         present[c.id] = mask
     return values, present
 
@@ -120,9 +120,14 @@ def _given_seqs(seqs: list[Any], reasons: np.ndarray) -> tuple[np.ndarray, np.nd
     return seq_arr, seq_given
 
 
-def event_seqs(schema: TableSchema, seqs: list[Any], is_truncate: np.ndarray,
-                values: dict[int, pa.Array], present: dict[int, np.ndarray],
-                reasons: np.ndarray) -> np.ndarray | None:
+def event_seqs(
+    schema: TableSchema,
+    seqs: list[Any],
+    is_truncate: np.ndarray,
+    values: dict[int, pa.Array],
+    present: dict[int, np.ndarray],
+    reasons: np.ndarray,
+) -> np.ndarray | None:
     """The seq column of a batch of events (None for a table without a sequence column);
     an event of such a table without a seq gets a reason."""
     if schema.sequence_column is None and all(s is _MISSING for s in seqs):
@@ -138,8 +143,9 @@ def event_seqs(schema: TableSchema, seqs: list[Any], is_truncate: np.ndarray,
         from_set = present[scol.id] & np.asarray(sv.is_valid(), dtype=bool)
         use = missing & from_set
         if use.any():
-            seq_arr[use] = np.asarray(sv.fill_null(0).to_numpy(
-                zero_copy_only=False), dtype=np.int64)[use]
+            seq_arr[use] = np.asarray(
+                sv.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64
+            )[use]
             seq_given |= use
     reasons[missing & ~seq_given] = "seq is missing"
     return seq_arr
@@ -159,8 +165,14 @@ def column_from_py(vals: list[Any], c: Column, reasons: np.ndarray) -> pa.Array:
             cv = convert(v)
             pa.array([cv], type=c.type)
             clean.append(cv)
-        except (TypeError, ValueError, OverflowError, pa.ArrowException,
-                decimal.InvalidOperation, base64.binascii.Error):  # type: ignore[attr-defined]
+        except (
+            TypeError,
+            ValueError,
+            OverflowError,
+            pa.ArrowException,
+            decimal.InvalidOperation,
+            binascii.Error,
+        ):
             if reasons[i] is None:
                 reasons[i] = f"column {c.name!r}: {v!r} is not a valid {type_to_str(c.type)}"
             clean.append(None)

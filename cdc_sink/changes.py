@@ -168,21 +168,31 @@ class ChangeBatch:
         present: dict[int, np.ndarray] = {}
         for cid in sorted({c for b in batches for c in b.values}):
             t = schema.column_by_id(cid).type
-            values[cid] = pa.concat_arrays([
-                b.values[cid] if cid in b.values else pa.nulls(k, t)
-                for b, k in zip(batches, n, strict=True)])
-            present[cid] = np.concatenate([
-                b.present[cid] if cid in b.present else np.zeros(k, bool)
-                for b, k in zip(batches, n, strict=True)])
+            values[cid] = pa.concat_arrays(
+                [
+                    b.values[cid] if cid in b.values else pa.nulls(k, t)
+                    for b, k in zip(batches, n, strict=True)
+                ]
+            )
+            present[cid] = np.concatenate(
+                [
+                    b.present[cid] if cid in b.present else np.zeros(k, bool)
+                    for b, k in zip(batches, n, strict=True)
+                ]
+            )
         seqs = [b.seq for b in batches]
         return cls(
             schema=schema,
             op=np.concatenate([b.op for b in batches]),
-            keys=tuple(pa.concat_arrays([b.keys[i] for b in batches])
-                       for i in range(len(schema.primary_key))),
-            values=values, present=present,
-            seq=None if any(s is None for s in seqs) else np.concatenate(
-                [s for s in seqs if s is not None]),
+            keys=tuple(
+                pa.concat_arrays([b.keys[i] for b in batches])
+                for i in range(len(schema.primary_key))
+            ),
+            values=values,
+            present=present,
+            seq=None
+            if any(s is None for s in seqs)
+            else np.concatenate([s for s in seqs if s is not None]),
             position=np.concatenate([b.positions for b in batches]),
         )
 
@@ -203,9 +213,10 @@ class ChangeBatch:
             order = keyed[np.argsort(kb, kind="stable")]
             counts = np.bincount(kb, minlength=self.schema.num_buckets)
             starts = np.r_[0, np.cumsum(counts)]
-            return {b: self.take(np.sort(np.concatenate(
-                        [order[starts[b]:starts[b + 1]], truncates])))
-                    for b in range(self.schema.num_buckets)}
+            return {
+                b: self.take(np.sort(np.concatenate([order[starts[b] : starts[b + 1]], truncates])))
+                for b in range(self.schema.num_buckets)
+            }
         order = np.argsort(buckets, kind="stable")
         sorted_b = buckets[order]
         bounds = np.flatnonzero(np.diff(sorted_b)) + 1
@@ -235,8 +246,13 @@ class ChangeBatch:
         return pa.table(cols)
 
     @classmethod
-    def from_arrow(cls, table: pa.Table | pa.RecordBatch, schema: TableSchema, *,
-                   position: np.ndarray | None = None) -> tuple[ChangeBatch, Rejects]:
+    def from_arrow(
+        cls,
+        table: pa.Table | pa.RecordBatch,
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+    ) -> tuple[ChangeBatch, Rejects]:
         """Builds a batch from its wire form, validating every event.
 
         ``__op`` may hold int8 codes or op names. A value column without its
@@ -283,8 +299,10 @@ class ChangeBatch:
             arr = _cast(table.column(c.name), c)
             set_name = SET_PREFIX + c.name
             if set_name in names:
-                mask = np.asarray(table.column(set_name).fill_null(False).to_numpy(
-                    zero_copy_only=False), dtype=bool)
+                mask = np.asarray(
+                    table.column(set_name).fill_null(False).to_numpy(zero_copy_only=False),
+                    dtype=bool,
+                )
             else:
                 mask = not_delete.copy()
             values[c.id] = arr
@@ -298,13 +316,17 @@ class ChangeBatch:
             seq_valid = np.asarray(s.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
             seq = s.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             if schema.sequence_column is not None:  # a table without one ignores seq
-                reasons[~seq_valid & (op != OP_TRUNCATE)
-                        & (reasons == None)] = "seq is null"  # noqa: E711
+                reasons[~seq_valid & (op != OP_TRUNCATE) & (reasons == None)] = "seq is null"  # noqa: E711
         return _finish(schema, op, keys, values, present, seq, reasons, position)
 
     @classmethod
-    def from_events(cls, events: Sequence[Mapping[str, Any]], schema: TableSchema, *,
-                    position: np.ndarray | None = None) -> tuple[ChangeBatch, Rejects]:
+    def from_events(
+        cls,
+        events: Sequence[Mapping[str, Any]],
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+    ) -> tuple[ChangeBatch, Rejects]:
         """Builds a batch from native event dicts ``{"op", "key", "set", "seq"?}``.
 
         ``key`` is a mapping of every key column (or a scalar for a one-column key);
@@ -319,10 +341,14 @@ class ChangeBatch:
         n = len(events)
         reasons = np.full(n, None, dtype=object)
         ops, key_maps, set_maps, seqs = split_events(events, schema, reasons)
-        op = _op_codes(pa.array([o if isinstance(o, str) or o is None else repr(o)
-                                 for o in ops], pa.string()), reasons)
-        keys = [column_from_py([km.get(c.name) for km in key_maps], c, reasons)
-                for c in schema.key_columns]
+        op = _op_codes(
+            pa.array([o if isinstance(o, str) or o is None else repr(o) for o in ops], pa.string()),
+            reasons,
+        )
+        keys = [
+            column_from_py([km.get(c.name) for km in key_maps], c, reasons)
+            for c in schema.key_columns
+        ]
         values, present = set_columns(schema, set_maps, reasons)
         seq = event_seqs(schema, seqs, op == OP_TRUNCATE, values, present, reasons)
         return _finish(schema, op, keys, values, present, seq, reasons, position)
@@ -366,10 +392,16 @@ def _cast(col: pa.Array | pa.ChunkedArray, c: Column) -> pa.Array:
         ) from exc
 
 
-def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
-            values: dict[int, pa.Array], present: dict[int, np.ndarray],
-            seq: np.ndarray | None, reasons: np.ndarray,
-            position: np.ndarray | None) -> tuple[ChangeBatch, Rejects]:
+def _finish(
+    schema: TableSchema,
+    op: np.ndarray,
+    keys: list[pa.Array],
+    values: dict[int, pa.Array],
+    present: dict[int, np.ndarray],
+    seq: np.ndarray | None,
+    reasons: np.ndarray,
+    position: np.ndarray | None,
+) -> tuple[ChangeBatch, Rejects]:
     """Vectorized checks shared by every constructor, then the split into valid/rejects."""
     n = len(op)
     refuse = _Refuser(reasons)
@@ -383,8 +415,15 @@ def _finish(schema: TableSchema, op: np.ndarray, keys: list[pa.Array],
     good = np.flatnonzero(ok)
     bad = np.flatnonzero(~ok)
     rejects = Rejects(positions=pos[bad], reasons=[str(r) for r in reasons[bad]])
-    full = ChangeBatch(schema=schema, op=op.astype(np.int8), keys=tuple(keys), values=values,
-                       present=present, seq=seq, position=pos)
+    full = ChangeBatch(
+        schema=schema,
+        op=op.astype(np.int8),
+        keys=tuple(keys),
+        values=values,
+        present=present,
+        seq=seq,
+        position=pos,
+    )
     if len(bad) == 0:
         return full, rejects
     return full.take(good), rejects
@@ -405,14 +444,18 @@ class _Refuser:
             self.ok[hit] = False
 
 
-def _checked_keys(schema: TableSchema, keys: list[pa.Array], is_truncate: np.ndarray,
-                  refuse: _Refuser) -> list[pa.Array]:
+def _checked_keys(
+    schema: TableSchema, keys: list[pa.Array], is_truncate: np.ndarray, refuse: _Refuser
+) -> list[pa.Array]:
     """Refuses null and out-of-range keys; a truncate's key columns become null."""
     for kc, arr in zip(schema.key_columns, keys, strict=True):
-        refuse(~np.asarray(arr.is_valid(), dtype=bool) & ~is_truncate,
-               f"key column {kc.name!r} is missing or null")
-        refuse(out_of_bounds(arr) & ~is_truncate,
-               f"key column {kc.name!r}: {bounds_reason(kc.type)}")
+        refuse(
+            ~np.asarray(arr.is_valid(), dtype=bool) & ~is_truncate,
+            f"key column {kc.name!r} is missing or null",
+        )
+        refuse(
+            out_of_bounds(arr) & ~is_truncate, f"key column {kc.name!r}: {bounds_reason(kc.type)}"
+        )
     if is_truncate.any():  # a truncate names no key: its key columns are null
         nulls = pa.array(is_truncate)
         keys = [pc.if_else(nulls, pa.scalar(None, arr.type), arr) for arr in keys]
@@ -420,8 +463,13 @@ def _checked_keys(schema: TableSchema, keys: list[pa.Array], is_truncate: np.nda
     return keys
 
 
-def _check_values(schema: TableSchema, op: np.ndarray, values: dict[int, pa.Array],
-                  present: dict[int, np.ndarray], refuse: _Refuser) -> None:
+def _check_values(
+    schema: TableSchema,
+    op: np.ndarray,
+    values: dict[int, pa.Array],
+    present: dict[int, np.ndarray],
+    refuse: _Refuser,
+) -> None:
     """Unsets what deletes and truncates carry; refuses out-of-range values, nulls in
     non-nullable columns and inserts that leave a required column unset."""
     sets_nothing = (op == OP_DELETE) | (op == OP_TRUNCATE)
@@ -429,21 +477,30 @@ def _check_values(schema: TableSchema, op: np.ndarray, values: dict[int, pa.Arra
         present[cid] = present[cid] & ~sets_nothing  # a delete or truncate sets nothing
     for c in schema.value_columns:
         if c.id in values:
-            refuse(present[c.id] & out_of_bounds(values[c.id]),
-                   f"column {c.name!r}: {bounds_reason(c.type)}")
+            refuse(
+                present[c.id] & out_of_bounds(values[c.id]),
+                f"column {c.name!r}: {bounds_reason(c.type)}",
+            )
     for c in schema.value_columns:
         if c.id in values and not c.nullable:
             nulls = present[c.id] & ~np.asarray(values[c.id].is_valid(), dtype=bool)
             refuse(nulls, f"null in non-nullable column {c.name!r}")
     for c in schema.required_columns:
         setting = present.get(c.id)
-        refuse((op == OP_INSERT) & (~setting if setting is not None else True),
-               f"insert does not set non-nullable column {c.name!r} (it has no default)")
+        refuse(
+            (op == OP_INSERT) & (~setting if setting is not None else True),
+            f"insert does not set non-nullable column {c.name!r} (it has no default)",
+        )
 
 
-def _checked_seq(schema: TableSchema, seq: np.ndarray | None, is_truncate: np.ndarray,
-                 values: dict[int, pa.Array], present: dict[int, np.ndarray],
-                 refuse: _Refuser) -> np.ndarray:
+def _checked_seq(
+    schema: TableSchema,
+    seq: np.ndarray | None,
+    is_truncate: np.ndarray,
+    values: dict[int, pa.Array],
+    present: dict[int, np.ndarray],
+    refuse: _Refuser,
+) -> np.ndarray:
     """The seq of a table with a sequence column: refuses events without one, with a
     sequence column in 'set' that differs or out of the column's range; the sequence
     column leaves the values (the tablet writes it from seq)."""
@@ -457,8 +514,8 @@ def _checked_seq(schema: TableSchema, seq: np.ndarray | None, is_truncate: np.nd
     if scol.id in values:
         sv = values[scol.id]
         differs = present[scol.id] & ~np.asarray(
-            pc.equal(sv, pa.array(seq).cast(sv.type, safe=False)).fill_null(False),
-            dtype=bool)
+            pc.equal(sv, pa.array(seq).cast(sv.type, safe=False)).fill_null(False), dtype=bool
+        )
         refuse(differs, f"sequence column {scol.name!r} in 'set' differs from seq")
         del values[scol.id]
         del present[scol.id]
@@ -468,4 +525,3 @@ def _checked_seq(schema: TableSchema, seq: np.ndarray | None, is_truncate: np.nd
         lo, hi = bounds
         refuse((seq < lo) | (seq > hi), f"seq out of range of {type_to_str(scol.type)}")
     return seq
-

@@ -32,63 +32,110 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``cdc-sink``."""
-    from cdc_sink.formats import FORMATS
 
     parser = argparse.ArgumentParser(
         prog="cdc-sink",
-        description="A realtime-updatable columnar table fed by Kafka CDC through Spark.")
-    parser.add_argument("--log-level", type=str.upper, default="WARNING",
-                        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                        help="level of cdc_sink's log on stderr (default WARNING)")
+        description="A realtime-updatable columnar table fed by Kafka CDC through Spark.",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="level of cdc_sink's log on stderr (default WARNING)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="run the end-to-end demo (local Kafka + Spark)",
-                          description="Produce an orders CDC stream to a local Kafka, apply "
-                          "it with a Spark Structured Streaming job, query two versions "
-                          "and check them against the expected state.")
-    demo.add_argument("--events", type=int, default=20_000, help="events to produce "
-                      "(default 20000)")
-    demo.add_argument("--format", choices=FORMATS, default="json",
-                      help="wire format on Kafka (default json)")
-    demo.add_argument("--apply-mode", choices=("driver", "executors"), default="driver",
-                      help="where micro-batches are applied (default driver)")
-    demo.add_argument("--workdir", default=None, help="directory for the table and the "
-                      "checkpoint (default: a new temporary directory, kept)")
-    demo.add_argument("--seed", type=int, default=7, help="seed of the orders stream")
-    demo.add_argument("--partitions", type=int, default=4, help="partitions of the topic")
-    demo.add_argument("--trigger", default="500 milliseconds",
-                      help="processing-time trigger (default '500 milliseconds')")
-    demo.add_argument("--backend", choices=("auto", "confluent", "kafka-python"),
-                      default="auto", help="Kafka client of the producer")
-    demo.add_argument("--metrics-port", type=int, default=0,
-                      help="serve the job's Prometheus metrics on this port while the demo "
-                      "runs (default 0: a free port; -1: none)")
-    demo.add_argument("--metrics-host", default="127.0.0.1",
-                      help="address the metrics endpoint binds (default 127.0.0.1)")
-    demo.add_argument("--decoder-option", action="append", default=[], metavar="KEY=VALUE",
-                      help="option of the format's decoder (repeatable; VALUE parsed as JSON "
-                      "when it parses)")
+    _add_demo(sub)
 
     query = sub.add_parser("query", help="print a table version (Python read)")
     query.add_argument("path", help="table directory")
     at = query.add_mutually_exclusive_group()
     at.add_argument("--version", type=int, default=None, help="version (default latest)")
-    at.add_argument("--timestamp", default=None,
-                    help="newest version committed at or before this time (ISO 8601, or "
-                    "epoch milliseconds)")
+    at.add_argument(
+        "--timestamp",
+        default=None,
+        help="newest version committed at or before this time (ISO 8601, or epoch milliseconds)",
+    )
     query.add_argument("--columns", default=None, help="comma-separated columns")
     query.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
 
     versions = sub.add_parser("versions", help="list the retained versions of a table")
     versions.add_argument("path", help="table directory")
 
-    stats = sub.add_parser("stats", help="table statistics: rows, memory, deltas, disk",
-                           description="Loads every bucket of the table's latest version and "
-                           "shows its live rows, in-memory bytes, outstanding delta versions "
-                           "and the bytes of its WAL, snapshots and log on disk.")
+    stats = sub.add_parser(
+        "stats",
+        help="table statistics: rows, memory, deltas, disk",
+        description="Loads every bucket of the table's latest version and "
+        "shows its live rows, in-memory bytes, outstanding delta versions "
+        "and the bytes of its WAL, snapshots and log on disk.",
+    )
     stats.add_argument("path", help="table directory")
     stats.add_argument("--json", action="store_true", help="print JSON (with every bucket)")
     return parser
+
+
+def _add_demo(sub: Any) -> None:
+    """The ``demo`` command's arguments."""
+    from cdc_sink.formats import FORMATS
+
+    demo = sub.add_parser(
+        "demo",
+        help="run the end-to-end demo (local Kafka + Spark)",
+        description="Produce an orders CDC stream to a local Kafka, apply "
+        "it with a Spark Structured Streaming job, query two versions "
+        "and check them against the expected state.",
+    )
+    demo.add_argument(
+        "--events", type=int, default=20_000, help="events to produce (default 20000)"
+    )
+    demo.add_argument(
+        "--format", choices=FORMATS, default="json", help="wire format on Kafka (default json)"
+    )
+    demo.add_argument(
+        "--apply-mode",
+        choices=("driver", "executors"),
+        default="driver",
+        help="where micro-batches are applied (default driver)",
+    )
+    demo.add_argument(
+        "--workdir",
+        default=None,
+        help="directory for the table and the "
+        "checkpoint (default: a new temporary directory, kept)",
+    )
+    demo.add_argument("--seed", type=int, default=7, help="seed of the orders stream")
+    demo.add_argument("--partitions", type=int, default=4, help="partitions of the topic")
+    demo.add_argument(
+        "--trigger",
+        default="500 milliseconds",
+        help="processing-time trigger (default '500 milliseconds')",
+    )
+    demo.add_argument(
+        "--backend",
+        choices=("auto", "confluent", "kafka-python"),
+        default="auto",
+        help="Kafka client of the producer",
+    )
+    demo.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="serve the job's Prometheus metrics on this port while the demo "
+        "runs (default 0: a free port; -1: none)",
+    )
+    demo.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics endpoint binds (default 127.0.0.1)",
+    )
+    demo.add_argument(
+        "--decoder-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of the format's decoder (repeatable; VALUE parsed as JSON when it parses)",
+    )
 
 
 def parse_options(items: Sequence[str], flag: str = "--decoder-option") -> dict[str, Any]:
@@ -133,12 +180,19 @@ def _console() -> Any:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cdc_sink.demo.runner import DemoOptions, run_demo
 
-    opts = DemoOptions(events=args.events, format=args.format, apply_mode=args.apply_mode,
-                       workdir=args.workdir, seed=args.seed, partitions=args.partitions,
-                       trigger=args.trigger, backend=args.backend,
-                       metrics_port=None if args.metrics_port < 0 else args.metrics_port,
-                       metrics_host=args.metrics_host,
-                       decoder_options=parse_options(args.decoder_option))
+    opts = DemoOptions(
+        events=args.events,
+        format=args.format,
+        apply_mode=args.apply_mode,
+        workdir=args.workdir,
+        seed=args.seed,
+        partitions=args.partitions,
+        trigger=args.trigger,
+        backend=args.backend,
+        metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+        metrics_host=args.metrics_host,
+        decoder_options=parse_options(args.decoder_option),
+    )
     return run_demo(opts)
 
 
@@ -153,8 +207,12 @@ def _cmd_query(args: argparse.Namespace) -> int:
     version = table.resolve_version(args.version, ts)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     data = table.read(version=version, columns=columns)
-    console.print(f"{args.path} at version {version}: {data.num_rows} rows", soft_wrap=True,
-                  markup=False, highlight=False)
+    console.print(
+        f"{args.path} at version {version}: {data.num_rows} rows",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
     out = RichTable()
     for name in data.column_names:
         out.add_column(name, overflow="fold")
@@ -173,16 +231,20 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
     table = cdc_sink.open_table(args.path)
     out = RichTable(title=f"versions of {args.path}")
-    for col in ("version", "committed (UTC)", "kind", "app_id", "batch_id", "buckets",
-                "stats"):
+    for col in ("version", "committed (UTC)", "kind", "app_id", "batch_id", "buckets", "stats"):
         out.add_column(col, overflow="fold")
     for v in table.versions():
         when = dt.datetime.fromtimestamp(v["commit_time_ms"] / 1000, dt.timezone.utc)
         stats = " ".join(f"{k}={n}" for k, n in sorted(v["stats"].items()) if n)
-        out.add_row(str(v["version"]), when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
-                    str(v["kind"]), str(v["app_id"] or ""),
-                    "" if v["batch_id"] is None else str(v["batch_id"]),
-                    ",".join(map(str, v["buckets"])), stats)
+        out.add_row(
+            str(v["version"]),
+            when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            str(v["kind"]),
+            str(v["app_id"] or ""),
+            "" if v["batch_id"] is None else str(v["batch_id"]),
+            ",".join(map(str, v["buckets"])),
+            stats,
+        )
     _console().print(out)
     return 0
 
@@ -213,21 +275,30 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     summary.add_column("figure")
     summary.add_column("value", justify="right")
     for name, value in (
-            ("version", st.version), ("oldest readable version", st.oldest_version),
-            ("buckets", st.num_buckets), ("live rows", st.live_rows),
-            ("memory", _size(st.memory_bytes)),
-            ("outstanding delta versions (max)", st.outstanding_delta_versions),
-            ("WAL", f"{_size(st.wal_bytes)} in {st.wal_files} files"),
-            ("snapshots", f"{_size(st.snapshot_bytes)} in {st.snapshot_files} files"),
-            ("log", f"{_size(st.log_bytes)} in {st.log_files} files")):
+        ("version", st.version),
+        ("oldest readable version", st.oldest_version),
+        ("buckets", st.num_buckets),
+        ("live rows", st.live_rows),
+        ("memory", _size(st.memory_bytes)),
+        ("outstanding delta versions (max)", st.outstanding_delta_versions),
+        ("WAL", f"{_size(st.wal_bytes)} in {st.wal_files} files"),
+        ("snapshots", f"{_size(st.snapshot_bytes)} in {st.snapshot_files} files"),
+        ("log", f"{_size(st.log_bytes)} in {st.log_files} files"),
+    ):
         summary.add_row(name, str(value))
     console.print(summary)
     per = RichTable(title="buckets")
     for col in ("bucket", "live rows", "memory", "deltas", "WAL", "snapshots"):
         per.add_column(col, justify="right")
     for b in st.buckets:
-        per.add_row(str(b.bucket), str(b.live_rows), _size(b.memory_bytes),
-                    str(b.delta_versions), _size(b.wal_bytes), _size(b.snapshot_bytes))
+        per.add_row(
+            str(b.bucket),
+            str(b.live_rows),
+            _size(b.memory_bytes),
+            str(b.delta_versions),
+            _size(b.wal_bytes),
+            _size(b.snapshot_bytes),
+        )
     console.print(per)
     return 0
 
@@ -252,8 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
-    commands = {"demo": _cmd_demo, "query": _cmd_query, "versions": _cmd_versions,
-                "stats": _cmd_stats}
+    commands = {
+        "demo": _cmd_demo,
+        "query": _cmd_query,
+        "versions": _cmd_versions,
+        "stats": _cmd_stats,
+    }
     try:
         from cdc_sink.extras import require
 

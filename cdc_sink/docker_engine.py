@@ -53,9 +53,16 @@ def engine_running(timeout: float = 15.0) -> bool:
     if shutil.which("docker") is None:
         return False
     try:
-        return subprocess.run(["docker", "info"], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout,
-                              check=False).returncode == 0
+        return (
+            subprocess.run(
+                ["docker", "info"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -66,8 +73,13 @@ def compose_command() -> list[str] | None:
     if found:
         return [found]
     if shutil.which("docker") is not None:
-        probe = subprocess.run(["docker", "compose", "version"], stdin=subprocess.DEVNULL,
-                               capture_output=True, timeout=30, check=False)
+        probe = subprocess.run(
+            ["docker", "compose", "version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
         if probe.returncode == 0:
             return ["docker", "compose"]
     return None
@@ -78,30 +90,48 @@ def _is_root() -> bool:
 
 
 def _missing_packages() -> list[str]:
-    wanted = {"docker.io": "dockerd", "docker-compose": "docker-compose",
-              "debootstrap": "debootstrap"}
-    return [pkg for pkg, exe in wanted.items()
-            if shutil.which(exe) is None and not Path("/usr/sbin", exe).is_file()]
+    wanted = {
+        "docker.io": "dockerd",
+        "docker-compose": "docker-compose",
+        "debootstrap": "debootstrap",
+    }
+    return [
+        pkg
+        for pkg, exe in wanted.items()
+        if shutil.which(exe) is None and not Path("/usr/sbin", exe).is_file()
+    ]
 
 
 def _install_packages(packages: list[str]) -> None:
     if shutil.which("apt-get") is None:
-        raise DockerUnavailable(f"{', '.join(packages)} not installed and there is no apt-get "
-                                "to install them")
+        raise DockerUnavailable(
+            f"{', '.join(packages)} not installed and there is no apt-get to install them"
+        )
     if not _is_root():
-        raise DockerUnavailable(f"{', '.join(packages)} not installed, and installing them "
-                                "with apt-get needs root")
+        raise DockerUnavailable(
+            f"{', '.join(packages)} not installed, and installing them with apt-get needs root"
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"],
-                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
+    for cmd in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+    ):
         try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, env=env, timeout=_APT_TIMEOUT_S, check=False)
+            proc = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=_APT_TIMEOUT_S,
+                check=False,
+            )
         except subprocess.TimeoutExpired as exc:
             raise DockerUnavailable(f"{' '.join(cmd)} timed out") from exc
         if proc.returncode != 0:
-            raise DockerUnavailable(f"{' '.join(cmd)} failed ({proc.returncode}): "
-                                    f"{(proc.stdout + proc.stderr)[-2000:]}")
+            raise DockerUnavailable(
+                f"{' '.join(cmd)} failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}"
+            )
 
 
 def _start_dockerd(timeout: float) -> None:
@@ -113,16 +143,23 @@ def _start_dockerd(timeout: float) -> None:
     log_path = dockerd_log_path()
     with open(log_path, "ab") as log:
         # Its own session: the engine outlives this process, as a service would.
-        proc = subprocess.Popen([dockerd], stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [dockerd],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     while not engine_running(timeout=5.0):
         if proc.poll() is not None:
-            raise DockerUnavailable(f"dockerd exited with code {proc.returncode} while "
-                                    f"starting:\n{_tail(log_path)}")
+            raise DockerUnavailable(
+                f"dockerd exited with code {proc.returncode} while starting:\n{_tail(log_path)}"
+            )
         if time.monotonic() > deadline:
-            raise DockerUnavailable(f"dockerd did not answer within {timeout:.0f}s:\n"
-                                    f"{_tail(log_path)}")
+            raise DockerUnavailable(
+                f"dockerd did not answer within {timeout:.0f}s:\n{_tail(log_path)}"
+            )
         time.sleep(0.5)
 
 
@@ -152,8 +189,9 @@ def ensure_engine(*, install: bool = True, timeout: float = 90.0) -> None:
                 _install_packages(missing)
         return
     if os.environ.get("DOCKER_HOST"):
-        raise DockerUnavailable(f"the Docker engine at $DOCKER_HOST={os.environ['DOCKER_HOST']}"
-                                " does not answer")
+        raise DockerUnavailable(
+            f"the Docker engine at $DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer"
+        )
     missing = _missing_packages()
     if missing:
         if not install:

@@ -71,7 +71,9 @@ def require(*modules: str, feature: str) -> None:
             raise MissingExtra(
                 f"{feature} needs {module!r}, which is not installed: install the "
                 f"{extra!r} extra, e.g. pip install 'cdc_sink[{extra}]'",
-                extra=extra, module=module)
+                extra=extra,
+                module=module,
+            )
 
 
 def require_any(*modules: str, feature: str) -> None:
@@ -97,4 +99,7 @@ def missing_extra(exc: ModuleNotFoundError, *, feature: str) -> ImportError:
         return exc
     return MissingExtra(
         f"{feature} needs {top!r}, which is not installed: install the {extra!r} extra, "
-        f"e.g. pip install 'cdc_sink[{extra}]'", extra=extra, module=top)
+        f"e.g. pip install 'cdc_sink[{extra}]'",
+        extra=extra,
+        module=top,
+    )

@@ -22,8 +22,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["STATS_PREFIX_BYTES", "PageStats", "Predicate", "evaluate", "may_match",
-           "page_stats", "parse_filter", "physical_predicate", "physical_value"]
+__all__ = [
+    "STATS_PREFIX_BYTES",
+    "PageStats",
+    "Predicate",
+    "evaluate",
+    "may_match",
+    "page_stats",
+    "parse_filter",
+    "physical_predicate",
+    "physical_value",
+]
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"}
 #: Longest string/binary kept as a page's min or max. A longer min is cut to this prefix
@@ -81,8 +90,9 @@ def parse_filter(filter: Any, names: Sequence[str]) -> list[Predicate]:
                 raise ValueError(f"filter op {p.op!r} takes no value")
         elif p.value is None and not (isinstance(item, (tuple, list)) and len(item) == 3):
             raise ValueError(f"filter op {p.op!r} on {p.column!r} needs a value")
-        if p.op in ("in", "not in") and (isinstance(p.value, (str, bytes))
-                                          or not isinstance(p.value, Iterable)):
+        if p.op in ("in", "not in") and (
+            isinstance(p.value, (str, bytes)) or not isinstance(p.value, Iterable)
+        ):
             raise ValueError(f"filter op {p.op!r} needs a list of values, got {p.value!r}")
         if p.op not in _OPS:
             raise ValueError(f"filter op {p.op!r} is not one of {sorted(_OPS)}")
@@ -113,8 +123,14 @@ def evaluate(batch: pa.RecordBatch | pa.Table, preds: Sequence[Predicate]) -> np
                 r = pc.and_(pc.invert(r), pc.is_valid(col))
         else:
             scalar = pa.scalar(p.value, type=col.type)
-            fn = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-                  ">": pc.greater, ">=": pc.greater_equal}[p.op]
+            fn = {
+                "=": pc.equal,
+                "!=": pc.not_equal,
+                "<": pc.less,
+                "<=": pc.less_equal,
+                ">": pc.greater,
+                ">=": pc.greater_equal,
+            }[p.op]
             r = fn(col, scalar)
         mask &= np.asarray(r.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
     return mask
@@ -161,8 +177,12 @@ def physical_value(value: Any, type: pa.DataType) -> Any:
         return None
     if isinstance(value, pa.Scalar):
         return _scalar_physical(value.cast(type))
-    if pa.types.is_date32(type) or pa.types.is_timestamp(type) or \
-            pa.types.is_decimal(type) or pa.types.is_binary(type):
+    if (
+        pa.types.is_date32(type)
+        or pa.types.is_timestamp(type)
+        or pa.types.is_decimal(type)
+        or pa.types.is_binary(type)
+    ):
         return _scalar_physical(pa.scalar(value, type=type))
     return value
 
@@ -199,6 +219,7 @@ def page_stats(arr: pa.Array) -> PageStats:
 
 def _bounded(lo: Any, hi: Any) -> tuple[Any, Any]:
     """Cuts a long min to a prefix (still a lower bound) and drops a long max."""
+
     def size(v: Any) -> int:
         return len(v.encode()) if isinstance(v, str) else len(v)
 

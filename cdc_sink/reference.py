@@ -40,8 +40,16 @@ __all__ = ["OUTCOMES", "Key", "ReferenceTable", "Row", "coerce_value", "normaliz
 Key = tuple[Any, ...]
 Row = dict[str, Any]
 #: What :meth:`ReferenceTable.apply_event` returns.
-OUTCOMES = ("inserted", "updated", "deleted", "ignored", "stale", "rejected", "truncated",
-            "invalid")
+OUTCOMES = (
+    "inserted",
+    "updated",
+    "deleted",
+    "ignored",
+    "stale",
+    "rejected",
+    "truncated",
+    "invalid",
+)
 _OPS = ("insert", "upsert", "update", "delete", "truncate")
 
 
@@ -101,9 +109,11 @@ class ReferenceTable:
         sets = event.get("set") or {}
         if not isinstance(sets, Mapping):
             return "'set' is not an object"
-        return (self._key_reason(event.get("key"))
-                or (None if op == "delete" else self._set_reason(op, sets))
-                or self._seq_reason(event, op, sets))
+        return (
+            self._key_reason(event.get("key"))
+            or (None if op == "delete" else self._set_reason(op, sets))
+            or self._seq_reason(event, op, sets)
+        )
 
     def _key_map(self, key: Any) -> Any:
         """A scalar key of a one-column primary key as ``{column: key}``."""
@@ -148,8 +158,7 @@ class ReferenceTable:
                     return f"insert does not set non-nullable column {c.name!r}"
         return None
 
-    def _seq_reason(self, event: Mapping[str, Any], op: str,
-                    sets: Mapping[str, Any]) -> str | None:
+    def _seq_reason(self, event: Mapping[str, Any], op: str, sets: Mapping[str, Any]) -> str | None:
         s = self.schema
         if s.sequence_column is None:
             return None
@@ -193,8 +202,14 @@ class ReferenceTable:
         s = self.schema
         op = event["op"]
         key = self.key_of(event)
-        sets = {} if op == "delete" else {
-            name: coerce_value(v, s.column(name)) for name, v in (event.get("set") or {}).items()}
+        sets = (
+            {}
+            if op == "delete"
+            else {
+                name: coerce_value(v, s.column(name))
+                for name, v in (event.get("set") or {}).items()
+            }
+        )
         seq: int | None = None
         if s.sequence_column is not None:
             seq = event.get("seq")
@@ -223,8 +238,9 @@ class ReferenceTable:
         if op == "upsert":
             unset = [c.name for c in self.schema.required_columns if c.name not in sets]
             if unset:
-                self.last_reason = (f"upsert of a missing key does not set non-nullable "
-                                    f"column {unset[0]!r}")
+                self.last_reason = (
+                    f"upsert of a missing key does not set non-nullable column {unset[0]!r}"
+                )
                 return "rejected"
         row = self.new_row(key) if op != "update" else self.rows[key]
         row.update(sets)

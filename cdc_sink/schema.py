@@ -29,9 +29,20 @@ from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaError
 from cdc_sink.values import coerce, coercer, parse_date, parse_timestamp
 
-__all__ = ["TEMPORAL_RANGE", "Column", "TableSchema", "bounds_reason", "coerce", "coercer",
-           "out_of_bounds", "parse_date", "parse_timestamp", "parse_type", "type_to_str",
-           "value_bounds"]
+__all__ = [
+    "TEMPORAL_RANGE",
+    "Column",
+    "TableSchema",
+    "bounds_reason",
+    "coerce",
+    "coercer",
+    "out_of_bounds",
+    "parse_date",
+    "parse_timestamp",
+    "parse_type",
+    "type_to_str",
+    "value_bounds",
+]
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -157,11 +168,14 @@ def out_of_bounds(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if bounds is None or pa.types.is_integer(t) or n == 0:
         return np.zeros(n, dtype=bool)
     lo, hi = bounds
-    valid = (np.ones(n, dtype=bool) if arr.null_count == 0
-             else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+    valid = (
+        np.ones(n, dtype=bool)
+        if arr.null_count == 0
+        else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    )
     if pa.types.is_decimal(t):
         words = np.frombuffer(arr.buffers()[1], dtype=np.int64)
-        words = words[2 * arr.offset: 2 * (arr.offset + n)].reshape(n, 2)
+        words = words[2 * arr.offset : 2 * (arr.offset + n)].reshape(n, 2)
         x_lo = words[:, 0].view(np.uint64)
         x_hi = words[:, 1]
 
@@ -176,16 +190,14 @@ def out_of_bounds(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
         below = (x_hi < lo_h) | ((x_hi == lo_h) & (x_lo < lo_l))
         return np.asarray(valid & (above | below), dtype=bool)
     width = pa.int32() if pa.types.is_date32(t) else pa.int64()
-    phys = np.asarray(arr.view(width).fill_null(0).to_numpy(zero_copy_only=False),
-                      dtype=np.int64)
+    phys = np.asarray(arr.view(width).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
     return np.asarray(valid & ((phys < lo) | (phys > hi)), dtype=bool)
 
 
 def bounds_reason(t: pa.DataType) -> str:
     """Why a value outside :func:`value_bounds` of ``t`` is rejected (for a reject)."""
     if pa.types.is_decimal(t):
-        return (f"exceeds the precision of {type_to_str(t)} "
-                f"(at most {t.precision} digits)")
+        return f"exceeds the precision of {type_to_str(t)} (at most {t.precision} digits)"
     if pa.types.is_date32(t) or pa.types.is_timestamp(t):
         return f"out of range {TEMPORAL_RANGE}"
     return f"out of range of {type_to_str(t)}"
@@ -199,8 +211,13 @@ def _default_to_arrow(value: Any, t: pa.DataType, column: str) -> pa.Scalar:
             # column has always been 1.0).
             value = coerce(value, t)
         return pa.scalar(value, type=t)
-    except (TypeError, ValueError, OverflowError, pa.ArrowException,
-            decimal.InvalidOperation) as exc:
+    except (
+        TypeError,
+        ValueError,
+        OverflowError,
+        pa.ArrowException,
+        decimal.InvalidOperation,
+    ) as exc:
         raise SchemaError(
             f"default {value!r} of column {column!r} is not a valid {type_to_str(t)}: {exc}"
         ) from exc
@@ -323,10 +340,14 @@ class TableSchema:
     def _validate(self) -> None:
         names = self._validate_columns()
         self._validate_key(names)
-        if isinstance(self.num_buckets, bool) or not isinstance(self.num_buckets, int) \
-                or not 1 <= self.num_buckets <= 65536:
+        if (
+            isinstance(self.num_buckets, bool)
+            or not isinstance(self.num_buckets, int)
+            or not 1 <= self.num_buckets <= 65536
+        ):
             raise SchemaError(
-                f"num_buckets must be an integer in [1, 65536], got {self.num_buckets!r}")
+                f"num_buckets must be an integer in [1, 65536], got {self.num_buckets!r}"
+            )
         self._validate_sequence(names)
 
     def _validate_columns(self) -> set[str]:
@@ -423,8 +444,11 @@ class TableSchema:
         A new row must get these from its event (the sequence column is written from
         the event's ``seq``).
         """
-        return [c for c in self.value_columns
-                if not c.nullable and not c.has_default and c.name != self.sequence_column]
+        return [
+            c
+            for c in self.value_columns
+            if not c.nullable and not c.has_default and c.name != self.sequence_column
+        ]
 
     def arrow_schema(self, columns: Sequence[str] | None = None) -> pa.Schema:
         """The Arrow schema of a read (table order, or the order of ``columns``)."""
@@ -441,8 +465,14 @@ class TableSchema:
         """
         if not isinstance(d, Mapping):
             raise SchemaError(f"schema must be a mapping, got {type(d).__name__}")
-        unknown = set(d) - {"columns", "primary_key", "num_buckets", "sequence_column",
-                            "schema_id", "next_column_id"}
+        unknown = set(d) - {
+            "columns",
+            "primary_key",
+            "num_buckets",
+            "sequence_column",
+            "schema_id",
+            "next_column_id",
+        }
         if unknown:
             raise SchemaError(f"unknown schema field(s): {sorted(unknown)}")
         raw_cols = d.get("columns")
@@ -481,8 +511,9 @@ class TableSchema:
         return d
 
     # ------------------------------------------------------------------ evolution
-    def add_column(self, name: str, type: str | pa.DataType, *, nullable: bool = True,
-                   default: Any = None) -> TableSchema:
+    def add_column(
+        self, name: str, type: str | pa.DataType, *, nullable: bool = True, default: Any = None
+    ) -> TableSchema:
         """Returns a new schema with a column appended (existing rows read ``default``).
 
         Raises:
@@ -493,10 +524,19 @@ class TableSchema:
             raise SchemaError(f"unsupported column type {t} for {name!r}")
         if not nullable and default is None:
             raise SchemaError(f"added column {name!r} is not nullable and needs a default")
-        col = Column(id=self.next_column_id, name=name, type=t, nullable=nullable,
-                     default=_default_to_arrow(default, t, name))
-        return replace(self, columns=(*self.columns, col), schema_id=self.schema_id + 1,
-                       next_column_id=self.next_column_id + 1)
+        col = Column(
+            id=self.next_column_id,
+            name=name,
+            type=t,
+            nullable=nullable,
+            default=_default_to_arrow(default, t, name),
+        )
+        return replace(
+            self,
+            columns=(*self.columns, col),
+            schema_id=self.schema_id + 1,
+            next_column_id=self.next_column_id + 1,
+        )
 
     def drop_column(self, name: str) -> TableSchema:
         """Returns a new schema without column ``name`` (key/sequence columns cannot go).
@@ -524,5 +564,6 @@ class TableSchema:
         cols = tuple(replace(c, name=new) if c.name == old else c for c in self.columns)
         pk = tuple(new if k == old else k for k in self.primary_key)
         seq = new if self.sequence_column == old else self.sequence_column
-        return replace(self, columns=cols, primary_key=pk, sequence_column=seq,
-                       schema_id=self.schema_id + 1)
+        return replace(
+            self, columns=cols, primary_key=pk, sequence_column=seq, schema_id=self.schema_id + 1
+        )

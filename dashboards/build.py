@@ -79,13 +79,14 @@ def _rate(metric: str, extra: str = "") -> str:
 
 
 def _quantile(q: float, histogram: str, by: str = "table") -> str:
-    return (f"histogram_quantile({q}, sum by ({by}, le) "
-            f"({_rate(histogram + '_bucket')}))")
+    return f"histogram_quantile({q}, sum by ({by}, le) ({_rate(histogram + '_bucket')}))"
 
 
 def _mean(histogram: str, by: str = "table") -> str:
-    return (f"sum by ({by}) ({_rate(histogram + '_sum')}) / "
-            f"sum by ({by}) ({_rate(histogram + '_count')})")
+    return (
+        f"sum by ({by}) ({_rate(histogram + '_sum')}) / "
+        f"sum by ({by}) ({_rate(histogram + '_count')})"
+    )
 
 
 @dataclass(frozen=True)
@@ -126,42 +127,75 @@ class _Row:
 def _thresholds(t: _Thresholds | None) -> dash_b.ThresholdsConfig:
     steps = [dash_m.Threshold(value=None, color="green")]
     if t is not None:
-        steps += [dash_m.Threshold(value=t.warn, color="orange"),
-                  dash_m.Threshold(value=t.crit, color="red")]
+        steps += [
+            dash_m.Threshold(value=t.warn, color="orange"),
+            dash_m.Threshold(value=t.crit, color="red"),
+        ]
     return dash_b.ThresholdsConfig().mode(dash_m.ThresholdsMode.ABSOLUTE).steps(steps)
 
 
 def _targets(spec: _Spec) -> list[prom_b.Dataquery]:
-    return [prom_b.Dataquery().expr(q.expr).legend_format(q.legend).range()
-            .ref_id(chr(ord("A") + i)).datasource(DATASOURCE)
-            for i, q in enumerate(spec.queries)]
+    return [
+        prom_b.Dataquery()
+        .expr(q.expr)
+        .legend_format(q.legend)
+        .range()
+        .ref_id(chr(ord("A") + i))
+        .datasource(DATASOURCE)
+        for i, q in enumerate(spec.queries)
+    ]
 
 
 def _panel(spec: _Spec, panel_id: int) -> Any:
     if spec.kind == "stat":
-        stat = (stat_b.Panel().id(panel_id).title(spec.title).description(spec.description)
-                .datasource(DATASOURCE).unit(spec.unit).span(spec.width).height(spec.height)
-                .thresholds(_thresholds(spec.thresholds))
-                .graph_mode(common_m.BigValueGraphMode.AREA)
-                .color_mode(common_m.BigValueColorMode.BACKGROUND)
-                .reduce_options(common_b.ReduceDataOptions().calcs(["lastNotNull"])))
+        stat = (
+            stat_b.Panel()
+            .id(panel_id)
+            .title(spec.title)
+            .description(spec.description)
+            .datasource(DATASOURCE)
+            .unit(spec.unit)
+            .span(spec.width)
+            .height(spec.height)
+            .thresholds(_thresholds(spec.thresholds))
+            .graph_mode(common_m.BigValueGraphMode.AREA)
+            .color_mode(common_m.BigValueColorMode.BACKGROUND)
+            .reduce_options(common_b.ReduceDataOptions().calcs(["lastNotNull"]))
+        )
         for t in _targets(spec):
             stat = stat.with_target(t)
         return stat
-    panel = (ts_b.Panel().id(panel_id).title(spec.title).description(spec.description)
-             .datasource(DATASOURCE).unit(spec.unit).span(spec.width).height(spec.height)
-             .min(0).fill_opacity(40 if spec.stacked else 10).line_width(1)
-             .thresholds(_thresholds(spec.thresholds))
-             .legend(common_b.VizLegendOptions().show_legend(True)
-                     .display_mode(common_m.LegendDisplayMode.LIST)
-                     .placement(common_m.LegendPlacement.BOTTOM))
-             .tooltip(common_b.VizTooltipOptions().mode(common_m.TooltipDisplayMode.MULTI)
-                      .sort(common_m.SortOrder.DESCENDING)))
+    panel = (
+        ts_b.Panel()
+        .id(panel_id)
+        .title(spec.title)
+        .description(spec.description)
+        .datasource(DATASOURCE)
+        .unit(spec.unit)
+        .span(spec.width)
+        .height(spec.height)
+        .min(0)
+        .fill_opacity(40 if spec.stacked else 10)
+        .line_width(1)
+        .thresholds(_thresholds(spec.thresholds))
+        .legend(
+            common_b.VizLegendOptions()
+            .show_legend(True)
+            .display_mode(common_m.LegendDisplayMode.LIST)
+            .placement(common_m.LegendPlacement.BOTTOM)
+        )
+        .tooltip(
+            common_b.VizTooltipOptions()
+            .mode(common_m.TooltipDisplayMode.MULTI)
+            .sort(common_m.SortOrder.DESCENDING)
+        )
+    )
     if spec.stacked:
         panel = panel.stacking(common_b.StackingConfig().mode(common_m.StackingMode.NORMAL))
     if spec.thresholds is not None:
-        panel = panel.thresholds_style(common_b.GraphThresholdsStyleConfig()
-                                       .mode(common_m.GraphThresholdsStyleMode.DASHED))
+        panel = panel.thresholds_style(
+            common_b.GraphThresholdsStyleConfig().mode(common_m.GraphThresholdsStyleMode.DASHED)
+        )
     for t in _targets(spec):
         panel = panel.with_target(t)
     return panel
@@ -176,190 +210,459 @@ def _rows() -> list[_Row]:
     committed = _rate("cdc_sink_batches_total", 'result="committed"')
     since_commit = f"time() - max by (table) (cdc_sink_last_commit_timestamp_seconds{_sel()})"
     return [
-        _Row("Overview", [
-            _Spec("Table version", "Latest committed version of the table.", "none",
-                  (_Query(f"max by (table) (cdc_sink_table_version{_sel()})", "{{table}}"),),
-                  kind="stat", width=4, height=5),
-            _Spec("Since last commit", "Seconds since the job last committed a version.",
-                  "s", (_Query(since_commit, "{{table}}"),),
-                  kind="stat", width=4, height=5, thresholds=commit_age),
-            _Spec("Freshness p99", "Kafka record timestamp to version visible, p99.", "s",
-                  (_Query(_quantile(0.99, "cdc_sink_freshness_seconds"), "{{table}}"),),
-                  kind="stat", width=4, height=5, thresholds=fresh),
-            _Spec("Offsets behind latest", "Kafka offsets behind latest (max partition).",
-                  "short",
-                  (_Query("max by (table) "
-                          f"(cdc_sink_kafka_max_offsets_behind_latest{_sel()})", "{{table}}"),),
-                  kind="stat", width=4, height=5, thresholds=lag),
-            _Spec("Events received", "Events read from Kafka per second, all ops.", "ops",
-                  (_Query(f"sum by (table) ({received})", "{{table}}"),),
-                  kind="stat", width=4, height=5),
-            _Spec("Dead letters", "Records sent to the dead-letter sink per second.", "ops",
-                  (_Query(f"sum by (table) ({_rate('cdc_sink_dead_letters_total')})",
-                          "{{table}}"),),
-                  kind="stat", width=4, height=5, thresholds=dlq),
-        ]),
-        _Row("Throughput", [
-            _Spec("Events received by op", "Events read per second, by operation.", "ops",
-                  (_Query(f"sum by (table, op) ({received})", "{{table}} {{op}}"),),
-                  stacked=True),
-            _Spec("Events by outcome",
-                  "What became of the events: applied, stale (older than the row), "
-                  "ignored (no-op), rejected (dead letters).", "ops",
-                  (_Query("sum by (table, outcome) ("
-                          + _rate("cdc_sink_events_total",
-                                  'op="all", outcome=~"applied|stale|ignored|rejected"')
-                          + ")", "{{table}} {{outcome}}"),),
-                  stacked=True),
-            _Spec("Events per batch", "Events per micro-batch, p50 and p99.", "short",
-                  (_Query(_quantile(0.5, "cdc_sink_batch_events"), "{{table}} p50"),
-                   _Query(_quantile(0.99, "cdc_sink_batch_events"), "{{table}} p99"))),
-        ]),
-        _Row("Freshness", [
-            _Spec("Freshness p50 / p99",
-                  "Kafka record timestamp to the version that holds it being visible.", "s",
-                  (_Query(_quantile(0.5, "cdc_sink_freshness_seconds"), "{{table}} p50"),
-                   _Query(_quantile(0.99, "cdc_sink_freshness_seconds"), "{{table}} p99")),
-                  width=12, thresholds=fresh),
-            _Spec("Seconds since last commit",
-                  "Grows while the job commits nothing (idle topic or a stuck job: see "
-                  "the Kafka lag).", "s", (_Query(since_commit, "{{table}}"),),
-                  width=12, thresholds=commit_age),
-        ]),
-        _Row("Kafka", [
-            _Spec("Offsets behind latest",
-                  "From Spark's progress of the Kafka source: max and mean over partitions.",
-                  "short",
-                  (_Query(f"max by (table) (cdc_sink_kafka_max_offsets_behind_latest{_sel()})",
-                          "{{table}} max"),
-                   _Query(f"max by (table) (cdc_sink_kafka_avg_offsets_behind_latest{_sel()})",
-                          "{{table}} avg")),
-                  width=12, thresholds=lag),
-            _Spec("Input vs processed rows/s",
-                  "Spark's inputRowsPerSecond and processedRowsPerSecond: processed below "
-                  "input means the job falls behind.", "ops",
-                  (_Query(f"max by (table) (cdc_sink_kafka_input_rows_per_second{_sel()})",
-                          "{{table}} input"),
-                   _Query("max by (table) "
-                          f"(cdc_sink_kafka_processed_rows_per_second{_sel()})",
-                          "{{table}} processed")),
-                  width=12),
-        ]),
-        _Row("Batches", [
-            _Spec("Batch duration by phase",
-                  "Mean seconds per micro-batch in each phase (stacked: the top is the mean "
-                  "batch duration).", "s",
-                  (_Query(_mean("cdc_sink_batch_phase_seconds", "table, phase"),
-                          "{{table}} {{phase}}"),),
-                  stacked=True),
-            _Spec("Batch duration p50 / p99", "Whole micro-batch, read to commit.", "s",
-                  (_Query(_quantile(0.5, "cdc_sink_batch_duration_seconds"), "{{table}} p50"),
-                   _Query(_quantile(0.99, "cdc_sink_batch_duration_seconds"),
-                          "{{table}} p99"))),
-            _Spec("Batches by result",
-                  "Micro-batches per second: committed, skipped (a replay already "
-                  "committed), failed.", "ops",
-                  (_Query(f"sum by (table, result) ({_rate('cdc_sink_batches_total')})",
-                          "{{table}} {{result}}"),)),
-        ]),
-        _Row("Rejects and dead letters", [
-            _Spec("Rejected, stale and ignored events", "Events not applied, per second.",
-                  "ops",
-                  (_Query("sum by (table, outcome) ("
-                          + _rate("cdc_sink_events_total",
-                                  'op="all", outcome=~"rejected|stale|ignored"')
-                          + ")", "{{table}} {{outcome}}"),),
-                  width=12),
-            _Spec("Dead letters by reason", "Records sent to the dead-letter sink, by reason.",
-                  "ops",
-                  (_Query(f"sum by (table, reason) ({_rate('cdc_sink_dead_letters_total')})",
-                          "{{table}} {{reason}}"),),
-                  width=12, stacked=True, thresholds=dlq),
-        ]),
-        _Row("Versions", [
-            _Spec("Version rate", "Versions committed per second.", "ops",
-                  (_Query(f"sum by (table) ({committed})", "{{table}} committed batches"),
-                   _Query(f"max by (table) (deriv(cdc_sink_table_version{_sel()}[{RATE}]))",
-                          "{{table}} version growth"))),
-            _Spec("Current and oldest readable version",
-                  "Versions between the two can be read (time travel).", "none",
-                  (_Query(f"max by (table) (cdc_sink_table_version{_sel()})",
-                          "{{table}} current"),
-                   _Query(f"max by (table) (cdc_sink_table_oldest_version{_sel()})",
-                          "{{table}} oldest"))),
-            _Spec("Live rows", "Rows in the latest version.", "short",
-                  (_Query(f"max by (table) (cdc_sink_table_live_rows{_sel()})", "{{table}}"),)),
-        ]),
-        _Row("Memory and deltas", [
-            _Spec("Tablet memory", "Bytes held by the loaded tablets.", "bytes",
-                  (_Query(f"max by (table) (cdc_sink_table_memory_bytes{_sel()})",
-                          "{{table}}"),),
-                  width=12),
-            _Spec("Outstanding delta versions",
-                  "Delta versions not yet compacted, max over buckets (compaction brings it "
-                  "back down).", "short",
-                  (_Query("max by (table) "
-                          f"(cdc_sink_table_outstanding_delta_versions{_sel()})", "{{table}}"),),
-                  width=12, thresholds=_Thresholds(DELTAS_WARN, DELTAS_CRIT)),
-        ]),
-        _Row("Storage", [
-            _Spec("WAL and snapshot bytes", "Bytes on disk: write-ahead log and snapshots.",
-                  "bytes",
-                  (_Query(f"max by (table) (cdc_sink_table_wal_bytes{_sel()})", "{{table}} WAL"),
-                   _Query(f"max by (table) (cdc_sink_table_snapshot_bytes{_sel()})",
-                          "{{table}} snapshots")),
-                  width=24, stacked=True),
-        ]),
-        _Row("Compaction and GC", [
-            _Spec("Compactions", "Compactions per second.", "ops",
-                  (_Query(f"sum by (table) ({_rate('cdc_sink_compactions_total')})",
-                          "{{table}}"),)),
-            _Spec("Compaction duration", "Mean and p99 seconds per compaction.", "s",
-                  (_Query(_mean("cdc_sink_compaction_duration_seconds"), "{{table}} mean"),
-                   _Query(_quantile(0.99, "cdc_sink_compaction_duration_seconds"),
-                          "{{table}} p99"))),
-            _Spec("GC runs by result", "Garbage-collection runs per second, ok or failed.",
-                  "ops",
-                  (_Query(f"sum by (table, result) ({_rate('cdc_sink_gc_runs_total')})",
-                          "{{table}} {{result}}"),)),
-            _Spec("GC duration", "Mean and p99 seconds per GC run.", "s",
-                  (_Query(_mean("cdc_sink_gc_duration_seconds"), "{{table}} mean"),
-                   _Query(_quantile(0.99, "cdc_sink_gc_duration_seconds"), "{{table}} p99"))),
-            _Spec("GC removed files", "Files deleted by GC per second.", "ops",
-                  (_Query(f"sum by (table) ({_rate('cdc_sink_gc_removed_files_total')})",
-                          "{{table}}"),)),
-            _Spec("GC removed bytes", "Bytes deleted by GC per second.", "Bps",
-                  (_Query(f"sum by (table) ({_rate('cdc_sink_gc_removed_bytes_total')})",
-                          "{{table}}"),)),
-        ]),
+        _Row(
+            "Overview",
+            [
+                _Spec(
+                    "Table version",
+                    "Latest committed version of the table.",
+                    "none",
+                    (_Query(f"max by (table) (cdc_sink_table_version{_sel()})", "{{table}}"),),
+                    kind="stat",
+                    width=4,
+                    height=5,
+                ),
+                _Spec(
+                    "Since last commit",
+                    "Seconds since the job last committed a version.",
+                    "s",
+                    (_Query(since_commit, "{{table}}"),),
+                    kind="stat",
+                    width=4,
+                    height=5,
+                    thresholds=commit_age,
+                ),
+                _Spec(
+                    "Freshness p99",
+                    "Kafka record timestamp to version visible, p99.",
+                    "s",
+                    (_Query(_quantile(0.99, "cdc_sink_freshness_seconds"), "{{table}}"),),
+                    kind="stat",
+                    width=4,
+                    height=5,
+                    thresholds=fresh,
+                ),
+                _Spec(
+                    "Offsets behind latest",
+                    "Kafka offsets behind latest (max partition).",
+                    "short",
+                    (
+                        _Query(
+                            f"max by (table) (cdc_sink_kafka_max_offsets_behind_latest{_sel()})",
+                            "{{table}}",
+                        ),
+                    ),
+                    kind="stat",
+                    width=4,
+                    height=5,
+                    thresholds=lag,
+                ),
+                _Spec(
+                    "Events received",
+                    "Events read from Kafka per second, all ops.",
+                    "ops",
+                    (_Query(f"sum by (table) ({received})", "{{table}}"),),
+                    kind="stat",
+                    width=4,
+                    height=5,
+                ),
+                _Spec(
+                    "Dead letters",
+                    "Records sent to the dead-letter sink per second.",
+                    "ops",
+                    (
+                        _Query(
+                            f"sum by (table) ({_rate('cdc_sink_dead_letters_total')})", "{{table}}"
+                        ),
+                    ),
+                    kind="stat",
+                    width=4,
+                    height=5,
+                    thresholds=dlq,
+                ),
+            ],
+        ),
+        _Row(
+            "Throughput",
+            [
+                _Spec(
+                    "Events received by op",
+                    "Events read per second, by operation.",
+                    "ops",
+                    (_Query(f"sum by (table, op) ({received})", "{{table}} {{op}}"),),
+                    stacked=True,
+                ),
+                _Spec(
+                    "Events by outcome",
+                    "What became of the events: applied, stale (older than the row), "
+                    "ignored (no-op), rejected (dead letters).",
+                    "ops",
+                    (
+                        _Query(
+                            "sum by (table, outcome) ("
+                            + _rate(
+                                "cdc_sink_events_total",
+                                'op="all", outcome=~"applied|stale|ignored|rejected"',
+                            )
+                            + ")",
+                            "{{table}} {{outcome}}",
+                        ),
+                    ),
+                    stacked=True,
+                ),
+                _Spec(
+                    "Events per batch",
+                    "Events per micro-batch, p50 and p99.",
+                    "short",
+                    (
+                        _Query(_quantile(0.5, "cdc_sink_batch_events"), "{{table}} p50"),
+                        _Query(_quantile(0.99, "cdc_sink_batch_events"), "{{table}} p99"),
+                    ),
+                ),
+            ],
+        ),
+        _Row(
+            "Freshness",
+            [
+                _Spec(
+                    "Freshness p50 / p99",
+                    "Kafka record timestamp to the version that holds it being visible.",
+                    "s",
+                    (
+                        _Query(_quantile(0.5, "cdc_sink_freshness_seconds"), "{{table}} p50"),
+                        _Query(_quantile(0.99, "cdc_sink_freshness_seconds"), "{{table}} p99"),
+                    ),
+                    width=12,
+                    thresholds=fresh,
+                ),
+                _Spec(
+                    "Seconds since last commit",
+                    "Grows while the job commits nothing (idle topic or a stuck job: see "
+                    "the Kafka lag).",
+                    "s",
+                    (_Query(since_commit, "{{table}}"),),
+                    width=12,
+                    thresholds=commit_age,
+                ),
+            ],
+        ),
+        _Row(
+            "Kafka",
+            [
+                _Spec(
+                    "Offsets behind latest",
+                    "From Spark's progress of the Kafka source: max and mean over partitions.",
+                    "short",
+                    (
+                        _Query(
+                            f"max by (table) (cdc_sink_kafka_max_offsets_behind_latest{_sel()})",
+                            "{{table}} max",
+                        ),
+                        _Query(
+                            f"max by (table) (cdc_sink_kafka_avg_offsets_behind_latest{_sel()})",
+                            "{{table}} avg",
+                        ),
+                    ),
+                    width=12,
+                    thresholds=lag,
+                ),
+                _Spec(
+                    "Input vs processed rows/s",
+                    "Spark's inputRowsPerSecond and processedRowsPerSecond: processed below "
+                    "input means the job falls behind.",
+                    "ops",
+                    (
+                        _Query(
+                            f"max by (table) (cdc_sink_kafka_input_rows_per_second{_sel()})",
+                            "{{table}} input",
+                        ),
+                        _Query(
+                            f"max by (table) (cdc_sink_kafka_processed_rows_per_second{_sel()})",
+                            "{{table}} processed",
+                        ),
+                    ),
+                    width=12,
+                ),
+            ],
+        ),
+        _Row(
+            "Batches",
+            [
+                _Spec(
+                    "Batch duration by phase",
+                    "Mean seconds per micro-batch in each phase (stacked: the top is the mean "
+                    "batch duration).",
+                    "s",
+                    (
+                        _Query(
+                            _mean("cdc_sink_batch_phase_seconds", "table, phase"),
+                            "{{table}} {{phase}}",
+                        ),
+                    ),
+                    stacked=True,
+                ),
+                _Spec(
+                    "Batch duration p50 / p99",
+                    "Whole micro-batch, read to commit.",
+                    "s",
+                    (
+                        _Query(_quantile(0.5, "cdc_sink_batch_duration_seconds"), "{{table}} p50"),
+                        _Query(_quantile(0.99, "cdc_sink_batch_duration_seconds"), "{{table}} p99"),
+                    ),
+                ),
+                _Spec(
+                    "Batches by result",
+                    "Micro-batches per second: committed, skipped (a replay already "
+                    "committed), failed.",
+                    "ops",
+                    (
+                        _Query(
+                            f"sum by (table, result) ({_rate('cdc_sink_batches_total')})",
+                            "{{table}} {{result}}",
+                        ),
+                    ),
+                ),
+            ],
+        ),
+        _Row(
+            "Rejects and dead letters",
+            [
+                _Spec(
+                    "Rejected, stale and ignored events",
+                    "Events not applied, per second.",
+                    "ops",
+                    (
+                        _Query(
+                            "sum by (table, outcome) ("
+                            + _rate(
+                                "cdc_sink_events_total",
+                                'op="all", outcome=~"rejected|stale|ignored"',
+                            )
+                            + ")",
+                            "{{table}} {{outcome}}",
+                        ),
+                    ),
+                    width=12,
+                ),
+                _Spec(
+                    "Dead letters by reason",
+                    "Records sent to the dead-letter sink, by reason.",
+                    "ops",
+                    (
+                        _Query(
+                            f"sum by (table, reason) ({_rate('cdc_sink_dead_letters_total')})",
+                            "{{table}} {{reason}}",
+                        ),
+                    ),
+                    width=12,
+                    stacked=True,
+                    thresholds=dlq,
+                ),
+            ],
+        ),
+        _Row(
+            "Versions",
+            [
+                _Spec(
+                    "Version rate",
+                    "Versions committed per second.",
+                    "ops",
+                    (
+                        _Query(f"sum by (table) ({committed})", "{{table}} committed batches"),
+                        _Query(
+                            f"max by (table) (deriv(cdc_sink_table_version{_sel()}[{RATE}]))",
+                            "{{table}} version growth",
+                        ),
+                    ),
+                ),
+                _Spec(
+                    "Current and oldest readable version",
+                    "Versions between the two can be read (time travel).",
+                    "none",
+                    (
+                        _Query(
+                            f"max by (table) (cdc_sink_table_version{_sel()})", "{{table}} current"
+                        ),
+                        _Query(
+                            f"max by (table) (cdc_sink_table_oldest_version{_sel()})",
+                            "{{table}} oldest",
+                        ),
+                    ),
+                ),
+                _Spec(
+                    "Live rows",
+                    "Rows in the latest version.",
+                    "short",
+                    (_Query(f"max by (table) (cdc_sink_table_live_rows{_sel()})", "{{table}}"),),
+                ),
+            ],
+        ),
+        _Row(
+            "Memory and deltas",
+            [
+                _Spec(
+                    "Tablet memory",
+                    "Bytes held by the loaded tablets.",
+                    "bytes",
+                    (_Query(f"max by (table) (cdc_sink_table_memory_bytes{_sel()})", "{{table}}"),),
+                    width=12,
+                ),
+                _Spec(
+                    "Outstanding delta versions",
+                    "Delta versions not yet compacted, max over buckets (compaction brings it "
+                    "back down).",
+                    "short",
+                    (
+                        _Query(
+                            f"max by (table) (cdc_sink_table_outstanding_delta_versions{_sel()})",
+                            "{{table}}",
+                        ),
+                    ),
+                    width=12,
+                    thresholds=_Thresholds(DELTAS_WARN, DELTAS_CRIT),
+                ),
+            ],
+        ),
+        _Row(
+            "Storage",
+            [
+                _Spec(
+                    "WAL and snapshot bytes",
+                    "Bytes on disk: write-ahead log and snapshots.",
+                    "bytes",
+                    (
+                        _Query(
+                            f"max by (table) (cdc_sink_table_wal_bytes{_sel()})", "{{table}} WAL"
+                        ),
+                        _Query(
+                            f"max by (table) (cdc_sink_table_snapshot_bytes{_sel()})",
+                            "{{table}} snapshots",
+                        ),
+                    ),
+                    width=24,
+                    stacked=True,
+                ),
+            ],
+        ),
+        _Row(
+            "Compaction and GC",
+            [
+                _Spec(
+                    "Compactions",
+                    "Compactions per second.",
+                    "ops",
+                    (
+                        _Query(
+                            f"sum by (table) ({_rate('cdc_sink_compactions_total')})", "{{table}}"
+                        ),
+                    ),
+                ),
+                _Spec(
+                    "Compaction duration",
+                    "Mean and p99 seconds per compaction.",
+                    "s",
+                    (
+                        _Query(_mean("cdc_sink_compaction_duration_seconds"), "{{table}} mean"),
+                        _Query(
+                            _quantile(0.99, "cdc_sink_compaction_duration_seconds"), "{{table}} p99"
+                        ),
+                    ),
+                ),
+                _Spec(
+                    "GC runs by result",
+                    "Garbage-collection runs per second, ok or failed.",
+                    "ops",
+                    (
+                        _Query(
+                            f"sum by (table, result) ({_rate('cdc_sink_gc_runs_total')})",
+                            "{{table}} {{result}}",
+                        ),
+                    ),
+                ),
+                _Spec(
+                    "GC duration",
+                    "Mean and p99 seconds per GC run.",
+                    "s",
+                    (
+                        _Query(_mean("cdc_sink_gc_duration_seconds"), "{{table}} mean"),
+                        _Query(_quantile(0.99, "cdc_sink_gc_duration_seconds"), "{{table}} p99"),
+                    ),
+                ),
+                _Spec(
+                    "GC removed files",
+                    "Files deleted by GC per second.",
+                    "ops",
+                    (
+                        _Query(
+                            f"sum by (table) ({_rate('cdc_sink_gc_removed_files_total')})",
+                            "{{table}}",
+                        ),
+                    ),
+                ),
+                _Spec(
+                    "GC removed bytes",
+                    "Bytes deleted by GC per second.",
+                    "Bps",
+                    (
+                        _Query(
+                            f"sum by (table) ({_rate('cdc_sink_gc_removed_bytes_total')})",
+                            "{{table}}",
+                        ),
+                    ),
+                ),
+            ],
+        ),
     ]
 
 
 def _variables() -> list[Any]:
-    ds = (dash_b.DatasourceVariable("datasource").label("Data source").type("prometheus")
-          .current(dash_m.VariableOption(selected=True, text="Prometheus", value="Prometheus")))
-    table = (dash_b.QueryVariable("table").label("Table").datasource(DATASOURCE)
-             .query("label_values(cdc_sink_table_version, table)")
-             .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
-             .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
-             .multi(True).include_all(True).all_value(".*"))
-    app_id = (dash_b.QueryVariable("app_id").label("App id").datasource(DATASOURCE)
-              .query('label_values(cdc_sink_table_version{table=~"$table"}, app_id)')
-              .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
-              .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
-              .multi(True).include_all(True).all_value(".*"))
+    ds = (
+        dash_b.DatasourceVariable("datasource")
+        .label("Data source")
+        .type("prometheus")
+        .current(dash_m.VariableOption(selected=True, text="Prometheus", value="Prometheus"))
+    )
+    table = (
+        dash_b.QueryVariable("table")
+        .label("Table")
+        .datasource(DATASOURCE)
+        .query("label_values(cdc_sink_table_version, table)")
+        .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+    )
+    app_id = (
+        dash_b.QueryVariable("app_id")
+        .label("App id")
+        .datasource(DATASOURCE)
+        .query('label_values(cdc_sink_table_version{table=~"$table"}, app_id)')
+        .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+    )
     return [ds, table, app_id]
 
 
 def build_overview() -> dash_m.Dashboard:
     """The overview dashboard of the cdc_sink streaming job (the SDK's model)."""
-    builder = (dash_b.Dashboard("cdc_sink overview").uid(DASHBOARD_UID)
-               .description("The cdc_sink streaming job: Kafka CDC events to a "
-                            "realtime-updatable columnar table.")
-               .tags(["cdc_sink", "kafka", "spark"])
-               .editable().timezone("browser").refresh("10s").time("now-30m", "now")
-               .tooltip(dash_m.DashboardCursorSync.CROSSHAIR)
-               .variables(_variables()))
+    builder = (
+        dash_b.Dashboard("cdc_sink overview")
+        .uid(DASHBOARD_UID)
+        .description(
+            "The cdc_sink streaming job: Kafka CDC events to a realtime-updatable columnar table."
+        )
+        .tags(["cdc_sink", "kafka", "spark"])
+        .editable()
+        .timezone("browser")
+        .refresh("10s")
+        .time("now-30m", "now")
+        .tooltip(dash_m.DashboardCursorSync.CROSSHAIR)
+        .variables(_variables())
+    )
     panel_id = 0
     for row in _rows():
         panel_id += 1
@@ -379,8 +682,11 @@ def render() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Writes the dashboard JSON (or, with ``--check``, tells whether it is stale)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--check", action="store_true",
-                   help="exit 1 if the committed JSON differs from what this file generates")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if the committed JSON differs from what this file generates",
+    )
     p.add_argument("--output", type=Path, default=DASHBOARD_PATH, help="where to write")
     args = p.parse_args(argv)
     text = render()

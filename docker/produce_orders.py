@@ -29,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7, help="seed of the orders stream")
     p.add_argument("--partitions", type=int, default=4, help="partitions of a new topic")
     p.add_argument("--format", choices=FORMATS, default="json")
-    p.add_argument("--wait", type=float, default=120.0,
-                   help="seconds to wait for the broker to answer")
+    p.add_argument(
+        "--wait", type=float, default=120.0, help="seconds to wait for the broker to answer"
+    )
     return p
 
 
@@ -63,18 +64,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdc_sink.kafka.producer import CdcProducer
 
     wait_for_broker(args.bootstrap_servers, args.wait)
-    existing = AdminClient({"bootstrap.servers": args.bootstrap_servers}).list_topics(
-        timeout=10).topics
+    existing = (
+        AdminClient({"bootstrap.servers": args.bootstrap_servers}).list_topics(timeout=10).topics
+    )
     if args.topic not in existing:
         create_topic(args.bootstrap_servers, args.topic, args.partitions)
     records = generate_orders(args.events, seed=args.seed)
     t0 = time.monotonic()
-    with CdcProducer(args.bootstrap_servers, args.topic, orders_schema(),
-                     format=args.format) as producer:
+    with CdcProducer(
+        args.bootstrap_servers, args.topic, orders_schema(), format=args.format
+    ) as producer:
         produce_records(producer, records)
         producer.flush()
-    print(f"produce_orders: {len(records)} records (seed {args.seed}) to {args.topic!r} "
-          f"in {time.monotonic() - t0:.1f}s", flush=True)
+    print(
+        f"produce_orders: {len(records)} records (seed {args.seed}) to {args.topic!r} "
+        f"in {time.monotonic() - t0:.1f}s",
+        flush=True,
+    )
     return 0
 
 

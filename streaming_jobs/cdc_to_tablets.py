@@ -47,7 +47,6 @@ stops, and the job exits 0. A query that fails exits 1 with one line
 ``cdc_to_tablets: failed: <reason>`` on stderr.
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -83,65 +82,144 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cdc_to_tablets",
         description="Apply Kafka CDC events to a cdc_sink table with Spark Structured "
-                    "Streaming (one table version per micro-batch, exactly once).")
+        "Streaming (one table version per micro-batch, exactly once).",
+    )
     p.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
-    p.add_argument("--topic", required=True,
-                   help="topic to read (comma-separated for several)")
+    p.add_argument("--topic", required=True, help="topic to read (comma-separated for several)")
     p.add_argument("--table-path", required=True, help="the cdc_sink table directory")
-    p.add_argument("--format", choices=FORMATS, default="json",
-                   help="encoding of the Kafka values (default json)")
-    p.add_argument("--decoder-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="option of the format's decoder (repeatable; VALUE is parsed as "
-                        "JSON when it parses, else taken as a string)")
-    p.add_argument("--json-decoder", choices=("python", "jvm"), default="python",
-                   help="where native JSON is decoded (default python)")
-    p.add_argument("--trigger", default="1 second",
-                   help="processing-time interval such as '1 second', or 'available-now' "
-                        "(default '1 second')")
-    p.add_argument("--checkpoint", default=None,
-                   help="streaming checkpoint directory (default <table-path>.checkpoint)")
-    p.add_argument("--apply-mode", choices=("driver", "executors"), default="driver",
-                   help="apply batches in the driver (default) or one task per bucket")
-    p.add_argument("--dead-letter", default=None, metavar="URI",
-                   help="kafka://host:port/topic, file:///dir or a path for rejected "
-                        "records (default: kept in the table only)")
-    p.add_argument("--schema-file", default=None,
-                   help="JSON table schema; creates the table when it does not exist")
-    p.add_argument("--app-id", default=None,
-                   help="writer id for exactly-once commits (default: from the checkpoint)")
-    p.add_argument("--starting-offsets", default="earliest",
-                   help="'earliest', 'latest' or Spark's per-partition JSON (first run only)")
-    p.add_argument("--max-offsets-per-trigger", type=int, default=None,
-                   help="cap on records per micro-batch")
-    p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Kafka source option, e.g. kafka.security.protocol=SSL")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="json",
+        help="encoding of the Kafka values (default json)",
+    )
+    p.add_argument(
+        "--decoder-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of the format's decoder (repeatable; VALUE is parsed as "
+        "JSON when it parses, else taken as a string)",
+    )
+    p.add_argument(
+        "--json-decoder",
+        choices=("python", "jvm"),
+        default="python",
+        help="where native JSON is decoded (default python)",
+    )
+    p.add_argument(
+        "--trigger",
+        default="1 second",
+        help="processing-time interval such as '1 second', or 'available-now' (default '1 second')",
+    )
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="streaming checkpoint directory (default <table-path>.checkpoint)",
+    )
+    p.add_argument(
+        "--apply-mode",
+        choices=("driver", "executors"),
+        default="driver",
+        help="apply batches in the driver (default) or one task per bucket",
+    )
+    p.add_argument(
+        "--dead-letter",
+        default=None,
+        metavar="URI",
+        help="kafka://host:port/topic, file:///dir or a path for rejected "
+        "records (default: kept in the table only)",
+    )
+    p.add_argument(
+        "--schema-file",
+        default=None,
+        help="JSON table schema; creates the table when it does not exist",
+    )
+    p.add_argument(
+        "--app-id",
+        default=None,
+        help="writer id for exactly-once commits (default: from the checkpoint)",
+    )
+    p.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="'earliest', 'latest' or Spark's per-partition JSON (first run only)",
+    )
+    p.add_argument(
+        "--max-offsets-per-trigger", type=int, default=None, help="cap on records per micro-batch"
+    )
+    p.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Kafka source option, e.g. kafka.security.protocol=SSL",
+    )
     p.add_argument("--query-name", default="cdc_to_tablets", help="streaming query name")
     obs = p.add_argument_group("observability")
-    obs.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                     help="serve Prometheus metrics on this port (0: a free port, logged; "
-                          "default: no endpoint)")
-    obs.add_argument("--metrics-host", default="127.0.0.1",
-                     help="address the metrics endpoint binds (default 127.0.0.1)")
-    obs.add_argument("--table-name", default=None,
-                     help="'table' label of the metrics (default: the table directory's name)")
-    obs.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO",
-                     help="log level of the job and of cdc_sink (default INFO)")
-    obs.add_argument("--spark-log-level", type=str.upper, default="WARN",
-                     choices=("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"),
-                     help="log level of Spark's JVM once the session is up (default WARN)")
+    obs.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port (0: a free port, logged; default: no endpoint)",
+    )
+    obs.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics endpoint binds (default 127.0.0.1)",
+    )
+    obs.add_argument(
+        "--table-name",
+        default=None,
+        help="'table' label of the metrics (default: the table directory's name)",
+    )
+    obs.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="log level of the job and of cdc_sink (default INFO)",
+    )
+    obs.add_argument(
+        "--spark-log-level",
+        type=str.upper,
+        default="WARN",
+        choices=("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"),
+        help="log level of Spark's JVM once the session is up (default WARN)",
+    )
     mnt = p.add_argument_group("maintenance")
-    mnt.add_argument("--compact-every", type=int, default=0, metavar="N",
-                     help="compact the table (a snapshot of every bucket) every N committed "
-                          "batches (default 0: never; buckets are snapshotted on their own "
-                          "every snapshot_every versions)")
-    mnt.add_argument("--gc-every", type=int, default=100, metavar="N",
-                     help="run GC every N committed batches (default 100; 0: never)")
-    mnt.add_argument("--retain-versions", type=int, default=None, metavar="N",
-                     help="GC keeps at least the newest N versions (default: the table's "
-                          "retain_versions, 100)")
-    mnt.add_argument("--retain-seconds", type=float, default=None, metavar="S",
-                     help="GC keeps every version committed in the last S seconds "
-                          "(default: the table's retain_seconds, 3600)")
+    mnt.add_argument(
+        "--compact-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="compact the table (a snapshot of every bucket) every N committed "
+        "batches (default 0: never; buckets are snapshotted on their own "
+        "every snapshot_every versions)",
+    )
+    mnt.add_argument(
+        "--gc-every",
+        type=int,
+        default=100,
+        metavar="N",
+        help="run GC every N committed batches (default 100; 0: never)",
+    )
+    mnt.add_argument(
+        "--retain-versions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="GC keeps at least the newest N versions (default: the table's retain_versions, 100)",
+    )
+    mnt.add_argument(
+        "--retain-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="GC keeps every version committed in the last S seconds "
+        "(default: the table's retain_seconds, 3600)",
+    )
     return p
 
 
@@ -193,10 +271,11 @@ def failure_reason(exc: BaseException) -> str:
     """
     text = str(getattr(exc, "desc", None) or exc)
     lines = text.splitlines()
-    last_tb = max((i for i, ln in enumerate(lines)
-                   if "Traceback (most recent call last)" in ln), default=None)
+    last_tb = max(
+        (i for i, ln in enumerate(lines) if "Traceback (most recent call last)" in ln), default=None
+    )
     if last_tb is not None:  # the exception line: the first one not indented after it
-        line = next((ln for ln in lines[last_tb + 1:] if ln and not ln[0].isspace()), "")
+        line = next((ln for ln in lines[last_tb + 1 :] if ln and not ln[0].isspace()), "")
         m = _EXC_LINE.match(line.strip())
         if m:
             name = m.group(1).rsplit(".", 1)[-1]
@@ -206,8 +285,7 @@ def failure_reason(exc: BaseException) -> str:
     first = next((ln.strip() for ln in lines if ln.strip()), "")
     if not type(exc).__module__.startswith("pyspark"):
         return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)[:500]
-    first = re.sub(r"^\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ", "",
-                   first)
+    first = re.sub(r"^\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ", "", first)
     return (first or type(exc).__name__)[:500]
 
 
@@ -226,9 +304,17 @@ class Maintenance:
     """Compaction and GC every N committed batches, timed, counted and logged; a failure
     is logged and counted, never raised (the stream goes on)."""
 
-    def __init__(self, table: Table, metrics: SinkMetrics | None, *, compact_every: int,
-                 gc_every: int, retain_versions: int | None, retain_seconds: float | None,
-                 gc_floor: Callable[[], int | None] = lambda: None) -> None:
+    def __init__(
+        self,
+        table: Table,
+        metrics: SinkMetrics | None,
+        *,
+        compact_every: int,
+        gc_every: int,
+        retain_versions: int | None,
+        retain_seconds: float | None,
+        gc_floor: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self.table = table
         self.metrics = metrics
         self.gc_floor = gc_floor  # versions whose dead letters are not forwarded stay
@@ -258,8 +344,12 @@ class Maintenance:
         try:
             version = self.table.compact()
         except Exception as exc:
-            logger.error("compaction failed after %.3fs: %s: %s", time.perf_counter() - t0,
-                         type(exc).__name__, exc)
+            logger.error(
+                "compaction failed after %.3fs: %s: %s",
+                time.perf_counter() - t0,
+                type(exc).__name__,
+                exc,
+            )
             return
         seconds = time.perf_counter() - t0
         if self.metrics is not None:
@@ -272,8 +362,9 @@ class Maintenance:
         try:
             floor = self.gc_floor()
             if floor is not None and floor < self.table.version - 1:
-                logger.warning("gc keeps versions from %d on: their dead letters are not "
-                               "forwarded yet", floor)
+                logger.warning(
+                    "gc keeps versions from %d on: their dead letters are not forwarded yet", floor
+                )
             planned = self._gc(dry_run=True, keep_from=floor)
             sizes = {}
             for path in planned:
@@ -294,27 +385,38 @@ class Maintenance:
         seconds = time.perf_counter() - t0
         nbytes = sum(sizes.get(p, 0) for p in removed)
         if self.metrics is not None:
-            self.metrics.observe_gc(seconds, ok=True, removed_files=len(removed),
-                                    removed_bytes=nbytes)
-        logger.info("gc removed_files=%d removed_bytes=%d oldest_version=%d duration_s=%.3f",
-                    len(removed), nbytes, self.table.oldest_version, seconds)
+            self.metrics.observe_gc(
+                seconds, ok=True, removed_files=len(removed), removed_bytes=nbytes
+            )
+        logger.info(
+            "gc removed_files=%d removed_bytes=%d oldest_version=%d duration_s=%.3f",
+            len(removed),
+            nbytes,
+            self.table.oldest_version,
+            seconds,
+        )
 
     def _gc(self, *, dry_run: bool, keep_from: int | None) -> list[str]:
-        return self.table.gc(dry_run=dry_run, keep_from=keep_from,
-                             retain_versions=self.retain_versions,
-                             retain_seconds=self.retain_seconds)
+        return self.table.gc(
+            dry_run=dry_run,
+            keep_from=keep_from,
+            retain_versions=self.retain_versions,
+            retain_seconds=self.retain_seconds,
+        )
 
 
-def _foreach_batch(sink_fn: SinkFunction, maintenance: Maintenance, observer: BatchObserver
-                   ) -> Callable[[DataFrame, int], None]:
+def _foreach_batch(
+    sink_fn: SinkFunction, maintenance: Maintenance, observer: BatchObserver
+) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function: the sink, then the maintenance that is due (and the
     table gauges again after it)."""
 
     def run(df: DataFrame, batch_id: int) -> None:
         sink_fn(df, batch_id)
         last = sink_fn.stats[-1] if sink_fn.stats else None
-        if maintenance.after_batch(last is not None and last.batch_id == batch_id
-                                   and not last.skipped):
+        if maintenance.after_batch(
+            last is not None and last.batch_id == batch_id and not last.skipped
+        ):
             observer.refresh_table()
 
     return run
@@ -371,8 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = None
     if args.metrics_port is not None:
         try:
-            server = start_metrics_server(metrics.registry, host=args.metrics_host,
-                                          port=args.metrics_port)
+            server = start_metrics_server(
+                metrics.registry, host=args.metrics_host, port=args.metrics_port
+            )
         except (MetricsServerError, ValueError) as exc:
             print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
             return 2
@@ -380,9 +483,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = _StopRequest()
     stop.install()
     try:
-        return _run(args, table_path=table_path, checkpoint=checkpoint, app_id=app_id,
-                    metrics=metrics, kafka_options=kafka_options,
-                    decoder_options=decoder_options, stop=stop)
+        return _run(
+            args,
+            table_path=table_path,
+            checkpoint=checkpoint,
+            app_id=app_id,
+            metrics=metrics,
+            kafka_options=kafka_options,
+            decoder_options=decoder_options,
+            stop=stop,
+        )
     except Exception as exc:
         print(f"cdc_to_tablets: failed: {failure_reason(exc)}", file=sys.stderr, flush=True)
         logger.debug("failure", exc_info=True)
@@ -392,9 +502,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             server.close()
 
 
-def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: str,
-         metrics: SinkMetrics, kafka_options: dict[str, str], decoder_options: dict[str, Any],
-         stop: _StopRequest) -> int:
+def _run(
+    args: argparse.Namespace,
+    *,
+    table_path: str,
+    checkpoint: str,
+    app_id: str,
+    metrics: SinkMetrics,
+    kafka_options: dict[str, str],
+    decoder_options: dict[str, Any],
+    stop: _StopRequest,
+) -> int:
     from pyspark.errors import StreamingQueryException
     from pyspark.sql import SparkSession
 
@@ -411,35 +529,62 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
 
     spark = SparkSession.builder.appName(args.query_name).getOrCreate()
     spark.sparkContext.setLogLevel(args.spark_log_level)
-    sink_fn = cdc_sink.spark.sink(table_path, schema=schema, format=args.format,
-                                  app_id=app_id, apply_mode=args.apply_mode,
-                                  dead_letter=dead_letter, json_decoder=args.json_decoder,
-                                  decoder_options=decoder_options)
+    sink_fn = cdc_sink.spark.sink(
+        table_path,
+        schema=schema,
+        format=args.format,
+        app_id=app_id,
+        apply_mode=args.apply_mode,
+        dead_letter=dead_letter,
+        json_decoder=args.json_decoder,
+        decoder_options=decoder_options,
+    )
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch
-    maintenance = Maintenance(sink_fn.table, metrics, compact_every=args.compact_every,
-                              gc_every=args.gc_every, retain_versions=args.retain_versions,
-                              retain_seconds=args.retain_seconds,
-                              gc_floor=sink_fn.gc_floor)
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", args.bootstrap_servers)
-              .option("subscribe", args.topic)
-              .option("startingOffsets", args.starting_offsets)
-              .option("failOnDataLoss", "true"))
+    maintenance = Maintenance(
+        sink_fn.table,
+        metrics,
+        compact_every=args.compact_every,
+        gc_every=args.gc_every,
+        retain_versions=args.retain_versions,
+        retain_seconds=args.retain_seconds,
+        gc_floor=sink_fn.gc_floor,
+    )
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .option("subscribe", args.topic)
+        .option("startingOffsets", args.starting_offsets)
+        .option("failOnDataLoss", "true")
+    )
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     for key, value in kafka_options.items():
         reader = reader.option(key, value)
-    writer = (reader.load().writeStream.foreachBatch(_foreach_batch(sink_fn, maintenance, observer))
-              .option("checkpointLocation", checkpoint).queryName(args.query_name))
+    writer = (
+        reader.load()
+        .writeStream.foreachBatch(_foreach_batch(sink_fn, maintenance, observer))
+        .option("checkpointLocation", checkpoint)
+        .queryName(args.query_name)
+    )
     available_now = args.trigger.strip().lower() in ("available-now", "availablenow", "once")
-    writer = (writer.trigger(availableNow=True) if available_now
-              else writer.trigger(processingTime=args.trigger))
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=args.trigger)
+    )
     t0 = time.monotonic()
     query = writer.start()
     progress = ProgressPoller(query, metrics)  # polled: no Py4J callback per query event
-    logger.info("started: %s -> %s (format %s, apply mode %s, app id %r, checkpoint %s)",
-                args.topic, table_path, args.format, args.apply_mode, app_id, checkpoint)
+    logger.info(
+        "started: %s -> %s (format %s, apply mode %s, app id %r, checkpoint %s)",
+        args.topic,
+        table_path,
+        args.format,
+        args.apply_mode,
+        app_id,
+        checkpoint,
+    )
     failure: BaseException | None = None
     try:
         while not stop.event.is_set():
@@ -466,8 +611,7 @@ def _run(args: argparse.Namespace, *, table_path: str, checkpoint: str, app_id: 
     logger.info("stopped after %.1fs at table version %d", time.monotonic() - t0, version)
     spark.stop()
     if failure is not None:
-        print(f"cdc_to_tablets: failed: {failure_reason(failure)}", file=sys.stderr,
-              flush=True)
+        print(f"cdc_to_tablets: failed: {failure_reason(failure)}", file=sys.stderr, flush=True)
         return 1
     return 0
 

@@ -24,19 +24,27 @@ from collections.abc import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's arguments."""
-    p = argparse.ArgumentParser(prog="snapshot_query",
-                                description="Query one version of a cdc_sink table.")
+    p = argparse.ArgumentParser(
+        prog="snapshot_query", description="Query one version of a cdc_sink table."
+    )
     p.add_argument("--table-path", required=True, help="the cdc_sink table directory")
     at = p.add_mutually_exclusive_group()
     at.add_argument("--version", type=int, default=None, help="version (default latest)")
-    at.add_argument("--timestamp", default=None,
-                    help="newest version committed at or before this time (ISO 8601 or "
-                         "epoch milliseconds)")
+    at.add_argument(
+        "--timestamp",
+        default=None,
+        help="newest version committed at or before this time (ISO 8601 or epoch milliseconds)",
+    )
     p.add_argument("--columns", default=None, help="comma-separated columns to read")
     p.add_argument("--where", default=None, help="SQL filter, e.g. \"status = 'paid'\"")
     p.add_argument("--group-by", default=None, help="column to aggregate by")
-    p.add_argument("--sum", action="append", default=[], metavar="COLUMN",
-                   help="column to sum per group (repeatable)")
+    p.add_argument(
+        "--sum",
+        action="append",
+        default=[],
+        metavar="COLUMN",
+        help="column to sum per group (repeatable)",
+    )
     p.add_argument("--sql", default=None, help="SQL over the snapshot, as view 't'")
     p.add_argument("--show", type=int, default=10, help="rows to show (default 10)")
     return p
@@ -70,8 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.group_by:
         aggs = [F.count(F.lit(1)).alias("rows")]
         aggs += [F.sum(c).alias(f"sum_{c}") for c in args.sum]
-        (df.groupBy(args.group_by).agg(*aggs).orderBy(F.desc("rows"))
-         .show(100, truncate=False))
+        (df.groupBy(args.group_by).agg(*aggs).orderBy(F.desc("rows")).show(100, truncate=False))
     if args.sql:
         df.createOrReplaceTempView("t")
         spark.sql(args.sql).show(args.show, truncate=False)

@@ -12,18 +12,27 @@ __all__ = ["ID_A", "ID_V", "ID_V_SEQ"]
 
 #: An int64 key ``id`` and a string ``a``, in two buckets.
 ID_A: dict[str, Any] = {
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "string"}],
-    "primary_key": ["id"], "num_buckets": 2,
+    "columns": [
+        {"name": "id", "type": "int64", "nullable": False},
+        {"name": "a", "type": "string"},
+    ],
+    "primary_key": ["id"],
+    "num_buckets": 2,
 }
 
 #: An int64 key ``id`` and a string ``v``, in one bucket.
 ID_V: dict[str, Any] = {
     "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"}],
-    "primary_key": ["id"]}
+    "primary_key": ["id"],
+}
 
 #: An int64 key ``id``, a string ``v`` and the sequence column ``seq``, in one bucket.
 ID_V_SEQ: dict[str, Any] = {
-    "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"},
-                {"name": "seq", "type": "int64"}],
-    "primary_key": ["id"], "sequence_column": "seq"}
+    "columns": [
+        {"name": "id", "type": "int64"},
+        {"name": "v", "type": "string"},
+        {"name": "seq", "type": "int64"},
+    ],
+    "primary_key": ["id"],
+    "sequence_column": "seq",
+}

@@ -73,8 +73,9 @@ def table_to_rows(table: pa.Table, key_names: Sequence[str]) -> dict[Key, Row]:
     return out
 
 
-def model_rows(rows: Mapping[Key, Row], schema: TableSchema,
-               columns: Sequence[str] | None = None) -> dict[Key, Row]:
+def model_rows(
+    rows: Mapping[Key, Row], schema: TableSchema, columns: Sequence[str] | None = None
+) -> dict[Key, Row]:
     names = columns or schema.names
     out = {}
     for k, r in rows.items():

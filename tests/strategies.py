@@ -10,8 +10,20 @@ from hypothesis import strategies as st
 
 from cdc_sink.schema import TableSchema
 
-VALUE_TYPES = ["int8", "int16", "int32", "int64", "float32", "float64", "bool", "string",
-               "binary", "date32", "timestamp[us, UTC]", "decimal128(10, 2)"]
+VALUE_TYPES = [
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float32",
+    "float64",
+    "bool",
+    "string",
+    "binary",
+    "date32",
+    "timestamp[us, UTC]",
+    "decimal128(10, 2)",
+]
 KEY_SHAPES = [["int64"], ["int32"], ["string"], ["int32", "string"], ["date32", "int64"]]
 
 
@@ -34,10 +46,12 @@ def values_of(type_name: str) -> st.SearchStrategy[Any]:
         return st.dates(dt.date(1970, 1, 1), dt.date(2100, 1, 1))
     if type_name.startswith("timestamp"):
         return st.datetimes(dt.datetime(1970, 1, 1), dt.datetime(2100, 1, 1)).map(
-            lambda d: d.replace(tzinfo=dt.timezone.utc))
+            lambda d: d.replace(tzinfo=dt.timezone.utc)
+        )
     if type_name.startswith("decimal"):
-        return st.decimals(min_value=-10**7, max_value=10**7, places=2, allow_nan=False,
-                           allow_infinity=False).map(lambda d: d.quantize(decimal.Decimal("0.01")))
+        return st.decimals(
+            min_value=-(10**7), max_value=10**7, places=2, allow_nan=False, allow_infinity=False
+        ).map(lambda d: d.quantize(decimal.Decimal("0.01")))
     raise AssertionError(type_name)
 
 
@@ -46,7 +60,8 @@ def schemas(draw: st.DrawFn) -> TableSchema:
     """Random table schemas: key shape, 1..5 value columns, maybe a sequence column."""
     key_types = draw(st.sampled_from(KEY_SHAPES))
     cols: list[dict[str, Any]] = [
-        {"name": f"k{i}", "type": t, "nullable": False} for i, t in enumerate(key_types)]
+        {"name": f"k{i}", "type": t, "nullable": False} for i, t in enumerate(key_types)
+    ]
     for i in range(draw(st.integers(1, 5))):
         t = draw(st.sampled_from(VALUE_TYPES))
         col: dict[str, Any] = {"name": f"c{i}", "type": t, "nullable": draw(st.booleans())}
@@ -57,10 +72,14 @@ def schemas(draw: st.DrawFn) -> TableSchema:
     with_seq = draw(st.booleans())
     if with_seq:
         cols.append({"name": "seq", "type": "int64"})
-    return TableSchema.from_dict({
-        "columns": cols, "primary_key": [f"k{i}" for i in range(len(key_types))],
-        "num_buckets": draw(st.integers(1, 4)),
-        **({"sequence_column": "seq"} if with_seq else {})})
+    return TableSchema.from_dict(
+        {
+            "columns": cols,
+            "primary_key": [f"k{i}" for i in range(len(key_types))],
+            "num_buckets": draw(st.integers(1, 4)),
+            **({"sequence_column": "seq"} if with_seq else {}),
+        }
+    )
 
 
 def _json_default(v: Any) -> Any:
@@ -96,8 +115,13 @@ def key_pool(draw: st.DrawFn, schema: TableSchema) -> list[dict[str, Any]]:
 
 
 @st.composite
-def events(draw: st.DrawFn, schema: TableSchema, keys: list[dict[str, Any]],
-           max_size: int = 25, truncates: bool = False) -> list[dict[str, Any]]:
+def events(
+    draw: st.DrawFn,
+    schema: TableSchema,
+    keys: list[dict[str, Any]],
+    max_size: int = 25,
+    truncates: bool = False,
+) -> list[dict[str, Any]]:
     """A batch of events over ``keys``: all ops, absent/null columns, random seqs, a few
     invalid events and, with ``truncates``, a few ``{"op": "truncate"}``."""
     out: list[dict[str, Any]] = []
@@ -106,8 +130,9 @@ def events(draw: st.DrawFn, schema: TableSchema, keys: list[dict[str, Any]],
         if truncates and draw(st.integers(0, 30)) == 0:
             out.append({"op": "truncate"})
             continue
-        op = draw(st.sampled_from(["insert", "upsert", "update", "delete", "insert",
-                                   "upsert", "update"]))
+        op = draw(
+            st.sampled_from(["insert", "upsert", "update", "delete", "insert", "upsert", "update"])
+        )
         e: dict[str, Any] = {"op": op, "key": dict(draw(st.sampled_from(keys)))}
         sets = {}
         for c in value_cols:

@@ -30,12 +30,17 @@ def test_no_filter_is_no_predicate():
 def test_one_tuple_or_a_list_of_tuples_is_a_conjunction():
     assert parse_filter(("x", "<", 3), NAMES) == [Predicate("x", "<", 3)]
     assert parse_filter([("x", ">=", 1), ["s", "=", "a"]], NAMES) == [
-        Predicate("x", ">=", 1), Predicate("s", "=", "a")]
+        Predicate("x", ">=", 1),
+        Predicate("s", "=", "a"),
+    ]
 
 
 def test_op_is_normalized_to_lower_case_and_double_equals_to_equals():
     assert parse_filter([("x", " IN ", [1]), ("x", "==", 2), ("s", "IS NULL")], NAMES) == [
-        Predicate("x", "in", [1]), Predicate("x", "=", 2), Predicate("s", "is null")]
+        Predicate("x", "in", [1]),
+        Predicate("x", "=", 2),
+        Predicate("s", "is null"),
+    ]
 
 
 def test_predicate_objects_pass_through():
@@ -44,20 +49,35 @@ def test_predicate_objects_pass_through():
     assert parse_filter([p], NAMES) == [p]
 
 
-@pytest.mark.parametrize(("flt", "message"), [
-    (("x", "~", 1), "filter op '~' is not one of"),
-    (("x", "like", "a%"), "filter op 'like'"),
-    (("nope", "=", 1), "unknown column 'nope'"),
-    ([("x", "=", 1), ("nope", "is null")], "unknown column 'nope'"),
-    (("x",), "must be \\(column, op, value\\)"),
-    (("x", "=", 1, 2), "must be \\(column, op, value\\)"),
-    (["x", "=", 1], "must be \\(column, op, value\\)"),
-    ([{"x": 1}], "must be \\(column, op, value\\)"),
-    (("x", "in", 3), "needs a list of values"),
-    (("x", "not in", None), "needs a list of values"),
-    ([Predicate("x", "between", (1, 2))], "filter op 'between'"),
-], ids=["bad_op", "like", "unknown_column", "unknown_column_later", "one_item", "four_items",
-        "flat_list", "dict", "in_scalar", "not_in_none", "predicate_bad_op"])
+@pytest.mark.parametrize(
+    ("flt", "message"),
+    [
+        (("x", "~", 1), "filter op '~' is not one of"),
+        (("x", "like", "a%"), "filter op 'like'"),
+        (("nope", "=", 1), "unknown column 'nope'"),
+        ([("x", "=", 1), ("nope", "is null")], "unknown column 'nope'"),
+        (("x",), "must be \\(column, op, value\\)"),
+        (("x", "=", 1, 2), "must be \\(column, op, value\\)"),
+        (["x", "=", 1], "must be \\(column, op, value\\)"),
+        ([{"x": 1}], "must be \\(column, op, value\\)"),
+        (("x", "in", 3), "needs a list of values"),
+        (("x", "not in", None), "needs a list of values"),
+        ([Predicate("x", "between", (1, 2))], "filter op 'between'"),
+    ],
+    ids=[
+        "bad_op",
+        "like",
+        "unknown_column",
+        "unknown_column_later",
+        "one_item",
+        "four_items",
+        "flat_list",
+        "dict",
+        "in_scalar",
+        "not_in_none",
+        "predicate_bad_op",
+    ],
+)
 def test_malformed_filter_raises_value_error(flt: Any, message: str):
     with pytest.raises(ValueError, match=message):
         parse_filter(flt, NAMES)
@@ -82,25 +102,30 @@ def test_in_with_a_string_instead_of_a_list_is_rejected():
 INTS = rows(x=pa.array([1, 2, None, 4, 5], pa.int64()))
 
 
-@pytest.mark.parametrize(("pred", "expected"), [
-    (("x", "=", 2), [False, True, False, False, False]),
-    (("x", "!=", 2), [True, False, False, True, True]),
-    (("x", "<", 4), [True, True, False, False, False]),
-    (("x", "<=", 4), [True, True, False, True, False]),
-    (("x", ">", 4), [False, False, False, False, True]),
-    (("x", ">=", 4), [False, False, False, True, True]),
-    (("x", "in", [1, 5, 9]), [True, False, False, False, True]),
-    (("x", "in", []), [False] * 5),
-    (("x", "not in", [1, 5]), [False, True, False, True, False]),
-    (("x", "in", [None, 1]), [True, False, False, False, False]),
-    (("x", "not in", [None, 1]), [False, True, False, True, True]),
-    (("x", "is null"), [False, False, True, False, False]),
-    (("x", "is not null"), [True, True, False, True, True]),
-    (("x", "=", None), [False] * 5),
-    (("x", "!=", None), [False] * 5),
-], ids=lambda v: repr(v) if isinstance(v, tuple) else "")
-def test_evaluate_every_op_and_null_never_satisfies_a_comparison(pred: tuple[Any, ...],
-                                                                 expected: list[bool]):
+@pytest.mark.parametrize(
+    ("pred", "expected"),
+    [
+        (("x", "=", 2), [False, True, False, False, False]),
+        (("x", "!=", 2), [True, False, False, True, True]),
+        (("x", "<", 4), [True, True, False, False, False]),
+        (("x", "<=", 4), [True, True, False, True, False]),
+        (("x", ">", 4), [False, False, False, False, True]),
+        (("x", ">=", 4), [False, False, False, True, True]),
+        (("x", "in", [1, 5, 9]), [True, False, False, False, True]),
+        (("x", "in", []), [False] * 5),
+        (("x", "not in", [1, 5]), [False, True, False, True, False]),
+        (("x", "in", [None, 1]), [True, False, False, False, False]),
+        (("x", "not in", [None, 1]), [False, True, False, True, True]),
+        (("x", "is null"), [False, False, True, False, False]),
+        (("x", "is not null"), [True, True, False, True, True]),
+        (("x", "=", None), [False] * 5),
+        (("x", "!=", None), [False] * 5),
+    ],
+    ids=lambda v: repr(v) if isinstance(v, tuple) else "",
+)
+def test_evaluate_every_op_and_null_never_satisfies_a_comparison(
+    pred: tuple[Any, ...], expected: list[bool]
+):
     mask = evaluate(INTS, parse_filter(pred, ["x"]))
     assert mask.dtype == np.bool_
     assert mask.tolist() == expected
@@ -116,27 +141,44 @@ def test_evaluate_without_predicates_keeps_every_row():
     assert evaluate(INTS, []).tolist() == [True] * 5
 
 
-@pytest.mark.parametrize(("arr", "pred", "expected"), [
-    (pa.array(["b", "a", None, "é"]), ("v", ">=", "b"), [True, False, False, True]),
-    (pa.array([b"\x00", b"\x01"]), ("v", "=", b"\x01"), [False, True]),
-    (pa.array([True, False, None]), ("v", "=", True), [True, False, False]),
-    (pa.array([1.5, float("nan"), -0.0]), ("v", "<", 1.0), [False, False, True]),
-    (pa.array([dt.date(2024, 1, 1), dt.date(2024, 6, 1)]), ("v", ">", dt.date(2024, 3, 1)),
-     [False, True]),
-    (pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC")),
-     ("v", "=", dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)), [True]),
-    (pa.array([decimal.Decimal("1.50"), decimal.Decimal("2.25")], pa.decimal128(6, 2)),
-     ("v", "in", [decimal.Decimal("2.25")]), [False, True]),
-], ids=["string", "binary", "bool", "float", "date", "timestamp", "decimal"])
-def test_evaluate_on_every_column_type(arr: pa.Array, pred: tuple[Any, ...],
-                                       expected: list[bool]):
+@pytest.mark.parametrize(
+    ("arr", "pred", "expected"),
+    [
+        (pa.array(["b", "a", None, "é"]), ("v", ">=", "b"), [True, False, False, True]),
+        (pa.array([b"\x00", b"\x01"]), ("v", "=", b"\x01"), [False, True]),
+        (pa.array([True, False, None]), ("v", "=", True), [True, False, False]),
+        (pa.array([1.5, float("nan"), -0.0]), ("v", "<", 1.0), [False, False, True]),
+        (
+            pa.array([dt.date(2024, 1, 1), dt.date(2024, 6, 1)]),
+            ("v", ">", dt.date(2024, 3, 1)),
+            [False, True],
+        ),
+        (
+            pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC")),
+            ("v", "=", dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)),
+            [True],
+        ),
+        (
+            pa.array([decimal.Decimal("1.50"), decimal.Decimal("2.25")], pa.decimal128(6, 2)),
+            ("v", "in", [decimal.Decimal("2.25")]),
+            [False, True],
+        ),
+    ],
+    ids=["string", "binary", "bool", "float", "date", "timestamp", "decimal"],
+)
+def test_evaluate_on_every_column_type(arr: pa.Array, pred: tuple[Any, ...], expected: list[bool]):
     assert evaluate(rows(v=arr), parse_filter(pred, ["v"])).tolist() == expected
 
 
 def test_evaluate_accepts_a_record_batch():
     rb = INTS.to_batches()[0]
     assert evaluate(rb, parse_filter(("x", ">", 2), ["x"])).tolist() == [
-        False, False, False, True, True]
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
 
 
 # --------------------------------------------------------------------------- page stats
@@ -150,29 +192,33 @@ def test_page_stats_of_an_all_null_or_empty_page():
     assert page_stats(pa.array([], pa.int64())) == PageStats(None, None, 0, 0)
 
 
-@pytest.mark.parametrize(("stats", "pred", "expected"), [
-    (PageStats(1, 5, 0, 10), Predicate("x", "=", 6), False),
-    (PageStats(1, 5, 0, 10), Predicate("x", "=", 0), False),
-    (PageStats(1, 5, 0, 10), Predicate("x", "=", 3), True),
-    (PageStats(1, 5, 0, 10), Predicate("x", "<", 1), False),
-    (PageStats(1, 5, 0, 10), Predicate("x", "<=", 1), True),
-    (PageStats(1, 5, 0, 10), Predicate("x", ">", 5), False),
-    (PageStats(1, 5, 0, 10), Predicate("x", ">=", 5), True),
-    (PageStats(1, 5, 0, 10), Predicate("x", "in", [0, 9]), False),
-    (PageStats(1, 5, 0, 10), Predicate("x", "in", [0, 4]), True),
-    (PageStats(1, 5, 0, 10), Predicate("x", "not in", [1, 2, 3, 4, 5]), True),
-    (PageStats(3, 3, 0, 10), Predicate("x", "!=", 3), False),
-    (PageStats(3, 3, 2, 10), Predicate("x", "!=", 4), True),
-    (PageStats(1, 5, 0, 10), Predicate("x", "is null"), False),
-    (PageStats(1, 5, 1, 10), Predicate("x", "is null"), True),
-    (PageStats(None, None, 10, 10), Predicate("x", "is not null"), False),
-    (PageStats(None, None, 10, 10), Predicate("x", "=", 1), False),
-    (PageStats(None, None, 10, 10), Predicate("x", "!=", 1), False),
-    (PageStats("a", "c", 0, 3), Predicate("x", "=", 1), True),  # incomparable: keep
-    (PageStats(1, 5, 0, 10), Predicate("x", "=", None), True),
-])
+@pytest.mark.parametrize(
+    ("stats", "pred", "expected"),
+    [
+        (PageStats(1, 5, 0, 10), Predicate("x", "=", 6), False),
+        (PageStats(1, 5, 0, 10), Predicate("x", "=", 0), False),
+        (PageStats(1, 5, 0, 10), Predicate("x", "=", 3), True),
+        (PageStats(1, 5, 0, 10), Predicate("x", "<", 1), False),
+        (PageStats(1, 5, 0, 10), Predicate("x", "<=", 1), True),
+        (PageStats(1, 5, 0, 10), Predicate("x", ">", 5), False),
+        (PageStats(1, 5, 0, 10), Predicate("x", ">=", 5), True),
+        (PageStats(1, 5, 0, 10), Predicate("x", "in", [0, 9]), False),
+        (PageStats(1, 5, 0, 10), Predicate("x", "in", [0, 4]), True),
+        (PageStats(1, 5, 0, 10), Predicate("x", "not in", [1, 2, 3, 4, 5]), True),
+        (PageStats(3, 3, 0, 10), Predicate("x", "!=", 3), False),
+        (PageStats(3, 3, 2, 10), Predicate("x", "!=", 4), True),
+        (PageStats(1, 5, 0, 10), Predicate("x", "is null"), False),
+        (PageStats(1, 5, 1, 10), Predicate("x", "is null"), True),
+        (PageStats(None, None, 10, 10), Predicate("x", "is not null"), False),
+        (PageStats(None, None, 10, 10), Predicate("x", "=", 1), False),
+        (PageStats(None, None, 10, 10), Predicate("x", "!=", 1), False),
+        (PageStats("a", "c", 0, 3), Predicate("x", "=", 1), True),  # incomparable: keep
+        (PageStats(1, 5, 0, 10), Predicate("x", "=", None), True),
+    ],
+)
 def test_may_match_skips_a_page_only_when_the_stats_prove_no_row_matches(
-        stats: PageStats, pred: Predicate, expected: bool):
+    stats: PageStats, pred: Predicate, expected: bool
+):
     assert may_match(stats, pred) is expected
 
 
@@ -189,17 +235,20 @@ _values = st.integers(-20, 20)
 _pages = st.lists(st.one_of(_values, _values, _values, st.none()), min_size=1, max_size=40)
 _preds = st.one_of(
     st.builds(lambda op, v: ("x", op, v), st.sampled_from(_COMPARE_OPS), _values),
-    st.builds(lambda op, vs: ("x", op, vs), st.sampled_from(["in", "not in"]),
-              st.lists(st.one_of(_values, st.none()), max_size=5)),
+    st.builds(
+        lambda op, vs: ("x", op, vs),
+        st.sampled_from(["in", "not in"]),
+        st.lists(st.one_of(_values, st.none()), max_size=5),
+    ),
     st.builds(lambda op: ("x", op), st.sampled_from(["is null", "is not null"])),
 )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(page=_pages, pred=_preds, wide=st.booleans())
-def test_may_match_is_never_false_when_a_row_of_the_page_matches(page: list[Any],
-                                                                  pred: tuple[Any, ...],
-                                                                  wide: bool):
+def test_may_match_is_never_false_when_a_row_of_the_page_matches(
+    page: list[Any], pred: tuple[Any, ...], wide: bool
+):
     arr = pa.array(page, pa.int64() if wide else pa.int16())
     preds = parse_filter(pred, ["x"])
     if evaluate(rows(x=arr), preds).any():
@@ -207,12 +256,16 @@ def test_may_match_is_never_false_when_a_row_of_the_page_matches(page: list[Any]
 
 
 @settings(max_examples=200, deadline=None)
-@given(page=st.lists(st.one_of(st.sampled_from(["", "a", "ab", "b", "é", "z"]), st.none()),
-                     min_size=1, max_size=20),
-       op=st.sampled_from([*_COMPARE_OPS, "in"]),
-       value=st.sampled_from(["", "a", "aa", "b", "c", "é", "zz"]))
-def test_may_match_is_never_false_when_a_string_row_matches(page: list[Any], op: str,
-                                                            value: str):
+@given(
+    page=st.lists(
+        st.one_of(st.sampled_from(["", "a", "ab", "b", "é", "z"]), st.none()),
+        min_size=1,
+        max_size=20,
+    ),
+    op=st.sampled_from([*_COMPARE_OPS, "in"]),
+    value=st.sampled_from(["", "a", "aa", "b", "c", "é", "zz"]),
+)
+def test_may_match_is_never_false_when_a_string_row_matches(page: list[Any], op: str, value: str):
     arr = pa.array(page, pa.string())
     preds = parse_filter(("x", op, [value] if op == "in" else value), ["x"])
     if evaluate(rows(x=arr), preds).any():
@@ -220,12 +273,18 @@ def test_may_match_is_never_false_when_a_string_row_matches(page: list[Any], op:
 
 
 @settings(max_examples=200, deadline=None)
-@given(page=st.lists(st.one_of(st.sampled_from([-1.5, -0.0, 0.0, 0.5, 2.0, float("inf")]),
-                               st.none()), min_size=1, max_size=20),
-       op=st.sampled_from([*_COMPARE_OPS, "in", "not in"]),
-       value=st.sampled_from([-1.5, -0.0, 0.0, 0.5, 1, 2.0, float("inf")]))
-def test_may_match_is_never_false_when_a_float_row_without_nan_matches(page: list[Any],
-                                                                      op: str, value: float):
+@given(
+    page=st.lists(
+        st.one_of(st.sampled_from([-1.5, -0.0, 0.0, 0.5, 2.0, float("inf")]), st.none()),
+        min_size=1,
+        max_size=20,
+    ),
+    op=st.sampled_from([*_COMPARE_OPS, "in", "not in"]),
+    value=st.sampled_from([-1.5, -0.0, 0.0, 0.5, 1, 2.0, float("inf")]),
+)
+def test_may_match_is_never_false_when_a_float_row_without_nan_matches(
+    page: list[Any], op: str, value: float
+):
     arr = pa.array(page, pa.float64())
     preds = parse_filter(("x", op, [value] if op in ("in", "not in") else value), ["x"])
     if evaluate(rows(x=arr), preds).any():

@@ -10,11 +10,16 @@ from tests.fixtures import ID_V_SEQ
 from tests.model import RefModel
 
 SEQ = TableSchema.from_dict(ID_V_SEQ)
-REQUIRED = TableSchema.from_dict({
-    "columns": [{"name": "id", "type": "int64"},
-                {"name": "must", "type": "string", "nullable": False},
-                {"name": "v", "type": "string"}],
-    "primary_key": ["id"]})
+REQUIRED = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "id", "type": "int64"},
+            {"name": "must", "type": "string", "nullable": False},
+            {"name": "v", "type": "string"},
+        ],
+        "primary_key": ["id"],
+    }
+)
 
 
 def test_stale_events_lose_to_the_tombstone_of_a_newer_delete():
@@ -55,16 +60,33 @@ def test_an_upsert_that_would_create_a_row_without_a_required_column_is_rejected
 
 
 def test_the_adapters_count_the_same_outcomes_their_own_way():
-    events = [{"op": "insert", "key": {"id": 1}, "set": {"v": "a"}, "seq": 1},
-              {"op": "merge", "key": {"id": 1}, "seq": 2},
-              {"op": "update", "key": {"id": 2}, "set": {"v": "b"}, "seq": 2},
-              {"op": "truncate"}]
+    events = [
+        {"op": "insert", "key": {"id": 1}, "set": {"v": "a"}, "seq": 1},
+        {"op": "merge", "key": {"id": 1}, "seq": 2},
+        {"op": "update", "key": {"id": 2}, "set": {"v": "b"}, "seq": 2},
+        {"op": "truncate"},
+    ]
     m = RefModel(SEQ)
     counts = m.apply(events)
-    assert counts == {"inserted": 1, "updated": 0, "deleted": 0, "ignored": 0, "stale": 0,
-                      "rejected": 1, "truncated": 1, "invalid": 1}
+    assert counts == {
+        "inserted": 1,
+        "updated": 0,
+        "deleted": 0,
+        "ignored": 0,
+        "stale": 0,
+        "rejected": 1,
+        "truncated": 1,
+        "invalid": 1,
+    }
     e = ExpectedTable(SEQ)
     e.apply_all(events)
-    assert e.counts == {"inserted": 1, "updated": 0, "deleted": 0, "ignored": 0, "stale": 0,
-                        "rejected": 2, "truncated": 1}
+    assert e.counts == {
+        "inserted": 1,
+        "updated": 0,
+        "deleted": 0,
+        "ignored": 0,
+        "stale": 0,
+        "rejected": 2,
+        "truncated": 1,
+    }
     assert e.reject_reasons == ["unknown op 'merge'", "update of missing key"]

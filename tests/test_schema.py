@@ -58,21 +58,33 @@ def test_every_supported_type_name_parses_to_its_arrow_type(name: str, expected:
     assert parse_type(name) == expected
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("INT64", pa.int64()),
-    ("  string ", pa.string()),
-    ("timestamp[us,utc]", pa.timestamp("us", tz="UTC")),
-    ("Timestamp[ us , tz=UTC ]", pa.timestamp("us", tz="UTC")),
-    ("Decimal128( 12 , 4 )", pa.decimal128(12, 4)),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("INT64", pa.int64()),
+        ("  string ", pa.string()),
+        ("timestamp[us,utc]", pa.timestamp("us", tz="UTC")),
+        ("Timestamp[ us , tz=UTC ]", pa.timestamp("us", tz="UTC")),
+        ("Decimal128( 12 , 4 )", pa.decimal128(12, 4)),
+    ],
+)
 def test_type_names_ignore_case_and_spaces(name: str, expected: pa.DataType):
     assert parse_type(name) == expected
 
 
-@pytest.mark.parametrize("name", [
-    "int128", "uint8", "varchar", "timestamp[ns, UTC]", "timestamp[us, Europe/Paris]",
-    "decimal128(10)", "list<int64>", "",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "int128",
+        "uint8",
+        "varchar",
+        "timestamp[ns, UTC]",
+        "timestamp[us, Europe/Paris]",
+        "decimal128(10)",
+        "list<int64>",
+        "",
+    ],
+)
 def test_unknown_type_name_raises_schema_error_naming_the_type(name: str):
     with pytest.raises(SchemaError, match="unsupported column type"):
         parse_type(name)
@@ -101,8 +113,9 @@ def test_schema_error_derives_from_the_root_error():
 
 # --------------------------------------------------------------------------- dict form
 def test_from_dict_assigns_ids_in_list_order_and_nullable_defaults_to_true_for_values():
-    s = TableSchema.from_dict(_schema({"name": "a", "type": "string"},
-                                      {"name": "b", "type": "float64"}))
+    s = TableSchema.from_dict(
+        _schema({"name": "a", "type": "string"}, {"name": "b", "type": "float64"})
+    )
     assert [(c.id, c.name) for c in s.columns] == [(0, "k"), (1, "a"), (2, "b")]
     assert s.column("a").nullable and s.column("b").nullable
     assert not s.column("k").nullable  # key columns default to not nullable
@@ -111,34 +124,40 @@ def test_from_dict_assigns_ids_in_list_order_and_nullable_defaults_to_true_for_v
 
 
 def test_from_dict_honours_explicit_ids_and_auto_ids_skip_them():
-    s = TableSchema.from_dict({"columns": [
-        {"name": "k", "type": "int64", "id": 1},
-        {"name": "a", "type": "string"},
-        {"name": "b", "type": "string", "id": 7},
-        {"name": "c", "type": "string"},
-    ], "primary_key": ["k"]})
+    s = TableSchema.from_dict(
+        {
+            "columns": [
+                {"name": "k", "type": "int64", "id": 1},
+                {"name": "a", "type": "string"},
+                {"name": "b", "type": "string", "id": 7},
+                {"name": "c", "type": "string"},
+            ],
+            "primary_key": ["k"],
+        }
+    )
     assert [c.id for c in s.columns] == [1, 0, 7, 2]
     assert s.next_column_id == 8
 
 
 def test_primary_key_may_be_given_as_a_single_string():
-    s = TableSchema.from_dict({"columns": [{"name": "k", "type": "int64"}],
-                               "primary_key": "k"})
+    s = TableSchema.from_dict({"columns": [{"name": "k", "type": "int64"}], "primary_key": "k"})
     assert s.primary_key == ("k",)
 
 
 def test_design_example_schema_parses():
-    s = TableSchema.from_dict({
-        "columns": [
-            {"name": "order_id", "type": "int64", "nullable": False},
-            {"name": "status", "type": "string", "default": "new"},
-            {"name": "amount", "type": "float64"},
-            {"name": "seq", "type": "int64"},
-        ],
-        "primary_key": ["order_id"],
-        "num_buckets": 4,
-        "sequence_column": "seq",
-    })
+    s = TableSchema.from_dict(
+        {
+            "columns": [
+                {"name": "order_id", "type": "int64", "nullable": False},
+                {"name": "status", "type": "string", "default": "new"},
+                {"name": "amount", "type": "float64"},
+                {"name": "seq", "type": "int64"},
+            ],
+            "primary_key": ["order_id"],
+            "num_buckets": 4,
+            "sequence_column": "seq",
+        }
+    )
     assert s.names == ["order_id", "status", "amount", "seq"]
     assert [c.name for c in s.key_columns] == ["order_id"]
     assert [c.name for c in s.value_columns] == ["status", "amount", "seq"]
@@ -157,17 +176,29 @@ _DEFAULTS = [
     ("float64", 2, 2.0, 2.0),
     ("bool", True, True, True),
     ("string", "new", "new", "new"),
-    ("binary", base64.b64encode(b"\x00\xffab").decode(), b"\x00\xffab",
-     base64.b64encode(b"\x00\xffab").decode()),
+    (
+        "binary",
+        base64.b64encode(b"\x00\xffab").decode(),
+        b"\x00\xffab",
+        base64.b64encode(b"\x00\xffab").decode(),
+    ),
     ("date32", "2024-02-29", dt.date(2024, 2, 29), "2024-02-29"),
-    ("timestamp[us, UTC]", "2024-01-02T03:04:05.123456Z",
-     dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC), "2024-01-02T03:04:05.123456+00:00"),
+    (
+        "timestamp[us, UTC]",
+        "2024-01-02T03:04:05.123456Z",
+        dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC),
+        "2024-01-02T03:04:05.123456+00:00",
+    ),
     ("decimal128(10, 2)", "12.34", decimal.Decimal("12.34"), "12.34"),
 ]
-@pytest.mark.parametrize(("type_name", "given", "value", "json_form"), _DEFAULTS,
-                         ids=[c[0] for c in _DEFAULTS])
+
+
+@pytest.mark.parametrize(
+    ("type_name", "given", "value", "json_form"), _DEFAULTS, ids=[c[0] for c in _DEFAULTS]
+)
 def test_default_of_every_type_parses_and_serializes_to_its_json_form(
-        type_name: str, given: Any, value: Any, json_form: Any):
+    type_name: str, given: Any, value: Any, json_form: Any
+):
     s = TableSchema.from_dict(_schema({"name": "c", "type": type_name, "default": given}))
     c = s.column("c")
     assert c.default.type == parse_type(type_name)
@@ -175,15 +206,21 @@ def test_default_of_every_type_parses_and_serializes_to_its_json_form(
     assert c.to_dict()["default"] == json_form
 
 
-@pytest.mark.parametrize(("type_name", "given", "value", "json_form"), _DEFAULTS,
-                         ids=[c[0] for c in _DEFAULTS])
+@pytest.mark.parametrize(
+    ("type_name", "given", "value", "json_form"), _DEFAULTS, ids=[c[0] for c in _DEFAULTS]
+)
 def test_from_dict_to_dict_round_trips_with_a_default_of_every_type(
-        type_name: str, given: Any, value: Any, json_form: Any):
-    s = TableSchema.from_dict(_schema(
-        {"name": "c", "type": type_name, "default": given, "nullable": False},
-        {"name": "n", "type": type_name},
-        {"name": "seq", "type": "int32"},
-        num_buckets=8, sequence_column="seq"))
+    type_name: str, given: Any, value: Any, json_form: Any
+):
+    s = TableSchema.from_dict(
+        _schema(
+            {"name": "c", "type": type_name, "default": given, "nullable": False},
+            {"name": "n", "type": type_name},
+            {"name": "seq", "type": "int32"},
+            num_buckets=8,
+            sequence_column="seq",
+        )
+    )
     d = s.to_dict()
     back = TableSchema.from_dict(d)
     assert back == s
@@ -193,8 +230,9 @@ def test_from_dict_to_dict_round_trips_with_a_default_of_every_type(
 
 
 def test_round_trip_keeps_schema_id_and_next_column_id_after_a_drop():
-    s = TableSchema.from_dict(_schema({"name": "a", "type": "string"},
-                                      {"name": "b", "type": "int32"}))
+    s = TableSchema.from_dict(
+        _schema({"name": "a", "type": "string"}, {"name": "b", "type": "int32"})
+    )
     s2 = s.drop_column("b")
     back = TableSchema.from_dict(s2.to_dict())
     assert back == s2
@@ -203,17 +241,24 @@ def test_round_trip_keeps_schema_id_and_next_column_id_after_a_drop():
 
 
 def test_timestamp_default_with_offset_is_converted_to_utc_and_naive_means_utc():
-    s = TableSchema.from_dict(_schema(
-        {"name": "a", "type": "timestamp[us, UTC]", "default": "2024-01-01T05:00:00+05:00"},
-        {"name": "b", "type": "timestamp[us, UTC]", "default": "2024-01-01T00:00:00"}))
+    s = TableSchema.from_dict(
+        _schema(
+            {"name": "a", "type": "timestamp[us, UTC]", "default": "2024-01-01T05:00:00+05:00"},
+            {"name": "b", "type": "timestamp[us, UTC]", "default": "2024-01-01T00:00:00"},
+        )
+    )
     expected = dt.datetime(2024, 1, 1, tzinfo=UTC)
     assert s.column("a").default.as_py() == expected
     assert s.column("b").default.as_py() == expected
 
 
 def test_decimal_default_may_be_an_int_or_float():
-    s = TableSchema.from_dict(_schema({"name": "a", "type": "decimal128(6, 2)", "default": 3},
-                                      {"name": "b", "type": "decimal128(6, 2)", "default": 0.5}))
+    s = TableSchema.from_dict(
+        _schema(
+            {"name": "a", "type": "decimal128(6, 2)", "default": 3},
+            {"name": "b", "type": "decimal128(6, 2)", "default": 0.5},
+        )
+    )
     assert s.column("a").default.as_py() == decimal.Decimal("3.00")
     assert s.column("b").default.as_py() == decimal.Decimal("0.50")
 
@@ -222,79 +267,163 @@ def test_decimal_default_may_be_an_int_or_float():
 _INVALID = [
     ("unknown_type", _schema({"name": "a", "type": "uint64"}), "unsupported column type 'uint64'"),
     ("missing_type", _schema({"name": "a"}), "'type' is missing"),
-    ("duplicate_name", _schema({"name": "a", "type": "int8"}, {"name": "a", "type": "int8"}),
-     "duplicate column name 'a'"),
-    ("duplicate_id", {"columns": [{"name": "k", "type": "int64", "id": 0},
-                                  {"name": "a", "type": "int8", "id": 0}],
-                      "primary_key": ["k"]}, "used twice"),
-    ("negative_id", {"columns": [{"name": "k", "type": "int64", "id": -1}],
-                     "primary_key": ["k"]}, "negative"),
-    ("id_not_int", {"columns": [{"name": "k", "type": "int64", "id": "0"}],
-                    "primary_key": ["k"]}, "id must be an integer"),
+    (
+        "duplicate_name",
+        _schema({"name": "a", "type": "int8"}, {"name": "a", "type": "int8"}),
+        "duplicate column name 'a'",
+    ),
+    (
+        "duplicate_id",
+        {
+            "columns": [
+                {"name": "k", "type": "int64", "id": 0},
+                {"name": "a", "type": "int8", "id": 0},
+            ],
+            "primary_key": ["k"],
+        },
+        "used twice",
+    ),
+    (
+        "negative_id",
+        {"columns": [{"name": "k", "type": "int64", "id": -1}], "primary_key": ["k"]},
+        "negative",
+    ),
+    (
+        "id_not_int",
+        {"columns": [{"name": "k", "type": "int64", "id": "0"}], "primary_key": ["k"]},
+        "id must be an integer",
+    ),
     ("no_columns", {"columns": [], "primary_key": ["k"]}, "at least one column"),
     ("columns_not_list", {"columns": "k", "primary_key": ["k"]}, "must be a list"),
     ("column_not_object", {"columns": ["k"], "primary_key": ["k"]}, "must be an object"),
     ("name_not_string", _schema({"name": 5, "type": "int8"}), "'name' must be a string"),
     ("empty_name", _schema({"name": "", "type": "int8"}), "non-empty string"),
-    ("missing_pk_column", _schema(primary_key=["nope"]),
-     "primary key column 'nope' is not a column"),
+    (
+        "missing_pk_column",
+        _schema(primary_key=["nope"]),
+        "primary key column 'nope' is not a column",
+    ),
     ("no_primary_key", {"columns": [{"name": "k", "type": "int64"}]}, "primary_key"),
     ("empty_primary_key", _schema(primary_key=[]), "at least one column"),
     ("pk_twice", _schema(primary_key=["k", "k"]), "names a column twice"),
-    ("nullable_key", {"columns": [{"name": "k", "type": "int64", "nullable": True}],
-                      "primary_key": ["k"]}, "primary key column 'k' must not be nullable"),
-    ("float_key", {"columns": [{"name": "k", "type": "float64"}], "primary_key": ["k"]},
-     "floating-point keys are not allowed"),
-    ("float32_key", {"columns": [{"name": "k", "type": "float32"}], "primary_key": ["k"]},
-     "floating-point keys are not allowed"),
-    ("nullable_not_bool", _schema({"name": "a", "type": "int8", "nullable": "yes"}),
-     "'nullable' must be true or false"),
+    (
+        "nullable_key",
+        {"columns": [{"name": "k", "type": "int64", "nullable": True}], "primary_key": ["k"]},
+        "primary key column 'k' must not be nullable",
+    ),
+    (
+        "float_key",
+        {"columns": [{"name": "k", "type": "float64"}], "primary_key": ["k"]},
+        "floating-point keys are not allowed",
+    ),
+    (
+        "float32_key",
+        {"columns": [{"name": "k", "type": "float32"}], "primary_key": ["k"]},
+        "floating-point keys are not allowed",
+    ),
+    (
+        "nullable_not_bool",
+        _schema({"name": "a", "type": "int8", "nullable": "yes"}),
+        "'nullable' must be true or false",
+    ),
     ("zero_buckets", _schema(num_buckets=0), r"num_buckets must be an integer in \[1, 65536\]"),
     ("too_many_buckets", _schema(num_buckets=65537), "num_buckets"),
     ("string_buckets", _schema(num_buckets="4"), "num_buckets"),
     ("bool_buckets", _schema(num_buckets=True), "num_buckets"),
     ("float_buckets", _schema(num_buckets=4.0), "num_buckets"),
-    ("sequence_not_integer", _schema({"name": "s", "type": "float64"}, sequence_column="s"),
-     "sequence_column 's' must be an integer column, not float64"),
-    ("sequence_string", _schema({"name": "s", "type": "string"}, sequence_column="s"),
-     "must be an integer column"),
+    (
+        "sequence_not_integer",
+        _schema({"name": "s", "type": "float64"}, sequence_column="s"),
+        "sequence_column 's' must be an integer column, not float64",
+    ),
+    (
+        "sequence_string",
+        _schema({"name": "s", "type": "string"}, sequence_column="s"),
+        "must be an integer column",
+    ),
     ("sequence_is_key", _schema(sequence_column="k"), "cannot be a primary key column"),
     ("sequence_missing", _schema(sequence_column="s"), "sequence_column 's' is not a column"),
-    ("default_wrong_type_int", _schema({"name": "a", "type": "int32", "default": "5"}),
-     "default '5' of column 'a' is not a valid int32"),
-    ("default_float_for_int", _schema({"name": "a", "type": "int64", "default": 1.0}),
-     "not a valid int64"),
-    ("default_bool_for_int", _schema({"name": "a", "type": "int64", "default": True}),
-     "not a valid int64"),
-    ("default_int_out_of_int8", _schema({"name": "a", "type": "int8", "default": 300}),
-     "not a valid int8"),
-    ("default_int_for_bool", _schema({"name": "a", "type": "bool", "default": 1}),
-     "not a valid bool"),
-    ("default_int_for_string", _schema({"name": "a", "type": "string", "default": 5}),
-     "not a valid string"),
-    ("default_text_for_float", _schema({"name": "a", "type": "float64", "default": "x"}),
-     "not a valid float64"),
-    ("default_bad_date", _schema({"name": "a", "type": "date32", "default": "2024-13-01"}),
-     "of column 'a' is not a valid"),
-    ("default_bad_timestamp", _schema({"name": "a", "type": "timestamp[us, UTC]",
-                                       "default": "yesterday"}), "of column 'a' is not a valid"),
-    ("default_decimal_too_precise",
-     _schema({"name": "a", "type": "decimal128(5, 2)", "default": "1.234"}),
-     r"not a valid decimal128\(5, 2\)"),
-    ("default_bad_decimal", _schema({"name": "a", "type": "decimal128(5, 2)", "default": "abc"}),
-     r"not a valid decimal128\(5, 2\)"),
-    ("default_bad_base64_padding", _schema({"name": "a", "type": "binary", "default": "abc"}),
-     "not a valid binary"),
-    ("non_nullable_default_null", _schema({"name": "a", "type": "int8", "nullable": False,
-                                           "default": None}),
-     "non-nullable column cannot default to null"),
+    (
+        "default_wrong_type_int",
+        _schema({"name": "a", "type": "int32", "default": "5"}),
+        "default '5' of column 'a' is not a valid int32",
+    ),
+    (
+        "default_float_for_int",
+        _schema({"name": "a", "type": "int64", "default": 1.0}),
+        "not a valid int64",
+    ),
+    (
+        "default_bool_for_int",
+        _schema({"name": "a", "type": "int64", "default": True}),
+        "not a valid int64",
+    ),
+    (
+        "default_int_out_of_int8",
+        _schema({"name": "a", "type": "int8", "default": 300}),
+        "not a valid int8",
+    ),
+    (
+        "default_int_for_bool",
+        _schema({"name": "a", "type": "bool", "default": 1}),
+        "not a valid bool",
+    ),
+    (
+        "default_int_for_string",
+        _schema({"name": "a", "type": "string", "default": 5}),
+        "not a valid string",
+    ),
+    (
+        "default_text_for_float",
+        _schema({"name": "a", "type": "float64", "default": "x"}),
+        "not a valid float64",
+    ),
+    (
+        "default_bad_date",
+        _schema({"name": "a", "type": "date32", "default": "2024-13-01"}),
+        "of column 'a' is not a valid",
+    ),
+    (
+        "default_bad_timestamp",
+        _schema({"name": "a", "type": "timestamp[us, UTC]", "default": "yesterday"}),
+        "of column 'a' is not a valid",
+    ),
+    (
+        "default_decimal_too_precise",
+        _schema({"name": "a", "type": "decimal128(5, 2)", "default": "1.234"}),
+        r"not a valid decimal128\(5, 2\)",
+    ),
+    (
+        "default_bad_decimal",
+        _schema({"name": "a", "type": "decimal128(5, 2)", "default": "abc"}),
+        r"not a valid decimal128\(5, 2\)",
+    ),
+    (
+        "default_bad_base64_padding",
+        _schema({"name": "a", "type": "binary", "default": "abc"}),
+        "not a valid binary",
+    ),
+    (
+        "non_nullable_default_null",
+        _schema({"name": "a", "type": "int8", "nullable": False, "default": None}),
+        "non-nullable column cannot default to null",
+    ),
     ("unknown_schema_field", _schema(partitions=3), r"unknown schema field\(s\): \['partitions'\]"),
-    ("unknown_column_field", _schema({"name": "a", "type": "int8", "comment": "x"}),
-     r"column #1: unknown field\(s\) \['comment'\]"),
-    ("reserved_name", _schema({"name": "__op", "type": "int8"}),
-     "names starting with '__' are reserved"),
-    ("reserved_key_name", {"columns": [{"name": "__k", "type": "int64"}], "primary_key": ["__k"]},
-     "reserved"),
+    (
+        "unknown_column_field",
+        _schema({"name": "a", "type": "int8", "comment": "x"}),
+        r"column #1: unknown field\(s\) \['comment'\]",
+    ),
+    (
+        "reserved_name",
+        _schema({"name": "__op", "type": "int8"}),
+        "names starting with '__' are reserved",
+    ),
+    (
+        "reserved_key_name",
+        {"columns": [{"name": "__k", "type": "int64"}], "primary_key": ["__k"]},
+        "reserved",
+    ),
     ("not_a_mapping", ["k"], "schema must be a mapping"),
 ]
 
@@ -306,12 +435,15 @@ def test_invalid_schema_raises_schema_error_naming_the_problem(d: Any, message: 
 
 
 def test_non_nullable_column_without_default_is_allowed_and_required():
-    s = TableSchema.from_dict(_schema({"name": "a", "type": "string", "nullable": False},
-                                      {"name": "b", "type": "string", "nullable": False,
-                                       "default": "x"},
-                                      {"name": "s", "type": "int64", "nullable": False},
-                                      {"name": "c", "type": "string"},
-                                      sequence_column="s"))
+    s = TableSchema.from_dict(
+        _schema(
+            {"name": "a", "type": "string", "nullable": False},
+            {"name": "b", "type": "string", "nullable": False, "default": "x"},
+            {"name": "s", "type": "int64", "nullable": False},
+            {"name": "c", "type": "string"},
+            sequence_column="s",
+        )
+    )
     assert [c.name for c in s.required_columns] == ["a"]
 
 
@@ -327,21 +459,30 @@ def test_binary_default_that_is_not_base64_raises_schema_error():
 
 def test_schema_constructed_directly_is_validated_too():
     with pytest.raises(SchemaError, match="duplicate column name"):
-        TableSchema(columns=(Column(0, "k", pa.int64(), nullable=False),
-                             Column(1, "k", pa.int64())), primary_key=("k",))
+        TableSchema(
+            columns=(Column(0, "k", pa.int64(), nullable=False), Column(1, "k", pa.int64())),
+            primary_key=("k",),
+        )
     with pytest.raises(SchemaError, match="next_column_id"):
-        TableSchema(columns=(Column(5, "k", pa.int64(), nullable=False),),
-                    primary_key=("k",), next_column_id=3)
+        TableSchema(
+            columns=(Column(5, "k", pa.int64(), nullable=False),),
+            primary_key=("k",),
+            next_column_id=3,
+        )
 
 
 # --------------------------------------------------------------------------- evolution
 @pytest.fixture
 def base() -> TableSchema:
-    return TableSchema.from_dict(_schema(
-        {"name": "a", "type": "string"},
-        {"name": "b", "type": "int32"},
-        {"name": "seq", "type": "int64"},
-        sequence_column="seq", num_buckets=4))
+    return TableSchema.from_dict(
+        _schema(
+            {"name": "a", "type": "string"},
+            {"name": "b", "type": "int32"},
+            {"name": "seq", "type": "int64"},
+            sequence_column="seq",
+            num_buckets=4,
+        )
+    )
 
 
 def test_add_column_appends_with_the_next_id_and_increments_schema_id(base: TableSchema):
@@ -365,8 +506,9 @@ def test_add_column_accepts_a_date32_column(base: TableSchema, t: str | pa.DataT
     assert s.column("d").type == pa.date32()
 
 
-@pytest.mark.parametrize("t", [pa.timestamp("ns", tz="UTC"), pa.timestamp("us"),
-                               pa.decimal256(10, 2)], ids=str)
+@pytest.mark.parametrize(
+    "t", [pa.timestamp("ns", tz="UTC"), pa.timestamp("us"), pa.decimal256(10, 2)], ids=str
+)
 def test_add_column_rejects_an_unsupported_arrow_type(base: TableSchema, t: pa.DataType):
     with pytest.raises(SchemaError):
         base.add_column("c", t)
@@ -384,10 +526,12 @@ def test_add_non_nullable_column_needs_a_default(base: TableSchema):
     assert not s.column("c").nullable and s.column("c").default.as_py() == 0
 
 
-@pytest.mark.parametrize(("name", "message"), [("a", "duplicate column name 'a'"),
-                                               ("__c", "reserved")])
-def test_add_column_with_a_taken_or_reserved_name_is_rejected(base: TableSchema, name: str,
-                                                             message: str):
+@pytest.mark.parametrize(
+    ("name", "message"), [("a", "duplicate column name 'a'"), ("__c", "reserved")]
+)
+def test_add_column_with_a_taken_or_reserved_name_is_rejected(
+    base: TableSchema, name: str, message: str
+):
     with pytest.raises(SchemaError, match=message):
         base.add_column(name, "int64")
 
@@ -461,8 +605,9 @@ def test_arrow_schema_of_selected_columns_follows_the_requested_order(base: Tabl
 
 # --------------------------------------------------------------------------- value coercion
 def test_iso_timestamps_take_z_and_default_to_utc_dates_are_plain():
-    assert parse_timestamp("2026-11-24T05:16:43Z") == dt.datetime(2026, 11, 24, 5, 16, 43,
-                                                                  tzinfo=UTC)
+    assert parse_timestamp("2026-11-24T05:16:43Z") == dt.datetime(
+        2026, 11, 24, 5, 16, 43, tzinfo=UTC
+    )
     assert parse_timestamp("2026-11-24T05:16:43").tzinfo is not None
     assert parse_timestamp("2026-11-24T06:16:43+01:00") == parse_timestamp("2026-11-24T05:16:43")
     assert parse_date("2026-11-24") == dt.date(2026, 11, 24)
@@ -472,59 +617,79 @@ def test_iso_timestamps_take_z_and_default_to_utc_dates_are_plain():
         parse_date("2026-13-01")
 
 
-@pytest.mark.parametrize(("type_name", "value", "lenient", "strict"), [
-    ("int8", 5, 5, 5),
-    ("float64", 2, 2, 2.0),
-    ("decimal128(10, 2)", "1.5", decimal.Decimal("1.5"), decimal.Decimal("1.50")),
-    # more digits than decimal's default context (28): the type's precision decides
-    ("decimal128(38, 0)", "9" * 38, decimal.Decimal("9" * 38), decimal.Decimal("9" * 38)),
-    ("decimal128(38, 10)", "-" + "9" * 28 + ".5", decimal.Decimal("-" + "9" * 28 + ".5"),
-     decimal.Decimal("-" + "9" * 28 + ".5000000000")),
-    ("date32", "2026-11-24", dt.date(2026, 11, 24), dt.date(2026, 11, 24)),
-    ("timestamp[us, UTC]", "2026-11-24T05:00:00Z", dt.datetime(2026, 11, 24, 5, tzinfo=UTC),
-     dt.datetime(2026, 11, 24, 5, tzinfo=UTC)),
-    ("binary", base64.b64encode(b"\x00\x01").decode(), b"\x00\x01", b"\x00\x01"),
-    ("string", "x", "x", "x"),
-    ("bool", True, True, True),
-    ("int64", None, None, None),
-])
+@pytest.mark.parametrize(
+    ("type_name", "value", "lenient", "strict"),
+    [
+        ("int8", 5, 5, 5),
+        ("float64", 2, 2, 2.0),
+        ("decimal128(10, 2)", "1.5", decimal.Decimal("1.5"), decimal.Decimal("1.50")),
+        # more digits than decimal's default context (28): the type's precision decides
+        ("decimal128(38, 0)", "9" * 38, decimal.Decimal("9" * 38), decimal.Decimal("9" * 38)),
+        (
+            "decimal128(38, 10)",
+            "-" + "9" * 28 + ".5",
+            decimal.Decimal("-" + "9" * 28 + ".5"),
+            decimal.Decimal("-" + "9" * 28 + ".5000000000"),
+        ),
+        ("date32", "2026-11-24", dt.date(2026, 11, 24), dt.date(2026, 11, 24)),
+        (
+            "timestamp[us, UTC]",
+            "2026-11-24T05:00:00Z",
+            dt.datetime(2026, 11, 24, 5, tzinfo=UTC),
+            dt.datetime(2026, 11, 24, 5, tzinfo=UTC),
+        ),
+        ("binary", base64.b64encode(b"\x00\x01").decode(), b"\x00\x01", b"\x00\x01"),
+        ("string", "x", "x", "x"),
+        ("bool", True, True, True),
+        ("int64", None, None, None),
+    ],
+)
 def test_coerce_parses_text_forms_and_strict_gives_the_canonical_value(
-        type_name: str, value: Any, lenient: Any, strict: Any):
+    type_name: str, value: Any, lenient: Any, strict: Any
+):
     t = parse_type(type_name)
     assert coerce(value, t) == lenient
     got = coerce(value, t, strict=True)
     assert got == strict and type(got) is type(strict)
 
 
-@pytest.mark.parametrize(("type_name", "value", "error"), [
-    ("int32", True, TypeError),
-    ("int32", "1", TypeError),
-    ("float64", "1.5", TypeError),
-    ("bool", 1, TypeError),
-    ("string", 5, TypeError),
-    ("binary", "not base64!", ValueError),
-    ("date32", "24.11.2026", ValueError),
-])
-def test_coerce_refuses_values_of_another_kind_in_both_modes(type_name: str, value: Any,
-                                                             error: type[Exception]):
+@pytest.mark.parametrize(
+    ("type_name", "value", "error"),
+    [
+        ("int32", True, TypeError),
+        ("int32", "1", TypeError),
+        ("float64", "1.5", TypeError),
+        ("bool", 1, TypeError),
+        ("string", 5, TypeError),
+        ("binary", "not base64!", ValueError),
+        ("date32", "24.11.2026", ValueError),
+    ],
+)
+def test_coerce_refuses_values_of_another_kind_in_both_modes(
+    type_name: str, value: Any, error: type[Exception]
+):
     t = parse_type(type_name)
     for strict in (False, True):
         with pytest.raises(error):
             coerce(value, t, strict=strict)
 
 
-@pytest.mark.parametrize(("type_name", "value", "error"), [
-    ("int8", 128, ValueError),
-    ("decimal128(5, 1)", "1.25", ValueError),
-    ("decimal128(5, 1)", "123456", ValueError),
-    ("decimal128(38, 0)", "1" * 39, ValueError),
-    ("decimal128(38, 0)", "1E+100", ValueError),
-    ("date32", 5, TypeError),
-    ("date32", dt.datetime(2026, 1, 1), TypeError),
-    ("timestamp[us, UTC]", 5, TypeError),
-])
-def test_strict_coercion_checks_what_lenient_leaves_to_arrow(type_name: str, value: Any,
-                                                             error: type[Exception]):
+@pytest.mark.parametrize(
+    ("type_name", "value", "error"),
+    [
+        ("int8", 128, ValueError),
+        ("decimal128(5, 1)", "1.25", ValueError),
+        ("decimal128(5, 1)", "123456", ValueError),
+        ("decimal128(38, 0)", "1" * 39, ValueError),
+        ("decimal128(38, 0)", "1E+100", ValueError),
+        ("date32", 5, TypeError),
+        ("date32", dt.datetime(2026, 1, 1), TypeError),
+        ("timestamp[us, UTC]", 5, TypeError),
+    ],
+)
+def test_strict_coercion_checks_what_lenient_leaves_to_arrow(
+    type_name: str, value: Any, error: type[Exception]
+):
     t = parse_type(type_name)
     assert coerce(value, t) is not None  # pyarrow decides later
     with pytest.raises(error):

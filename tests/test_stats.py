@@ -23,11 +23,14 @@ def _files(root: Path, sub: str) -> tuple[int, int]:
 
 @pytest.fixture
 def table_dir(tmp_path: Path) -> Path:
-    t = cdc_sink.create_table(tmp_path / "t", SCHEMA,
-                              options=cdc_sink.TableOptions.for_tests())
+    t = cdc_sink.create_table(tmp_path / "t", SCHEMA, options=cdc_sink.TableOptions.for_tests())
     for i in range(6):
-        t.apply([{"op": "upsert", "key": {"id": j}, "set": {"v": f"{i}"}}
-                 for j in range(i * 10, i * 10 + 30)])
+        t.apply(
+            [
+                {"op": "upsert", "key": {"id": j}, "set": {"v": f"{i}"}}
+                for j in range(i * 10, i * 10 + 30)
+            ]
+        )
     t.apply([{"op": "delete", "key": {"id": j}} for j in range(5)])
     return tmp_path / "t"
 
@@ -76,8 +79,7 @@ def test_cdc_sink_stats_of_no_table(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "no cdc_sink table" in capsys.readouterr().err
 
 
-def test_remote_bucket_figures_fill_the_buckets_this_process_does_not_hold(
-        table_dir: Path) -> None:
+def test_remote_bucket_figures_fill_the_buckets_this_process_does_not_hold(table_dir: Path) -> None:
     from cdc_sink.stats import BucketFigures, with_remote_buckets
 
     t = cdc_sink.open_table(table_dir)

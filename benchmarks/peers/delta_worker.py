@@ -36,12 +36,13 @@ class Delta:
         src = batch.rename_columns(["op_", *batch.column_names[1:]])
         updates = {c: f"s.{c}" for c in updated_columns(batch)}
         inserts = {c: f"s.{c}" for c in ["id", *VALUE_COLS]}
-        (self.dt.merge(source=src, predicate="t.id = s.id", source_alias="s",
-                       target_alias="t")
-         .when_matched_update(updates=updates, predicate=f"s.op_ = {OP_UPDATE}")
-         .when_matched_delete(predicate=f"s.op_ = {OP_DELETE}")
-         .when_not_matched_insert(updates=inserts, predicate=f"s.op_ = {OP_INSERT}")
-         .execute())
+        (
+            self.dt.merge(source=src, predicate="t.id = s.id", source_alias="s", target_alias="t")
+            .when_matched_update(updates=updates, predicate=f"s.op_ = {OP_UPDATE}")
+            .when_matched_delete(predicate=f"s.op_ = {OP_DELETE}")
+            .when_not_matched_insert(updates=inserts, predicate=f"s.op_ = {OP_INSERT}")
+            .execute()
+        )
         return self.dt.version()
 
     def close(self) -> None:

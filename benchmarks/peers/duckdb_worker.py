@@ -20,8 +20,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from workload import VALUE_COLS, run_worker, split_batch
 
-_SQL_TYPES = {"int64": "BIGINT", "double": "DOUBLE", "string": "VARCHAR",
-              "decimal128(18, 2)": "DECIMAL(18, 2)", "timestamp[us, tz=UTC]": "TIMESTAMPTZ"}
+_SQL_TYPES = {
+    "int64": "BIGINT",
+    "double": "DOUBLE",
+    "string": "VARCHAR",
+    "decimal128(18, 2)": "DECIMAL(18, 2)",
+    "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
+}
 
 
 def _fetch(rel: Any) -> pa.Table:
@@ -47,8 +52,9 @@ class DuckDB:
 
     def load(self, table: pa.Table) -> Any:
         con = self._connect(False)
-        cols = ", ".join(f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in table.schema
-                         if f.name != "id")
+        cols = ", ".join(
+            f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in table.schema if f.name != "id"
+        )
         con.execute(f"CREATE TABLE t (id BIGINT PRIMARY KEY, {cols})")
         con.register("load_src", table)
         con.execute("INSERT INTO t SELECT * FROM load_src")
@@ -64,8 +70,10 @@ class DuckDB:
         con.register("ins", ins)
         con.register("del", pa.table({"id": dele}))
         con.execute("BEGIN TRANSACTION")
-        con.execute(f"INSERT INTO t (id, {c1}, {c2}) SELECT id, {c1}, {c2} FROM upd "
-                    f"ON CONFLICT (id) DO UPDATE SET {c1} = excluded.{c1}, {c2} = excluded.{c2}")
+        con.execute(
+            f"INSERT INTO t (id, {c1}, {c2}) SELECT id, {c1}, {c2} FROM upd "
+            f"ON CONFLICT (id) DO UPDATE SET {c1} = excluded.{c1}, {c2} = excluded.{c2}"
+        )
         con.execute(f"INSERT INTO t SELECT id, {', '.join(VALUE_COLS)} FROM ins")
         con.execute('DELETE FROM t WHERE id IN (SELECT id FROM "del")')
         con.execute("COMMIT")

@@ -29,8 +29,9 @@ class Iceberg:
 
     def __init__(self, path: str) -> None:
         os.makedirs(os.path.join(path, "warehouse"), exist_ok=True)
-        self.catalog = SqlCatalog("bench", uri=f"sqlite:///{path}/catalog.db",
-                                  warehouse=f"file://{path}/warehouse")
+        self.catalog = SqlCatalog(
+            "bench", uri=f"sqlite:///{path}/catalog.db", warehouse=f"file://{path}/warehouse"
+        )
         self.table: Any = None
 
     def load(self, table: pa.Table) -> Any:
@@ -47,8 +48,9 @@ class Iceberg:
         full = current.join(upd, "id").select(["id", *VALUE_COLS])
         if full.num_rows != upd.num_rows:
             raise RuntimeError(f"{upd.num_rows - full.num_rows} updated keys not found")
-        rows = pa.concat_tables([full.cast(table_schema()),
-                                 ins.select(["id", *VALUE_COLS]).cast(table_schema())])
+        rows = pa.concat_tables(
+            [full.cast(table_schema()), ins.select(["id", *VALUE_COLS]).cast(table_schema())]
+        )
         with self.table.transaction() as tx:
             tx.upsert(rows, join_cols=["id"])
             tx.delete(In("id", dele.to_pylist()))

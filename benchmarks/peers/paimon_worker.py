@@ -49,9 +49,15 @@ class Paimon:
     def load(self, table: pa.Table) -> Any:
         self.catalog.create_database("bench", True)
         schema = table_schema().append(pa.field("rk", pa.string()))
-        self.catalog.create_table(NAME, Schema.from_pyarrow_schema(
-            schema, primary_keys=["id"],
-            options={"bucket": "1", "rowkind.field": "rk", "file.format": "parquet"}), False)
+        self.catalog.create_table(
+            NAME,
+            Schema.from_pyarrow_schema(
+                schema,
+                primary_keys=["id"],
+                options={"bucket": "1", "rowkind.field": "rk", "file.format": "parquet"},
+            ),
+            False,
+        )
         self.table = self.catalog.get_table(NAME)
         return self._write(table.append_column("rk", pa.array(np.full(table.num_rows, "+I"))))
 
@@ -66,12 +72,15 @@ class Paimon:
             raise RuntimeError(f"{upd.num_rows - full.num_rows} updated keys not found")
         deleted = pa.Table.from_arrays(
             [dele, *[pa.nulls(len(dele), f.type) for f in table_schema()][1:]],
-            schema=table_schema())
-        parts = [full.cast(table_schema()).append_column(
-                     "rk", pa.array(np.full(full.num_rows, "+U"))),
-                 ins.select(["id", *VALUE_COLS]).cast(table_schema()).append_column(
-                     "rk", pa.array(np.full(ins.num_rows, "+I"))),
-                 deleted.append_column("rk", pa.array(np.full(len(dele), "-D")))]
+            schema=table_schema(),
+        )
+        parts = [
+            full.cast(table_schema()).append_column("rk", pa.array(np.full(full.num_rows, "+U"))),
+            ins.select(["id", *VALUE_COLS])
+            .cast(table_schema())
+            .append_column("rk", pa.array(np.full(ins.num_rows, "+I"))),
+            deleted.append_column("rk", pa.array(np.full(len(dele), "-D"))),
+        ]
         return self._write(pa.concat_tables(parts))
 
     def close(self) -> None:

@@ -30,17 +30,21 @@ _SPARK: Any = None
 
 
 def _session() -> Any:
-    builder = (SparkSession.builder.master("local[2]").appName("peers-delta")
-               .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-               .config("spark.sql.catalog.spark_catalog",
-                       "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-               .config("spark.driver.memory", "4g")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.databricks.delta.snapshotPartitions", "2")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("peers-delta")
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
     spark = configure_spark_with_delta_pip(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -66,13 +70,18 @@ class SparkDelta:
 
     def apply(self, batch: pa.Table) -> Any:
         src = self.spark.createDataFrame(batch.rename_columns(["op_", *batch.column_names[1:]]))
-        (self.dt.alias("t").merge(src.alias("s"), "t.id = s.id")
-         .whenMatchedUpdate(condition=f"s.op_ = {OP_UPDATE}",
-                            set={c: f"s.{c}" for c in updated_columns(batch)})
-         .whenMatchedDelete(condition=f"s.op_ = {OP_DELETE}")
-         .whenNotMatchedInsert(condition=f"s.op_ = {OP_INSERT}",
-                               values={c: f"s.{c}" for c in ["id", *VALUE_COLS]})
-         .execute())
+        (
+            self.dt.alias("t")
+            .merge(src.alias("s"), "t.id = s.id")
+            .whenMatchedUpdate(
+                condition=f"s.op_ = {OP_UPDATE}", set={c: f"s.{c}" for c in updated_columns(batch)}
+            )
+            .whenMatchedDelete(condition=f"s.op_ = {OP_DELETE}")
+            .whenNotMatchedInsert(
+                condition=f"s.op_ = {OP_INSERT}", values={c: f"s.{c}" for c in ["id", *VALUE_COLS]}
+            )
+            .execute()
+        )
         self.version += 1  # one MERGE, one commit (checked in close())
         return self.version
 

@@ -50,8 +50,23 @@ VALUE_COLS = INT_COLS + FLOAT_COLS + STR_COLS + DEC_COLS + TS_COLS
 DECIMAL = pa.decimal128(18, 2)
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TS_BASE = 1_700_000_000_000_000  # 2023-11-14 in microseconds
-_SUFFIXES = pa.array(["", "-a", "-bb", "-ccc", "-dddd", "-eeeee", "-ffffff", "-ggggggg",
-                      "-hhhhhhhhhhhhhhhh", "-paid", "-shipped", "-delivered", "-returned"])
+_SUFFIXES = pa.array(
+    [
+        "",
+        "-a",
+        "-bb",
+        "-ccc",
+        "-dddd",
+        "-eeeee",
+        "-ffffff",
+        "-ggggggg",
+        "-hhhhhhhhhhhhhhhh",
+        "-paid",
+        "-shipped",
+        "-delivered",
+        "-returned",
+    ]
+)
 
 
 def arrow_type(name: str) -> pa.DataType:
@@ -69,9 +84,10 @@ def arrow_type(name: str) -> pa.DataType:
 
 def table_schema(nullable_values: bool = True) -> pa.Schema:
     """The benchmark table's Arrow schema (``id`` not null)."""
-    return pa.schema([pa.field("id", pa.int64(), nullable=False)]
-                     + [pa.field(c, arrow_type(c), nullable=nullable_values)
-                        for c in VALUE_COLS])
+    return pa.schema(
+        [pa.field("id", pa.int64(), nullable=False)]
+        + [pa.field(c, arrow_type(c), nullable=nullable_values) for c in VALUE_COLS]
+    )
 
 
 # ---------------------------------------------------------------- generation
@@ -86,8 +102,8 @@ def _draw(name: str, n: int, rng: np.random.Generator) -> np.ndarray:
     if name in STR_COLS:
         return rng.integers(0, 1 << 30, n, dtype=np.int64)
     if name in DEC_COLS:
-        return rng.integers(-(10 ** 12), 10 ** 12, n, dtype=np.int64)
-    return TS_BASE + rng.integers(0, 10 ** 14, n, dtype=np.int64)
+        return rng.integers(-(10**12), 10**12, n, dtype=np.int64)
+    return TS_BASE + rng.integers(0, 10**14, n, dtype=np.int64)
 
 
 def materialize(name: str, codes: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
@@ -99,8 +115,7 @@ def materialize(name: str, codes: np.ndarray, valid: np.ndarray | None = None) -
         # e.g. "s1-000123456-…": a prefix plus the zero-padded code, variable length
         digits = pc.utf8_lpad(pc.cast(pa.array(codes), pa.string()), 10, "0")
         tail = _SUFFIXES.take(pa.array(codes % len(_SUFFIXES)))
-        s = pc.binary_join_element_wise(pa.array(np.full(len(codes), f"{name}-")), digits,
-                                        tail, "")
+        s = pc.binary_join_element_wise(pa.array(np.full(len(codes), f"{name}-")), digits, tail, "")
         if mask is not None:
             s = pc.if_else(pa.array(valid), s, pa.nulls(len(codes), pa.string()))
         return s
@@ -120,8 +135,9 @@ class Model:
     indexed by key (keys are 0..capacity-1)."""
 
     def __init__(self, rows: int, capacity: int, rng: np.random.Generator) -> None:
-        self.cols = {c: np.zeros(capacity, np.float64 if c in FLOAT_COLS else np.int64)
-                     for c in VALUE_COLS}
+        self.cols = {
+            c: np.zeros(capacity, np.float64 if c in FLOAT_COLS else np.int64) for c in VALUE_COLS
+        }
         for c in VALUE_COLS:
             self.cols[c][:rows] = _draw(c, rows, rng)
         self.alive = np.zeros(capacity, bool)
@@ -147,8 +163,13 @@ class Model:
         self.next_key += n_ins
         updated = [VALUE_COLS[j] for j in sorted(rng.choice(len(VALUE_COLS), 2, replace=False))]
         keys = np.concatenate([upd, ins, dele])
-        op = np.concatenate([np.full(n_upd, OP_UPDATE, np.int8), np.full(n_ins, OP_INSERT, np.int8),
-                             np.full(n_del, OP_DELETE, np.int8)])
+        op = np.concatenate(
+            [
+                np.full(n_upd, OP_UPDATE, np.int8),
+                np.full(n_ins, OP_INSERT, np.int8),
+                np.full(n_del, OP_DELETE, np.int8),
+            ]
+        )
         perm = rng.permutation(n)
         keys, op = keys[perm], op[perm]
         arrays: list[pa.Array] = [pa.array(op), pa.array(keys)]
@@ -162,14 +183,23 @@ class Model:
             arrays.append(materialize(c, codes, sets))
         self.alive[ins] = True
         self.alive[dele] = False
-        schema = pa.schema([pa.field("op", pa.int8()), pa.field("id", pa.int64())]
-                           + [pa.field(c, arrow_type(c)) for c in VALUE_COLS],
-                           metadata={"updated": ",".join(updated)})
+        schema = pa.schema(
+            [pa.field("op", pa.int8()), pa.field("id", pa.int64())]
+            + [pa.field(c, arrow_type(c)) for c in VALUE_COLS],
+            metadata={"updated": ",".join(updated)},
+        )
         return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def generate(data_dir: str, rows: int, batches: int, batch_events: int, tt_batch: int,
-             seed: int, digest_after: Iterable[int] = ()) -> dict[str, Any]:
+def generate(
+    data_dir: str,
+    rows: int,
+    batches: int,
+    batch_events: int,
+    tt_batch: int,
+    seed: int,
+    digest_after: Iterable[int] = (),
+) -> dict[str, Any]:
     """Writes the workload's files and ``expected.json``: digests of the model's table
     after micro-batch ``tt_batch``, after the last one and after each of ``digest_after``
     (1-based)."""
@@ -183,9 +213,15 @@ def generate(data_dir: str, rows: int, batches: int, batch_events: int, tt_batch
         write_ipc(os.path.join(data_dir, f"batch_{i:03d}.arrow"), model.batch(batch_events, rng))
         if i + 1 in wanted:
             digests[i + 1] = digest(model.table())
-    expected = {"rows": rows, "batches": batches, "batch_events": batch_events, "seed": seed,
-                "tt_batch": tt_batch, "after_batch": digests,
-                "final_rows": int(model.alive.sum())}
+    expected = {
+        "rows": rows,
+        "batches": batches,
+        "batch_events": batch_events,
+        "seed": seed,
+        "tt_batch": tt_batch,
+        "after_batch": digests,
+        "final_rows": int(model.alive.sum()),
+    }
     with open(os.path.join(data_dir, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
     return expected
@@ -241,10 +277,10 @@ def _hash_array(h: Any, arr: pa.Array) -> None:
         ls = pc.binary_length(arr).to_numpy(zero_copy_only=False).astype(np.int64)
         h.update(ls.tobytes())
         off = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
-        h.update(memoryview(arr.buffers()[2])[int(off[0]):int(off[-1])])
+        h.update(memoryview(arr.buffers()[2])[int(off[0]) : int(off[-1])])
     elif pa.types.is_decimal(arr.type):
         arr = pc.fill_null(arr, pa.scalar(0, arr.type).cast(arr.type))
-        h.update(memoryview(arr.buffers()[1])[arr.offset * 16:(arr.offset + len(arr)) * 16])
+        h.update(memoryview(arr.buffers()[1])[arr.offset * 16 : (arr.offset + len(arr)) * 16])
     else:
         a = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False)
         h.update(np.ascontiguousarray(a).tobytes())
@@ -312,8 +348,12 @@ def run_worker(make: Callable[[str], System]) -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-batches", type=int, default=None)
     ap.add_argument("--version", default=None, help="read: the version to time travel to")
-    ap.add_argument("--digest-version", action="append", default=[],
-                    help="read: digest this version too (after the timed read)")
+    ap.add_argument(
+        "--digest-version",
+        action="append",
+        default=[],
+        help="read: digest this version too (after the timed read)",
+    )
     args = ap.parse_args()
     out: dict[str, Any] = {"pid": os.getpid()}
     if args.phase == "write":

@@ -29,8 +29,13 @@ def normalize_row(row: Mapping[str, Any], schema: TableSchema) -> Row:
     return {c.name: normalize_value(row.get(c.name), c) for c in schema.columns}
 
 
-def diff_rows(expected: Mapping[Key, Row], actual: Iterable[Mapping[str, Any]],
-              schema: TableSchema, *, limit: int = 10) -> list[str]:
+def diff_rows(
+    expected: Mapping[Key, Row],
+    actual: Iterable[Mapping[str, Any]],
+    schema: TableSchema,
+    *,
+    limit: int = 10,
+) -> list[str]:
     """Differences between the expected rows and rows read back (empty when equal).
 
     Args:
@@ -67,8 +72,11 @@ def diff_rows(expected: Mapping[Key, Row], actual: Iterable[Mapping[str, Any]],
         out.append(f"row {k} differs in {cols}: expected {want}, got {got}")
     total = len(missing) + len(extra) + len(changed) + dupes
     if total > limit:
-        out = [*out[:limit], f"... {total} differences in all ({len(missing)} missing, "
-               f"{len(extra)} unexpected, {len(changed)} changed, {dupes} duplicated)"]
+        out = [
+            *out[:limit],
+            f"... {total} differences in all ({len(missing)} missing, "
+            f"{len(extra)} unexpected, {len(changed)} changed, {dupes} duplicated)",
+        ]
     return out
 
 
@@ -85,7 +93,8 @@ class ExpectedTable(ReferenceTable):
     def __init__(self, schema: TableSchema) -> None:
         super().__init__(schema)
         self.counts: dict[str, int] = dict.fromkeys(
-            ("inserted", "updated", "deleted", "ignored", "stale", "rejected"), 0)
+            ("inserted", "updated", "deleted", "ignored", "stale", "rejected"), 0
+        )
         self.reject_reasons: list[str] = []
 
     def __len__(self) -> int:

@@ -64,7 +64,8 @@ ORDERS_SCHEMA: dict[str, Any] = {
 
 Kind = Literal["valid", "stale", "bad_json", "unknown_column", "wrong_type", "missing_key"]
 MALFORMED_KINDS: frozenset[str] = frozenset(
-    {"bad_json", "unknown_column", "wrong_type", "missing_key"})
+    {"bad_json", "unknown_column", "wrong_type", "missing_key"}
+)
 """Kinds of record the sink must dead-letter."""
 
 _CURRENCIES = ("USD", "USD", "USD", "EUR", "EUR", "GBP", "JPY")
@@ -124,8 +125,9 @@ class _State:
 
     def tick(self) -> tuple[int, str]:
         self.seq += 1
-        self.clock += dt.timedelta(milliseconds=self.rng.randint(5, 900),
-                                   microseconds=self.rng.randint(0, 999))
+        self.clock += dt.timedelta(
+            milliseconds=self.rng.randint(5, 900), microseconds=self.rng.randint(0, 999)
+        )
         return self.seq, _ts(self.clock)
 
     def add(self, oid: int, row: dict[str, Any]) -> None:
@@ -194,10 +196,21 @@ def _legacy_import(st: _State) -> dict[str, Any]:
     oid = st.next_id
     st.next_id += 1
     seq, now = st.tick()
-    sets = {"customer_id": st.rng.randint(1, 2_000), "amount": _amount(st.rng),
-            "currency": "USD", "updated_at": now}
-    row = {"order_id": oid, "status": "new", "payment_status": None, "items": None,
-           "created_at": None, **sets, "seq": seq}
+    sets = {
+        "customer_id": st.rng.randint(1, 2_000),
+        "amount": _amount(st.rng),
+        "currency": "USD",
+        "updated_at": now,
+    }
+    row = {
+        "order_id": oid,
+        "status": "new",
+        "payment_status": None,
+        "items": None,
+        "created_at": None,
+        **sets,
+        "seq": seq,
+    }
     st.add(oid, row)
     return st.emit("upsert", oid, sets, seq)
 
@@ -244,23 +257,44 @@ def _malformed(st: _State, kind: str) -> dict[str, Any]:
     seq, now = st.tick()
     oid = st.pick() or _FIRST_ORDER_ID
     if kind == "unknown_column":
-        return {"op": "update", "key": {"order_id": oid}, "seq": seq,
-                "set": {"coupon_code": "SPRING25", "updated_at": now}}
+        return {
+            "op": "update",
+            "key": {"order_id": oid},
+            "seq": seq,
+            "set": {"coupon_code": "SPRING25", "updated_at": now},
+        }
     if kind == "wrong_type":
-        return {"op": "update", "key": {"order_id": oid}, "seq": seq,
-                "set": {"items": "three", "updated_at": now}}
+        return {
+            "op": "update",
+            "key": {"order_id": oid},
+            "seq": seq,
+            "set": {"items": "three", "updated_at": now},
+        }
     if kind == "missing_key":
         st.missing_next += 1
-        return {"op": "update", "key": {"order_id": st.missing_next}, "seq": seq,
-                "set": {"status": "shipped", "updated_at": now}}
+        return {
+            "op": "update",
+            "key": {"order_id": st.missing_next},
+            "seq": seq,
+            "set": {"status": "shipped", "updated_at": now},
+        }
     # bad_json: a plausible event whose bytes get truncated on the wire
-    return {"op": "update", "key": {"order_id": oid}, "seq": seq,
-            "set": {"status": "paid", "updated_at": now}}
+    return {
+        "op": "update",
+        "key": {"order_id": oid},
+        "seq": seq,
+        "set": {"status": "paid", "updated_at": now},
+    }
 
 
-def generate_orders(n: int, *, seed: int = 7, malformed_rate: float = 0.01,
-                    stale_rate: float = 0.005,
-                    style: Literal["partial", "full_rows"] = "partial") -> list[OrderRecord]:
+def generate_orders(
+    n: int,
+    *,
+    seed: int = 7,
+    malformed_rate: float = 0.01,
+    stale_rate: float = 0.005,
+    style: Literal["partial", "full_rows"] = "partial",
+) -> list[OrderRecord]:
     """The first ``n`` records of the orders stream of ``seed``.
 
     Args:
@@ -285,8 +319,13 @@ def generate_orders(n: int, *, seed: int = 7, malformed_rate: float = 0.01,
     out: list[OrderRecord] = []
     # Malformed records at fixed, seeded positions: at least one of each kind.
     n_bad = max(len(kinds) if n >= 200 else 0, round(n * malformed_rate))
-    bad_at = dict(zip(sorted(rng.sample(range(n // 10, n), min(n_bad, max(0, n - n // 10)))),
-                      (kinds[i % len(kinds)] for i in range(n_bad)), strict=False))
+    bad_at = dict(
+        zip(
+            sorted(rng.sample(range(n // 10, n), min(n_bad, max(0, n - n // 10)))),
+            (kinds[i % len(kinds)] for i in range(n_bad)),
+            strict=False,
+        )
+    )
     for i in range(n):
         kind = bad_at.get(i)
         if kind is not None:

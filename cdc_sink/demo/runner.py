@@ -97,13 +97,19 @@ class _Report:
     def check(self, what: str, problems: Sequence[str]) -> None:
         if problems:
             self.failures.append(what)
-            self.console.print(f"check {what}: FAILED", style="bold red", soft_wrap=True,
-                               markup=False, highlight=False)
+            self.console.print(
+                f"check {what}: FAILED",
+                style="bold red",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
             for p in problems:
                 self.console.print(f"    {p}", style="red", soft_wrap=True, markup=False)
         else:
-            self.console.print(f"check {what}: OK", style="green", soft_wrap=True,
-                               markup=False, highlight=False)
+            self.console.print(
+                f"check {what}: OK", style="green", soft_wrap=True, markup=False, highlight=False
+            )
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -118,8 +124,14 @@ class _Report:
 
 
 def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TaskProgressColumn(), TimeElapsedColumn(), console=console)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
 
 def _workdir(opts: DemoOptions) -> Path:
@@ -128,8 +140,9 @@ def _workdir(opts: DemoOptions) -> Path:
     wd = Path(opts.workdir).expanduser().resolve()
     wd.mkdir(parents=True, exist_ok=True)
     if (wd / "orders").exists() or (wd / "checkpoint").exists():
-        raise ValueError(f"{wd} holds a previous demo run (orders/, checkpoint/): "
-                         "give an empty --workdir")
+        raise ValueError(
+            f"{wd} holds a previous demo run (orders/, checkpoint/): give an empty --workdir"
+        )
     return wd
 
 
@@ -146,13 +159,14 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
     rep = _Report(console)
     t_start = time.perf_counter()
     workdir = _workdir(opts)
-    style: Literal["partial", "full_rows"] = "full_rows" if opts.format == "debezium" \
-        else "partial"
+    style: Literal["partial", "full_rows"] = "full_rows" if opts.format == "debezium" else "partial"
     records = generate_orders(opts.events, seed=opts.seed, style=style)
-    console.print(f"[bold]cdc_sink demo[/]: {len(records)} order events "
-                  f"({sum(r.malformed for r in records)} malformed, "
-                  f"{sum(r.kind == 'stale' for r in records)} stale re-sends), "
-                  f"format [cyan]{opts.format}[/], apply mode [cyan]{opts.apply_mode}[/]")
+    console.print(
+        f"[bold]cdc_sink demo[/]: {len(records)} order events "
+        f"({sum(r.malformed for r in records)} malformed, "
+        f"{sum(r.kind == 'stale' for r in records)} stale re-sends), "
+        f"format [cyan]{opts.format}[/], apply mode [cyan]{opts.apply_mode}[/]"
+    )
     console.print(f"workdir: {workdir}")
     run = _Running()
     try:
@@ -187,8 +201,9 @@ class _Running:
             self.metrics_server.close()
 
 
-def _run_pipeline(opts: DemoOptions, rep: _Report, run: _Running, workdir: Path,
-                  records: Sequence[OrderRecord]) -> None:
+def _run_pipeline(
+    opts: DemoOptions, rep: _Report, run: _Running, workdir: Path, records: Sequence[OrderRecord]
+) -> None:
     """Kafka, the streaming query, the two phases and the checks (see the module
     docstring); what it starts goes into ``run``."""
     from cdc_sink.kafka.deadletter import KafkaDeadLetter
@@ -198,15 +213,16 @@ def _run_pipeline(opts: DemoOptions, rep: _Report, run: _Running, workdir: Path,
     schema = orders_schema()
     metrics = _start_metrics(opts, rep.console, run)
     bootstrap, topic, dlq_topic = _start_kafka(opts, rep, run)
-    producer = CdcProducer(bootstrap, topic, schema, format=opts.format,
-                           backend=opts.backend)
+    producer = CdcProducer(bootstrap, topic, schema, format=opts.format, backend=opts.backend)
     dead_letter = KafkaDeadLetter(bootstrap, dlq_topic)
     with rep.step("Spark"):
-        run.spark, run.query, sink_fn = _start_query(opts, bootstrap, topic, table_path,
-                                                     workdir, dead_letter, metrics)
+        run.spark, run.query, sink_fn = _start_query(
+            opts, bootstrap, topic, table_path, workdir, dead_letter, metrics
+        )
     half = len(records) // 2
-    versions, snapshots = _process_phases(rep, producer, run.query, sink_fn,
-                                          [records[:half], records[half:]])
+    versions, snapshots = _process_phases(
+        rep, producer, run.query, sink_fn, [records[:half], records[half:]]
+    )
     producer.close()
     run.query.stop()
     _check_query(run.query, rep)
@@ -230,11 +246,14 @@ def _start_metrics(opts: DemoOptions, console: Console, run: _Running) -> Any:
 
     metrics = SinkMetrics("orders", "cdc_sink-demo")
     if opts.metrics_port is not None:
-        run.metrics_server = start_metrics_server(metrics.registry, host=opts.metrics_host,
-                                                  port=opts.metrics_port)
-        console.print(f"metrics: [cyan]{run.metrics_server.url}[/] (Prometheus text format, "
-                      "while the demo runs; dashboards/ has the Grafana dashboards)",
-                      soft_wrap=True)
+        run.metrics_server = start_metrics_server(
+            metrics.registry, host=opts.metrics_host, port=opts.metrics_port
+        )
+        console.print(
+            f"metrics: [cyan]{run.metrics_server.url}[/] (Prometheus text format, "
+            "while the demo runs; dashboards/ has the Grafana dashboards)",
+            soft_wrap=True,
+        )
     return metrics
 
 
@@ -251,14 +270,16 @@ def _start_kafka(opts: DemoOptions, rep: _Report, run: _Running) -> tuple[str, s
         topic, dlq_topic = f"orders{suffix}", f"orders{suffix}.dead-letter"
         kafka.create_topic(topic, opts.partitions)
         kafka.create_topic(dlq_topic, 1)
-        rep.console.print(f"broker {bootstrap} ({type(kafka).__name__}); topics "
-                          f"{topic!r} ({opts.partitions} partitions), {dlq_topic!r}")
+        rep.console.print(
+            f"broker {bootstrap} ({type(kafka).__name__}); topics "
+            f"{topic!r} ({opts.partitions} partitions), {dlq_topic!r}"
+        )
     return bootstrap, topic, dlq_topic
 
 
-def _process_phases(rep: _Report, producer: Any, query: Any, sink_fn: Any,
-                    phases: Sequence[Sequence[OrderRecord]]
-                    ) -> tuple[list[int], list[dict[Any, Any]]]:
+def _process_phases(
+    rep: _Report, producer: Any, query: Any, sink_fn: Any, phases: Sequence[Sequence[OrderRecord]]
+) -> tuple[list[int], list[dict[Any, Any]]]:
     """Produces and processes each phase; returns the table version after each and the
     expected state at it."""
     expected = ExpectedTable(orders_schema())
@@ -273,27 +294,39 @@ def _process_phases(rep: _Report, producer: Any, query: Any, sink_fn: Any,
             v = sink_fn.table.version
             versions.append(v)
             snapshots.append(expected.snapshot())
-            rep.console.print(f"processed in {time.perf_counter() - t0:.1f}s -> table "
-                              f"version [bold]{v}[/] ({len(expected)} live orders expected)")
+            rep.console.print(
+                f"processed in {time.perf_counter() - t0:.1f}s -> table "
+                f"version [bold]{v}[/] ({len(expected)} live orders expected)"
+            )
     return versions, snapshots
 
 
 def _summary(rep: _Report, total: float) -> int:
     """Prints the timings and the verdict; returns the exit code."""
     console = rep.console
-    console.print("timings: " + ", ".join(f"{n} {s:.1f}s" for n, s in rep.timings)
-                  + f"; total {total:.1f}s", soft_wrap=True)
+    console.print(
+        "timings: " + ", ".join(f"{n} {s:.1f}s" for n, s in rep.timings) + f"; total {total:.1f}s",
+        soft_wrap=True,
+    )
     if rep.failures:
-        console.print(f"[bold red]{len(rep.failures)} check(s) failed:[/] "
-                      + "; ".join(rep.failures), soft_wrap=True)
+        console.print(
+            f"[bold red]{len(rep.failures)} check(s) failed:[/] " + "; ".join(rep.failures),
+            soft_wrap=True,
+        )
         return 1
     console.print(f"[bold green]demo passed[/] in {total:.1f}s")
     return 0
 
 
-def _start_query(opts: DemoOptions, bootstrap: str, topic: str, table_path: str,
-                 workdir: Path, dead_letter: Any, metrics: Any
-                 ) -> tuple[SparkSession, Any, Any]:
+def _start_query(
+    opts: DemoOptions,
+    bootstrap: str,
+    topic: str,
+    table_path: str,
+    workdir: Path,
+    dead_letter: Any,
+    metrics: Any,
+) -> tuple[SparkSession, Any, Any]:
     from cdc_sink.metrics import attach_progress_listener
     from cdc_sink.metrics.observer import BatchObserver
     from cdc_sink.spark import sink
@@ -302,35 +335,43 @@ def _start_query(opts: DemoOptions, bootstrap: str, topic: str, table_path: str,
     spark = local_spark("cdc_sink-demo")
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        sink_fn = sink(table_path, schema=orders_schema(), format=opts.format,
-                       app_id="cdc_sink-demo", apply_mode=opts.apply_mode,
-                       dead_letter=dead_letter, decoder_options=opts.decoder_options)
+        sink_fn = sink(
+            table_path,
+            schema=orders_schema(),
+            format=opts.format,
+            app_id="cdc_sink-demo",
+            apply_mode=opts.apply_mode,
+            dead_letter=dead_letter,
+            decoder_options=opts.decoder_options,
+        )
         BatchObserver(sink_fn, metrics).attach()
         attach_progress_listener(spark, metrics, query_name="cdc_sink_demo")
-        source = (spark.readStream.format("kafka")
-                  .option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic)
-                  .option("startingOffsets", "earliest")
-                  .load())
-        query = (source.writeStream.foreachBatch(sink_fn)
-                 .option("checkpointLocation", str(workdir / "checkpoint"))
-                 .trigger(processingTime=opts.trigger)
-                 .queryName("cdc_sink_demo")
-                 .start())
+        source = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        query = (
+            source.writeStream.foreachBatch(sink_fn)
+            .option("checkpointLocation", str(workdir / "checkpoint"))
+            .trigger(processingTime=opts.trigger)
+            .queryName("cdc_sink_demo")
+            .start()
+        )
     except BaseException:
         spark.stop()
         raise
     return spark, query, sink_fn
 
 
-def _produce(producer: Any, records: Sequence[OrderRecord], console: Console,
-             label: str) -> None:
+def _produce(producer: Any, records: Sequence[OrderRecord], console: Console, label: str) -> None:
     from cdc_sink.demo.stream import produce_records
 
     with _progress(console) as progress:
         task = progress.add_task(label, total=len(records))
-        produce_records(producer, records,
-                        on_progress=lambda n: progress.advance(task, n))
+        produce_records(producer, records, on_progress=lambda n: progress.advance(task, n))
         left = producer.flush(60)
         if left:
             raise RuntimeError(f"{left} events were not delivered within 60s")
@@ -346,15 +387,32 @@ def _print_batches(sink_fn: Any, console: Console) -> None:
     if not stats:
         return
     t = RichTable(title="micro-batches", show_lines=False)
-    for col in ("batch", "version", "events", "rejected", "inserted", "updated", "deleted",
-                "stale", "apply s", "total s", "freshness ms"):
+    for col in (
+        "batch",
+        "version",
+        "events",
+        "rejected",
+        "inserted",
+        "updated",
+        "deleted",
+        "stale",
+        "apply s",
+        "total s",
+        "freshness ms",
+    ):
         t.add_column(col, justify="right")
     for s in stats:
         fresh = (s.committed_ms - s.max_ts_ms) if s.max_ts_ms else None
-        t.add_row(str(s.batch_id), str(s.version), str(s.events), str(s.rejected),
-                  *(str(s.counts.get(k, 0)) for k in ("inserted", "updated", "deleted",
-                                                       "stale")),
-                  f"{s.apply_s:.2f}", f"{s.total_s:.2f}", "-" if fresh is None else str(fresh))
+        t.add_row(
+            str(s.batch_id),
+            str(s.version),
+            str(s.events),
+            str(s.rejected),
+            *(str(s.counts.get(k, 0)) for k in ("inserted", "updated", "deleted", "stale")),
+            f"{s.apply_s:.2f}",
+            f"{s.total_s:.2f}",
+            "-" if fresh is None else str(fresh),
+        )
     console.print(t)
 
 
@@ -377,40 +435,65 @@ def _rich_rows(title: str, rows: list[dict[str, Any]], columns: Sequence[str]) -
     return t
 
 
-def _snapshot_query(spark: SparkSession, path: str, version: int,
-                    expected: dict[Any, Any], schema: Any, rep: _Report) -> None:
+def _snapshot_query(
+    spark: SparkSession,
+    path: str,
+    version: int,
+    expected: dict[Any, Any],
+    schema: Any,
+    rep: _Report,
+) -> None:
     from pyspark.sql import functions as F
 
     import cdc_sink
 
-    df: DataFrame = (spark.read.format("cdc_sink").option("versionAsOf", version)
-                     .load(path))
+    df: DataFrame = spark.read.format("cdc_sink").option("versionAsOf", version).load(path)
     arrow = df.toArrow()
     rep.console.print(f"version {version}: {arrow.num_rows} orders")
     sample = df.orderBy("order_id").limit(5).toArrow().to_pylist()
-    rep.console.print(_rich_rows(f"first orders at version {version}", sample,
-                                 [n for n in schema.names if n != "created_at"]))
-    agg = (df.groupBy("status")
-           .agg(F.count("*").alias("orders"), F.sum("amount").alias("amount"),
-                F.sum("items").alias("items"))
-           .orderBy(F.desc("orders")).toArrow().to_pylist())
-    rep.console.print(_rich_rows(f"orders by status at version {version}", agg,
-                                 ["status", "orders", "amount", "items"]))
-    rep.check(f"spark snapshot at version {version} == expected state ({len(expected)} rows)",
-              diff_rows(expected, arrow.to_pylist(), schema))
+    rep.console.print(
+        _rich_rows(
+            f"first orders at version {version}",
+            sample,
+            [n for n in schema.names if n != "created_at"],
+        )
+    )
+    agg = (
+        df.groupBy("status")
+        .agg(
+            F.count("*").alias("orders"),
+            F.sum("amount").alias("amount"),
+            F.sum("items").alias("items"),
+        )
+        .orderBy(F.desc("orders"))
+        .toArrow()
+        .to_pylist()
+    )
+    rep.console.print(
+        _rich_rows(
+            f"orders by status at version {version}", agg, ["status", "orders", "amount", "items"]
+        )
+    )
+    rep.check(
+        f"spark snapshot at version {version} == expected state ({len(expected)} rows)",
+        diff_rows(expected, arrow.to_pylist(), schema),
+    )
     py = cdc_sink.open_table(path).read(version=version)
-    rep.check(f"python read at version {version} == expected state ({len(expected)} rows)",
-              diff_rows(expected, py.to_pylist(), schema))
+    rep.check(
+        f"python read at version {version} == expected state ({len(expected)} rows)",
+        diff_rows(expected, py.to_pylist(), schema),
+    )
 
 
-def _check_dead_letters(dead_letter: Any, records: Sequence[OrderRecord],
-                        rep: _Report) -> None:
+def _check_dead_letters(dead_letter: Any, records: Sequence[OrderRecord], rep: _Report) -> None:
     dl = dead_letter.read()
     want = [r for r in records if r.malformed]
-    rep.console.print(f"dead letters on {dead_letter.topic!r}: {dl.num_rows} "
-                      f"(expected {len(want)}: "
-                      + ", ".join(f"{k} {sum(r.kind == k for r in want)}"
-                                  for k in sorted({r.kind for r in want})) + ")")
+    rep.console.print(
+        f"dead letters on {dead_letter.topic!r}: {dl.num_rows} "
+        f"(expected {len(want)}: "
+        + ", ".join(f"{k} {sum(r.kind == k for r in want)}" for k in sorted({r.kind for r in want}))
+        + ")"
+    )
     rows = dl.to_pylist()
     examples = []
     seen_reasons: set[str] = set()
@@ -421,10 +504,12 @@ def _check_dead_letters(dead_letter: Any, records: Sequence[OrderRecord],
             examples.append({**r, "value": (r["value"] or b"")[:60]})
         if len(examples) >= 4:
             break
-    rep.console.print(_rich_rows("dead-letter examples", examples,
-                                 ["partition", "offset", "reason", "value"]))
-    problems = [] if dl.num_rows == len(want) else [
-        f"{dl.num_rows} dead letters, expected {len(want)}"]
+    rep.console.print(
+        _rich_rows("dead-letter examples", examples, ["partition", "offset", "reason", "value"])
+    )
+    problems = (
+        [] if dl.num_rows == len(want) else [f"{dl.num_rows} dead letters, expected {len(want)}"]
+    )
     rep.check(f"dead letters == malformed records ({len(want)})", problems)
 
 
@@ -437,13 +522,15 @@ def _print_how_to_query(console: Console, path: str, versions: Sequence[int]) ->
         "    from cdc_sink.spark.session import local_spark\n"
         "    spark = local_spark()\n"
         "    cdc_sink.spark.register(spark)\n"
-        f"    df = spark.read.format(\"cdc_sink\").option(\"versionAsOf\", {v1}).load({path!r})\n"
-        "    df.groupBy(\"status\").count().show()\n\n"
+        f'    df = spark.read.format("cdc_sink").option("versionAsOf", {v1}).load({path!r})\n'
+        '    df.groupBy("status").count().show()\n\n'
         "From Python (Arrow):\n\n"
         "    import cdc_sink\n"
         f"    cdc_sink.open_table({path!r}).read(version={v2}).to_pandas()\n\n"
         "From the shell:\n\n"
         f"    cdc-sink versions {path}\n"
         f"    cdc-sink query {path} --version {v1}\n",
-        markup=False, highlight=False, soft_wrap=True)
-
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )

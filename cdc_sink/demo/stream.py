@@ -35,13 +35,16 @@ def _encode(fmt: FormatName, event: Mapping[str, Any], schema: TableSchema) -> b
 
 
 def _with_column_type(schema: TableSchema, name: str, t: pa.DataType) -> TableSchema:
-    cols = tuple(dataclasses.replace(c, type=t, default=pa.scalar(None, t)) if c.name == name
-                 else c for c in schema.columns)
+    cols = tuple(
+        dataclasses.replace(c, type=t, default=pa.scalar(None, t)) if c.name == name else c
+        for c in schema.columns
+    )
     return dataclasses.replace(schema, columns=cols)
 
 
-def malformed_value(record: OrderRecord, fmt: FormatName, schema: TableSchema, *,
-                    ts_ms: int | None = None) -> bytes:
+def malformed_value(
+    record: OrderRecord, fmt: FormatName, schema: TableSchema, *, ts_ms: int | None = None
+) -> bytes:
     """The value bytes of a malformed record (see the module docstring).
 
     Raises:
@@ -63,8 +66,13 @@ def malformed_value(record: OrderRecord, fmt: FormatName, schema: TableSchema, *
     return _encode(fmt, event, schema)
 
 
-def produce_records(producer: CdcProducer, records: Sequence[OrderRecord], *,
-                    chunk: int = 500, on_progress: Callable[[int], None] | None = None) -> None:
+def produce_records(
+    producer: CdcProducer,
+    records: Sequence[OrderRecord],
+    *,
+    chunk: int = 500,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
     """Produces ``records`` in order (valid ones validated and encoded by ``producer``).
 
     Args:
@@ -86,8 +94,9 @@ def produce_records(producer: CdcProducer, records: Sequence[OrderRecord], *,
         if rec.kind in ("unknown_column", "wrong_type", "bad_json"):
             send_pending()
             key = encode_key([rec.event["key"][k] for k in producer.schema.primary_key])
-            producer.send_raw(key, malformed_value(rec, producer.format, producer.schema,
-                                                   ts_ms=None))
+            producer.send_raw(
+                key, malformed_value(rec, producer.format, producer.schema, ts_ms=None)
+            )
             if on_progress is not None:
                 on_progress(1)
             continue

@@ -19,8 +19,17 @@ from typing import Any, Literal
 
 from cdc_sink.errors import CdcSinkError
 
-__all__ = ["BackendName", "Client", "ConfluentClient", "DeliveryError", "DeliveryFailure",
-           "Headers", "KafkaPythonClient", "new_client", "resolve_backend"]
+__all__ = [
+    "BackendName",
+    "Client",
+    "ConfluentClient",
+    "DeliveryError",
+    "DeliveryFailure",
+    "Headers",
+    "KafkaPythonClient",
+    "new_client",
+    "resolve_backend",
+]
 
 BackendName = Literal["auto", "confluent", "kafka-python"]
 """A Kafka client library of the producer (``auto``: confluent-kafka when importable)."""
@@ -62,8 +71,11 @@ class DeliveryError(CdcSinkError):
     def __init__(self, failures: Sequence[DeliveryFailure]) -> None:
         self.failures = list(failures)
         first = self.failures[0] if self.failures else None
-        detail = (f"; first: topic {first.topic!r} key {first.key!r}: {first.code}: "
-                  f"{first.error}" if first else "")
+        detail = (
+            f"; first: topic {first.topic!r} key {first.key!r}: {first.code}: {first.error}"
+            if first
+            else ""
+        )
         super().__init__(f"{len(self.failures)} record(s) were not delivered{detail}")
 
 
@@ -78,8 +90,7 @@ def resolve_backend(backend: BackendName = "auto") -> Literal["confluent", "kafk
         ImportError: The requested library is not installed.
     """
     if backend not in ("auto", "confluent", "kafka-python"):
-        raise ValueError(f"backend must be 'auto', 'confluent' or 'kafka-python', "
-                         f"got {backend!r}")
+        raise ValueError(f"backend must be 'auto', 'confluent' or 'kafka-python', got {backend!r}")
     if backend == "kafka-python":
         import kafka
 
@@ -98,9 +109,15 @@ def resolve_backend(backend: BackendName = "auto") -> Literal["confluent", "kafk
 class Client:
     """What a backend does: queue a record, report its fate through a callback."""
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                headers: Headers | None, timestamp_ms: int | None,
-                done: Callable[[DeliveryFailure | None], None]) -> None:
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        timestamp_ms: int | None,
+        done: Callable[[DeliveryFailure | None], None],
+    ) -> None:
         """Queues one record; ``done`` is called once with ``None`` (delivered) or the
         failure (possibly at once, when the client refuses it before queueing)."""
         raise NotImplementedError
@@ -132,9 +149,15 @@ class ConfluentClient(Client):
         conf.update(config)
         self._p = Producer(conf)
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                headers: Headers | None, timestamp_ms: int | None,
-                done: Callable[[DeliveryFailure | None], None]) -> None:
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        timestamp_ms: int | None,
+        done: Callable[[DeliveryFailure | None], None],
+    ) -> None:
         from confluent_kafka import KafkaException
 
         def on_delivery(err: Any, msg: Any) -> None:
@@ -142,22 +165,41 @@ class ConfluentClient(Client):
                 done(None)
             else:
                 part = msg.partition()
-                done(DeliveryFailure(topic=msg.topic() or topic, key=msg.key(), error=err.str(),
-                                     code=err.name(), retriable=bool(err.retriable()),
-                                     partition=-1 if part is None else int(part)))
+                done(
+                    DeliveryFailure(
+                        topic=msg.topic() or topic,
+                        key=msg.key(),
+                        error=err.str(),
+                        code=err.name(),
+                        retriable=bool(err.retriable()),
+                        partition=-1 if part is None else int(part),
+                    )
+                )
 
         while True:
             try:
-                self._p.produce(topic, value=value, key=key,
-                                headers=list(headers) if headers else None,
-                                timestamp=timestamp_ms or 0, on_delivery=on_delivery)
+                self._p.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=list(headers) if headers else None,
+                    timestamp=timestamp_ms or 0,
+                    on_delivery=on_delivery,
+                )
                 return
             except BufferError:  # local queue full: serve callbacks, then retry
                 self._p.poll(0.05)
             except KafkaException as exc:  # refused before queueing (size, unknown topic)
                 err = exc.args[0]
-                done(DeliveryFailure(topic=topic, key=key, error=err.str(), code=err.name(),
-                                     retriable=bool(err.retriable())))
+                done(
+                    DeliveryFailure(
+                        topic=topic,
+                        key=key,
+                        error=err.str(),
+                        code=err.name(),
+                        retriable=bool(err.retriable()),
+                    )
+                )
                 return
 
     def poll(self) -> None:
@@ -185,20 +227,36 @@ class KafkaPythonClient(Client):
         # murmur2_random: one key maps to one partition whichever client produced it.
         self._p = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), **conf)
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                headers: Headers | None, timestamp_ms: int | None,
-                done: Callable[[DeliveryFailure | None], None]) -> None:
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        timestamp_ms: int | None,
+        done: Callable[[DeliveryFailure | None], None],
+    ) -> None:
         from kafka.errors import KafkaError
 
         def fail(exc: BaseException) -> None:
-            done(DeliveryFailure(topic=topic, key=key, error=str(exc) or type(exc).__name__,
-                                 code=type(exc).__name__,
-                                 retriable=bool(getattr(exc, "retriable", False))))
+            done(
+                DeliveryFailure(
+                    topic=topic,
+                    key=key,
+                    error=str(exc) or type(exc).__name__,
+                    code=type(exc).__name__,
+                    retriable=bool(getattr(exc, "retriable", False)),
+                )
+            )
 
         try:
-            fut = self._p.send(topic, value=value, key=key,
-                               headers=list(headers) if headers else None,
-                               timestamp_ms=timestamp_ms)
+            fut = self._p.send(
+                topic,
+                value=value,
+                key=key,
+                headers=list(headers) if headers else None,
+                timestamp_ms=timestamp_ms,
+            )
         except KafkaError as exc:  # refused before queueing (metadata timeout, size)
             fail(exc)
             return
@@ -215,8 +273,9 @@ class KafkaPythonClient(Client):
         self._p.close(timeout=timeout)
 
 
-def new_client(backend: Literal["confluent", "kafka-python"], bootstrap_servers: str,
-               config: Mapping[str, Any]) -> Client:
+def new_client(
+    backend: Literal["confluent", "kafka-python"], bootstrap_servers: str, config: Mapping[str, Any]
+) -> Client:
     """A client of the resolved ``backend`` (see :func:`resolve_backend`)."""
     if backend == "confluent":
         return ConfluentClient(bootstrap_servers, config)

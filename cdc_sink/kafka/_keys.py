@@ -54,12 +54,14 @@ def encode_key(values: Sequence[Any]) -> bytes:
     Returns:
         UTF-8 JSON, e.g. ``b'[42]'`` or ``b'["eu",7]'``.
     """
-    return json.dumps([_json_scalar(v) for v in values], separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8")
+    return json.dumps(
+        [_json_scalar(v) for v in values], separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
 
 
-def event_keys(events: Sequence[Mapping[str, Any]], schema: TableSchema, *,
-               validate: bool = True) -> list[bytes]:
+def event_keys(
+    events: Sequence[Mapping[str, Any]], schema: TableSchema, *, validate: bool = True
+) -> list[bytes]:
     """Kafka keys of ``events``: :func:`encode_key` of their key values cast to the key
     columns' types, after validating the events against ``schema`` (in one vectorized
     pass, :meth:`cdc_sink.ChangeBatch.from_events`).
@@ -80,23 +82,26 @@ def event_keys(events: Sequence[Mapping[str, Any]], schema: TableSchema, *,
             raise ValueError(f"event #{i} is not a mapping: {type(e).__name__}")
         extra = sorted(set(e) - EVENT_FIELDS)
         if extra and validate:
-            raise ValueError(f"event #{i}: unknown field(s) {extra}; an event has "
-                             f"{sorted(EVENT_FIELDS)}")
+            raise ValueError(
+                f"event #{i}: unknown field(s) {extra}; an event has {sorted(EVENT_FIELDS)}"
+            )
     if validate:
         batch, rejects = ChangeBatch.from_events(events, schema)
         if len(rejects):
             pos, reason = int(rejects.positions[0]), rejects.reasons[0]
             e = events[pos]
-            raise ValueError(f"invalid {e.get('op')!r} event #{pos} "
-                             f"(key {e.get('key')!r}): {reason}")
+            raise ValueError(
+                f"invalid {e.get('op')!r} event #{pos} (key {e.get('key')!r}): {reason}"
+            )
         columns = [k.to_pylist() for k in batch.keys]
     else:
         columns = [_loose_key_column(events, name, schema) for name in schema.primary_key]
     return [encode_key(vals) for vals in zip(*columns, strict=True)]
 
 
-def _loose_key_column(events: Sequence[Mapping[str, Any]], name: str,
-                      schema: TableSchema) -> list[Any]:
+def _loose_key_column(
+    events: Sequence[Mapping[str, Any]], name: str, schema: TableSchema
+) -> list[Any]:
     """Key values of unvalidated events (cast through Arrow when possible)."""
     one = len(schema.primary_key) == 1
     raw = []

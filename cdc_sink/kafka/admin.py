@@ -13,8 +13,14 @@ from typing import Any
 from cdc_sink.errors import CdcSinkError
 from cdc_sink.extras import require
 
-__all__ = ["admin_client", "broker_answers", "create_topic", "free_port", "free_port_pair",
-           "port_open"]
+__all__ = [
+    "admin_client",
+    "broker_answers",
+    "create_topic",
+    "free_port",
+    "free_port_pair",
+    "port_open",
+]
 
 
 def admin_client(bootstrap_servers: str, **config: Any) -> Any:
@@ -29,9 +35,15 @@ def admin_client(bootstrap_servers: str, **config: Any) -> Any:
     return AdminClient({"bootstrap.servers": bootstrap_servers, **config})
 
 
-def create_topic(bootstrap_servers: str, name: str, partitions: int = 1, *,
-                 replication_factor: int = 1, config: Mapping[str, str] | None = None,
-                 timeout: float = 30.0) -> None:
+def create_topic(
+    bootstrap_servers: str,
+    name: str,
+    partitions: int = 1,
+    *,
+    replication_factor: int = 1,
+    config: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> None:
     """Create a topic with confluent-kafka's AdminClient and wait for its leaders.
 
     Raises:
@@ -42,8 +54,12 @@ def create_topic(bootstrap_servers: str, name: str, partitions: int = 1, *,
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # re-exported
 
-    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                     config=dict(config or {}))
+    topic = NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        config=dict(config or {}),
+    )
     futures = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)
     try:
         futures[name].result(timeout=timeout)
@@ -58,12 +74,15 @@ def _wait_for_leaders(admin: Any, name: str, partitions: int, timeout: float) ->
     while True:
         md = admin.list_topics(topic=name, timeout=max(1.0, deadline - time.monotonic()))
         t = md.topics.get(name)
-        if (t is not None and t.error is None and len(t.partitions) == partitions
-                and all(p.leader >= 0 for p in t.partitions.values())):
+        if (
+            t is not None
+            and t.error is None
+            and len(t.partitions) == partitions
+            and all(p.leader >= 0 for p in t.partitions.values())
+        ):
             return
         if time.monotonic() > deadline:
-            raise CdcSinkError(f"topic {name!r} has no leader for every partition after "
-                               f"{timeout}s")
+            raise CdcSinkError(f"topic {name!r} has no leader for every partition after {timeout}s")
         time.sleep(0.05)
 
 

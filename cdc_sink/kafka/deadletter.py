@@ -117,8 +117,11 @@ class ParquetDeadLetter(DeadLetterSink):
     def forwarded_version(self, app_id: str) -> int | None:
         """The newest version file of ``app_id`` (None: none yet)."""
         tag = app_tag(app_id)
-        versions = [int(p.name.split("-")[1]) for p in self.path.glob(f"version-*-{tag}.parquet")
-                    ] if self.path.is_dir() else []
+        versions = (
+            [int(p.name.split("-")[1]) for p in self.path.glob(f"version-*-{tag}.parquet")]
+            if self.path.is_dir()
+            else []
+        )
         return max(versions) if versions else None
 
     def write(self, records: pa.Table) -> None:
@@ -135,8 +138,11 @@ class ParquetDeadLetter(DeadLetterSink):
         attempt = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         for bid in pc.unique(batch_ids).to_pylist():
             part = table.filter(pc.equal(batch_ids, bid))
-            name = f"batch-{bid:012d}-{attempt}.parquet" if bid >= 0 else \
-                f"batch-none-{attempt}.parquet"
+            name = (
+                f"batch-{bid:012d}-{attempt}.parquet"
+                if bid >= 0
+                else f"batch-none-{attempt}.parquet"
+            )
             self._write_atomic(part, name)
 
     def _write_atomic(self, table: pa.Table, name: str) -> None:
@@ -159,8 +165,12 @@ class ParquetDeadLetter(DeadLetterSink):
         """The committed files, oldest first (temporary files are not listed)."""
         if not self.path.is_dir():
             return []
-        return sorted(p for pattern in ("batch-*.parquet", "version-*.parquet")
-                      for p in self.path.glob(pattern) if p.is_file())
+        return sorted(
+            p
+            for pattern in ("batch-*.parquet", "version-*.parquet")
+            for p in self.path.glob(pattern)
+            if p.is_file()
+        )
 
     def read(self, *, deduplicate: bool = True) -> pa.Table:
         """Every dead letter written so far, batch order."""
@@ -210,8 +220,7 @@ def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None)
     exactly_once = bool(getattr(sink, "exactly_once", False))
     cursor_file = None if exactly_once else _cursor_path(table.root, sink, app_id)
     if cursor_file is not None:
-        done = (int(json.loads(cursor_file.read_text())["version"])
-                if cursor_file.exists() else None)
+        done = int(json.loads(cursor_file.read_text())["version"]) if cursor_file.exists() else None
     else:
         done = sink.forwarded_version(app_id)
     written = 0
@@ -220,11 +229,18 @@ def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None)
         if entry.app_id != app_id or entry.rejects is None:
             continue
         rej = table.rejects(entry.version)
-        records = pa.table({
-            "topic": rej.column("topic"), "partition": rej.column("partition"),
-            "offset": rej.column("offset"), "key": rej.column("key"),
-            "value": rej.column("value"), "reason": rej.column("reason"),
-            "batch_id": rej.column("batch_id"), "app_id": rej.column("app_id")})
+        records = pa.table(
+            {
+                "topic": rej.column("topic"),
+                "partition": rej.column("partition"),
+                "offset": rej.column("offset"),
+                "key": rej.column("key"),
+                "value": rej.column("value"),
+                "reason": rej.column("reason"),
+                "batch_id": rej.column("batch_id"),
+                "app_id": rej.column("app_id"),
+            }
+        )
         write_version = getattr(sink, "write_version", None)
         if write_version is not None:
             write_version(records, app_id=app_id, version=entry.version)
@@ -264,10 +280,10 @@ def from_uri(uri: str, **options: Any) -> KafkaDeadLetter | ParquetDeadLetter:
         return KafkaDeadLetter(servers, topic, **options)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
-            raise ValueError(f"dead-letter URI {uri!r}: file URIs name a local path "
-                             "(file:///dir)")
+            raise ValueError(f"dead-letter URI {uri!r}: file URIs name a local path (file:///dir)")
         return ParquetDeadLetter(parsed.path)
     if parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):
         return ParquetDeadLetter(uri)
-    raise ValueError(f"dead-letter URI {uri!r}: scheme {parsed.scheme!r} is not kafka:// "
-                     "or file://")
+    raise ValueError(
+        f"dead-letter URI {uri!r}: scheme {parsed.scheme!r} is not kafka:// or file://"
+    )

@@ -132,8 +132,9 @@ def resolve_spark_kafka_jars() -> list[Path]:
     """
     version = pyspark_version()
     directory = cache_root() / "jars" / f"spark-kafka-{version}"
-    jars = _resolve(directory, profile="spark-kafka",
-                    attempts=lambda: _spark_kafka_attempts(version))
+    jars = _resolve(
+        directory, profile="spark-kafka", attempts=lambda: _spark_kafka_attempts(version)
+    )
     _warn_if_mismatched(version, connector_version(jars))
     shipped = _pyspark_shipped_artifacts()
     return [jar for jar in jars if _artifact_of(jar.name) not in shipped]
@@ -155,8 +156,11 @@ def choose_spark_kafka_version(spark_version: str, available: Iterable[str]) -> 
     if m is None:
         return None
     major, minor, patch = (int(g) for g in m.groups())
-    releases = [r for r in (_release(v) for v in available)
-                if r is not None and r[0] == major and r[1] <= minor]
+    releases = [
+        r
+        for r in (_release(v) for v in available)
+        if r is not None and r[0] == major and r[1] <= minor
+    ]
     if (major, minor, patch) in releases and _RELEASE.match(spark_version):
         return spark_version
     same_minor = [r for r in releases if r[1] == minor]
@@ -216,20 +220,31 @@ def _spark_kafka_attempts(spark_version: str) -> list[dict[str, str]]:
         connectors = _maven_versions(SPARK_KAFKA_ARTIFACT)
         providers = _maven_versions(SPARK_TOKEN_PROVIDER_ARTIFACT)
     except OSError as exc:
-        log.warning("cannot read the published spark-sql-kafka versions (%s); trying %s, "
-                    "then the pom's default", exc, spark_version)
+        log.warning(
+            "cannot read the published spark-sql-kafka versions (%s); trying %s, "
+            "then the pom's default",
+            exc,
+            spark_version,
+        )
         return [{"spark.kafka.version": spark_version}, {}]
     chosen = choose_spark_kafka_version(spark_version, connectors)
     if chosen is None:
-        log.warning("Maven has no spark-sql-kafka for Spark %s; using the pom's default",
-                    spark_version)
+        log.warning(
+            "Maven has no spark-sql-kafka for Spark %s; using the pom's default", spark_version
+        )
         return [{}]
     attempt = {"spark.kafka.version": chosen}
     # The token provider is a dependency with fewer releases (no 4.1.0): the newest one
     # not newer than the connector.
     ceiling = _release(chosen)
-    provider = max((r for r in map(_release, providers)
-                    if r is not None and ceiling is not None and r <= ceiling), default=None)
+    provider = max(
+        (
+            r
+            for r in map(_release, providers)
+            if r is not None and ceiling is not None and r <= ceiling
+        ),
+        default=None,
+    )
     if provider is not None:
         attempt["spark.token.provider.version"] = ".".join(map(str, provider))
     return [attempt, {}]
@@ -242,8 +257,12 @@ def _warn_if_mismatched(spark_version: str, connector: str | None) -> None:
     _warned.add((spark_version, connector))
     log.warning(
         "Maven Central has no %s %s: Spark %s runs with the Kafka source %s (the nearest "
-        "published; see docs/compatibility.md)", SPARK_KAFKA_ARTIFACT, spark_version,
-        spark_version, connector)
+        "published; see docs/compatibility.md)",
+        SPARK_KAFKA_ARTIFACT,
+        spark_version,
+        spark_version,
+        connector,
+    )
 
 
 def _pyspark_shipped_artifacts() -> frozenset[str]:
@@ -305,8 +324,9 @@ def _read_marker(directory: Path, digest: str) -> list[Path] | None:
     return jars
 
 
-def _resolve(directory: Path, *, profile: str,
-             attempts: Callable[[], list[dict[str, str]]]) -> list[Path]:
+def _resolve(
+    directory: Path, *, profile: str, attempts: Callable[[], list[dict[str, str]]]
+) -> list[Path]:
     """The jars of ``profile`` in ``directory``: cached, else copied by Maven with the
     first of ``attempts()`` (property sets, computed only when Maven must run) that works.
     """
@@ -321,8 +341,9 @@ def _resolve(directory: Path, *, profile: str,
         return _copy_first_working(directory, profile, digest, attempts())
 
 
-def _copy_first_working(directory: Path, profile: str, digest: str,
-                        attempts: list[dict[str, str]]) -> list[Path]:
+def _copy_first_working(
+    directory: Path, profile: str, digest: str, attempts: list[dict[str, str]]
+) -> list[Path]:
     """Runs Maven with each property set in turn until one copies the jars."""
     mvn = _find_mvn()
     failures: list[str] = []
@@ -334,14 +355,17 @@ def _copy_first_working(directory: Path, profile: str, digest: str,
             failures.append(error)
             continue
         if i > 0:
-            log.warning("%s: %s could not be resolved; using %s instead", profile,
-                        _describe(attempts[0]), _describe(props))
+            log.warning(
+                "%s: %s could not be resolved; using %s instead",
+                profile,
+                _describe(attempts[0]),
+                _describe(props),
+            )
         return _publish_marker(directory, profile, digest, props)
     if directory.exists():
         shutil.rmtree(directory)
     raise JarResolutionError(
-        f"Maven could not resolve profile {profile!r} of {POM_PATH}:\n"
-        + "\n---\n".join(failures)
+        f"Maven could not resolve profile {profile!r} of {POM_PATH}:\n" + "\n---\n".join(failures)
     )
 
 
@@ -349,14 +373,14 @@ def _describe(props: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in props.items()) or "the pom's defaults"
 
 
-def _publish_marker(directory: Path, profile: str, digest: str,
-                    props: Mapping[str, str]) -> list[Path]:
+def _publish_marker(
+    directory: Path, profile: str, digest: str, props: Mapping[str, str]
+) -> list[Path]:
     """Records the copied jars; the marker appears only when the copy is complete."""
     names = sorted(p.name for p in directory.glob("*.jar"))
     if not names:
         raise JarResolutionError(f"mvn copied no jar into {directory}")
-    record = {"pom_sha256": digest, "profile": profile, "properties": dict(props),
-              "jars": names}
+    record = {"pom_sha256": digest, "profile": profile, "properties": dict(props), "jars": names}
     tmp = directory / (_MARKER + ".tmp")
     tmp.write_text(json.dumps(record, indent=1))
     tmp.replace(directory / _MARKER)
@@ -372,7 +396,12 @@ def _copy_dependencies(
         pom = Path(work) / "pom.xml"
         shutil.copyfile(POM_PATH, pom)
         cmd = [
-            mvn, "-q", "-B", "-f", str(pom), f"-P{profile}",
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            f"-P{profile}",
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={directory}",
@@ -381,8 +410,13 @@ def _copy_dependencies(
         log.info("resolving %s jars: %s", profile, " ".join(cmd))
         try:
             proc = subprocess.run(
-                cmd, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=_MVN_TIMEOUT_S, check=False,
+                cmd,
+                cwd=work,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=_MVN_TIMEOUT_S,
+                check=False,
             )
         except FileNotFoundError as exc:
             raise MavenNotFound(f"cannot run Maven ({mvn}): {exc}") from exc

@@ -19,23 +19,36 @@ from pathlib import Path
 
 from cdc_sink.kafka.handle import KafkaStartError
 
-__all__ = ["KAFKA_MAIN_CLASS", "LOG4J2", "STORAGE_TOOL_CLASS", "container_env", "find_java",
-           "jvm_command", "random_cluster_id", "server_properties"]
+__all__ = [
+    "KAFKA_MAIN_CLASS",
+    "LOG4J2",
+    "STORAGE_TOOL_CLASS",
+    "container_env",
+    "find_java",
+    "jvm_command",
+    "random_cluster_id",
+    "server_properties",
+]
 
 KAFKA_MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
 
 
-def server_properties(*, host: str, port: int, controller_port: int, data_dir: Path,
-                      num_partitions: int,
-                      extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def server_properties(
+    *,
+    host: str,
+    port: int,
+    controller_port: int,
+    data_dir: Path,
+    num_partitions: int,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The broker's ``server.properties`` (``extra`` entries win)."""
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@{host}:{controller_port}",
-        "listeners": (f"PLAINTEXT://{host}:{port},"
-                      f"CONTROLLER://{host}:{controller_port}"),
+        "listeners": (f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}"),
         "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
@@ -63,15 +76,15 @@ def server_properties(*, host: str, port: int, controller_port: int, data_dir: P
     return props
 
 
-def container_env(*, host: str, port: int, controller_port: int,
-                  num_partitions: int) -> dict[str, str]:
+def container_env(
+    *, host: str, port: int, controller_port: int, num_partitions: int
+) -> dict[str, str]:
     """The same node as ``KAFKA_*`` environment variables (with a fresh ``CLUSTER_ID``)."""
     env = {
         "CLUSTER_ID": random_cluster_id(),
         "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
-        "KAFKA_LISTENERS": (f"PLAINTEXT://{host}:{port},"
-                            f"CONTROLLER://{host}:{controller_port}"),
+        "KAFKA_LISTENERS": (f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}"),
         "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{host}:{port}",
         "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@{host}:{controller_port}",
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
@@ -109,8 +122,10 @@ def find_java() -> str:
         return str(Path(home) / "bin" / "java")
     found = shutil.which("java")
     if not found:
-        raise KafkaStartError("a Java runtime (17 or newer) is needed to run Kafka: "
-                              "'java' is not on PATH and JAVA_HOME is not set")
+        raise KafkaStartError(
+            "a Java runtime (17 or newer) is needed to run Kafka: "
+            "'java' is not on PATH and JAVA_HOME is not set"
+        )
     return found
 
 
@@ -118,13 +133,18 @@ def jvm_command(java: str, *, heap: str, workdir: Path, jars: Sequence[Path]) ->
     """The JVM and its options (small heap, C1 only, logging into ``workdir``), up to the
     main class."""
     return [
-        java, f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC",
+        java,
+        f"-Xmx{heap}",
+        "-Xms64m",
+        "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",  # C1 only: starts in about half the time
         "-Xss1m",
-        "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+        "-Djava.awt.headless=true",
+        "-Djava.net.preferIPv4Stack=true",
         f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
         f"-Dkafka.logs.dir={workdir}",
-        "-cp", os.pathsep.join(str(j) for j in jars),
+        "-cp",
+        os.pathsep.join(str(j) for j in jars),
     ]
 
 

@@ -66,7 +66,6 @@ __all__ = [
 ]
 
 
-
 # -- byte-level producer ----------------------------------------------------------------
 
 
@@ -84,9 +83,14 @@ class RawProducer:
             ``max_request_size`` for kafka-python).
     """
 
-    def __init__(self, bootstrap_servers: str, *, backend: BackendName = "auto",
-                 on_error: Callable[[DeliveryFailure], None] | None = None,
-                 **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        backend: BackendName = "auto",
+        on_error: Callable[[DeliveryFailure], None] | None = None,
+        **config: Any,
+    ) -> None:
         self.backend = resolve_backend(backend)
         self._on_error = on_error
         self._failures: list[DeliveryFailure] = []
@@ -125,8 +129,15 @@ class RawProducer:
         if self._on_error is not None:
             self._on_error(failure)
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None, *,
-                headers: Headers | None = None, timestamp_ms: int | None = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        headers: Headers | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
         """Queues one record (delivery is reported later, see :meth:`flush`).
 
         Args:
@@ -194,15 +205,26 @@ class RawProducer:
             self._closed = True
             self._client.close(timeout)
         if self.pending:
-            raise DeliveryError([DeliveryFailure(
-                topic="", key=None, code="_TIMED_OUT",
-                error=f"{self.pending} record(s) still queued after {timeout}s")])
+            raise DeliveryError(
+                [
+                    DeliveryFailure(
+                        topic="",
+                        key=None,
+                        code="_TIMED_OUT",
+                        error=f"{self.pending} record(s) still queued after {timeout}s",
+                    )
+                ]
+            )
 
     def __enter__(self) -> RawProducer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is None:
             self.close()
         else:  # do not mask the body's exception with a delivery error
@@ -238,22 +260,31 @@ class CdcProducer:
         ValueError: Unknown format or backend.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str,
-                 schema: TableSchema | Mapping[str, Any], *, format: FormatName = "json",
-                 backend: BackendName = "auto", stamp_ts: bool = True, validate: bool = True,
-                 on_error: Callable[[DeliveryFailure], None] | None = None,
-                 debezium_envelope: bool = True, **producer_config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        schema: TableSchema | Mapping[str, Any],
+        *,
+        format: FormatName = "json",
+        backend: BackendName = "auto",
+        stamp_ts: bool = True,
+        validate: bool = True,
+        on_error: Callable[[DeliveryFailure], None] | None = None,
+        debezium_envelope: bool = True,
+        **producer_config: Any,
+    ) -> None:
         get_format(format)  # an unknown format is an InvalidOption naming the valid ones
         self.topic = topic
-        self.schema = schema if isinstance(schema, TableSchema) else TableSchema.from_dict(
-            schema)
+        self.schema = schema if isinstance(schema, TableSchema) else TableSchema.from_dict(schema)
         self.format: FormatName = format
         self.stamp_ts = stamp_ts
         self.validate = validate
         self._encode = value_encoder(format, self.schema, debezium_envelope=debezium_envelope)
         self.sent = 0
-        self._raw = RawProducer(bootstrap_servers, backend=backend, on_error=on_error,
-                                **producer_config)
+        self._raw = RawProducer(
+            bootstrap_servers, backend=backend, on_error=on_error, **producer_config
+        )
 
     @property
     def backend(self) -> str:
@@ -317,11 +348,17 @@ class CdcProducer:
             self.sent += 1
         return len(batch)
 
-    def send_raw(self, key: bytes | None, value: bytes | None, *,
-                 headers: Headers | None = None) -> None:
+    def send_raw(
+        self, key: bytes | None, value: bytes | None, *, headers: Headers | None = None
+    ) -> None:
         """Produces bytes as they are, unvalidated (replays, tests of malformed input)."""
-        self._raw.produce(self.topic, key, value, headers=headers,
-                          timestamp_ms=_now_ms() if self.stamp_ts else None)
+        self._raw.produce(
+            self.topic,
+            key,
+            value,
+            headers=headers,
+            timestamp_ms=_now_ms() if self.stamp_ts else None,
+        )
         self.sent += 1
 
     def message_key(self, event: Mapping[str, Any]) -> bytes:
@@ -362,13 +399,16 @@ class CdcProducer:
     def __enter__(self) -> CdcProducer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._raw.__exit__(exc_type, exc, tb)
 
 
-def _event(op: str, key: Any, sets: Mapping[str, Any] | None,
-           seq: int | None) -> dict[str, Any]:
+def _event(op: str, key: Any, sets: Mapping[str, Any] | None, seq: int | None) -> dict[str, Any]:
     e: dict[str, Any] = {"op": op, "key": key}
     if sets is not None:
         e["set"] = dict(sets)
@@ -377,8 +417,9 @@ def _event(op: str, key: Any, sets: Mapping[str, Any] | None,
     return e
 
 
-def value_encoder(format: FormatName, schema: TableSchema, *,
-                  debezium_envelope: bool = True) -> EventEncoder:
+def value_encoder(
+    format: FormatName, schema: TableSchema, *, debezium_envelope: bool = True
+) -> EventEncoder:
     """The value encoder of a wire format, for native events: the encoder of the format in
     the registry of :mod:`cdc_sink.formats` (:meth:`~cdc_sink.formats.Format.new_encoder`).
 

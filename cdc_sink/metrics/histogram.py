@@ -32,8 +32,9 @@ class BulkHistogram(Collector):
         buckets: Finite upper bounds, increasing (``+Inf`` is added).
     """
 
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
-                 buckets: Sequence[float]) -> None:
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]
+    ) -> None:
         bounds = np.asarray([float(b) for b in buckets if not math.isinf(b)], dtype=np.float64)
         if len(bounds) == 0 or np.any(np.diff(bounds) <= 0):
             raise ValueError("buckets must be finite and strictly increasing")
@@ -86,8 +87,7 @@ class BulkHistogram(Collector):
         les = [_le(b) for b in self._bounds] + ["+Inf"]
         for key, counts, total in items:
             cum = np.cumsum(counts).tolist()
-            fam.add_metric(list(key), buckets=list(zip(les, cum, strict=True)),
-                           sum_value=total)
+            fam.add_metric(list(key), buckets=list(zip(les, cum, strict=True)), sum_value=total)
         yield fam
 
 

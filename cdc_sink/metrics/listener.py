@@ -68,7 +68,8 @@ def kafka_progress(progress: Mapping[str, Any]) -> KafkaProgress:
         input_rows_per_second=_number(progress.get("inputRowsPerSecond")),
         processed_rows_per_second=_number(progress.get("processedRowsPerSecond")),
         avg_offsets_behind=sum(avgs) / len(avgs) if avgs else None,
-        max_offsets_behind=max(maxes) if maxes else None)
+        max_offsets_behind=max(maxes) if maxes else None,
+    )
 
 
 def _observe(metrics: SinkMetrics, k: KafkaProgress) -> None:
@@ -76,7 +77,8 @@ def _observe(metrics: SinkMetrics, k: KafkaProgress) -> None:
         input_rows_per_second=k.input_rows_per_second,
         processed_rows_per_second=k.processed_rows_per_second,
         avg_offsets_behind=k.avg_offsets_behind,
-        max_offsets_behind=k.max_offsets_behind)
+        max_offsets_behind=k.max_offsets_behind,
+    )
 
 
 class ProgressPoller:
@@ -109,8 +111,9 @@ class ProgressPoller:
         return True
 
 
-def attach_progress_listener(spark: SparkSession, metrics: SinkMetrics, *,
-                             query_name: str | None = None) -> Any:
+def attach_progress_listener(
+    spark: SparkSession, metrics: SinkMetrics, *, query_name: str | None = None
+) -> Any:
     """Adds a listener that feeds ``metrics`` from the progress of query ``query_name``
     (every query when ``None``).
 

@@ -43,7 +43,9 @@ def format_batch(st: BatchFigures) -> str:
     parts += [f"version={st.version}", f"events={st.events}", f"rejects={st.rejected}"]
     parts += [f"{k}={v}" for k, v in outcome_counts(st).items() if k != "rejected"]
     phases = getattr(st, "phases", None) or {
-        "decode": getattr(st, "decode_s", 0.0), "apply": getattr(st, "apply_s", 0.0)}
+        "decode": getattr(st, "decode_s", 0.0),
+        "apply": getattr(st, "apply_s", 0.0),
+    }
     parts += [f"{p}_s={float(phases[p]):.3f}" for p in PHASES if p in phases]
     parts.append(f"total_s={st.total_s:.3f}")
     fresh = st.freshness_ms()
@@ -64,9 +66,15 @@ class BatchObserver:
         disk_max_age: Seconds a directory walk of the table is reused for its gauges.
     """
 
-    def __init__(self, sink_fn: Any, metrics: SinkMetrics | None, *,
-                 log: logging.Logger | None = None, stats_interval: float = 5.0,
-                 disk_max_age: float = 10.0) -> None:
+    def __init__(
+        self,
+        sink_fn: Any,
+        metrics: SinkMetrics | None,
+        *,
+        log: logging.Logger | None = None,
+        stats_interval: float = 5.0,
+        disk_max_age: float = 10.0,
+    ) -> None:
         self.sink_fn = sink_fn
         self.metrics = metrics
         self.log = log or logger
@@ -88,8 +96,7 @@ class BatchObserver:
         try:
             line = format_batch(st)
         except Exception:  # a log line never fails the stream
-            self.log.warning("cannot format the figures of batch %s", st.batch_id,
-                             exc_info=True)
+            self.log.warning("cannot format the figures of batch %s", st.batch_id, exc_info=True)
         else:
             if result == "failed":
                 self.log.error(line)
@@ -104,8 +111,10 @@ class BatchObserver:
     def refresh_if_due(self) -> None:
         """Refreshes the table gauges if a batch committed since the last refresh and
         ``stats_interval`` has passed (the job calls it from its main loop too)."""
-        due = self._refreshed_at is None or \
-            time.monotonic() - self._refreshed_at >= self.stats_interval
+        due = (
+            self._refreshed_at is None
+            or time.monotonic() - self._refreshed_at >= self.stats_interval
+        )
         if self._dirty and due:
             self.refresh_table()
 
@@ -124,7 +133,6 @@ class BatchObserver:
 
                 stats = with_remote_buckets(stats, remote)
         except Exception:
-            self.log.warning("table statistics failed; table gauges not refreshed",
-                             exc_info=True)
+            self.log.warning("table statistics failed; table gauges not refreshed", exc_info=True)
             return
         self.metrics.observe_table(stats)

@@ -39,49 +39,85 @@ from functools import lru_cache
 __all__ = ["REASON_CLASSES", "classify_reason", "classify_reasons"]
 
 REASON_CLASSES: tuple[str, ...] = (
-    "bad_json", "bad_envelope", "unknown_op", "unknown_column", "wrong_type",
-    "out_of_range", "null_not_allowed", "missing_key", "key_in_set", "missing_seq",
-    "update_missing_key", "truncated_rejected", "other",
+    "bad_json",
+    "bad_envelope",
+    "unknown_op",
+    "unknown_column",
+    "wrong_type",
+    "out_of_range",
+    "null_not_allowed",
+    "missing_key",
+    "key_in_set",
+    "missing_seq",
+    "update_missing_key",
+    "truncated_rejected",
+    "other",
 )
 
 # A type as schema.type_to_str spells it: int64, decimal128(10, 2), timestamp[us, UTC].
 _TYPE = r"[a-z][a-z0-9_]*(?:\([0-9, ]+\)|\[[a-zA-Z, ]+\])?"
 
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (cls, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for cls, pattern in (
+    (cls, re.compile(pattern, re.IGNORECASE | re.DOTALL))
+    for cls, pattern in (
         ("update_missing_key", r"^(update|upsert) of missing key"),
         ("truncated_rejected", r"^truncate (events? (are|is) not supported|event rejected)"),
-        ("bad_json", r"^(invalid json|not a json object|not a single json object"
-                     r"|null message value|empty message value|malformed event"
-                     r"|truncated row|bad codec version|unknown flag bits"
-                     r"|value offsets are not|a value offset points"
-                     r"|trailing bytes after|column ids are not sorted"
-                     r"|column id \d+ is both null|undecodable message|message key: )"),
-        ("unknown_op", r"^(unknown op|unknown debezium op|event has no 'op'"
-                       r"|logical decoding messages)"),
+        (
+            "bad_json",
+            r"^(invalid json|not a json object|not a single json object"
+            r"|null message value|empty message value|malformed event"
+            r"|truncated row|bad codec version|unknown flag bits"
+            r"|value offsets are not|a value offset points"
+            r"|trailing bytes after|column ids are not sorted"
+            r"|column id \d+ is both null|undecodable message|message key: )",
+        ),
+        (
+            "unknown_op",
+            r"^(unknown op|unknown debezium op|event has no 'op'"
+            r"|logical decoding messages)",
+        ),
         ("unknown_column", r"^unknown (key )?column"),
         ("key_in_set", r"^key column .* inside 'set'$"),
-        ("missing_key", r"^(key column .* is missing( or null)?$|event has no 'key'"
-                        r"|delete without a 'before' row|the row lacks its key"
-                        r"|key column .* is in neither the row nor the message key$)"),
+        (
+            "missing_key",
+            r"^(key column .* is missing( or null)?$|event has no 'key'"
+            r"|delete without a 'before' row|the row lacks its key"
+            r"|key column .* is in neither the row nor the message key$)",
+        ),
         ("missing_seq", r"^seq is (missing|null)"),
         ("out_of_range", r"^(seq out of range|source\.\w+ is outside)"),
         ("wrong_type", r"^source\.\w+ .* is not a"),
-        ("null_not_allowed", r"^(null in non-nullable column|insert does not set "
-                             r"non-nullable column)"),
+        (
+            "null_not_allowed",
+            r"^(null in non-nullable column|insert does not set "
+            r"non-nullable column)",
+        ),
         ("wrong_type", r"^(seq|ts_ms) .* is not an? (64-bit )?integer"),
-        ("out_of_range", r"^(key )?column [^:]*: (value )?(out of range( of .+| \d{4}-.+)?"
-                         r"|exceeds the precision of .+)$"),
-        ("out_of_range", rf"^(key )?column .*: (.* is out of range of {_TYPE}"
-                         rf"|.*does not fit (in )?{_TYPE}"
-                         r"|.* has more than \d+ decimals|.* is not a finite decimal)$"),
-        ("wrong_type", r"^(key )?column .*: .*(is not a valid .+|is not an? [a-z0-9 ]+"
-                       r"|must be 0 or 1|must take \d+ bytes|is not valid utf-8"
-                       r"|is a datetime, not a date)$"),
-        ("bad_envelope", r"^('set' is not|'payload' is not|'after' is missing|'before' is not"
-                         r"|'schema' is not|invalid envelope schema"
-                         r"|event is not an object|duplicate |sequence column .* differs)"),
-    ))
+        (
+            "out_of_range",
+            r"^(key )?column [^:]*: (value )?(out of range( of .+| \d{4}-.+)?"
+            r"|exceeds the precision of .+)$",
+        ),
+        (
+            "out_of_range",
+            rf"^(key )?column .*: (.* is out of range of {_TYPE}"
+            rf"|.*does not fit (in )?{_TYPE}"
+            r"|.* has more than \d+ decimals|.* is not a finite decimal)$",
+        ),
+        (
+            "wrong_type",
+            r"^(key )?column .*: .*(is not a valid .+|is not an? [a-z0-9 ]+"
+            r"|must be 0 or 1|must take \d+ bytes|is not valid utf-8"
+            r"|is a datetime, not a date)$",
+        ),
+        (
+            "bad_envelope",
+            r"^('set' is not|'payload' is not|'after' is missing|'before' is not"
+            r"|'schema' is not|invalid envelope schema"
+            r"|event is not an object|duplicate |sequence column .* differs)",
+        ),
+    )
+)
 
 
 @lru_cache(maxsize=4096)

@@ -57,8 +57,9 @@ class MetricsServer:
         self.close()
 
 
-def start_metrics_server(registry: CollectorRegistry, *, host: str = "127.0.0.1",
-                         port: int = 0) -> MetricsServer:
+def start_metrics_server(
+    registry: CollectorRegistry, *, host: str = "127.0.0.1", port: int = 0
+) -> MetricsServer:
     """Serves ``registry`` on ``http://host:port/metrics`` from a daemon thread.
 
     Args:
@@ -80,9 +81,11 @@ def start_metrics_server(registry: CollectorRegistry, *, host: str = "127.0.0.1"
         if exc.errno == errno.EADDRINUSE:
             raise MetricsServerError(
                 f"metrics port {port} on {host} is already in use (choose another "
-                "--metrics-port, or 0 for a free one)") from exc
+                "--metrics-port, or 0 for a free one)"
+            ) from exc
         raise MetricsServerError(
-            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}"
+        ) from exc
     server = MetricsServer(httpd, thread, host)
     logger.info("serving metrics on %s", server.url)
     return server

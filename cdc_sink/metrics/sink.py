@@ -36,11 +36,44 @@ OUTCOMES: tuple[str, ...] = ("applied", "stale", "ignored", "rejected")
 RESULTS: tuple[str, ...] = ("committed", "skipped", "failed")
 PHASES: tuple[str, ...] = ("read", "decode", "apply", "commit", "dead_letters")
 
-SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                   10.0, 30.0, 60.0, 120.0)
+SECONDS_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+)
 EVENTS_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000)
-FRESHNESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0,
-                     20.0, 30.0, 60.0, 120.0)
+FRESHNESS_BUCKETS = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+)
 MAINTENANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
@@ -77,8 +110,12 @@ def _never_raises(fn: _F) -> _F:
             with contextlib.suppress(Exception):  # the counter itself may be broken
                 self._m_errors.labels(**self._base).inc()
             if self._errors <= 3 or self._errors % 100 == 0:
-                logger.warning("metrics update %s failed (%d so far); the stream goes on",
-                               fn.__name__, self._errors, exc_info=True)
+                logger.warning(
+                    "metrics update %s failed (%d so far); the stream goes on",
+                    fn.__name__,
+                    self._errors,
+                    exc_info=True,
+                )
 
     return run  # type: ignore[return-value]
 
@@ -125,11 +162,9 @@ class _Declare:
         """A gauge."""
         return Gauge(name, doc, (*_BASE, *labels), registry=self.registry)
 
-    def histogram(self, name: str, doc: str, buckets: tuple[float, ...], *labels: str
-                  ) -> Histogram:
+    def histogram(self, name: str, doc: str, buckets: tuple[float, ...], *labels: str) -> Histogram:
         """A histogram with ``buckets``."""
-        return Histogram(name, doc, (*_BASE, *labels), buckets=buckets,
-                         registry=self.registry)
+        return Histogram(name, doc, (*_BASE, *labels), buckets=buckets, registry=self.registry)
 
 
 class SinkMetrics:
@@ -141,16 +176,19 @@ class SinkMetrics:
         registry: Registry to register on (default: a new one, :attr:`registry`).
     """
 
-    def __init__(self, table: str, app_id: str, *,
-                 registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, table: str, app_id: str, *, registry: CollectorRegistry | None = None
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.table = table
         self.app_id = app_id
         self._base = {"table": table, "app_id": app_id}
         self._errors = 0
         f = _Declare(self.registry)
-        self._m_errors = f.counter("cdc_sink_metrics_errors_total",
-                                   "Metrics updates that failed (logged; the stream went on).")
+        self._m_errors = f.counter(
+            "cdc_sink_metrics_errors_total",
+            "Metrics updates that failed (logged; the stream went on).",
+        )
         self._declare_batch_metrics(f)
         self._declare_kafka_metrics(f)
         self._declare_table_metrics(f)
@@ -162,86 +200,123 @@ class SinkMetrics:
         counter, gauge, histogram = f.counter, f.gauge, f.histogram
         self._events = counter(
             "cdc_sink_events_total",
-            "Events read from Kafka. op=\"all\" with outcome applied|stale|ignored|rejected: "
+            'Events read from Kafka. op="all" with outcome applied|stale|ignored|rejected: '
             "what became of them (applied: inserted, updated or deleted a row; stale: older "
             "than the row's sequence; ignored: a delete of a missing key or an event the "
             "decoder skipped on purpose; rejected: sent to the dead letters). op=<op> with "
-            "outcome=\"received\": valid events with that op (op=\"unknown\": events "
+            'outcome="received": valid events with that op (op="unknown": events '
             "the decoder or the validation rejected, or skipped). Both views add up to the "
             "events read.",
-            "op", "outcome")
+            "op",
+            "outcome",
+        )
         self._dead_letters = counter(
             "cdc_sink_dead_letters_total",
             "Rejected events (written to the dead-letter sink when one is configured), by "
-            "reason class.", "reason")
-        self._batches = counter("cdc_sink_batches_total",
-                                "Micro-batches by result: committed (a new version), skipped "
-                                "(a replay of a batch already committed), failed.", "result")
-        self._phase = histogram("cdc_sink_batch_phase_seconds",
-                                "Time of a committed micro-batch spent in each phase: read "
-                                "(Kafka to Arrow), decode, apply, commit, dead_letters.",
-                                SECONDS_BUCKETS, "phase")
-        self._duration = histogram("cdc_sink_batch_duration_seconds",
-                                   "Wall time of a committed micro-batch in the sink.",
-                                   SECONDS_BUCKETS)
-        self._batch_events = histogram("cdc_sink_batch_events",
-                                       "Events (Kafka records) per committed micro-batch.",
-                                       EVENTS_BUCKETS)
+            "reason class.",
+            "reason",
+        )
+        self._batches = counter(
+            "cdc_sink_batches_total",
+            "Micro-batches by result: committed (a new version), skipped "
+            "(a replay of a batch already committed), failed.",
+            "result",
+        )
+        self._phase = histogram(
+            "cdc_sink_batch_phase_seconds",
+            "Time of a committed micro-batch spent in each phase: read "
+            "(Kafka to Arrow), decode, apply, commit, dead_letters.",
+            SECONDS_BUCKETS,
+            "phase",
+        )
+        self._duration = histogram(
+            "cdc_sink_batch_duration_seconds",
+            "Wall time of a committed micro-batch in the sink.",
+            SECONDS_BUCKETS,
+        )
+        self._batch_events = histogram(
+            "cdc_sink_batch_events",
+            "Events (Kafka records) per committed micro-batch.",
+            EVENTS_BUCKETS,
+        )
         self._freshness = BulkHistogram(
             "cdc_sink_freshness_seconds",
             "Time from an event's producer timestamp (ts_ms, else its Kafka record "
             "timestamp) to the commit of the version that made it visible; a sample of up "
-            "to 20,000 events per micro-batch.", _BASE, FRESHNESS_BUCKETS)
+            "to 20,000 events per micro-batch.",
+            _BASE,
+            FRESHNESS_BUCKETS,
+        )
         f.registry.register(self._freshness)
-        self._last_commit = gauge("cdc_sink_last_commit_timestamp_seconds",
-                                  "Unix time of the last committed micro-batch.")
-        self._last_batch = gauge("cdc_sink_last_batch_id",
-                                 "Id of the last micro-batch the sink saw.")
+        self._last_commit = gauge(
+            "cdc_sink_last_commit_timestamp_seconds", "Unix time of the last committed micro-batch."
+        )
+        self._last_batch = gauge(
+            "cdc_sink_last_batch_id", "Id of the last micro-batch the sink saw."
+        )
 
     def _declare_kafka_metrics(self, f: _Declare) -> None:
         """Kafka, from Spark's query progress."""
         gauge = f.gauge
-        self._input_rps = gauge("cdc_sink_kafka_input_rows_per_second",
-                                "Rows/s arriving from Kafka (Spark's inputRowsPerSecond).")
-        self._processed_rps = gauge("cdc_sink_kafka_processed_rows_per_second",
-                                    "Rows/s processed (Spark's processedRowsPerSecond).")
-        self._avg_behind = gauge("cdc_sink_kafka_avg_offsets_behind_latest",
-                                 "Average over partitions of the offsets between the last "
-                                 "processed and the latest (Kafka source's "
-                                 "avgOffsetsBehindLatest).")
-        self._max_behind = gauge("cdc_sink_kafka_max_offsets_behind_latest",
-                                 "Largest per-partition offsets behind latest "
-                                 "(maxOffsetsBehindLatest).")
+        self._input_rps = gauge(
+            "cdc_sink_kafka_input_rows_per_second",
+            "Rows/s arriving from Kafka (Spark's inputRowsPerSecond).",
+        )
+        self._processed_rps = gauge(
+            "cdc_sink_kafka_processed_rows_per_second",
+            "Rows/s processed (Spark's processedRowsPerSecond).",
+        )
+        self._avg_behind = gauge(
+            "cdc_sink_kafka_avg_offsets_behind_latest",
+            "Average over partitions of the offsets between the last "
+            "processed and the latest (Kafka source's "
+            "avgOffsetsBehindLatest).",
+        )
+        self._max_behind = gauge(
+            "cdc_sink_kafka_max_offsets_behind_latest",
+            "Largest per-partition offsets behind latest (maxOffsetsBehindLatest).",
+        )
 
     def _declare_table_metrics(self, f: _Declare) -> None:
         """The table."""
         gauge = f.gauge
         self._t_version = gauge("cdc_sink_table_version", "Latest committed table version.")
         self._t_oldest = gauge("cdc_sink_table_oldest_version", "Oldest readable version.")
-        self._t_rows = gauge("cdc_sink_table_live_rows",
-                             "Live rows at the latest version (over the buckets the writer "
-                             "holds in memory).")
-        self._t_memory = gauge("cdc_sink_table_memory_bytes",
-                               "Bytes held by the writer's in-memory tablets.")
-        self._t_deltas = gauge("cdc_sink_table_outstanding_delta_versions",
-                               "Largest number of uncompacted delta versions of one column, "
-                               "over the buckets.")
+        self._t_rows = gauge(
+            "cdc_sink_table_live_rows",
+            "Live rows at the latest version (over the buckets the writer holds in memory).",
+        )
+        self._t_memory = gauge(
+            "cdc_sink_table_memory_bytes", "Bytes held by the writer's in-memory tablets."
+        )
+        self._t_deltas = gauge(
+            "cdc_sink_table_outstanding_delta_versions",
+            "Largest number of uncompacted delta versions of one column, over the buckets.",
+        )
         self._t_wal = gauge("cdc_sink_table_wal_bytes", "Bytes of WAL segments on disk.")
-        self._t_snap = gauge("cdc_sink_table_snapshot_bytes",
-                             "Bytes of snapshots (manifests and page files) on disk.")
+        self._t_snap = gauge(
+            "cdc_sink_table_snapshot_bytes",
+            "Bytes of snapshots (manifests and page files) on disk.",
+        )
 
     def _declare_maintenance_metrics(self, f: _Declare) -> None:
         """Compaction and GC."""
         counter, histogram = f.counter, f.histogram
-        self._compactions = counter("cdc_sink_compactions_total",
-                                    "Table compactions run by the job (a snapshot version of "
-                                    "every bucket).")
-        self._compaction_s = histogram("cdc_sink_compaction_duration_seconds",
-                                       "Duration of a table compaction.", MAINTENANCE_BUCKETS)
-        self._gc_runs = counter("cdc_sink_gc_runs_total", "GC runs by result (ok, failed).",
-                                "result")
-        self._gc_s = histogram("cdc_sink_gc_duration_seconds", "Duration of a GC run.",
-                               MAINTENANCE_BUCKETS)
+        self._compactions = counter(
+            "cdc_sink_compactions_total",
+            "Table compactions run by the job (a snapshot version of every bucket).",
+        )
+        self._compaction_s = histogram(
+            "cdc_sink_compaction_duration_seconds",
+            "Duration of a table compaction.",
+            MAINTENANCE_BUCKETS,
+        )
+        self._gc_runs = counter(
+            "cdc_sink_gc_runs_total", "GC runs by result (ok, failed).", "result"
+        )
+        self._gc_s = histogram(
+            "cdc_sink_gc_duration_seconds", "Duration of a GC run.", MAINTENANCE_BUCKETS
+        )
         self._gc_files = counter("cdc_sink_gc_removed_files_total", "Files removed by GC.")
         self._gc_bytes = counter("cdc_sink_gc_removed_bytes_total", "Bytes removed by GC.")
 
@@ -261,8 +336,16 @@ class SinkMetrics:
         for result in ("ok", "failed"):
             self._gc_runs.labels(**b, result=result)
         self._freshness.labels(self.table, self.app_id)
-        for m in (self._m_errors, self._duration, self._batch_events, self._compactions,
-                  self._compaction_s, self._gc_s, self._gc_files, self._gc_bytes):
+        for m in (
+            self._m_errors,
+            self._duration,
+            self._batch_events,
+            self._compactions,
+            self._compaction_s,
+            self._gc_s,
+            self._gc_files,
+            self._gc_bytes,
+        ):
             m.labels(**b)
 
     # ------------------------------------------------------------------ updates
@@ -284,8 +367,9 @@ class SinkMetrics:
         self._batch_events.labels(**b).observe(int(st.events))
         fresh = st.freshness_ms()
         if len(fresh):
-            self._freshness.observe_many(np.asarray(fresh, dtype=np.float64) / 1000.0,
-                                         self.table, self.app_id)
+            self._freshness.observe_many(
+                np.asarray(fresh, dtype=np.float64) / 1000.0, self.table, self.app_id
+            )
         if st.committed_ms:
             self._last_commit.labels(**b).set(st.committed_ms / 1000.0)
 
@@ -293,8 +377,10 @@ class SinkMetrics:
         """The time of each phase of a batch that was not skipped."""
         phases: Mapping[str, float] = getattr(st, "phases", None) or {}
         if not phases:  # a BatchStats without per-phase figures
-            phases = {"decode": float(getattr(st, "decode_s", 0.0)),
-                      "apply": float(getattr(st, "apply_s", 0.0))}
+            phases = {
+                "decode": float(getattr(st, "decode_s", 0.0)),
+                "apply": float(getattr(st, "apply_s", 0.0)),
+            }
         for phase, seconds in phases.items():
             if phase in PHASES:
                 self._phase.labels(**self._base, phase=phase).observe(float(seconds))
@@ -313,7 +399,8 @@ class SinkMetrics:
             self._events.labels(**b, op=name, outcome="received").inc(int(n))
             known += int(n)
         self._events.labels(**b, op="unknown", outcome="received").inc(
-            max(0, int(st.events) - known))
+            max(0, int(st.events) - known)
+        )
 
     def _observe_rejects(self, st: BatchFigures) -> None:
         """A committed batch's rejects by reason class (``other`` without reasons)."""
@@ -348,8 +435,9 @@ class SinkMetrics:
         self._compaction_s.labels(**self._base).observe(seconds)
 
     @_never_raises
-    def observe_gc(self, seconds: float, *, ok: bool, removed_files: int = 0,
-                   removed_bytes: int = 0) -> None:
+    def observe_gc(
+        self, seconds: float, *, ok: bool, removed_files: int = 0, removed_bytes: int = 0
+    ) -> None:
         """Counts one GC run, its duration and what it removed."""
         b = self._base
         self._gc_runs.labels(**b, result="ok" if ok else "failed").inc()
@@ -358,16 +446,22 @@ class SinkMetrics:
         self._gc_bytes.labels(**b).inc(removed_bytes)
 
     @_never_raises
-    def observe_progress(self, *, input_rows_per_second: float | None,
-                         processed_rows_per_second: float | None,
-                         avg_offsets_behind: float | None,
-                         max_offsets_behind: float | None) -> None:
+    def observe_progress(
+        self,
+        *,
+        input_rows_per_second: float | None,
+        processed_rows_per_second: float | None,
+        avg_offsets_behind: float | None,
+        max_offsets_behind: float | None,
+    ) -> None:
         """Sets the Kafka gauges from a Spark query progress (``None``: left as is)."""
         b = self._base
-        for g, v in ((self._input_rps, input_rows_per_second),
-                     (self._processed_rps, processed_rows_per_second),
-                     (self._avg_behind, avg_offsets_behind),
-                     (self._max_behind, max_offsets_behind)):
+        for g, v in (
+            (self._input_rps, input_rows_per_second),
+            (self._processed_rps, processed_rows_per_second),
+            (self._avg_behind, avg_offsets_behind),
+            (self._max_behind, max_offsets_behind),
+        ):
             if v is not None and np.isfinite(v):
                 g.labels(**b).set(float(v))
 

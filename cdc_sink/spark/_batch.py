@@ -65,16 +65,23 @@ class PreparedBatch:
 
 
 # ---------------------------------------------------------------------- offsets
-def end_offsets(topic: pa.ChunkedArray | pa.Array, partition: pa.ChunkedArray | pa.Array,
-                offset: pa.ChunkedArray | pa.Array) -> Offsets:
+def end_offsets(
+    topic: pa.ChunkedArray | pa.Array,
+    partition: pa.ChunkedArray | pa.Array,
+    offset: pa.ChunkedArray | pa.Array,
+) -> Offsets:
     """Per topic and partition, the offset after the last record (vectorized group-by)."""
     if len(offset) == 0:
         return {}
     t = pa.table({"t": topic, "p": partition, "o": offset})
     g = t.group_by(["t", "p"], use_threads=False).aggregate([("o", "max")])
     out: Offsets = {}
-    for tp, p, o in zip(g.column("t").to_pylist(), g.column("p").to_pylist(),
-                        g.column("o_max").to_pylist(), strict=True):
+    for tp, p, o in zip(
+        g.column("t").to_pylist(),
+        g.column("p").to_pylist(),
+        g.column("o_max").to_pylist(),
+        strict=True,
+    ):
         if tp is not None and p is not None and o is not None:
             out.setdefault(tp, {})[str(p)] = int(o) + 1
     return out
@@ -104,14 +111,26 @@ def with_raw_bytes(records: pa.Table, raw: DataFrame) -> pa.Table:
         return records
     spark = raw.sparkSession
     coords = records.select(["topic", "partition", "offset"]).append_column(
-        "__i", pa.array(np.arange(records.num_rows, dtype=np.int64)))
-    cdf = spark.createDataFrame(coords.to_pandas()).withColumnRenamed(
-        "topic", "__t").withColumnRenamed("partition", "__p").withColumnRenamed("offset", "__o")
-    joined = raw.join(cdf, (raw["topic"] == cdf["__t"]) & (raw["partition"] == cdf["__p"])
-                      & (raw["offset"] == cdf["__o"])).select("__i", "key", "value").toArrow()
+        "__i", pa.array(np.arange(records.num_rows, dtype=np.int64))
+    )
+    cdf = (
+        spark.createDataFrame(coords.to_pandas())
+        .withColumnRenamed("topic", "__t")
+        .withColumnRenamed("partition", "__p")
+        .withColumnRenamed("offset", "__o")
+    )
+    joined = (
+        raw.join(
+            cdf,
+            (raw["topic"] == cdf["__t"])
+            & (raw["partition"] == cdf["__p"])
+            & (raw["offset"] == cdf["__o"]),
+        )
+        .select("__i", "key", "value")
+        .toArrow()
+    )
     idx = np.full(records.num_rows, -1, dtype=np.int64)
-    idx[np.asarray(joined.column("__i").to_numpy(), dtype=np.int64)] = np.arange(
-        joined.num_rows)
+    idx[np.asarray(joined.column("__i").to_numpy(), dtype=np.int64)] = np.arange(joined.num_rows)
     take = pa.array(idx, mask=idx < 0)
     key = joined.column("key").combine_chunks().take(take)
     value = joined.column("value").combine_chunks().take(take)
@@ -121,8 +140,7 @@ def with_raw_bytes(records: pa.Table, raw: DataFrame) -> pa.Table:
 
 
 # ---------------------------------------------------------------------- wire tables
-def to_change_batch(arrow: pa.Table, schema: TableSchema
-                    ) -> tuple[ChangeBatch, Rejects, pa.Table]:
+def to_change_batch(arrow: pa.Table, schema: TableSchema) -> tuple[ChangeBatch, Rejects, pa.Table]:
     """Splits a decoded wire table into a validated batch, the rejects (positions are
     row indexes of ``arrow``), and the bookkeeping columns.
 
@@ -130,25 +148,27 @@ def to_change_batch(arrow: pa.Table, schema: TableSchema
     Debezium tombstone or logical-decoding message): it is neither applied nor rejected.
     """
     meta = arrow.select([c for c in META_COLUMNS if c in arrow.column_names])
-    wire = arrow.drop_columns([c for c in arrow.column_names
-                               if c in META_COLUMNS or c == "__bucket"])
+    wire = arrow.drop_columns(
+        [c for c in arrow.column_names if c in META_COLUMNS or c == "__bucket"]
+    )
     reason = meta.column("__reason").combine_chunks()
     bad = np.asarray(reason.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    skipped = ~bad & np.asarray(arrow.column("__op").is_null().to_numpy(zero_copy_only=False),
-                                dtype=bool)
+    skipped = ~bad & np.asarray(
+        arrow.column("__op").is_null().to_numpy(zero_copy_only=False), dtype=bool
+    )
     positions = np.arange(arrow.num_rows, dtype=np.int64)
     good = np.flatnonzero(~bad & ~skipped)
     rejects = Rejects(positions[bad], [str(r) for r in reason.filter(pa.array(bad)).to_pylist()])
-    batch, more = ChangeBatch.from_arrow(wire.take(pa.array(good)), schema,
-                                         position=positions[good])
+    batch, more = ChangeBatch.from_arrow(
+        wire.take(pa.array(good)), schema, position=positions[good]
+    )
     rejects.extend(more)
     return batch, rejects, meta
 
 
 def meta_end_offsets(meta: pa.Table) -> Offsets:
     """:func:`end_offsets` of a wire table's bookkeeping columns."""
-    return end_offsets(meta.column("__topic"), meta.column("__partition"),
-                       meta.column("__offset"))
+    return end_offsets(meta.column("__topic"), meta.column("__partition"), meta.column("__offset"))
 
 
 # ---------------------------------------------------------------------- figures

@@ -47,8 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["prepare_buckets", "prepare_in_driver", "prepare_jvm_in_driver"]
 
 
-def prepare_buckets(table: Table, batch: ChangeBatch
-                    ) -> tuple[int, list[PreparedBucket], Rejects]:
+def prepare_buckets(table: Table, batch: ChangeBatch) -> tuple[int, list[PreparedBucket], Rejects]:
     """Prepares every bucket of ``batch`` in ``table`` as its next version (all rolled
     back if one fails); (version, prepared buckets, events the tablets refused)."""
     version = table.version + 1
@@ -58,8 +57,9 @@ def prepare_buckets(table: Table, batch: ChangeBatch
         for b, part in sorted(batch.split_by_bucket().items()):
             p = commit.prepare_bucket(table, b, version, part)
             prepared.append(p)
-            refused.extend(Rejects(np.asarray(p.reject_positions, dtype=np.int64),
-                                   list(p.reject_reasons)))
+            refused.extend(
+                Rejects(np.asarray(p.reject_positions, dtype=np.int64), list(p.reject_reasons))
+            )
     except BaseException:
         commit.abort_prepared(table, version, prepared)
         raise
@@ -74,17 +74,22 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
     from cdc_sink.formats import TS_MISSING, get_decoder
 
     t0 = time.perf_counter()
-    raw = df.select("key", "value", "topic", "partition", "offset",
-                    F.unix_millis("timestamp").alias("__kafka_ms")).toArrow()
+    raw = df.select(
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("__kafka_ms"),
+    ).toArrow()
     t1 = time.perf_counter()
     n = raw.num_rows
     dec = get_decoder(fn.format, **fn.decoder_options).decode_with_meta(
-        raw.column("value"), schema, position=np.arange(n, dtype=np.int64),
-        keys=raw.column("key"))
+        raw.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=raw.column("key")
+    )
     batch = dec.batch
     # Each event's producer time: its own ts_ms, else its Kafka record's timestamp.
-    kafka_ms = np.asarray(raw.column("__kafka_ms").to_numpy(zero_copy_only=False),
-                          dtype=np.int64)
+    kafka_ms = np.asarray(raw.column("__kafka_ms").to_numpy(zero_copy_only=False), dtype=np.int64)
     ts = kafka_ms[batch.positions]
     if dec.ts_ms is not None:
         ts = np.where(dec.ts_ms != TS_MISSING, dec.ts_ms, ts)
@@ -95,23 +100,30 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
     t3 = time.perf_counter()
     step = max(1, len(ts) // TS_SAMPLE)
     return PreparedBatch(
-        version, prepared, records, events=n, log_events=len(batch),
-        offsets=end_offsets(raw.column("topic"), raw.column("partition"),
-                            raw.column("offset")),
-        ops=op_counts(batch), phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},
-        max_ts_ms=int(ts.max()) if len(ts) else None, ts_sample=ts[::step])
+        version,
+        prepared,
+        records,
+        events=n,
+        log_events=len(batch),
+        offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
+        ops=op_counts(batch),
+        phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},
+        max_ts_ms=int(ts.max()) if len(ts) else None,
+        ts_sample=ts[::step],
+    )
 
 
-def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema
-                          ) -> PreparedBatch:
+def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
     """Native JSON decoded by Spark (``from_json``), prepared in the driver.
 
     Raises:
         InvalidOption: The sink has decoder options (they apply to Python decoders).
     """
     if fn.decoder_options:
-        raise InvalidOption("decoder options apply to the Python decoders, not to "
-                            "json_decoder='jvm'", option="decoder_options")
+        raise InvalidOption(
+            "decoder options apply to the Python decoders, not to json_decoder='jvm'",
+            option="decoder_options",
+        )
     t0 = time.perf_counter()
     arrow = decode_native_json(df, schema).toArrow()
     t1 = time.perf_counter()
@@ -119,13 +131,24 @@ def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema
     t2 = time.perf_counter()
     version, prepared, more = prepare_buckets(fn.table, batch)
     refused.extend(more)
-    source = pa.table({"topic": meta.column("__topic"),
-                       "partition": meta.column("__partition"),
-                       "offset": meta.column("__offset")})
+    source = pa.table(
+        {
+            "topic": meta.column("__topic"),
+            "partition": meta.column("__partition"),
+            "offset": meta.column("__offset"),
+        }
+    )
     records = with_raw_bytes(reject_records(sorted_rejects(refused), source), df)
     t3 = time.perf_counter()
     return PreparedBatch(
-        version, prepared, records, events=arrow.num_rows, log_events=arrow.num_rows,
-        offsets=meta_end_offsets(meta), ops=op_counts(batch),
+        version,
+        prepared,
+        records,
+        events=arrow.num_rows,
+        log_events=arrow.num_rows,
+        offsets=meta_end_offsets(meta),
+        ops=op_counts(batch),
         phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},  # read: from_json
-        max_ts_ms=max_ts(meta), ts_sample=ts_sample(meta))
+        max_ts_ms=max_ts(meta),
+        ts_sample=ts_sample(meta),
+    )

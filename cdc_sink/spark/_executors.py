@@ -61,20 +61,32 @@ __all__ = ["prepare_in_executors"]
 _TABLES = TableCache()
 """This worker's tables prepared into (tablets cached across batches; rebuilt after fork)."""
 
-_MESSAGE = pa.schema([
-    ("bucket", pa.int32()), ("segment", pa.string()), ("snapshot", pa.string()),
-    ("counts", pa.string()), ("files", pa.string()), ("rejects", pa.string()),
-    ("events", pa.int64()), ("max_ts_ms", pa.int64()), ("ts_sample", pa.string()),
-    ("ops", pa.string()), ("offsets", pa.string()), ("figures", pa.string())])
+_MESSAGE = pa.schema(
+    [
+        ("bucket", pa.int32()),
+        ("segment", pa.string()),
+        ("snapshot", pa.string()),
+        ("counts", pa.string()),
+        ("files", pa.string()),
+        ("rejects", pa.string()),
+        ("events", pa.int64()),
+        ("max_ts_ms", pa.int64()),
+        ("ts_sample", pa.string()),
+        ("ops", pa.string()),
+        ("offsets", pa.string()),
+        ("figures", pa.string()),
+    ]
+)
 """What a task sends back per bucket it prepared (JSON text for the nested parts)."""
-_MESSAGE_DDL = ("bucket int, segment string, snapshot string, counts string, files string, "
-                "rejects string, events bigint, max_ts_ms bigint, ts_sample string, "
-                "ops string, offsets string, figures string")
+_MESSAGE_DDL = (
+    "bucket int, segment string, snapshot string, counts string, files string, "
+    "rejects string, events bigint, max_ts_ms bigint, ts_sample string, "
+    "ops string, offsets string, figures string"
+)
 
 
 # ---------------------------------------------------------------------- driver side
-def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema
-                         ) -> PreparedBatch:
+def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
     """Prepares every bucket of the micro-batch in a Spark task (one per bucket).
 
     Also records the figures the tasks report in ``fn.bucket_figures``.
@@ -82,11 +94,19 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema
     t0 = time.perf_counter()
     table = fn.table
     version = table.version + 1
-    task = partial(_prepare_partition, path=fn.path, version=version,
-                   schema_dict=schema.to_dict(), options=fn.table_options)
-    msgs = (_routed(_decode_in_spark(fn, df, schema), schema)
-            .repartition(schema.num_buckets, "__bucket")
-            .mapInArrow(task, _MESSAGE_DDL).toArrow())
+    task = partial(
+        _prepare_partition,
+        path=fn.path,
+        version=version,
+        schema_dict=schema.to_dict(),
+        options=fn.table_options,
+    )
+    msgs = (
+        _routed(_decode_in_spark(fn, df, schema), schema)
+        .repartition(schema.num_buckets, "__bucket")
+        .mapInArrow(task, _MESSAGE_DDL)
+        .toArrow()
+    )
     got = _collect(msgs, version)
     fn.bucket_figures.update(got.figures)
     try:
@@ -97,26 +117,36 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema
     t2 = time.perf_counter()
     sample = np.concatenate(got.samples) if got.samples else np.empty(0, np.int64)
     return PreparedBatch(
-        version, got.prepared, records, events=got.events, log_events=got.events,
-        offsets=got.offsets, ops=dict(got.ops),
+        version,
+        got.prepared,
+        records,
+        events=got.events,
+        log_events=got.events,
+        offsets=got.offsets,
+        ops=dict(got.ops),
         phases={"read": 0.0, "decode": 0.0, "apply": t2 - t0},
-        max_ts_ms=got.max_ts, ts_sample=sample)
+        max_ts_ms=got.max_ts,
+        ts_sample=sample,
+    )
 
 
 def _decode_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
     """The batch in the wire form, decoded in Spark tasks (or by ``from_json``)."""
     if fn.format == "json" and fn.json_decoder == "jvm":
         if fn.decoder_options:
-            raise InvalidOption("decoder options apply to the Python decoders, not to "
-                                "json_decoder='jvm'", option="decoder_options")
+            raise InvalidOption(
+                "decoder options apply to the Python decoders, not to json_decoder='jvm'",
+                option="decoder_options",
+            )
         return decode_native_json(df, schema)
     from pyspark.sql import functions as F
 
-    task = partial(_decode_partition, fmt=fn.format, schema_dict=schema.to_dict(),
-                   options=fn.decoder_options)
-    return df.select("key", "value", "topic", "partition", "offset",
-                     F.unix_millis("timestamp").alias("ts_ms")).mapInArrow(
-        task, wire_schema(schema))
+    task = partial(
+        _decode_partition, fmt=fn.format, schema_dict=schema.to_dict(), options=fn.decoder_options
+    )
+    return df.select(
+        "key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms")
+    ).mapInArrow(task, wire_schema(schema))
 
 
 def _routed(wire: DataFrame, schema: TableSchema) -> DataFrame:
@@ -127,9 +157,14 @@ def _routed(wire: DataFrame, schema: TableSchema) -> DataFrame:
     nb = schema.num_buckets
     bucket = F.pmod(F.xxhash64(*keys), F.lit(nb)).cast("int")
     # A truncate names no key and clears every bucket: each bucket gets a copy.
-    return wire.withColumn("__bucket", F.explode(
-        F.when(F.col("__op") == F.lit("truncate"), F.sequence(F.lit(0), F.lit(nb - 1)))
-        .otherwise(F.array(bucket))))
+    return wire.withColumn(
+        "__bucket",
+        F.explode(
+            F.when(
+                F.col("__op") == F.lit("truncate"), F.sequence(F.lit(0), F.lit(nb - 1))
+            ).otherwise(F.array(bucket))
+        ),
+    )
 
 
 @dataclass
@@ -159,31 +194,57 @@ def _collect(msgs: pa.Table, version: int) -> _Collected:
         merge_offsets(got.offsets, json.loads(row["offsets"]))
         got.figures[row["bucket"]] = BucketFigures(**json.loads(row["figures"]))
         if row["segment"] is not None or row["snapshot"] is not None:  # bulk: no segment
-            got.prepared.append(PreparedBucket(
-                bucket=row["bucket"], version=version, segment=row["segment"],
-                snapshot=row["snapshot"], counts=json.loads(row["counts"]),
-                reject_positions=np.empty(0, np.int64), reject_reasons=[],
-                files=json.loads(row["files"])))
+            got.prepared.append(
+                PreparedBucket(
+                    bucket=row["bucket"],
+                    version=version,
+                    segment=row["segment"],
+                    snapshot=row["snapshot"],
+                    counts=json.loads(row["counts"]),
+                    reject_positions=np.empty(0, np.int64),
+                    reject_reasons=[],
+                    files=json.loads(row["files"]),
+                )
+            )
     return got
 
 
 def _reject_records(rejected: list[dict[str, Any]], df: DataFrame) -> pa.Table:
     """The tasks' rejects (Kafka coordinates and reason) as reject records in Kafka
     order, with their raw key and value bytes."""
-    coords = pa.Table.from_pylist(rejected, schema=pa.schema([
-        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-        ("reason", pa.string())]))
-    coords = coords.sort_by([("topic", "ascending"), ("partition", "ascending"),
-                             ("offset", "ascending")])
-    return with_raw_bytes(pa.table({
-        "position": pa.nulls(coords.num_rows, pa.int64()),
-        **{c: coords.column(c) for c in coords.column_names}}), df)
+    coords = pa.Table.from_pylist(
+        rejected,
+        schema=pa.schema(
+            [
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("offset", pa.int64()),
+                ("reason", pa.string()),
+            ]
+        ),
+    )
+    coords = coords.sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
+    )
+    return with_raw_bytes(
+        pa.table(
+            {
+                "position": pa.nulls(coords.num_rows, pa.int64()),
+                **{c: coords.column(c) for c in coords.column_names},
+            }
+        ),
+        df,
+    )
 
 
 # ---------------------------------------------------------------------- task side
-def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: FormatName,
-                      schema_dict: dict[str, Any], options: dict[str, Any] | None = None
-                      ) -> Iterator[pa.RecordBatch]:
+def _decode_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    fmt: FormatName,
+    schema_dict: dict[str, Any],
+    options: dict[str, Any] | None = None,
+) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: Python decoding into the wire form. Rows a decoder skipped on
     purpose (tombstones) get neither an op nor a reason."""
     from cdc_sink.formats import get_decoder
@@ -195,8 +256,9 @@ def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: FormatName,
     for rb in batches:
         n = rb.num_rows
         keys = rb.column("key") if "key" in rb.schema.names else None
-        batch, rejects = decoder.decode(rb.column("value"), schema,
-                                        position=np.arange(n, dtype=np.int64), keys=keys)
+        batch, rejects = decoder.decode(
+            rb.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=keys
+        )
         # Valid events keep their wire columns; rejected rows carry only a reason.
         cols = _scattered(batch.to_arrow(), pa.array(batch.positions), n, out_schema)
         reasons = np.full(n, None, dtype=object)
@@ -205,19 +267,27 @@ def _decode_partition(batches: Iterator[pa.RecordBatch], *, fmt: FormatName,
         cols["__topic"] = rb.column("topic")
         cols["__partition"] = rb.column("partition")
         cols["__offset"] = rb.column("offset")
-        cols["__ts_ms"] = (rb.column("ts_ms").cast(pa.int64()) if "ts_ms" in rb.schema.names
-                           else pa.nulls(n, pa.int64()))
+        cols["__ts_ms"] = (
+            rb.column("ts_ms").cast(pa.int64())
+            if "ts_ms" in rb.schema.names
+            else pa.nulls(n, pa.int64())
+        )
         ops = cols.get("__op")
         if ops is not None:  # int8 codes -> names (a dictionary take, no loop)
             cols["__op"] = pa.array(OP_NAMES, pa.string()).take(ops.cast(pa.int32()))
         # Every batch has the same schema, whichever columns its events happened to set.
         yield pa.RecordBatch.from_arrays(
-            [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type)
-             for f in out_schema], schema=out_schema)
+            [
+                cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type)
+                for f in out_schema
+            ],
+            schema=out_schema,
+        )
 
 
-def _scattered(wire: pa.Table, positions: pa.Array, n: int, out_schema: pa.Schema
-               ) -> dict[str, pa.Array]:
+def _scattered(
+    wire: pa.Table, positions: pa.Array, n: int, out_schema: pa.Schema
+) -> dict[str, pa.Array]:
     """Each column of ``out_schema`` that ``wire`` has, as ``n`` rows with the wire's
     values at ``positions`` and nulls elsewhere."""
     cols: dict[str, pa.Array] = {}
@@ -242,31 +312,42 @@ def _figures(table: Table, bucket: int) -> dict[str, int]:
     t = commit.bucket_tablet(table, bucket)  # the worker's own copy, pending at the new version
     if t is None:
         return {"live_rows": 0, "memory_bytes": 0, "delta_versions": 0}
-    return {"live_rows": int(t.num_rows()), "memory_bytes": int(t.memory_bytes()),
-            "delta_versions": int(t.delta_versions())}
+    return {
+        "live_rows": int(t.num_rows()),
+        "memory_bytes": int(t.memory_bytes()),
+        "delta_versions": int(t.delta_versions()),
+    }
 
 
-def _prepare_partition(batches: Iterator[pa.RecordBatch], *, path: str, version: int,
-                       schema_dict: dict[str, Any], options: TableOptions | None
-                       ) -> Iterator[pa.RecordBatch]:
+def _prepare_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    path: str,
+    version: int,
+    schema_dict: dict[str, Any],
+    options: TableOptions | None,
+) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of executors mode: prepare every bucket present in this task."""
     schema = TableSchema.from_dict(schema_dict)
     rbs = list(batches)
     if not rbs:
         return
     # Shuffle blocks arrive in any order: apply in Kafka order, as the driver mode does.
-    arrow = pa.Table.from_batches(rbs).sort_by([
-        ("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")])
+    arrow = pa.Table.from_batches(rbs).sort_by(
+        [("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")]
+    )
     buckets = np.asarray(arrow.column("__bucket").to_numpy(), dtype=np.int64)
     table = _TABLES.get(path, options=options)
     for b in np.unique(buckets).tolist():
         part = arrow.take(pa.array(np.flatnonzero(buckets == b)))
         yield pa.RecordBatch.from_pylist(
-            [_prepare_bucket(table, int(b), version, part, schema)], schema=_MESSAGE)
+            [_prepare_bucket(table, int(b), version, part, schema)], schema=_MESSAGE
+        )
 
 
-def _prepare_bucket(table: Table, bucket: int, version: int, part: pa.Table,
-                    schema: TableSchema) -> dict[str, Any]:
+def _prepare_bucket(
+    table: Table, bucket: int, version: int, part: pa.Table, schema: TableSchema
+) -> dict[str, Any]:
     """Prepares one bucket's events (a wire table) and returns its message row."""
     batch, rejects, meta = to_change_batch(part, schema)
     ops = op_counts(batch)
@@ -274,17 +355,29 @@ def _prepare_bucket(table: Table, bucket: int, version: int, part: pa.Table,
     prepared = commit.prepare_bucket(table, bucket, version, batch)
     rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
     idx = pa.array(rejects.positions)
-    rej = [{"topic": t, "partition": p, "offset": o, "reason": r} for t, p, o, r in zip(
-        meta.column("__topic").take(idx).to_pylist(),
-        meta.column("__partition").take(idx).to_pylist(),
-        meta.column("__offset").take(idx).to_pylist(), rejects.reasons, strict=True)]
+    rej = [
+        {"topic": t, "partition": p, "offset": o, "reason": r}
+        for t, p, o, r in zip(
+            meta.column("__topic").take(idx).to_pylist(),
+            meta.column("__partition").take(idx).to_pylist(),
+            meta.column("__offset").take(idx).to_pylist(),
+            rejects.reasons,
+            strict=True,
+        )
+    ]
     return {
-        "bucket": bucket, "segment": prepared.segment, "snapshot": prepared.snapshot,
-        "counts": json.dumps(prepared.counts), "files": json.dumps(prepared.files),
-        "rejects": json.dumps(rej), "events": part.num_rows - copies,
+        "bucket": bucket,
+        "segment": prepared.segment,
+        "snapshot": prepared.snapshot,
+        "counts": json.dumps(prepared.counts),
+        "files": json.dumps(prepared.files),
+        "rejects": json.dumps(rej),
+        "events": part.num_rows - copies,
         "max_ts_ms": max_ts(meta),
         "ts_sample": json.dumps(ts_sample(meta, TS_SAMPLE // 8).tolist()),
         "ops": json.dumps(ops),
         "figures": json.dumps(_figures(table, bucket)),
-        "offsets": json.dumps(end_offsets(meta.column("__topic"), meta.column("__partition"),
-                                          meta.column("__offset")))}
+        "offsets": json.dumps(
+            end_offsets(meta.column("__topic"), meta.column("__partition"), meta.column("__offset"))
+        ),
+    }

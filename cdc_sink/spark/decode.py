@@ -30,8 +30,13 @@ if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame
 
-__all__ = ["META_COLUMNS", "decode_native_json", "spark_type_name", "wire_arrow_schema",
-           "wire_schema"]
+__all__ = [
+    "META_COLUMNS",
+    "decode_native_json",
+    "spark_type_name",
+    "wire_arrow_schema",
+    "wire_schema",
+]
 
 META_COLUMNS = ("__reason", "__topic", "__partition", "__offset", "__ts_ms")
 
@@ -49,9 +54,13 @@ def wire_arrow_schema(schema: TableSchema) -> pa.Schema:
     fields += [pa.field(c.name, c.type) for c in schema.key_columns]
     for c in schema.value_columns:
         fields += [pa.field(c.name, c.type), pa.field(SET_PREFIX + c.name, pa.bool_())]
-    fields += [pa.field("__reason", pa.string()), pa.field("__topic", pa.string()),
-               pa.field("__partition", pa.int32()), pa.field("__offset", pa.int64()),
-               pa.field("__ts_ms", pa.int64())]
+    fields += [
+        pa.field("__reason", pa.string()),
+        pa.field("__topic", pa.string()),
+        pa.field("__partition", pa.int32()),
+        pa.field("__offset", pa.int64()),
+        pa.field("__ts_ms", pa.int64()),
+    ]
     return pa.schema(fields)
 
 
@@ -61,8 +70,13 @@ def wire_schema(schema: TableSchema) -> str:
     cols += [f"`{c.name}` {spark_type_name(c.type)}" for c in schema.key_columns]
     for c in schema.value_columns:
         cols += [f"`{c.name}` {spark_type_name(c.type)}", f"`{SET_PREFIX}{c.name}` boolean"]
-    cols += ["`__reason` string", "`__topic` string", "`__partition` int", "`__offset` bigint",
-             "`__ts_ms` bigint"]
+    cols += [
+        "`__reason` string",
+        "`__topic` string",
+        "`__partition` int",
+        "`__offset` bigint",
+        "`__ts_ms` bigint",
+    ]
     return ", ".join(cols)
 
 
@@ -92,10 +106,16 @@ def decode_native_json(df: DataFrame, schema: TableSchema) -> DataFrame:
 
     ev = F.from_json(
         F.col("value").cast("string"),
-        "struct<op:string,key:map<string,string>,set:map<string,string>,seq:bigint,"
-        "ts_ms:bigint>", {"mode": "PERMISSIVE"})
-    base = df.select(ev.alias("e"), "topic", "partition", "offset",
-                     F.unix_millis("timestamp").alias("__kafka_ms"))
+        "struct<op:string,key:map<string,string>,set:map<string,string>,seq:bigint,ts_ms:bigint>",
+        {"mode": "PERMISSIVE"},
+    )
+    base = df.select(
+        ev.alias("e"),
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("__kafka_ms"),
+    )
     e = F.col("e")
     sets = F.coalesce(e["set"], F.create_map().cast("map<string,string>"))
     keys = F.coalesce(e["key"], F.create_map().cast("map<string,string>"))
@@ -104,35 +124,48 @@ def decode_native_json(df: DataFrame, schema: TableSchema) -> DataFrame:
     if schema.sequence_column is not None:
         seq = F.coalesce(seq, sets[schema.sequence_column].try_cast("bigint"))
     out.append(seq.alias("__seq"))
-    reason = F.when(e.isNull() | e["op"].isNull(),
-                    F.lit("malformed event: not a JSON object with an 'op'"))
+    reason = F.when(
+        e.isNull() | e["op"].isNull(), F.lit("malformed event: not a JSON object with an 'op'")
+    )
     for k in schema.key_columns:
         raw = keys[k.name]
         typed = _cast(raw, k)
         out.append(typed.alias(k.name))
-        reason = reason.when(raw.isNotNull() & typed.isNull(),
-                             F.lit(f"key column {k.name!r}: not a valid {type_to_str(k.type)}"))
+        reason = reason.when(
+            raw.isNotNull() & typed.isNull(),
+            F.lit(f"key column {k.name!r}: not a valid {type_to_str(k.type)}"),
+        )
     is_delete = e["op"] == F.lit("delete")
     for c in schema.value_columns:
         raw = sets[c.name]
         typed = _cast(raw, c)
         present = F.map_contains_key(sets, F.lit(c.name)) & ~F.coalesce(is_delete, F.lit(False))
         out += [typed.alias(c.name), present.alias(SET_PREFIX + c.name)]
-        reason = reason.when(present & raw.isNotNull() & typed.isNull(),
-                             F.lit(f"column {c.name!r}: value is not a valid "
-                                   f"{type_to_str(c.type)}"))
-    known = F.array(*[F.lit(c.name) for c in schema.value_columns]) if schema.value_columns \
+        reason = reason.when(
+            present & raw.isNotNull() & typed.isNull(),
+            F.lit(f"column {c.name!r}: value is not a valid {type_to_str(c.type)}"),
+        )
+    known = (
+        F.array(*[F.lit(c.name) for c in schema.value_columns])
+        if schema.value_columns
         else F.array().cast("array<string>")
+    )
     unknown = F.array_except(F.map_keys(sets), known)
-    reason = reason.when(~F.coalesce(is_delete, F.lit(False)) & (F.size(unknown) > 0),
-                         F.concat(F.lit("unknown column(s) in 'set': "),
-                                  F.array_join(unknown, ", ")))
+    reason = reason.when(
+        ~F.coalesce(is_delete, F.lit(False)) & (F.size(unknown) > 0),
+        F.concat(F.lit("unknown column(s) in 'set': "), F.array_join(unknown, ", ")),
+    )
     key_names = F.array(*[F.lit(k.name) for k in schema.key_columns])
     extra_keys = F.array_except(F.map_keys(keys), key_names)
-    reason = reason.when(F.size(extra_keys) > 0,
-                         F.concat(F.lit("unknown key column(s): "),
-                                  F.array_join(extra_keys, ", ")))
-    out += [reason.alias("__reason"), F.col("topic").alias("__topic"),
-            F.col("partition").alias("__partition"), F.col("offset").alias("__offset"),
-            F.coalesce(e["ts_ms"], F.col("__kafka_ms")).alias("__ts_ms")]
+    reason = reason.when(
+        F.size(extra_keys) > 0,
+        F.concat(F.lit("unknown key column(s): "), F.array_join(extra_keys, ", ")),
+    )
+    out += [
+        reason.alias("__reason"),
+        F.col("topic").alias("__topic"),
+        F.col("partition").alias("__partition"),
+        F.col("offset").alias("__offset"),
+        F.coalesce(e["ts_ms"], F.col("__kafka_ms")).alias("__ts_ms"),
+    ]
     return base.select(*out)

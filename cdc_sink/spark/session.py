@@ -27,8 +27,9 @@ class SparkSessionConflict(CdcSinkError, RuntimeError):
     """A SparkContext already runs in this process without the jars this session needs."""
 
 
-def local_spark_conf(*, with_kafka: bool = True,
-                     extra_conf: Mapping[str, str] | None = None) -> dict[str, str]:
+def local_spark_conf(
+    *, with_kafka: bool = True, extra_conf: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The configuration :func:`local_spark` applies (``extra_conf`` wins)."""
     conf = {
         "spark.ui.enabled": "false",
@@ -51,9 +52,13 @@ def local_spark_conf(*, with_kafka: bool = True,
     return conf
 
 
-def local_spark(app_name: str = "cdc_sink", *, master: str = "local[2]",
-                with_kafka: bool = True,
-                extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+def local_spark(
+    app_name: str = "cdc_sink",
+    *,
+    master: str = "local[2]",
+    with_kafka: bool = True,
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
     """Build (or return the running) local SparkSession.
 
     Settings: no UI, 2 shuffle partitions, UTC session time zone, 1 GiB driver, Arrow
@@ -85,7 +90,8 @@ def local_spark(app_name: str = "cdc_sink", *, master: str = "local[2]",
             raise SparkSessionConflict(
                 "a SparkContext already runs in this process without the Spark-Kafka "
                 f"jars ({', '.join(os.path.basename(j) for j in missing)}); stop it "
-                "first: spark.jars cannot be added to a running JVM")
+                "first: spark.jars cannot be added to a running JVM"
+            )
 
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():

@@ -147,8 +147,13 @@ def _parse_options(options: Mapping[str, str]) -> _ReadOptions:
     push = str(opts.get("pushfilters", "true")).strip().lower()
     if push not in ("true", "false"):
         raise ValueError(f"cdc_sink: pushFilters must be true or false, got {push!r}")
-    return _ReadOptions(path=path, version=version, timestamp=timestamp, columns=columns,
-                        push_filters=push == "true")
+    return _ReadOptions(
+        path=path,
+        version=version,
+        timestamp=timestamp,
+        columns=columns,
+        push_filters=push == "true",
+    )
 
 
 def _given(raw: object) -> str | None:
@@ -166,8 +171,10 @@ def _path_option(path: str | None) -> str:
     if url.scheme == "file":
         return urllib.parse.unquote(url.path)
     if url.scheme and len(url.scheme) > 1:  # (a one-letter scheme is a Windows drive)
-        raise ValueError(f"cdc_sink: tables live on a local or mounted file system; "
-                         f"{url.scheme}:// paths are not supported ({path!r})")
+        raise ValueError(
+            f"cdc_sink: tables live on a local or mounted file system; "
+            f"{url.scheme}:// paths are not supported ({path!r})"
+        )
     return str(path)
 
 
@@ -193,8 +200,9 @@ def _columns_option(raw: str | None) -> tuple[str, ...] | None:
         return None
     columns = tuple(c.strip() for c in str(raw).split(","))
     if any(not c for c in columns) or len(set(columns)) != len(columns):
-        raise ValueError(f"cdc_sink: columns must be distinct names separated by commas, "
-                         f"got {raw!r}")
+        raise ValueError(
+            f"cdc_sink: columns must be distinct names separated by commas, got {raw!r}"
+        )
     return columns
 
 
@@ -215,26 +223,34 @@ def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) 
         try:
             version = table.resolve_version(None, timestamp)
         except ValueError:
-            raise ValueError(f"cdc_sink: timestampAsOf must be an ISO-8601 timestamp or "
-                             f"epoch milliseconds, got {timestamp!r}") from None
+            raise ValueError(
+                f"cdc_sink: timestampAsOf must be an ISO-8601 timestamp or "
+                f"epoch milliseconds, got {timestamp!r}"
+            ) from None
     else:
         version = table.resolve_version(o.version, timestamp)
     schema = table.schema_at(version)
     columns: Sequence[str] = o.columns if o.columns is not None else schema.names
     unknown = [c for c in columns if not schema.has_column(c)]
     if unknown:
-        raise ValueError(f"cdc_sink: no column(s) {unknown} at version {version} "
-                         f"(columns: {schema.names})")
+        raise ValueError(
+            f"cdc_sink: no column(s) {unknown} at version {version} (columns: {schema.names})"
+        )
     declared = spark_schema(schema, columns)
     if user_schema is not None:
         declared = _check_user_schema(user_schema, spark_schema(schema), version)
         if o.columns is not None and tuple(declared.names) != tuple(columns):
             raise ValueError("cdc_sink: the columns option and the given schema disagree")
         columns = declared.names
-    return _Resolved(path=o.path, version=version, columns=tuple(columns),
-                     types={c.name: c.type for c in schema.columns},
-                     num_buckets=schema.num_buckets, schema=declared,
-                     push_filters=o.push_filters)
+    return _Resolved(
+        path=o.path,
+        version=version,
+        columns=tuple(columns),
+        types={c.name: c.type for c in schema.columns},
+        num_buckets=schema.num_buckets,
+        schema=declared,
+        push_filters=o.push_filters,
+    )
 
 
 def _check_user_schema(user: StructType, full: StructType, version: int) -> StructType:
@@ -242,11 +258,15 @@ def _check_user_schema(user: StructType, full: StructType, version: int) -> Stru
     for f in user.fields:
         have = by_name.get(f.name)
         if have is None:
-            raise SchemaMismatch(f"cdc_sink: the given schema names {f.name!r}, which version "
-                                 f"{version} does not have (columns: {full.names})")
+            raise SchemaMismatch(
+                f"cdc_sink: the given schema names {f.name!r}, which version "
+                f"{version} does not have (columns: {full.names})"
+            )
         if have.dataType != f.dataType:
-            raise SchemaMismatch(f"cdc_sink: column {f.name!r} is {have.dataType.simpleString()}"
-                                 f" at version {version}, not {f.dataType.simpleString()}")
+            raise SchemaMismatch(
+                f"cdc_sink: column {f.name!r} is {have.dataType.simpleString()}"
+                f" at version {version}, not {f.dataType.simpleString()}"
+            )
     return user
 
 
@@ -312,9 +332,16 @@ class CdcSinkScan(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         """One :class:`BucketPartition` per bucket."""
         r = self.resolved
-        return [BucketPartition(path=r.path, version=r.version, bucket=b, columns=r.columns,
-                                filters=tuple(self.filters))
-                for b in range(r.num_buckets)]
+        return [
+            BucketPartition(
+                path=r.path,
+                version=r.version,
+                bucket=b,
+                columns=r.columns,
+                filters=tuple(self.filters),
+            )
+            for b in range(r.num_buckets)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The bucket's rows at the partition's version, as batches of the declared schema.
@@ -326,8 +353,9 @@ class CdcSinkScan(DataSourceReader):
         table = _TABLES.get(partition.path)
         version = table.resolve_version(partition.version)
         target = self.arrow_schema
-        for batch in table.bucket_batches(partition.bucket, version, list(partition.columns),
-                                          list(partition.filters) or None):
+        for batch in table.bucket_batches(
+            partition.bucket, version, list(partition.columns), list(partition.filters) or None
+        ):
             if batch.num_rows:
                 yield conform_batch(batch, target)
 
@@ -354,7 +382,10 @@ class CdcSinkReader(CdcSinkScan):
 # ---------------------------------------------------------------------- filters
 _COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 _COMPARISONS: dict[type[Filter], str] = {
-    EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
+    EqualTo: "=",
+    GreaterThan: ">",
+    GreaterThanOrEqual: ">=",
+    LessThan: "<",
     LessThanOrEqual: "<=",
 }
 _NEGATED = {"=": "!=", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
@@ -406,8 +437,9 @@ def translate_filter(f: Filter, types: Mapping[str, pa.DataType]) -> Predicate |
     return (col, op, value)
 
 
-def _translate_in(col: str, t: pa.DataType, values: Sequence[Any],
-                  negated: bool) -> Predicate | None:
+def _translate_in(
+    col: str, t: pa.DataType, values: Sequence[Any], negated: bool
+) -> Predicate | None:
     if negated and (not values or any(v is None for v in values)):
         return None  # NOT IN with a null is never true; NOT IN () keeps null rows
     out: list[Any] = []

@@ -93,8 +93,7 @@ def spark_schema(schema: TableSchema, columns: Sequence[str] | None = None) -> S
         columns: Columns to include, in this order (default all, table order).
     """
     cols = schema.columns if columns is None else [schema.column(n) for n in columns]
-    return StructType([StructField(c.name, spark_type(c.type), nullable=c.nullable)
-                       for c in cols])
+    return StructType([StructField(c.name, spark_type(c.type), nullable=c.nullable) for c in cols])
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -121,8 +120,10 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         return batch
     if batch.schema.names != target.names:
         raise SchemaError(f"batch columns {batch.schema.names} are not {target.names}")
-    arrays = [col if col.type == f.type else col.cast(f.type)
-              for col, f in zip(batch.columns, target, strict=True)]
+    arrays = [
+        col if col.type == f.type else col.cast(f.type)
+        for col, f in zip(batch.columns, target, strict=True)
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
@@ -167,8 +168,7 @@ class _Literal:
 
     @staticmethod
     def floating(value: Any, t: pa.DataType) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
-                                                             np.floating)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise ValueError(f"{value!r} is not a number")
         f = float(value)
         if math.isnan(f):
@@ -218,6 +218,6 @@ class _Literal:
         if q != d:
             raise ValueError(f"{value!r} has more than {t.scale} decimal places")
         unscaled = int(q.scaleb(t.scale, context=_DECIMAL_CONTEXT))
-        if abs(unscaled) >= 10 ** t.precision:
+        if abs(unscaled) >= 10**t.precision:
             raise ValueError(f"{value!r} does not fit {type_to_str(t)}")
         return q

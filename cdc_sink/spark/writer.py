@@ -61,8 +61,15 @@ from cdc_sink.table import Table, TableOptions, create_table, open_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["DEAD_LETTER_SCHEMA", "ApplyMode", "BatchStats", "DeadLetterSink",
-           "JsonDecoder", "SinkFunction", "sink"]
+__all__ = [
+    "DEAD_LETTER_SCHEMA",
+    "ApplyMode",
+    "BatchStats",
+    "DeadLetterSink",
+    "JsonDecoder",
+    "SinkFunction",
+    "sink",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +80,18 @@ JsonDecoder = Literal["python", "jvm"]
 BatchResult = Literal["committed", "skipped", "failed"]
 _APPLY_MODES: tuple[ApplyMode, ...] = get_args(ApplyMode)
 
-DEAD_LETTER_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-    ("key", pa.binary()), ("value", pa.binary()), ("reason", pa.string()),
-    ("batch_id", pa.int64()), ("app_id", pa.string()),
-])
+DEAD_LETTER_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("reason", pa.string()),
+        ("batch_id", pa.int64()),
+        ("app_id", pa.string()),
+    ]
+)
 
 
 class DeadLetterSink(Protocol):
@@ -170,11 +184,20 @@ class SinkFunction:
             metrics).
     """
 
-    def __init__(self, path: str, *, schema: TableSchema | None, fmt: FormatName,
-                 app_id: str, apply_mode: ApplyMode, dead_letter: DeadLetterSink | None,
-                 table_options: TableOptions | None, json_decoder: JsonDecoder = "python",
-                 decoder_options: Mapping[str, Any] | None = None,
-                 stats_limit: int = 256) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        schema: TableSchema | None,
+        fmt: FormatName,
+        app_id: str,
+        apply_mode: ApplyMode,
+        dead_letter: DeadLetterSink | None,
+        table_options: TableOptions | None,
+        json_decoder: JsonDecoder = "python",
+        decoder_options: Mapping[str, Any] | None = None,
+        stats_limit: int = 256,
+    ) -> None:
         self.path = path
         self.format: FormatName = fmt
         self.json_decoder: JsonDecoder = json_decoder
@@ -189,8 +212,9 @@ class SinkFunction:
         elif schema is not None:
             self.table = create_table(path, schema, options=table_options)
         else:
-            raise InvalidOption(f"no table at {path} and no schema to create it with",
-                                option="schema")
+            raise InvalidOption(
+                f"no table at {path} and no schema to create it with", option="schema"
+            )
         self.stats: deque[BatchStats] = deque(maxlen=stats_limit)
         self.dead_letters = 0
         self.dead_letters_forwarded = 0
@@ -219,8 +243,15 @@ class SinkFunction:
             res = self._commit(prepared, batch_id)
             prepared.phases["commit"] = time.perf_counter() - t1
         except BaseException as exc:
-            st = BatchStats(batch_id, None, False, 0, 0, result="failed",
-                            error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+            st = BatchStats(
+                batch_id,
+                None,
+                False,
+                0,
+                0,
+                result="failed",
+                error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+            )
             self._finish(st, t0)
             raise
         st = self._committed_stats(batch_id, prepared, res)
@@ -236,8 +267,9 @@ class SinkFunction:
             return prepare_jvm_in_driver(self, df, schema)
         return prepare_in_driver(self, df, schema)
 
-    def _committed_stats(self, batch_id: int, prepared: PreparedBatch, res: CommitResult
-                         ) -> BatchStats:
+    def _committed_stats(
+        self, batch_id: int, prepared: PreparedBatch, res: CommitResult
+    ) -> BatchStats:
         """The :class:`BatchStats` of a committed batch."""
         rejects = prepared.rejects
         counts = dict(res.counts)
@@ -246,10 +278,21 @@ class SinkFunction:
         reasons = rejects.column("reason").to_numpy(zero_copy_only=False)
         by_reason = dict(Counter(reasons.tolist())) if len(reasons) else {}
         phases = prepared.phases
-        st = BatchStats(batch_id, res.version, False, prepared.events, rejects.num_rows,
-                        counts, phases.get("decode", 0.0), phases.get("apply", 0.0),
-                        max_ts_ms=prepared.max_ts_ms, ts_sample=prepared.ts_sample,
-                        phases=dict(phases), ops=prepared.ops, rejects_by_reason=by_reason)
+        st = BatchStats(
+            batch_id,
+            res.version,
+            False,
+            prepared.events,
+            rejects.num_rows,
+            counts,
+            phases.get("decode", 0.0),
+            phases.get("apply", 0.0),
+            max_ts_ms=prepared.max_ts_ms,
+            ts_sample=prepared.ts_sample,
+            phases=dict(phases),
+            ops=prepared.ops,
+            rejects_by_reason=by_reason,
+        )
         st.committed_ms = int(time.time() * 1000)
         return st
 
@@ -278,8 +321,12 @@ class SinkFunction:
             n = forward(self.table, self.dead_letter, self.app_id, checked=self._forwarded)
             self._forwarded = upto
         except Exception as exc:
-            logger.warning("dead letters not forwarded yet (kept in the table, retried after "
-                           "the next batch): %s: %s", type(exc).__name__, exc)
+            logger.warning(
+                "dead letters not forwarded yet (kept in the table, retried after "
+                "the next batch): %s: %s",
+                type(exc).__name__,
+                exc,
+            )
             n = 0
         self.dead_letters_forwarded += n
         return n, time.perf_counter() - t0
@@ -308,9 +355,16 @@ class SinkFunction:
         version, buckets = prepared.version, prepared.buckets
         try:
             offsets = self._all_offsets(prepared.offsets)
-            res = commit.commit_prepared(self.table, version, buckets, app_id=self.app_id,
-                                         batch_id=batch_id, events=prepared.log_events,
-                                         rejects=prepared.rejects, source_offsets=offsets)
+            res = commit.commit_prepared(
+                self.table,
+                version,
+                buckets,
+                app_id=self.app_id,
+                batch_id=batch_id,
+                events=prepared.log_events,
+                rejects=prepared.rejects,
+                source_offsets=offsets,
+            )
         except BaseException:
             commit.abort_prepared(self.table, version, buckets)
             raise
@@ -338,11 +392,18 @@ class SinkFunction:
         return {}
 
 
-def sink(path: str | os.PathLike[str], *, schema: TableSchema | Mapping[str, Any] | None = None,
-         format: FormatName = "json", app_id: str | None = None,
-         apply_mode: ApplyMode = "driver", dead_letter: DeadLetterSink | None = None,
-         table_options: TableOptions | None = None, json_decoder: JsonDecoder = "python",
-         decoder_options: Mapping[str, Any] | None = None) -> SinkFunction:
+def sink(
+    path: str | os.PathLike[str],
+    *,
+    schema: TableSchema | Mapping[str, Any] | None = None,
+    format: FormatName = "json",
+    app_id: str | None = None,
+    apply_mode: ApplyMode = "driver",
+    dead_letter: DeadLetterSink | None = None,
+    table_options: TableOptions | None = None,
+    json_decoder: JsonDecoder = "python",
+    decoder_options: Mapping[str, Any] | None = None,
+) -> SinkFunction:
     """Returns the ``foreachBatch`` function that commits Kafka CDC micro-batches.
 
     Args:
@@ -372,23 +433,31 @@ def sink(path: str | os.PathLike[str], *, schema: TableSchema | Mapping[str, Any
             or has a bad value, or no table at ``path`` and no ``schema``.
     """
     if format not in FORMATS:
-        raise InvalidOption(f"format must be {', '.join(FORMATS)}, not {format!r}",
-                            option="format")
+        raise InvalidOption(f"format must be {', '.join(FORMATS)}, not {format!r}", option="format")
     if apply_mode not in _APPLY_MODES:
-        raise InvalidOption(f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}",
-                            option="apply_mode")
+        raise InvalidOption(
+            f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}", option="apply_mode"
+        )
     if schema is not None and not isinstance(schema, TableSchema):
         schema = TableSchema.from_dict(schema)
     options = dict(decoder_options or {})
     if options:
         if format == "json" and json_decoder == "jvm":
-            raise InvalidOption("decoder options apply to the Python decoders, not to "
-                                "json_decoder='jvm'", option="decoder_options")
+            raise InvalidOption(
+                "decoder options apply to the Python decoders, not to json_decoder='jvm'",
+                option="decoder_options",
+            )
         from cdc_sink.formats import get_decoder
 
         get_decoder(format, **options)  # raises InvalidOption naming a bad option
-    return SinkFunction(os.fspath(path), schema=schema, fmt=format,
-                        app_id=app_id or f"cdc_sink:{os.path.abspath(path)}",
-                        apply_mode=apply_mode, dead_letter=dead_letter,
-                        table_options=table_options, json_decoder=json_decoder,
-                        decoder_options=options)
+    return SinkFunction(
+        os.fspath(path),
+        schema=schema,
+        fmt=format,
+        app_id=app_id or f"cdc_sink:{os.path.abspath(path)}",
+        apply_mode=apply_mode,
+        dead_letter=dead_letter,
+        table_options=table_options,
+        json_decoder=json_decoder,
+        decoder_options=options,
+    )

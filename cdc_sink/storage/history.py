@@ -59,11 +59,15 @@ class History:
             newest_cp = log.newest_checkpoint_version()
             if newest_cp is not None and (cp is None or newest_cp > cp.version):
                 raise WalCorruption(
-                    f"the checkpoint that replaced log entries {start}..{oldest - 1} is "
-                    "damaged", path=log.checkpoint_path(newest_cp), offset=0)
+                    f"the checkpoint that replaced log entries {start}..{oldest - 1} is damaged",
+                    path=log.checkpoint_path(newest_cp),
+                    offset=0,
+                )
             raise WalCorruption(
                 f"log entries {start}..{oldest - 1} are missing and no checkpoint covers them",
-                path=log.entry_path(start), offset=0)
+                path=log.entry_path(start),
+                offset=0,
+            )
         h.extend(log)
         return h
 
@@ -136,10 +140,14 @@ class History:
     def checkpoint_extra(self, version: int, keep: dict[int, int]) -> dict[str, Any]:
         """``extra`` for a checkpoint at ``version``: per bucket, the segments in
         (kept snapshot version, version], and the schema changes."""
-        segs = {str(b): [[v, r] for v, r in self.segments_between(b, keep.get(b, -1), version)]
-                for b in self.segments}
-        return {"segments": {b: s for b, s in segs.items() if s},
-                "schemas": [[v, s] for v, s in self.schemas if v <= version]}
+        segs = {
+            str(b): [[v, r] for v, r in self.segments_between(b, keep.get(b, -1), version)]
+            for b in self.segments
+        }
+        return {
+            "segments": {b: s for b, s in segs.items() if s},
+            "schemas": [[v, s] for v, s in self.schemas if v <= version],
+        }
 
 
 def _snap_version(rel: str) -> int:

@@ -37,8 +37,16 @@ from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.storage.fsutil import create_file, fsync_dir, fsync_file, makedirs, remove
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
 
-__all__ = ["LocationUpdate", "PageFileWriter", "PageLoc", "PageReader", "StoredPage",
-           "apply_locations", "page_blob", "stored_location"]
+__all__ = [
+    "LocationUpdate",
+    "PageFileWriter",
+    "PageLoc",
+    "PageReader",
+    "StoredPage",
+    "apply_locations",
+    "page_blob",
+    "stored_location",
+]
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,16 @@ class PageLoc:
 
     def to_list(self) -> list[Any]:
         """The location as the JSON list of a manifest."""
-        return [self.file, self.offset, self.length, self.crc, self.rows, self.min, self.max,
-                self.null_count]
+        return [
+            self.file,
+            self.offset,
+            self.length,
+            self.crc,
+            self.rows,
+            self.min,
+            self.max,
+            self.null_count,
+        ]
 
     @classmethod
     def from_list(cls, v: list[Any]) -> PageLoc:
@@ -123,10 +139,16 @@ class PageFileWriter:
     def add(self, data: bytes, rows: int, stats: PageStats | None) -> PageLoc:
         """Appends a blob; returns its location."""
         self._f.write(data)
-        loc = PageLoc(self.rel, self.offset, len(data), google_crc32c.value(data), rows,
-                      json_stat(stats.min) if stats else None,
-                      json_stat(stats.max) if stats else None,
-                      stats.null_count if stats else 0)
+        loc = PageLoc(
+            self.rel,
+            self.offset,
+            len(data),
+            google_crc32c.value(data),
+            rows,
+            json_stat(stats.min) if stats else None,
+            json_stat(stats.max) if stats else None,
+            stats.null_count if stats else 0,
+        )
         self.offset += len(data)
         return loc
 
@@ -174,8 +196,11 @@ class PageReader:
         for loc in locs:
             buf = self._map(loc)
             if loc.offset < 0 or loc.offset + loc.length > buf.size:
-                raise WalCorruption("a snapshot page file is truncated",
-                                    path=os.path.join(self.root, loc.file), offset=loc.offset)
+                raise WalCorruption(
+                    "a snapshot page file is truncated",
+                    path=os.path.join(self.root, loc.file),
+                    offset=loc.offset,
+                )
 
     def _map(self, loc: PageLoc) -> pa.Buffer:
         buf = self._maps.get(loc.file)
@@ -185,8 +210,9 @@ class PageReader:
                 with pa.memory_map(path, "r") as mm:
                     buf = mm.read_buffer()
             except FileNotFoundError:
-                raise WalCorruption("a snapshot page file is missing", path=path,
-                                    offset=loc.offset) from None
+                raise WalCorruption(
+                    "a snapshot page file is missing", path=path, offset=loc.offset
+                ) from None
             self._maps[loc.file] = buf
         return buf
 
@@ -198,8 +224,11 @@ class PageReader:
         """
         piece = self._map(loc).slice(loc.offset, loc.length)
         if len(piece) != loc.length or google_crc32c.value(piece) != loc.crc:
-            raise WalCorruption("snapshot page fails its CRC",
-                                path=os.path.join(self.root, loc.file), offset=loc.offset)
+            raise WalCorruption(
+                "snapshot page fails its CRC",
+                path=os.path.join(self.root, loc.file),
+                offset=loc.offset,
+            )
         return piece
 
     def array(self, loc: PageLoc, *, check_rows: bool = False) -> pa.Array:
@@ -213,12 +242,17 @@ class PageReader:
         try:
             arr = pa.ipc.open_stream(blob).read_next_batch().column(0)
         except (pa.ArrowException, StopIteration) as exc:
-            raise WalCorruption(f"snapshot page does not decode: {exc}",
-                                path=os.path.join(self.root, loc.file),
-                                offset=loc.offset) from None
+            raise WalCorruption(
+                f"snapshot page does not decode: {exc}",
+                path=os.path.join(self.root, loc.file),
+                offset=loc.offset,
+            ) from None
         if check_rows and len(arr) != loc.rows:
-            raise WalCorruption(f"snapshot page holds {len(arr)} rows, not {loc.rows}",
-                                path=os.path.join(self.root, loc.file), offset=loc.offset)
+            raise WalCorruption(
+                f"snapshot page holds {len(arr)} rows, not {loc.rows}",
+                path=os.path.join(self.root, loc.file),
+                offset=loc.offset,
+            )
         return arr
 
     def lazy(self, loc: PageLoc) -> LazyPage:

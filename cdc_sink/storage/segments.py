@@ -38,6 +38,7 @@ from cdc_sink.storage.wal import SegmentWriter, read_segment
 
 __all__ = ["SegmentHeader", "file_version", "read_change_segment", "write_change_segment"]
 
+
 @dataclass(frozen=True)
 class SegmentHeader:
     """The first record of a change segment.
@@ -58,9 +59,15 @@ class SegmentHeader:
     format: int = FORMAT_WIRE
 
 
-
-def write_change_segment(root: str, bucket: int, version: int, schema_id: int,
-                         batch: ChangeBatch, *, body_format: int = FORMAT_COMPACT) -> str:
+def write_change_segment(
+    root: str,
+    bucket: int,
+    version: int,
+    schema_id: int,
+    batch: ChangeBatch,
+    *,
+    body_format: int = FORMAT_COMPACT,
+) -> str:
     """Writes and fsyncs the segment of one bucket's batch; returns its relative path.
 
     Args:
@@ -80,8 +87,12 @@ def write_change_segment(root: str, bucket: int, version: int, schema_id: int,
     rel = segment_file(bucket, attempt_stem(version))
     path = os.path.join(root, rel)
     makedirs(os.path.dirname(path))
-    header: dict[str, int] = {"version": version, "bucket": bucket, "schema_id": schema_id,
-                              "rows": len(batch)}
+    header: dict[str, int] = {
+        "version": version,
+        "bucket": bucket,
+        "schema_id": schema_id,
+        "rows": len(batch),
+    }
     if body_format == FORMAT_COMPACT:
         header["format"] = FORMAT_COMPACT
         body = encode_compact(batch)
@@ -94,8 +105,9 @@ def write_change_segment(root: str, bucket: int, version: int, schema_id: int,
     return rel
 
 
-def read_change_segment(root: str, rel: str, schema: TableSchema) -> tuple[SegmentHeader,
-                                                                          ChangeBatch]:
+def read_change_segment(
+    root: str, rel: str, schema: TableSchema
+) -> tuple[SegmentHeader, ChangeBatch]:
     """Reads a committed segment back into a batch of ``schema``.
 
     Raises:
@@ -105,21 +117,27 @@ def read_change_segment(root: str, rel: str, schema: TableSchema) -> tuple[Segme
     try:
         records = read_segment(path, repair=False)
     except FileNotFoundError:
-        raise WalCorruption("a committed WAL segment is missing", path=path,
-                            offset=0) from None
+        raise WalCorruption("a committed WAL segment is missing", path=path, offset=0) from None
     if len(records) != 2:
-        raise WalCorruption(f"change segment has {len(records)} records, expected 2",
-                            path=path, offset=0)
+        raise WalCorruption(
+            f"change segment has {len(records)} records, expected 2", path=path, offset=0
+        )
     h = json.loads(records[0])
-    header = SegmentHeader(int(h["version"]), int(h["bucket"]), int(h["schema_id"]),
-                           int(h["rows"]), int(h.get("format", FORMAT_WIRE)))
+    header = SegmentHeader(
+        int(h["version"]),
+        int(h["bucket"]),
+        int(h["schema_id"]),
+        int(h["rows"]),
+        int(h.get("format", FORMAT_WIRE)),
+    )
     if header.format == FORMAT_COMPACT:
         batch = decode_compact(records[1], schema, rows=header.rows, path=path)
     elif header.format == FORMAT_WIRE:
         batch = decode_wire(records[1], schema, rows=header.rows, path=path)
     else:
-        raise WalCorruption(f"change segment has unknown format {header.format}", path=path,
-                            offset=0)
+        raise WalCorruption(
+            f"change segment has unknown format {header.format}", path=path, offset=0
+        )
     return header, batch
 
 

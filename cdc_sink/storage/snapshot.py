@@ -67,8 +67,16 @@ from cdc_sink.storage.pages import (
 from cdc_sink.tablet.column import Base, PageList
 from cdc_sink.tablet.memtablet import MemTablet
 
-__all__ = ["LocationUpdate", "PageLoc", "SnapshotManifest", "SnapshotWrite", "apply_locations",
-           "load_snapshot", "read_manifest", "write_snapshot"]
+__all__ = [
+    "LocationUpdate",
+    "PageLoc",
+    "SnapshotManifest",
+    "SnapshotWrite",
+    "apply_locations",
+    "load_snapshot",
+    "read_manifest",
+    "write_snapshot",
+]
 
 SNAPSHOT_MAGIC = b"CDCSNP\x00\x01"
 #: Page statistics in physical form (see the module docstring).
@@ -112,8 +120,11 @@ class SnapshotManifest:
 
     def to_json(self) -> bytes:
         doc = {
-            "bucket": self.bucket, "version": self.version, "schema_id": self.schema_id,
-            "row_count": self.row_count, "page_rows": self.page_rows,
+            "bucket": self.bucket,
+            "version": self.version,
+            "schema_id": self.schema_id,
+            "row_count": self.row_count,
+            "page_rows": self.page_rows,
             "columns": {str(k): [p.to_list() for p in v] for k, v in self.columns.items()},
             "keys": [[p.to_list() for p in ps] for ps in self.keys],
             "row_hash": [p.to_list() for p in self.row_hash],
@@ -128,8 +139,11 @@ class SnapshotManifest:
     def from_json(cls, data: bytes) -> SnapshotManifest:
         d = json.loads(data)
         return cls(
-            bucket=d["bucket"], version=d["version"], schema_id=d["schema_id"],
-            row_count=d["row_count"], page_rows=d["page_rows"],
+            bucket=d["bucket"],
+            version=d["version"],
+            schema_id=d["schema_id"],
+            row_count=d["row_count"],
+            page_rows=d["page_rows"],
             columns={int(k): [PageLoc.from_list(p) for p in v] for k, v in d["columns"].items()},
             keys=[[PageLoc.from_list(p) for p in ps] for ps in d["keys"]],
             row_hash=[PageLoc.from_list(p) for p in d["row_hash"]],
@@ -164,7 +178,8 @@ def check_compacted(tablet: MemTablet, version: int) -> None:
     if not tablet.is_compacted(version):
         raise TabletStateError(
             f"bucket {tablet.bucket}: the tablet is not compacted at version {version}; "
-            f"compact it (tablet.compact({version})) before writing its snapshot")
+            f"compact it (tablet.compact({version})) before writing its snapshot"
+        )
 
 
 def _rewrite_all(previous: SnapshotManifest | None, page_rows: int) -> bool:
@@ -180,8 +195,14 @@ class _SnapshotWriter:
     """The pages of one snapshot: reused where already stored, else written to one new
     page file (:meth:`write` writes them all and returns the manifest)."""
 
-    def __init__(self, root: str, tablet: MemTablet, version: int,
-                 previous: SnapshotManifest | None, pages_rel: str) -> None:
+    def __init__(
+        self,
+        root: str,
+        tablet: MemTablet,
+        version: int,
+        previous: SnapshotManifest | None,
+        pages_rel: str,
+    ) -> None:
         self.root = root
         self.tablet = tablet
         self.version = version
@@ -212,28 +233,35 @@ class _SnapshotWriter:
             self.updates.append((base, p, StoredPage(loc, self.reader)))
         return loc
 
-    def _append_only_pages(self, reused: list[PageLoc] | None,
-                           page: Callable[[int, int], pa.Array]) -> list[PageLoc]:
+    def _append_only_pages(
+        self, reused: list[PageLoc] | None, page: Callable[[int, int], pa.Array]
+    ) -> list[PageLoc]:
         """Pages of an append-only column (keys, row hashes): pages that were full at the
         previous snapshot are reused from it, the others written."""
         pr, rows = self.page_rows, self.rows
         prev_full = 0 if self.previous is None else self.previous.row_count // pr
-        return [reused[p] if reused is not None and p < prev_full
-                else self.file.add_page(page(p * pr, min((p + 1) * pr, rows)))
-                for p in range(-(-rows // pr))]
+        return [
+            reused[p]
+            if reused is not None and p < prev_full
+            else self.file.add_page(page(p * pr, min((p + 1) * pr, rows)))
+            for p in range(-(-rows // pr))
+        ]
 
     def key_columns(self) -> list[list[PageLoc]]:
         """The pages of every key column."""
         prev = self.previous
-        return [self._append_only_pages(None if prev is None else prev.keys[k], store.slice)
-                for k, store in enumerate(self.tablet.index.keys)]
+        return [
+            self._append_only_pages(None if prev is None else prev.keys[k], store.slice)
+            for k, store in enumerate(self.tablet.index.keys)
+        ]
 
     def row_hashes(self) -> list[PageLoc]:
         """The pages of the rows' index hashes."""
         rh = self.tablet.index.row_hashes()
-        return self._append_only_pages(None if self.previous is None else
-                                       self.previous.row_hash,
-                                       lambda lo, hi: pa.array(rh[lo:hi]))
+        return self._append_only_pages(
+            None if self.previous is None else self.previous.row_hash,
+            lambda lo, hi: pa.array(rh[lo:hi]),
+        )
 
     def index_state(self) -> tuple[PageLoc | None, PageLoc | None]:
         """The deletion vector at the version, and the index slots (when the index holds
@@ -262,9 +290,17 @@ class _SnapshotWriter:
         if not size:
             remove(os.path.join(self.root, self.pages_rel))
         manifest = SnapshotManifest(
-            bucket=self.tablet.bucket, version=self.version, schema_id=schema_id,
-            row_count=self.rows, page_rows=self.page_rows, columns=columns, keys=keys,
-            row_hash=hashes, dv=dv_loc, index_slots=slots_loc)
+            bucket=self.tablet.bucket,
+            version=self.version,
+            schema_id=schema_id,
+            row_count=self.rows,
+            page_rows=self.page_rows,
+            columns=columns,
+            keys=keys,
+            row_hash=hashes,
+            dv=dv_loc,
+            index_slots=slots_loc,
+        )
         manifest.files = self._files(manifest, size)
         return manifest
 
@@ -279,8 +315,9 @@ class _SnapshotWriter:
         return {f: s for f, s in files.items() if f in referenced}
 
 
-def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *,
-                   previous: SnapshotManifest | None) -> SnapshotWrite:
+def write_snapshot(
+    root: str, tablet: MemTablet, version: int, schema_id: int, *, previous: SnapshotManifest | None
+) -> SnapshotWrite:
     """Writes a snapshot of ``tablet`` at committed ``version``; the tablet must be
     compacted there (:meth:`MemTablet.compact`): writing a snapshot never compacts.
 
@@ -301,13 +338,15 @@ def write_snapshot(root: str, tablet: MemTablet, version: int, schema_id: int, *
     check_compacted(tablet, version)
     stem = layout.attempt_stem(version)
     man_rel = layout.snapshot_manifest(tablet.bucket, stem)
-    writer = _SnapshotWriter(root, tablet, version, previous,
-                             layout.pages_file(tablet.bucket, stem))
+    writer = _SnapshotWriter(
+        root, tablet, version, previous, layout.pages_file(tablet.bucket, stem)
+    )
     manifest = writer.write(schema_id)
     man_path = os.path.join(root, man_rel)
     makedirs(os.path.dirname(man_path))
-    write_file_durable(man_path, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC),
-                       exclusive=True)
+    write_file_durable(
+        man_path, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC), exclusive=True
+    )
     fault_point("snapshot.written")
     return SnapshotWrite(man_rel, manifest, writer.updates)
 
@@ -323,16 +362,18 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        raise WalCorruption("a committed snapshot manifest is missing", path=path,
-                            offset=0) from None
+        raise WalCorruption(
+            "a committed snapshot manifest is missing", path=path, offset=0
+        ) from None
     res = read_records(data, path=path, magic=SNAPSHOT_MAGIC, allow_torn_tail=False)
     if len(res.records) != 1:
         raise WalCorruption("snapshot manifest must hold one record", path=path, offset=0)
     return SnapshotManifest.from_json(res.records[0])
 
 
-def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
-                  tablet_factory: Any) -> MemTablet:
+def load_snapshot(
+    root: str, manifest: SnapshotManifest, schema: TableSchema, tablet_factory: Any
+) -> MemTablet:
     """Builds a tablet at the manifest's version from its pages (zero-copy, memory-mapped).
 
     Value pages are lazy (:class:`~cdc_sink.tablet.column.LazyPage`): each is CRC-checked
@@ -359,30 +400,51 @@ def load_snapshot(root: str, manifest: SnapshotManifest, schema: TableSchema,
     for cid, locs in manifest.columns.items():
         if cid in known:
             _load_value_column(tablet, cid, known[cid].type, locs, manifest, reader)
-    key_cols = [pa.concat_arrays([reader.array(loc) for loc in locs]) if locs else
-                pa.array([], type=t) for locs, t in
-                zip(manifest.keys, [c.type for c in schema.key_columns], strict=True)]
-    hashes = (np.concatenate([np.asarray(reader.array(loc)) for loc in manifest.row_hash])
-              if manifest.row_hash else np.empty(0, np.uint64))
-    dv = (FrozenBitMap.deserialize(reader.blob(manifest.dv).to_pybytes()) if manifest.dv
-          else FrozenBitMap())
-    slots = (np.asarray(reader.array(manifest.index_slots)) if manifest.index_slots
-             else None)
+    key_cols = [
+        pa.concat_arrays([reader.array(loc) for loc in locs]) if locs else pa.array([], type=t)
+        for locs, t in zip(manifest.keys, [c.type for c in schema.key_columns], strict=True)
+    ]
+    hashes = (
+        np.concatenate([np.asarray(reader.array(loc)) for loc in manifest.row_hash])
+        if manifest.row_hash
+        else np.empty(0, np.uint64)
+    )
+    dv = (
+        FrozenBitMap.deserialize(reader.blob(manifest.dv).to_pybytes())
+        if manifest.dv
+        else FrozenBitMap()
+    )
+    slots = np.asarray(reader.array(manifest.index_slots)) if manifest.index_slots else None
     tablet.restore(v, manifest.row_count, key_cols, hashes.astype(np.uint64), dv, slots)
     return tablet
 
 
-def _load_value_column(tablet: MemTablet, cid: int, type: pa.DataType, locs: list[PageLoc],
-                       manifest: SnapshotManifest, reader: PageReader) -> None:
+def _load_value_column(
+    tablet: MemTablet,
+    cid: int,
+    type: pa.DataType,
+    locs: list[PageLoc],
+    manifest: SnapshotManifest,
+    reader: PageReader,
+) -> None:
     """Sets a value column's base to the manifest's pages, lazy (not read here)."""
     # Physical statistics; a later (incremental) manifest reuses these locations, so
     # format-1 statistics are rewritten in format 2 here.
-    locs = [replace(loc, min=json_stat(py_stat(loc.min, type)),
-                    max=json_stat(py_stat(loc.max, type))) for loc in locs]
+    locs = [
+        replace(loc, min=json_stat(py_stat(loc.min, type)), max=json_stat(py_stat(loc.max, type)))
+        for loc in locs
+    ]
     stats: list[PageStats | None] = [
         PageStats(py_stat(loc.min, type), py_stat(loc.max, type), loc.null_count, loc.rows)
-        for loc in locs]
+        for loc in locs
+    ]
     store = tablet.ensure_column(cid)
-    store.set_base(Base(version=manifest.version, num_rows=manifest.row_count,
-                        pages=PageList(reader.lazy(loc) for loc in locs), stats=stats))
+    store.set_base(
+        Base(
+            version=manifest.version,
+            num_rows=manifest.row_count,
+            pages=PageList(reader.lazy(loc) for loc in locs),
+            stats=stats,
+        )
+    )
     store.release_below(manifest.version)

@@ -75,8 +75,9 @@ class FoldResult:
     truncated: np.ndarray
 
 
-def _exclusive_segmented_max(values: np.ndarray, gid: np.ndarray, gstart: np.ndarray,
-                             init: np.ndarray) -> np.ndarray:
+def _exclusive_segmented_max(
+    values: np.ndarray, gid: np.ndarray, gstart: np.ndarray, init: np.ndarray
+) -> np.ndarray:
     """For each i: max(init[gid[i]], values[j] for j < i in the same group)."""
     n = len(values)
     g = len(init)
@@ -95,9 +96,17 @@ def _exclusive_segmented_max(values: np.ndarray, gid: np.ndarray, gstart: np.nda
     return np.asarray(uniq[before], dtype=np.int64)
 
 
-def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
-                seq: np.ndarray | None, live0: np.ndarray, seq0: np.ndarray, *,
-                cut: np.ndarray | None = None, num_cuts: int = 0) -> FoldResult:
+def fold_events(
+    gid: np.ndarray,
+    op: np.ndarray,
+    needs_live: np.ndarray,
+    seq: np.ndarray | None,
+    live0: np.ndarray,
+    seq0: np.ndarray,
+    *,
+    cut: np.ndarray | None = None,
+    num_cuts: int = 0,
+) -> FoldResult:
     """Folds events per key group (see the module docstring).
 
     Args:
@@ -138,15 +147,30 @@ def fold_events(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray,
     real_index = np.cumsum(real) - 1
     reset_idx = np.where(m.reset_idx >= 0, real_index[np.maximum(m.reset_idx, 0)], -1)
     gstart = np.flatnonzero(first)
-    return FoldResult(applied=m.applied[real], stale=m.stale[real],
-                      rejected=m.rejected[real], live_before=m.live_before[real],
-                      final_live=m.final_live, reset_idx=reset_idx, final_seq=m.final_seq,
-                      any_applied=m.any_applied, gid=gid, gstart=gstart,
-                      truncated=m.truncated)
+    return FoldResult(
+        applied=m.applied[real],
+        stale=m.stale[real],
+        rejected=m.rejected[real],
+        live_before=m.live_before[real],
+        final_live=m.final_live,
+        reset_idx=reset_idx,
+        final_seq=m.final_seq,
+        any_applied=m.any_applied,
+        gid=gid,
+        gstart=gstart,
+        truncated=m.truncated,
+    )
 
 
-def _fold(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray, seq: np.ndarray | None,
-          live0: np.ndarray, seq0: np.ndarray, forced: np.ndarray | None) -> FoldResult:
+def _fold(
+    gid: np.ndarray,
+    op: np.ndarray,
+    needs_live: np.ndarray,
+    seq: np.ndarray | None,
+    live0: np.ndarray,
+    seq0: np.ndarray,
+    forced: np.ndarray | None,
+) -> FoldResult:
     """The fold itself; ``forced`` marks synthetic truncate deletes."""
     n = len(gid)
     ngroups = len(live0)
@@ -199,7 +223,16 @@ def _fold(gid: np.ndarray, op: np.ndarray, needs_live: np.ndarray, seq: np.ndarr
         final_seq = np.where(last_applied >= gstart, seq[np.maximum(last_applied, 0)], seq0)
     else:
         final_seq = np.full(ngroups, SEQ_NONE, dtype=np.int64)
-    return FoldResult(applied=applied, stale=stale, rejected=rejected,
-                      live_before=live_before, final_live=final_live, reset_idx=reset_idx,
-                      final_seq=final_seq, any_applied=any_applied, gid=gid, gstart=gstart,
-                      truncated=truncated)
+    return FoldResult(
+        applied=applied,
+        stale=stale,
+        rejected=rejected,
+        live_before=live_before,
+        final_live=final_live,
+        reset_idx=reset_idx,
+        final_seq=final_seq,
+        any_applied=any_applied,
+        gid=gid,
+        gstart=gstart,
+        truncated=truncated,
+    )

@@ -146,8 +146,9 @@ class KeyIndex:
             pos[active] = (pos[active] + 1) & mask
         return out
 
-    def _keys_equal(self, rows: np.ndarray, which: np.ndarray,
-                    keys: Sequence[pa.Array]) -> np.ndarray:
+    def _keys_equal(
+        self, rows: np.ndarray, which: np.ndarray, keys: Sequence[pa.Array]
+    ) -> np.ndarray:
         ok = np.ones(len(rows), dtype=bool)
         sel = pa.array(which)
         for store, col in zip(self.keys, keys, strict=True):
@@ -166,7 +167,7 @@ class KeyIndex:
             return rows
         self._ensure(k)
         hm = mix64(key_hash)
-        self._row_hash[self.count: self.count + k] = hm
+        self._row_hash[self.count : self.count + k] = hm
         for store, col in zip(self.keys, keys, strict=True):
             store.append(col)
         self._place(hm, rows)
@@ -182,15 +183,15 @@ class KeyIndex:
         """The slot array (a snapshot stores it so reopening needs no probing)."""
         return self._slots
 
-    def load(self, row_hash: np.ndarray, keys: Sequence[pa.Array],
-             slots: np.ndarray | None = None) -> None:
+    def load(
+        self, row_hash: np.ndarray, keys: Sequence[pa.Array], slots: np.ndarray | None = None
+    ) -> None:
         """Rebuilds an empty index from stored row hashes and key columns (row ids
         ``0..len-1``), without rehashing the keys; with the stored ``slots`` array (a
         power-of-two length) without probing either."""
         assert self.count == 0
         k = len(row_hash)
-        if slots is not None and len(slots) & (len(slots) - 1) == 0 and \
-                k <= _MAX_LOAD * len(slots):
+        if slots is not None and len(slots) & (len(slots) - 1) == 0 and k <= _MAX_LOAD * len(slots):
             self._alloc(len(slots).bit_length() - 1)
             self._slots = np.array(slots, dtype=np.int32)
             self._removed = int(np.count_nonzero(self._slots == _REMOVED))
@@ -212,7 +213,7 @@ class KeyIndex:
         if n >= self.count:
             return
         rows = np.arange(n, self.count, dtype=np.int64)
-        hm = self._row_hash[n: self.count]
+        hm = self._row_hash[n : self.count]
         pos = self._home(hm)
         active = np.arange(len(rows))
         mask = int(self._mask)
@@ -266,7 +267,8 @@ def _exact_first_occurrence(keys: Sequence[pa.Array]) -> np.ndarray:
     table = pa.table({f"k{i}": k for i, k in enumerate(keys)})
     table = table.append_column("__i", pa.array(np.arange(table.num_rows)))
     firsts = table.group_by([f"k{i}" for i in range(len(keys))], use_threads=False).aggregate(
-        [("__i", "min")])
+        [("__i", "min")]
+    )
     joined = table.join(firsts, keys=[f"k{i}" for i in range(len(keys))], use_threads=False)
     joined = joined.sort_by("__i")
     return np.asarray(joined.column("__i_min").to_numpy(), dtype=np.int64)

@@ -59,10 +59,11 @@ def arrow_values_view(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
         if bufs[1] is None:
             return np.zeros(len(arr), dtype=bool)
         bits = np.frombuffer(bufs[1], dtype=np.uint8)
-        return np.unpackbits(bits, bitorder="little")[arr.offset: arr.offset + len(arr)].astype(
-            bool)
+        return np.unpackbits(bits, bitorder="little")[arr.offset : arr.offset + len(arr)].astype(
+            bool
+        )
     raw = np.frombuffer(bufs[1], dtype=dtype, count=arr.offset + len(arr))
-    return raw[arr.offset:]
+    return raw[arr.offset :]
 
 
 def arrow_validity(arr: pa.Array) -> np.ndarray | None:
@@ -73,7 +74,7 @@ def arrow_validity(arr: pa.Array) -> np.ndarray | None:
     if bufs[0] is None:  # null-type arrays
         return np.zeros(len(arr), dtype=bool)
     bits = np.frombuffer(bufs[0], dtype=np.uint8)
-    return np.unpackbits(bits, bitorder="little")[arr.offset: arr.offset + len(arr)].astype(bool)
+    return np.unpackbits(bits, bitorder="little")[arr.offset : arr.offset + len(arr)].astype(bool)
 
 
 def numpy_to_arrow(values: np.ndarray, valid: np.ndarray | None, t: pa.DataType) -> pa.Array:
@@ -134,12 +135,13 @@ class KeyStore:
                 grown = np.zeros(max(2 * len(self._values), n + k), dtype=self.dtype)
                 grown[:n] = self._values[:n]
                 self._values = grown
-            self._values[n: n + k] = arrow_values_view(arr, self.dtype)
+            self._values[n : n + k] = arrow_values_view(arr, self.dtype)
         else:
             arr = one_array(arr)
             large = arr.cast(pa.large_binary())
-            offs = np.frombuffer(large.buffers()[1], dtype=np.int64,
-                                 count=large.offset + k + 1)[large.offset:]
+            offs = np.frombuffer(large.buffers()[1], dtype=np.int64, count=large.offset + k + 1)[
+                large.offset :
+            ]
             data_start = int(offs[0])
             nbytes = int(offs[-1]) - data_start
             base = int(self._offsets[n])
@@ -151,11 +153,12 @@ class KeyStore:
                 grown_d = np.zeros(max(2 * len(self._data), base + nbytes), dtype=np.uint8)
                 grown_d[:base] = self._data[:base]
                 self._data = grown_d
-            self._offsets[n + 1: n + k + 1] = offs[1:] - data_start + base
+            self._offsets[n + 1 : n + k + 1] = offs[1:] - data_start + base
             if nbytes:
-                src = np.frombuffer(large.buffers()[2], dtype=np.uint8,
-                                    count=data_start + nbytes)[data_start:]
-                self._data[base: base + nbytes] = src
+                src = np.frombuffer(large.buffers()[2], dtype=np.uint8, count=data_start + nbytes)[
+                    data_start:
+                ]
+                self._data[base : base + nbytes] = src
         self.length = n + k
 
     def truncate(self, n: int) -> None:
@@ -168,7 +171,7 @@ class KeyStore:
         stop = min(stop, self.length)
         if self.dtype is not None:
             return numpy_to_arrow(self._values[start:stop], None, self.type)
-        offs = self._offsets[start: stop + 1]
+        offs = self._offsets[start : stop + 1]
         first = int(offs[0])
         last = int(offs[-1])
         rebased = (offs - first).astype(np.int32)
@@ -185,8 +188,10 @@ class KeyStore:
         if self.dtype is not None:
             return numpy_to_arrow(self._values[rows], None, self.type)
         whole = pa.Array.from_buffers(
-            pa.large_binary(), self.length,
-            [None, pa.py_buffer(self._offsets[: self.length + 1]), pa.py_buffer(self._data)])
+            pa.large_binary(),
+            self.length,
+            [None, pa.py_buffer(self._offsets[: self.length + 1]), pa.py_buffer(self._data)],
+        )
         return whole.take(pa.array(rows)).cast(self.type)
 
     def equals(self, rows: np.ndarray, query: pa.Array) -> np.ndarray:
@@ -201,5 +206,6 @@ def _pc_equal(a: pa.Array, b: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc
 
     b = one_array(b)
-    return np.asarray(pc.equal(a, b.cast(a.type)).fill_null(False).to_numpy(
-        zero_copy_only=False), dtype=bool)
+    return np.asarray(
+        pc.equal(a, b.cast(a.type)).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
+    )

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap, FrozenBitMap
 
-from cdc_sink.arrays import one_array
+from cdc_sink.arrays import GrowingArray, one_array
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import TabletStateError, VersionNotFound
 from cdc_sink.schema import Column, TableSchema
@@ -90,20 +90,6 @@ class _Pending:
     seq_undo: _Undo | None
 
 
-class _Grow:
-    """A numpy array that grows by doubling (dense per-row state)."""
-
-    def __init__(self, dtype: Any, fill: Any, capacity: int) -> None:
-        self.fill = fill
-        self.a = np.full(max(capacity, 16), fill, dtype=dtype)
-
-    def ensure(self, n: int) -> None:
-        if n > len(self.a):
-            grown = np.full(max(2 * len(self.a), n), self.fill, dtype=self.a.dtype)
-            grown[: len(self.a)] = self.a
-            self.a = grown
-
-
 class MemTablet:
     """One bucket's tablet (see the module docstring).
 
@@ -114,19 +100,27 @@ class MemTablet:
         version: Version the empty tablet starts at (the table's creation version).
     """
 
-    def __init__(self, schema: TableSchema, *, bucket: int = 0,
-                 options: TabletOptions | None = None, version: int = 0) -> None:
+    def __init__(
+        self,
+        schema: TableSchema,
+        *,
+        bucket: int = 0,
+        options: TabletOptions | None = None,
+        version: int = 0,
+    ) -> None:
         self.schema = schema
         self.bucket = bucket
         self.options = options or TabletOptions()
         cap = self.options.initial_capacity
         self.index = KeyIndex([c.type for c in schema.key_columns], cap)
         self.columns: dict[int, ColumnStore] = {
-            c.id: ColumnStore(c, self.options.page_rows, version) for c in schema.value_columns}
-        self._seq_col: Column | None = (schema.column(schema.sequence_column)
-                                        if schema.sequence_column else None)
-        self._live = _Grow(bool, False, cap)
-        self._seq = _Grow(np.int64, SEQ_NONE, cap) if self._seq_col is not None else None
+            c.id: ColumnStore(c, self.options.page_rows, version) for c in schema.value_columns
+        }
+        self._seq_col: Column | None = (
+            schema.column(schema.sequence_column) if schema.sequence_column else None
+        )
+        self._live = GrowingArray(bool, False, cap)
+        self._seq = GrowingArray(np.int64, SEQ_NONE, cap) if self._seq_col is not None else None
         self._required = {c.id for c in schema.required_columns}
         # Per changed version: row count and deletion vector (parallel lists).
         self._versions: list[int] = [version]
@@ -154,7 +148,10 @@ class MemTablet:
             raise VersionNotFound(
                 f"bucket {self.bucket}: version {version} is not retained in memory "
                 f"(retained: {self.oldest}..{self.committed})",
-                version=version, oldest=self.oldest, latest=self.committed)
+                version=version,
+                oldest=self.oldest,
+                latest=self.committed,
+            )
         return bisect.bisect_right(self._versions, version) - 1
 
     def row_count_at(self, version: int) -> int:
@@ -190,9 +187,15 @@ class MemTablet:
                 store.column = c
         self._required = {c.id for c in schema.required_columns}
 
-    def restore(self, version: int, row_count: int, keys: Sequence[pa.Array],
-                row_hash: np.ndarray, dv: FrozenBitMap,
-                slots: np.ndarray | None = None) -> None:
+    def restore(
+        self,
+        version: int,
+        row_count: int,
+        keys: Sequence[pa.Array],
+        row_hash: np.ndarray,
+        dv: FrozenBitMap,
+        slots: np.ndarray | None = None,
+    ) -> None:
         """Completes a tablet whose column bases were loaded from a snapshot at
         ``version``: rebuilds the index, the dense live/seq state and the version state."""
         self.index.load(row_hash, keys, slots)
@@ -206,8 +209,10 @@ class MemTablet:
             base = store.base_at(version)
             if base.pages:
                 vals = pa.chunked_array(base.pages).combine_chunks()
-                arr = np.asarray(vals.fill_null(SEQ_NONE).cast(pa.int64()).to_numpy(
-                    zero_copy_only=False), dtype=np.int64)
+                arr = np.asarray(
+                    vals.fill_null(SEQ_NONE).cast(pa.int64()).to_numpy(zero_copy_only=False),
+                    dtype=np.int64,
+                )
                 self._seq.a[: len(arr)] = arr
         self._versions = [version]
         self._row_counts = [row_count]
@@ -270,31 +275,29 @@ class MemTablet:
             self._pending = self._apply_truncates_only(version, keyed.num_cuts, result)
             return result
         groups = group_keys(self.index, keyed.batch, self.row_count)
-        f = fold(keyed, groups, self._live.a, None if self._seq is None else self._seq.a,
-                 self._required)
+        f = fold(
+            keyed, groups, self._live.a, None if self._seq is None else self._seq.a, self._required
+        )
         row, row_count = self._assign_rows(keyed.batch, groups, f)
-        dv, undo_live, undo_seq = self._update_rows(row, groups.existing, f, keyed.num_cuts,
-                                                    result)
+        dv, undo_live, undo_seq = self._update_rows(row, groups.existing, f, keyed.num_cuts, result)
         touched = self._write_columns(keyed.batch, version, f, WritePlan(f, groups.order, row))
         count_outcomes(keyed.batch, groups, f, result)
-        self._pending = _Pending(version, row_count, FrozenBitMap(dv), touched, undo_live,
-                                 undo_seq)
+        self._pending = _Pending(version, row_count, FrozenBitMap(dv), touched, undo_live, undo_seq)
         return result
 
-    def _apply_truncates_only(self, version: int, num_cuts: int,
-                              result: ApplyResult) -> _Pending:
+    def _apply_truncates_only(self, version: int, num_cuts: int, result: ApplyResult) -> _Pending:
         """The pending version of a batch without keyed events (truncates or nothing)."""
         rc0 = self.row_count
         dv0 = self._dvs[-1]
         if not num_cuts:
-            return _Pending(version, rc0, dv0, [], (np.empty(0, np.int64), np.empty(0, bool)),
-                            None)
+            return _Pending(version, rc0, dv0, [], (np.empty(0, np.int64), np.empty(0, bool)), None)
         dv_new = BitMap(dv0)
         undo = self._truncate_untouched(rc0, np.empty(0, np.int64), dv_new, result)
         return _Pending(version, rc0, FrozenBitMap(dv_new), [], undo, None)
 
-    def _assign_rows(self, batch: ChangeBatch, groups: KeyGroups,
-                     f: FoldResult) -> tuple[np.ndarray, int]:
+    def _assign_rows(
+        self, batch: ChangeBatch, groups: KeyGroups, f: FoldResult
+    ) -> tuple[np.ndarray, int]:
         """Rows: existing keys keep theirs; a new key gets one (and enters the index) only
         if it ends live or leaves a tombstone (a delete with a sequence).
 
@@ -318,8 +321,14 @@ class MemTablet:
                 self._seq.ensure(rc1)
         return row, rc1
 
-    def _update_rows(self, row: np.ndarray, existing: np.ndarray, f: FoldResult,
-                     num_cuts: int, result: ApplyResult) -> tuple[BitMap, _Undo, _Undo | None]:
+    def _update_rows(
+        self,
+        row: np.ndarray,
+        existing: np.ndarray,
+        f: FoldResult,
+        num_cuts: int,
+        result: ApplyResult,
+    ) -> tuple[BitMap, _Undo, _Undo | None]:
         """The deletion vector and the dense live/seq state after the batch (with a
         truncate, every live row of a key without events dies too).
 
@@ -344,8 +353,10 @@ class MemTablet:
                 dv_new.difference_update(BitMap(u32(revived)))
         if num_cuts:  # rows of keys without events in the batch: every live one dies
             t_rows, t_old = self._truncate_untouched(rc0, row[existing], dv_new, result)
-            undo_live = (np.concatenate([undo_live[0], t_rows]),
-                         np.concatenate([undo_live[1], t_old]))
+            undo_live = (
+                np.concatenate([undo_live[0], t_rows]),
+                np.concatenate([undo_live[1], t_old]),
+            )
         self._live.a[rows_g] = live_now
         undo_seq = None
         if self._seq is not None:
@@ -353,8 +364,9 @@ class MemTablet:
             self._seq.a[rows_g] = f.final_seq[has_row]
         return dv_new, undo_live, undo_seq
 
-    def _write_columns(self, batch: ChangeBatch, version: int, f: FoldResult,
-                       plan: WritePlan) -> list[int]:
+    def _write_columns(
+        self, batch: ChangeBatch, version: int, f: FoldResult, plan: WritePlan
+    ) -> list[int]:
         """Adds the delta of ``version`` of every value column the batch writes.
 
         Returns:
@@ -381,8 +393,9 @@ class MemTablet:
                 self._add_delta(c, version, plan.rows[write], vals, touched)
         return touched
 
-    def _truncate_untouched(self, rc0: int, touched_rows: np.ndarray, dv: BitMap,
-                            result: ApplyResult) -> tuple[np.ndarray, np.ndarray]:
+    def _truncate_untouched(
+        self, rc0: int, touched_rows: np.ndarray, dv: BitMap, result: ApplyResult
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Deletes every live row not in ``touched_rows`` (a truncate); their sequence
         stays as their tombstone. Returns the undo for rollback (rows, old liveness)."""
         live = self._live.a[:rc0].copy()
@@ -394,8 +407,9 @@ class MemTablet:
         result.truncated += len(rows)
         return rows, np.ones(len(rows), dtype=bool)
 
-    def _add_delta(self, c: Column, version: int, rows: np.ndarray, vals: pa.Array,
-                   touched: list[int]) -> None:
+    def _add_delta(
+        self, c: Column, version: int, rows: np.ndarray, vals: pa.Array, touched: list[int]
+    ) -> None:
         vals = one_array(vals)
         self.columns[c.id].add_delta(Delta(version, rows, vals))
         touched.append(c.id)
@@ -433,16 +447,21 @@ class MemTablet:
             self._seq.a[srows] = sold
         rc0 = self.row_count
         self.index.truncate(rc0)
-        self._live.a[rc0: p.row_count] = False
+        self._live.a[rc0 : p.row_count] = False
         if self._seq is not None:
-            self._seq.a[rc0: p.row_count] = SEQ_NONE
+            self._seq.a[rc0 : p.row_count] = SEQ_NONE
         self._pending = None
         return p.version
 
     # ------------------------------------------------------------------ reads
-    def batches(self, version: int | None = None, columns: Sequence[str] | None = None,
-                filter: Any = None, *, schema: TableSchema | None = None
-                ) -> Iterator[pa.RecordBatch]:
+    def batches(
+        self,
+        version: int | None = None,
+        columns: Sequence[str] | None = None,
+        filter: Any = None,
+        *,
+        schema: TableSchema | None = None,
+    ) -> Iterator[pa.RecordBatch]:
         """Yields the live rows at ``version`` page by page as record batches.
 
         Pages whose statistics exclude the filter are skipped; pages no delta touched
@@ -460,8 +479,14 @@ class MemTablet:
         v = self.committed if version is None else version
         yield from scan(self, v, columns, filter, schema or self.schema)
 
-    def read(self, version: int | None = None, columns: Sequence[str] | None = None,
-             filter: Any = None, *, schema: TableSchema | None = None) -> pa.Table:
+    def read(
+        self,
+        version: int | None = None,
+        columns: Sequence[str] | None = None,
+        filter: Any = None,
+        *,
+        schema: TableSchema | None = None,
+    ) -> pa.Table:
         """The live rows at ``version`` (default latest committed) as an Arrow table.
 
         Args:
@@ -475,11 +500,17 @@ class MemTablet:
         schema = schema or self.schema
         out = schema.arrow_schema([c.name for c in read_columns(schema, columns)])
         return pa.Table.from_batches(
-            list(self.batches(version, columns, filter, schema=schema)), schema=out)
+            list(self.batches(version, columns, filter, schema=schema)), schema=out
+        )
 
-    def get(self, keys: pa.Table | Sequence[pa.Array], version: int | None = None,
-            columns: Sequence[str] | None = None, *,
-            schema: TableSchema | None = None) -> pa.Table:
+    def get(
+        self,
+        keys: pa.Table | Sequence[pa.Array],
+        version: int | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        schema: TableSchema | None = None,
+    ) -> pa.Table:
         """Point lookups: the live rows at ``version`` whose keys are in ``keys``.
 
         Args:

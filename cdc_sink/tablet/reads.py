@@ -44,8 +44,9 @@ def _key_position(tablet: MemTablet, c: Column) -> int | None:
     return None
 
 
-def _pages_that_may_match(tablet: MemTablet, schema: TableSchema, preds: list[Predicate],
-                          version: int, rows: int) -> np.ndarray:
+def _pages_that_may_match(
+    tablet: MemTablet, schema: TableSchema, preds: list[Predicate], version: int, rows: int
+) -> np.ndarray:
     """Per page: False when the page statistics of a predicate's column exclude it."""
     num_pages = -(-rows // tablet.options.page_rows)
     page_ok = np.ones(num_pages, dtype=bool)
@@ -64,8 +65,9 @@ def _pages_that_may_match(tablet: MemTablet, schema: TableSchema, preds: list[Pr
     return page_ok
 
 
-def _page_iter(tablet: MemTablet, c: Column, version: int, rows: int,
-               page_ok: np.ndarray) -> Iterator[pa.Array]:
+def _page_iter(
+    tablet: MemTablet, c: Column, version: int, rows: int, page_ok: np.ndarray
+) -> Iterator[pa.Array]:
     """The pages of column ``c`` at ``version`` where ``page_ok``."""
     kpos = _key_position(tablet, c)
     if kpos is not None:
@@ -79,8 +81,9 @@ def _page_iter(tablet: MemTablet, c: Column, version: int, rows: int,
         yield arr if arr.type == c.type else arr.cast(c.type)
 
 
-def scan(tablet: MemTablet, version: int, columns: Sequence[str] | None, filter: Any,
-         schema: TableSchema) -> Iterator[pa.RecordBatch]:
+def scan(
+    tablet: MemTablet, version: int, columns: Sequence[str] | None, filter: Any, schema: TableSchema
+) -> Iterator[pa.RecordBatch]:
     """Yields the live rows of ``tablet`` at retained ``version`` page by page (see
     :meth:`MemTablet.batches <cdc_sink.tablet.memtablet.MemTablet.batches>`)."""
     rows = tablet.row_count_at(version)
@@ -106,8 +109,9 @@ def scan(tablet: MemTablet, version: int, columns: Sequence[str] | None, filter:
             mask = np.ones(length, dtype=bool)
             mask[dead[lo:hi] - start] = False
         if preds:
-            pb = pa.RecordBatch.from_arrays([arrays[c.id] for c in pred_cols],
-                                            names=[c.name for c in pred_cols])
+            pb = pa.RecordBatch.from_arrays(
+                [arrays[c.id] for c in pred_cols], names=[c.name for c in pred_cols]
+            )
             m2 = evaluate(pb, preds)
             mask = m2 if mask is None else mask & m2
         batch = pa.RecordBatch.from_arrays([arrays[c.id] for c in cols], schema=out_schema)
@@ -124,12 +128,15 @@ def _key_arrays(schema: TableSchema, keys: pa.Table | Sequence[pa.Array]) -> lis
     key_cols = schema.key_columns
     if isinstance(keys, pa.Table):
         return [keys.column(c.name).combine_chunks().cast(c.type) for c in key_cols]
-    return [pa.array(a).cast(c.type) if not isinstance(a, pa.Array) else a.cast(c.type)
-            for a, c in zip(keys, key_cols, strict=True)]
+    return [
+        pa.array(a).cast(c.type) if not isinstance(a, pa.Array) else a.cast(c.type)
+        for a, c in zip(keys, key_cols, strict=True)
+    ]
 
 
-def _live_rows(tablet: MemTablet, arrays: list[pa.Array], version: int,
-               row_count: int) -> np.ndarray:
+def _live_rows(
+    tablet: MemTablet, arrays: list[pa.Array], version: int, row_count: int
+) -> np.ndarray:
     """The rows of the probe keys that are live at ``version`` (missing keys left out)."""
     from cdc_sink.bucketing import spark_xxhash64
 
@@ -145,8 +152,13 @@ def _live_rows(tablet: MemTablet, arrays: list[pa.Array], version: int,
     return rid[ok]
 
 
-def lookup(tablet: MemTablet, keys: pa.Table | Sequence[pa.Array], version: int,
-           columns: Sequence[str] | None, schema: TableSchema) -> pa.Table:
+def lookup(
+    tablet: MemTablet,
+    keys: pa.Table | Sequence[pa.Array],
+    version: int,
+    columns: Sequence[str] | None,
+    schema: TableSchema,
+) -> pa.Table:
     """Point lookups of ``keys`` at retained ``version`` (see
     :meth:`MemTablet.get <cdc_sink.tablet.memtablet.MemTablet.get>`)."""
     row_count = tablet.row_count_at(version)  # raises VersionNotFound first

@@ -14,8 +14,9 @@ from cdc_sink.kafka.broker import BOOTSTRAP_ENV, KafkaHandle, start_kafka
 @pytest.fixture(scope="session")
 def chaos_kafka() -> Iterator[KafkaHandle]:
     """A running Kafka cluster for the chaos runs."""
-    handle = start_kafka(num_partitions=1,
-                         kind="external" if os.environ.get(BOOTSTRAP_ENV) else "local")
+    handle = start_kafka(
+        num_partitions=1, kind="external" if os.environ.get(BOOTSTRAP_ENV) else "local"
+    )
     try:
         yield handle
     finally:

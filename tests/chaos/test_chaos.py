@@ -19,24 +19,33 @@ import pytest
 from cdc_sink.kafka.broker import KafkaHandle
 from tests.chaos.harness import ChaosConfig, run_chaos
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark,
-              pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 # Each kill costs a Spark start; the CI budget of the suite is a few minutes.
 KILLS = {"driver": 2, "executors": 1}
-VARIANT = {"driver": dict(dead_letter="kafka", json_decoder="jvm",
-                          fault_points=("table.rejects_written",)),
-           "executors": dict(dead_letter="parquet", json_decoder="python")}
+VARIANT = {
+    "driver": dict(
+        dead_letter="kafka", json_decoder="jvm", fault_points=("table.rejects_written",)
+    ),
+    "executors": dict(dead_letter="parquet", json_decoder="python"),
+}
 
 
 @pytest.mark.parametrize("apply_mode", ["driver", "executors"])
 def test_random_sigkills_lose_nothing_and_apply_nothing_twice(
-        apply_mode: str, chaos_kafka: KafkaHandle, tmp_path: Path) -> None:
-    cfg = ChaosConfig(bootstrap=chaos_kafka.bootstrap_servers,
-                      topic=f"chaos-{apply_mode}-{uuid.uuid4().hex[:8]}",
-                      workdir=tmp_path / "chaos", apply_mode=apply_mode, events=1500,
-                      kills=KILLS[apply_mode], seed=7 if apply_mode == "driver" else 8,
-                      produce_seconds=20.0, **VARIANT[apply_mode])  # type: ignore[arg-type]
+    apply_mode: str, chaos_kafka: KafkaHandle, tmp_path: Path
+) -> None:
+    cfg = ChaosConfig(
+        bootstrap=chaos_kafka.bootstrap_servers,
+        topic=f"chaos-{apply_mode}-{uuid.uuid4().hex[:8]}",
+        workdir=tmp_path / "chaos",
+        apply_mode=apply_mode,
+        events=1500,
+        kills=KILLS[apply_mode],
+        seed=7 if apply_mode == "driver" else 8,
+        produce_seconds=20.0,
+        **VARIANT[apply_mode],
+    )  # type: ignore[arg-type]
     res = run_chaos(cfg)
     print(res.to_json())
     assert res.failures == [], "\n".join(res.failures)

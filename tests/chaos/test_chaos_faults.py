@@ -23,15 +23,21 @@ import pytest
 from cdc_sink.kafka.broker import KafkaHandle, LocalKafka
 from tests.chaos.harness import ChaosConfig, ChaosResult, run_chaos
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark,
-              pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
 def _cfg(kafka: KafkaHandle, tmp_path: Path, name: str, **kw: object) -> ChaosConfig:
     base: dict[str, object] = dict(
-        bootstrap=kafka.bootstrap_servers, topic=f"chaos-{name}-{uuid.uuid4().hex[:8]}",
-        workdir=tmp_path / "chaos", events=900, kills=0, max_offsets=100,
-        produce_seconds=20.0, run_timeout=180.0, fault_timeout=120.0)
+        bootstrap=kafka.bootstrap_servers,
+        topic=f"chaos-{name}-{uuid.uuid4().hex[:8]}",
+        workdir=tmp_path / "chaos",
+        events=900,
+        kills=0,
+        max_offsets=100,
+        produce_seconds=20.0,
+        run_timeout=180.0,
+        fault_timeout=120.0,
+    )
     base.update(kw)
     return ChaosConfig(**base)  # type: ignore[arg-type]
 
@@ -54,8 +60,16 @@ def local_kafka(chaos_kafka: KafkaHandle) -> Iterator[LocalKafka]:
 
 
 def test_two_broker_bounces_lose_nothing(local_kafka: LocalKafka, tmp_path: Path) -> None:
-    cfg = _cfg(local_kafka, tmp_path, "broker", seed=21, broker=local_kafka,
-               broker_bounces=2, broker_down=(0.5, 2.0), produce_seconds=65.0)
+    cfg = _cfg(
+        local_kafka,
+        tmp_path,
+        "broker",
+        seed=21,
+        broker=local_kafka,
+        broker_bounces=2,
+        broker_down=(0.5, 2.0),
+        produce_seconds=65.0,
+    )
     res = run_chaos(cfg)
     _check(res)
     bounces = [f for f in res.faults if f["fault"] == "broker"]
@@ -69,8 +83,9 @@ def root_for_tmpfs() -> None:
         pytest.skip("mounting the table's tmpfs needs root (mount -t tmpfs)")
 
 
-def test_full_disk_fails_clearly_and_resumes(root_for_tmpfs: None, chaos_kafka: KafkaHandle,
-                                             tmp_path: Path) -> None:
+def test_full_disk_fails_clearly_and_resumes(
+    root_for_tmpfs: None, chaos_kafka: KafkaHandle, tmp_path: Path
+) -> None:
     cfg = _cfg(chaos_kafka, tmp_path, "enospc", seed=22, enospc_runs=1, table_fs_mb=24)
     res = run_chaos(cfg)
     _check(res)
@@ -87,8 +102,9 @@ def c_compiler() -> None:
         pytest.skip("building fsync_eio.so (the LD_PRELOAD fsync fault) needs a C compiler")
 
 
-def test_fsync_eio_fails_clearly_and_resumes(c_compiler: None, chaos_kafka: KafkaHandle,
-                                             tmp_path: Path) -> None:
+def test_fsync_eio_fails_clearly_and_resumes(
+    c_compiler: None, chaos_kafka: KafkaHandle, tmp_path: Path
+) -> None:
     # Driver mode here; benchmarks/chaos.py --eio-runs also runs executors mode.
     cfg = _cfg(chaos_kafka, tmp_path, "eio", seed=23, eio_runs=1, eio_at=(8, 24))
     res = run_chaos(cfg)

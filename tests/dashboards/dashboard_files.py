@@ -112,8 +112,11 @@ def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 def panel_queries(dashboard: dict[str, Any]) -> list[PanelQuery]:
     """Every (panel, query) of the dashboard, in order."""
-    return [PanelQuery(p["title"], t["refId"], t["expr"])
-            for p in panels(dashboard) for t in p.get("targets", [])]
+    return [
+        PanelQuery(p["title"], t["refId"], t["expr"])
+        for p in panels(dashboard)
+        for t in p.get("targets", [])
+    ]
 
 
 def re2_escape(value: str) -> str:
@@ -125,11 +128,15 @@ def re2_escape(value: str) -> str:
 def substitute(expr: str, *, table: str, app_id: str, rate_interval: str) -> str:
     """``expr`` with Grafana's variables replaced as Grafana would for one table and one
     app id (regex-escaped, they sit in ``=~`` matchers inside a PromQL string)."""
+
     def lit(v: str) -> str:
         return re2_escape(v).replace("\\", "\\\\")
 
-    out = (expr.replace("$__rate_interval", rate_interval)
-           .replace("$table", lit(table)).replace("$app_id", lit(app_id)))
+    out = (
+        expr.replace("$__rate_interval", rate_interval)
+        .replace("$table", lit(table))
+        .replace("$app_id", lit(app_id))
+    )
     assert "$" not in out, f"unsubstituted variable in {out}"
     return out
 

@@ -15,7 +15,7 @@ from tests.dashboards.prometheus_server import PrometheusServer, finite_series
 __all__ = ["RATE_INTERVAL", "STEP", "check_panels", "wait_for"]
 
 RATE_INTERVAL = "30s"  # what $__rate_interval becomes
-STEP = "2s"            # of the range queries (Grafana: time range / max data points)
+STEP = "2s"  # of the range queries (Grafana: time range / max data points)
 
 T = TypeVar("T")
 
@@ -33,8 +33,14 @@ def wait_for(what: str, fn: Callable[[], T | None], timeout: float) -> T:
         time.sleep(0.5)
 
 
-def check_panels(prom: PrometheusServer, dashboard: dict[str, Any], table: str, app_id: str,
-                 start: float, end: float) -> list[str]:
+def check_panels(
+    prom: PrometheusServer,
+    dashboard: dict[str, Any],
+    table: str,
+    app_id: str,
+    start: float,
+    end: float,
+) -> list[str]:
     """Every panel query of ``dashboard``, substituted for this job, as Grafana sends it
     for a dashboard showing ``start..end`` (the job's run): the instant query at ``end``
     (``/api/v1/query``) must return at least one series, and it or the range query must
@@ -45,8 +51,11 @@ def check_panels(prom: PrometheusServer, dashboard: dict[str, Any], table: str, 
         expr = substitute(q.expr, table=table, app_id=app_id, rate_interval=RATE_INTERVAL)
         instant = prom.query(expr, at=end)
         drawn = finite_series(instant) or finite_series(
-            prom.query_range(expr, start, end, step=STEP))
+            prom.query_range(expr, start, end, step=STEP)
+        )
         if not instant or not drawn:
-            failed.append(f"panel {q.name!r}: {expr} -> instant {instant}, "
-                          f"{len(drawn)} series with data over the run")
+            failed.append(
+                f"panel {q.name!r}: {expr} -> instant {instant}, "
+                f"{len(drawn)} series with data over the run"
+            )
     return failed

@@ -60,23 +60,33 @@ class PrometheusServer:
         scrape_interval: Scrape and rule evaluation interval.
     """
 
-    def __init__(self, workdir: Path, targets: Sequence[str], *,
-                 rule_files: Sequence[Path] = (), scrape_interval: str = "1s") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        targets: Sequence[str],
+        *,
+        rule_files: Sequence[Path] = (),
+        scrape_interval: str = "1s",
+    ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
-            raise PrometheusError("prometheus not found: run `make install` "
-                                  "(apt-get install prometheus)")
+            raise PrometheusError(
+                "prometheus not found: run `make install` (apt-get install prometheus)"
+            )
         self.binary = binary
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config = {
-            "global": {"scrape_interval": scrape_interval,
-                       "evaluation_interval": scrape_interval,
-                       "scrape_timeout": scrape_interval},
+            "global": {
+                "scrape_interval": scrape_interval,
+                "evaluation_interval": scrape_interval,
+                "scrape_timeout": scrape_interval,
+            },
             "rule_files": [str(p) for p in rule_files],
-            "scrape_configs": [{"job_name": "cdc_sink",
-                                "static_configs": [{"targets": list(targets)}]}],
+            "scrape_configs": [
+                {"job_name": "cdc_sink", "static_configs": [{"targets": list(targets)}]}
+            ],
         }
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
@@ -89,17 +99,25 @@ class PrometheusServer:
         config.write_text(yaml.safe_dump(self.config), encoding="utf-8")
         self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115
         self._proc = subprocess.Popen(
-            [self.binary, f"--config.file={config}",
-             f"--storage.tsdb.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}",
-             "--storage.tsdb.retention.time=1h", "--web.enable-lifecycle"],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+            [
+                self.binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--web.enable-lifecycle",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise PrometheusError(f"prometheus exited with {self._proc.returncode}:\n"
-                                      f"{self.log_tail()}")
+                raise PrometheusError(
+                    f"prometheus exited with {self._proc.returncode}:\n{self.log_tail()}"
+                )
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
                     if r.status == 200:
@@ -127,8 +145,12 @@ class PrometheusServer:
     def __enter__(self) -> PrometheusServer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def log_tail(self, chars: int = 4000) -> str:
@@ -145,8 +167,9 @@ class PrometheusServer:
                 body = json.load(r)
         except urllib.error.HTTPError as e:
             body = json.loads(e.read() or b"{}")
-            raise PrometheusError(f"{path} {params}: HTTP {e.code}: "
-                                  f"{body.get('errorType')}: {body.get('error')}") from e
+            raise PrometheusError(
+                f"{path} {params}: HTTP {e.code}: {body.get('errorType')}: {body.get('error')}"
+            ) from e
         if body.get("status") != "success":
             raise PrometheusError(f"{path} {params}: {body}")
         return body["data"]
@@ -162,12 +185,15 @@ class PrometheusServer:
         result: list[dict[str, Any]] = data["result"]
         return result
 
-    def query_range(self, expr: str, start: float, end: float,
-                    step: str = "1s") -> list[dict[str, Any]]:
+    def query_range(
+        self, expr: str, start: float, end: float, step: str = "1s"
+    ) -> list[dict[str, Any]]:
         """A range query (``/api/v1/query_range``, what a Grafana time-series panel
         sends): its matrix, each series with its ``values``."""
-        data = self.api("query_range", {"query": expr, "start": f"{start:.3f}",
-                                        "end": f"{end:.3f}", "step": step})
+        data = self.api(
+            "query_range",
+            {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": step},
+        )
         result: list[dict[str, Any]] = data["result"]
         return result
 

@@ -20,8 +20,14 @@ from tests.dashboards.dashboard_files import (
     promtool,
 )
 
-ALERTS = {"CdcSinkNoCommitWhileLagging", "CdcSinkFreshnessHigh", "CdcSinkDeadLetterRateHigh",
-          "CdcSinkGcFailing", "CdcSinkBatchesFailing", "CdcSinkKafkaLagHigh"}
+ALERTS = {
+    "CdcSinkNoCommitWhileLagging",
+    "CdcSinkFreshnessHigh",
+    "CdcSinkDeadLetterRateHigh",
+    "CdcSinkGcFailing",
+    "CdcSinkBatchesFailing",
+    "CdcSinkKafkaLagHigh",
+}
 
 
 def _rules() -> list[dict[str, Any]]:
@@ -30,8 +36,9 @@ def _rules() -> list[dict[str, Any]]:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool(), *args], capture_output=True, text=True, check=False,
-                          timeout=60)
+    return subprocess.run(
+        [promtool(), *args], capture_output=True, text=True, check=False, timeout=60
+    )
 
 
 def test_promtool_check_rules() -> None:

@@ -25,14 +25,25 @@ from tests.dashboards.dashboard_files import (
     substitute,
 )
 
-ROWS = ["Overview", "Throughput", "Freshness", "Kafka", "Batches", "Rejects and dead letters",
-        "Versions", "Memory and deltas", "Storage", "Compaction and GC"]
+ROWS = [
+    "Overview",
+    "Throughput",
+    "Freshness",
+    "Kafka",
+    "Batches",
+    "Rejects and dead letters",
+    "Versions",
+    "Memory and deltas",
+    "Storage",
+    "Compaction and GC",
+]
 
 
 def test_committed_json_is_what_build_py_generates_now() -> None:
     generated = load_builder().render()
     assert DASHBOARD_JSON.read_text(encoding="utf-8") == generated, (
-        "dashboards/cdc_sink_overview.json is stale: run .venv/bin/python dashboards/build.py")
+        "dashboards/cdc_sink_overview.json is stale: run .venv/bin/python dashboards/build.py"
+    )
 
 
 def test_committed_json_round_trips_through_grafanas_dashboard_model() -> None:
@@ -50,15 +61,23 @@ def test_committed_json_round_trips_through_grafanas_dashboard_model() -> None:
 def test_build_py_check_flag_detects_a_stale_file(tmp_path: Path) -> None:
     out = tmp_path / "overview.json"
     script = str(DASHBOARDS / "build.py")
-    assert subprocess.run([sys.executable, script, "--output", str(out)],
-                          check=False).returncode == 0
-    ok = subprocess.run([sys.executable, script, "--check", "--output", str(out)],
-                        capture_output=True, text=True, check=False)
+    assert (
+        subprocess.run([sys.executable, script, "--output", str(out)], check=False).returncode == 0
+    )
+    ok = subprocess.run(
+        [sys.executable, script, "--check", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ok.returncode == 0, ok.stderr
-    out.write_text(out.read_text(encoding="utf-8").replace("Freshness", "Fresh"),
-                   encoding="utf-8")
-    stale = subprocess.run([sys.executable, script, "--check", "--output", str(out)],
-                           capture_output=True, text=True, check=False)
+    out.write_text(out.read_text(encoding="utf-8").replace("Freshness", "Fresh"), encoding="utf-8")
+    stale = subprocess.run(
+        [sys.executable, script, "--check", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert stale.returncode == 1
     assert "stale" in stale.stderr
 
@@ -158,9 +177,13 @@ def test_units_and_thresholds() -> None:
     assert unit("Events received by op") == "ops"
     assert unit("GC removed bytes") == "Bps"
     # thresholds agree with the alert rules (dashboards/alerts/cdc_sink_rules.yml)
-    rules = {r["alert"]: r["expr"] for g in yaml.safe_load(
-        (DASHBOARDS / "alerts" / "cdc_sink_rules.yml").read_text())["groups"]
-        for r in g["rules"]}
+    rules = {
+        r["alert"]: r["expr"]
+        for g in yaml.safe_load((DASHBOARDS / "alerts" / "cdc_sink_rules.yml").read_text())[
+            "groups"
+        ]
+        for r in g["rules"]
+    }
     assert steps("Freshness p50 / p99") == [None, 5.0, 30.0]
     assert rules["CdcSinkFreshnessHigh"].strip().endswith("> 30")
     assert steps("Seconds since last commit") == [None, 60.0, 300.0]
@@ -180,34 +203,55 @@ def test_batch_phases_are_stacked() -> None:
 def test_freshness_panel_has_p50_and_p99_from_histogram_buckets() -> None:
     p = {p["title"]: p for p in panels(committed_dashboard())}["Freshness p50 / p99"]
     exprs = [t["expr"] for t in p["targets"]]
-    assert [e.split(",")[0] for e in exprs] == ["histogram_quantile(0.5",
-                                                "histogram_quantile(0.99"]
+    assert [e.split(",")[0] for e in exprs] == ["histogram_quantile(0.5", "histogram_quantile(0.99"]
     assert all("rate(cdc_sink_freshness_seconds_bucket{" in e for e in exprs)
 
 
 def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     """promtool parses every expression (as recording rules), variables substituted."""
     queries = panel_queries(committed_dashboard())
-    rules = {"groups": [{"name": "panels", "rules": [
-        {"record": f"panel:q{i}", "expr": substitute(q.expr, table="orders",
-                                                      app_id="cdc_to_tablets:/tmp/x.y",
-                                                      rate_interval="1m")}
-        for i, q in enumerate(queries)]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "panels",
+                "rules": [
+                    {
+                        "record": f"panel:q{i}",
+                        "expr": substitute(
+                            q.expr,
+                            table="orders",
+                            app_id="cdc_to_tablets:/tmp/x.y",
+                            rate_interval="1m",
+                        ),
+                    }
+                    for i, q in enumerate(queries)
+                ],
+            }
+        ]
+    }
     path = tmp_path / "panels.yml"
     path.write_text(yaml.safe_dump(rules), encoding="utf-8")
-    proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [promtool(), "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(queries)} rules found" in proc.stdout
 
 
-@pytest.mark.parametrize("bad", ["sum by (table) (rate(cdc_sink_events_total[1m])",
-                                 "rate(cdc_sink_table_version{table=~\"x\"})"])
+@pytest.mark.parametrize(
+    "bad",
+    ["sum by (table) (rate(cdc_sink_events_total[1m])", 'rate(cdc_sink_table_version{table=~"x"})'],
+)
 def test_promql_check_rejects_broken_expressions(tmp_path: Path, bad: str) -> None:
     """The check above is not vacuous: promtool fails on a broken expression."""
     path = tmp_path / "bad.yml"
-    path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [
-        {"record": "panel:bad", "expr": bad}]}]}), encoding="utf-8")
-    proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True,
-                          text=True, check=False)
+    path.write_text(
+        yaml.safe_dump(
+            {"groups": [{"name": "g", "rules": [{"record": "panel:bad", "expr": bad}]}]}
+        ),
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [promtool(), "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode != 0

@@ -23,8 +23,9 @@ def require_engine() -> list[str]:
         pytest.skip(f"no Docker engine can be started on this machine: {exc}")
     compose = compose_command()
     if compose is None:
-        pytest.skip("a Docker engine runs but neither docker-compose nor 'docker compose' "
-                    "is installed")
+        pytest.skip(
+            "a Docker engine runs but neither docker-compose nor 'docker compose' is installed"
+        )
     return compose
 
 
@@ -44,9 +45,17 @@ def free_ports(n: int) -> list[int]:
 
 def docker(*args: str, timeout: float = 120.0, check: bool = True) -> str:
     """Runs ``docker args...``; returns its stdout (raises with its output on failure)."""
-    proc = subprocess.run(["docker", *args], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        ["docker", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed ({proc.returncode}):\n"
-                             f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"docker {' '.join(args)} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        )
     return proc.stdout

@@ -13,9 +13,16 @@ from tests.docker.engine import COMPOSE_FILE, REPO, require_engine
 
 
 def _config(compose: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = subprocess.run([*compose, "-f", str(COMPOSE_FILE), "config"], cwd=REPO,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=120, check=False, env=env)
+    proc = subprocess.run(
+        [*compose, "-f", str(COMPOSE_FILE), "config"],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = yaml.safe_load(proc.stdout)
     assert isinstance(data, dict)
@@ -42,17 +49,22 @@ def test_compose_config_accepts_the_file_and_every_service_uses_the_host_network
     for name, svc in services.items():
         assert svc.get("network_mode") == "host", name
         assert "ports" not in svc, name
-    assert services["job"]["depends_on"]["topics"]["condition"] == \
-        "service_completed_successfully"
+    assert services["job"]["depends_on"]["topics"]["condition"] == "service_completed_successfully"
     mounts = _mounts(services["job"])
     named = set(cfg["volumes"])
     assert mounts["/data"] in named and mounts["/checkpoints"] in named
 
 
 def test_image_names_and_ports_are_variables() -> None:
-    env = dict(os.environ, KAFKA_IMAGE="local/kafka:1", JOB_IMAGE="local/job:1",
-               PROMETHEUS_IMAGE="local/prom:1", GRAFANA_IMAGE="local/grafana:1",
-               KAFKA_PORT="19092", METRICS_PORT="19108")
+    env = dict(
+        os.environ,
+        KAFKA_IMAGE="local/kafka:1",
+        JOB_IMAGE="local/job:1",
+        PROMETHEUS_IMAGE="local/prom:1",
+        GRAFANA_IMAGE="local/grafana:1",
+        KAFKA_PORT="19092",
+        METRICS_PORT="19108",
+    )
     services = _config(require_engine(), env)["services"]
     assert services["kafka"]["image"] == "local/kafka:1"
     for name in ("topics", "producer", "job"):
@@ -70,18 +82,22 @@ def test_grafana_and_prometheus_mount_what_dashboards_provisions() -> None:
     provisioning = REPO / "dashboards" / "provisioning"
     assert graf["/etc/grafana/provisioning"] == str(provisioning)
     # the file provider's path is where the dashboards folder is mounted
-    provider = yaml.safe_load(
-        (provisioning / "dashboards" / "cdc_sink.yaml").read_text())["providers"][0]
+    provider = yaml.safe_load((provisioning / "dashboards" / "cdc_sink.yaml").read_text())[
+        "providers"
+    ][0]
     assert graf[provider["options"]["path"]] == str(REPO / "dashboards")
     assert list((REPO / "dashboards").glob("*.json")), "no dashboard JSON to provision"
     env = services["grafana"]["environment"]
     assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
     assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
     # the provisioned data source is the compose's Prometheus
-    ds = yaml.safe_load((provisioning / "datasources" / "cdc_sink_prometheus.yaml")
-                        .read_text())["datasources"][0]
-    assert any(a.endswith(f"127.0.0.1:{ds['url'].rsplit(':', 1)[1]}")
-               for a in services["prometheus"]["command"])
+    ds = yaml.safe_load((provisioning / "datasources" / "cdc_sink_prometheus.yaml").read_text())[
+        "datasources"
+    ][0]
+    assert any(
+        a.endswith(f"127.0.0.1:{ds['url'].rsplit(':', 1)[1]}")
+        for a in services["prometheus"]["command"]
+    )
 
     prom = _mounts(services["prometheus"])
     rules = REPO / "dashboards" / "alerts" / "cdc_sink_rules.yml"

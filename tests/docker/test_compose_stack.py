@@ -45,11 +45,20 @@ class Stack:
     job_image: str
 
     def run(self, *args: str, timeout: float = 600.0) -> str:
-        proc = subprocess.run([*self.compose, *args], cwd=REPO, env=self.env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout, check=False)
-        assert proc.returncode == 0, (f"{' '.join(args)} failed ({proc.returncode}):\n"
-                                      f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        proc = subprocess.run(
+            [*self.compose, *args],
+            cwd=REPO,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert proc.returncode == 0, (
+            f"{' '.join(args)} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        )
         return proc.stdout
 
     def container(self, service: str) -> str:
@@ -58,14 +67,21 @@ class Stack:
         return cid
 
     def logs(self, service: str) -> str:
-        proc = subprocess.run([*self.compose, "logs", "--no-color", "--tail", "60", service],
-                              cwd=REPO, env=self.env, capture_output=True, text=True,
-                              timeout=60, check=False)
+        proc = subprocess.run(
+            [*self.compose, "logs", "--no-color", "--tail", "60", service],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         return proc.stdout[-6000:]
 
     def volume_path(self, name: str) -> Path:
-        return Path(docker("volume", "inspect", "-f", "{{.Mountpoint}}",
-                           f"{self.project}_{name}").strip())
+        return Path(
+            docker("volume", "inspect", "-f", "{{.Mountpoint}}", f"{self.project}_{name}").strip()
+        )
 
 
 @pytest.fixture(scope="module")
@@ -78,25 +94,45 @@ def stack() -> Iterator[Stack]:
     job_image = ensure_job_image(REPO, base).tag
     kafka_port, controller_port, metrics_port = free_ports(3)
     project = f"cdcsinktest{uuid.uuid4().hex[:10]}"
-    env = dict(os.environ, KAFKA_IMAGE=kafka_image, JOB_IMAGE=job_image,
-               KAFKA_PORT=str(kafka_port), KAFKA_CONTROLLER_PORT=str(controller_port),
-               METRICS_PORT=str(metrics_port), ORDERS_EVENTS=str(EVENTS),
-               ORDERS_SEED=str(SEED))
-    st = Stack([*compose, "-p", project, "-f", str(COMPOSE_FILE)], env, project, kafka_port,
-               metrics_port, job_image)
+    env = dict(
+        os.environ,
+        KAFKA_IMAGE=kafka_image,
+        JOB_IMAGE=job_image,
+        KAFKA_PORT=str(kafka_port),
+        KAFKA_CONTROLLER_PORT=str(controller_port),
+        METRICS_PORT=str(metrics_port),
+        ORDERS_EVENTS=str(EVENTS),
+        ORDERS_SEED=str(SEED),
+    )
+    st = Stack(
+        [*compose, "-p", project, "-f", str(COMPOSE_FILE)],
+        env,
+        project,
+        kafka_port,
+        metrics_port,
+        job_image,
+    )
     try:
         try:
             st.run("up", "-d", "--no-build", "kafka", "topics", "producer", "job")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- kafka ---\n{st.logs('kafka')}\n--- topics ---\n"
-                                 f"{st.logs('topics')}") from None
+            raise AssertionError(
+                f"{exc}\n--- kafka ---\n{st.logs('kafka')}\n--- topics ---\n{st.logs('topics')}"
+            ) from None
         yield st
     finally:
-        subprocess.run([*st.compose, "down", "-v", "--remove-orphans", "-t", "30"], cwd=REPO,
-                       env=env, capture_output=True, timeout=300, check=False)
+        subprocess.run(
+            [*st.compose, "down", "-v", "--remove-orphans", "-t", "30"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
         left = docker("ps", "-a", "-q", "--filter", f"label=com.docker.compose.project={project}")
-        vols = docker("volume", "ls", "-q", "--filter",
-                      f"label=com.docker.compose.project={project}")
+        vols = docker(
+            "volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={project}"
+        )
         assert not left.strip(), f"containers left behind: {left}"
         assert not vols.strip(), f"volumes left behind: {vols}"
 
@@ -150,8 +186,9 @@ def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> N
         rows = table.read(version=version).to_pylist()
         return version if not diff_rows(want, rows, orders_schema()) else None
 
-    version = _wait_for("the table did not reach the expected state", caught_up, WAIT_S,
-                        stack.logs("job"))
+    version = _wait_for(
+        "the table did not reach the expected state", caught_up, WAIT_S, stack.logs("job")
+    )
     assert isinstance(version, int) and version >= 1
     table = cdc_sink.open_table(table_path)
     history = table.versions()
@@ -172,8 +209,9 @@ def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> N
             return None
         return value if value == version else None
 
-    _wait_for(f"{url} did not report table version {version}", metrics_version, 60,
-              stack.logs("job"))
+    _wait_for(
+        f"{url} did not report table version {version}", metrics_version, 60, stack.logs("job")
+    )
 
     job = stack.container("job")
 
@@ -190,9 +228,18 @@ def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> N
 def test_job_image_has_its_spark_kafka_jars_without_network_or_maven(stack: Stack) -> None:
     """The jars were resolved at build time: with no network and no Maven in the image,
     the entry point's classpath lookup still finds them."""
-    out = docker("run", "--rm", "--network", "none", "--entrypoint", "bash", stack.job_image,
-                 "-c", "command -v mvn || echo no-mvn; python -c 'from cdc_sink.kafka.jars "
-                 "import spark_kafka_conf as c; print(c()[\"spark.jars\"])'")
+    out = docker(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "bash",
+        stack.job_image,
+        "-c",
+        "command -v mvn || echo no-mvn; python -c 'from cdc_sink.kafka.jars "
+        'import spark_kafka_conf as c; print(c()["spark.jars"])\'',
+    )
     lines = out.split()
     assert lines[0] == "no-mvn"
     jars = lines[1].split(",")

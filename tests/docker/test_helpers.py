@@ -28,8 +28,9 @@ def test_digest_changes_with_a_file_and_its_name_but_not_with_bytecode(tmp_path:
     assert changed != first
     (tmp_path / "pkg" / "a.py").rename(tmp_path / "pkg" / "b.py")
     assert inputs_digest(tmp_path, ["Dockerfile", "pkg"]) not in (first, changed)
-    assert inputs_digest(tmp_path, ["Dockerfile", "pkg"], ["base-id-2"]) != \
-        inputs_digest(tmp_path, ["Dockerfile", "pkg"], ["base-id-1"])
+    assert inputs_digest(tmp_path, ["Dockerfile", "pkg"], ["base-id-2"]) != inputs_digest(
+        tmp_path, ["Dockerfile", "pkg"], ["base-id-1"]
+    )
 
 
 def test_digest_of_a_missing_input_raises(tmp_path: Path) -> None:
@@ -37,14 +38,12 @@ def test_digest_of_a_missing_input_raises(tmp_path: Path) -> None:
         inputs_digest(tmp_path, ["nothing-here"])
 
 
-def test_no_engine_and_no_root_is_reported_with_the_reason(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_engine_and_no_root_is_reported_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(docker_engine, "engine_running", lambda timeout=15.0: False)
     monkeypatch.setattr(docker_engine, "_is_root", lambda: False)
     monkeypatch.setattr(docker_engine, "_missing_packages", lambda: [])
-    monkeypatch.setattr(docker_engine.shutil, "which",
-                        lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(docker_engine.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(docker_engine.Path, "is_file", lambda self: True)
     with pytest.raises(DockerUnavailable, match="starting dockerd needs root"):
         ensure_engine()
@@ -59,7 +58,8 @@ def test_missing_packages_without_install_are_named(monkeypatch: pytest.MonkeyPa
 
 
 def test_an_unanswering_docker_host_is_not_replaced_by_a_local_engine(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
     monkeypatch.setattr(docker_engine, "engine_running", lambda timeout=15.0: False)
     with pytest.raises(DockerUnavailable, match="DOCKER_HOST"):

@@ -93,8 +93,9 @@ class PowerLossRecorder:
     def _inside(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + os.sep)
 
-    def observe(self, kind: str, path: str, *, fd: int | None = None,
-                source: str | None = None) -> None:
+    def observe(
+        self, kind: str, path: str, *, fd: int | None = None, source: str | None = None
+    ) -> None:
         """Update the model after one file operation (``fsutil.Recorder``)."""
         if not self._inside(path):
             return

@@ -77,10 +77,13 @@ def test_racing_writers_one_wins_losers_commit_afterwards(durable_dir: Path) -> 
     round_done = ctx.Barrier(WRITERS + 1)
     retry_lock = ctx.Lock()
     results = ctx.Queue()
-    procs = [ctx.Process(target=race_writer,
-                         args=(str(durable_dir), i, ROUNDS, attempt, checked, round_done,
-                               retry_lock, results))
-             for i in range(WRITERS)]
+    procs = [
+        ctx.Process(
+            target=race_writer,
+            args=(str(durable_dir), i, ROUNDS, attempt, checked, round_done, retry_lock, results),
+        )
+        for i in range(WRITERS)
+    ]
     for p in procs:
         p.start()
     got: list[Any] = []
@@ -106,8 +109,7 @@ def test_racing_writers_one_wins_losers_commit_afterwards(durable_dir: Path) -> 
             retried = [_get(results, procs, got) for _ in range(WRITERS - 1)]
             round_done.wait(180)
             assert sorted(o[1] for o in retried) == sorted(o[1] for o in lost)
-            assert sorted(o[3] for o in retried) == list(range(version + 2,
-                                                               version + WRITERS + 1))
+            assert sorted(o[3] for o in retried) == list(range(version + 2, version + WRITERS + 1))
             assert not any(o[4] for o in retried), "a loser's retry was skipped"
             version += WRITERS
     finally:

@@ -47,8 +47,14 @@ def _new_table(path: Path) -> None:
     create_table(path, workload.schema(), options=workload.options())
 
 
-def _recover_and_check(path: Path, seed: int, lines: list[dict[str, Any]], before: int, *,
-                       below_checkpoint: str = "strict") -> int:
+def _recover_and_check(
+    path: Path,
+    seed: int,
+    lines: list[dict[str, Any]],
+    before: int,
+    *,
+    below_checkpoint: str = "strict",
+) -> int:
     """Reopens a crashed table and checks it; returns the number of committed batches.
 
     ``before``: batches committed when the crashed run started.
@@ -63,8 +69,15 @@ def _recover_and_check(path: Path, seed: int, lines: list[dict[str, Any]], befor
     return committed
 
 
-def _finish_and_check(server: DriverServer, path: Path, seed: int, n: int,
-                      committed: int, *, below_checkpoint: str = "strict") -> None:
+def _finish_and_check(
+    server: DriverServer,
+    path: Path,
+    seed: int,
+    n: int,
+    committed: int,
+    *,
+    below_checkpoint: str = "strict",
+) -> None:
     """Re-runs the driver without crashes and checks the final table."""
     res = server.run(path, seed, n)
     assert res.returncode == 0, res.stderr
@@ -80,14 +93,16 @@ def _finish_and_check(server: DriverServer, path: Path, seed: int, n: int,
 
 
 @pytest.fixture(scope="module")
-def clean_hits(driver_server: DriverServer,
-               tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+def clean_hits(
+    driver_server: DriverServer, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, int]:
     """How often a clean run of the driver reaches each fault point."""
     root = checks.scratch_dir() or str(tmp_path_factory.mktemp("hits"))
     path = Path(root) / "table"
     _new_table(path)
-    res = driver_server.run(path, SEED, BATCHES, "--count-hits",
-                            crash={faults.CRASH_AT_ENV: "__count_only__"})
+    res = driver_server.run(
+        path, SEED, BATCHES, "--count-hits", crash={faults.CRASH_AT_ENV: "__count_only__"}
+    )
     shutil.rmtree(root, ignore_errors=True)
     assert res.returncode == 0, res.stderr
     hits: dict[str, int] = checks.driver_lines(res.stdout)[-1]["hits"]
@@ -95,7 +110,8 @@ def clean_hits(driver_server: DriverServer,
 
 
 def test_every_fault_point_of_the_table_path_is_registered_and_reached(
-        clean_hits: dict[str, int]) -> None:
+    clean_hits: dict[str, int],
+) -> None:
     src = Path(cdc_sink.__file__).parent
     used = set()
     for f in src.rglob("*.py"):
@@ -110,6 +126,7 @@ def test_every_fault_point_of_the_table_path_is_registered_and_reached(
 # Crash positions of the workload where GC was killed after its checkpoint and before
 # the last log entry below the horizon was deleted.
 
+
 def _point_cases() -> list[Any]:
     out = []
     for point in TABLE_POINTS:
@@ -120,8 +137,12 @@ def _point_cases() -> list[Any]:
 
 @pytest.mark.parametrize(("point", "which"), _point_cases())
 def test_crash_at_fault_point_then_replay_commits_every_batch_once(
-        point: str, which: str, clean_hits: dict[str, int], durable_dir: Path,
-        driver_server: DriverServer) -> None:
+    point: str,
+    which: str,
+    clean_hits: dict[str, int],
+    durable_dir: Path,
+    driver_server: DriverServer,
+) -> None:
     total = clean_hits.get(point, 0)
     if not total:
         pytest.fail(f"the driver never reaches {point}")
@@ -138,8 +159,9 @@ def test_crash_at_fault_point_then_replay_commits_every_batch_once(
     _finish_and_check(driver_server, durable_dir, SEED, BATCHES, committed)
 
 
-def test_crash_while_repairing_an_unfinished_log_entry(durable_dir: Path,
-                                                       driver_server: DriverServer) -> None:
+def test_crash_while_repairing_an_unfinished_log_entry(
+    durable_dir: Path, driver_server: DriverServer
+) -> None:
     _new_table(durable_dir)
     res = driver_server.run(durable_dir, SEED, 4)
     assert res.returncode == 0, res.stderr
@@ -147,8 +169,9 @@ def test_crash_while_repairing_an_unfinished_log_entry(durable_dir: Path,
     nxt = table.version + 1
     data = encode_file([LogEntry(nxt, "other", 0, 1, 0).to_json().encode()], magic=LOG_MAGIC)
     Path(table.log.entry_path(nxt)).write_bytes(data[: len(data) // 2])  # a torn commit
-    res = checks.run_driver(durable_dir, SEED, BATCHES,
-                            env=checks.child_env(**{faults.CRASH_AT_ENV: REPAIR_POINT}))
+    res = checks.run_driver(
+        durable_dir, SEED, BATCHES, env=checks.child_env(**{faults.CRASH_AT_ENV: REPAIR_POINT})
+    )
     assert res.returncode == KILLED, (res.returncode, res.stderr)
     assert f"crash injected at fault point {REPAIR_POINT}" in res.stderr
     committed = _recover_and_check(durable_dir, SEED, checks.driver_lines(res.stdout), 4)
@@ -167,9 +190,13 @@ create_table(sys.argv[1], workload.schema(), options=workload.options())
 
 def test_crash_while_creating_the_table_is_recoverable(durable_dir: Path) -> None:
     repo = str(Path(__file__).resolve().parents[2])
-    res = subprocess.run([sys.executable, "-c", CREATE_CHILD, str(durable_dir), repo],
-                         env=checks.child_env(**{faults.CRASH_AT_ENV: "log.before_create"}),
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", CREATE_CHILD, str(durable_dir), repo],
+        env=checks.child_env(**{faults.CRASH_AT_ENV: "log.before_create"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == KILLED, res.stderr
     try:  # what a job does on start: open the table, or create it
         table = open_table(durable_dir, options=workload.options())
@@ -186,7 +213,8 @@ PROBABILITIES = [0.03, 0.06, 0.12, 0.25]
 
 @pytest.mark.parametrize("chain", range(RANDOM_CHAINS))
 def test_random_crashes_then_replay_commits_every_batch_once(
-        chain: int, durable_dir: Path, driver_server: DriverServer) -> None:
+    chain: int, durable_dir: Path, driver_server: DriverServer
+) -> None:
     """Each chain collects CRASHES_PER_CHAIN random crashes (>= 200 in all); after each
     one the table is checked and the next run resumes it; a table whose run completes is
     finished and checked, and the chain goes on with a fresh table."""
@@ -216,10 +244,8 @@ def test_random_crashes_then_replay_commits_every_batch_once(
             assert where, res.stderr
             points.add(where.group(1))
             crashes += 1
-            committed = _recover_and_check(path, seed, lines, committed,
-                                           below_checkpoint="skip")
-        _finish_and_check(driver_server, path, seed, BATCHES, committed,
-                          below_checkpoint="skip")
+            committed = _recover_and_check(path, seed, lines, committed, below_checkpoint="skip")
+        _finish_and_check(driver_server, path, seed, BATCHES, committed, below_checkpoint="skip")
     assert len(points) >= 2, f"every random crash hit the same point: {points}"
 
 

@@ -70,6 +70,7 @@ def test_a_commit_while_a_reader_opens_the_table(durable_dir: Path) -> None:
         _apply(writer, i)
     probe = 0
     while True:
+
         def open_and_read() -> tuple[int, str, str]:
             r = open_table(durable_dir)
             v = r.version
@@ -92,6 +93,7 @@ def test_a_commit_while_an_open_reader_follows(durable_dir: Path) -> None:
     checks.content_digest(reader.read())  # tablets loaded: following replays into them
     probe = 0
     while True:
+
         def follow() -> list[tuple[int, str, bool]]:
             out = []
             for _ in range(3):

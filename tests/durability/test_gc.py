@@ -60,12 +60,12 @@ def _written_table(path: Path, batches: int = 14) -> Table:
     return t
 
 
-def test_dry_run_lists_and_deletes_nothing_then_gc_deletes_exactly_that(
-        durable_dir: Path) -> None:
+def test_dry_run_lists_and_deletes_nothing_then_gc_deletes_exactly_that(durable_dir: Path) -> None:
     t = _written_table(durable_dir)
     before_tree = _tree(durable_dir)
-    retained = {v: d for v, d in _digests(t).items()
-                if v > t.version - workload.options().retain_versions}
+    retained = {
+        v: d for v, d in _digests(t).items() if v > t.version - workload.options().retain_versions
+    }
     listed = t.gc(dry_run=True)
     assert listed, "nothing to collect: the workload is too small"
     assert listed == sorted(listed) and len(set(listed)) == len(listed)
@@ -77,7 +77,7 @@ def test_dry_run_lists_and_deletes_nothing_then_gc_deletes_exactly_that(
     assert deleted == listed
     after_tree = _tree(durable_dir)
     gone = set(before_tree) - set(after_tree)
-    assert gone == set(listed), (sorted(gone ^ set(listed)))
+    assert gone == set(listed), sorted(gone ^ set(listed))
     added = set(after_tree) - set(before_tree)
     assert all("/_log/_checkpoint." in p for p in added), added
     for p, h in after_tree.items():
@@ -96,8 +96,7 @@ def test_dry_run_lists_and_deletes_nothing_then_gc_deletes_exactly_that(
     assert reopened.gc(dry_run=False) == []
 
 
-def test_every_retained_version_reads_the_same_before_and_after_each_gc(
-        durable_dir: Path) -> None:
+def test_every_retained_version_reads_the_same_before_and_after_each_gc(durable_dir: Path) -> None:
     t = create_table(durable_dir, workload.schema(), options=workload.options())
     for i in range(20):
         _apply(t, i)
@@ -126,7 +125,8 @@ def test_retention_window_by_count_and_by_time(durable_dir: Path) -> None:
 
 
 def test_untouched_bucket_reads_right_after_gc_deleted_the_entries_naming_its_snapshot(
-        durable_dir: Path) -> None:
+    durable_dir: Path,
+) -> None:
     batches = workload.skewed_table(durable_dir)
     states = checks.model_after(batches)
     for t in (open_table(durable_dir, options=workload.options()),):
@@ -154,12 +154,20 @@ def test_orphans_of_a_lost_commit_race_are_removed_by_the_loser(durable_dir: Pat
         after = set(_tree(durable_dir))
         new = {p for p in after - before if "/_log/" not in p}
         won = winner.log.read(winner.version)
-        committed = {os.path.join(str(durable_dir), r) for ref in won.buckets.values()
-                     for r in (ref.segment, ref.snapshot) if r}
+        committed = {
+            os.path.join(str(durable_dir), r)
+            for ref in won.buckets.values()
+            for r in (ref.segment, ref.snapshot)
+            if r
+        }
         if won.rejects is not None:  # the winner's rejects are committed with its entry
             committed.add(os.path.join(str(durable_dir), won.rejects))
-        pages = {os.path.join(str(durable_dir), f) for r in committed
-                 if r.endswith(".manifest") for f in _manifest_files(durable_dir, r)}
+        pages = {
+            os.path.join(str(durable_dir), f)
+            for r in committed
+            if r.endswith(".manifest")
+            for f in _manifest_files(durable_dir, r)
+        }
         assert new <= committed | pages, f"the loser left {sorted(new - committed - pages)}"
     loser.log.commit = real_commit  # type: ignore[method-assign]
     latest = winner.version
@@ -172,8 +180,10 @@ def test_orphans_of_a_lost_commit_race_are_removed_by_the_loser(durable_dir: Pat
     assert checks.rows_of(loser.read()) == want
     fresh = open_table(durable_dir)  # ... and what it wrote reads back from disk
     assert checks.rows_of(fresh.read()) == want
-    assert checks.rows_of(fresh.read(version=fresh.version - 1)) == checks.model_after(
-        [workload.batch(SEED, i) for i in order[:-1]])[-1]
+    assert (
+        checks.rows_of(fresh.read(version=fresh.version - 1))
+        == checks.model_after([workload.batch(SEED, i) for i in order[:-1]])[-1]
+    )
 
 
 def _manifest_files(root: Path, rel_or_abs: str) -> list[str]:
@@ -182,23 +192,39 @@ def _manifest_files(root: Path, rel_or_abs: str) -> list[str]:
     return list(read_manifest(str(root), os.path.relpath(rel_or_abs, root)).files)
 
 
-@pytest.mark.parametrize("point", ["wal.fsynced", "snapshot.pages_written",
-                                   "snapshot.written", "table.prepared", "log.before_create"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        "wal.fsynced",
+        "snapshot.pages_written",
+        "snapshot.written",
+        "table.prepared",
+        "log.before_create",
+    ],
+)
 def test_orphans_of_a_killed_writer_are_removed_once_the_version_commits(
-        point: str, durable_dir: Path, driver_server: DriverServer) -> None:
+    point: str, durable_dir: Path, driver_server: DriverServer
+) -> None:
     create_table(durable_dir, workload.schema(), options=workload.options())
     res = driver_server.run(durable_dir, SEED, 8)
     assert res.returncode == 0, res.stderr
-    before = set(checks.data_files(durable_dir)["_wal"]
-                 + checks.data_files(durable_dir)["_snapshots"]
-                 + checks.data_files(durable_dir)["_pages"])
+    before = set(
+        checks.data_files(durable_dir)["_wal"]
+        + checks.data_files(durable_dir)["_snapshots"]
+        + checks.data_files(durable_dir)["_pages"]
+    )
     res = driver_server.run(durable_dir, SEED, 12, crash={faults.CRASH_AT_ENV: point})
     assert res.returncode == KILLED, res.stderr
     files = checks.data_files(durable_dir)
     orphans = set(files["_wal"] + files["_snapshots"] + files["_pages"]) - before
     t = open_table(durable_dir, options=workload.options())
-    named = {r for v in range(t.oldest_version, t.version + 1)
-             for ref in t.log.read(v).buckets.values() for r in (ref.segment, ref.snapshot) if r}
+    named = {
+        r
+        for v in range(t.oldest_version, t.version + 1)
+        for ref in t.log.read(v).buckets.values()
+        for r in (ref.segment, ref.snapshot)
+        if r
+    }
     orphans -= named
     assert orphans, f"the kill at {point} left no orphan: nothing tested"
     res = driver_server.run(durable_dir, SEED, 14)  # commits the version, runs GC
@@ -221,13 +247,19 @@ GC_KILLED_CHILD = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("point", ["log.checkpoint_written", "gc.deleting"])
-def test_gc_killed_midway_leaves_every_offered_version_readable(point: str,
-                                                                durable_dir: Path) -> None:
+def test_gc_killed_midway_leaves_every_offered_version_readable(
+    point: str, durable_dir: Path
+) -> None:
     """Minimal reproduction: 6 single-bucket-changing versions, a compact, a GC killed
     after its checkpoint; then every version ``versions()`` offers must read right (or
     raise VersionNotFound), never silently return other rows."""
-    batches = [[{"op": "upsert", "key": {"id": k}, "set": {"qty": k}, "seq": 1}
-                for k in range(3 * i, 3 * i + 3)] for i in range(6)]
+    batches = [
+        [
+            {"op": "upsert", "key": {"id": k}, "set": {"qty": k}, "seq": 1}
+            for k in range(3 * i, 3 * i + 3)
+        ]
+        for i in range(6)
+    ]
     t = create_table(durable_dir, workload.schema(), options=workload.options())
     for b in batches:
         t.apply(b)
@@ -235,8 +267,13 @@ def test_gc_killed_midway_leaves_every_offered_version_readable(point: str,
     t.apply([{"op": "delete", "key": {"id": 0}, "seq": 2}])
     want = {v: checks.rows_of(t.read(version=v)) for v in range(t.version + 1)}
     env = checks.child_env(**{faults.CRASH_AT_ENV: point})
-    res = subprocess.run([sys.executable, "-c", GC_KILLED_CHILD, str(durable_dir)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", GC_KILLED_CHILD, str(durable_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == KILLED, res.stderr
     t = open_table(durable_dir)
     for v in range(t.oldest_version, t.version + 1):
@@ -244,8 +281,7 @@ def test_gc_killed_midway_leaves_every_offered_version_readable(point: str,
 
 
 @pytest.mark.parametrize("how", ["read", "get"])
-def test_a_read_that_gc_overtakes_raises_version_not_found(durable_dir: Path,
-                                                          how: str) -> None:
+def test_a_read_that_gc_overtakes_raises_version_not_found(durable_dir: Path, how: str) -> None:
     """The chaos suite's reader resolved a retained version, then the job's GC collected
     it and deleted a segment the read needed: the read must say the version is gone
     (VersionNotFound), not that the table is damaged (WalCorruption)."""

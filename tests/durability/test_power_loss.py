@@ -85,8 +85,14 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def record_run(base: Path, seed: int, n: int, *, cut_here: Callable[[str], bool],
-               rng: random.Random | None = None) -> Run:
+def record_run(
+    base: Path,
+    seed: int,
+    n: int,
+    *,
+    cut_here: Callable[[str], bool],
+    rng: random.Random | None = None,
+) -> Run:
     """Runs the workload (create, ``n`` batches, compaction, GC) with a recorder, and
     writes an image each time ``cut_here(label)`` says so (labels: ``point#hit`` at fault
     points, ``op:<kind>:<path>`` after file operations)."""
@@ -102,8 +108,14 @@ def record_run(base: Path, seed: int, n: int, *, cut_here: Callable[[str], bool]
             return
         image = base / f"image{len(run.cuts)}"
         recorder.image(image, rng)
-        c = Cut(label, image, str(state["phase"]), bool(state["created"]),
-                int(state["acked"]), int(state["started"]))
+        c = Cut(
+            label,
+            image,
+            str(state["phase"]),
+            bool(state["created"]),
+            int(state["acked"]),
+            int(state["started"]),
+        )
         key = (tree_digest(image), c.created, c.acked, c.started)
         if key in seen:  # the same state was already cut (nothing was fsynced since)
             run.same_as_before += 1
@@ -170,11 +182,13 @@ def recover_and_check(run: Run, cut: Cut, n: int) -> None:
         recreated = True
     committed = checks.check_table(table, run.seed)
     assert cut.acked <= committed <= cut.started, (
-        f"recovered {committed} batches; acknowledged {cut.acked}, begun {cut.started}")
+        f"recovered {committed} batches; acknowledged {cut.acked}, begun {cut.started}"
+    )
     for e in table.log.entries(from_version=table.oldest_version):
         if not recreated:
             assert e.to_json() == run.entries.get(e.version), (
-                f"version {e.version} differs from the entry the run committed")
+                f"version {e.version} differs from the entry the run committed"
+            )
     # The restarted job replays from its last Spark checkpoint: the batches before it
     # come back skipped, the next ones are committed (and maintained) as in the run.
     end = min(n, committed + 2)
@@ -284,26 +298,36 @@ def test_power_loss_at_every_fault_point_recovers_a_committed_version(scratch: P
     assert expected <= run.points, f"never reached: {expected - run.points}"
     assert {c.phase for c in run.cuts} == {"create", "apply", "compact", "gc"}
     failures = check_all(run, BATCHES)
-    assert not failures, (f"{len(failures)} of {len(run.cuts)} power cuts recovered "
-                          "wrongly:\n" + "\n".join(failures))
-    print(f"{len(run.cuts)} distinct power-cut states recovered "
-          f"({run.same_as_before} more cuts repeated one of them)")
+    assert not failures, (
+        f"{len(failures)} of {len(run.cuts)} power cuts recovered wrongly:\n" + "\n".join(failures)
+    )
+    print(
+        f"{len(run.cuts)} distinct power-cut states recovered "
+        f"({run.same_as_before} more cuts repeated one of them)"
+    )
     assert run.stragglers == [], f"made outside fsutil: {run.stragglers}"
 
 
 @pytest.mark.parametrize("variant", range(2))
 def test_power_loss_at_random_instants_recovers_a_committed_version(
-        scratch: Path, variant: int) -> None:
+    scratch: Path, variant: int
+) -> None:
     """Cuts after random file operations (any create, fsync, link, rename, unlink,
     mkdir); variant 1 also keeps a random part of what was not fsynced."""
     pick = random.Random(1000 + variant)
     torn = random.Random(2000 + variant) if variant == 1 else None
-    run = record_run(scratch, SEED + 1 + variant, BATCHES, rng=torn,
-                     cut_here=lambda label: label.startswith("op:") and pick.random() < 0.1)
+    run = record_run(
+        scratch,
+        SEED + 1 + variant,
+        BATCHES,
+        rng=torn,
+        cut_here=lambda label: label.startswith("op:") and pick.random() < 0.1,
+    )
     assert len(run.cuts) >= 15, len(run.cuts)
     failures = check_all(run, BATCHES)
-    assert not failures, (f"{len(failures)} of {len(run.cuts)} power cuts recovered "
-                          "wrongly:\n" + "\n".join(failures))
+    assert not failures, (
+        f"{len(failures)} of {len(run.cuts)} power cuts recovered wrongly:\n" + "\n".join(failures)
+    )
 
 
 def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,15 +346,17 @@ def _commit_without_log_dir_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     import cdc_sink.storage.version_log as version_log
 
     real = version_log.fsync_dir
-    monkeypatch.setattr(version_log, "fsync_dir",
-                        lambda p: None if os.fspath(p).endswith("_log") else real(p))
+    monkeypatch.setattr(
+        version_log, "fsync_dir", lambda p: None if os.fspath(p).endswith("_log") else real(p)
+    )
 
 
-@pytest.mark.parametrize("mutation", [_bucket_dirs_without_parent_fsync,
-                                      _commit_without_log_dir_fsync])
+@pytest.mark.parametrize(
+    "mutation", [_bucket_dirs_without_parent_fsync, _commit_without_log_dir_fsync]
+)
 def test_the_check_detects_a_missing_directory_fsync(
-        scratch: Path, monkeypatch: pytest.MonkeyPatch,
-        mutation: Callable[[pytest.MonkeyPatch], None]) -> None:
+    scratch: Path, monkeypatch: pytest.MonkeyPatch, mutation: Callable[[pytest.MonkeyPatch], None]
+) -> None:
     mutation(monkeypatch)
     run = record_run(scratch, SEED, 3, cut_here=lambda label: label.startswith("wal.fsynced"))
     failures = check_all(run, 3)

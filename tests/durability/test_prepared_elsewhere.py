@@ -17,20 +17,23 @@ from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.model import RefModel, model_rows, table_to_rows
 
 SCHEMA = {
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "int64"}],
-    "primary_key": ["id"], "num_buckets": 3,
+    "columns": [{"name": "id", "type": "int64", "nullable": False}, {"name": "a", "type": "int64"}],
+    "primary_key": ["id"],
+    "num_buckets": 3,
 }
 
 
-def _commit_from_worker(driver: Table, worker: Table, events: list[dict[str, Any]],
-                        batch_id: int) -> None:
+def _commit_from_worker(
+    driver: Table, worker: Table, events: list[dict[str, Any]], batch_id: int
+) -> None:
     """What executors mode does: the worker prepares every bucket, the driver commits."""
     batch, rejects = ChangeBatch.from_events(events, driver.schema)
     assert not len(rejects)
     v = driver.version + 1
-    prepared = [commit.prepare_bucket(worker, b, v, part)
-                for b, part in sorted(batch.split_by_bucket().items())]
+    prepared = [
+        commit.prepare_bucket(worker, b, v, part)
+        for b, part in sorted(batch.split_by_bucket().items())
+    ]
     commit.commit_prepared(driver, v, prepared, app_id="job", batch_id=batch_id, events=len(batch))
 
 
@@ -65,8 +68,7 @@ def test_the_committer_reads_what_the_worker_prepared(tmp_path: Path) -> None:
     assert sorted(driver.read().column("a").to_pylist()) == [2] * 10 + [3] * 10
 
 
-def test_a_copy_older_than_the_gc_horizon_reloads_instead_of_replaying(
-        tmp_path: Path) -> None:
+def test_a_copy_older_than_the_gc_horizon_reloads_instead_of_replaying(tmp_path: Path) -> None:
     """A worker's cached bucket that fell behind while the committer compacted and GC'd
     (deleting the segments it would replay) reloads from the newest snapshot."""
     driver = create_table(tmp_path / "t", SCHEMA, options=TableOptions.for_tests())

@@ -40,8 +40,7 @@ def _version_at(t: Table, ts: int) -> int:
     return max(e["version"] for e in t.versions() if e["commit_time_ms"] <= ts)
 
 
-def test_version_reads_the_same_bytes_during_writes_compaction_and_gc(
-        durable_dir: Path) -> None:
+def test_version_reads_the_same_bytes_during_writes_compaction_and_gc(durable_dir: Path) -> None:
     t = create_table(durable_dir, workload.schema(), options=workload.options())
     for i in range(BEFORE):
         _apply(t, i)
@@ -57,8 +56,7 @@ def test_version_reads_the_same_bytes_during_writes_compaction_and_gc(
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
     results = ctx.Queue()
-    reader = ctx.Process(target=repeat_reader,
-                         args=(str(durable_dir), v, ts, stop, results, 30))
+    reader = ctx.Process(target=repeat_reader, args=(str(durable_dir), v, ts, stop, results, 30))
     reader.start()
     got: list[Any] = []
     try:
@@ -107,11 +105,11 @@ def test_version_reads_the_same_bytes_during_writes_compaction_and_gc(
     for u in range(v, fresh.version + 1):  # by timestamp == by version, everywhere
         at = _commit_time(fresh, u)
         assert checks.digest(fresh.read(timestamp=at)) == checks.digest(
-            fresh.read(version=_version_at(fresh, at)))
+            fresh.read(version=_version_at(fresh, at))
+        )
 
 
-def test_reading_below_the_gc_horizon_names_the_oldest_readable_version(
-        durable_dir: Path) -> None:
+def test_reading_below_the_gc_horizon_names_the_oldest_readable_version(durable_dir: Path) -> None:
     t = create_table(durable_dir, workload.schema(), options=workload.options())
     for i in range(12):
         _apply(t, i)
@@ -133,7 +131,8 @@ def test_reading_below_the_gc_horizon_names_the_oldest_readable_version(
         with pytest.raises(VersionNotFound):
             table.get([1], version=oldest - 1)
         assert checks.rows_of(table.read(version=oldest)) == checks.expected_rows(
-            SEED, _batches_at(table, oldest))
+            SEED, _batches_at(table, oldest)
+        )
 
 
 def _batches_at(t: Table, v: int) -> int:

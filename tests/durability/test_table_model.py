@@ -48,8 +48,14 @@ OPTS = TableOptions.for_tests()
 REOPEN_OPTS = [
     OPTS,
     TableOptions(),  # long in-memory retention, rare snapshots
-    TableOptions(page_rows=8, memory_versions=1, compact_every=1, snapshot_every=1,
-                 retain_versions=1, retain_seconds=0.0),
+    TableOptions(
+        page_rows=8,
+        memory_versions=1,
+        compact_every=1,
+        snapshot_every=1,
+        retain_versions=1,
+        retain_seconds=0.0,
+    ),
 ]
 APPS = ("app-a", "app-b")
 ADD_NAMES = ("c0", "c1", "c2", "c5", "x", "y")
@@ -135,8 +141,9 @@ def _model_events(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The engine ignores whatever a delete carries in ``set`` (changes.py); RefModel
     rejects a delete whose ``set`` names an unknown column. That only happens here when a
     batch drawn before a schema change is replayed after it, so drop a delete's ``set``."""
-    return [{k: v for k, v in e.items() if k != "set"} if e.get("op") == "delete" else e
-            for e in evs]
+    return [
+        {k: v for k, v in e.items() if k != "set"} if e.get("op") == "delete" else e for e in evs
+    ]
 
 
 def _scratch_root() -> str | None:
@@ -177,15 +184,14 @@ class TableMachine(RuleBasedStateMachine):
         schema = data.draw(schemas())
         self.dir = tempfile.mkdtemp(prefix="cdc_table_model_", dir=_scratch_root())
         self.path = os.path.join(self.dir, "t")
-        self.keys = [tuple(k[n] for n in schema.primary_key)
-                     for k in data.draw(key_pool(schema))]
+        self.keys = [tuple(k[n] for n in schema.primary_key) for k in data.draw(key_pool(schema))]
         self.opts = OPTS
         self.table = create_table(self.path, schema, options=self.opts)
         assert self.table.schema == schema
         self.model = RefModel(schema)
-        self.vschemas: dict[int, TableSchema] = {0: schema}   # schema of every version
+        self.vschemas: dict[int, TableSchema] = {0: schema}  # schema of every version
         self.meta: dict[int, tuple[str | None, int | None]] = {0: (None, None)}
-        self.last_bid: dict[str, int] = {}                    # idempotency table
+        self.last_bid: dict[str, int] = {}  # idempotency table
         self.committed: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.crashed: list[tuple[str, int, list[dict[str, Any]]]] = []
         self.version = 0
@@ -273,9 +279,19 @@ class TableMachine(RuleBasedStateMachine):
         res = self.table.apply(evs, app_id=app, batch_id=bid)
         assert res.skipped and res.version == self.version == before == self.table.version
 
-    @rule(data=st.data(), mode=st.sampled_from(
-        ["before_commit", "orphans", "torn_entry", "after_commit", "transient",
-         "error_after_create"]))
+    @rule(
+        data=st.data(),
+        mode=st.sampled_from(
+            [
+                "before_commit",
+                "orphans",
+                "torn_entry",
+                "after_commit",
+                "transient",
+                "error_after_create",
+            ]
+        ),
+    )
     def crash_during_apply(self, data: st.DataObject, mode: str) -> None:
         app = data.draw(st.sampled_from(APPS))
         bid = self.last_bid.get(app, -1) + 1
@@ -337,8 +353,9 @@ class TableMachine(RuleBasedStateMachine):
         assert self.table.oldest_version == horizon
         event(f"gc: {'moved oldest' if horizon > self.oldest else 'kept oldest'}")
         self.oldest = horizon
-        assert self.table.gc(dry_run=True, retain_versions=n, retain_seconds=0) == [], \
+        assert self.table.gc(dry_run=True, retain_versions=n, retain_seconds=0) == [], (
             "a second gc would delete more"
+        )
 
     # ------------------------------------------------------------------ schema changes
     @rule(data=st.data(), type_name=st.sampled_from(VALUE_TYPES), nullable=st.booleans())
@@ -366,18 +383,24 @@ class TableMachine(RuleBasedStateMachine):
         v = self.table.rename_column(old, new_name)
         self._change_model(v, new, functools.partial(_rename_column, old=old, new=new_name))
 
-    @precondition(lambda self: not KNOWN_BUGS["drop_column"] and any(
-        c.name != self.schema.sequence_column for c in self.schema.value_columns))
+    @precondition(
+        lambda self: (
+            not KNOWN_BUGS["drop_column"]
+            and any(c.name != self.schema.sequence_column for c in self.schema.value_columns)
+        )
+    )
     @rule(data=st.data())
     def drop_column(self, data: st.DataObject) -> None:
-        name = data.draw(st.sampled_from([c.name for c in self.schema.value_columns
-                                          if c.name != self.schema.sequence_column]))
+        name = data.draw(
+            st.sampled_from(
+                [c.name for c in self.schema.value_columns if c.name != self.schema.sequence_column]
+            )
+        )
         new = self.schema.drop_column(name)
         v = self.table.drop_column(name)
         self._change_model(v, new, functools.partial(_drop_column, name=name))
 
-    def _change_model(self, v: int, new: TableSchema, fix: Callable[[dict[str, Any]], Any]
-                      ) -> None:
+    def _change_model(self, v: int, new: TableSchema, fix: Callable[[dict[str, Any]], Any]) -> None:
         self.model.schema = new
         for row in self.model.rows.values():
             fix(row)
@@ -463,8 +486,9 @@ class TableMachine(RuleBasedStateMachine):
             assert t.schema_at(v) == schema, f"schema of version {v}"
             got = t.read(version=v)
             assert got.schema == schema.arrow_schema(), f"version {v}"
-            assert table_to_rows(got, schema.primary_key) == self._expected_rows(v, schema), \
+            assert table_to_rows(got, schema.primary_key) == self._expected_rows(v, schema), (
                 f"version {v}"
+            )
         for v in {self.oldest, self.version}:
             schema = self.vschemas[v]
             expect = self._expected_rows(v, schema)
@@ -494,15 +518,24 @@ class TableMachine(RuleBasedStateMachine):
 TestTableModel = TableMachine.TestCase
 # CDC_SINK_MODEL_EXAMPLES=300 for a long bug hunt.
 EXAMPLES = int(os.environ.get("CDC_SINK_MODEL_EXAMPLES", "25"))
-TestTableModel.settings = settings(max_examples=EXAMPLES, stateful_step_count=20, deadline=None,
-                                   suppress_health_check=[HealthCheck.too_slow])
+TestTableModel.settings = settings(
+    max_examples=EXAMPLES,
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 # ---------------------------------------------------------------------- found bugs
 def _small_schema(**extra: Any) -> dict[str, Any]:
-    return {"columns": [{"name": "k", "type": "int64", "nullable": False},
-                        {"name": "a", "type": "int8"}],
-            "primary_key": ["k"], **extra}
+    return {
+        "columns": [
+            {"name": "k", "type": "int64", "nullable": False},
+            {"name": "a", "type": "int8"},
+        ],
+        "primary_key": ["k"],
+        **extra,
+    }
 
 
 def test_snapshot_after_drop_column_is_readable_after_reopen(tmp_path: Any) -> None:
@@ -532,14 +565,19 @@ def test_crash_during_gc_keeps_listed_versions_readable(tmp_path: Any, nth: int)
     t = create_table(tmp_path / "t", _small_schema(), options=OPTS)
     t.apply([{"op": "insert", "key": {"k": 1}, "set": {"a": 5}}])  # v1
     t.apply([{"op": "update", "key": {"k": 1}, "set": {"a": 6}}])  # v2
-    t.compact()                                                     # v3: snapshot of v2
-    t.compact()                                                     # v4: snapshot of v3
+    t.compact()  # v3: snapshot of v2
+    t.compact()  # v4: snapshot of v3
     # nth=1: dies after the checkpoint, before deleting anything; nth=2: after 1 deletion.
     with crash_at_fault_point("gc.deleting", nth), pytest.raises(SimulatedCrash):
         t.gc(dry_run=False, retain_versions=1, retain_seconds=0)
     t = open_table(tmp_path / "t", options=OPTS)
-    expected = {0: [], 1: [{"k": 1, "a": 5}], 2: [{"k": 1, "a": 6}], 3: [{"k": 1, "a": 6}],
-                4: [{"k": 1, "a": 6}]}
+    expected = {
+        0: [],
+        1: [{"k": 1, "a": 5}],
+        2: [{"k": 1, "a": 6}],
+        3: [{"k": 1, "a": 6}],
+        4: [{"k": 1, "a": 6}],
+    }
     for v in range(t.oldest_version, t.version + 1):
         # Either still listed and right, or not listed any more; never wrong.
         assert t.read(version=v).to_pylist() == expected[v], f"version {v}"
@@ -560,8 +598,8 @@ def test_error_after_entry_created_keeps_the_committed_version(tmp_path: Any) ->
 def test_version_before_drop_column_readable_after_reopen(tmp_path: Any) -> None:
     t = create_table(tmp_path / "t", _small_schema(), options=OPTS)
     t.apply([{"op": "insert", "key": {"k": 1}, "set": {"a": 1}}])  # v1
-    t.add_column("b", "int8", default=3)                            # v2: column id 2
-    t.drop_column("b")                                              # v3
+    t.add_column("b", "int8", default=3)  # v2: column id 2
+    t.drop_column("b")  # v3
     t = open_table(tmp_path / "t", options=OPTS)
     t.apply([{"op": "insert", "key": {"k": 2}, "set": {"a": 2}}])  # v4: loads the bucket at v3
     assert t.read(version=2).to_pylist() == [{"k": 1, "a": 1, "b": 3}]
@@ -571,10 +609,10 @@ def test_timestamp_below_oldest_after_interrupted_gc(tmp_path: Any) -> None:
     t = create_table(tmp_path / "t", _small_schema(), options=OPTS)
     t.apply([{"op": "insert", "key": {"k": 1}, "set": {"a": 5}}])  # v1
     time.sleep(0.005)  # distinct commit times (ms)
-    t.compact()                                                     # v2
-    t.compact()                                                     # v3
+    t.compact()  # v2
+    t.compact()  # v3
     with crash_at_fault_point("gc.deleting", 1), pytest.raises(SimulatedCrash):
-        t.gc(dry_run=False, retain_versions=1, retain_seconds=0)   # after the checkpoint
+        t.gc(dry_run=False, retain_versions=1, retain_seconds=0)  # after the checkpoint
     t = open_table(tmp_path / "t", options=OPTS)
     assert t.oldest_version == 3
     assert t.log.read(1).commit_time_ms < t.log.read(3).commit_time_ms

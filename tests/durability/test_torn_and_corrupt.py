@@ -70,15 +70,21 @@ def _open(path: Path) -> Table:
 def _read_all(path: Path) -> tuple[int, dict[int, dict[tuple[object, ...], dict[str, object]]]]:
     """Opens the table and reads every retained version: (latest, rows by version)."""
     t = _open(path)
-    return t.version, {v: checks.rows_of(t.read(version=v))
-                       for v in range(t.oldest_version, t.version + 1)}
+    return t.version, {
+        v: checks.rows_of(t.read(version=v)) for v in range(t.oldest_version, t.version + 1)
+    }
 
 
 def _committed_files(path: Path) -> dict[str, list[str]]:
     """Files the retained versions of the table reference, by kind (relative paths)."""
     t = _open(path)
-    out: dict[str, set[str]] = {"segment": set(), "manifest": set(), "pages": set(),
-                                "log": set(), "checkpoint": set()}
+    out: dict[str, set[str]] = {
+        "segment": set(),
+        "manifest": set(),
+        "pages": set(),
+        "log": set(),
+        "checkpoint": set(),
+    }
     for v in range(t.oldest_version, t.version + 1):
         out["log"].add(os.path.relpath(t.log.entry_path(v), path))
         for ref in t.log.read(v).buckets.values():
@@ -101,8 +107,7 @@ def _expected(path: Path) -> dict[int, dict[tuple[object, ...], dict[str, object
     """The model's rows of every retained version of the (undamaged) table."""
     t = _open(path)
     checks.check_table(t, SEED)
-    return {v: checks.rows_of(t.read(version=v))
-            for v in range(t.oldest_version, t.version + 1)}
+    return {v: checks.rows_of(t.read(version=v)) for v in range(t.oldest_version, t.version + 1)}
 
 
 def _newest_segments(path: Path) -> list[str]:
@@ -122,7 +127,8 @@ def _record_offsets(data: bytes, magic: bytes) -> list[int]:
 
 # ---------------------------------------------------------------------- (a) truncation
 def test_committed_segment_truncated_anywhere_in_its_last_record_is_corruption(
-        table_copy: Path) -> None:
+    table_copy: Path,
+) -> None:
     rel = _newest_segments(table_copy)[0]
     seg = table_copy / rel
     data = seg.read_bytes()
@@ -139,8 +145,9 @@ def test_committed_segment_truncated_anywhere_in_its_last_record_is_corruption(
     for cut in (last, last + 5, len(data) - 1):  # the writer refuses it too
         seg.write_bytes(data[:cut])
         with pytest.raises(WalCorruption):
-            _open(table_copy).apply(workload.batch(SEED, BATCHES), app_id=workload.APP_ID,
-                                    batch_id=BATCHES)
+            _open(table_copy).apply(
+                workload.batch(SEED, BATCHES), app_id=workload.APP_ID, batch_id=BATCHES
+            )
         assert seg.stat().st_size == cut
     seg.write_bytes(data)
     checks.check_table(_open(table_copy), SEED)
@@ -155,16 +162,22 @@ Rows = dict[tuple[object, ...], dict[str, object]]
 
 def _bucket_rows(t: Table, bucket: int, version: int) -> Rows:
     schema = t.schema_at(version)
-    return checks.rows_of(pa.Table.from_batches(list(t.bucket_batches(bucket, version)),
-                                                schema=schema.arrow_schema(schema.names)))
+    return checks.rows_of(
+        pa.Table.from_batches(
+            list(t.bucket_batches(bucket, version)), schema=schema.arrow_schema(schema.names)
+        )
+    )
 
 
 def _reads(path: Path, buckets: list[int]) -> tuple[int, dict[tuple[int, int], Rows]]:
     """Opens the table and reads ``buckets`` at every retained version."""
     t = _open(path)
     t.versions()
-    return t.version, {(b, v): _bucket_rows(t, b, v) for b in buckets
-                       for v in range(t.oldest_version, t.version + 1)}
+    return t.version, {
+        (b, v): _bucket_rows(t, b, v)
+        for b in buckets
+        for v in range(t.oldest_version, t.version + 1)
+    }
 
 
 def _flip_trials(path: Path, kinds: list[str], flips: int, seed: int) -> Counter[str]:
@@ -236,8 +249,9 @@ def test_a_log_entry_missing_below_the_latest_is_detected(durable_dir: Path) -> 
         t.apply(workload.batch(SEED, i), app_id=workload.APP_ID, batch_id=i)
     t.gc(dry_run=False, retain_versions=4)
     checks.check_table(_open(durable_dir), SEED)
-    expected = {v: checks.rows_of(t.read(version=v))
-                for v in range(t.oldest_version, t.version + 1)}
+    expected = {
+        v: checks.rows_of(t.read(version=v)) for v in range(t.oldest_version, t.version + 1)
+    }
     ckpt = t.log.read_checkpoint()
     assert ckpt is not None and ckpt.version < t.version - 1
     os.unlink(t.log.entry_path(t.version - 1))  # a data version between the two
@@ -282,9 +296,11 @@ def _plant_torn_orphans(path: Path, version: int) -> list[Path]:
     snaps = sorted((path / "_snapshots").rglob("*.manifest"))
     manifest = snaps[-1].read_bytes()
     planted = []
-    for sub, ext, content in (("_wal", "wal", data[: len(data) * 2 // 3]),
-                              ("_snapshots", "manifest", manifest[: len(manifest) // 2]),
-                              ("_pages", "pages", b"\x00" * 100)):
+    for sub, ext, content in (
+        ("_wal", "wal", data[: len(data) * 2 // 3]),
+        ("_snapshots", "manifest", manifest[: len(manifest) // 2]),
+        ("_pages", "pages", b"\x00" * 100),
+    ):
         p = path / sub / "1" / f"{version:020d}-0bad0bad0bad.{ext}"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(content)
@@ -292,16 +308,17 @@ def _plant_torn_orphans(path: Path, version: int) -> list[Path]:
     return planted
 
 
-def test_torn_orphans_of_a_superseded_attempt_are_ignored_and_collected(
-        table_copy: Path) -> None:
+def test_torn_orphans_of_a_superseded_attempt_are_ignored_and_collected(table_copy: Path) -> None:
     expected = _expected(table_copy)
     latest = max(expected)
     planted = _plant_torn_orphans(table_copy, latest)  # a losing attempt at `latest`
     planted += _plant_torn_orphans(table_copy, latest + 1)  # the crashed next attempt
     assert _read_all(table_copy) == (latest, expected)
     t = _open(table_copy)
-    assert t.apply(workload.batch(SEED, BATCHES), app_id=workload.APP_ID,
-                   batch_id=BATCHES).version == latest + 1
+    assert (
+        t.apply(workload.batch(SEED, BATCHES), app_id=workload.APP_ID, batch_id=BATCHES).version
+        == latest + 1
+    )
     listed = t.gc(dry_run=True)
     for p in planted:
         assert str(p) in listed
@@ -327,14 +344,21 @@ def test_torn_orphans_of_a_crashed_next_attempt_are_collected(table_copy: Path) 
 
 # ---------------------------------------------------------------------- (d) torn log entry
 def test_torn_newest_log_entry_is_not_committed_and_the_version_commits_again(
-        golden: Path, table_copy: Path) -> None:
+    golden: Path, table_copy: Path
+) -> None:
     expected = _expected(table_copy)
     latest = max(expected)
     t = _open(table_copy)
     prev = t.log.read(latest)
-    entry = LogEntry(version=latest + 1, app_id=workload.APP_ID, batch_id=BATCHES,
-                     commit_time_ms=prev.commit_time_ms + 1, schema_id=prev.schema_id,
-                     buckets=dict(prev.buckets), stats={})
+    entry = LogEntry(
+        version=latest + 1,
+        app_id=workload.APP_ID,
+        batch_id=BATCHES,
+        commit_time_ms=prev.commit_time_ms + 1,
+        schema_id=prev.schema_id,
+        buckets=dict(prev.buckets),
+        stats={},
+    )
     full = encode_file([entry.to_json().encode()], magic=LOG_MAGIC)
     target = Path(t.log.entry_path(latest + 1))
     torn = [full[:cut] for cut in range(len(full))] + [b"\x00" * len(full)]
@@ -351,8 +375,7 @@ def test_torn_newest_log_entry_is_not_committed_and_the_version_commits_again(
         target.write_bytes(data)
         t3 = _open(table_copy)
         assert checks.rows_of(t3.read()) == expected[latest]
-        res = t3.apply(workload.batch(SEED, BATCHES), app_id=workload.APP_ID,
-                       batch_id=BATCHES)
+        res = t3.apply(workload.batch(SEED, BATCHES), app_id=workload.APP_ID, batch_id=BATCHES)
         assert (res.version, res.skipped) == (latest + 1, False)
         assert checks.check_table(_open(table_copy), SEED) == BATCHES + 1
 

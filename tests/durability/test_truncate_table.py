@@ -17,10 +17,14 @@ SCHEMA = {**ID_V_SEQ, "num_buckets": 4}
 def test_truncate_clears_every_bucket_in_its_version_and_survives_reopen(durable_dir: Path):
     t = create_table(durable_dir, SCHEMA, options=TableOptions.for_tests())
     t.apply([{"op": "insert", "key": i, "set": {"v": "a"}, "seq": 5} for i in range(50)])
-    res = t.apply([{"op": "upsert", "key": 1, "set": {"v": "b"}, "seq": 6},
-                   {"op": "truncate"},
-                   {"op": "insert", "key": 2, "set": {"v": "new"}, "seq": 7},
-                   {"op": "insert", "key": 3, "set": {"v": "old"}, "seq": 4}])
+    res = t.apply(
+        [
+            {"op": "upsert", "key": 1, "set": {"v": "b"}, "seq": 6},
+            {"op": "truncate"},
+            {"op": "insert", "key": 2, "set": {"v": "new"}, "seq": 7},
+            {"op": "insert", "key": 3, "set": {"v": "old"}, "seq": 4},
+        ]
+    )
     assert res.version == 2
     assert res.buckets == [0, 1, 2, 3]
     assert res.counts["truncated"] == 50 and res.counts["stale"] == 1
@@ -39,9 +43,14 @@ def test_truncate_clears_every_bucket_in_its_version_and_survives_reopen(durable
 def test_truncate_in_the_wire_form_and_as_a_lone_event(durable_dir: Path):
     t = create_table(durable_dir, SCHEMA, options=TableOptions(page_rows=8))
     t.apply([{"op": "insert", "key": i, "set": {"v": "a"}, "seq": 1} for i in range(9)])
-    wire = pa.table({"__op": pa.array([OP_TRUNCATE, 0], pa.int8()),
-                     "__seq": pa.array([None, 2], pa.int64()),
-                     "id": pa.array([None, 4], pa.int64()), "v": ["ignored", "b"]})
+    wire = pa.table(
+        {
+            "__op": pa.array([OP_TRUNCATE, 0], pa.int8()),
+            "__seq": pa.array([None, 2], pa.int64()),
+            "id": pa.array([None, 4], pa.int64()),
+            "v": ["ignored", "b"],
+        }
+    )
     res = t.apply(wire)
     assert res.counts["truncated"] == 9 and len(res.rejects) == 0
     assert t.read().to_pylist() == [{"id": 4, "v": "b", "seq": 2}]

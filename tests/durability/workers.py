@@ -32,8 +32,16 @@ def race_batch(app_index: int, batch_id: int) -> list[dict[str, Any]]:
     return out
 
 
-def race_writer(path: str, app_index: int, rounds: int, attempt: Any, checked: Any,
-                round_done: Any, retry_lock: Any, results: Any) -> None:
+def race_writer(
+    path: str,
+    app_index: int,
+    rounds: int,
+    attempt: Any,
+    checked: Any,
+    round_done: Any,
+    retry_lock: Any,
+    results: Any,
+) -> None:
     """One racing writer: per round, tries to commit the same next version as the other
     writers (all of them decide and prepare before any commits: ``attempt`` barrier in
     front of the log commit), reports, waits while the parent checks, then (a loser)
@@ -78,8 +86,9 @@ def race_writer(path: str, app_index: int, rounds: int, attempt: Any, checked: A
         raise
 
 
-def repeat_reader(path: str, version: int, timestamp_ms: int, stop: Any, results: Any,
-                  min_reads: int) -> None:
+def repeat_reader(
+    path: str, version: int, timestamp_ms: int, stop: Any, results: Any, min_reads: int
+) -> None:
     """Reads ``version`` again and again, through freshly opened tables (by version and
     by timestamp) and through one table opened at the start, and reports the SHA-256 of
     each read's Arrow IPC bytes (or the error) until ``stop`` is set (and at least
@@ -101,8 +110,7 @@ def repeat_reader(path: str, version: int, timestamp_ms: int, stop: Any, results
         try:
             t = open_table(path)
             results.put(("version", digest(t.read(version=version)), None))
-            results.put(("timestamp", digest(open_table(path).read(timestamp=timestamp_ms)),
-                         None))
+            results.put(("timestamp", digest(open_table(path).read(timestamp=timestamp_ms)), None))
             results.put(("persistent", digest(persistent.read(version=version)), None))
         except Exception as exc:
             results.put(("error", None, f"{type(exc).__name__}: {exc}"))

@@ -78,8 +78,10 @@ def batch(seed: int, i: int, size: int = 14) -> list[dict[str, Any]]:
             e["set"] = sets
         out.append(e)
     if rng.random() < 0.3:  # invalid events are rejected, never applied
-        out.insert(rng.randrange(len(out) + 1),
-                   {"op": "upsert", "key": {"id": 1}, "set": {"qty": None}, "seq": base_seq})
+        out.insert(
+            rng.randrange(len(out) + 1),
+            {"op": "upsert", "key": {"id": 1}, "set": {"qty": None}, "seq": base_seq},
+        )
     m = marker_key(i)
     out.append({"op": "update", "key": {"id": m}, "set": {"name": "dup"}, "seq": base_seq})
     out.append({"op": "upsert", "key": {"id": m}, "set": {"amount": float(i)}, "seq": base_seq})
@@ -109,11 +111,15 @@ def keys_of_bucket(bucket: int, count: int) -> list[int]:
 
 def skewed_batches() -> list[list[dict[str, Any]]]:
     """Batch 0 fills every bucket; batches 1..8 touch bucket 0 only."""
-    first = [{"op": "upsert", "key": {"id": k}, "set": {"qty": k, "name": f"r{k}"}, "seq": 1}
-             for k in range(30)]
+    first = [
+        {"op": "upsert", "key": {"id": k}, "set": {"qty": k, "name": f"r{k}"}, "seq": 1}
+        for k in range(30)
+    ]
     hot = keys_of_bucket(0, 4)
-    return [first] + [[{"op": "upsert", "key": {"id": hot[i % 4]}, "set": {"qty": 100 + i},
-                        "seq": 2 + i}] for i in range(8)]
+    return [first] + [
+        [{"op": "upsert", "key": {"id": hot[i % 4]}, "set": {"qty": 100 + i}, "seq": 2 + i}]
+        for i in range(8)
+    ]
 
 
 def skewed_table(path: Any) -> list[list[dict[str, Any]]]:

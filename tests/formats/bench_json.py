@@ -29,14 +29,14 @@ from tests.formats.bench_rowv2 import SCHEMA
 def _row(rnd: random.Random, i: int) -> dict[str, object]:
     return {
         "qty": rnd.randrange(-40_000, 40_000),
-        "total": rnd.randrange(-2**35, 2**35),
+        "total": rnd.randrange(-(2**35), 2**35),
         "name": f"customer-{i:06d}",
         "price": rnd.random() * 1000,
         "active": rnd.random() < 0.5,
         "day": dt.date(2020, 1, 1) + dt.timedelta(days=rnd.randrange(2000)),
         "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
         + dt.timedelta(microseconds=rnd.randrange(10**13)),
-        "amount": decimal.Decimal(rnd.randrange(-10**9, 10**9)).scaleb(-2),
+        "amount": decimal.Decimal(rnd.randrange(-(10**9), 10**9)).scaleb(-2),
         "note": None if i % 10 == 0 else "x" * rnd.randrange(0, 24),
     }
 
@@ -46,15 +46,25 @@ def make_values(fmt: str, rows: int, *, distinct: int = 20_000, seed: int = 7) -
     rnd = random.Random(seed)
     encoded = []
     for i in range(distinct):
-        key = {"id": rnd.randrange(-2**40, 2**40)}
+        key = {"id": rnd.randrange(-(2**40), 2**40)}
         row = _row(rnd, i)
         if fmt == "json":
-            encoded.append(encode_json({"op": "upsert", "key": key, "set": row,
-                                        "ts_ms": 1_718_000_000_000 + i}))
+            encoded.append(
+                encode_json(
+                    {"op": "upsert", "key": key, "set": row, "ts_ms": 1_718_000_000_000 + i}
+                )
+            )
         else:
-            encoded.append(encode_debezium("u", None, {**key, **row}, SCHEMA,
-                                           envelope=fmt == "debezium-envelope",
-                                           source_ts_ms=1_718_000_000_000 + i))
+            encoded.append(
+                encode_debezium(
+                    "u",
+                    None,
+                    {**key, **row},
+                    SCHEMA,
+                    envelope=fmt == "debezium-envelope",
+                    source_ts_ms=1_718_000_000_000 + i,
+                )
+            )
     reps = -(-rows // distinct)
     return pa.array((encoded * reps)[:rows], pa.binary())
 
@@ -64,9 +74,13 @@ class PythonJsonBaseline(Decoder):
 
     name = "json"
 
-    def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
-                         schema: TableSchema, *,
-                         position: np.ndarray | None = None) -> Decoded:
+    def decode_with_meta(
+        self,
+        values: pa.BinaryArray | pa.LargeBinaryArray,
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+    ) -> Decoded:
         events = [json.loads(v) for v in values.to_pylist()]
         batch, rejects = ChangeBatch.from_events(events, schema, position=position)
         return Decoded(batch, rejects)
@@ -86,13 +100,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--format", choices=sorted(DECODERS), action="append",
-                        help="repeatable; default: every format but the Python baseline")
+    parser.add_argument(
+        "--format",
+        choices=sorted(DECODERS),
+        action="append",
+        help="repeatable; default: every format but the Python baseline",
+    )
     args = parser.parse_args()
     default = [f for f in DECODERS if f != "python-json-baseline"]
     for fmt in args.format or default:
-        values = make_values(fmt.removesuffix("-nostrict").removeprefix("python-")
-                             .removesuffix("-baseline"), args.rows)
+        values = make_values(
+            fmt.removesuffix("-nostrict").removeprefix("python-").removesuffix("-baseline"),
+            args.rows,
+        )
         decoder = DECODERS[fmt]()
         times = []
         for _ in range(args.runs):
@@ -101,9 +121,11 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
             assert len(batch) == args.rows and len(rejects) == 0, rejects.reasons[:3]
         med = statistics.median(times)
-        print(f"{fmt} decode: {args.rows} events x 10 columns, "
-              f"{values.nbytes / args.rows:.0f} B/event; median {med:.3f} s of {args.runs}"
-              f" -> {args.rows / med:,.0f} events/s")
+        print(
+            f"{fmt} decode: {args.rows} events x 10 columns, "
+            f"{values.nbytes / args.rows:.0f} B/event; median {med:.3f} s of {args.runs}"
+            f" -> {args.rows / med:,.0f} events/s"
+        )
 
 
 if __name__ == "__main__":

@@ -18,25 +18,28 @@ import pyarrow as pa
 from cdc_sink.formats.rowv2 import Rowv2Decoder, encode_rows
 from cdc_sink.schema import TableSchema
 
-SCHEMA = TableSchema.from_dict({
-    "columns": [
-        {"name": "id", "type": "int64"},
-        {"name": "qty", "type": "int32"},
-        {"name": "total", "type": "int64"},
-        {"name": "name", "type": "string"},
-        {"name": "price", "type": "float64"},
-        {"name": "active", "type": "bool"},
-        {"name": "day", "type": "date32"},
-        {"name": "at", "type": "timestamp[us, UTC]"},
-        {"name": "amount", "type": "decimal128(12, 2)"},
-        {"name": "note", "type": "string"},
-    ],
-    "primary_key": ["id"],
-})
+SCHEMA = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "id", "type": "int64"},
+            {"name": "qty", "type": "int32"},
+            {"name": "total", "type": "int64"},
+            {"name": "name", "type": "string"},
+            {"name": "price", "type": "float64"},
+            {"name": "active", "type": "bool"},
+            {"name": "day", "type": "date32"},
+            {"name": "at", "type": "timestamp[us, UTC]"},
+            {"name": "amount", "type": "decimal128(12, 2)"},
+            {"name": "note", "type": "string"},
+        ],
+        "primary_key": ["id"],
+    }
+)
 
 
-def make_values(rows: int, *, distinct: int = 20_000, seed: int = 7,
-                partial: bool = False) -> pa.BinaryArray:
+def make_values(
+    rows: int, *, distinct: int = 20_000, seed: int = 7, partial: bool = False
+) -> pa.BinaryArray:
     """``rows`` message values: ``distinct`` encoded rows (all ten columns, a few nulls)
     repeated. With ``partial``, each row leaves out or nulls random columns (thousands of
     distinct layouts, most of them rare)."""
@@ -44,19 +47,21 @@ def make_values(rows: int, *, distinct: int = 20_000, seed: int = 7,
     ops, keys, sets = [], [], []
     for i in range(distinct):
         ops.append("upsert")
-        keys.append({"id": rnd.randrange(-2**40, 2**40)})
-        sets.append(row := {
-            "qty": rnd.randrange(-40_000, 40_000),
-            "total": rnd.randrange(-2**35, 2**35),
-            "name": f"customer-{i:06d}",
-            "price": rnd.random() * 1000,
-            "active": rnd.random() < 0.5,
-            "day": dt.date(2020, 1, 1) + dt.timedelta(days=rnd.randrange(2000)),
-            "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
-            + dt.timedelta(microseconds=rnd.randrange(10**13)),
-            "amount": decimal.Decimal(rnd.randrange(-10**9, 10**9)).scaleb(-2),
-            "note": None if i % 10 == 0 else "x" * rnd.randrange(0, 24),
-        })
+        keys.append({"id": rnd.randrange(-(2**40), 2**40)})
+        sets.append(
+            row := {
+                "qty": rnd.randrange(-40_000, 40_000),
+                "total": rnd.randrange(-(2**35), 2**35),
+                "name": f"customer-{i:06d}",
+                "price": rnd.random() * 1000,
+                "active": rnd.random() < 0.5,
+                "day": dt.date(2020, 1, 1) + dt.timedelta(days=rnd.randrange(2000)),
+                "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+                + dt.timedelta(microseconds=rnd.randrange(10**13)),
+                "amount": decimal.Decimal(rnd.randrange(-(10**9), 10**9)).scaleb(-2),
+                "note": None if i % 10 == 0 else "x" * rnd.randrange(0, 24),
+            }
+        )
         if partial:
             for name in list(row):
                 k = rnd.random()
@@ -74,8 +79,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--partial", action="store_true",
-                        help="random absent/null columns: thousands of row layouts")
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="random absent/null columns: thousands of row layouts",
+    )
     args = parser.parse_args()
     values = make_values(args.rows, partial=args.partial)
     decoder = Rowv2Decoder()
@@ -87,8 +95,10 @@ def main() -> None:
         assert len(batch) == args.rows and len(rejects) == 0
     med = statistics.median(times)
     shape = "partial rows" if args.partial else "10 columns"
-    print(f"rowv2 decode: {args.rows} rows x {shape}, {values.nbytes / args.rows:.0f} B/row;"
-          f" median {med:.3f} s of {args.runs} -> {args.rows / med:,.0f} rows/s")
+    print(
+        f"rowv2 decode: {args.rows} rows x {shape}, {values.nbytes / args.rows:.0f} B/row;"
+        f" median {med:.3f} s of {args.runs} -> {args.rows / med:,.0f} rows/s"
+    )
 
 
 if __name__ == "__main__":

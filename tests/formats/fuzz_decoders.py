@@ -46,26 +46,38 @@ _VALUE_COLUMNS: list[dict[str, Any]] = [
     {"name": "whole", "type": "decimal128(5, 0)"},
 ]
 
-PLAIN = TableSchema.from_dict({
-    "columns": [{"name": "id", "type": "int64"}, *_VALUE_COLUMNS],
-    "primary_key": ["id"],
-})
+PLAIN = TableSchema.from_dict(
+    {
+        "columns": [{"name": "id", "type": "int64"}, *_VALUE_COLUMNS],
+        "primary_key": ["id"],
+    }
+)
 """Every supported type; one int64 key; no sequence column."""
 
-SEQUENCED = TableSchema.from_dict({
-    "columns": [{"name": "tenant", "type": "int32"}, {"name": "sku", "type": "string"},
-                {"name": "kday", "type": "date32"}, *_VALUE_COLUMNS,
-                {"name": "seq", "type": "int64"}],
-    "primary_key": ["tenant", "sku", "kday"],
-    "sequence_column": "seq",
-})
+SEQUENCED = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "tenant", "type": "int32"},
+            {"name": "sku", "type": "string"},
+            {"name": "kday", "type": "date32"},
+            *_VALUE_COLUMNS,
+            {"name": "seq", "type": "int64"},
+        ],
+        "primary_key": ["tenant", "sku", "kday"],
+        "sequence_column": "seq",
+    }
+)
 """Every supported type; a composite key of int32, string and date32; a sequence column."""
 
-WIDE_IDS = TableSchema.from_dict({
-    "columns": [{"id": 0, "name": "id", "type": "int64"},
-                *({**c, "id": 256 + 65_536 * i} for i, c in enumerate(_VALUE_COLUMNS))],
-    "primary_key": ["id"],
-})
+WIDE_IDS = TableSchema.from_dict(
+    {
+        "columns": [
+            {"id": 0, "name": "id", "type": "int64"},
+            *({**c, "id": 256 + 65_536 * i} for i, c in enumerate(_VALUE_COLUMNS)),
+        ],
+        "primary_key": ["id"],
+    }
+)
 """As :data:`PLAIN` with column ids above 255 (rowv2's 4-byte "big" layout)."""
 
 SCHEMAS = (PLAIN, SEQUENCED, WIDE_IDS)
@@ -79,7 +91,7 @@ US_MAX = (DAY_MAX + 1) * 86_400_000_000 - 1
 
 # ====================================================================== valid messages
 def _decimal_values(t: pa.Decimal128Type) -> st.SearchStrategy[decimal.Decimal]:
-    top = 10 ** t.precision - 1
+    top = 10**t.precision - 1
     return st.one_of(
         st.integers(-top, top),
         st.sampled_from([0, 1, -1, top, -top]),
@@ -150,20 +162,34 @@ def encode_rowv2(e: dict[str, Any], schema: TableSchema) -> bytes:
     return encode_event({k: v for k, v in e.items() if k != "ts_ms"}, schema)
 
 
-def encode_dbz(e: dict[str, Any], schema: TableSchema, *, envelope: bool,
-               decimal_handling: str) -> bytes:
+def encode_dbz(
+    e: dict[str, Any], schema: TableSchema, *, envelope: bool, decimal_handling: str
+) -> bytes:
     """One event as Debezium JSON (upserts as ``c``/``u``/``r``, deletes as ``d``)."""
     row = dict(e["key"])
     if schema.sequence_column is not None:
         row[schema.sequence_column] = e["seq"]
     if e["op"] == "delete":
-        return encode_debezium("d", row, None, schema, envelope=envelope,
-                               ts_ms=e.get("ts_ms"), decimal_handling=decimal_handling,
-                               source_ts_ms=e.get("ts_ms"))  # type: ignore[arg-type]
+        return encode_debezium(
+            "d",
+            row,
+            None,
+            schema,
+            envelope=envelope,
+            ts_ms=e.get("ts_ms"),
+            decimal_handling=decimal_handling,
+            source_ts_ms=e.get("ts_ms"),
+        )  # type: ignore[arg-type]
     op = {"insert": "c", "upsert": "r", "update": "u"}[e["op"]]
-    return encode_debezium(op, None, {**row, **e["set"]}, schema, envelope=envelope,
-                           ts_ms=e.get("ts_ms"),
-                           decimal_handling=decimal_handling)  # type: ignore[arg-type]
+    return encode_debezium(
+        op,
+        None,
+        {**row, **e["set"]},
+        schema,
+        envelope=envelope,
+        ts_ms=e.get("ts_ms"),
+        decimal_handling=decimal_handling,
+    )  # type: ignore[arg-type]
 
 
 @dataclass
@@ -192,15 +218,23 @@ def valid_cases(draw: st.DrawFn, fmt: FormatName) -> Case:
     else:
         mode = draw(st.sampled_from(["precise", "string"]))
         options["decimal_handling"] = mode
-        msgs = [encode_dbz(e, schema, envelope=draw(st.booleans()), decimal_handling=mode)
-                for e in evs]
+        msgs = [
+            encode_dbz(e, schema, envelope=draw(st.booleans()), decimal_handling=mode) for e in evs
+        ]
     return Case(fmt, schema, get_decoder(fmt, **options), msgs, options)
 
 
 # ====================================================================== byte mutations
 _SPECIAL = b'\x00\xff\x80\x7f"\\{}[]:,0-9eE.nul \n\t\x01'
-_BAD_UTF8 = (b"\xff", b"\xfe\xfe", b"\xc3", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
-             b"\xe2\x82")
+_BAD_UTF8 = (
+    b"\xff",
+    b"\xfe\xfe",
+    b"\xc3",
+    b"\xc0\xaf",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xe2\x82",
+)
 
 
 def truncations(msg: bytes, rng: random.Random, limit: int = 400) -> list[bytes]:
@@ -231,10 +265,10 @@ def byte_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
             elif kind == 3:
                 b[at:at] = b"\x00" * rng.choice([1, 2, 5])
             elif kind == 4 and n:
-                b[at:at + rng.randrange(1, 9)] = b""
+                b[at : at + rng.randrange(1, 9)] = b""
             elif kind == 5 and n:
                 lo = rng.randrange(n)
-                b[at:at] = b[lo:lo + rng.randrange(1, 17)]
+                b[at:at] = b[lo : lo + rng.randrange(1, 17)]
             else:
                 b[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5)))
         out.append(bytes(b))
@@ -273,31 +307,115 @@ _DEEP_OBJECT = _Raw('{"a":' * 10_000 + "1" + "}" * 10_000)
 _DEEP_SCHEMA = _Raw('{"type":"struct","fields":[' * 3_000 + "]}" * 3_000)
 
 WRONG_VALUES: tuple[Any, ...] = (
-    None, True, False, 0, -1, 1, 1.5, -0.0, "", "x", [], _Obj(), [1, "a", None],
-    _Obj([("a", 1)]), _Raw("1e400"), _Raw("-1e400"), _Raw("1e-400"), 10**40, -(10**30),
-    2**63, -(2**63) - 1, 2**64, 2**31, 2**15, 128, _Raw("NaN"), _Raw("Infinity"),
-    _Raw("-Infinity"), "NaN", "Infinity", "-Infinity", "inf", "1e400", "-1e400",
-    str(10**40), str(-(10**30)), "99999999999999999999.99", "0.0001", "12.345",
-    "0001-01-01", "9999-12-31", "10000-01-01", "0000-12-31", "-0001-01-01",
-    "9999-12-31T23:59:59.999999Z", "10000-01-01T00:00:00Z", "0001-01-01T00:00:00Z",
-    "2024-02-30", "2024-01-01T25:00:00Z", "2024-01-01T00:00:00.123456789Z",
-    "AAAAAAAAAAAAAAAAAAAAAAAA", "/////////////////////w==", "gAAAAAAAAAAAAAAAAAAAAAA=",
-    "AQ==", "A", "====", "\u0000", "\ud800", "é", "__debezium_unavailable_value",
-    253402300800000000, -62135596800000001, 253402300800000, 2932897, -719163,
-    9223372036854775807, -9223372036854775808, 86_400_000_000_000_000_000,
-    _Raw("12345678901234567890123456789012345678901234567890"), _Raw("0.1e-5"),
-    _Raw("-0"), _Raw("1E+2"), _Raw("00"), _Raw("+1"), _Raw(".5"), _Raw("1."), _Raw("--1"),
-    _Raw("tru"), _Raw("nul"), _Raw("\"unterminated"), _DEEP_ARRAY, _DEEP_OBJECT,
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    1.5,
+    -0.0,
+    "",
+    "x",
+    [],
+    _Obj(),
+    [1, "a", None],
+    _Obj([("a", 1)]),
+    _Raw("1e400"),
+    _Raw("-1e400"),
+    _Raw("1e-400"),
+    10**40,
+    -(10**30),
+    2**63,
+    -(2**63) - 1,
+    2**64,
+    2**31,
+    2**15,
+    128,
+    _Raw("NaN"),
+    _Raw("Infinity"),
+    _Raw("-Infinity"),
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "inf",
+    "1e400",
+    "-1e400",
+    str(10**40),
+    str(-(10**30)),
+    "99999999999999999999.99",
+    "0.0001",
+    "12.345",
+    "0001-01-01",
+    "9999-12-31",
+    "10000-01-01",
+    "0000-12-31",
+    "-0001-01-01",
+    "9999-12-31T23:59:59.999999Z",
+    "10000-01-01T00:00:00Z",
+    "0001-01-01T00:00:00Z",
+    "2024-02-30",
+    "2024-01-01T25:00:00Z",
+    "2024-01-01T00:00:00.123456789Z",
+    "AAAAAAAAAAAAAAAAAAAAAAAA",
+    "/////////////////////w==",
+    "gAAAAAAAAAAAAAAAAAAAAAA=",
+    "AQ==",
+    "A",
+    "====",
+    "\u0000",
+    "\ud800",
+    "é",
+    "__debezium_unavailable_value",
+    253402300800000000,
+    -62135596800000001,
+    253402300800000,
+    2932897,
+    -719163,
+    9223372036854775807,
+    -9223372036854775808,
+    86_400_000_000_000_000_000,
+    _Raw("12345678901234567890123456789012345678901234567890"),
+    _Raw("0.1e-5"),
+    _Raw("-0"),
+    _Raw("1E+2"),
+    _Raw("00"),
+    _Raw("+1"),
+    _Raw(".5"),
+    _Raw("1."),
+    _Raw("--1"),
+    _Raw("tru"),
+    _Raw("nul"),
+    _Raw('"unterminated'),
+    _DEEP_ARRAY,
+    _DEEP_OBJECT,
 )
 """Replacement values: wrong JSON types, huge numbers, non-finite numbers, edge dates,
 bad base64, lone surrogates, deep nesting and malformed literals."""
 
 SCHEMA_VALUES: tuple[Any, ...] = (
-    "abc", 10**40, -5, 39, _Raw("1e400"), "1e400", None, [], _Obj(), 2**63, "-1",
-    _Obj([("scale", "abc")]), _Obj([("scale", 10**40)]), _Obj([("scale", -3)]),
-    _Obj([("scale", _Obj())]), [_Obj([("field", "x")])], "io.debezium.time.NanoTimestamp",
-    "io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Decimal", "bytes",
-    "string", _DEEP_SCHEMA,
+    "abc",
+    10**40,
+    -5,
+    39,
+    _Raw("1e400"),
+    "1e400",
+    None,
+    [],
+    _Obj(),
+    2**63,
+    "-1",
+    _Obj([("scale", "abc")]),
+    _Obj([("scale", 10**40)]),
+    _Obj([("scale", -3)]),
+    _Obj([("scale", _Obj())]),
+    [_Obj([("field", "x")])],
+    "io.debezium.time.NanoTimestamp",
+    "io.debezium.time.Timestamp",
+    "org.apache.kafka.connect.data.Decimal",
+    "bytes",
+    "string",
+    _DEEP_SCHEMA,
 )
 
 
@@ -358,10 +476,19 @@ def json_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
     renamed or reordered, values replaced by :data:`WRONG_VALUES` (in an envelope
     schema also by odd ``scale``/``parameters``/``fields``), deep nesting."""
     doc = parse_json(msg)
-    out: list[bytes] = [b"[]", b"{}", b'"x"', b"1e400", _DEEP_OBJECT.encode(),
-                        _DEEP_ARRAY.encode()]
-    names = [*sorted(set(_names(doc))), "", "__op", "op", "key", "set", "payload",
-             "schema", "after", "before"]
+    out: list[bytes] = [b"[]", b"{}", b'"x"', b"1e400", _DEEP_OBJECT.encode(), _DEEP_ARRAY.encode()]
+    names = [
+        *sorted(set(_names(doc))),
+        "",
+        "__op",
+        "op",
+        "key",
+        "set",
+        "payload",
+        "schema",
+        "after",
+        "before",
+    ]
     for _ in range(count):
         d = copy_json(doc)
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
@@ -385,8 +512,10 @@ def json_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
                 i = rng.randrange(len(target))  # rename
                 target[i] = (rng.choice(names), target[i][1])
             elif kind == 5 and isinstance(target, _Obj):  # add a member
-                target.insert(rng.randrange(len(target) + 1),
-                              (rng.choice(names), copy_json(rng.choice(WRONG_VALUES))))
+                target.insert(
+                    rng.randrange(len(target) + 1),
+                    (rng.choice(names), copy_json(rng.choice(WRONG_VALUES))),
+                )
             else:
                 d = set_at(d, path, copy_json(rng.choice(WRONG_VALUES)))
         out.append(dump_json(d).encode("utf-8", "surrogatepass"))
@@ -418,9 +547,15 @@ def rowv2_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
     offs_at = ids_at + (nn + nl) * idw
     vals_at = offs_at + nn * offw
     out: list[bytes] = [
-        msg[:1] + bytes([CODEC_VERSION ^ 1]) + msg[2:], msg[:2] + b"\x02" + msg[3:],
-        msg[:2] + bytes([msg[2] ^ 1]) + msg[3:], bytes([4]) + msg[1:], bytes([255]) + msg[1:],
-        msg + b"\x00", msg[:7], msg[:vals_at], msg[:offs_at],
+        msg[:1] + bytes([CODEC_VERSION ^ 1]) + msg[2:],
+        msg[:2] + b"\x02" + msg[3:],
+        msg[:2] + bytes([msg[2] ^ 1]) + msg[3:],
+        bytes([4]) + msg[1:],
+        bytes([255]) + msg[1:],
+        msg + b"\x00",
+        msg[:7],
+        msg[:vals_at],
+        msg[:offs_at],
     ]
     for _ in range(count):
         b = bytearray(msg)
@@ -428,39 +563,49 @@ def rowv2_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
         if kind == 0:  # counts
             at = rng.choice([3, 5])
             v = rng.choice([0, 1, nn + 1, max(nn - 1, 0), nl + 1, 0xFFFF, 0x8000, 255, 256])
-            b[at:at + 2] = struct.pack("<H", v)
+            b[at : at + 2] = struct.pack("<H", v)
         elif kind == 1 and nn + nl:  # a column id
             k = rng.randrange(nn + nl)
-            v = rng.choice([0, 1, 2, 255, 2**31, 2**32 - 1, rng.randrange(40),
-                            rng.randrange(256)])
+            v = rng.choice([0, 1, 2, 255, 2**31, 2**32 - 1, rng.randrange(40), rng.randrange(256)])
             if idw == 1:
                 b[ids_at + k] = v & 0xFF
             else:
-                b[ids_at + 4 * k:ids_at + 4 * k + 4] = struct.pack("<I", v & 0xFFFFFFFF)
+                b[ids_at + 4 * k : ids_at + 4 * k + 4] = struct.pack("<I", v & 0xFFFFFFFF)
         elif kind == 2 and nn:  # a value offset
             k = rng.randrange(nn)
             at = offs_at + offw * k
-            old = int.from_bytes(b[at:at + offw], "little")
-            v = rng.choice([0, old + 1, max(old - 1, 0), old + 8, 2**(8 * offw) - 1,
-                            2**(8 * offw - 1), len(msg), rng.randrange(len(msg) + 1)])
-            b[at:at + offw] = (v % 2**(8 * offw)).to_bytes(offw, "little")
+            old = int.from_bytes(b[at : at + offw], "little")
+            v = rng.choice(
+                [
+                    0,
+                    old + 1,
+                    max(old - 1, 0),
+                    old + 8,
+                    2 ** (8 * offw) - 1,
+                    2 ** (8 * offw - 1),
+                    len(msg),
+                    rng.randrange(len(msg) + 1),
+                ]
+            )
+            b[at : at + offw] = (v % 2 ** (8 * offw)).to_bytes(offw, "little")
         elif kind == 3 and nn > 1:  # swap two offsets
             i, j = rng.sample(range(nn), 2)
             ai, aj = offs_at + offw * i, offs_at + offw * j
-            b[ai:ai + offw], b[aj:aj + offw] = b[aj:aj + offw], b[ai:ai + offw]
+            b[ai : ai + offw], b[aj : aj + offw] = b[aj : aj + offw], b[ai : ai + offw]
         elif kind == 4 and nn + nl > 1:  # swap two ids
             i, j = rng.sample(range(nn + nl), 2)
             ai, aj = ids_at + idw * i, ids_at + idw * j
-            b[ai:ai + idw], b[aj:aj + idw] = b[aj:aj + idw], b[ai:ai + idw]
+            b[ai : ai + idw], b[aj : aj + idw] = b[aj : aj + idw], b[ai : ai + idw]
         elif kind == 5 and len(b) > vals_at:  # value bytes
             at = rng.randrange(vals_at, len(b))
             b[at] = rng.choice([0x00, 0xFF, 0x7F, 0x80, 0xF0, 0xC3, rng.randrange(256)])
         elif kind == 6 and nn:  # move a null id into the not-null array and back
             k = rng.randrange(nn + nl)
             at = rng.choice([3, 5])
-            b[at:at + 2] = struct.pack("<H", max(struct.unpack_from("<H", b, at)[0]
-                                                 + rng.choice([-1, 1]), 0))
-            del b[ids_at + idw * k:ids_at + idw * (k + 1)]
+            b[at : at + 2] = struct.pack(
+                "<H", max(struct.unpack_from("<H", b, at)[0] + rng.choice([-1, 1]), 0)
+            )
+            del b[ids_at + idw * k : ids_at + idw * (k + 1)]
         elif kind == 7:  # the op byte
             b[0] = rng.choice([0, 1, 2, 3, 4, 127, 255])
         else:  # a value of another width: insert or remove bytes inside the values
@@ -468,7 +613,7 @@ def rowv2_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
             if rng.random() < 0.5:
                 b[at:at] = bytes(rng.randrange(256) for _ in range(rng.choice([1, 2, 4, 8])))
             else:
-                del b[at:at + rng.choice([1, 2, 4, 8])]
+                del b[at : at + rng.choice([1, 2, 4, 8])]
         out.append(bytes(b))
     return out
 
@@ -476,11 +621,23 @@ def rowv2_mutations(msg: bytes, rng: random.Random, count: int) -> list[bytes]:
 _DEEP_KEY_SCHEMA = b'{"schema": ' + _DEEP_SCHEMA.encode() + b', "payload": {"id": 1}}'
 
 MESSAGE_KEYS: tuple[bytes | None, ...] = (
-    None, b"", b"null", b"[1]", b"\xff\xfe", b'{"id": 7}', b'{"id": 1e400}', b'{"id": "x"}',
-    b'{"id": 100000000000000000000000}', b'{"id": null}', b'{"id": 1, "id": 2}',
-    b'{"tenant": 1, "sku": "a", "kday": 0}', b'{"tenant": 1, "sku": "a", "kday": 2932897}',
-    b'{"tenant": 1e400, "sku": "\x80", "kday": "0000-01-01"}', b'{"payload": null}',
-    b'{"schema": 5, "payload": {"id": 1}}', b'{"payload": {"id": -1}}',
+    None,
+    b"",
+    b"null",
+    b"[1]",
+    b"\xff\xfe",
+    b'{"id": 7}',
+    b'{"id": 1e400}',
+    b'{"id": "x"}',
+    b'{"id": 100000000000000000000000}',
+    b'{"id": null}',
+    b'{"id": 1, "id": 2}',
+    b'{"tenant": 1, "sku": "a", "kday": 0}',
+    b'{"tenant": 1, "sku": "a", "kday": 2932897}',
+    b'{"tenant": 1e400, "sku": "\x80", "kday": "0000-01-01"}',
+    b'{"payload": null}',
+    b'{"schema": 5, "payload": {"id": 1}}',
+    b'{"payload": {"id": -1}}',
     b'{"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]},'
     b' "payload": {"id": 5}}',
     b'{"schema": {"type": "struct", "fields": [{"field": "kday", "type": "int32",'
@@ -489,7 +646,8 @@ MESSAGE_KEYS: tuple[bytes | None, ...] = (
     b'{"schema": {"type": "struct", "fields": [{"field": "id", "type": "bytes",'
     b' "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "x"}}]},'
     b' "payload": {"id": "AQ=="}}',
-    _DEEP_OBJECT.encode(), _DEEP_KEY_SCHEMA,
+    _DEEP_OBJECT.encode(),
+    _DEEP_KEY_SCHEMA,
 )
 """Kafka message keys given with fuzzed Debezium messages (the decoder reads the key of
 a delete without a ``before`` image from it)."""
@@ -503,10 +661,10 @@ def _without_before(msg: bytes) -> list[bytes]:
         return []
     out = []
     for drop in (False, True):
-        b = _Obj([(k, None if k == "before" else v) for k, v in body
-                  if not (drop and k == "before")])
-        whole = _Obj([(k, b if k == "payload" else v) for k, v in doc]) if body is not doc \
-            else b
+        b = _Obj(
+            [(k, None if k == "before" else v) for k, v in body if not (drop and k == "before")]
+        )
+        whole = _Obj([(k, b if k == "payload" else v) for k, v in doc]) if body is not doc else b
         out.append(dump_json(whole).encode("utf-8", "surrogatepass"))
     return out
 
@@ -538,8 +696,9 @@ class Stats:
 class FuzzFailure(AssertionError):
     """The oracle failed for one fuzzed message (``message``)."""
 
-    def __init__(self, fmt: str, message: bytes | None, problem: str,
-                 group: Sequence[bytes | None] = ()) -> None:
+    def __init__(
+        self, fmt: str, message: bytes | None, problem: str, group: Sequence[bytes | None] = ()
+    ) -> None:
         shown = message if message is None or len(message) <= 400 else message[:400] + b"..."
         super().__init__(f"{fmt}: {problem}\nmessage: {shown!r}")
         self.message = message
@@ -556,8 +715,7 @@ def _float_inf_ok(fmt: FormatName, msg: bytes) -> bool:
     return b"inf" in msg.lower()
 
 
-def check_ranges(fmt: FormatName, batch: ChangeBatch, messages: dict[int, bytes | None]
-                 ) -> None:
+def check_ranges(fmt: FormatName, batch: ChangeBatch, messages: dict[int, bytes | None]) -> None:
     """Every accepted value is valid Arrow and in range for its column type."""
     schema = batch.schema
     arrays: list[tuple[Column, pa.Array, np.ndarray]] = []
@@ -578,34 +736,39 @@ def check_ranges(fmt: FormatName, batch: ChangeBatch, messages: dict[int, bytes 
         if pa.types.is_date32(t):
             v = np.asarray(arr.cast(pa.int32()).fill_null(0), dtype=np.int64)
             bad = valid & ((v < DAY_MIN) | (v > DAY_MAX))
-            assert not bad.any(), f"{where}: day {v[bad][0]} out of 0001..9999 at " \
-                                  f"{pos[bad][0]}"
+            assert not bad.any(), f"{where}: day {v[bad][0]} out of 0001..9999 at {pos[bad][0]}"
         elif pa.types.is_timestamp(t):
             v = np.asarray(arr.cast(pa.int64()).fill_null(0), dtype=np.int64)
             bad = valid & ((v < US_MIN) | (v > US_MAX))
             assert not bad.any(), f"{where}: {v[bad][0]} us out of 0001..9999 at {pos[bad][0]}"
         elif pa.types.is_decimal(t):
             raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[
-                arr.offset * 16:(arr.offset + len(arr)) * 16].reshape(len(arr), 16)
+                arr.offset * 16 : (arr.offset + len(arr)) * 16
+            ].reshape(len(arr), 16)
             bad = valid & ~decimal_fits(raw, t.precision)
             assert not bad.any(), f"{where}: value beyond the precision at {pos[bad][0]}"
         elif pa.types.is_floating(t):
             v = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
             for i in np.flatnonzero(valid & np.isinf(v)).tolist():
                 msg = messages[int(pos[i])]
-                assert msg is not None and _float_inf_ok(fmt, msg), \
+                assert msg is not None and _float_inf_ok(fmt, msg), (
                     f"{where}: infinity accepted from a message without one at {pos[i]}"
+                )
     if batch.seq is not None:
         assert batch.seq.dtype == np.int64 and len(batch.seq) == len(batch)
 
 
-def _restrict(d: Decoded, keep: np.ndarray) -> tuple[ChangeBatch, list[tuple[int, str]],
-                                                      list[int] | None]:
+def _restrict(
+    d: Decoded, keep: np.ndarray
+) -> tuple[ChangeBatch, list[tuple[int, str]], list[int] | None]:
     """The events, rejects and timestamps of ``d`` at the positions ``keep``."""
     pos = d.batch.positions
     idx = np.flatnonzero(np.isin(pos, keep))
-    rej = [(int(p), r) for p, r in zip(d.rejects.positions.tolist(), d.rejects.reasons,
-                                       strict=True) if p in set(keep.tolist())]
+    rej = [
+        (int(p), r)
+        for p, r in zip(d.rejects.positions.tolist(), d.rejects.reasons, strict=True)
+        if p in set(keep.tolist())
+    ]
     ts = None if d.ts_ms is None else d.ts_ms[idx].tolist()
     return d.batch.take(idx), rej, ts
 
@@ -625,12 +788,18 @@ def _same_events(got: ChangeBatch, want: ChangeBatch) -> None:
         assert gp.tolist() == wp.tolist(), f"presence of column {cid} differs"
         if wp.any():
             m = pa.array(wp)
-            assert got.values[cid].filter(m).equals(want.values[cid].filter(m)), \
+            assert got.values[cid].filter(m).equals(want.values[cid].filter(m)), (
                 f"values of column {cid} differ"
+            )
 
 
-def _decode_checked(case: Case, messages: Sequence[bytes | None], valid_at: np.ndarray,
-                    alone: Decoded | None, keys: pa.Array | None = None) -> Decoded:
+def _decode_checked(
+    case: Case,
+    messages: Sequence[bytes | None],
+    valid_at: np.ndarray,
+    alone: Decoded | None,
+    keys: pa.Array | None = None,
+) -> Decoded:
     """Decodes ``messages`` and checks the oracle; ``valid_at`` are the positions of the
     untouched valid messages, ``alone`` their decoding without the fuzzed ones."""
     n = len(messages)
@@ -646,8 +815,9 @@ def _decode_checked(case: Case, messages: Sequence[bytes | None], valid_at: np.n
     assert len(set(got_r)) == len(got_r), "a message rejected twice"
     assert not set(got_b) & set(got_r), "a message both decoded and rejected"
     assert set(got_b) | set(got_r) <= set(pos.tolist()), "unknown positions"
-    assert len(got_b) + len(got_r) + d.skipped == n, \
+    assert len(got_b) + len(got_r) + d.skipped == n, (
         f"{n} messages, {len(got_b)} decoded + {len(got_r)} rejected + {d.skipped} skipped"
+    )
     assert d.skipped >= 0
     for r in d.rejects.reasons:
         assert isinstance(r, str) and r.strip(), f"empty reject reason {r!r}"
@@ -677,8 +847,9 @@ def _message_keys(case: Case, mask: np.ndarray) -> pa.Array | None:
     return pa.array(keys, pa.binary())
 
 
-def _layout(valid: list[bytes], fuzzed: Sequence[bytes | None]
-            ) -> tuple[list[bytes | None], np.ndarray]:
+def _layout(
+    valid: list[bytes], fuzzed: Sequence[bytes | None]
+) -> tuple[list[bytes | None], np.ndarray]:
     """Each fuzzed message after a valid one, then every valid message once more."""
     k = len(valid)
     layout: list[bytes | None] = []
@@ -737,16 +908,16 @@ def _rowv2_reference(msg: bytes, schema: TableSchema) -> tuple[int, dict[str, An
     big = msg[2] & 1
     nn, nl = struct.unpack_from("<HH", msg, 3)
     idw, offw = (4, 4) if big else (1, 2)
-    ids = [int.from_bytes(msg[7 + idw * k:7 + idw * (k + 1)], "little") for k in range(nn + nl)]
+    ids = [int.from_bytes(msg[7 + idw * k : 7 + idw * (k + 1)], "little") for k in range(nn + nl)]
     offs_at = 7 + idw * (nn + nl)
     vals_at = offs_at + offw * nn
     by_id = {c.id: c for c in schema.columns}
     out: dict[str, Any] = {}
     start = 0
     for k in range(nn):
-        end = int.from_bytes(msg[offs_at + offw * k:offs_at + offw * (k + 1)], "little")
+        end = int.from_bytes(msg[offs_at + offw * k : offs_at + offw * (k + 1)], "little")
         c = by_id[ids[k]]
-        out[c.name] = _rowv2_value(msg[vals_at + start:vals_at + end], c)
+        out[c.name] = _rowv2_value(msg[vals_at + start : vals_at + end], c)
         start = end
     for k in range(nn, nn + nl):
         out[by_id[ids[k]].name] = None
@@ -775,12 +946,12 @@ def _check_accepted_rowv2(batch: ChangeBatch, messages: dict[int, bytes | None])
             if c.name == schema.sequence_column:
                 continue
             present = c.id in batch.present and bool(batch.present[c.id][i])
-            assert present == (c.name in cols and op != OP_DELETE), \
-                f"presence of {c.name} differs"
+            assert present == (c.name in cols and op != OP_DELETE), f"presence of {c.name} differs"
             if present:
                 got = batch.values[c.id][i].as_py()
-                assert _same_value(got, cols[c.name]), \
+                assert _same_value(got, cols[c.name]), (
                     f"column {c.name}: decoded {got!r}, the row holds {cols[c.name]!r}"
+                )
 
 
 def _check_accepted_json(batch: ChangeBatch, messages: dict[int, bytes | None]) -> None:
@@ -805,8 +976,9 @@ def _check_accepted_json(batch: ChangeBatch, messages: dict[int, bytes | None]) 
                 assert got == want, f"accepted with key {c.name}={got!r}, JSON says {want!r}"
 
 
-def check(case: Case, fuzzed: Sequence[bytes | None], *, repeat_valid: int = 1,
-          stats: Stats | None = None) -> None:
+def check(
+    case: Case, fuzzed: Sequence[bytes | None], *, repeat_valid: int = 1, stats: Stats | None = None
+) -> None:
     """Decodes every fuzzed message between valid ones (one batch) and checks the oracle.
 
     On a failure the culprit is isolated by bisection and reported with its bytes (or
@@ -841,8 +1013,9 @@ def _alone(case: Case, only: list[bytes | None], at: np.ndarray) -> Decoded:
     return d
 
 
-def _isolate(case: Case, fuzzed: list[bytes | None], repeat_valid: int, exc: BaseException
-             ) -> tuple[list[bytes | None], str]:
+def _isolate(
+    case: Case, fuzzed: list[bytes | None], repeat_valid: int, exc: BaseException
+) -> tuple[list[bytes | None], str]:
     """The smallest failing group of fuzzed messages found by bisection, and how."""
     problem = f"{type(exc).__name__}: {exc}"
     while len(fuzzed) > 1:
@@ -861,8 +1034,9 @@ def _isolate(case: Case, fuzzed: list[bytes | None], repeat_valid: int, exc: Bas
 MutationFn = Callable[[FormatName, bytes, random.Random, int], list[bytes]]
 
 
-def fuzz_case(case: Case, seed: int, count: int, *, stats: Stats | None = None,
-              rowv2_matrix: bool = False) -> None:
+def fuzz_case(
+    case: Case, seed: int, count: int, *, stats: Stats | None = None, rowv2_matrix: bool = False
+) -> None:
     """Mutates each valid message of ``case`` (``count`` of each kind) and checks them.
 
     Args:
@@ -883,4 +1057,3 @@ def fuzz_case(case: Case, seed: int, count: int, *, stats: Stats | None = None,
 
         repeat = _GROUP_MIN // len(case.messages) + 1
     check(case, fuzzed, repeat_valid=repeat, stats=stats)
-

@@ -32,50 +32,65 @@ ALL_TYPE_COLUMNS: list[dict[str, Any]] = [
     {"name": "big", "type": "decimal128(38, 4)"},
 ]
 
-ALL_TYPES = TableSchema.from_dict({
-    "columns": [{"name": "id", "type": "int64"}, *ALL_TYPE_COLUMNS],
-    "primary_key": ["id"],
-    "num_buckets": 4,
-})
+ALL_TYPES = TableSchema.from_dict(
+    {
+        "columns": [{"name": "id", "type": "int64"}, *ALL_TYPE_COLUMNS],
+        "primary_key": ["id"],
+        "num_buckets": 4,
+    }
+)
 
-SEQ = TableSchema.from_dict({
-    "columns": [
-        {"name": "id", "type": "int64"},
-        {"name": "v", "type": "string"},
-        {"name": "seq", "type": "int64"},
-    ],
-    "primary_key": ["id"],
-    "sequence_column": "seq",
-})
+SEQ = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "id", "type": "int64"},
+            {"name": "v", "type": "string"},
+            {"name": "seq", "type": "int64"},
+        ],
+        "primary_key": ["id"],
+        "sequence_column": "seq",
+    }
+)
 
-COMPOSITE = TableSchema.from_dict({
-    "columns": [
-        {"name": "tenant", "type": "int32"},
-        {"name": "sku", "type": "string"},
-        {"name": "day", "type": "date32"},
-        {"name": "qty", "type": "int64"},
-        {"name": "note", "type": "string"},
-    ],
-    "primary_key": ["tenant", "sku", "day"],
-    "num_buckets": 3,
-})
+COMPOSITE = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "tenant", "type": "int32"},
+            {"name": "sku", "type": "string"},
+            {"name": "day", "type": "date32"},
+            {"name": "qty", "type": "int64"},
+            {"name": "note", "type": "string"},
+        ],
+        "primary_key": ["tenant", "sku", "day"],
+        "num_buckets": 3,
+    }
+)
 
 # Column ids above 255 force rowv2's "big" layout.
-BIG_IDS = TableSchema.from_dict({
-    "columns": [
-        {"id": 0, "name": "id", "type": "int64"},
-        {"id": 7, "name": "small", "type": "int32"},
-        {"id": 300, "name": "wide", "type": "string"},
-        {"id": 70000, "name": "huge", "type": "float64"},
-    ],
-    "primary_key": ["id"],
-})
+BIG_IDS = TableSchema.from_dict(
+    {
+        "columns": [
+            {"id": 0, "name": "id", "type": "int64"},
+            {"id": 7, "name": "small", "type": "int32"},
+            {"id": 300, "name": "wide", "type": "string"},
+            {"id": 70000, "name": "huge", "type": "float64"},
+        ],
+        "primary_key": ["id"],
+    }
+)
 
 FULL_ROW: dict[str, Any] = {
-    "name": "é日本 \"quoted\" \\ back\nslash",
-    "i8": -128, "i16": 32767, "i32": -2**31, "i64": 2**63 - 1,
-    "f32": 1.5, "f64": -2.25e-300, "flag": True, "blob": b"\x00\xff\x10",
-    "day": dt.date(1969, 12, 31), "at": dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
+    "name": 'é日本 "quoted" \\ back\nslash',
+    "i8": -128,
+    "i16": 32767,
+    "i32": -(2**31),
+    "i64": 2**63 - 1,
+    "f32": 1.5,
+    "f64": -2.25e-300,
+    "flag": True,
+    "blob": b"\x00\xff\x10",
+    "day": dt.date(1969, 12, 31),
+    "at": dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
     "amount": decimal.Decimal("-12345678.90"),
     "big": decimal.Decimal("1234567890123456789012345678901234.5678"),
 }
@@ -86,11 +101,21 @@ def full_row_events() -> list[dict[str, Any]]:
     return [
         {"op": "insert", "key": {"id": 1}, "set": dict(FULL_ROW)},
         {"op": "upsert", "key": {"id": -2}, "set": {"name": "n", "i8": None, "blob": b""}},
-        {"op": "update", "key": {"id": 3}, "set": {"f32": None, "day": dt.date(2100, 1, 1),
-                                                   "at": dt.datetime(1970, 1, 1, tzinfo=UTC)}},
+        {
+            "op": "update",
+            "key": {"id": 3},
+            "set": {
+                "f32": None,
+                "day": dt.date(2100, 1, 1),
+                "at": dt.datetime(1970, 1, 1, tzinfo=UTC),
+            },
+        },
         {"op": "delete", "key": {"id": 4}},
-        {"op": "upsert", "key": {"id": 2**62}, "set": {"amount": decimal.Decimal("0.01"),
-                                                       "i64": -(2**63), "flag": False}},
+        {
+            "op": "upsert",
+            "key": {"id": 2**62},
+            "set": {"amount": decimal.Decimal("0.01"), "i64": -(2**63), "flag": False},
+        },
         {"op": "update", "key": {"id": 6}, "set": {}},
     ]
 
@@ -136,6 +161,8 @@ def binary(values: Sequence[bytes | None]) -> pa.BinaryArray:
     return pa.array(list(values), pa.binary())
 
 
-def expected(events: Sequence[Mapping[str, Any]], schema: TableSchema,
-             ) -> tuple[ChangeBatch, Rejects]:
+def expected(
+    events: Sequence[Mapping[str, Any]],
+    schema: TableSchema,
+) -> tuple[ChangeBatch, Rejects]:
     return ChangeBatch.from_events(list(events), schema)

@@ -31,8 +31,9 @@ def test_b64decode_matches_the_standard_library(blobs: list[bytes | None]):
     assert out.to_pylist() == blobs
 
 
-@pytest.mark.parametrize("text", [b"A", b"AB=", b"A===", b"AB=C", b"AB\nC", b"A*==", b"=AAA",
-                                  b"AAAA=AAA"])
+@pytest.mark.parametrize(
+    "text", [b"A", b"AB=", b"A===", b"AB=C", b"AB\nC", b"A*==", b"=AAA", b"AAAA=AAA"]
+)
 def test_b64decode_flags_only_the_invalid_values(text: bytes):
     out, bad = b64decode(pa.array([b"QQ==", text, b""], pa.binary()))
     assert bad.tolist() == [False, True, False]
@@ -40,10 +41,24 @@ def test_b64decode_flags_only_the_invalid_values(text: bytes):
 
 
 def test_decimal_fits_checks_the_digit_count_of_128_bit_values():
-    values = [0, 1, -1, 10**38 - 1, -(10**38 - 1), 10**38, -(10**38), 2**127 - 1, -(2**127),
-              999, 1000, -999, -1000]
-    raw = np.frombuffer(b"".join(v.to_bytes(16, "little", signed=True) for v in values),
-                        np.uint8).reshape(-1, 16)
+    values = [
+        0,
+        1,
+        -1,
+        10**38 - 1,
+        -(10**38 - 1),
+        10**38,
+        -(10**38),
+        2**127 - 1,
+        -(2**127),
+        999,
+        1000,
+        -999,
+        -1000,
+    ]
+    raw = np.frombuffer(
+        b"".join(v.to_bytes(16, "little", signed=True) for v in values), np.uint8
+    ).reshape(-1, 16)
     assert decimal_fits(raw, 38).tolist() == [True] * 5 + [False] * 4 + [True] * 4
     assert decimal_fits(raw, 3).tolist()[-4:] == [True, False, True, False]
 
@@ -54,15 +69,21 @@ def test_spans_of_short_long_and_buffer_end_ranges():
     got = spans(parts, parts.starts, parts.ends).cast(pa.binary()).to_pylist()
     assert got == values.to_pylist()
     inner = spans(parts, parts.starts + 1, parts.ends - 1, valid=parts.lengths > 2)
-    assert inner.cast(pa.binary()).to_pylist() == [b"x" * 28, b"ell", None, b"bcdefghijklmno",
-                                                    b"nd"]
+    assert inner.cast(pa.binary()).to_pylist() == [
+        b"x" * 28,
+        b"ell",
+        None,
+        b"bcdefghijklmno",
+        b"nd",
+    ]
 
 
 def test_unaligned_views_read_little_endian_values_at_any_byte():
     data = np.frombuffer(b"\x01\x02\x03\x04\x05\x06\x07\x08\x09", np.uint8)
     assert unaligned(data, "<u2")[1] == 0x0302
-    assert unaligned(data, "<i8")[1] == int.from_bytes(b"\x02\x03\x04\x05\x06\x07\x08\x09",
-                                                      "little")
+    assert unaligned(data, "<i8")[1] == int.from_bytes(
+        b"\x02\x03\x04\x05\x06\x07\x08\x09", "little"
+    )
     assert len(unaligned(data[:3], "<u4")) == 0
 
 

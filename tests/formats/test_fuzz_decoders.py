@@ -48,20 +48,35 @@ from tests.formats.fuzz_decoders import (
 )
 
 # No shrinking: a failure report already names the culprit message (isolated by bisection).
-CI = settings(max_examples=12, derandomize=True, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate],
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+CI = settings(
+    max_examples=12,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 MUTATIONS_PER_FAMILY = 25
 
 FULL: dict[str, Any] = {
     "op": "insert",
-    "set": {"name": "n\u00e9\\\"\x00", "i8": -128, "i16": 32767, "i32": -2**31,
-            "i64": 2**63 - 1, "f32": -3.4028234663852886e38, "f64": 5e-324, "flag": True,
-            "blob": b"\x00\xff", "day": dt.date(9999, 12, 31),
-            "at": dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc),
-            "amount": decimal.Decimal("-99999999.99"),
-            "big": decimal.Decimal("9" * 34 + ".9999"),
-            "tiny": decimal.Decimal("0.999"), "whole": None},
+    "set": {
+        "name": 'n\u00e9\\"\x00',
+        "i8": -128,
+        "i16": 32767,
+        "i32": -(2**31),
+        "i64": 2**63 - 1,
+        "f32": -3.4028234663852886e38,
+        "f64": 5e-324,
+        "flag": True,
+        "blob": b"\x00\xff",
+        "day": dt.date(9999, 12, 31),
+        "at": dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc),
+        "amount": decimal.Decimal("-99999999.99"),
+        "big": decimal.Decimal("9" * 34 + ".9999"),
+        "tiny": decimal.Decimal("0.999"),
+        "whole": None,
+    },
     "ts_ms": 1_718_000_000_000,
 }
 
@@ -70,8 +85,8 @@ def full_event(schema: Any) -> dict[str, Any]:
     """An insert setting every column to an extreme value (keys included)."""
     e = dict(FULL)
     if schema is SEQUENCED:
-        e["key"] = {"tenant": -2**31, "sku": "\u65e5\u672c", "kday": dt.date(1, 1, 1)}
-        e["seq"] = -2**63
+        e["key"] = {"tenant": -(2**31), "sku": "\u65e5\u672c", "kday": dt.date(1, 1, 1)}
+        e["seq"] = -(2**63)
     else:
         e["key"] = {"id": 2**63 - 1}
     return e
@@ -84,32 +99,59 @@ def full_cases(fmt: FormatName) -> list[Case]:
         e = full_event(schema)
         delete = {**e, "op": "delete", "set": {}}
         if fmt == "json":
-            cases.append(Case(fmt, schema, get_decoder(fmt),
-                              [encode_native(e, schema), encode_native(delete, schema)]))
+            cases.append(
+                Case(
+                    fmt,
+                    schema,
+                    get_decoder(fmt),
+                    [encode_native(e, schema), encode_native(delete, schema)],
+                )
+            )
         elif fmt == "rowv2":
-            cases.append(Case(fmt, schema, get_decoder(fmt),
-                              [encode_rowv2(e, schema), encode_rowv2(delete, schema)]))
+            cases.append(
+                Case(
+                    fmt,
+                    schema,
+                    get_decoder(fmt),
+                    [encode_rowv2(e, schema), encode_rowv2(delete, schema)],
+                )
+            )
         else:
             for envelope in (False, True):
                 for mode in ("precise", "string"):
-                    msgs = [encode_dbz(x, schema, envelope=envelope, decimal_handling=mode)
-                            for x in (e, delete)]
-                    cases.append(Case(fmt, schema, get_decoder(fmt, decimal_handling=mode),
-                                      msgs, {"decimal_handling": mode}))
+                    msgs = [
+                        encode_dbz(x, schema, envelope=envelope, decimal_handling=mode)
+                        for x in (e, delete)
+                    ]
+                    cases.append(
+                        Case(
+                            fmt,
+                            schema,
+                            get_decoder(fmt, decimal_handling=mode),
+                            msgs,
+                            {"decimal_handling": mode},
+                        )
+                    )
     return cases
 
 
 # --------------------------------------------------------------------------- property
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_fuzzed_messages_are_rejected_or_decoded_in_range_without_disturbing_neighbours(
-        fmt: FormatName) -> None:
+    fmt: FormatName,
+) -> None:
     stats = Stats()
 
     @CI
     @given(case=valid_cases(fmt), seed=st.integers(0, 2**32 - 1))
     def run(case: Case, seed: int) -> None:
-        fuzz_case(case, seed, MUTATIONS_PER_FAMILY, stats=stats,
-                  rowv2_matrix=fmt == "rowv2" and seed % 2 == 0)
+        fuzz_case(
+            case,
+            seed,
+            MUTATIONS_PER_FAMILY,
+            stats=stats,
+            rowv2_matrix=fmt == "rowv2" and seed % 2 == 0,
+        )
 
     run()
     assert stats.inputs > 1000
@@ -124,8 +166,11 @@ def small_cases(fmt: FormatName) -> list[Case]:
 
 def enveloped_cases() -> list[Case]:
     """Two Debezium cases with the schema envelope (one per decimal mode)."""
-    return [c for c in full_cases("debezium") if c.messages[0].startswith(b'{"schema"')
-            and c.schema is not WIDE_IDS][::3]
+    return [
+        c
+        for c in full_cases("debezium")
+        if c.messages[0].startswith(b'{"schema"') and c.schema is not WIDE_IDS
+    ][::3]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -154,13 +199,13 @@ def test_truncation_of_enveloped_debezium_events() -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_byte_replaced_by_special_values(fmt: FormatName) -> None:
     specials = (0x00, 0x7F, 0x80, 0xFF, ord('"'), ord("}"), ord("\\"))
-    for case in small_cases(fmt)[:3 if fmt == "rowv2" else 1]:
+    for case in small_cases(fmt)[: 3 if fmt == "rowv2" else 1]:
         msg = case.messages[0]
         fuzzed: list[bytes | None] = []
         for i in range(len(msg)):
-            for b in specials if fmt == "rowv2" else specials[i % 2::2]:
+            for b in specials if fmt == "rowv2" else specials[i % 2 :: 2]:
                 if msg[i] != b:
-                    fuzzed.append(msg[:i] + bytes([b]) + msg[i + 1:])
+                    fuzzed.append(msg[:i] + bytes([b]) + msg[i + 1 :])
         check(case, fuzzed)
 
 
@@ -181,8 +226,11 @@ def test_every_member_replaced_by_every_hostile_value(fmt: FormatName) -> None:
             for v in SCHEMA_VALUES + WRONG_VALUES[:6] if in_schema else WRONG_VALUES:
                 if len(str(v)) > 1000 and len(path) > (4 if in_schema else 2):
                     continue
-                fuzzed.append(dump_json(set_at(copy_json(doc), path, copy_json(v))).encode(
-                    "utf-8", "surrogatepass"))
+                fuzzed.append(
+                    dump_json(set_at(copy_json(doc), path, copy_json(v))).encode(
+                        "utf-8", "surrogatepass"
+                    )
+                )
         check(case, fuzzed)
 
 
@@ -197,9 +245,23 @@ def test_rowv2_header_fields() -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("message", [None, b"", b"\x00", b"null", b" ", b"{}", b"[]",
-                                     b"\xff\xfe", b"\x00" * 64, b"{" * 10_000,
-                                     b"[" * 10_000 + b"]" * 10_000, b'"\\'])
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,
+        b"",
+        b"\x00",
+        b"null",
+        b" ",
+        b"{}",
+        b"[]",
+        b"\xff\xfe",
+        b"\x00" * 64,
+        b"{" * 10_000,
+        b"[" * 10_000 + b"]" * 10_000,
+        b'"\\',
+    ],
+)
 def test_degenerate_messages(fmt: FormatName, message: bytes | None) -> None:
     for case in small_cases(fmt)[:2] + (enveloped_cases() if fmt == "debezium" else []):
         check(case, [message])
@@ -230,8 +292,7 @@ def test_rowv2_string_values_of_rows_of_several_frequent_layouts() -> None:
     for i in range(2 * _GROUP_MIN + 10):
         key = {"tenant": i, "sku": f"s{i}", "kday": 0}
         sets = {"name": f"n{i}"} if i % 2 else {"name": f"n{i}", "i8": 1}
-        rows.append(encode_event({"op": "upsert", "key": key, "set": sets, "seq": i},
-                                 SEQUENCED))
+        rows.append(encode_event({"op": "upsert", "key": key, "set": sets, "seq": i}, SEQUENCED))
     batch, rejects = get_decoder("rowv2").decode(pa.array(rows, pa.binary()), SEQUENCED)
     assert len(rejects) == 0
     n = len(rows)
@@ -247,8 +308,7 @@ def test_full_events_decode_alone(schema: Any) -> None:
     for fmt in FORMATS:
         for case in full_cases(fmt):
             if case.schema is schema:
-                d = case.decoder.decode_with_meta(pa.array(case.messages, pa.binary()),
-                                                  case.schema)
+                d = case.decoder.decode_with_meta(pa.array(case.messages, pa.binary()), case.schema)
                 assert len(d.rejects) == 0, (fmt, d.rejects.reasons)
                 assert len(d.batch) == 2
 
@@ -263,8 +323,9 @@ def test_invalid_utf8_in_an_ignored_member_is_rejected(fmt: FormatName) -> None:
     at = good.index(b'"op"')
     bad_name = good[:at] + b'"ig\x80nored": 1, ' + good[at:]
     bad_value = good[:at] + b'"ignored": "\xc3(", ' + good[at:]
-    d = case.decoder.decode_with_meta(pa.array([good, bad_name, bad_value], pa.binary()),
-                                      case.schema)
+    d = case.decoder.decode_with_meta(
+        pa.array([good, bad_name, bad_value], pa.binary()), case.schema
+    )
     assert d.batch.positions.tolist() == [0]
     assert d.rejects.positions.tolist() == [1, 2]
     assert all("UTF-8" in r for r in d.rejects.reasons)

@@ -44,8 +44,10 @@ def raw(text: str) -> bytes:
 def values_of(batch: Any, name: str) -> tuple[list[Any], list[bool]]:
     c = batch.schema.column(name).id
     n = len(batch)
-    return (batch.values[c].to_pylist() if c in batch.values else [None] * n,
-            batch.present.get(c, np.zeros(n, bool)).tolist())
+    return (
+        batch.values[c].to_pylist() if c in batch.values else [None] * n,
+        batch.present.get(c, np.zeros(n, bool)).tolist(),
+    )
 
 
 GOOD = raw('{"op": "upsert", "key": {"id": 1}, "set": {"i32": 5}}')
@@ -54,8 +56,9 @@ GOOD = raw('{"op": "upsert", "key": {"id": 1}, "set": {"i32": 5}}')
 def one_bad(value: bytes | None, schema: TableSchema = ALL_TYPES, **kw: Any) -> str:
     """Decodes [good, value, good]: the middle one must be the only reject."""
     dec = JsonDecoder(**kw)
-    batch, rejects = dec.decode(binary([GOOD, value, GOOD]), schema,
-                                position=np.array([100, 101, 102]))
+    batch, rejects = dec.decode(
+        binary([GOOD, value, GOOD]), schema, position=np.array([100, 101, 102])
+    )
     assert batch.positions.tolist() == [100, 102]
     assert rejects.positions.tolist() == [101], rejects.reasons
     return rejects.reasons[0]
@@ -71,19 +74,25 @@ def test_every_type_op_null_and_absent_column_round_trips():
 
 
 def test_null_sets_the_column_and_a_missing_member_leaves_it_absent():
-    batch, rejects = decode([raw('{"op":"upsert","key":{"id":1},"set":{"i8":null}}'),
-                             raw('{"op":"upsert","key":{"id":2},"set":{"i16":7}}'),
-                             raw('{"op":"upsert","key":{"id":3}}'),
-                             raw('{"op":"upsert","key":{"id":4},"set":null}')])
+    batch, rejects = decode(
+        [
+            raw('{"op":"upsert","key":{"id":1},"set":{"i8":null}}'),
+            raw('{"op":"upsert","key":{"id":2},"set":{"i16":7}}'),
+            raw('{"op":"upsert","key":{"id":3}}'),
+            raw('{"op":"upsert","key":{"id":4},"set":null}'),
+        ]
+    )
     assert len(rejects) == 0
     assert values_of(batch, "i8") == ([None, None, None, None], [True, False, False, False])
     assert values_of(batch, "i16")[1] == [False, True, False, False]
 
 
 def test_presence_ignores_column_names_inside_strings_and_other_objects():
-    text = ('{"op": "upsert", "meta": {"i8": null, "set": {"i16": 1}}, "key": {"id": 1},'
-            ' "set": {"name": "\\"i8\\": null, \\"i16\\": 3", "f64": null},'
-            ' "note": "\\"set\\": {\\"i32\\": null}"}')
+    text = (
+        '{"op": "upsert", "meta": {"i8": null, "set": {"i16": 1}}, "key": {"id": 1},'
+        ' "set": {"name": "\\"i8\\": null, \\"i16\\": 3", "f64": null},'
+        ' "note": "\\"set\\": {\\"i32\\": null}"}'
+    )
     assert json.loads(text)["set"]["name"] == '"i8": null, "i16": 3'
     batch, rejects = decode([raw(text)])
     assert len(rejects) == 0
@@ -94,8 +103,9 @@ def test_presence_ignores_column_names_inside_strings_and_other_objects():
 
 
 def test_member_names_with_escapes_and_pretty_printed_events_decode():
-    pretty = json.dumps({"op": "update", "key": {"id": 5}, "set": {"i32": 1, "i8": None}},
-                        indent=2).encode()
+    pretty = json.dumps(
+        {"op": "update", "key": {"id": 5}, "set": {"i32": 1, "i8": None}}, indent=2
+    ).encode()
     escaped = raw('{"\\u006fp":"upsert","key":{"id":6},"s\\u0065t":{"i\\u0033\\u0032":2}}')
     batch, rejects = decode([pretty, escaped])
     assert len(rejects) == 0
@@ -105,26 +115,43 @@ def test_member_names_with_escapes_and_pretty_printed_events_decode():
 
 def test_string_escapes_are_decoded():
     s = 'quote " backslash \\ slash / tab \t nl \n unicode é \u2603 \U0001f600 nul \x00'
-    batch, rejects = decode([encode_json({"op": "upsert", "key": 1, "set": {"name": s}}),
-                             raw('{"op":"upsert","key":2,"set":{"name":"\\ud83d\\ude00\\/"}}')])
+    batch, rejects = decode(
+        [
+            encode_json({"op": "upsert", "key": 1, "set": {"name": s}}),
+            raw('{"op":"upsert","key":2,"set":{"name":"\\ud83d\\ude00\\/"}}'),
+        ]
+    )
     assert len(rejects) == 0
     assert values_of(batch, "name")[0] == [s, "\U0001f600/"]
 
 
 def test_values_accept_their_alternative_json_forms():
-    batch, rejects = decode([raw(
-        '{"op":"upsert","key":{"id":1},"set":{"day":19000,"at":1700000000000000,'
-        '"amount":12.5,"big":"-1e3","f64":3,"f32":1e3}}'), raw(
-        '{"op":"upsert","key":{"id":2},"set":{"day":"2024-02-29","at":"2024-01-01T10:00:00+02:00",'
-        '"amount":"7","f64":NaN}}'), raw(
-        '{"op":"upsert","key":{"id":3},"set":{"at":"2024-01-01 10:00:00.5","f64":-Infinity}}')])
+    batch, rejects = decode(
+        [
+            raw(
+                '{"op":"upsert","key":{"id":1},"set":{"day":19000,"at":1700000000000000,'
+                '"amount":12.5,"big":"-1e3","f64":3,"f32":1e3}}'
+            ),
+            raw(
+                '{"op":"upsert","key":{"id":2},"set":{"day":"2024-02-29","at":"2024-01-01T10:00:00+02:00",'
+                '"amount":"7","f64":NaN}}'
+            ),
+            raw(
+                '{"op":"upsert","key":{"id":3},'
+                '"set":{"at":"2024-01-01 10:00:00.5","f64":-Infinity}}'
+            ),
+        ]
+    )
     assert len(rejects) == 0, rejects.reasons
-    assert values_of(batch, "day")[0][:2] == [dt.date(1970, 1, 1) + dt.timedelta(days=19000),
-                                              dt.date(2024, 2, 29)]
+    assert values_of(batch, "day")[0][:2] == [
+        dt.date(1970, 1, 1) + dt.timedelta(days=19000),
+        dt.date(2024, 2, 29),
+    ]
     assert values_of(batch, "at")[0] == [
         dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC),
         dt.datetime(2024, 1, 1, 8, 0, tzinfo=UTC),
-        dt.datetime(2024, 1, 1, 10, 0, 0, 500000, tzinfo=UTC)]
+        dt.datetime(2024, 1, 1, 10, 0, 0, 500000, tzinfo=UTC),
+    ]
     assert values_of(batch, "amount")[0][:2] == [decimal.Decimal("12.50"), decimal.Decimal("7.00")]
     assert values_of(batch, "big")[0][0] == decimal.Decimal("-1000.0000")
     f64 = values_of(batch, "f64")[0]
@@ -132,9 +159,10 @@ def test_values_accept_their_alternative_json_forms():
 
 
 def test_composite_key_and_scalar_key_of_a_one_column_key():
-    events = [{"op": "upsert", "key": {"tenant": 1, "sku": "a", "day": "2024-01-01"},
-               "set": {"qty": 2}},
-              {"op": "delete", "key": {"day": dt.date(2024, 1, 2), "tenant": 2, "sku": "é"}}]
+    events = [
+        {"op": "upsert", "key": {"tenant": 1, "sku": "a", "day": "2024-01-01"}, "set": {"qty": 2}},
+        {"op": "delete", "key": {"day": dt.date(2024, 1, 2), "tenant": 2, "sku": "é"}},
+    ]
     batch, rejects = decode([encode_json(e) for e in events], COMPOSITE)
     assert len(rejects) == 0
     assert_same_batch(batch, expected(events, COMPOSITE)[0])
@@ -143,14 +171,17 @@ def test_composite_key_and_scalar_key_of_a_one_column_key():
 
 
 def test_seq_comes_from_seq_or_from_the_sequence_column_in_set():
-    batch, rejects = decode([
-        raw('{"op":"upsert","key":{"id":1},"set":{"v":"a"},"seq":5}'),
-        raw('{"op":"upsert","key":{"id":1},"set":{"v":"b","seq":6}}'),
-        raw('{"op":"delete","key":{"id":1},"seq":7}'),
-        raw('{"op":"upsert","key":{"id":2},"set":{"v":"c"}}'),
-        raw('{"op":"upsert","key":{"id":2},"set":{"seq":8},"seq":9}'),
-        raw('{"op":"upsert","key":{"id":2},"seq":"9"}'),
-    ], SEQ)
+    batch, rejects = decode(
+        [
+            raw('{"op":"upsert","key":{"id":1},"set":{"v":"a"},"seq":5}'),
+            raw('{"op":"upsert","key":{"id":1},"set":{"v":"b","seq":6}}'),
+            raw('{"op":"delete","key":{"id":1},"seq":7}'),
+            raw('{"op":"upsert","key":{"id":2},"set":{"v":"c"}}'),
+            raw('{"op":"upsert","key":{"id":2},"set":{"seq":8},"seq":9}'),
+            raw('{"op":"upsert","key":{"id":2},"seq":"9"}'),
+        ],
+        SEQ,
+    )
     assert batch.seq is not None and batch.seq.tolist() == [5, 6, 7]
     assert rejects.positions.tolist() == [3, 4, 5]
     assert rejects.reasons[0] == "seq is missing"
@@ -159,10 +190,16 @@ def test_seq_comes_from_seq_or_from_the_sequence_column_in_set():
 
 
 def test_ts_ms_is_exposed_with_the_batch():
-    out = DEC.decode_with_meta(binary([
-        raw('{"op":"upsert","key":{"id":1},"set":{"i8":1},"ts_ms":1700000000123}'),
-        raw('{"op":"upsert","key":{"id":1},"set":{"i8":"x"},"ts_ms":5}'),
-        raw('{"op":"upsert","key":{"id":2},"set":{"i8":2}}')]), ALL_TYPES)
+    out = DEC.decode_with_meta(
+        binary(
+            [
+                raw('{"op":"upsert","key":{"id":1},"set":{"i8":1},"ts_ms":1700000000123}'),
+                raw('{"op":"upsert","key":{"id":1},"set":{"i8":"x"},"ts_ms":5}'),
+                raw('{"op":"upsert","key":{"id":2},"set":{"i8":2}}'),
+            ]
+        ),
+        ALL_TYPES,
+    )
     assert out.ts_ms is not None
     assert out.ts_ms.tolist() == [1700000000123, TS_MISSING]
     assert len(out.rejects) == 1
@@ -170,14 +207,24 @@ def test_ts_ms_is_exposed_with_the_batch():
 
 
 def test_delete_ignores_its_set_entirely():
-    batch, rejects = decode([raw('{"op":"delete","key":{"id":1},"set":{"bogus":1,"i8":"x"}}'),
-                             raw('{"op":"delete","key":{"id":2},"set":7}')])
+    batch, rejects = decode(
+        [
+            raw('{"op":"delete","key":{"id":1},"set":{"bogus":1,"i8":"x"}}'),
+            raw('{"op":"delete","key":{"id":2},"set":7}'),
+        ]
+    )
     assert len(rejects) == 0 and len(batch) == 2
 
 
 def test_unknown_top_level_members_are_ignored():
-    batch, rejects = decode([raw('{"op":"upsert","key":{"id":1},"set":{"i8":1},'
-                                 '"source":{"db":"x","set":{"zz":1}},"tags":[1,{"a":null}]}')])
+    batch, rejects = decode(
+        [
+            raw(
+                '{"op":"upsert","key":{"id":1},"set":{"i8":1},'
+                '"source":{"db":"x","set":{"zz":1}},"tags":[1,{"a":null}]}'
+            )
+        ]
+    )
     assert len(rejects) == 0 and len(batch) == 1
 
 
@@ -188,66 +235,82 @@ def test_string_input_and_get_decoder():
 
 
 # --------------------------------------------------------------------------- malformed events
-@pytest.mark.parametrize(("value", "reason"), [
-    (None, "null message value"),
-    (b"", "empty message value"),
-    (b"   ", "not a JSON object"),
-    (b"42", "not a JSON object"),
-    (b'"text"', "not a JSON object"),
-    (b"[1, 2]", "not a single JSON object"),
-    (b'{"op": "upsert", "key": {"id": 1}', "not a single JSON object"),
-    (b'{"op": "upsert"}{"key": 1}', "not a single JSON object"),
-    (b'{"op": "upsert", "key": {"id": 1}} x', "not a single JSON object"),
-    (b'{"op": "upsert", "key": {"id": "1}}', "unterminated string"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "a\nb"}}', "raw line break"),
-    (b'{"op": "upsert" "key": {"id": 1}}', "invalid JSON"),
-    (b'{"op": "upsert", "key": {"id": 1}, "x": tru}', "invalid JSON"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": tru}}', "column 'i8': tru is not"),
-    (b'{"op": "upsert", "key": {"id": 1}, "x": [1,,2]}', "invalid JSON"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "\\q"}}', "is not a valid string"),
-    (b'{"op": "upsert", "key": {"id": 1}, "x": "\\q"}', "invalid JSON"),
-    (b'{"op": "merge", "key": {"id": 1}}', "unknown op \"merge\""),
-    (b'{"op": 1, "key": {"id": 1}}', "unknown op 1"),
-    (b'{"key": {"id": 1}}', "unknown op None"),
-    (b'{"op": "upsert"}', "event has no 'key' object"),
-    (b'{"op": "upsert", "key": null}', "event has no 'key' object"),
-    (b'{"op": "upsert", "key": {"id": null}}', "key column 'id' is missing or null"),
-    (b'{"op": "upsert", "key": {"id": 1, "x": 2}}', "unknown key column 'x'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": [1]}', "'set' is not an object"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"nope": 1}}', "unknown column 'nope'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"id": 2}}', "key column 'id' inside 'set'"),
-    (b'{"op": "upsert", "op": "upsert", "key": {"id": 1}}', "duplicate member 'op'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": 1, "i8": 2}}', "duplicate column 'i8'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": 128}}',
-     "column 'i8': value out of range of int8: 128"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i64": 1.0}}', "is not a valid int64"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i64": 9223372036854775808}}',
-     "value out of range of int64: 9223372036854775808"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i32": "5"}}', "is not a valid int32"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": "1.5"}}', "is not a valid float64"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f32": 1e300}}',
-     "value out of range of float32: 1e300"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"flag": 1}}', "is not a valid bool"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": 5}}', "is not a valid string"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "\xff"}}', "is not a valid string"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"blob": "abc"}}', "is not a valid binary"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"blob": "ab=c"}}', "is not a valid binary"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": "2024-02-30"}}', "valid date32"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"at": "yesterday"}}', "valid timestamp"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"amount": "1.234"}}', "valid decimal128"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"amount": 123456789012}}',
-     "value out of range of decimal128(10, 2) (at most 10 digits, 2 after the point): "
-     "123456789012"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": {"v": 1}}}', "is not a valid int8"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": 1}, "ts_ms": "now"}',
-     'ts_ms "now" is not an integer'),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": null}}',
-     "null in non-nullable column 'name'"),
-    (b'{"op": "insert", "key": {"id": 1}, "set": {"i8": 1}}',
-     "insert does not set non-nullable column 'name'"),
-])
-def test_malformed_event_is_rejected_with_its_position_and_reason(value: bytes | None,
-                                                                   reason: str):
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (None, "null message value"),
+        (b"", "empty message value"),
+        (b"   ", "not a JSON object"),
+        (b"42", "not a JSON object"),
+        (b'"text"', "not a JSON object"),
+        (b"[1, 2]", "not a single JSON object"),
+        (b'{"op": "upsert", "key": {"id": 1}', "not a single JSON object"),
+        (b'{"op": "upsert"}{"key": 1}', "not a single JSON object"),
+        (b'{"op": "upsert", "key": {"id": 1}} x', "not a single JSON object"),
+        (b'{"op": "upsert", "key": {"id": "1}}', "unterminated string"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "a\nb"}}', "raw line break"),
+        (b'{"op": "upsert" "key": {"id": 1}}', "invalid JSON"),
+        (b'{"op": "upsert", "key": {"id": 1}, "x": tru}', "invalid JSON"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": tru}}', "column 'i8': tru is not"),
+        (b'{"op": "upsert", "key": {"id": 1}, "x": [1,,2]}', "invalid JSON"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "\\q"}}', "is not a valid string"),
+        (b'{"op": "upsert", "key": {"id": 1}, "x": "\\q"}', "invalid JSON"),
+        (b'{"op": "merge", "key": {"id": 1}}', 'unknown op "merge"'),
+        (b'{"op": 1, "key": {"id": 1}}', "unknown op 1"),
+        (b'{"key": {"id": 1}}', "unknown op None"),
+        (b'{"op": "upsert"}', "event has no 'key' object"),
+        (b'{"op": "upsert", "key": null}', "event has no 'key' object"),
+        (b'{"op": "upsert", "key": {"id": null}}', "key column 'id' is missing or null"),
+        (b'{"op": "upsert", "key": {"id": 1, "x": 2}}', "unknown key column 'x'"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": [1]}', "'set' is not an object"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"nope": 1}}', "unknown column 'nope'"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"id": 2}}', "key column 'id' inside 'set'"),
+        (b'{"op": "upsert", "op": "upsert", "key": {"id": 1}}', "duplicate member 'op'"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": 1, "i8": 2}}', "duplicate column 'i8'"),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": 128}}',
+            "column 'i8': value out of range of int8: 128",
+        ),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"i64": 1.0}}', "is not a valid int64"),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"i64": 9223372036854775808}}',
+            "value out of range of int64: 9223372036854775808",
+        ),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"i32": "5"}}', "is not a valid int32"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": "1.5"}}', "is not a valid float64"),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"f32": 1e300}}',
+            "value out of range of float32: 1e300",
+        ),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"flag": 1}}', "is not a valid bool"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": 5}}', "is not a valid string"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "\xff"}}', "is not a valid string"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"blob": "abc"}}', "is not a valid binary"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"blob": "ab=c"}}', "is not a valid binary"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": "2024-02-30"}}', "valid date32"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"at": "yesterday"}}', "valid timestamp"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"amount": "1.234"}}', "valid decimal128"),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"amount": 123456789012}}',
+            "value out of range of decimal128(10, 2) (at most 10 digits, 2 after the point): "
+            "123456789012",
+        ),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": {"v": 1}}}', "is not a valid int8"),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"i8": 1}, "ts_ms": "now"}',
+            'ts_ms "now" is not an integer',
+        ),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"name": null}}',
+            "null in non-nullable column 'name'",
+        ),
+        (
+            b'{"op": "insert", "key": {"id": 1}, "set": {"i8": 1}}',
+            "insert does not set non-nullable column 'name'",
+        ),
+    ],
+)
+def test_malformed_event_is_rejected_with_its_position_and_reason(value: bytes | None, reason: str):
     assert reason in one_bad(value)
 
 
@@ -279,8 +342,7 @@ def schema_and_events(draw: st.DrawFn) -> tuple[TableSchema, list[dict[str, Any]
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema_and_events(), st.booleans())
-def test_decode_of_encoded_events_equals_from_events(case: tuple[TableSchema, list[Any]],
-                                                     ts: bool):
+def test_decode_of_encoded_events_equals_from_events(case: tuple[TableSchema, list[Any]], ts: bool):
     schema, events = case
     if ts:
         events = [dict(e, ts_ms=i) for i, e in enumerate(events)]
@@ -293,12 +355,29 @@ def test_decode_of_encoded_events_equals_from_events(case: tuple[TableSchema, li
 # --------------------------------------------------------------------------- differential fuzz
 def _mutations(seed: int, count: int) -> list[bytes]:
     rnd = np.random.default_rng(seed)
-    base = [encode_json(e) for e in [
-        {"op": "upsert", "key": {"id": 1}, "set": {"name": 'a:b,{c}[d]"e\\', "i8": None,
-                                                  "i64": -5, "flag": True, "amount": "1.5"}},
-        {"op": "update", "key": {"id": 2}, "set": {"i32": 7, "i16": -300},
-         "x": [1, {"set": {"i8": 1}}]},
-        {"op": "delete", "key": {"id": 3}, "set": None}]]
+    base = [
+        encode_json(e)
+        for e in [
+            {
+                "op": "upsert",
+                "key": {"id": 1},
+                "set": {
+                    "name": 'a:b,{c}[d]"e\\',
+                    "i8": None,
+                    "i64": -5,
+                    "flag": True,
+                    "amount": "1.5",
+                },
+            },
+            {
+                "op": "update",
+                "key": {"id": 2},
+                "set": {"i32": 7, "i16": -300},
+                "x": [1, {"set": {"i8": 1}}],
+            },
+            {"op": "delete", "key": {"id": 3}, "set": None},
+        ]
+    ]
     alphabet = np.frombuffer(b'{}[]:,"\\ \nnul0123456789.eE-truefalse', np.uint8)
     out = []
     for _ in range(count):
@@ -350,49 +429,84 @@ def test_mutated_events_decode_exactly_like_python_json_and_from_events(seed: in
 
 
 # --------------------------------------------------------------------------- hostile input
-@pytest.mark.parametrize(("value", "reason"), [
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": ' + b'[' * 100000 + b']' * 100000
-     + b'}}', "column 'name'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"name": ' + b'{"a":' * 50000 + b'1'
-     + b'}' * 50000 + b'}}', "column 'name'"),
-    (b'{"op": "upsert", "key": {"id": ' + b'9' * 5000 + b'}}', "value out of range of int64"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": 1' + b'0' * 400 + b'}}',
-     "value out of range of float64"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": -1e309}}',
-     "value out of range of float64"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"big": '
-     b'"99999999999999999999999999999999999.9999"}}', "value out of range of decimal128(38, 4)"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"big": -9' + b'9' * 80 + b'}}',
-     "column 'big'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": "0000-12-31"}}', "column 'day'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": -719163}}',
-     "0001-01-01..9999-12-31"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"at": 253402300800000000}}',
-     "0001-01-01..9999-12-31"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"at": "10000-01-01T00:00:00Z"}}',
-     "column 'at'"),
-    (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": "NaN"}}', "column 'f64'"),
-])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"name": '
+            + b"[" * 100000
+            + b"]" * 100000
+            + b"}}",
+            "column 'name'",
+        ),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"name": '
+            + b'{"a":' * 50000
+            + b"1"
+            + b"}" * 50000
+            + b"}}",
+            "column 'name'",
+        ),
+        (b'{"op": "upsert", "key": {"id": ' + b"9" * 5000 + b"}}", "value out of range of int64"),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": 1' + b"0" * 400 + b"}}",
+            "value out of range of float64",
+        ),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": -1e309}}',
+            "value out of range of float64",
+        ),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"big": '
+            b'"99999999999999999999999999999999999.9999"}}',
+            "value out of range of decimal128(38, 4)",
+        ),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"big": -9' + b"9" * 80 + b"}}",
+            "column 'big'",
+        ),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": "0000-12-31"}}', "column 'day'"),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"day": -719163}}', "0001-01-01..9999-12-31"),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"at": 253402300800000000}}',
+            "0001-01-01..9999-12-31",
+        ),
+        (
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"at": "10000-01-01T00:00:00Z"}}',
+            "column 'at'",
+        ),
+        (b'{"op": "upsert", "key": {"id": 1}, "set": {"f64": "NaN"}}', "column 'f64'"),
+    ],
+)
 def test_hostile_values_reject_their_event_only(value: bytes, reason: str):
     assert reason in one_bad(value)
 
 
 def test_nanosecond_iso_timestamps_are_floored_to_microseconds():
-    values = binary([b'{"op": "upsert", "key": {"id": 1}, "set": {"at": '
-                     b'"2024-02-29T23:59:59.999999999Z"}}',
-                     b'{"op": "upsert", "key": {"id": 2}, "set": {"at": '
-                     b'"1969-12-31T23:59:59.0000001+00:00"}}'])
+    values = binary(
+        [
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"at": "2024-02-29T23:59:59.999999999Z"}}',
+            b'{"op": "upsert", "key": {"id": 2}, "set": {"at": '
+            b'"1969-12-31T23:59:59.0000001+00:00"}}',
+        ]
+    )
     batch, rejects = DEC.decode(values, ALL_TYPES)
     assert len(rejects) == 0, rejects.reasons
     at = batch.values[ALL_TYPES.column("at").id].to_pylist()
-    assert at == [dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
-                  dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)]
+    assert at == [
+        dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
+        dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC),
+    ]
 
 
 def test_truncate_names_no_key():
-    values = binary([b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "a"}}',
-                     b'{"op": "truncate"}',
-                     b'{"op": "truncate", "key": {"nope": 1}, "set": 5, "seq": "x"}'])
+    values = binary(
+        [
+            b'{"op": "upsert", "key": {"id": 1}, "set": {"name": "a"}}',
+            b'{"op": "truncate"}',
+            b'{"op": "truncate", "key": {"nope": 1}, "set": 5, "seq": "x"}',
+        ]
+    )
     batch, rejects = DEC.decode(values, ALL_TYPES)
     assert len(rejects) == 0, rejects.reasons
     assert batch.op.tolist() == [1, 4, 4]

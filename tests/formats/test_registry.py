@@ -65,8 +65,10 @@ def test_empty_input_decodes_to_an_empty_batch(name: str):
 @pytest.mark.parametrize("name", FORMATS)
 def test_random_bytes_never_raise(name: str):
     rng = np.random.default_rng(5)
-    values = [rng.integers(0, 256, size=int(rng.integers(0, 60)), dtype=np.uint8).tobytes()
-              for _ in range(300)]
+    values = [
+        rng.integers(0, 256, size=int(rng.integers(0, 60)), dtype=np.uint8).tobytes()
+        for _ in range(300)
+    ]
     values += [v[: len(v) // 2] for v in VALUES.values()]
     out = get_decoder(name).decode_with_meta(binary(values), ALL_TYPES)
     assert len(out.batch) + len(out.rejects) + out.skipped == len(values)
@@ -91,8 +93,9 @@ def test_mutated_values_never_raise_and_every_value_is_accounted_for(name: str):
         values.append(bytes(b))
     out = get_decoder(name).decode_with_meta(binary(values), ALL_TYPES)
     assert len(out.batch) + len(out.rejects) + out.skipped == len(values)
-    assert len(set(out.batch.positions.tolist()) | set(out.rejects.positions.tolist())) \
-        == len(out.batch) + len(out.rejects)
+    assert len(set(out.batch.positions.tolist()) | set(out.rejects.positions.tolist())) == len(
+        out.batch
+    ) + len(out.rejects)
 
 
 @pytest.mark.parametrize("name", ["json", "debezium"])
@@ -100,11 +103,18 @@ def test_decoding_in_small_runs_gives_the_same_result(name: str, monkeypatch):
     import importlib
 
     module = importlib.import_module(
-        {"json": "cdc_sink.formats.native_json", "debezium": "cdc_sink.formats.debezium"}[name])
-    others = {"json": [b'{"op": "upsert", "key": {"id": 2}, "set": {"i8": null, "f64": 1}}',
-                       b'{"op": "delete", "key": {"id": 3}}'],
-              "debezium": [b'{"op": "u", "after": {"id": 2, "i8": null, "f64": 1}}',
-                           b'{"op": "d", "before": {"id": 3}}']}[name]
+        {"json": "cdc_sink.formats.native_json", "debezium": "cdc_sink.formats.debezium"}[name]
+    )
+    others = {
+        "json": [
+            b'{"op": "upsert", "key": {"id": 2}, "set": {"i8": null, "f64": 1}}',
+            b'{"op": "delete", "key": {"id": 3}}',
+        ],
+        "debezium": [
+            b'{"op": "u", "after": {"id": 2, "i8": null, "f64": 1}}',
+            b'{"op": "d", "before": {"id": 3}}',
+        ],
+    }[name]
     values = binary([VALUES[name], None, b"{", *others, VALUES[name], b"", *others] * 7)
     dec = get_decoder(name)
     whole = dec.decode_with_meta(values, ALL_TYPES)
@@ -137,8 +147,11 @@ def test_unknown_format_names_the_valid_ones():
     from cdc_sink.formats import get_format
 
     for bad in ("avro", "", None, 3):
-        with pytest.raises(InvalidOption, match=r"format must be one of \['json', "
-                                                r"'debezium', 'rowv2'\]") as info:
+        with pytest.raises(
+            InvalidOption,
+            match=r"format must be one of \['json', "
+            r"'debezium', 'rowv2'\]",
+        ) as info:
             get_format(bad)  # type: ignore[arg-type]
         assert info.value.option == "format"
 
@@ -158,9 +171,11 @@ def test_every_format_decodes_what_its_encoder_writes(name: str):
     from cdc_sink.formats import get_format
 
     fmt = get_format(name)
-    events = [{"op": "upsert", "key": {"id": 1}, "set": {"i32": 2, "name": "x"}},
-              {"op": "upsert", "key": {"id": 2}, "set": {"i32": None}},
-              {"op": "delete", "key": {"id": 1}}]
+    events = [
+        {"op": "upsert", "key": {"id": 1}, "set": {"i32": 2, "name": "x"}},
+        {"op": "upsert", "key": {"id": 2}, "set": {"i32": None}},
+        {"op": "delete", "key": {"id": 1}},
+    ]
     values = fmt.encode(events, ALL_TYPES)
     assert all(isinstance(v, bytes) for v in values)
     assert values[0] == fmt.new_encoder(ALL_TYPES)(events[0])

@@ -56,14 +56,20 @@ def enc(schema: TableSchema, name: str, value: Any) -> bytes:
 
 def good_row(key: int = 1) -> bytes:
     """A valid ALL_TYPES upsert row."""
-    return pack_row(OP_UPSERT, {cid(ALL_TYPES, "id"): enc(ALL_TYPES, "id", key),
-                                cid(ALL_TYPES, "i32"): enc(ALL_TYPES, "i32", 5)})
+    return pack_row(
+        OP_UPSERT,
+        {
+            cid(ALL_TYPES, "id"): enc(ALL_TYPES, "id", key),
+            cid(ALL_TYPES, "i32"): enc(ALL_TYPES, "i32", 5),
+        },
+    )
 
 
 def decode_one_bad(value: bytes, schema: TableSchema = ALL_TYPES) -> str:
     """Decodes [good, value, good]: the middle one must be the only reject."""
-    batch, rejects = DEC.decode(binary([good_row(1), value, good_row(2)]), schema,
-                                position=np.array([10, 11, 12]))
+    batch, rejects = DEC.decode(
+        binary([good_row(1), value, good_row(2)]), schema, position=np.array([10, 11, 12])
+    )
     assert batch.keys[0].to_pylist() == [1, 2]
     assert batch.positions.tolist() == [10, 12]
     assert rejects.positions.tolist() == [11]
@@ -81,10 +87,16 @@ def test_every_type_op_null_and_absent_column_round_trips():
 
 
 def test_absent_column_is_not_present_and_null_column_is_present():
-    batch, _ = DEC.decode(encode_all([
-        {"op": "upsert", "key": {"id": 1}, "set": {"i8": None}},
-        {"op": "upsert", "key": {"id": 2}, "set": {"i16": 7}},
-    ], ALL_TYPES), ALL_TYPES)
+    batch, _ = DEC.decode(
+        encode_all(
+            [
+                {"op": "upsert", "key": {"id": 1}, "set": {"i8": None}},
+                {"op": "upsert", "key": {"id": 2}, "set": {"i16": 7}},
+            ],
+            ALL_TYPES,
+        ),
+        ALL_TYPES,
+    )
     i8 = cid(ALL_TYPES, "i8")
     assert batch.present[i8].tolist() == [True, False]
     assert batch.values[i8].to_pylist()[0] is None
@@ -94,22 +106,31 @@ def test_absent_column_is_not_present_and_null_column_is_present():
 
 def test_composite_key_round_trips_in_key_order():
     events = [
-        {"op": "upsert", "key": {"tenant": 1, "sku": "a", "day": dt.date(2024, 1, 1)},
-         "set": {"qty": 3, "note": None}},
+        {
+            "op": "upsert",
+            "key": {"tenant": 1, "sku": "a", "day": dt.date(2024, 1, 1)},
+            "set": {"qty": 3, "note": None},
+        },
         {"op": "delete", "key": {"sku": "b", "day": "2024-01-02", "tenant": -7}},
     ]
     batch, rejects = DEC.decode(encode_all(events, COMPOSITE), COMPOSITE)
     assert len(rejects) == 0
     assert_same_batch(batch, expected(events, COMPOSITE)[0])
     assert [k.to_pylist() for k in batch.keys] == [
-        [1, -7], ["a", "b"], [dt.date(2024, 1, 1), dt.date(2024, 1, 2)]]
+        [1, -7],
+        ["a", "b"],
+        [dt.date(2024, 1, 1), dt.date(2024, 1, 2)],
+    ]
 
 
 def test_seq_is_the_value_of_the_sequence_column():
-    values = binary([encode_event({"op": "upsert", "key": {"id": 1}, "set": {"v": "x"},
-                                   "seq": 9}, SEQ),
-                     encode_event({"op": "delete", "key": {"id": 1}, "seq": 10}, SEQ),
-                     encode_event({"op": "upsert", "key": {"id": 2}, "set": {"v": "y"}}, SEQ)])
+    values = binary(
+        [
+            encode_event({"op": "upsert", "key": {"id": 1}, "set": {"v": "x"}, "seq": 9}, SEQ),
+            encode_event({"op": "delete", "key": {"id": 1}, "seq": 10}, SEQ),
+            encode_event({"op": "upsert", "key": {"id": 2}, "set": {"v": "y"}}, SEQ),
+        ]
+    )
     batch, rejects = DEC.decode(values, SEQ)
     assert batch.seq is not None and batch.seq.tolist() == [9, 10]
     assert cid(SEQ, "seq") not in batch.values  # written by the tablet from seq
@@ -123,9 +144,11 @@ def test_sequence_column_in_the_null_array_is_a_null_seq():
 
 
 def test_column_ids_above_255_use_the_big_layout():
-    events = [{"op": "upsert", "key": {"id": 1}, "set": {"small": 5, "wide": "w", "huge": 1.5}},
-              {"op": "upsert", "key": {"id": 2}, "set": {"wide": None}},
-              {"op": "upsert", "key": {"id": 3}, "set": {"small": -1}}]
+    events = [
+        {"op": "upsert", "key": {"id": 1}, "set": {"small": 5, "wide": "w", "huge": 1.5}},
+        {"op": "upsert", "key": {"id": 2}, "set": {"wide": None}},
+        {"op": "upsert", "key": {"id": 3}, "set": {"small": -1}},
+    ]
     values = encode_all(events, BIG_IDS)
     assert [v[2] for v in values.to_pylist()] == [1, 1, 0]  # flags byte
     batch, rejects = DEC.decode(values, BIG_IDS)
@@ -134,9 +157,10 @@ def test_column_ids_above_255_use_the_big_layout():
 
 
 def test_many_big_rows_of_one_layout_decode_as_a_matrix():
-    events = [{"op": "upsert", "key": {"id": i}, "set": {"small": i, "wide": None,
-                                                      "huge": i / 4}}
-              for i in range(2 * _GROUP_MIN)]
+    events = [
+        {"op": "upsert", "key": {"id": i}, "set": {"small": i, "wide": None, "huge": i / 4}}
+        for i in range(2 * _GROUP_MIN)
+    ]
     batch, rejects = DEC.decode(encode_all(events, BIG_IDS), BIG_IDS)
     assert len(rejects) == 0
     assert_same_batch(batch, expected(events, BIG_IDS)[0])
@@ -144,8 +168,7 @@ def test_many_big_rows_of_one_layout_decode_as_a_matrix():
 
 def test_values_over_64k_use_the_big_layout():
     long_name = "x" * 70_000
-    value = encode_event({"op": "upsert", "key": {"id": 1}, "set": {"name": long_name}},
-                         ALL_TYPES)
+    value = encode_event({"op": "upsert", "key": {"id": 1}, "set": {"name": long_name}}, ALL_TYPES)
     assert value[2] == 1
     batch, rejects = DEC.decode(binary([value, good_row(2)]), ALL_TYPES)
     assert len(rejects) == 0
@@ -165,9 +188,12 @@ def test_integers_use_the_smallest_width_and_any_width_that_fits_decodes():
     col = ALL_TYPES.column("i64")
     assert [len(encode_value(v, col)) for v in (0, -128, 128, 40_000, 2**40)] == [1, 1, 2, 4, 8]
     ids = cid(ALL_TYPES, "id")
-    rows = [pack_row(OP_UPSERT, {ids: struct.pack("<q", 1), cid(ALL_TYPES, "i8"): b"\x05\x00"}),
-            pack_row(OP_UPSERT, {ids: struct.pack("<i", 2), cid(ALL_TYPES, "i8"):
-                                 struct.pack("<q", -3)})]
+    rows = [
+        pack_row(OP_UPSERT, {ids: struct.pack("<q", 1), cid(ALL_TYPES, "i8"): b"\x05\x00"}),
+        pack_row(
+            OP_UPSERT, {ids: struct.pack("<i", 2), cid(ALL_TYPES, "i8"): struct.pack("<q", -3)}
+        ),
+    ]
     batch, rejects = DEC.decode(binary(rows), ALL_TYPES)
     assert len(rejects) == 0
     assert batch.keys[0].to_pylist() == [1, 2]
@@ -237,51 +263,85 @@ ID = cid(ALL_TYPES, "id")
 ONE = enc(ALL_TYPES, "id", 9)
 
 
-def header(op: int, n_not_null: int, n_null: int, *, codec: int = CODEC_VERSION,
-           flags: int = 0) -> bytes:
+def header(
+    op: int, n_not_null: int, n_null: int, *, codec: int = CODEC_VERSION, flags: int = 0
+) -> bytes:
     return bytes([op, codec, flags]) + struct.pack("<HH", n_not_null, n_null)
 
 
-@pytest.mark.parametrize(("value", "reason"), [
-    (b"\x01\x80\x00", "truncated row: shorter than the 7-byte header"),
-    (header(1, 1, 0, codec=127) + bytes([ID]) + b"\x01\x00\x09",
-     "bad codec version byte (expected 128)"),
-    (header(1, 1, 0, flags=2) + bytes([ID]) + b"\x01\x00\x09", "unknown flag bits"),
-    (header(7, 1, 0) + bytes([ID]) + b"\x01\x00\x09", "unknown op byte"),
-    (header(1, 3, 0) + bytes([ID]), "header declares more column ids and offsets"),
-    (header(1, 2, 0) + bytes([3, ID]) + b"\x01\x00\x02\x00\x09\x05",
-     "column ids are not sorted and unique"),
-    (header(1, 2, 0) + bytes([ID, ID]) + b"\x01\x00\x02\x00\x09\x05",
-     "column ids are not sorted and unique"),
-    (header(1, 1, 1) + bytes([ID, ID]) + b"\x01\x00\x09", f"column id {ID} is both null"),
-    (header(1, 2, 0) + bytes([ID, 99]) + b"\x01\x00\x02\x00\x09\x05", "unknown column id 99"),
-    (header(1, 2, 0) + bytes([ID, 4]) + b"\x02\x00\x01\x00\x09\x05",
-     "value offsets are not increasing"),
-    (header(1, 1, 0) + bytes([ID]) + b"\x05\x00\x09", "points beyond the end of the row"),
-    (header(1, 1, 0) + bytes([ID]) + b"\x01\x00\x09\x00", "trailing bytes after the last value"),
-    (header(1, 0, 0) + b"\x00", "trailing bytes after the last value"),
-    (header(1, 1, 0) + bytes([ID]) + b"\x03\x00\x09\x00\x00",
-     "column 'id': a value of a width other than 1, 2, 4 or 8 bytes"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "f64"): b"\x00" * 4}), "column 'f64': a float64 value"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "amount"): b"\x01" * 8}),
-     "column 'amount': a decimal128(10, 2) value must take 16 bytes"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "amount"): (10**10).to_bytes(16, "little")}),
-     "column 'amount': value does not fit decimal128(10, 2)"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "name"): b"\xff\xfe"}),
-     "column 'name': value is not valid UTF-8"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "flag"): b"\x02"}), "a bool must be 0 or 1"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "i8"): struct.pack("<h", 300)}),
-     "column 'i8': value out of range of int8"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "day"): struct.pack("<q", 2**40)}),
-     "column 'day': value out of range of date32"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "f32"): struct.pack("<d", 1e300)}),
-     "column 'f32': out of range of float32"),
-    (pack_row(1, {cid(ALL_TYPES, "i8"): b"\x01"}), "key column 'id' is missing or null"),
-    (pack_row(1, {}, [ID]), "key column 'id' is missing or null"),
-    (pack_row(0, {ID: ONE}), "insert does not set non-nullable column 'name'"),
-    (pack_row(1, {ID: ONE, cid(ALL_TYPES, "name"): b"x"}, [cid(ALL_TYPES, "i8")])[:-1],
-     "points beyond the end of the row"),
-])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"\x01\x80\x00", "truncated row: shorter than the 7-byte header"),
+        (
+            header(1, 1, 0, codec=127) + bytes([ID]) + b"\x01\x00\x09",
+            "bad codec version byte (expected 128)",
+        ),
+        (header(1, 1, 0, flags=2) + bytes([ID]) + b"\x01\x00\x09", "unknown flag bits"),
+        (header(7, 1, 0) + bytes([ID]) + b"\x01\x00\x09", "unknown op byte"),
+        (header(1, 3, 0) + bytes([ID]), "header declares more column ids and offsets"),
+        (
+            header(1, 2, 0) + bytes([3, ID]) + b"\x01\x00\x02\x00\x09\x05",
+            "column ids are not sorted and unique",
+        ),
+        (
+            header(1, 2, 0) + bytes([ID, ID]) + b"\x01\x00\x02\x00\x09\x05",
+            "column ids are not sorted and unique",
+        ),
+        (header(1, 1, 1) + bytes([ID, ID]) + b"\x01\x00\x09", f"column id {ID} is both null"),
+        (header(1, 2, 0) + bytes([ID, 99]) + b"\x01\x00\x02\x00\x09\x05", "unknown column id 99"),
+        (
+            header(1, 2, 0) + bytes([ID, 4]) + b"\x02\x00\x01\x00\x09\x05",
+            "value offsets are not increasing",
+        ),
+        (header(1, 1, 0) + bytes([ID]) + b"\x05\x00\x09", "points beyond the end of the row"),
+        (
+            header(1, 1, 0) + bytes([ID]) + b"\x01\x00\x09\x00",
+            "trailing bytes after the last value",
+        ),
+        (header(1, 0, 0) + b"\x00", "trailing bytes after the last value"),
+        (
+            header(1, 1, 0) + bytes([ID]) + b"\x03\x00\x09\x00\x00",
+            "column 'id': a value of a width other than 1, 2, 4 or 8 bytes",
+        ),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "f64"): b"\x00" * 4}),
+            "column 'f64': a float64 value",
+        ),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "amount"): b"\x01" * 8}),
+            "column 'amount': a decimal128(10, 2) value must take 16 bytes",
+        ),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "amount"): (10**10).to_bytes(16, "little")}),
+            "column 'amount': value does not fit decimal128(10, 2)",
+        ),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "name"): b"\xff\xfe"}),
+            "column 'name': value is not valid UTF-8",
+        ),
+        (pack_row(1, {ID: ONE, cid(ALL_TYPES, "flag"): b"\x02"}), "a bool must be 0 or 1"),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "i8"): struct.pack("<h", 300)}),
+            "column 'i8': value out of range of int8",
+        ),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "day"): struct.pack("<q", 2**40)}),
+            "column 'day': value out of range of date32",
+        ),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "f32"): struct.pack("<d", 1e300)}),
+            "column 'f32': out of range of float32",
+        ),
+        (pack_row(1, {cid(ALL_TYPES, "i8"): b"\x01"}), "key column 'id' is missing or null"),
+        (pack_row(1, {}, [ID]), "key column 'id' is missing or null"),
+        (pack_row(0, {ID: ONE}), "insert does not set non-nullable column 'name'"),
+        (
+            pack_row(1, {ID: ONE, cid(ALL_TYPES, "name"): b"x"}, [cid(ALL_TYPES, "i8")])[:-1],
+            "points beyond the end of the row",
+        ),
+    ],
+)
 def test_malformed_row_is_rejected_with_its_position_and_reason(value: bytes, reason: str):
     assert reason in decode_one_bad(value)
 

@@ -68,16 +68,18 @@ def make_rows(n: int, start: int, rng: np.random.Generator) -> pa.Table:
         "__op": pa.array(np.full(n, "insert")),
         "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
         "qty": pa.array(rng.integers(0, 1000, n, dtype=np.int32)),
-        "amount_cents": pa.array(rng.integers(-10**9, 10**9, n, dtype=np.int64)),
+        "amount_cents": pa.array(rng.integers(-(10**9), 10**9, n, dtype=np.int64)),
         "ratio": pa.array(rng.random(n, dtype=np.float32)),
         "score": pa.array(rng.normal(size=n)),
         "active": pa.array(rng.random(n) < 0.5),
         "status": pa.array(STATUSES[rng.integers(0, len(STATUSES), n)]),
         "day": pa.array(rng.integers(19000, 20000, n, dtype=np.int32)).cast(pa.date32()),
         "updated_at": pa.array(ts0 + rng.integers(0, 10**13, n, dtype=np.int64)).cast(
-            pa.timestamp("us", tz="UTC")),
-        "price": pa.array(rng.integers(0, 10**9, n, dtype=np.int64)).cast(
-            pa.decimal128(38, 2)).cast(pa.decimal128(18, 2)),
+            pa.timestamp("us", tz="UTC")
+        ),
+        "price": pa.array(rng.integers(0, 10**9, n, dtype=np.int64))
+        .cast(pa.decimal128(38, 2))
+        .cast(pa.decimal128(18, 2)),
     }
     return pa.table(cols)
 
@@ -136,17 +138,22 @@ def main() -> None:
     try:
         path, pq_path, data, build_s = build(root, args.rows, args.buckets, args.chunk)
         mb = data.nbytes / 1e6
-        print(f"{args.rows:,} rows x {data.num_columns} columns = {mb:.1f} MB in Arrow; "
-              f"cdc_sink {du(path) / 1e6:.1f} MB on disk (built in {build_s:.1f} s), "
-              f"Parquet {du(pq_path) / 1e6:.1f} MB")
-        spark = local_spark("bench_spark_read", master=args.master, with_kafka=False,
-                            extra_conf={"spark.driver.memory": "4g"})
+        print(
+            f"{args.rows:,} rows x {data.num_columns} columns = {mb:.1f} MB in Arrow; "
+            f"cdc_sink {du(path) / 1e6:.1f} MB on disk (built in {build_s:.1f} s), "
+            f"Parquet {du(pq_path) / 1e6:.1f} MB"
+        )
+        spark = local_spark(
+            "bench_spark_read",
+            master=args.master,
+            with_kafka=False,
+            extra_conf={"spark.driver.memory": "4g"},
+        )
         register(spark)
         spark.range(1000).write.format("noop").mode("overwrite").save()  # JVM warm-up
 
         def cdc() -> None:
-            spark.read.format("cdc_sink").load(path).write.format("noop") \
-                .mode("overwrite").save()
+            spark.read.format("cdc_sink").load(path).write.format("noop").mode("overwrite").save()
 
         def parquet() -> None:
             spark.read.parquet(pq_path).write.format("noop").mode("overwrite").save()
@@ -160,49 +167,74 @@ def main() -> None:
         at_rest = cdc_sink.open_table(path)
         for b in range(args.buckets):
             batches = list(at_rest.bucket_batches(b, at_rest.version))
-            with pa.OSFile(os.path.join(floor_path, f"bucket-{b}.arrow"), "wb") as sink, \
-                    pa.ipc.new_file(sink, batches[0].schema) as w:
+            with (
+                pa.OSFile(os.path.join(floor_path, f"bucket-{b}.arrow"), "wb") as sink,
+                pa.ipc.new_file(sink, batches[0].schema) as w,
+            ):
                 for rb in batches:
                     w.write_batch(rb)
         spark.dataSource.register(ArrowFloorSource)
 
         def floor() -> None:
-            spark.read.format("arrow_floor").load(floor_path).write.format("noop") \
-                .mode("overwrite").save()
+            spark.read.format("arrow_floor").load(floor_path).write.format("noop").mode(
+                "overwrite"
+            ).save()
 
-        results: dict[str, Any] = {"rows": args.rows, "columns": data.num_columns,
-                                   "arrow_mb": mb, "buckets": args.buckets,
-                                   "master": args.master, "cpus": os.cpu_count(),
-                                   "python": platform.python_version(),
-                                   "spark": spark.version}
+        results: dict[str, Any] = {
+            "rows": args.rows,
+            "columns": data.num_columns,
+            "arrow_mb": mb,
+            "buckets": args.buckets,
+            "master": args.master,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "spark": spark.version,
+        }
         reader = cdc_sink.open_table(path)
         py = timed(lambda: reader.read() and None, 1 + args.repeat)
         results["python_table_read"] = {"cold_s": py[0], "warm_s": py[1:]}
-        print(f"{'Table.read':9s} cold {py[0]:6.2f} s ({mb / py[0]:7.1f} MB/s)   warm best "
-              f"{min(py[1:]):6.2f} s ({mb / min(py[1:]):7.1f} MB/s)   (no Spark, one thread)")
+        print(
+            f"{'Table.read':9s} cold {py[0]:6.2f} s ({mb / py[0]:7.1f} MB/s)   warm best "
+            f"{min(py[1:]):6.2f} s ({mb / min(py[1:]):7.1f} MB/s)   (no Spark, one thread)"
+        )
         for name, run in (("cdc_sink", cdc), ("parquet", parquet), ("arrow_floor", floor)):
             times = timed(run, 1 + args.repeat)
             cold, warm = times[0], times[1:]
             best, med = min(warm), statistics.median(warm)
-            results[name] = {"cold_s": cold, "warm_s": warm, "cold_mb_s": mb / cold,
-                             "best_mb_s": mb / best, "median_mb_s": mb / med}
-            print(f"{name:9s} cold {cold:6.2f} s ({mb / cold:7.1f} MB/s)   warm best "
-                  f"{best:6.2f} s ({mb / best:7.1f} MB/s, {args.rows / best / 1e6:5.2f} "
-                  f"M rows/s)   median {med:6.2f} s ({mb / med:7.1f} MB/s)")
+            results[name] = {
+                "cold_s": cold,
+                "warm_s": warm,
+                "cold_mb_s": mb / cold,
+                "best_mb_s": mb / best,
+                "median_mb_s": mb / med,
+            }
+            print(
+                f"{name:9s} cold {cold:6.2f} s ({mb / cold:7.1f} MB/s)   warm best "
+                f"{best:6.2f} s ({mb / best:7.1f} MB/s, {args.rows / best / 1e6:5.2f} "
+                f"M rows/s)   median {med:6.2f} s ({mb / med:7.1f} MB/s)"
+            )
         # A version the workers have not loaded yet: newest snapshot + one small segment.
         writer = cdc_sink.open_table(path)
         rng = np.random.default_rng(7)
         fresh = []
         for _ in range(args.repeat):
             ids = rng.choice(args.rows, 1000, replace=False)
-            writer.apply(pa.table({"__op": pa.array(np.full(1000, "update")),
-                                   "id": pa.array(ids.astype(np.int64)),
-                                   "qty": pa.array(rng.integers(0, 9, 1000, dtype=np.int32))}))
+            writer.apply(
+                pa.table(
+                    {
+                        "__op": pa.array(np.full(1000, "update")),
+                        "id": pa.array(ids.astype(np.int64)),
+                        "qty": pa.array(rng.integers(0, 9, 1000, dtype=np.int32)),
+                    }
+                )
+            )
             fresh += timed(cdc, 1)
         results["cdc_sink_new_version_s"] = fresh
         best = min(fresh)
-        print(f"{'cdc_sink':9s} new version (snapshot + 1 segment, warm workers) best "
-              f"{best:6.2f} s ({mb / best:7.1f} MB/s)   median {statistics.median(fresh):6.2f} s")
+        print(
+            f"{'cdc_sink':9s} new version (snapshot + 1 segment, warm workers) best "
+            f"{best:6.2f} s ({mb / best:7.1f} MB/s)   median {statistics.median(fresh):6.2f} s"
+        )
         spark.stop()
         if args.json:
             with open(args.json, "w") as f:

@@ -49,8 +49,11 @@ class _Brokers:
             except DockerUnavailable as exc:
                 self.docker_unavailable = str(exc)
         if kind == "docker" and self.docker_unavailable is not None:
-            warnings.warn(f"no Docker engine ({self.docker_unavailable}): the local broker "
-                          "stands in for the container", stacklevel=2)
+            warnings.warn(
+                f"no Docker engine ({self.docker_unavailable}): the local broker "
+                "stands in for the container",
+                stacklevel=2,
+            )
             kind = "local"
         if kind not in self.handles:
             self.handles[kind] = start_kafka(num_partitions=1, kind=kind)  # type: ignore[arg-type]

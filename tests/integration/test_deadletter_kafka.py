@@ -24,22 +24,50 @@ BACKENDS = ["confluent", "kafka-python"]
 
 def _rows(batch_id: int = 4) -> list[dict[str, Any]]:
     return [
-        {"topic": "orders", "partition": 2, "offset": 17, "key": b"[100017]",
-         "value": b'{"op":"update","key":{"order_id":100', "reason": "malformed event",
-         "batch_id": batch_id, "app_id": "job-1"},
-        {"topic": "orders", "partition": 0, "offset": 3, "key": None,
-         "value": b"\x01\x7fnot a row", "reason": "unknown column 'coupon_code'",
-         "batch_id": batch_id, "app_id": "job-1"},
-        {"topic": "orders", "partition": 0, "offset": 4, "key": b"[5]", "value": None,
-         "reason": "update of missing key", "batch_id": batch_id, "app_id": "job-1"},
+        {
+            "topic": "orders",
+            "partition": 2,
+            "offset": 17,
+            "key": b"[100017]",
+            "value": b'{"op":"update","key":{"order_id":100',
+            "reason": "malformed event",
+            "batch_id": batch_id,
+            "app_id": "job-1",
+        },
+        {
+            "topic": "orders",
+            "partition": 0,
+            "offset": 3,
+            "key": None,
+            "value": b"\x01\x7fnot a row",
+            "reason": "unknown column 'coupon_code'",
+            "batch_id": batch_id,
+            "app_id": "job-1",
+        },
+        {
+            "topic": "orders",
+            "partition": 0,
+            "offset": 4,
+            "key": b"[5]",
+            "value": None,
+            "reason": "update of missing key",
+            "batch_id": batch_id,
+            "app_id": "job-1",
+        },
     ]
 
 
 def _raw_records(bootstrap: str, topic: str, n: int) -> list[Any]:
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     out: list[Any] = []
     try:
@@ -54,7 +82,8 @@ def _raw_records(bootstrap: str, topic: str, n: int) -> list[Any]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dead_letters_round_trip_with_original_bytes_and_headers(
-        kafka: KafkaHandle, topic_name: str, backend: str) -> None:
+    kafka: KafkaHandle, topic_name: str, backend: str
+) -> None:
     kafka.create_topic(topic_name, 1)
     dl = KafkaDeadLetter(kafka.bootstrap_servers, topic_name, backend=backend)  # type: ignore[arg-type]
     try:
@@ -70,8 +99,14 @@ def test_dead_letters_round_trip_with_original_bytes_and_headers(
     assert [m.value() for m in raw] == [r["value"] for r in _rows()]
     headers = dict(raw[0].headers())
     assert tuple(headers) == HEADER_NAMES
-    assert headers == {"topic": b"orders", "partition": b"2", "offset": b"17",
-                       "reason": b"malformed event", "batch_id": b"4", "app_id": b"job-1"}
+    assert headers == {
+        "topic": b"orders",
+        "partition": b"2",
+        "offset": b"17",
+        "reason": b"malformed event",
+        "batch_id": b"4",
+        "app_id": b"job-1",
+    }
 
 
 def test_replayed_batch_is_read_back_once(kafka: KafkaHandle, topic_name: str) -> None:
@@ -108,9 +143,9 @@ def test_a_pickled_sink_opens_its_own_client(kafka: KafkaHandle, topic_name: str
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_missing_dead_letter_topic_is_created_at_the_first_write(
-        kafka: KafkaHandle, topic_name: str, backend: str) -> None:
-    dl = KafkaDeadLetter(kafka.bootstrap_servers, topic_name,
-                         backend=backend, timeout=20.0)  # type: ignore[arg-type]
+    kafka: KafkaHandle, topic_name: str, backend: str
+) -> None:
+    dl = KafkaDeadLetter(kafka.bootstrap_servers, topic_name, backend=backend, timeout=20.0)  # type: ignore[arg-type]
     try:
         dl.write(records_from_rows(_rows()[:1]))
         assert dl.read().column("offset").to_pylist() == [17]
@@ -127,11 +162,18 @@ def test_an_unreachable_cluster_fails_with_the_topic_named() -> None:
 
 # -- exactly once: forwarded from the table's durable rejects -----------------------------
 
-_SCHEMA = {"columns": [{"name": "id", "type": "int64", "nullable": False},
-                       {"name": "a", "type": "string"}], "primary_key": ["id"],
-           "num_buckets": 2}
-_BAD = [{"op": "update", "key": {"id": 2}, "set": {"a": "y"}},
-        {"op": "insert", "key": {"id": 3}, "set": {"zz": 1}}]
+_SCHEMA = {
+    "columns": [
+        {"name": "id", "type": "int64", "nullable": False},
+        {"name": "a", "type": "string"},
+    ],
+    "primary_key": ["id"],
+    "num_buckets": 2,
+}
+_BAD = [
+    {"op": "update", "key": {"id": 2}, "set": {"a": "y"}},
+    {"op": "insert", "key": {"id": 3}, "set": {"zz": 1}},
+]
 
 
 def _table_with_rejects(tmp_path: Any, batches: int) -> Any:
@@ -141,15 +183,22 @@ def _table_with_rejects(tmp_path: Any, batches: int) -> Any:
 
     t = create_table(tmp_path / "t", _SCHEMA, options=TableOptions.for_tests())
     for b in range(batches):
-        src = pa.table({"topic": ["orders"] * 2, "partition": pa.array([0, 0], pa.int32()),
-                        "offset": pa.array([10 * b, 10 * b + 1], pa.int64()),
-                        "key": [b"k", b"k"], "value": [b"v%d" % b, b"w%d" % b]})
+        src = pa.table(
+            {
+                "topic": ["orders"] * 2,
+                "partition": pa.array([0, 0], pa.int32()),
+                "offset": pa.array([10 * b, 10 * b + 1], pa.int64()),
+                "key": [b"k", b"k"],
+                "value": [b"v%d" % b, b"w%d" % b],
+            }
+        )
         t.apply(_BAD, app_id="job", batch_id=b, source=src)
     return t
 
 
 def test_forwarding_to_kafka_is_exactly_once_across_replays_and_aborts(
-        kafka: KafkaHandle, topic_name: str, tmp_path: Any) -> None:
+    kafka: KafkaHandle, topic_name: str, tmp_path: Any
+) -> None:
     from cdc_sink.kafka.deadletter import forward
 
     kafka.create_topic(topic_name, partitions=1)

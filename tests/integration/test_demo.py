@@ -30,10 +30,18 @@ CHECKS = [
 
 
 def _run_demo(tmp_path: Path, *args: str) -> str:
-    cmd = [sys.executable, "-m", "cdc_sink.cli", "demo", "--events", "3000",
-           "--workdir", str(tmp_path / "demo"), *args]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=840,
-                          check=False)
+    cmd = [
+        sys.executable,
+        "-m",
+        "cdc_sink.cli",
+        "demo",
+        "--events",
+        "3000",
+        "--workdir",
+        str(tmp_path / "demo"),
+        *args,
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=840, check=False)
     out = proc.stdout
     assert proc.returncode == 0, f"exit code {proc.returncode}\n{out}\n{proc.stderr[-5000:]}"
     return out
@@ -67,8 +75,9 @@ def test_demo_other_formats_and_modes(tmp_path: Path, fmt: str, mode: str) -> No
 
 
 @pytest.mark.slow
-def test_streaming_job_under_spark_submit(kafka: KafkaHandle, topic_name: str,
-                                          tmp_path: Path) -> None:
+def test_streaming_job_under_spark_submit(
+    kafka: KafkaHandle, topic_name: str, tmp_path: Path
+) -> None:
     """streaming_jobs/cdc_to_tablets.py as its docstring runs it (jars instead of
     --packages: no network), then again from its checkpoint, then snapshot_query.py."""
     import cdc_sink
@@ -86,38 +95,85 @@ def test_streaming_job_under_spark_submit(kafka: KafkaHandle, topic_name: str,
     expected.apply_all(r.event if r.decodable else None for r in records)
 
     submit = str(Path(sys.executable).with_name("spark-submit"))
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
     table, dlq = tmp_path / "orders", tmp_path / "dlq"
-    job = [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
-           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-           str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
-           "--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic_name,
-           "--table-path", str(table), "--schema-file",
-           str(REPO / "streaming_jobs" / "orders_schema.json"),
-           "--checkpoint", str(tmp_path / "checkpoint"), "--trigger", "available-now",
-           "--dead-letter", f"file://{dlq}", "--max-offsets-per-trigger", "600"]
-    first = subprocess.run(job, env=env, capture_output=True, text=True, timeout=600,
-                           check=False)
+    job = [
+        submit,
+        "--master",
+        "local[2]",
+        "--jars",
+        spark_kafka_conf()["spark.jars"],
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
+        "--bootstrap-servers",
+        kafka.bootstrap_servers,
+        "--topic",
+        topic_name,
+        "--table-path",
+        str(table),
+        "--schema-file",
+        str(REPO / "streaming_jobs" / "orders_schema.json"),
+        "--checkpoint",
+        str(tmp_path / "checkpoint"),
+        "--trigger",
+        "available-now",
+        "--dead-letter",
+        f"file://{dlq}",
+        "--max-offsets-per-trigger",
+        "600",
+    ]
+    first = subprocess.run(job, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert first.returncode == 0, first.stdout + first.stderr[-5000:]
     assert "batch batch_id=0 result=committed version=1 " in first.stdout  # the driver's log
     version = cdc_sink.open_table(table).version
     assert version >= 3  # 1500 records at most 600 per batch
-    assert diff_rows(expected.snapshot(), cdc_sink.open_table(table).read().to_pylist(),
-                     orders_schema()) == []
+    assert (
+        diff_rows(
+            expected.snapshot(), cdc_sink.open_table(table).read().to_pylist(), orders_schema()
+        )
+        == []
+    )
     assert ParquetDeadLetter(dlq).read().num_rows == sum(r.malformed for r in records)
 
-    again = subprocess.run(job, env=env, capture_output=True, text=True, timeout=600,
-                           check=False)  # from the checkpoint: nothing new to commit
+    again = subprocess.run(
+        job, env=env, capture_output=True, text=True, timeout=600, check=False
+    )  # from the checkpoint: nothing new to commit
     assert again.returncode == 0, again.stdout + again.stderr[-5000:]
     assert cdc_sink.open_table(table).version == version
 
     query = subprocess.run(
-        [submit, "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-         str(REPO / "streaming_jobs" / "snapshot_query.py"), "--table-path", str(table),
-         "--version", "1", "--group-by", "status", "--sum", "amount",
-         "--sql", "SELECT count(*) AS n FROM t"],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
+        [
+            submit,
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(REPO / "streaming_jobs" / "snapshot_query.py"),
+            "--table-path",
+            str(table),
+            "--version",
+            "1",
+            "--group-by",
+            "status",
+            "--sum",
+            "amount",
+            "--sql",
+            "SELECT count(*) AS n FROM t",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert query.returncode == 0, query.stdout + query.stderr[-5000:]
     rows_v1 = cdc_sink.open_table(table).read(version=1).num_rows
     assert f"at version 1 (latest {version})" in query.stdout

@@ -41,15 +41,25 @@ _COLUMNS = [
     {"name": "updated_at", "type": "timestamp[us, UTC]"},
 ]
 SCHEMAS = {
-    "seq": TableSchema.from_dict({
-        "columns": [*_COLUMNS, {"name": "seq", "type": "int64"}], "primary_key": ["order_id"],
-        "num_buckets": 3, "sequence_column": "seq"}),
-    "noseq": TableSchema.from_dict({
-        "columns": _COLUMNS, "primary_key": ["order_id"], "num_buckets": 3}),
+    "seq": TableSchema.from_dict(
+        {
+            "columns": [*_COLUMNS, {"name": "seq", "type": "int64"}],
+            "primary_key": ["order_id"],
+            "num_buckets": 3,
+            "sequence_column": "seq",
+        }
+    ),
+    "noseq": TableSchema.from_dict(
+        {"columns": _COLUMNS, "primary_key": ["order_id"], "num_buckets": 3}
+    ),
 }
 MODES = {  # format -> (apply_mode, json_decoder) pairs
-    "json": [("driver", "python"), ("executors", "python"), ("driver", "jvm"),
-             ("executors", "jvm")],
+    "json": [
+        ("driver", "python"),
+        ("executors", "python"),
+        ("driver", "jvm"),
+        ("executors", "jvm"),
+    ],
     "debezium": [("driver", "python"), ("executors", "python")],
     "rowv2": [("driver", "python"), ("executors", "python")],
 }
@@ -67,11 +77,15 @@ def workload(seed: int, seq: bool) -> list[dict[str, Any]]:
         if seq and rng.random() < 0.08:
             s = max(1, i - rng.randrange(1, 30))  # out of order: stale unless newer
         r = rng.random()
-        row = {"order_id": k, "status": rng.choice(["new", "paid", "shipped", None]),
-               "amount": decimal.Decimal(rng.randrange(0, 10**6)) / 100,
-               "items": rng.randrange(1, 50),
-               "updated_at": dt.datetime(2026, 11, rng.randrange(1, 28), 10, rng.randrange(60),
-                                         tzinfo=dt.timezone.utc)}
+        row = {
+            "order_id": k,
+            "status": rng.choice(["new", "paid", "shipped", None]),
+            "amount": decimal.Decimal(rng.randrange(0, 10**6)) / 100,
+            "items": rng.randrange(1, 50),
+            "updated_at": dt.datetime(
+                2026, 11, rng.randrange(1, 28), 10, rng.randrange(60), tzinfo=dt.timezone.utc
+            ),
+        }
         if r < 0.70:
             kind = "upsert"
         elif r < 0.88:
@@ -95,8 +109,9 @@ def encode(ev: dict[str, Any], fmt: str, schema: TableSchema, i: int) -> tuple[b
     return _ENCODERS[fmt](ev, row, schema, i)
 
 
-def _encode_json(ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
-                 ) -> tuple[bytes, bytes]:
+def _encode_json(
+    ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
+) -> tuple[bytes, bytes]:
     k, kind = ev["key"], ev["kind"]
     key = json.dumps({"order_id": k}).encode()
     if kind == "garbage":
@@ -112,13 +127,22 @@ def _encode_json(ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i
     return key, encode_json(event)
 
 
-def _encode_debezium(ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
-                     ) -> tuple[bytes, bytes]:
+def _encode_debezium(
+    ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
+) -> tuple[bytes, bytes]:
     k, kind = ev["key"], ev["kind"]
     envelope = i % 2 == 0
-    key = json.dumps({"schema": {"type": "struct", "fields": [
-        {"field": "order_id", "type": "int64", "optional": False}]},
-        "payload": {"order_id": k}} if envelope else {"order_id": k}).encode()
+    key = json.dumps(
+        {
+            "schema": {
+                "type": "struct",
+                "fields": [{"field": "order_id", "type": "int64", "optional": False}],
+            },
+            "payload": {"order_id": k},
+        }
+        if envelope
+        else {"order_id": k}
+    ).encode()
     if kind == "garbage":
         return key, b'{"payload": {"op": "u", "after": {"order_id": [}}'
     if kind == "delete":
@@ -142,27 +166,29 @@ def _with_unknown_column(value: bytes, envelope: bool) -> bytes:
     return json.dumps(doc).encode()
 
 
-def _encode_rowv2(ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
-                  ) -> tuple[bytes, bytes]:
+def _encode_rowv2(
+    ev: dict[str, Any], row: dict[str, Any], schema: TableSchema, i: int
+) -> tuple[bytes, bytes]:
     k, kind = ev["key"], ev["kind"]
     key = str(k).encode()
     if kind == "garbage":
-        return key, encode_event({"op": "upsert", "key": {"order_id": k}, "set": {}},
-                                 schema)[:5]
+        return key, encode_event({"op": "upsert", "key": {"order_id": k}, "set": {}}, schema)[:5]
     if kind == "unknown_column":
-        return key, pack_row(1, {1: (k).to_bytes(8, "little", signed=True),
-                                 99: b"red"})
+        return key, pack_row(1, {1: (k).to_bytes(8, "little", signed=True), 99: b"red"})
     sets = {c: v for c, v in row.items() if c not in ("order_id", "seq")}
-    event = {"op": "delete", "key": {"order_id": k}} if kind == "delete" else \
-        {"op": "upsert", "key": {"order_id": k}, "set": sets}
+    event = (
+        {"op": "delete", "key": {"order_id": k}}
+        if kind == "delete"
+        else {"op": "upsert", "key": {"order_id": k}, "set": sets}
+    )
     if "seq" in ev:
         event["seq"] = ev["seq"]
     return key, encode_event(event, schema)
 
 
-_ENCODERS: dict[str, Callable[[dict[str, Any], dict[str, Any], TableSchema, int],
-                              tuple[bytes, bytes]]] = {
-    "json": _encode_json, "debezium": _encode_debezium, "rowv2": _encode_rowv2}
+_ENCODERS: dict[
+    str, Callable[[dict[str, Any], dict[str, Any], TableSchema, int], tuple[bytes, bytes]]
+] = {"json": _encode_json, "debezium": _encode_debezium, "rowv2": _encode_rowv2}
 
 
 def expected_rows(events: list[dict[str, Any]], schema: TableSchema) -> dict[Any, Any]:
@@ -186,19 +212,27 @@ def expected_rows(events: list[dict[str, Any]], schema: TableSchema) -> dict[Any
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "enable.idempotence": True})  # no reordering on a retried request
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )  # no reordering on a retried request
     for key, value in records:
         p.produce(topic, key=key, value=value)
     assert p.flush(30) == 0
 
 
 def run_available_now(spark: Any, bootstrap: str, topic: str, fn: Any, ckpt: Path) -> None:
-    q = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).option("startingOffsets", "earliest")
-         .option("maxOffsetsPerTrigger", BATCH).load()
-         .writeStream.foreachBatch(fn).option("checkpointLocation", str(ckpt))
-         .trigger(availableNow=True).start())
+    q = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", BATCH)
+        .load()
+        .writeStream.foreachBatch(fn)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     assert q.exception() is None
 
@@ -206,25 +240,34 @@ def run_available_now(spark: Any, bootstrap: str, topic: str, fn: Any, ckpt: Pat
 @pytest.mark.parametrize("variant", ["seq", "noseq"])
 @pytest.mark.parametrize("fmt", ["json", "debezium", "rowv2"])
 def test_every_apply_mode_gives_the_same_table_and_dead_letters(
-        spark: Any, kafka: Any, topic_name: str, tmp_path: Path, fmt: str,
-        variant: str) -> None:
+    spark: Any, kafka: Any, topic_name: str, tmp_path: Path, fmt: str, variant: str
+) -> None:
     schema = SCHEMAS[variant]
     events = workload(seed=11, seq=variant == "seq")
     kafka.create_topic(topic_name, partitions=1)
-    produce(kafka.bootstrap_servers, topic_name,
-            [encode(ev, fmt, schema, i) for i, ev in enumerate(events)])
+    produce(
+        kafka.bootstrap_servers,
+        topic_name,
+        [encode(ev, fmt, schema, i) for i, ev in enumerate(events)],
+    )
     want = expected_rows(events, schema)
-    bad_offsets = sorted(i for i, ev in enumerate(events)
-                         if ev["kind"] in ("garbage", "unknown_column"))
+    bad_offsets = sorted(
+        i for i, ev in enumerate(events) if ev["kind"] in ("garbage", "unknown_column")
+    )
     reasons_by_mode = {}
     for mode, decoder in MODES[fmt]:
         name = f"{mode}-{decoder}"
         dlq = ParquetDeadLetter(tmp_path / f"dlq-{name}")
-        fn = sink(tmp_path / f"t-{name}", schema=schema, format=fmt,  # type: ignore[arg-type]
-                  apply_mode=mode, json_decoder=decoder,  # type: ignore[arg-type]
-                  app_id=f"matrix-{name}", dead_letter=dlq)
-        run_available_now(spark, kafka.bootstrap_servers, topic_name, fn,
-                          tmp_path / f"ckpt-{name}")
+        fn = sink(
+            tmp_path / f"t-{name}",
+            schema=schema,
+            format=fmt,  # type: ignore[arg-type]
+            apply_mode=mode,
+            json_decoder=decoder,  # type: ignore[arg-type]
+            app_id=f"matrix-{name}",
+            dead_letter=dlq,
+        )
+        run_available_now(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ckpt-{name}")
         table = open_table(tmp_path / f"t-{name}")
         got = table_to_rows(table.read(), schema.primary_key)
         assert got == want, f"{fmt}/{variant}/{name}: table differs from the model"
@@ -238,8 +281,13 @@ def test_every_apply_mode_gives_the_same_table_and_dead_letters(
         assert last == {topic_name: {"0": N_EVENTS}}
         from_table = pa.concat_tables(table.rejects(v) for v in range(1, table.version + 1))
         assert sorted(from_table.column("offset").to_pylist()) == bad_offsets
-        reasons_by_mode[name] = sorted(zip(letters.column("offset").to_pylist(),
-                                           letters.column("reason").to_pylist(), strict=True))
+        reasons_by_mode[name] = sorted(
+            zip(
+                letters.column("offset").to_pylist(),
+                letters.column("reason").to_pylist(),
+                strict=True,
+            )
+        )
     if fmt != "json":  # the JVM decoder words its reasons its own way
         assert len({json.dumps(r) for r in reasons_by_mode.values()}) == 1, reasons_by_mode
     else:
@@ -264,18 +312,30 @@ POISON = [
 
 
 @pytest.mark.parametrize("mode", ["driver", "executors"])
-def test_poison_messages_never_stop_a_live_stream(spark: Any, kafka: Any, topic_name: str,
-                                                  tmp_path: Path, mode: str) -> None:
+def test_poison_messages_never_stop_a_live_stream(
+    spark: Any, kafka: Any, topic_name: str, tmp_path: Path, mode: str
+) -> None:
     schema = SCHEMAS["noseq"]
     kafka.create_topic(topic_name, partitions=1)
     dlq = ParquetDeadLetter(tmp_path / "dlq")
-    fn = sink(tmp_path / "t", schema=schema, format="debezium",
-              apply_mode=mode, app_id="poison", dead_letter=dlq)  # type: ignore[arg-type]
-    q = (spark.readStream.format("kafka").option("kafka.bootstrap.servers",
-                                                  kafka.bootstrap_servers)
-         .option("subscribe", topic_name).option("startingOffsets", "earliest").load()
-         .writeStream.foreachBatch(fn).option("checkpointLocation", str(tmp_path / "ckpt"))
-         .start())
+    fn = sink(
+        tmp_path / "t",
+        schema=schema,
+        format="debezium",
+        apply_mode=mode,
+        app_id="poison",
+        dead_letter=dlq,
+    )  # type: ignore[arg-type]
+    q = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic_name)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.foreachBatch(fn)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
     try:
         good = workload(seed=3, seq=False)[:60]
         good = [ev for ev in good if ev["kind"] in ("upsert", "delete")]
@@ -302,25 +362,34 @@ def test_poison_messages_never_stop_a_live_stream(spark: Any, kafka: Any, topic_
 
 @pytest.mark.parametrize("mode", ["driver", "executors"])
 def test_compaction_and_gc_after_every_batch_keep_the_table_exact(
-        spark: Any, kafka: Any, topic_name: str, tmp_path: Path, mode: str) -> None:
+    spark: Any, kafka: Any, topic_name: str, tmp_path: Path, mode: str
+) -> None:
     """Maintenance by the committing driver between micro-batches (as the job's
     --compact-every/--gc-every do) must not lose or resurrect anything in either mode."""
     schema = SCHEMAS["seq"]
     events = workload(seed=5, seq=True)
     kafka.create_topic(topic_name, partitions=1)
-    produce(kafka.bootstrap_servers, topic_name,
-            [encode(ev, "json", schema, i) for i, ev in enumerate(events)])
-    fn = sink(tmp_path / "t", schema=schema, format="json", apply_mode=mode,  # type: ignore[arg-type]
-              app_id=f"maint-{mode}")
+    produce(
+        kafka.bootstrap_servers,
+        topic_name,
+        [encode(ev, "json", schema, i) for i, ev in enumerate(events)],
+    )
+    fn = sink(
+        tmp_path / "t",
+        schema=schema,
+        format="json",
+        apply_mode=mode,  # type: ignore[arg-type]
+        app_id=f"maint-{mode}",
+    )
 
     def with_maintenance(df: Any, batch_id: int) -> None:
         fn(df, batch_id)
         fn.table.compact()
-        fn.table.gc(dry_run=False, retain_versions=2, retain_seconds=0,
-                    orphan_grace_seconds=0)
+        fn.table.gc(dry_run=False, retain_versions=2, retain_seconds=0, orphan_grace_seconds=0)
 
-    run_available_now(spark, kafka.bootstrap_servers, topic_name, with_maintenance,
-                      tmp_path / "ckpt")
+    run_available_now(
+        spark, kafka.bootstrap_servers, topic_name, with_maintenance, tmp_path / "ckpt"
+    )
     want = expected_rows(events, schema)
     assert table_to_rows(fn.table.read(), schema.primary_key) == want
     assert table_to_rows(open_table(tmp_path / "t").read(), schema.primary_key) == want

@@ -37,20 +37,43 @@ class Job:
         from cdc_sink.kafka.jars import spark_kafka_conf
 
         submit = str(Path(sys.executable).with_name("spark-submit"))
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
-                   PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-        cmd = [submit, "--master", "local[2]", "--jars", spark_kafka_conf()["spark.jars"],
-               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-               "--conf", "spark.sql.shuffle.partitions=2", str(JOB), *args]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     text=True, start_new_session=True)
+        env = dict(
+            os.environ,
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            SPARK_LOCAL_IP="127.0.0.1",
+        )
+        cmd = [
+            submit,
+            "--master",
+            "local[2]",
+            "--jars",
+            spark_kafka_conf()["spark.jars"],
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.session.timeZone=UTC",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            str(JOB),
+            *args,
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         # spark-submit runs the Python driver with its stderr merged into its stdout, which
         # the JVM copies to its own stdout: both streams are the job's log.
         self.lines: list[str] = []
-        self._readers = [threading.Thread(target=self._read, args=(stream, self.lines),
-                                          daemon=True)
-                         for stream in (self.proc.stdout, self.proc.stderr)]
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream, self.lines), daemon=True)
+            for stream in (self.proc.stdout, self.proc.stderr)
+        ]
         for t in self._readers:
             t.start()
 
@@ -72,8 +95,9 @@ class Job:
             if got:
                 return got
             if self.proc.poll() is not None:
-                pytest.fail(f"job exited ({self.proc.returncode}) before {what}:\n"
-                            f"{self.log[-6000:]}")
+                pytest.fail(
+                    f"job exited ({self.proc.returncode}) before {what}:\n{self.log[-6000:]}"
+                )
             time.sleep(0.2)
         pytest.fail(f"timed out waiting for {what}:\n{self.log[-6000:]}")
 
@@ -96,8 +120,9 @@ class Job:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"java" not in cmdline[0] and any(a.endswith(b"cdc_to_tablets.py")
-                                                 for a in cmdline[1:]):
+            if b"java" not in cmdline[0] and any(
+                a.endswith(b"cdc_to_tablets.py") for a in cmdline[1:]
+            ):
                 drivers.append(pid)
         assert len(drivers) == 1, (family, drivers)
         return drivers[0]
@@ -125,12 +150,16 @@ def jobs() -> Iterator[list[Job]]:
 def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     with urllib.request.urlopen(url, timeout=10) as resp:
         text = resp.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
 
 
-def total(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
-          **labels: str) -> float:
+def total(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
     want = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
 
@@ -147,48 +176,92 @@ def produce(kafka: KafkaHandle, topic: str, n: int, seed: int) -> list[object]:
 
 
 def job_args(kafka: KafkaHandle, topic: str, tmp_path: Path, *extra: str) -> list[str]:
-    return ["--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic,
-            "--table-path", str(tmp_path / "orders"),
-            "--schema-file", str(REPO / "streaming_jobs" / "orders_schema.json"),
-            "--checkpoint", str(tmp_path / "checkpoint"), "--trigger", f"{TRIGGER_S} second",
-            "--metrics-port", "0", "--table-name", "orders", *extra]
+    return [
+        "--bootstrap-servers",
+        kafka.bootstrap_servers,
+        "--topic",
+        topic,
+        "--table-path",
+        str(tmp_path / "orders"),
+        "--schema-file",
+        str(REPO / "streaming_jobs" / "orders_schema.json"),
+        "--checkpoint",
+        str(tmp_path / "checkpoint"),
+        "--trigger",
+        f"{TRIGGER_S} second",
+        "--metrics-port",
+        "0",
+        "--table-name",
+        "orders",
+        *extra,
+    ]
 
 
 def test_metrics_agree_with_the_table_and_sigterm_exits_zero(
-        kafka: KafkaHandle, topic_name: str, tmp_path: Path, jobs: list[Job]) -> None:
+    kafka: KafkaHandle, topic_name: str, tmp_path: Path, jobs: list[Job]
+) -> None:
     import cdc_sink
 
     kafka.create_topic(topic_name, 2)
     records = produce(kafka, topic_name, 1200, seed=5)
     malformed = sum(r.malformed for r in records)  # type: ignore[attr-defined]
     assert malformed > 0
-    job = Job(job_args(kafka, topic_name, tmp_path, "--max-offsets-per-trigger", "400",
-                       "--app-id", "metrics-test", "--compact-every", "2", "--gc-every", "2",
-                       "--retain-versions", "2", "--retain-seconds", "0"))
+    job = Job(
+        job_args(
+            kafka,
+            topic_name,
+            tmp_path,
+            "--max-offsets-per-trigger",
+            "400",
+            "--app-id",
+            "metrics-test",
+            "--compact-every",
+            "2",
+            "--gc-every",
+            "2",
+            "--retain-versions",
+            "2",
+            "--retain-seconds",
+            "0",
+        )
+    )
     jobs.append(job)
     url = job.metrics_url()
     read = lambda: total(scrape(url), "cdc_sink_events_total", op="all")  # noqa: E731
     job.wait_for(f"{len(records)} events counted", lambda: read() >= len(records), 300)
     # Spark's listener bus delivers the progress of the last batch a little later: the
     # lag gauge then says the query caught up.
-    job.wait_for("the Kafka lag gauge at 0", lambda: (
-        "cdc_sink_kafka_max_offsets_behind_latest", frozenset(
-            {"table": "orders", "app_id": "metrics-test"}.items())) in scrape(url)
-        and total(scrape(url), "cdc_sink_kafka_max_offsets_behind_latest") == 0, 60)
+    job.wait_for(
+        "the Kafka lag gauge at 0",
+        lambda: (
+            (
+                "cdc_sink_kafka_max_offsets_behind_latest",
+                frozenset({"table": "orders", "app_id": "metrics-test"}.items()),
+            )
+            in scrape(url)
+            and total(scrape(url), "cdc_sink_kafka_max_offsets_behind_latest") == 0
+        ),
+        60,
+    )
     live = cdc_sink.open_table(tmp_path / "orders").read(columns=["order_id"]).num_rows
+
     # The version gauge follows every batch; the other table gauges catch up within 5 s.
     def gauges_caught_up() -> bool:
         s = scrape(url)
         version = cdc_sink.open_table(tmp_path / "orders").version
-        return total(s, "cdc_sink_table_version") == version and \
-            total(s, "cdc_sink_table_live_rows") == live
+        return (
+            total(s, "cdc_sink_table_version") == version
+            and total(s, "cdc_sink_table_live_rows") == live
+        )
 
     job.wait_for("the table gauges", gauges_caught_up, 60)
     s = scrape(url)
     table = cdc_sink.open_table(tmp_path / "orders")
 
-    outcomes = {o: total(s, "cdc_sink_events_total", op="all", outcome=o)
-                for o in ("applied", "stale", "ignored", "rejected")}
+    outcomes = {
+        o: total(s, "cdc_sink_events_total", op="all", outcome=o)
+        for o in ("applied", "stale", "ignored", "rejected")
+    }
     assert sum(outcomes.values()) == len(records), outcomes
     assert total(s, "cdc_sink_events_total", outcome="received") == len(records)
     assert outcomes["rejected"] == malformed
@@ -203,8 +276,7 @@ def test_metrics_agree_with_the_table_and_sigterm_exits_zero(
     assert total(s, "cdc_sink_last_commit_timestamp_seconds") > time.time() - 300
     assert total(s, "cdc_sink_table_version") == table.version
     assert total(s, "cdc_sink_table_oldest_version") == table.oldest_version
-    assert total(s, "cdc_sink_table_live_rows") == table.read(columns=["order_id"]).num_rows \
-        == live
+    assert total(s, "cdc_sink_table_live_rows") == table.read(columns=["order_id"]).num_rows == live
     assert total(s, "cdc_sink_table_memory_bytes") > 0
     # With --compact-every 2 --gc-every 2 --retain-versions 2 a run that ends on a
     # compaction + GC has no segment left (the snapshot covers them all): WAL bytes may be
@@ -216,9 +288,11 @@ def test_metrics_agree_with_the_table_and_sigterm_exits_zero(
     assert total(s, "cdc_sink_gc_runs_total", result="failed") == 0
     assert total(s, "cdc_sink_kafka_avg_offsets_behind_latest") == 0  # caught up
     assert "cdc_sink_kafka_input_rows_per_second" in {n for n, _ in s}
-    assert re.search(r"batch batch_id=0 result=committed version=1 events=\d+ rejects=\d+ "
-                     r".*read_s=\S+ .*total_s=\S+ freshness_p50_ms=\d+ freshness_p99_ms=\d+",
-                     job.log), job.log[-4000:]
+    assert re.search(
+        r"batch batch_id=0 result=committed version=1 events=\d+ rejects=\d+ "
+        r".*read_s=\S+ .*total_s=\S+ freshness_p50_ms=\d+ freshness_p99_ms=\d+",
+        job.log,
+    ), job.log[-4000:]
     assert re.search(r"compaction version=\d+ duration_s=", job.log)
     assert re.search(r"gc removed_files=\d+ removed_bytes=\d+", job.log)
 
@@ -236,14 +310,18 @@ def test_metrics_agree_with_the_table_and_sigterm_exits_zero(
 
 
 def test_failing_query_exits_non_zero_with_one_line(
-        kafka: KafkaHandle, topic_name: str, tmp_path: Path, jobs: list[Job]) -> None:
+    kafka: KafkaHandle, topic_name: str, tmp_path: Path, jobs: list[Job]
+) -> None:
     kafka.create_topic(topic_name, 1)
     produce(kafka, topic_name, 50, seed=6)
     job = Job(job_args(kafka, topic_name, tmp_path))
     jobs.append(job)
     url = job.metrics_url()
-    job.wait_for("the first commit", lambda: total(
-        scrape(url), "cdc_sink_batches_total", result="committed") >= 1, 300)
+    job.wait_for(
+        "the first commit",
+        lambda: total(scrape(url), "cdc_sink_batches_total", result="committed") >= 1,
+        300,
+    )
     # The table's WAL directory becomes a file: the next batch cannot write its segment.
     wal = tmp_path / "orders" / "_wal"
     wal.rename(tmp_path / "wal.moved")
@@ -265,10 +343,25 @@ def test_busy_metrics_port_is_refused_naming_it(tmp_path: Path) -> None:
         s.listen(1)
         port = s.getsockname()[1]
         proc = subprocess.run(
-            [sys.executable, str(JOB), "--bootstrap-servers", "127.0.0.1:1", "--topic", "t",
-             "--table-path", str(tmp_path / "t"), "--metrics-port", str(port)],
-            capture_output=True, text=True, timeout=120, check=False)
+            [
+                sys.executable,
+                str(JOB),
+                "--bootstrap-servers",
+                "127.0.0.1:1",
+                "--topic",
+                "t",
+                "--table-path",
+                str(tmp_path / "t"),
+                "--metrics-port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         f"cdc_to_tablets: error: metrics port {port} on 127.0.0.1 is already in use "
-        "(choose another --metrics-port, or 0 for a free one)")
+        "(choose another --metrics-port, or 0 for a free one)"
+    )

@@ -46,8 +46,13 @@ def test_produce_consume_keyed_order_then_stop() -> None:
         broker.create_topic(topic, partitions=3)
 
         # Produce: key k carries the sequence 0, 1, 2, ... of its own messages.
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers,
-                             "enable.idempotence": True, "linger.ms": 5})
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+            }
+        )
         next_seq: dict[str, int] = defaultdict(int)
         for i in range(N_MESSAGES):
             key = f"k{i % N_KEYS:02d}"
@@ -59,8 +64,11 @@ def test_produce_consume_keyed_order_then_stop() -> None:
 
         # Consume with another client library (kafka-python), as a consumer group.
         consumer = KafkaConsumer(
-            topic, bootstrap_servers=broker.bootstrap_servers, group_id="order-check",
-            auto_offset_reset="earliest", enable_auto_commit=False,
+            topic,
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id="order-check",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
         )
         seen: dict[str, list[int]] = defaultdict(list)
         partition_of: dict[str, set[int]] = defaultdict(set)

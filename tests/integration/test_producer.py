@@ -21,32 +21,41 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
 BACKENDS = ["confluent", "kafka-python"]
 
-SCHEMA = TableSchema.from_dict({
-    "columns": [
-        {"name": "order_id", "type": "int64", "nullable": False},
-        {"name": "status", "type": "string", "default": "new"},
-        {"name": "amount", "type": "decimal128(12, 2)"},
-        {"name": "seq", "type": "int64"},
-    ],
-    "primary_key": ["order_id"],
-    "num_buckets": 4,
-    "sequence_column": "seq",
-})
+SCHEMA = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "order_id", "type": "int64", "nullable": False},
+            {"name": "status", "type": "string", "default": "new"},
+            {"name": "amount", "type": "decimal128(12, 2)"},
+            {"name": "seq", "type": "int64"},
+        ],
+        "primary_key": ["order_id"],
+        "num_buckets": 4,
+        "sequence_column": "seq",
+    }
+)
 
 # Lets the client build records larger than the test topic accepts, so the broker refuses.
-_BIG_CLIENT = {"confluent": {"message.max.bytes": 2_000_000},
-               "kafka-python": {"max_request_size": 2_000_000}}
+_BIG_CLIENT = {
+    "confluent": {"message.max.bytes": 2_000_000},
+    "kafka-python": {"max_request_size": 2_000_000},
+}
 # Fail fast on a topic that does not exist (auto-creation is off on the test broker).
-_FAST_FAIL = {"confluent": {"message.timeout.ms": 3000},
-              "kafka-python": {"max_block_ms": 3000}}
+_FAST_FAIL = {"confluent": {"message.timeout.ms": 3000}, "kafka-python": {"max_block_ms": 3000}}
 
 
 def _consume(bootstrap: str, topic: str, n: int, timeout: float = 60.0) -> list[Any]:
     """The first ``n`` records of ``topic`` (every partition), with confluent-kafka."""
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{topic}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     out: list[Any] = []
     deadline = time.monotonic() + timeout
@@ -67,9 +76,9 @@ def _config(backend: str, *extra: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_raw_records_round_trip_with_headers_and_timestamp(kafka: KafkaHandle,
-                                                           topic_name: str,
-                                                           backend: str) -> None:
+def test_raw_records_round_trip_with_headers_and_timestamp(
+    kafka: KafkaHandle, topic_name: str, backend: str
+) -> None:
     kafka.create_topic(topic_name, 1)
     with RawProducer(kafka.bootstrap_servers, backend=backend) as p:  # type: ignore[arg-type]
         assert p.backend == backend
@@ -79,26 +88,32 @@ def test_raw_records_round_trip_with_headers_and_timestamp(kafka: KafkaHandle,
         assert p.delivered == 2 and p.pending == 0
     m1, m2 = _consume(kafka.bootstrap_servers, topic_name, 2)
     assert (m1.key(), m1.value(), m1.headers(), m1.timestamp()[1]) == (
-        b"k1", b"v1", [("h", b"x")], 1_700_000_000_123)
+        b"k1",
+        b"v1",
+        [("h", b"x")],
+        1_700_000_000_123,
+    )
     assert (m2.key(), m2.value()) == (b"k2", None)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_events_round_trip_in_order_with_keys_and_ts_ms(kafka: KafkaHandle, topic_name: str,
-                                                        backend: str) -> None:
+def test_events_round_trip_in_order_with_keys_and_ts_ms(
+    kafka: KafkaHandle, topic_name: str, backend: str
+) -> None:
     from cdc_sink.formats import get_decoder
 
     kafka.create_topic(topic_name, 3)
     before = int(time.time() * 1000)
-    with CdcProducer(kafka.bootstrap_servers, topic_name, SCHEMA,
-                     backend=backend) as p:  # type: ignore[arg-type]
+    with CdcProducer(kafka.bootstrap_servers, topic_name, SCHEMA, backend=backend) as p:  # type: ignore[arg-type]
         p.insert({"order_id": 1}, {"status": "new", "amount": "12.50"}, seq=1)
         p.update({"order_id": 1}, {"status": "paid"}, seq=2)
         p.upsert({"order_id": 2}, {"amount": None}, seq=3)
         p.delete({"order_id": 1}, seq=4)
         p.send({"op": "insert", "key": 3, "set": {}, "seq": 5})
-        p.send_many({"op": "upsert", "key": {"order_id": i}, "set": {"status": "s"}, "seq": i}
-                    for i in range(10, 40))
+        p.send_many(
+            {"op": "upsert", "key": {"order_id": i}, "set": {"status": "s"}, "seq": i}
+            for i in range(10, 40)
+        )
     after = int(time.time() * 1000)
     msgs = _consume(kafka.bootstrap_servers, topic_name, 35)
     by_key: dict[bytes, list[Any]] = {}
@@ -116,7 +131,8 @@ def test_events_round_trip_in_order_with_keys_and_ts_ms(kafka: KafkaHandle, topi
         assert m.timestamp()[1] == ts  # the record timestamp is the same instant
 
     batch, rejects = get_decoder("json").decode(
-        __import__("pyarrow").array([m.value() for m in msgs], "binary"), SCHEMA)
+        __import__("pyarrow").array([m.value() for m in msgs], "binary"), SCHEMA
+    )
     assert len(rejects) == 0 and len(batch) == 35
 
 
@@ -127,20 +143,21 @@ def test_other_formats_decode_back(kafka: KafkaHandle, topic_name: str, fmt: str
     from cdc_sink.formats import get_decoder
 
     kafka.create_topic(topic_name, 2)
-    with CdcProducer(kafka.bootstrap_servers, topic_name, SCHEMA,
-                     format=fmt) as p:  # type: ignore[arg-type]
+    with CdcProducer(kafka.bootstrap_servers, topic_name, SCHEMA, format=fmt) as p:  # type: ignore[arg-type]
         for i in range(20):
             p.upsert({"order_id": i}, {"status": f"s{i}", "amount": "1.25", "seq": i}, seq=i)
         p.delete({"order_id": 3}, seq=99)
     msgs = _consume(kafka.bootstrap_servers, topic_name, 21)
     batch, rejects = get_decoder(fmt).decode(  # type: ignore[arg-type]
-        pa.array([m.value() for m in msgs], pa.binary()), SCHEMA)
+        pa.array([m.value() for m in msgs], pa.binary()), SCHEMA
+    )
     assert len(rejects) == 0, rejects.reasons
     assert len(batch) == 21
 
 
 def test_a_key_goes_to_the_same_partition_with_both_clients_as_with_java(
-        kafka: KafkaHandle, topic_name: str) -> None:
+    kafka: KafkaHandle, topic_name: str
+) -> None:
     from kafka.partitioner.default import murmur2
 
     n_parts = 6
@@ -159,12 +176,15 @@ def test_a_key_goes_to_the_same_partition_with_both_clients_as_with_java(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_record_too_large_for_the_topic_raises_delivery_error(kafka: KafkaHandle,
-                                                              topic_name: str,
-                                                              backend: str) -> None:
+def test_record_too_large_for_the_topic_raises_delivery_error(
+    kafka: KafkaHandle, topic_name: str, backend: str
+) -> None:
     kafka.create_topic(topic_name, 1, config={"max.message.bytes": "2048"})
-    p = RawProducer(kafka.bootstrap_servers, backend=backend,  # type: ignore[arg-type]
-                    **_config(backend, _BIG_CLIENT))
+    p = RawProducer(
+        kafka.bootstrap_servers,
+        backend=backend,  # type: ignore[arg-type]
+        **_config(backend, _BIG_CLIENT),
+    )
     p.produce(topic_name, b"[1]", b"x" * 20_000)
     with pytest.raises(DeliveryError) as info:
         p.flush(30)
@@ -175,8 +195,7 @@ def test_record_too_large_for_the_topic_raises_delivery_error(kafka: KafkaHandle
     if backend == "confluent":  # the failure was raised once; the producer goes on working
         assert p.flush(30) == 0
         p.close()
-        assert [m.value() for m in _consume(kafka.bootstrap_servers, topic_name, 1)] == [
-            b"small"]
+        assert [m.value() for m in _consume(kafka.bootstrap_servers, topic_name, 1)] == [b"small"]
     else:  # kafka-python's idempotent producer turns the refusal into a fatal state:
         with pytest.raises(DeliveryError):  # what follows fails too, loudly
             p.flush(30)
@@ -184,10 +203,14 @@ def test_record_too_large_for_the_topic_raises_delivery_error(kafka: KafkaHandle
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_event_to_a_missing_topic_raises_delivery_error(kafka: KafkaHandle,
-                                                        backend: str) -> None:
-    p = CdcProducer(kafka.bootstrap_servers, "no-such-topic", SCHEMA,
-                    backend=backend, **_config(backend, _FAST_FAIL))  # type: ignore[arg-type]
+def test_event_to_a_missing_topic_raises_delivery_error(kafka: KafkaHandle, backend: str) -> None:
+    p = CdcProducer(
+        kafka.bootstrap_servers,
+        "no-such-topic",
+        SCHEMA,
+        backend=backend,
+        **_config(backend, _FAST_FAIL),
+    )  # type: ignore[arg-type]
     p.upsert({"order_id": 1}, {"status": "x"}, seq=1)
     with pytest.raises(DeliveryError) as info:
         p.flush(30)
@@ -195,12 +218,14 @@ def test_event_to_a_missing_topic_raises_delivery_error(kafka: KafkaHandle,
     p.close()
 
 
-def test_on_error_callback_receives_failures_instead_of_flush(kafka: KafkaHandle,
-                                                              topic_name: str) -> None:
+def test_on_error_callback_receives_failures_instead_of_flush(
+    kafka: KafkaHandle, topic_name: str
+) -> None:
     kafka.create_topic(topic_name, 1, config={"max.message.bytes": "2048"})
     seen: list[DeliveryFailure] = []
-    with RawProducer(kafka.bootstrap_servers, on_error=seen.append,
-                     **_BIG_CLIENT["confluent"]) as p:
+    with RawProducer(
+        kafka.bootstrap_servers, on_error=seen.append, **_BIG_CLIENT["confluent"]
+    ) as p:
         p.produce(topic_name, b"[1]", b"x" * 20_000)
         assert p.flush(30) == 0  # no raise: the callback got the failure
         p.produce(topic_name, b"[2]", b"ok")  # (not in the refused record batch)
@@ -208,13 +233,18 @@ def test_on_error_callback_receives_failures_instead_of_flush(kafka: KafkaHandle
     assert [f.key for f in seen] == [b"[1]"]
 
 
-def test_invalid_event_is_refused_before_anything_is_sent(kafka: KafkaHandle,
-                                                          topic_name: str) -> None:
+def test_invalid_event_is_refused_before_anything_is_sent(
+    kafka: KafkaHandle, topic_name: str
+) -> None:
     kafka.create_topic(topic_name, 1)
     with CdcProducer(kafka.bootstrap_servers, topic_name, SCHEMA) as p:
         with pytest.raises(ValueError, match="unknown column 'coupon'"):
-            p.send_many([{"op": "upsert", "key": 1, "set": {}, "seq": 1},
-                         {"op": "upsert", "key": 2, "set": {"coupon": "x"}, "seq": 2}])
+            p.send_many(
+                [
+                    {"op": "upsert", "key": 1, "set": {}, "seq": 1},
+                    {"op": "upsert", "key": 2, "set": {"coupon": "x"}, "seq": 2},
+                ]
+            )
         p.upsert({"order_id": 3}, {}, seq=3)
         assert p.flush(30) == 0
         assert p.sent == 1

@@ -23,17 +23,22 @@ from tests.model import RefModel, model_rows, table_to_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
 
-SCHEMA = TableSchema.from_dict({
-    "columns": [
-        {"name": "order_id", "type": "int64"},
-        {"name": "status", "type": "string", "default": "new"},
-        {"name": "amount", "type": "decimal128(12, 2)"},
-        {"name": "items", "type": "int32"},
-        {"name": "paid", "type": "bool"},
-        {"name": "updated_at", "type": "timestamp[us, UTC]"},
-        {"name": "seq", "type": "int64"},
-    ],
-    "primary_key": ["order_id"], "num_buckets": 3, "sequence_column": "seq"})
+SCHEMA = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "order_id", "type": "int64"},
+            {"name": "status", "type": "string", "default": "new"},
+            {"name": "amount", "type": "decimal128(12, 2)"},
+            {"name": "items", "type": "int32"},
+            {"name": "paid", "type": "bool"},
+            {"name": "updated_at", "type": "timestamp[us, UTC]"},
+            {"name": "seq", "type": "int64"},
+        ],
+        "primary_key": ["order_id"],
+        "num_buckets": 3,
+        "sequence_column": "seq",
+    }
+)
 
 
 class Collect:
@@ -57,33 +62,60 @@ def make_events(rng: random.Random, n: int, first_seq: int, keys: range) -> list
         seq = first_seq + i
         r = rng.random()
         if r < 0.35:
-            out.append({"op": "upsert", "key": {"order_id": k}, "seq": seq, "set": {
-                "amount": f"{rng.randint(1, 99999) / 100:.2f}", "items": rng.randint(1, 9),
-                "updated_at": f"2026-11-{rng.randint(1, 28):02d}T10:00:00Z"}})
+            out.append(
+                {
+                    "op": "upsert",
+                    "key": {"order_id": k},
+                    "seq": seq,
+                    "set": {
+                        "amount": f"{rng.randint(1, 99999) / 100:.2f}",
+                        "items": rng.randint(1, 9),
+                        "updated_at": f"2026-11-{rng.randint(1, 28):02d}T10:00:00Z",
+                    },
+                }
+            )
         elif r < 0.7:
-            out.append({"op": "update", "key": {"order_id": k}, "seq": seq, "set": {
-                "status": rng.choice(["paid", "packed", "shipped"]), "paid": rng.random() < .5}})
+            out.append(
+                {
+                    "op": "update",
+                    "key": {"order_id": k},
+                    "seq": seq,
+                    "set": {
+                        "status": rng.choice(["paid", "packed", "shipped"]),
+                        "paid": rng.random() < 0.5,
+                    },
+                }
+            )
         elif r < 0.8:
             out.append({"op": "delete", "key": {"order_id": k}, "seq": seq})
         elif r < 0.9:
-            out.append({"op": "insert", "key": {"order_id": k}, "seq": seq,
-                        "set": {"amount": "1.00", "status": None}})
+            out.append(
+                {
+                    "op": "insert",
+                    "key": {"order_id": k},
+                    "seq": seq,
+                    "set": {"amount": "1.00", "status": None},
+                }
+            )
         elif r < 0.94:
             out.append("{not json")
         elif r < 0.97:
-            out.append({"op": "update", "key": {"order_id": k}, "seq": seq,
-                        "set": {"items": "many"}})
+            out.append(
+                {"op": "update", "key": {"order_id": k}, "seq": seq, "set": {"items": "many"}}
+            )
         else:
-            out.append({"op": "upsert", "key": {"order_id": k}, "seq": seq,
-                        "set": {"colour": "red"}})
+            out.append(
+                {"op": "upsert", "key": {"order_id": k}, "seq": seq, "set": {"colour": "red"}}
+            )
     return out
 
 
 def produce(bootstrap: str, topic: str, events: list[Any]) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "enable.idempotence": True})  # no reordering on a retried request
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )  # no reordering on a retried request
     for e in events:
         if isinstance(e, str):
             p.produce(topic, key=b"bad", value=e.encode())
@@ -114,9 +146,14 @@ def _typed(e: dict[str, Any]) -> dict[str, Any]:
 
 
 def start_query(spark: Any, bootstrap: str, topic: str, fn: Any, ckpt: Path) -> Any:
-    df = (spark.readStream.format("kafka")
-          .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 400).load())
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 400)
+        .load()
+    )
     return df.writeStream.foreachBatch(fn).option("checkpointLocation", str(ckpt)).start()
 
 
@@ -126,8 +163,9 @@ def expected(events: list[Any]) -> dict[Any, Any]:
     return model_rows(m.rows, SCHEMA)
 
 
-def test_json_stream_restart_replay_and_dead_letters(spark: Any, kafka: Any, topic_name: str,
-                                                     tmp_path: Path) -> None:
+def test_json_stream_restart_replay_and_dead_letters(
+    spark: Any, kafka: Any, topic_name: str, tmp_path: Path
+) -> None:
     kafka.create_topic(topic_name, 3)
     rng = random.Random(7)
     phase1 = make_events(rng, 1500, 1, range(300))
@@ -159,10 +197,10 @@ def test_json_stream_restart_replay_and_dead_letters(spark: Any, kafka: Any, top
     assert batch_ids == sorted(set(batch_ids))  # every micro-batch exactly once
 
     # A replayed micro-batch (same batch_id) is a no-op.
-    raw = spark.createDataFrame([(b"k", b'{"op":"delete","key":{"order_id":1},"seq":99999}',
-                                  topic_name, 0, 10**9)],
-                                "key binary, value binary, topic string, partition int, "
-                                "offset bigint")
+    raw = spark.createDataFrame(
+        [(b"k", b'{"op":"delete","key":{"order_id":1},"seq":99999}', topic_name, 0, 10**9)],
+        "key binary, value binary, topic string, partition int, offset bigint",
+    )
     fn2(raw, batch_ids[-1])
     assert open_table(path).version == v2
 
@@ -172,14 +210,18 @@ def test_json_stream_restart_replay_and_dead_letters(spark: Any, kafka: Any, top
     reasons = [r["reason"] for r in bad]
     everything = phase1 + phase2
     assert sum("JSON" in r or "malformed" in r for r in reasons) == sum(
-        isinstance(e, str) for e in everything)
+        isinstance(e, str) for e in everything
+    )
     assert sum("not a valid int32" in r for r in reasons) == sum(
         not isinstance(e, str) and isinstance((e.get("set") or {}).get("items"), str)
-        for e in everything)
+        for e in everything
+    )
     assert sum("unknown column" in r for r in reasons) == sum(
-        not isinstance(e, str) and "colour" in (e.get("set") or {}) for e in everything)
+        not isinstance(e, str) and "colour" in (e.get("set") or {}) for e in everything
+    )
     assert len([r for r in reasons if "missing key" not in r]) == sum(
-        is_malformed(e) for e in everything)
+        is_malformed(e) for e in everything
+    )
     assert sum(fn.dead_letters for fn in (fn, fn2)) == len(bad)
     for r in bad:
         assert r["topic"] == topic_name and r["offset"] >= 0 and r["value"]
@@ -187,7 +229,8 @@ def test_json_stream_restart_replay_and_dead_letters(spark: Any, kafka: Any, top
 
 
 def test_driver_and_executor_apply_modes_build_identical_tables(
-        spark: Any, kafka: Any, topic_name: str, tmp_path: Path) -> None:
+    spark: Any, kafka: Any, topic_name: str, tmp_path: Path
+) -> None:
     kafka.create_topic(topic_name, 3)
     events = make_events(random.Random(11), 2000, 1, range(250))
     produce(kafka.bootstrap_servers, topic_name, events)
@@ -195,37 +238,57 @@ def test_driver_and_executor_apply_modes_build_identical_tables(
     dead = {}
     # "bulk": the first micro-batch's events for each (empty) bucket are written as a
     # snapshot of the bucket, not as a WAL segment (TableOptions.bulk_events).
-    for mode, decoder in (("driver", "python"), ("executors", "python"), ("driver", "jvm"),
-                          ("driver", "bulk"), ("executors", "bulk")):
+    for mode, decoder in (
+        ("driver", "python"),
+        ("executors", "python"),
+        ("driver", "jvm"),
+        ("driver", "bulk"),
+        ("executors", "bulk"),
+    ):
         path = str(tmp_path / f"{mode}-{decoder}")
-        fn = sink(path, schema=SCHEMA, app_id=f"job-{mode}", apply_mode=mode,
-                  json_decoder="python" if decoder == "bulk" else decoder,
-                  table_options=TableOptions(bulk_events=20) if decoder == "bulk" else None)
-        q = start_query(spark, kafka.bootstrap_servers, topic_name, fn,
-                        tmp_path / f"ck-{mode}-{decoder}")
+        fn = sink(
+            path,
+            schema=SCHEMA,
+            app_id=f"job-{mode}",
+            apply_mode=mode,
+            json_decoder="python" if decoder == "bulk" else decoder,
+            table_options=TableOptions(bulk_events=20) if decoder == "bulk" else None,
+        )
+        q = start_query(
+            spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ck-{mode}-{decoder}"
+        )
         q.processAllAvailable()
         q.stop()
         t = open_table(path)
         tables[mode, decoder] = table_to_rows(t.read(), ["order_id"])
         dead[mode, decoder] = fn.dead_letters
-        bulk = [b for e in t.log.entries() if e.kind == "data"
-                for b, ref in e.buckets.items() if ref.segment is None and ref.snapshot]
+        bulk = [
+            b
+            for e in t.log.entries()
+            if e.kind == "data"
+            for b, ref in e.buckets.items()
+            if ref.segment is None and ref.snapshot
+        ]
         assert (len(bulk) >= SCHEMA.num_buckets) == (decoder == "bulk"), (mode, decoder, bulk)
     first = tables["driver", "python"]
     for key, got in tables.items():  # the modes agree with each other ...
         wrong = [k for k in set(got) | set(first) if got.get(k) != first.get(k)]
-        assert not wrong, (f"{key} and driver/python disagree on {len(wrong)} keys: "
-                           f"{[(k, got.get(k), first.get(k)) for k in wrong[:3]]}")
+        assert not wrong, (
+            f"{key} and driver/python disagree on {len(wrong)} keys: "
+            f"{[(k, got.get(k), first.get(k)) for k in wrong[:3]]}"
+        )
     want = expected(events)
     for key, got in tables.items():  # ... and with the model
-        wrong = {k: (got.get(k), want.get(k)) for k in set(got) | set(want)
-                 if got.get(k) != want.get(k)}
+        wrong = {
+            k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)
+        }
         assert not wrong, f"{key}: {len(wrong)} rows differ, e.g. {list(wrong.items())[:3]}"
     assert len(set(dead.values())) == 1, dead  # every path refuses the same events
 
 
 def test_batch_query_of_a_version_is_repeatable_while_the_stream_commits(
-        spark: Any, kafka: Any, topic_name: str, tmp_path: Path) -> None:
+    spark: Any, kafka: Any, topic_name: str, tmp_path: Path
+) -> None:
     import threading
 
     from cdc_sink.spark import register
@@ -237,23 +300,39 @@ def test_batch_query_of_a_version_is_repeatable_while_the_stream_commits(
     produce(kafka.bootstrap_servers, topic_name, first)
     path = str(tmp_path / "t")
     fn = sink(path, schema=SCHEMA, app_id="live")
-    df = (spark.readStream.format("kafka")
-          .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-          .option("subscribe", topic_name).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", 200).load())
-    q = (df.writeStream.foreachBatch(fn).trigger(processingTime="200 milliseconds")
-         .option("checkpointLocation", str(tmp_path / "ck")).start())
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic_name)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 200)
+        .load()
+    )
+    q = (
+        df.writeStream.foreachBatch(fn)
+        .trigger(processingTime="200 milliseconds")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
     try:
         q.processAllAvailable()
         v = open_table(path).version
 
         def read_v() -> list[Any]:
-            return sorted(spark.read.format("cdc_sink").option("versionAsOf", v).load(path)
-                          .toArrow().to_pylist(), key=lambda r: r["order_id"])
+            return sorted(
+                spark.read.format("cdc_sink")
+                .option("versionAsOf", v)
+                .load(path)
+                .toArrow()
+                .to_pylist(),
+                key=lambda r: r["order_id"],
+            )
 
         reference = read_v()
-        more = threading.Thread(target=produce, args=(
-            kafka.bootstrap_servers, topic_name, make_events(rng, 2000, 10_000, range(200))))
+        more = threading.Thread(
+            target=produce,
+            args=(kafka.bootstrap_servers, topic_name, make_events(rng, 2000, 10_000, range(200))),
+        )
         more.start()
         reads = [read_v() for _ in range(4)]
         more.join()
@@ -262,6 +341,7 @@ def test_batch_query_of_a_version_is_repeatable_while_the_stream_commits(
         assert all(r == reference for r in reads)
         assert reference == sorted(
             (dict(r) for r in open_table(path).read(version=v).to_pylist()),
-            key=lambda r: r["order_id"])
+            key=lambda r: r["order_id"],
+        )
     finally:
         q.stop()

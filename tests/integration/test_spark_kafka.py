@@ -29,8 +29,9 @@ def _produce(bootstrap: str, topic: str, ids: range) -> None:
     assert producer.flush(30) == 0
 
 
-def test_structured_streaming_foreach_batch(kafka: KafkaHandle, spark: SparkSession,
-                                            topic_name: str, tmp_path: Path) -> None:
+def test_structured_streaming_foreach_batch(
+    kafka: KafkaHandle, spark: SparkSession, topic_name: str, tmp_path: Path
+) -> None:
     from pyspark.sql import functions as F
 
     kafka.create_topic(topic_name, partitions=2)
@@ -49,12 +50,18 @@ def test_structured_streaming_foreach_batch(kafka: KafkaHandle, spark: SparkSess
         .option("subscribe", topic_name)
         .option("startingOffsets", "earliest")
         .load()
-        .select(F.col("partition"), F.col("offset"),
-                F.from_json(F.col("value").cast("string"), SCHEMA).alias("r"))
+        .select(
+            F.col("partition"),
+            F.col("offset"),
+            F.from_json(F.col("value").cast("string"), SCHEMA).alias("r"),
+        )
         .select("partition", "offset", "r.*")
     )
-    query = (stream.writeStream.foreachBatch(collect)
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    query = (
+        stream.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
     try:
         query.processAllAvailable()
         assert sorted(r["id"] for r in rows) == list(range(300))
@@ -87,14 +94,21 @@ def test_batch_read(kafka: KafkaHandle, spark: SparkSession, topic_name: str) ->
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
         .load()
-        .select(F.col("key").cast("string").alias("k"),
-                F.from_json(F.col("value").cast("string"), SCHEMA).alias("r"))
+        .select(
+            F.col("key").cast("string").alias("k"),
+            F.from_json(F.col("value").cast("string"), SCHEMA).alias("r"),
+        )
     )
     got = df.select("k", "r.id").collect()
     assert sorted(r["id"] for r in got) == list(range(200))
     assert all(r["k"] == str(r["id"] % 11) for r in got)
-    per_partition = (spark.read.format("kafka")
-                     .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-                     .option("subscribe", topic_name).load()
-                     .groupBy("partition").count().collect())
+    per_partition = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic_name)
+        .load()
+        .groupBy("partition")
+        .count()
+        .collect()
+    )
     assert sum(r["count"] for r in per_partition) == 200

@@ -75,8 +75,9 @@ FLOATS = [0.0, -0.0, math.nan, math.inf, -math.inf, 0.5, 2.5, -1.25, 1e30, -3.0]
 _VALUES: dict[str, Callable[[random.Random], Any]] = {  # column -> a random value of it
     "i8": lambda rng: rng.choice([-128, 127, 0, rng.randint(-128, 127)]),
     "i16": lambda rng: rng.randint(-300, 300),
-    "i32": lambda rng: rng.choice([-(2**31), 2**31 - 1, rng.randint(-20, 20),
-                                   rng.randint(0, 10**6)]),
+    "i32": lambda rng: rng.choice(
+        [-(2**31), 2**31 - 1, rng.randint(-20, 20), rng.randint(0, 10**6)]
+    ),
     "i64": lambda rng: rng.choice([-(2**63), 2**63 - 1, rng.randint(-(10**12), 10**12)]),
     "f32": lambda rng: rng.choice([*FLOATS, rng.uniform(-10, 10)]),
     "f64": lambda rng: rng.choice([*FLOATS, rng.uniform(-10, 10)]),
@@ -84,10 +85,13 @@ _VALUES: dict[str, Callable[[random.Random], Any]] = {  # column -> a random val
     "s": lambda rng: rng.choice(STRINGS),
     "b": lambda rng: rng.choice(BINARIES),
     "d": lambda rng: dt.date(2019, 12, 1) + dt.timedelta(days=rng.randint(0, 90)),
-    "ts": lambda rng: dt.datetime(2020, 1, 1, tzinfo=UTC) + dt.timedelta(
-        microseconds=rng.randint(-(10**12), 10**12)),
-    "dec10": lambda rng: rng.choice([D("12.34"), D("-0.01"),
-                                     D(rng.randint(-10**8 + 1, 10**8 - 1)) / 100]),
+    "ts": lambda rng: (
+        dt.datetime(2020, 1, 1, tzinfo=UTC)
+        + dt.timedelta(microseconds=rng.randint(-(10**12), 10**12))
+    ),
+    "dec10": lambda rng: rng.choice(
+        [D("12.34"), D("-0.01"), D(rng.randint(-(10**8) + 1, 10**8 - 1)) / 100]
+    ),
     "dec38": lambda rng: D(rng.randint(-(10**37) + 1, 10**37 - 1)).scaleb(-6),
 }
 
@@ -100,8 +104,7 @@ def _value(col: str, rng: random.Random) -> Any:
 
 
 def _insert(key: int, rng: random.Random) -> dict[str, Any]:
-    return {"op": "insert", "key": {"id": key},
-            "set": {c: _value(c, rng) for c in VALUE_COLUMNS}}
+    return {"op": "insert", "key": {"id": key}, "set": {c: _value(c, rng) for c in VALUE_COLUMNS}}
 
 
 def _update(key: int, rng: random.Random, op: str = "update") -> dict[str, Any]:
@@ -120,13 +123,17 @@ def _build_versions(table: Table, rng: random.Random) -> None:
     table.apply([_update(i, rng) for i in rng.sample(ids, 90)])
     deleted = rng.sample(ids, 40)
     table.apply([{"op": "delete", "key": {"id": i}} for i in deleted])
-    table.apply([_update(i, rng, "upsert") for i in range(N_ROWS, N_ROWS + 40)]
-                + [_insert(i, rng) for i in deleted[:10]])
+    table.apply(
+        [_update(i, rng, "upsert") for i in range(N_ROWS, N_ROWS + 40)]
+        + [_insert(i, rng) for i in deleted[:10]]
+    )
     live = sorted(set(ids) - set(deleted[10:]))
     table.apply([_update(i, rng) for i in rng.sample(live, 60)])
     table.apply([_insert(i, rng) for i in rng.sample(live, 30)])
-    table.apply([{"op": "delete", "key": {"id": i}} for i in rng.sample(live, 20)]
-                + [_update(i, rng, "upsert") for i in range(N_ROWS + 40, N_ROWS + 50)])
+    table.apply(
+        [{"op": "delete", "key": {"id": i}} for i in rng.sample(live, 20)]
+        + [_update(i, rng, "upsert") for i in range(N_ROWS + 40, N_ROWS + 50)]
+    )
 
 
 # ---------------------------------------------------------------------- helpers
@@ -194,8 +201,9 @@ def test_version_as_of_equals_table_read(cdc_spark: SparkSession, table: Table) 
     from pyspark.sql import functions as F
 
     versions = list(range(table.version + 1))
-    reads = [_read(cdc_spark, table.root, versionAsOf=v).withColumn("__v", F.lit(v))
-             for v in versions]
+    reads = [
+        _read(cdc_spark, table.root, versionAsOf=v).withColumn("__v", F.lit(v)) for v in versions
+    ]
     union = reads[0]
     for df in reads[1:]:
         union = union.unionByName(df)
@@ -207,15 +215,25 @@ def test_version_as_of_equals_table_read(cdc_spark: SparkSession, table: Table) 
         assert _rows(part) == _rows(expected), v
 
 
-def test_schema_has_the_versions_types_and_nullability(cdc_spark: SparkSession,
-                                                       table: Table) -> None:
+def test_schema_has_the_versions_types_and_nullability(
+    cdc_spark: SparkSession, table: Table
+) -> None:
     df = _read(cdc_spark, table.root, versionAsOf=3)
     assert [(f.name, f.dataType.simpleString(), f.nullable) for f in df.schema.fields] == [
-        ("id", "bigint", False), ("i8", "tinyint", True), ("i16", "smallint", True),
-        ("i32", "int", True), ("i64", "bigint", True), ("f32", "float", True),
-        ("f64", "double", True), ("flag", "boolean", True), ("s", "string", True),
-        ("b", "binary", True), ("d", "date", True), ("ts", "timestamp", True),
-        ("dec10", "decimal(10,2)", True), ("dec38", "decimal(38,6)", True),
+        ("id", "bigint", False),
+        ("i8", "tinyint", True),
+        ("i16", "smallint", True),
+        ("i32", "int", True),
+        ("i64", "bigint", True),
+        ("f32", "float", True),
+        ("f64", "double", True),
+        ("flag", "boolean", True),
+        ("s", "string", True),
+        ("b", "binary", True),
+        ("d", "date", True),
+        ("ts", "timestamp", True),
+        ("dec10", "decimal(10,2)", True),
+        ("dec38", "decimal(38,6)", True),
         ("status", "string", False),
     ]
     arrow = df.toArrow()
@@ -239,21 +257,18 @@ def test_columns_option_prunes_and_orders(cdc_spark: SparkSession, table: Table)
     assert _rows(df.toArrow().sort_by("id")) == _rows(expected.sort_by("id"))
 
 
-def test_columns_option_rejects_unknown_columns(cdc_spark: SparkSession,
-                                                table: Table) -> None:
+def test_columns_option_rejects_unknown_columns(cdc_spark: SparkSession, table: Table) -> None:
     with pytest.raises(Exception, match="no column"):
         _read(cdc_spark, table.root, columns="id,nope").collect()
 
 
-def test_each_version_reads_with_its_own_schema(cdc_spark: SparkSession,
-                                                tmp_path: Path) -> None:
+def test_each_version_reads_with_its_own_schema(cdc_spark: SparkSession, tmp_path: Path) -> None:
     t = cdc_sink.create_table(tmp_path / "evolve", SCHEMA, options=TableOptions.for_tests())
     rng = random.Random(3)
     v1 = t.apply([_insert(i, rng) for i in range(30)]).version
     v2 = t.add_column("note", "string", default="n/a")
     v3 = t.rename_column("s", "label")
-    v4 = t.apply([{"op": "upsert", "key": {"id": 1}, "set": {"note": "hi", "label": "x"}}]
-                 ).version
+    v4 = t.apply([{"op": "upsert", "key": {"id": 1}, "set": {"note": "hi", "label": "x"}}]).version
     empty = _read(cdc_spark, t.root, versionAsOf=0)
     assert empty.count() == 0 and empty.columns == [c["name"] for c in SCHEMA["columns"]]
     for v in (v1, v2, v3, v4):
@@ -265,20 +280,28 @@ def test_each_version_reads_with_its_own_schema(cdc_spark: SparkSession,
     assert _read(cdc_spark, t.root, versionAsOf=v3).columns[-1] == "note"
 
 
-def test_user_schema_selects_columns_and_must_match(cdc_spark: SparkSession,
-                                                    table: Table) -> None:
-    df = (cdc_spark.read.format("cdc_sink").schema("id bigint, dec10 decimal(10,2)")
-          .option("versionAsOf", 6).load(table.root))
+def test_user_schema_selects_columns_and_must_match(cdc_spark: SparkSession, table: Table) -> None:
+    df = (
+        cdc_spark.read.format("cdc_sink")
+        .schema("id bigint, dec10 decimal(10,2)")
+        .option("versionAsOf", 6)
+        .load(table.root)
+    )
     assert _spark_rows(df) == _rows(table.read(version=6, columns=["id", "dec10"]))
-    bad = (cdc_spark.read.format("cdc_sink").schema("id bigint, dec10 double")
-           .option("versionAsOf", 6).load(table.root))
+    bad = (
+        cdc_spark.read.format("cdc_sink")
+        .schema("id bigint, dec10 double")
+        .option("versionAsOf", 6)
+        .load(table.root)
+    )
     with pytest.raises(Exception, match="'dec10' is decimal"):
         bad.collect()
 
 
 @pytest.mark.parametrize("form", ["epoch_ms", "iso"])
-def test_timestamp_as_of_reads_the_version_committed_then(cdc_spark: SparkSession,
-                                                          table: Table, form: str) -> None:
+def test_timestamp_as_of_reads_the_version_committed_then(
+    cdc_spark: SparkSession, table: Table, form: str
+) -> None:
     entries = {e["version"]: e["commit_time_ms"] for e in table.versions()}
     ms = entries[3]
     expected_version = max(v for v, t in entries.items() if t <= ms)  # same-ms commits
@@ -289,8 +312,7 @@ def test_timestamp_as_of_reads_the_version_committed_then(cdc_spark: SparkSessio
     assert _spark_rows(df) == _rows(table.read(version=expected_version))
 
 
-def test_version_and_timestamp_together_is_an_error(cdc_spark: SparkSession,
-                                                    table: Table) -> None:
+def test_version_and_timestamp_together_is_an_error(cdc_spark: SparkSession, table: Table) -> None:
     with pytest.raises(Exception, match="not both"):
         _read(cdc_spark, table.root, versionAsOf=1, timestampAsOf=0).collect()
 
@@ -300,8 +322,9 @@ def test_missing_table_is_a_clear_error(cdc_spark: SparkSession, tmp_path: Path)
         _read(cdc_spark, str(tmp_path / "nothing")).collect()
 
 
-def test_version_below_the_retention_horizon_names_the_oldest(cdc_spark: SparkSession,
-                                                              tmp_path: Path) -> None:
+def test_version_below_the_retention_horizon_names_the_oldest(
+    cdc_spark: SparkSession, tmp_path: Path
+) -> None:
     t = cdc_sink.create_table(tmp_path / "gc", SCHEMA, options=TableOptions.for_tests())
     rng = random.Random(7)
     t.apply([_insert(i, rng) for i in range(40)])
@@ -312,8 +335,9 @@ def test_version_below_the_retention_horizon_names_the_oldest(cdc_spark: SparkSe
     assert oldest > 1
     with pytest.raises(Exception, match=rf"oldest readable version is {oldest}\b"):
         _read(cdc_spark, t.root, versionAsOf=1).collect()
-    assert _spark_rows(_read(cdc_spark, t.root, versionAsOf=oldest)) == \
-        _rows(t.read(version=oldest))
+    assert _spark_rows(_read(cdc_spark, t.root, versionAsOf=oldest)) == _rows(
+        t.read(version=oldest)
+    )
 
 
 # ---------------------------------------------------------------------- filters
@@ -326,8 +350,12 @@ def _f_gt(x: float | None, v: float) -> bool:
     return x is not None and (math.isnan(x) or x > v)
 
 
-def _case(name: str, expr: Callable[[], Column], pred: Callable[[dict[str, Any]], bool],
-          pushed: bool | None) -> Any:
+def _case(
+    name: str,
+    expr: Callable[[], Column],
+    pred: Callable[[dict[str, Any]], bool],
+    pushed: bool | None,
+) -> Any:
     return pytest.param(expr, pred, pushed, id=name)
 
 
@@ -337,52 +365,131 @@ def _filter_cases() -> list[Any]:
     ts0 = dt.datetime(2020, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
     return [
         _case("int8_gt", lambda: F.col("i8") > 5, lambda r: _nn(r["i8"]) and r["i8"] > 5, True),
-        _case("int16_between", lambda: F.col("i16").between(-100, 100),
-              lambda r: _nn(r["i16"]) and -100 <= r["i16"] <= 100, None),
-        _case("int32_in", lambda: F.col("i32").isin(2**31 - 1, 0, 5, -7),
-              lambda r: r["i32"] in (2**31 - 1, 0, 5, -7), True),
-        _case("int32_not_eq", lambda: F.col("i32") != 3,
-              lambda r: _nn(r["i32"]) and r["i32"] != 3, True),
+        _case(
+            "int16_between",
+            lambda: F.col("i16").between(-100, 100),
+            lambda r: _nn(r["i16"]) and -100 <= r["i16"] <= 100,
+            None,
+        ),
+        _case(
+            "int32_in",
+            lambda: F.col("i32").isin(2**31 - 1, 0, 5, -7),
+            lambda r: r["i32"] in (2**31 - 1, 0, 5, -7),
+            True,
+        ),
+        _case(
+            "int32_not_eq",
+            lambda: F.col("i32") != 3,
+            lambda r: _nn(r["i32"]) and r["i32"] != 3,
+            True,
+        ),
         _case("key_lt", lambda: F.col("id") < 50, lambda r: r["id"] < 50, True),
-        _case("float32_lt", lambda: F.col("f32") < F.lit(0.5).cast("float"),
-              lambda r: _nn(r["f32"]) and not math.isnan(r["f32"]) and r["f32"] < 0.5, True),
-        _case("float64_gt_nan_is_greater", lambda: F.col("f64") > 0.0,
-              lambda r: _f_gt(r["f64"], 0.0), False),
-        _case("float64_in_signed_zero", lambda: F.col("f64").isin(0.0, 2.5),
-              lambda r: _nn(r["f64"]) and r["f64"] in (0.0, 2.5), True),
-        _case("float64_eq_nan", lambda: F.col("f64") == float("nan"),
-              lambda r: _nn(r["f64"]) and math.isnan(r["f64"]), False),
+        _case(
+            "float32_lt",
+            lambda: F.col("f32") < F.lit(0.5).cast("float"),
+            lambda r: _nn(r["f32"]) and not math.isnan(r["f32"]) and r["f32"] < 0.5,
+            True,
+        ),
+        _case(
+            "float64_gt_nan_is_greater",
+            lambda: F.col("f64") > 0.0,
+            lambda r: _f_gt(r["f64"], 0.0),
+            False,
+        ),
+        _case(
+            "float64_in_signed_zero",
+            lambda: F.col("f64").isin(0.0, 2.5),
+            lambda r: _nn(r["f64"]) and r["f64"] in (0.0, 2.5),
+            True,
+        ),
+        _case(
+            "float64_eq_nan",
+            lambda: F.col("f64") == float("nan"),
+            lambda r: _nn(r["f64"]) and math.isnan(r["f64"]),
+            False,
+        ),
         _case("bool_is_true", lambda: F.col("flag"), lambda r: r["flag"] is True, True),
         _case("bool_not", lambda: ~F.col("flag"), lambda r: r["flag"] is False, True),
         _case("string_eq", lambda: F.col("s") == "abc", lambda r: r["s"] == "abc", True),
-        _case("string_ge_unicode", lambda: F.col("s") >= "m",
-              lambda r: _nn(r["s"]) and r["s"] >= "m", True),
-        _case("string_not_in", lambda: ~F.col("s").isin("a", "日本"),
-              lambda r: _nn(r["s"]) and r["s"] not in ("a", "日本"), True),
+        _case(
+            "string_ge_unicode",
+            lambda: F.col("s") >= "m",
+            lambda r: _nn(r["s"]) and r["s"] >= "m",
+            True,
+        ),
+        _case(
+            "string_not_in",
+            lambda: ~F.col("s").isin("a", "日本"),
+            lambda r: _nn(r["s"]) and r["s"] not in ("a", "日本"),
+            True,
+        ),
         _case("string_is_null", lambda: F.col("s").isNull(), lambda r: r["s"] is None, True),
-        _case("string_startswith", lambda: F.col("s").startswith("ab"),
-              lambda r: _nn(r["s"]) and r["s"].startswith("ab"), False),
-        _case("binary_eq", lambda: F.col("b") == F.lit(bytearray(b"\x00\x01")),
-              lambda r: r["b"] == b"\x00\x01", True),
-        _case("binary_gt_unsigned", lambda: F.col("b") > F.lit(bytearray(b"\x00")),
-              lambda r: _nn(r["b"]) and r["b"] > b"\x00", True),
-        _case("date_lt", lambda: F.col("d") < F.lit(dt.date(2020, 1, 15)),
-              lambda r: _nn(r["d"]) and r["d"] < dt.date(2020, 1, 15), True),
-        _case("timestamp_ge", lambda: F.col("ts") >= F.lit(ts0),
-              lambda r: _nn(r["ts"]) and r["ts"] >= ts0, True),
-        _case("decimal10_eq", lambda: F.col("dec10") == F.lit(D("12.34")),
-              lambda r: r["dec10"] == D("12.34"), True),
-        _case("decimal10_eq_more_digits", lambda: F.col("dec10") == F.lit(D("12.345")),
-              lambda r: False, None),
-        _case("decimal38_gt", lambda: F.col("dec38") > F.lit(D("0.000001")).cast("decimal(38,6)"),
-              lambda r: _nn(r["dec38"]) and r["dec38"] > D("0.000001"), True),
-        _case("null_safe_eq", lambda: F.col("i16").eqNullSafe(F.lit(3).cast("smallint")),
-              lambda r: r["i16"] == 3, None),
-        _case("conjunction_of_types",
-              lambda: (F.col("i32").isNotNull()) & (F.col("status") == "new")
-              & (F.col("d") >= F.lit(dt.date(2019, 12, 20))),
-              lambda r: _nn(r["i32"], r["d"]) and r["status"] == "new"
-              and r["d"] >= dt.date(2019, 12, 20), True),
+        _case(
+            "string_startswith",
+            lambda: F.col("s").startswith("ab"),
+            lambda r: _nn(r["s"]) and r["s"].startswith("ab"),
+            False,
+        ),
+        _case(
+            "binary_eq",
+            lambda: F.col("b") == F.lit(bytearray(b"\x00\x01")),
+            lambda r: r["b"] == b"\x00\x01",
+            True,
+        ),
+        _case(
+            "binary_gt_unsigned",
+            lambda: F.col("b") > F.lit(bytearray(b"\x00")),
+            lambda r: _nn(r["b"]) and r["b"] > b"\x00",
+            True,
+        ),
+        _case(
+            "date_lt",
+            lambda: F.col("d") < F.lit(dt.date(2020, 1, 15)),
+            lambda r: _nn(r["d"]) and r["d"] < dt.date(2020, 1, 15),
+            True,
+        ),
+        _case(
+            "timestamp_ge",
+            lambda: F.col("ts") >= F.lit(ts0),
+            lambda r: _nn(r["ts"]) and r["ts"] >= ts0,
+            True,
+        ),
+        _case(
+            "decimal10_eq",
+            lambda: F.col("dec10") == F.lit(D("12.34")),
+            lambda r: r["dec10"] == D("12.34"),
+            True,
+        ),
+        _case(
+            "decimal10_eq_more_digits",
+            lambda: F.col("dec10") == F.lit(D("12.345")),
+            lambda r: False,
+            None,
+        ),
+        _case(
+            "decimal38_gt",
+            lambda: F.col("dec38") > F.lit(D("0.000001")).cast("decimal(38,6)"),
+            lambda r: _nn(r["dec38"]) and r["dec38"] > D("0.000001"),
+            True,
+        ),
+        _case(
+            "null_safe_eq",
+            lambda: F.col("i16").eqNullSafe(F.lit(3).cast("smallint")),
+            lambda r: r["i16"] == 3,
+            None,
+        ),
+        _case(
+            "conjunction_of_types",
+            lambda: (
+                (F.col("i32").isNotNull())
+                & (F.col("status") == "new")
+                & (F.col("d") >= F.lit(dt.date(2019, 12, 20)))
+            ),
+            lambda r: (
+                _nn(r["i32"], r["d"]) and r["status"] == "new" and r["d"] >= dt.date(2019, 12, 20)
+            ),
+            True,
+        ),
     ]
 
 
@@ -398,21 +505,30 @@ def spark_truth(cdc_spark: SparkSession, table: Table) -> dict[str, list[int]]:
     cols = [case.values[0]().alias(f"c{i}") for i, case in enumerate(FILTER_CASES)]
     t = df.select("id", *cols).toArrow()
     ids = t.column("id").to_pylist()
-    return {case.id: sorted(i for i, hit in zip(ids, t.column(f"c{n}").to_pylist(),
-                                                 strict=True) if hit is True)
-            for n, case in enumerate(FILTER_CASES)}
+    return {
+        case.id: sorted(
+            i for i, hit in zip(ids, t.column(f"c{n}").to_pylist(), strict=True) if hit is True
+        )
+        for n, case in enumerate(FILTER_CASES)
+    }
 
 
 @pytest.mark.parametrize(("expr", "pred", "pushed"), FILTER_CASES)
 def test_filter_gives_the_rows_spark_semantics_give(
-        cdc_spark: SparkSession, table: Table, spark_truth: dict[str, list[int]],
-        request: pytest.FixtureRequest, expr: Callable[[], Column],
-        pred: Callable[[dict[str, Any]], bool], pushed: bool | None) -> None:
+    cdc_spark: SparkSession,
+    table: Table,
+    spark_truth: dict[str, list[int]],
+    request: pytest.FixtureRequest,
+    expr: Callable[[], Column],
+    pred: Callable[[dict[str, Any]], bool],
+    pushed: bool | None,
+) -> None:
     df = _read(cdc_spark, table.root, versionAsOf=FILTER_VERSION).filter(expr())
     got = _spark_rows(df)
     all_rows = table.read(version=FILTER_VERSION)
-    expected = _rows(pa.Table.from_pylist([r for r in all_rows.to_pylist() if pred(r)],
-                                          schema=all_rows.schema))
+    expected = _rows(
+        pa.Table.from_pylist([r for r in all_rows.to_pylist() if pred(r)], schema=all_rows.schema)
+    )
     assert got == expected
     assert [r[0] for r in got] == spark_truth[request.node.callspec.id]
     assert len(expected) > 0 or pushed is None  # every case but the empty one selects rows
@@ -423,8 +539,9 @@ def test_filter_gives_the_rows_spark_semantics_give(
         assert spark_filters != []
 
 
-def test_push_filters_false_reads_with_pushdown_disabled(cdc_spark: SparkSession,
-                                                         table: Table) -> None:
+def test_push_filters_false_reads_with_pushdown_disabled(
+    cdc_spark: SparkSession, table: Table
+) -> None:
     """Spark refuses a reader implementing pushFilters when the session disables
     pushdown; ``pushFilters=false`` is the way to read there."""
     from pyspark.sql import functions as F
@@ -436,8 +553,7 @@ def test_push_filters_false_reads_with_pushdown_disabled(cdc_spark: SparkSession
     assert got == _rows(expected)
 
 
-def test_pushed_filters_skip_pages(tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pushed_filters_skip_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Direct use of the reader, in this process: the kept filter skips pages by min/max
     (counted by wrapping the tablet's ``may_match``) and selects exactly its rows; the
     filter it cannot apply goes back to Spark."""
@@ -446,8 +562,9 @@ def test_pushed_filters_skip_pages(tmp_path: Path,
     import cdc_sink.tablet.reads as reads
 
     t = cdc_sink.create_table(tmp_path / "pages", SCHEMA, options=TableOptions.for_tests())
-    t.apply([{"op": "insert", "key": {"id": i}, "set": {"i64": i * 10, "s": "x"}}
-             for i in range(400)])
+    t.apply(
+        [{"op": "insert", "key": {"id": i}, "set": {"i64": i * 10, "s": "x"}} for i in range(400)]
+    )
     t.compact()  # page statistics live in base pages: a snapshot makes them
     skipped = 0
     real = reads.may_match
@@ -486,8 +603,13 @@ def test_translate_filter_converts_exactly_or_refuses() -> None:
         Not,
     )
 
-    types = {"i8": pa.int8(), "f32": pa.float32(), "f64": pa.float64(),
-             "dec": pa.decimal128(10, 2), "ts": pa.timestamp("us", tz="UTC")}
+    types = {
+        "i8": pa.int8(),
+        "f32": pa.float32(),
+        "f64": pa.float64(),
+        "dec": pa.decimal128(10, 2),
+        "ts": pa.timestamp("us", tz="UTC"),
+    }
     assert translate_filter(GreaterThan(("i8",), 5), types) == ("i8", ">", 5)
     assert translate_filter(GreaterThan(("i8",), 500), types) is None  # out of range
     assert translate_filter(EqualTo(("nested", "x"), 1), types) is None
@@ -502,11 +624,13 @@ def test_translate_filter_converts_exactly_or_refuses() -> None:
     assert translate_filter(EqualTo(("dec",), D("1.505")), types) is None
     assert translate_filter(EqualTo(("dec",), D("123456789")), types) is None  # > p
     est = dt.timezone(dt.timedelta(hours=-5))
-    assert translate_filter(EqualTo(("ts",), dt.datetime(2024, 1, 1, 7, tzinfo=est)),
-                            types) == ("ts", "=", dt.datetime(2024, 1, 1, 12, tzinfo=UTC))
+    assert translate_filter(EqualTo(("ts",), dt.datetime(2024, 1, 1, 7, tzinfo=est)), types) == (
+        "ts",
+        "=",
+        dt.datetime(2024, 1, 1, 12, tzinfo=UTC),
+    )
     assert translate_filter(EqualTo(("ts",), dt.datetime(2024, 1, 1)), types) is None
-    assert translate_filter(In(("f64",), (0.0, None)), types) == ("f64", "in",
-                                                                  [0.0, 0.0, -0.0])
+    assert translate_filter(In(("f64",), (0.0, None)), types) == ("f64", "in", [0.0, 0.0, -0.0])
     assert translate_filter(Not(In(("i8",), (1, None))), types) is None
     assert translate_filter(Not(In(("i8",), ())), types) is None
     assert translate_filter(EqualNullSafe(("i8",), None), types) == ("i8", "is null")
@@ -517,8 +641,9 @@ def test_translate_filter_converts_exactly_or_refuses() -> None:
 
 
 # ---------------------------------------------------------------------- repeatability
-def test_reads_of_a_version_repeat_while_commits_go_on(cdc_spark: SparkSession,
-                                                       tmp_path: Path) -> None:
+def test_reads_of_a_version_repeat_while_commits_go_on(
+    cdc_spark: SparkSession, tmp_path: Path
+) -> None:
     """A writer thread commits, compacts (snapshots) and collects garbage while Spark
     reads version 2 again and again, and re-runs one DataFrame created at the latest
     version before the writer started: every read gives the same rows."""

@@ -21,11 +21,22 @@ from cdc_sink.kafka.deadletter import (
 )
 
 
-def _rows(batch_id: int, offsets: list[int], *, partition: int = 0,
-          reason: str = "bad") -> list[dict[str, Any]]:
-    return [{"topic": "orders", "partition": partition, "offset": o, "key": b"[%d]" % o,
-             "value": b"{not json", "reason": reason, "batch_id": batch_id, "app_id": "job"}
-            for o in offsets]
+def _rows(
+    batch_id: int, offsets: list[int], *, partition: int = 0, reason: str = "bad"
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic": "orders",
+            "partition": partition,
+            "offset": o,
+            "key": b"[%d]" % o,
+            "value": b"{not json",
+            "reason": reason,
+            "batch_id": batch_id,
+            "app_id": "job",
+        }
+        for o in offsets
+    ]
 
 
 def test_schema_matches_the_sink_contract() -> None:
@@ -91,9 +102,19 @@ def test_a_failed_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_records_are_cast_to_the_schema(tmp_path: Path) -> None:
-    t = pa.table({"topic": ["t"], "partition": pa.array([1], pa.int64()), "offset": [7],
-                  "key": pa.array([None], pa.binary()), "value": [b"x"], "reason": ["r"],
-                  "batch_id": [4], "app_id": ["a"], "extra": [1]})
+    t = pa.table(
+        {
+            "topic": ["t"],
+            "partition": pa.array([1], pa.int64()),
+            "offset": [7],
+            "key": pa.array([None], pa.binary()),
+            "value": [b"x"],
+            "reason": ["r"],
+            "batch_id": [4],
+            "app_id": ["a"],
+            "extra": [1],
+        }
+    )
     sink = ParquetDeadLetter(tmp_path)
     sink.write(t)
     got = sink.read()
@@ -106,13 +127,16 @@ def test_missing_columns_are_refused(tmp_path: Path) -> None:
         ParquetDeadLetter(tmp_path).write(pa.table({"topic": ["t"]}))
 
 
-@pytest.mark.parametrize(("uri", "kind", "where"), [
-    ("kafka://127.0.0.1:9092/orders.dlq", KafkaDeadLetter, ("127.0.0.1:9092", "orders.dlq")),
-    ("kafka://a:1,b:2/dlq", KafkaDeadLetter, ("a:1,b:2", "dlq")),
-    ("file:///tmp/dlq", ParquetDeadLetter, "/tmp/dlq"),
-    ("/var/dlq", ParquetDeadLetter, "/var/dlq"),
-    ("relative/dlq", ParquetDeadLetter, "relative/dlq"),
-])
+@pytest.mark.parametrize(
+    ("uri", "kind", "where"),
+    [
+        ("kafka://127.0.0.1:9092/orders.dlq", KafkaDeadLetter, ("127.0.0.1:9092", "orders.dlq")),
+        ("kafka://a:1,b:2/dlq", KafkaDeadLetter, ("a:1,b:2", "dlq")),
+        ("file:///tmp/dlq", ParquetDeadLetter, "/tmp/dlq"),
+        ("/var/dlq", ParquetDeadLetter, "/var/dlq"),
+        ("relative/dlq", ParquetDeadLetter, "relative/dlq"),
+    ],
+)
 def test_from_uri(uri: str, kind: type, where: Any) -> None:
     sink = from_uri(uri)
     assert isinstance(sink, kind)
@@ -123,8 +147,16 @@ def test_from_uri(uri: str, kind: type, where: Any) -> None:
         assert str(sink.path) == where
 
 
-@pytest.mark.parametrize("uri", ["kafka://host:1", "kafka:///topic", "s3://bucket/dlq",
-                                 "file://otherhost/dlq", "kafka://h:1/a/b"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "kafka://host:1",
+        "kafka:///topic",
+        "s3://bucket/dlq",
+        "file://otherhost/dlq",
+        "kafka://h:1/a/b",
+    ],
+)
 def test_from_uri_refuses(uri: str) -> None:
     with pytest.raises(ValueError, match="dead-letter URI"):
         from_uri(uri)

@@ -41,8 +41,14 @@ def test_stream_has_every_kind_of_change() -> None:
     recs = generate_orders(5000, seed=3)
     kinds = collections.Counter(r.kind for r in recs)
     ops = collections.Counter(r.event["op"] for r in recs if r.kind == "valid")
-    assert set(kinds) == {"valid", "stale", "bad_json", "unknown_column", "wrong_type",
-                          "missing_key"}
+    assert set(kinds) == {
+        "valid",
+        "stale",
+        "bad_json",
+        "unknown_column",
+        "wrong_type",
+        "missing_key",
+    }
     assert 30 <= sum(r.malformed for r in recs) <= 70
     assert set(ops) == {"insert", "update", "upsert", "delete"}
     partial = [r.event for r in recs if r.event["op"] == "update" and r.kind == "valid"]
@@ -93,8 +99,7 @@ def test_reference_applier_semantics() -> None:
     assert t.apply({"op": "delete", "key": k, "seq": 4}) == "deleted"
     assert t.apply({"op": "insert", "key": k, "set": {}, "seq": 3}) == "stale"  # tombstone
     assert t.apply({"op": "delete", "key": k, "seq": 5}) == "ignored"
-    assert t.apply({"op": "insert", "key": k, "set": {"amount": "1.5"}, "seq": 6}) == \
-        "inserted"
+    assert t.apply({"op": "insert", "key": k, "set": {"amount": "1.5"}, "seq": 6}) == "inserted"
     assert str(t.row((1,))["amount"]) == "1.50"
     assert t.apply(None) == "rejected"
     assert t.apply({"op": "upsert", "key": k, "set": {"items": "3"}, "seq": 7}) == "rejected"
@@ -116,8 +121,9 @@ def test_diff_rows_describes_differences() -> None:
 
 
 def test_cli_parser() -> None:
-    args = build_parser().parse_args(["demo", "--events", "100", "--format", "rowv2",
-                                      "--apply-mode", "executors"])
+    args = build_parser().parse_args(
+        ["demo", "--events", "100", "--format", "rowv2", "--apply-mode", "executors"]
+    )
     assert (args.events, args.format, args.apply_mode) == (100, "rowv2", "executors")
     args = build_parser().parse_args(["query", "/t", "--timestamp", "1700000000000"])
     assert parse_timestamp(args.timestamp) == 1_700_000_000_000

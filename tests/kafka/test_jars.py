@@ -12,27 +12,47 @@ from cdc_sink.kafka import jars
 from cdc_sink.kafka.jars import choose_spark_kafka_version, connector_version
 
 # What Maven Central listed for spark-sql-kafka-0-10_2.13 (4.x part) when this was written.
-CENTRAL = ["3.5.9", "4.0.0", "4.0.0-preview1", "4.0.0-preview2", "4.0.1", "4.0.2", "4.0.3",
-           "4.0.4", "4.1.0", "4.1.0-preview1", "4.1.0-preview4", "4.1.1", "4.1.2", "4.1.3",
-           "4.2.0", "4.2.0-preview1", "4.2.0-preview5"]
+CENTRAL = [
+    "3.5.9",
+    "4.0.0",
+    "4.0.0-preview1",
+    "4.0.0-preview2",
+    "4.0.1",
+    "4.0.2",
+    "4.0.3",
+    "4.0.4",
+    "4.1.0",
+    "4.1.0-preview1",
+    "4.1.0-preview4",
+    "4.1.1",
+    "4.1.2",
+    "4.1.3",
+    "4.2.0",
+    "4.2.0-preview1",
+    "4.2.0-preview5",
+]
 TOKEN_PROVIDER = ["3.5.4", "4.0.0", "4.0.0-preview2", "4.1.0-preview1", "4.1.1", "4.2.0"]
 
 
-@pytest.mark.parametrize(("spark", "chosen"), [
-    ("4.1.0", "4.1.0"),   # published: exactly that
-    ("4.2.0", "4.2.0"),
-    ("4.0.2", "4.0.2"),
-    ("4.1.4", "4.1.3"),   # not published: the newest patch of the same minor
-    ("4.0.5", "4.0.4"),
-    ("4.2.1", "4.2.0"),
-    ("4.3.0", "4.2.0"),   # no 4.3.x at all: the newest of the nearest lower minor
-    ("4.5.1", "4.2.0"),
-    ("4.2.0.dev0", "4.2.0"),  # a dev build: its minor's newest release
-    ("5.0.0", None),      # another major: nothing to fall back to
-    ("nonsense", None),
-])
-def test_the_connector_matches_the_running_spark_where_it_exists(spark: str,
-                                                                 chosen: str | None) -> None:
+@pytest.mark.parametrize(
+    ("spark", "chosen"),
+    [
+        ("4.1.0", "4.1.0"),  # published: exactly that
+        ("4.2.0", "4.2.0"),
+        ("4.0.2", "4.0.2"),
+        ("4.1.4", "4.1.3"),  # not published: the newest patch of the same minor
+        ("4.0.5", "4.0.4"),
+        ("4.2.1", "4.2.0"),
+        ("4.3.0", "4.2.0"),  # no 4.3.x at all: the newest of the nearest lower minor
+        ("4.5.1", "4.2.0"),
+        ("4.2.0.dev0", "4.2.0"),  # a dev build: its minor's newest release
+        ("5.0.0", None),  # another major: nothing to fall back to
+        ("nonsense", None),
+    ],
+)
+def test_the_connector_matches_the_running_spark_where_it_exists(
+    spark: str, chosen: str | None
+) -> None:
     assert choose_spark_kafka_version(spark, CENTRAL) == chosen
 
 
@@ -41,20 +61,29 @@ def test_previews_are_never_chosen() -> None:
 
 
 def test_maven_is_asked_for_the_chosen_versions(monkeypatch: pytest.MonkeyPatch) -> None:
-    listed = {jars.SPARK_KAFKA_ARTIFACT: CENTRAL, jars.SPARK_TOKEN_PROVIDER_ARTIFACT:
-              TOKEN_PROVIDER}
+    listed = {
+        jars.SPARK_KAFKA_ARTIFACT: CENTRAL,
+        jars.SPARK_TOKEN_PROVIDER_ARTIFACT: TOKEN_PROVIDER,
+    }
     monkeypatch.setattr(jars, "_maven_versions", listed.__getitem__)
     assert jars._spark_kafka_attempts("4.1.0")[0] == {
-        "spark.kafka.version": "4.1.0", "spark.token.provider.version": "4.0.0"}
+        "spark.kafka.version": "4.1.0",
+        "spark.token.provider.version": "4.0.0",
+    }
     assert jars._spark_kafka_attempts("4.1.4")[0] == {
-        "spark.kafka.version": "4.1.3", "spark.token.provider.version": "4.1.1"}
+        "spark.kafka.version": "4.1.3",
+        "spark.token.provider.version": "4.1.1",
+    }
     assert jars._spark_kafka_attempts("4.3.0")[0] == {
-        "spark.kafka.version": "4.2.0", "spark.token.provider.version": "4.2.0"}
+        "spark.kafka.version": "4.2.0",
+        "spark.token.provider.version": "4.2.0",
+    }
     assert jars._spark_kafka_attempts("4.3.0")[-1] == {}  # then the pom's defaults
 
 
 def test_without_the_metadata_the_exact_version_then_the_default_is_tried(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def offline(artifact: str) -> list[str]:
         raise OSError("no network")
 

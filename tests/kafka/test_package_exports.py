@@ -34,8 +34,7 @@ def test_public_names_resolve_to_their_implementations() -> None:
 
 def test_importing_the_package_loads_no_kafka_client() -> None:
     code = "import sys, cdc_sink.kafka; print('confluent_kafka' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
@@ -44,7 +43,8 @@ def test_type_checkers_see_the_real_types_of_the_lazy_exports(tmp_path: Path) ->
     if mypy is None:
         pytest.skip("mypy is not installed (the dev extra)")
     snippet = tmp_path / "snippet.py"
-    snippet.write_text(textwrap.dedent("""\
+    snippet.write_text(
+        textwrap.dedent("""\
         from cdc_sink.kafka import (CdcProducer, DeliveryError, KafkaDeadLetter, LocalKafka,
                                     ParquetDeadLetter, start_kafka)
         reveal_type(CdcProducer)
@@ -53,17 +53,35 @@ def test_type_checkers_see_the_real_types_of_the_lazy_exports(tmp_path: Path) ->
         reveal_type(LocalKafka)
         reveal_type(ParquetDeadLetter)
         reveal_type(start_kafka)
-        """))
+        """)
+    )
     out = subprocess.run(
-        [mypy, "--strict", "--follow-imports=silent", "--no-error-summary",
-         "--cache-dir", str(tmp_path / "cache"), str(snippet)],
-        cwd=REPO, capture_output=True, text=True, check=False)
+        [
+            mypy,
+            "--strict",
+            "--follow-imports=silent",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(snippet),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     revealed = [ln for ln in out.stdout.splitlines() if "Revealed type is" in ln]
     assert len(revealed) == 6, out.stdout + out.stderr
     assert not any('"Any"' in ln for ln in revealed), out.stdout
     # Each is the class itself (its constructor), or for start_kafka its return type.
-    expected = [CdcProducer, DeliveryError, KafkaDeadLetter, LocalKafka, ParquetDeadLetter,
-                KafkaHandle]
+    expected = [
+        CdcProducer,
+        DeliveryError,
+        KafkaDeadLetter,
+        LocalKafka,
+        ParquetDeadLetter,
+        KafkaHandle,
+    ]
     for line, cls in zip(revealed, expected, strict=True):
         assert f"-> {cls.__module__}.{cls.__qualname__}" in line, line
 
@@ -74,8 +92,11 @@ def test_require_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> 
         require("numpy", "not_a_module_x", feature="x")
     assert info.value.extra == "all"  # not a known optional module
     monkeypatch.setitem(sys.modules, "pyspark", None)  # as if not installed
-    with pytest.raises(ImportError, match=r"cdc_sink.spark needs 'pyspark'.*"
-                                          r"pip install 'cdc_sink\[spark\]'") as info:
+    with pytest.raises(
+        ImportError,
+        match=r"cdc_sink.spark needs 'pyspark'.*"
+        r"pip install 'cdc_sink\[spark\]'",
+    ) as info:
         require("pyspark", feature="cdc_sink.spark")
     assert info.value.extra == "spark"
     require_any("not_a_module_x", "pyarrow", feature="either")
@@ -143,7 +164,12 @@ print(extra_of(spark_pkg), extra_of(spark_session), extra_of(metrics),
 
 
 def test_the_core_works_without_the_optional_extras() -> None:
-    out = subprocess.run([sys.executable, "-c", _WITHOUT_EXTRAS], capture_output=True,
-                         text=True, check=False, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EXTRAS],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["spark", "spark", "metrics", "kafka", "kafka"]

@@ -21,19 +21,39 @@ def _load(name: str) -> ModuleType:
 
 def test_cdc_to_tablets_arguments_and_defaults() -> None:
     job = _load("cdc_to_tablets")
-    args = job.build_parser().parse_args([
-        "--bootstrap-servers", "k:9092", "--topic", "orders", "--table-path", "/data/o"])
+    args = job.build_parser().parse_args(
+        ["--bootstrap-servers", "k:9092", "--topic", "orders", "--table-path", "/data/o"]
+    )
     assert (args.format, args.trigger, args.apply_mode) == ("json", "1 second", "driver")
     assert args.checkpoint is None and args.dead_letter is None
     assert args.starting_offsets == "earliest"
-    args = job.build_parser().parse_args([
-        "--bootstrap-servers", "k:9092", "--topic", "orders", "--table-path", "/data/o",
-        "--format", "debezium", "--trigger", "available-now", "--apply-mode", "executors",
-        "--dead-letter", "kafka://k:9092/dlq", "--kafka-option", "kafka.security.protocol=SSL",
-        "--kafka-option", "kafka.sasl.jaas.config=a=b"])
+    args = job.build_parser().parse_args(
+        [
+            "--bootstrap-servers",
+            "k:9092",
+            "--topic",
+            "orders",
+            "--table-path",
+            "/data/o",
+            "--format",
+            "debezium",
+            "--trigger",
+            "available-now",
+            "--apply-mode",
+            "executors",
+            "--dead-letter",
+            "kafka://k:9092/dlq",
+            "--kafka-option",
+            "kafka.security.protocol=SSL",
+            "--kafka-option",
+            "kafka.sasl.jaas.config=a=b",
+        ]
+    )
     assert args.format == "debezium" and args.apply_mode == "executors"
     assert job.parse_kafka_options(args.kafka_option) == {
-        "kafka.security.protocol": "SSL", "kafka.sasl.jaas.config": "a=b"}
+        "kafka.security.protocol": "SSL",
+        "kafka.sasl.jaas.config": "a=b",
+    }
 
 
 def test_cdc_to_tablets_refuses_bad_arguments() -> None:
@@ -52,17 +72,44 @@ def test_cdc_to_tablets_observability_and_maintenance_flags() -> None:
     assert args.table_name is None and args.log_level == "INFO"
     assert (args.compact_every, args.gc_every) == (0, 100)
     assert args.decoder_option == [] and args.json_decoder == "python"
-    args = job.build_parser().parse_args([
-        *base, "--metrics-port", "0", "--metrics-host", "0.0.0.0", "--table-name", "orders",
-        "--log-level", "debug", "--compact-every", "5", "--gc-every", "0",
-        "--retain-versions", "3", "--retain-seconds", "0",
-        "--decoder-option", "decimal_handling=string", "--decoder-option", "strict=true",
-        "--decoder-option", "columns=[\"a\", \"b\"]", "--decoder-option", "n=3"])
+    args = job.build_parser().parse_args(
+        [
+            *base,
+            "--metrics-port",
+            "0",
+            "--metrics-host",
+            "0.0.0.0",
+            "--table-name",
+            "orders",
+            "--log-level",
+            "debug",
+            "--compact-every",
+            "5",
+            "--gc-every",
+            "0",
+            "--retain-versions",
+            "3",
+            "--retain-seconds",
+            "0",
+            "--decoder-option",
+            "decimal_handling=string",
+            "--decoder-option",
+            "strict=true",
+            "--decoder-option",
+            'columns=["a", "b"]',
+            "--decoder-option",
+            "n=3",
+        ]
+    )
     assert (args.metrics_port, args.metrics_host, args.table_name) == (0, "0.0.0.0", "orders")
     assert args.log_level == "DEBUG"
     assert (args.compact_every, args.gc_every, args.retain_versions) == (5, 0, 3)
     assert job.parse_decoder_options(args.decoder_option) == {
-        "decimal_handling": "string", "strict": True, "columns": ["a", "b"], "n": 3}
+        "decimal_handling": "string",
+        "strict": True,
+        "columns": ["a", "b"],
+        "n": 3,
+    }
     with pytest.raises(ValueError, match="--decoder-option 'x': expected KEY=VALUE"):
         job.parse_decoder_options(["x"])
     with pytest.raises(SystemExit):
@@ -88,25 +135,38 @@ def test_cdc_to_tablets_failure_reason_is_one_line() -> None:
         '  File "/x/cdc_sink/table.py", line 9, in commit\n'
         "    raise CommitConflict(msg)\n"
         "cdc_sink.errors.CommitConflict: version 7 was committed by another writer\n"
-        " SQLSTATE: 39000 SQLSTATE: XXKST\n=== Streaming Query ===\nIdentifier: [id = 1]\n")
+        " SQLSTATE: 39000 SQLSTATE: XXKST\n=== Streaming Query ===\nIdentifier: [id = 1]\n"
+    )
     assert job.failure_reason(StreamingQueryException(spark_msg)) == (
-        "CommitConflict: version 7 was committed by another writer")
+        "CommitConflict: version 7 was committed by another writer"
+    )
     jvm = StreamingQueryException(
         "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Failed to "
-        "construct kafka consumer\n\tat org.apache.kafka...")
+        "construct kafka consumer\n\tat org.apache.kafka..."
+    )
     assert job.failure_reason(jvm) == "Failed to construct kafka consumer"
     assert job.failure_reason(FileNotFoundError("no schema")) == "FileNotFoundError: no schema"
 
 
 def test_snapshot_query_arguments() -> None:
     q = _load("snapshot_query")
-    args = q.build_parser().parse_args(["--table-path", "/t", "--timestamp", "1700000000000",
-                                        "--group-by", "status", "--sum", "amount",
-                                        "--sum", "items"])
+    args = q.build_parser().parse_args(
+        [
+            "--table-path",
+            "/t",
+            "--timestamp",
+            "1700000000000",
+            "--group-by",
+            "status",
+            "--sum",
+            "amount",
+            "--sum",
+            "items",
+        ]
+    )
     assert args.sum == ["amount", "items"] and args.version is None
     with pytest.raises(SystemExit):
-        q.build_parser().parse_args(["--table-path", "/t", "--version", "1",
-                                     "--timestamp", "1"])
+        q.build_parser().parse_args(["--table-path", "/t", "--version", "1", "--timestamp", "1"])
 
 
 def test_cdc_to_tablets_signal_handler_only_records_the_stop() -> None:

@@ -15,13 +15,18 @@ from cdc_sink.errors import InvalidOption
 from cdc_sink.spark import SinkFunction, sink
 from cdc_sink.spark._batch import end_offsets, merge_offsets
 
-SCHEMA = {"columns": [{"name": "id", "type": "int64", "nullable": False}],
-          "primary_key": ["id"], "num_buckets": 2}
+SCHEMA = {
+    "columns": [{"name": "id", "type": "int64", "nullable": False}],
+    "primary_key": ["id"],
+    "num_buckets": 2,
+}
 
 
 def test_importing_the_package_imports_no_pyspark() -> None:
-    code = ("import sys, cdc_sink.spark as s; assert 'pyspark' not in sys.modules; "
-            "s.sink; s.SinkFunction; assert 'pyspark' not in sys.modules")
+    code = (
+        "import sys, cdc_sink.spark as s; assert 'pyspark' not in sys.modules; "
+        "s.sink; s.SinkFunction; assert 'pyspark' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -39,18 +44,25 @@ def test_sink_creates_the_table_and_returns_a_sink_function(tmp_path: Path) -> N
     fn = sink(tmp_path / "t", schema=SCHEMA, format="debezium", apply_mode="executors")
     assert isinstance(fn, SinkFunction)
     assert (fn.format, fn.apply_mode, fn.app_id) == (
-        "debezium", "executors", f"cdc_sink:{tmp_path / 't'}")
+        "debezium",
+        "executors",
+        f"cdc_sink:{tmp_path / 't'}",
+    )
     assert fn.table.schema.num_buckets == 2
     assert sink(tmp_path / "t").table.version == fn.table.version  # opened, not created
 
 
-@pytest.mark.parametrize(("kwargs", "option"), [
-    ({"format": "avro"}, "format"),
-    ({"apply_mode": "cluster"}, "apply_mode"),
-    ({"json_decoder": "jvm", "decoder_options": {"x": 1}}, "decoder_options"),
-])
-def test_bad_arguments_raise_invalid_option(tmp_path: Path, kwargs: dict[str, object],
-                                            option: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        ({"format": "avro"}, "format"),
+        ({"apply_mode": "cluster"}, "apply_mode"),
+        ({"json_decoder": "jvm", "decoder_options": {"x": 1}}, "decoder_options"),
+    ],
+)
+def test_bad_arguments_raise_invalid_option(
+    tmp_path: Path, kwargs: dict[str, object], option: str
+) -> None:
     with pytest.raises(InvalidOption) as info:
         sink(tmp_path / "t", schema=SCHEMA, **kwargs)  # type: ignore[arg-type]
     assert info.value.option == option
@@ -63,14 +75,21 @@ def test_no_table_and_no_schema_is_an_error(tmp_path: Path) -> None:
 
 
 def test_end_offsets_are_the_offset_after_each_partitions_last_record() -> None:
-    got = end_offsets(pa.array(["a", "a", "b", "a"]), pa.array([0, 1, 0, 0], pa.int32()),
-                      pa.array([5, 2, 9, 7], pa.int64()))
+    got = end_offsets(
+        pa.array(["a", "a", "b", "a"]),
+        pa.array([0, 1, 0, 0], pa.int32()),
+        pa.array([5, 2, 9, 7], pa.int64()),
+    )
     assert got == {"a": {"0": 8, "1": 3}, "b": {"0": 10}}
-    assert end_offsets(pa.array([], pa.string()), pa.array([], pa.int32()),
-                       pa.array([], pa.int64())) == {}
+    assert (
+        end_offsets(pa.array([], pa.string()), pa.array([], pa.int32()), pa.array([], pa.int64()))
+        == {}
+    )
 
 
 def test_merge_offsets_keeps_the_larger_offset_of_a_partition() -> None:
     into = {"a": {"0": 8, "1": 3}}
     assert merge_offsets(into, {"a": {"0": 4, "2": 1}, "b": {"0": 2}}) == {
-        "a": {"0": 8, "1": 3, "2": 1}, "b": {"0": 2}}
+        "a": {"0": 8, "1": 3, "2": 1},
+        "b": {"0": 2},
+    }

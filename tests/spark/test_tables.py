@@ -13,8 +13,11 @@ from cdc_sink.spark import _tables
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.table import TableOptions, create_table
 
-SCHEMA = {"columns": [{"name": "id", "type": "int64", "nullable": False}],
-          "primary_key": ["id"], "num_buckets": 1}
+SCHEMA = {
+    "columns": [{"name": "id", "type": "int64", "nullable": False}],
+    "primary_key": ["id"],
+    "num_buckets": 1,
+}
 
 
 def test_a_table_is_opened_once_and_kept(tmp_path: Path) -> None:
@@ -49,7 +52,8 @@ def test_a_recreated_table_is_reopened(tmp_path: Path) -> None:
 
 
 def test_a_forked_process_does_not_use_its_parents_tables(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     create_table(tmp_path / "t", SCHEMA)
     cache = TableCache()
     parent = cache.get(str(tmp_path / "t"))

@@ -20,12 +20,19 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.model import RefModel, model_rows, table_to_rows
 
-SCHEMA = TableSchema.from_dict({
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "int64"}, {"name": "b", "type": "string"},
-                {"name": "seq", "type": "int64"}],
-    "primary_key": ["id"], "num_buckets": 2, "sequence_column": "seq",
-})
+SCHEMA = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "id", "type": "int64", "nullable": False},
+            {"name": "a", "type": "int64"},
+            {"name": "b", "type": "string"},
+            {"name": "seq", "type": "int64"},
+        ],
+        "primary_key": ["id"],
+        "num_buckets": 2,
+        "sequence_column": "seq",
+    }
+)
 OPTS = TableOptions(page_rows=16, bulk_events=50, retain_versions=1000, retain_seconds=0.0)
 
 
@@ -33,18 +40,28 @@ def _load(n: int, tag: int = 0) -> list[dict[str, Any]]:
     """Inserts and upserts of ``n`` keys, a key written twice, a stale event, a delete
     and an update of a missing key (refused): a load is not always clean."""
     evs: list[dict[str, Any]] = [
-        {"op": "insert" if k % 2 else "upsert", "key": {"id": k},
-         "set": {"a": k + tag, "b": f"r{k}"}, "seq": 10} for k in range(n)]
-    evs += [{"op": "upsert", "key": {"id": 3}, "set": {"a": -3}, "seq": 11},
-            {"op": "upsert", "key": {"id": 4}, "set": {"a": -4}, "seq": 5},  # stale
-            {"op": "delete", "key": {"id": 5}, "seq": 12},
-            {"op": "update", "key": {"id": n + 7}, "set": {"a": 1}, "seq": 12}]
+        {
+            "op": "insert" if k % 2 else "upsert",
+            "key": {"id": k},
+            "set": {"a": k + tag, "b": f"r{k}"},
+            "seq": 10,
+        }
+        for k in range(n)
+    ]
+    evs += [
+        {"op": "upsert", "key": {"id": 3}, "set": {"a": -3}, "seq": 11},
+        {"op": "upsert", "key": {"id": 4}, "set": {"a": -4}, "seq": 5},  # stale
+        {"op": "delete", "key": {"id": 5}, "seq": 12},
+        {"op": "update", "key": {"id": n + 7}, "set": {"a": 1}, "seq": 12},
+    ]
     return evs
 
 
 def _small(i: int) -> list[dict[str, Any]]:
-    return [{"op": "upsert", "key": {"id": k}, "set": {"b": f"s{i}"}, "seq": 20 + i}
-            for k in range(i, 400, 37)]
+    return [
+        {"op": "upsert", "key": {"id": k}, "set": {"b": f"s{i}"}, "seq": 20 + i}
+        for k in range(i, 400, 37)
+    ]
 
 
 def _rows(t: Table, version: int | None = None) -> dict[Any, Any]:
@@ -149,8 +166,10 @@ def test_prepared_in_one_process_committed_in_another(tmp_path: Path) -> None:
     for i, evs in enumerate((_load(300), _small(1), _small(2))):
         batch, _ = ChangeBatch.from_events(evs, SCHEMA)
         v = driver.version + 1
-        prepared = [commit.prepare_bucket(worker, b, v, part)
-                    for b, part in sorted(batch.split_by_bucket().items())]
+        prepared = [
+            commit.prepare_bucket(worker, b, v, part)
+            for b, part in sorted(batch.split_by_bucket().items())
+        ]
         assert all((p.segment is None) == (i == 0) for p in prepared)
         commit.commit_prepared(driver, v, prepared)
         model.apply(evs)

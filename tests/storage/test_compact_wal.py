@@ -51,11 +51,13 @@ def canonical(batch: ChangeBatch) -> dict[str, Any]:
     cols = {}
     for cid, arr in batch.values.items():
         mask = batch.present[cid]
-        cols[cid] = (mask.tolist(),
-                     [normalize(v) for v in arr.filter(pa.array(mask)).to_pylist()])
-    return {"op": batch.op.tolist(), "seq": None if batch.seq is None else batch.seq.tolist(),
-            "keys": [[normalize(v) for v in k.to_pylist()] for k in batch.keys],
-            "cols": cols}
+        cols[cid] = (mask.tolist(), [normalize(v) for v in arr.filter(pa.array(mask)).to_pylist()])
+    return {
+        "op": batch.op.tolist(),
+        "seq": None if batch.seq is None else batch.seq.tolist(),
+        "keys": [[normalize(v) for v in k.to_pylist()] for k in batch.keys],
+        "cols": cols,
+    }
 
 
 def _wire_bytes(batch: ChangeBatch) -> int:
@@ -69,7 +71,8 @@ def test_compact_body_round_trips_any_batch(data: st.DataObject) -> None:
     schema = data.draw(schemas())
     keys = data.draw(key_pool(schema))
     batch, _ = ChangeBatch.from_events(
-        data.draw(events(schema, keys, max_size=40, truncates=True)), schema)
+        data.draw(events(schema, keys, max_size=40, truncates=True)), schema
+    )
     body = encode_compact(batch)
     got = decode_compact(body, schema, rows=len(batch), path="seg")
     assert canonical(got) == canonical(batch)
@@ -89,27 +92,47 @@ def test_bodies_of_any_codec_read_alike(codec: str | None) -> None:
 
 
 def test_seq_deltas_round_trip_int64_extremes() -> None:
-    schema = TableSchema.from_dict({
-        "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "int64"},
-                    {"name": "seq", "type": "int64"}],
-        "primary_key": ["id"], "sequence_column": "seq"})
+    schema = TableSchema.from_dict(
+        {
+            "columns": [
+                {"name": "id", "type": "int64"},
+                {"name": "v", "type": "int64"},
+                {"name": "seq", "type": "int64"},
+            ],
+            "primary_key": ["id"],
+            "sequence_column": "seq",
+        }
+    )
     seqs = [2**63 - 1, -(2**63), 0, -1, 2**63 - 1, 5, -(2**63) + 1, 3]
     batch, rejects = ChangeBatch.from_events(
-        [{"op": "upsert", "key": i, "set": {"v": i}, "seq": s} for i, s in enumerate(seqs)],
-        schema)
+        [{"op": "upsert", "key": i, "set": {"v": i}, "seq": s} for i, s in enumerate(seqs)], schema
+    )
     assert not len(rejects)
     got = decode_compact(encode_compact(batch), schema, rows=len(batch), path="seg")
     assert got.seq is not None and got.seq.tolist() == seqs
 
 
 def test_a_column_no_event_sets_and_an_empty_batch_round_trip() -> None:
-    schema = TableSchema.from_dict({
-        "columns": [{"name": "id", "type": "string"}, {"name": "a", "type": "float64"},
-                    {"name": "b", "type": "string"}],
-        "primary_key": ["id"]})
-    wire = pa.table({"__op": pa.array([2, 2, 3], pa.int8()), "id": ["x", "y", "z"],
-                     "a": [1.5, None, 2.0], "__set__a": [True, True, False],
-                     "b": ["u", "v", "w"], "__set__b": [False, False, False]})
+    schema = TableSchema.from_dict(
+        {
+            "columns": [
+                {"name": "id", "type": "string"},
+                {"name": "a", "type": "float64"},
+                {"name": "b", "type": "string"},
+            ],
+            "primary_key": ["id"],
+        }
+    )
+    wire = pa.table(
+        {
+            "__op": pa.array([2, 2, 3], pa.int8()),
+            "id": ["x", "y", "z"],
+            "a": [1.5, None, 2.0],
+            "__set__a": [True, True, False],
+            "b": ["u", "v", "w"],
+            "__set__b": [False, False, False],
+        }
+    )
     batch, _ = ChangeBatch.from_arrow(wire, schema)
     got = decode_compact(encode_compact(batch), schema, rows=3, path="seg")
     assert canonical(got) == canonical(batch)
@@ -127,23 +150,38 @@ SPREAD_CASES: list[tuple[pa.DataType, list[Any]]] = [
     (pa.bool_(), [True, False, None, True, False]),
     (pa.string(), ["", "abc", None, "é" * 40, "z"]),
     (pa.large_binary(), [b"", b"\x00\x01", None, b"x" * 70, b"y"]),
-    (pa.date32(), [dt.date(1, 1, 1), None, dt.date(9999, 12, 31), dt.date(2024, 2, 29),
-                   dt.date(1970, 1, 1)]),
-    (pa.timestamp("us", "UTC"), [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None,
-                                 dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc),
-                                 dt.datetime(9999, 12, 31, 23, 59, 59, 999999,
-                                             tzinfo=dt.timezone.utc),
-                                 dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)]),
-    (pa.decimal128(38, 10), [decimal.Decimal("-" + "9" * 28 + "." + "9" * 10), None,
-                             decimal.Decimal(0), decimal.Decimal("1E-10"),
-                             decimal.Decimal("12.5")]),
+    (
+        pa.date32(),
+        [dt.date(1, 1, 1), None, dt.date(9999, 12, 31), dt.date(2024, 2, 29), dt.date(1970, 1, 1)],
+    ),
+    (
+        pa.timestamp("us", "UTC"),
+        [
+            dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+            None,
+            dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc),
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.timezone.utc),
+            dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
+        ],
+    ),
+    (
+        pa.decimal128(38, 10),
+        [
+            decimal.Decimal("-" + "9" * 28 + "." + "9" * 10),
+            None,
+            decimal.Decimal(0),
+            decimal.Decimal("1E-10"),
+            decimal.Decimal("12.5"),
+        ],
+    ),
     (pa.list_(pa.int32()), [[1, 2], None, [], [3], [4, 5, 6]]),  # the generic path
 ]
 
 
 @pytest.mark.parametrize(("type_", "pool"), SPREAD_CASES, ids=lambda x: str(x)[:20])
 def test_spread_puts_each_set_value_at_its_event_and_null_elsewhere(
-        type_: pa.DataType, pool: list[Any]) -> None:
+    type_: pa.DataType, pool: list[Any]
+) -> None:
     from cdc_sink.storage.change_codec import _spread
 
     rng = np.random.default_rng(5)
@@ -159,17 +197,24 @@ def test_spread_puts_each_set_value_at_its_event_and_null_elsewhere(
 
 
 def test_sliced_and_chunked_inputs_encode_only_their_own_cells() -> None:
-    schema = TableSchema.from_dict({
-        "columns": [{"name": "id", "type": "int64"}, {"name": "s", "type": "string"}],
-        "primary_key": ["id"]})
+    schema = TableSchema.from_dict(
+        {
+            "columns": [{"name": "id", "type": "int64"}, {"name": "s", "type": "string"}],
+            "primary_key": ["id"],
+        }
+    )
     ids = pa.array(range(100), pa.int64()).slice(40, 5)
     vals = pa.array([f"v{i}" for i in range(100)]).slice(60, 5)
-    batch = ChangeBatch(schema=schema, op=np.full(5, 1, np.int8), keys=(ids,),
-                        values={1: vals}, present={1: np.array([1, 0, 1, 0, 1], bool)})
+    batch = ChangeBatch(
+        schema=schema,
+        op=np.full(5, 1, np.int8),
+        keys=(ids,),
+        values={1: vals},
+        present={1: np.array([1, 0, 1, 0, 1], bool)},
+    )
     got = decode_compact(encode_compact(batch), schema, rows=5, path="seg")
     assert got.keys[0].to_pylist() == [40, 41, 42, 43, 44]
-    assert got.values[1].filter(pa.array(got.present[1])).to_pylist() == ["v60", "v62",
-                                                                          "v64"]
+    assert got.values[1].filter(pa.array(got.present[1])).to_pylist() == ["v60", "v62", "v64"]
 
 
 # ---------------------------------------------------------------------- size
@@ -200,7 +245,8 @@ def _benchmark_like(n: int, seed: int) -> tuple[TableSchema, pa.Table]:
 
 
 def test_sparse_segment_is_within_one_and_a_half_parquet_and_far_below_the_wire_form(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     schema, wire = _benchmark_like(20_000, seed=7)
     batch, rejects = ChangeBatch.from_arrow(wire, schema)
     assert not len(rejects)
@@ -221,8 +267,13 @@ def test_new_segments_say_format_2_and_read_back(tmp_path: Path) -> None:
     batch, _ = ChangeBatch.from_arrow(wire, schema)
     rel = write_change_segment(str(tmp_path), 3, 9, 0, batch)
     header = json.loads(read_segment(tmp_path / rel, repair=False)[0])
-    assert header == {"version": 9, "bucket": 3, "schema_id": 0, "rows": 500,
-                      "format": FORMAT_COMPACT}
+    assert header == {
+        "version": 9,
+        "bucket": 3,
+        "schema_id": 0,
+        "rows": 500,
+        "format": FORMAT_COMPACT,
+    }
     h, got = read_change_segment(str(tmp_path), rel, schema)
     assert (h.version, h.bucket, h.rows, h.format) == (9, 3, 500, FORMAT_COMPACT)
     assert canonical(got) == canonical(batch)
@@ -239,10 +290,10 @@ def _forge(tmp_path: Path, header: dict[str, Any], body: bytes) -> str:
     return rel
 
 
-@pytest.mark.parametrize("case", ["unknown format", "wire body tagged 2", "row count",
-                                  "cut stream", "wrong schema"])
-def test_a_body_that_does_not_match_its_header_is_corruption(tmp_path: Path,
-                                                             case: str) -> None:
+@pytest.mark.parametrize(
+    "case", ["unknown format", "wire body tagged 2", "row count", "cut stream", "wrong schema"]
+)
+def test_a_body_that_does_not_match_its_header_is_corruption(tmp_path: Path, case: str) -> None:
     schema, wire = _benchmark_like(50, seed=2)
     batch, _ = ChangeBatch.from_arrow(wire, schema)
     header = {"version": 1, "bucket": 0, "schema_id": 0, "rows": 50, "format": 2}
@@ -257,9 +308,12 @@ def test_a_body_that_does_not_match_its_header_is_corruption(tmp_path: Path,
     elif case == "cut stream":
         body = body[: len(body) // 2]
     else:  # the same column names with other types
-        read_schema = TableSchema.from_dict({
-            "columns": [{"name": c.name, "type": "string"} for c in schema.columns],
-            "primary_key": ["id"]})
+        read_schema = TableSchema.from_dict(
+            {
+                "columns": [{"name": c.name, "type": "string"} for c in schema.columns],
+                "primary_key": ["id"],
+            }
+        )
     rel = _forge(tmp_path, header, body)
     with pytest.raises(WalCorruption) as err:
         read_change_segment(str(tmp_path), rel, read_schema)
@@ -274,6 +328,7 @@ def _fixture_events() -> tuple[TableSchema, list[list[dict[str, Any]]]]:
 
 def _py(schema: TableSchema, event: dict[str, Any]) -> dict[str, Any]:
     """An event of events.json with Python values (for the reference model)."""
+
     def conv(name: str, v: Any) -> Any:
         t = schema.column(name).type
         if v is None:
@@ -294,8 +349,7 @@ def _py(schema: TableSchema, event: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_format_1_segments_of_the_fixture_read_as_the_events_they_were_written_from(
-        ) -> None:
+def test_format_1_segments_of_the_fixture_read_as_the_events_they_were_written_from() -> None:
     schema, batches = _fixture_events()
     seen = 0
     for version, evs in enumerate(batches, start=1):
@@ -306,10 +360,8 @@ def test_format_1_segments_of_the_fixture_read_as_the_events_they_were_written_f
                 assert not segs
                 continue
             (seg,) = segs
-            header, got = read_change_segment(str(FIXTURE), str(seg.relative_to(FIXTURE)),
-                                              schema)
-            assert (header.version, header.bucket, header.format) == (version, bucket,
-                                                                      FORMAT_WIRE)
+            header, got = read_change_segment(str(FIXTURE), str(seg.relative_to(FIXTURE)), schema)
+            assert (header.version, header.bucket, header.format) == (version, bucket, FORMAT_WIRE)
             assert canonical(got) == canonical(expected[bucket])
             # The same batch written as format 2 reads back the same.
             again = decode_compact(encode_compact(got), schema, rows=len(got), path="seg")
@@ -319,7 +371,8 @@ def test_format_1_segments_of_the_fixture_read_as_the_events_they_were_written_f
 
 
 def test_a_table_with_format_1_segments_opens_reads_every_version_and_takes_new_ones(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     schema, batches = _fixture_events()
     root = tmp_path / "t"
     shutil.copytree(FIXTURE, root)
@@ -333,19 +386,23 @@ def test_a_table_with_format_1_segments_opens_reads_every_version_and_takes_new_
         t = open_table(root, options=opts)
         assert t.version == upto
         for v in range(1, upto + 1):
-            assert table_to_rows(t.read(version=v), schema.primary_key) == \
-                model_rows(model.versions[v], schema), f"version {v}"
+            assert table_to_rows(t.read(version=v), schema.primary_key) == model_rows(
+                model.versions[v], schema
+            ), f"version {v}"
 
     check(len(batches))
     # New commits on top of the old segments are format 2; old and new replay together.
     t = open_table(root, options=opts)
-    more = [{"op": "update", "key": {"k": 51, "name": "n0"}, "set": {"label": "new"},
-             "seq": 400},
-            {"op": "insert", "key": {"k": 60, "name": "n0"}, "set": {"big": 1}, "seq": 401}]
+    more = [
+        {"op": "update", "key": {"k": 51, "name": "n0"}, "set": {"label": "new"}, "seq": 400},
+        {"op": "insert", "key": {"k": 60, "name": "n0"}, "set": {"big": 1}, "seq": 401},
+    ]
     version = t.apply(more).version
     model.apply([_py(schema, e) for e in more])
     model.commit(version)
-    formats = {json.loads(read_segment(p, repair=False)[0]).get("format", 1)
-               for p in root.glob("_wal/*/*.wal")}
+    formats = {
+        json.loads(read_segment(p, repair=False)[0]).get("format", 1)
+        for p in root.glob("_wal/*/*.wal")
+    }
     assert formats == {FORMAT_WIRE, FORMAT_COMPACT}
     check(version)

@@ -47,14 +47,26 @@ def _dec_name(p: int, s: int) -> str:
 
 
 COLUMNS: list[tuple[str, str]] = [
-    ("i8", "int8"), ("i16", "int16"), ("i32", "int32"), ("i64", "int64"),
-    ("f32", "float32"), ("f64", "float64"), ("flag", "bool"), ("s", "string"),
-    ("bin", "binary"), ("day", "date32"), ("at", "timestamp[us, UTC]"),
+    ("i8", "int8"),
+    ("i16", "int16"),
+    ("i32", "int32"),
+    ("i64", "int64"),
+    ("f32", "float32"),
+    ("f64", "float64"),
+    ("flag", "bool"),
+    ("s", "string"),
+    ("bin", "binary"),
+    ("day", "date32"),
+    ("at", "timestamp[us, UTC]"),
     *[(_dec_name(p, s), f"decimal128({p}, {s})") for p, s in DECIMALS],
 ]
-SCHEMA = TableSchema.from_dict({
-    "columns": [{"name": "id", "type": "int64"}, *[{"name": n, "type": t} for n, t in COLUMNS]],
-    "primary_key": ["id"], "num_buckets": 2})
+SCHEMA = TableSchema.from_dict(
+    {
+        "columns": [{"name": "id", "type": "int64"}, *[{"name": n, "type": t} for n, t in COLUMNS]],
+        "primary_key": ["id"],
+        "num_buckets": 2,
+    }
+)
 
 
 def _f32(x: float) -> float:
@@ -74,20 +86,44 @@ def _int_extremes(bits: int) -> list[int]:
 F32_MAX = float(np.finfo(np.float32).max)
 F32_TINY = float(np.finfo(np.float32).smallest_subnormal)
 EXTREMES: dict[str, list[Any]] = {
-    "i8": _int_extremes(8), "i16": _int_extremes(16), "i32": _int_extremes(32),
+    "i8": _int_extremes(8),
+    "i16": _int_extremes(16),
+    "i32": _int_extremes(32),
     "i64": _int_extremes(64),
-    "f32": [float("inf"), float("-inf"), float("nan"), -0.0, 0.0, F32_TINY, -F32_TINY,
-            F32_MAX, -F32_MAX, _f32(1.5)],
-    "f64": [float("inf"), float("-inf"), float("nan"), -0.0, 0.0, 5e-324, -5e-324,
-            1.7976931348623157e308, -1.7976931348623157e308, 2.2250738585072014e-308],
+    "f32": [
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        -0.0,
+        0.0,
+        F32_TINY,
+        -F32_TINY,
+        F32_MAX,
+        -F32_MAX,
+        _f32(1.5),
+    ],
+    "f64": [
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        -0.0,
+        0.0,
+        5e-324,
+        -5e-324,
+        1.7976931348623157e308,
+        -1.7976931348623157e308,
+        2.2250738585072014e-308,
+    ],
     "flag": [True, False],
     "s": ["", "a", "é\U0010ffff", "\x00", "z" * HUGE, "a" * HUGE + "b", "\U0010ffff" * 20],
     "bin": [b"", b"\x00", b"\xff" * 100, b"\x00" * HUGE, b"\xff" * HUGE],
-    "day": [dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1),
-            dt.date(1969, 12, 31)],
-    "at": [dt.datetime(1, 1, 1, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59, 59, 999999, UTC),
-           dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(1969, 12, 31, 23, 59, 59, 999999,
-                                                           UTC)],
+    "day": [dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1), dt.date(1969, 12, 31)],
+    "at": [
+        dt.datetime(1, 1, 1, tzinfo=UTC),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999, UTC),
+        dt.datetime(1970, 1, 1, tzinfo=UTC),
+        dt.datetime(1969, 12, 31, 23, 59, 59, 999999, UTC),
+    ],
     **{_dec_name(p, s): _decimal_extremes(p, s) for p, s in DECIMALS},
 }
 KEYS = [-(2**63), 2**63 - 1, 0, -1, *range(1, 12)]
@@ -95,8 +131,7 @@ KEYS = [-(2**63), 2**63 - 1, 0, -1, *range(1, 12)]
 
 def values(name: str) -> st.SearchStrategy[Any]:
     """Mostly extremes, sometimes null."""
-    return st.one_of(st.sampled_from(EXTREMES[name]), st.sampled_from(EXTREMES[name]),
-                     st.none())
+    return st.one_of(st.sampled_from(EXTREMES[name]), st.sampled_from(EXTREMES[name]), st.none())
 
 
 @st.composite
@@ -106,8 +141,9 @@ def event(draw: st.DrawFn) -> dict[str, Any]:
     op = draw(st.sampled_from(["insert", "upsert", "upsert", "update", "delete"]))
     e: dict[str, Any] = {"op": op, "key": {"id": draw(st.sampled_from(KEYS))}}
     if op != "delete":
-        names = draw(st.lists(st.sampled_from([n for n, _ in COLUMNS]), unique=True,
-                              max_size=len(COLUMNS)))
+        names = draw(
+            st.lists(st.sampled_from([n for n, _ in COLUMNS]), unique=True, max_size=len(COLUMNS))
+        )
         e["set"] = {n: draw(values(n)) for n in names}
     return e
 
@@ -128,14 +164,14 @@ def _matches(v: Any, op: str, x: Any) -> bool:
         return any(v == y for y in x)
     if op == "not in":
         return not any(v == y for y in x)
-    return bool({"=": v == x, "!=": v != x, "<": v < x, "<=": v <= x, ">": v > x,
-                 ">=": v >= x}[op])
+    return bool({"=": v == x, "!=": v != x, "<": v < x, "<=": v <= x, ">": v > x, ">=": v >= x}[op])
 
 
 @st.composite
 def predicate(draw: st.DrawFn, name: str) -> tuple[Any, ...]:
-    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null",
-                               "is not null"]))
+    op = draw(
+        st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"])
+    )
     if op in ("is null", "is not null"):
         return (name, op)
     pool = EXTREMES[name]
@@ -145,8 +181,9 @@ def predicate(draw: st.DrawFn, name: str) -> tuple[Any, ...]:
     return (name, op, draw(st.sampled_from(pool)))
 
 
-def _expected_filtered(rows: dict[Any, dict[str, Any]], pred: tuple[Any, ...]
-                       ) -> dict[Any, dict[str, Any]]:
+def _expected_filtered(
+    rows: dict[Any, dict[str, Any]], pred: tuple[Any, ...]
+) -> dict[Any, dict[str, Any]]:
     name, op = pred[0], pred[1]
     x = pred[2] if len(pred) == 3 else None
     kept = {k: r for k, r in rows.items() if _matches(r[name], op, x)}
@@ -156,8 +193,9 @@ def _expected_filtered(rows: dict[Any, dict[str, Any]], pred: tuple[Any, ...]
 # ---------------------------------------------------------------------- the property
 @pytest.fixture
 def scratch() -> Iterator[Path]:
-    d = tempfile.mkdtemp(prefix="cdc_extreme_", dir="/dev/shm" if os.access("/dev/shm", os.W_OK)
-                         else None)
+    d = tempfile.mkdtemp(
+        prefix="cdc_extreme_", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    )
     try:
         yield Path(d)
     finally:
@@ -168,18 +206,22 @@ def _check_versions(t: Table, model: RefModel, versions: list[int]) -> None:
     for v in versions:
         got = t.read(version=v)
         assert got.schema == SCHEMA.arrow_schema()
-        assert table_to_rows(got, ["id"]) == model_rows(model.versions[v], SCHEMA), \
-            f"version {v}"
+        assert table_to_rows(got, ["id"]) == model_rows(model.versions[v], SCHEMA), f"version {v}"
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
-@given(evs=batches, compact_after=st.lists(st.booleans(), min_size=5, max_size=5),
-       data=st.data())
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+@given(evs=batches, compact_after=st.lists(st.booleans(), min_size=5, max_size=5), data=st.data())
 def test_extreme_values_survive_snapshots_reopen_and_page_skipping_filters(
-        scratch: Path, evs: list[list[dict[str, Any]]], compact_after: list[bool],
-        data: st.DataObject) -> None:
+    scratch: Path, evs: list[list[dict[str, Any]]], compact_after: list[bool], data: st.DataObject
+) -> None:
     root = scratch / f"t{len(os.listdir(scratch))}"
     opts = TableOptions.for_tests()
     t = create_table(root, SCHEMA, options=opts)
@@ -205,8 +247,9 @@ def test_extreme_values_survive_snapshots_reopen_and_page_skipping_filters(
     again.compact()  # maintenance never fails on what was accepted
 
 
-def test_pages_of_extreme_values_are_skipped_by_their_statistics(scratch: Path,
-                                                                 monkeypatch: Any) -> None:
+def test_pages_of_extreme_values_are_skipped_by_their_statistics(
+    scratch: Path, monkeypatch: Any
+) -> None:
     """Page skipping really happens on the physical statistics of dates, timestamps and
     decimals at both ends of their ranges (counted through the tablet's may_match)."""
     t = create_table(scratch / "t", SCHEMA, options=TableOptions.for_tests())
@@ -214,10 +257,20 @@ def test_pages_of_extreme_values_are_skipped_by_their_statistics(scratch: Path,
     lo_at = dt.datetime(1, 1, 1, tzinfo=UTC)
     hi_at = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, UTC)
     top, bottom = D(10**38 - 1), D(-(10**38 - 1))  # (not -top: 28-digit context)
-    res = t.apply([{"op": "insert", "key": i,
-                    "set": {"day": lo_day if i < 32 else hi_day,
-                            "at": lo_at if i < 32 else hi_at,
-                            "dec_38_0": bottom if i < 32 else top}} for i in range(64)])
+    res = t.apply(
+        [
+            {
+                "op": "insert",
+                "key": i,
+                "set": {
+                    "day": lo_day if i < 32 else hi_day,
+                    "at": lo_at if i < 32 else hi_at,
+                    "dec_38_0": bottom if i < 32 else top,
+                },
+            }
+            for i in range(64)
+        ]
+    )
     assert len(res.rejects) == 0
     t.compact()
     t = open_table(scratch / "t")
@@ -230,8 +283,11 @@ def test_pages_of_extreme_values_are_skipped_by_their_statistics(scratch: Path,
         return ok
 
     monkeypatch.setattr(reads, "may_match", counting)
-    for pred in [("day", "=", hi_day), ("at", ">", dt.datetime(2000, 1, 1, tzinfo=UTC)),
-                 ("dec_38_0", ">=", top)]:
+    for pred in [
+        ("day", "=", hi_day),
+        ("at", ">", dt.datetime(2000, 1, 1, tzinfo=UTC)),
+        ("dec_38_0", ">=", top),
+    ]:
         calls["skipped"] = 0
         got = sorted(t.read(filter=[pred]).column("id").to_pylist())
         assert got == list(range(32, 64)), pred
@@ -269,23 +325,30 @@ def wire_rows(draw: st.DrawFn) -> tuple[pa.Table, dict[int, str]]:
             bad[i] = "column 'day': out of range 0001-01-01..9999-12-31"
         elif kind == "dec":
             dec[-1] = draw(st.sampled_from([10**10, -(10**10), 10**38 - 1, -(10**37)]))
-            bad[i] = ("column 'dec_10_2': exceeds the precision of decimal128(10, 2) "
-                      "(at most 10 digits)")
-    table = pa.table({
-        "__op": pa.array([OP_UPSERT] * n, pa.int8()),
-        "id": pa.array(range(n), pa.int64()),
-        "at": pa.array(at, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        "day": pa.array(day, pa.int32()).cast(pa.date32()),
-        "dec_10_2": _unsafe_decimal(dec, 10, 2),
-    })
+            bad[i] = (
+                "column 'dec_10_2': exceeds the precision of decimal128(10, 2) (at most 10 digits)"
+            )
+    table = pa.table(
+        {
+            "__op": pa.array([OP_UPSERT] * n, pa.int8()),
+            "id": pa.array(range(n), pa.int64()),
+            "at": pa.array(at, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            "day": pa.array(day, pa.int32()).cast(pa.date32()),
+            "dec_10_2": _unsafe_decimal(dec, 10, 2),
+        }
+    )
     return table, bad
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(rows=wire_rows())
 def test_values_a_table_cannot_hold_are_rejected_and_never_reach_a_tablet(
-        scratch: Path, rows: tuple[pa.Table, dict[int, str]]) -> None:
+    scratch: Path, rows: tuple[pa.Table, dict[int, str]]
+) -> None:
     table, bad = rows
     root = scratch / f"t{len(os.listdir(scratch))}"
     t = create_table(root, SCHEMA, options=TableOptions.for_tests())
@@ -305,14 +368,16 @@ def test_values_a_table_cannot_hold_are_rejected_and_never_reach_a_tablet(
 def _manifests(root: Path) -> list[dict[str, Any]]:
     out = []
     for p in sorted((root / "_snapshots").rglob("*.manifest")):
-        recs = read_records(p.read_bytes(), path=str(p), magic=SNAPSHOT_MAGIC,
-                            allow_torn_tail=False).records
+        recs = read_records(
+            p.read_bytes(), path=str(p), magic=SNAPSHOT_MAGIC, allow_torn_tail=False
+        ).records
         out.append(json.loads(recs[0]))
     return out
 
 
 def test_snapshots_written_with_format_1_statistics_still_open_and_filter(
-        scratch: Path, monkeypatch: Any) -> None:
+    scratch: Path, monkeypatch: Any
+) -> None:
     """A manifest of the previous format (statistics as ISO/decimal strings, no
     ``stats_format``) loads; its statistics are converted, filters skip pages correctly,
     and the next incremental snapshot, which reuses its page locations, is format 2."""
@@ -344,10 +409,20 @@ def test_snapshots_written_with_format_1_statistics_still_open_and_filter(
     opts = TableOptions(page_rows=8)
     t = create_table(root, SCHEMA, options=opts)
     days = [dt.date(2000, 1, 1) + dt.timedelta(days=i) for i in range(32)]
-    t.apply([{"op": "insert", "key": i,
-              "set": {"day": days[i],
-                      "at": dt.datetime(2001, 1, 1, tzinfo=UTC) + dt.timedelta(hours=i),
-                      "dec_10_2": D(i) / 4}} for i in range(32)])
+    t.apply(
+        [
+            {
+                "op": "insert",
+                "key": i,
+                "set": {
+                    "day": days[i],
+                    "at": dt.datetime(2001, 1, 1, tzinfo=UTC) + dt.timedelta(hours=i),
+                    "dec_10_2": D(i) / 4,
+                },
+            }
+            for i in range(32)
+        ]
+    )
     with monkeypatch.context() as m:
         m.setattr(column, "page_stats", old_page_stats)
         m.setattr(pages, "json_stat", old_json_stat)
@@ -359,9 +434,11 @@ def test_snapshots_written_with_format_1_statistics_still_open_and_filter(
     assert all(isinstance(s, dict) and "date" in s for s in stats)
 
     again = open_table(root, options=opts)
-    for pred, want in [(("day", ">=", days[20]), range(20, 32)),
-                       (("at", "<", dt.datetime(2001, 1, 1, 3, tzinfo=UTC)), range(0, 3)),
-                       (("dec_10_2", "=", D("1.25")), [5])]:
+    for pred, want in [
+        (("day", ">=", days[20]), range(20, 32)),
+        (("at", "<", dt.datetime(2001, 1, 1, 3, tzinfo=UTC)), range(0, 3)),
+        (("dec_10_2", "=", D("1.25")), [5]),
+    ]:
         assert sorted(again.read(filter=[pred]).column("id").to_pylist()) == list(want)
     again.apply([{"op": "update", "key": 0, "set": {"s": "x"}}])
     again.compact()
@@ -371,8 +448,9 @@ def test_snapshots_written_with_format_1_statistics_still_open_and_filter(
         for loc in m["columns"][str(SCHEMA.column("day").id)]:
             assert isinstance(loc[5], int) and isinstance(loc[6], int)  # days since epoch
     third = open_table(root, options=opts)
-    assert sorted(third.read(filter=[("day", ">=", days[20])]).column("id").to_pylist()) == \
-        list(range(20, 32))
+    assert sorted(third.read(filter=[("day", ">=", days[20])]).column("id").to_pylist()) == list(
+        range(20, 32)
+    )
 
 
 # ---------------------------------------------------------------------- statistics
@@ -384,8 +462,9 @@ def test_page_statistics_are_physical_and_never_go_through_python_datetime() -> 
     assert (s.min, s.max, s.null_count, s.num_rows) == (-(2**63), 2**63 - 1, 1, 3)
     days = pa.array([2**31 - 1, -(2**31)], pa.int32()).cast(pa.date32())
     assert (page_stats(days).min, page_stats(days).max) == (-(2**31), 2**31 - 1)
-    dec = pa.array([D("-0.99999999999999999999999999999999999999"), D("1E-38")],
-                   pa.decimal128(38, 38))
+    dec = pa.array(
+        [D("-0.99999999999999999999999999999999999999"), D("1E-38")], pa.decimal128(38, 38)
+    )
     assert (page_stats(dec).min, page_stats(dec).max) == (-(10**38 - 1), 1)
 
 

@@ -33,11 +33,13 @@ def _batch(b: int) -> list[dict[str, Any]]:
     """Batch ``b``: inserts 10 keys, updates the previous batch's, deletes one, and
     refuses one (an update of a key that never existed)."""
     events: list[dict[str, Any]] = [
-        {"op": "insert", "key": {"id": b * 10 + i}, "set": {"a": f"b{b}-{i}"}}
-        for i in range(10)]
+        {"op": "insert", "key": {"id": b * 10 + i}, "set": {"a": f"b{b}-{i}"}} for i in range(10)
+    ]
     if b:
-        events += [{"op": "update", "key": {"id": (b - 1) * 10 + i}, "set": {"a": f"u{b}"}}
-                   for i in range(1, 10)]
+        events += [
+            {"op": "update", "key": {"id": (b - 1) * 10 + i}, "set": {"a": f"u{b}"}}
+            for i in range(1, 10)
+        ]
         events.append({"op": "delete", "key": {"id": (b - 1) * 10}})
     events.append({"op": "update", "key": {"id": -1 - b}, "set": {"a": "never"}})
     return events
@@ -120,8 +122,9 @@ class _Failed:
     committed: bool
 
 
-def _fail_nth_fsync(monkeypatch: pytest.MonkeyPatch, path: Path, n: int,
-                    operation: Callable[[Table], object]) -> _Failed:
+def _fail_nth_fsync(
+    monkeypatch: pytest.MonkeyPatch, path: Path, n: int, operation: Callable[[Table], object]
+) -> _Failed:
     """Runs ``operation`` on a fresh table at ``path`` with its ``n``-th fsync failing
     with EIO; checks what holds for any operation: the error is EIO, the reopened table
     is at the version before or one after, and a regular file whose fsync failed is
@@ -155,7 +158,8 @@ def _fsyncs_of_one_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> in
 
 
 def test_every_failed_fsync_of_a_commit_abandons_its_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     total = _fsyncs_of_one_commit(tmp_path, monkeypatch)
     # The commit writes WAL segments, a snapshot (pages, manifest), rejects and a log
     # entry, each fsynced with its directory: every one of them gets its turn to fail.
@@ -163,8 +167,9 @@ def test_every_failed_fsync_of_a_commit_abandons_its_file(
     outcomes: dict[str, int] = {}
     for n in range(1, total + 1):
         path = tmp_path / f"t{n}"
-        f = _fail_nth_fsync(monkeypatch, path, n, lambda t: t.apply(
-            _batch(BEFORE), app_id="job", batch_id=BEFORE))
+        f = _fail_nth_fsync(
+            monkeypatch, path, n, lambda t: t.apply(_batch(BEFORE), app_id="job", batch_id=BEFORE)
+        )
         table, reopened, version, fake = f.table, f.reopened, f.version, f.fake
         assert f.error.filename == fake.failed, (n, f.error)  # the reason names it
         key = "committed" if f.committed else "abandoned"
@@ -186,8 +191,7 @@ def test_every_failed_fsync_of_a_commit_abandons_its_file(
     assert outcomes.get("abandoned", 0) >= total - 2, outcomes
 
 
-def test_a_failed_fsync_names_the_file(tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_fsync_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "f"
     monkeypatch.setattr(os, "fsync", _FailingFsync(tmp_path, 1, os.fsync))
     with pytest.raises(OSError) as info:
@@ -199,7 +203,8 @@ def test_a_failed_fsync_names_the_file(tmp_path: Path,
 
 
 def test_every_failed_fsync_of_a_compaction_keeps_the_table_whole(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Compaction writes a snapshot per bucket and commits a "snapshot" version naming
     # them. When the log directory's fsync fails after the entry was linked, the
     # version is committed: its snapshots must not be removed as an abandoned attempt's.
@@ -217,8 +222,10 @@ def test_every_failed_fsync_of_a_compaction_keeps_the_table_whole(
         table, reopened = f.table, f.reopened
         committed_runs += f.committed
         files = _committed_files(reopened)
-        assert all(os.path.exists(f) for f in files), (n, sorted(f for f in files
-                                                              if not os.path.exists(f)))
+        assert all(os.path.exists(f) for f in files), (
+            n,
+            sorted(f for f in files if not os.path.exists(f)),
+        )
         for v in range(1, reopened.version + 1):
             assert _rows(reopened, v) == _model(min(v, BEFORE)), (n, v)
         reopened.gc(dry_run=False, retain_versions=1, orphan_grace_seconds=0)

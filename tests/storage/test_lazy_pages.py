@@ -28,19 +28,35 @@ from cdc_sink.tablet import MemTablet, TabletOptions
 from cdc_sink.tablet.column import LazyPage, PageList
 
 SCHEMA = {
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "int64"}, {"name": "b", "type": "string"},
-                {"name": "c", "type": "float64"}],
-    "primary_key": ["id"], "num_buckets": 2,
+    "columns": [
+        {"name": "id", "type": "int64", "nullable": False},
+        {"name": "a", "type": "int64"},
+        {"name": "b", "type": "string"},
+        {"name": "c", "type": "float64"},
+    ],
+    "primary_key": ["id"],
+    "num_buckets": 2,
 }
-OPTS = TableOptions(page_rows=8, memory_versions=4, compact_every=3, snapshot_every=1000,
-                    retain_versions=1000, retain_seconds=0.0)
+OPTS = TableOptions(
+    page_rows=8,
+    memory_versions=4,
+    compact_every=3,
+    snapshot_every=1000,
+    retain_versions=1000,
+    retain_seconds=0.0,
+)
 ROWS = 100
 
 
 def _events(keys: range, tag: int) -> list[dict[str, object]]:
-    return [{"op": "upsert", "key": {"id": k},
-             "set": {"a": k * 10 + tag, "b": f"s{k}-{tag}", "c": k / 4 + tag}} for k in keys]
+    return [
+        {
+            "op": "upsert",
+            "key": {"id": k},
+            "set": {"a": k * 10 + tag, "b": f"s{k}-{tag}", "c": k / 4 + tag},
+        }
+        for k in keys
+    ]
 
 
 @pytest.fixture
@@ -69,8 +85,7 @@ def _loaded(pages: PageList) -> list[bool]:
     return [pages.loaded(p) for p in range(len(pages))]
 
 
-def test_reading_some_columns_of_a_cold_version_reads_only_their_pages(
-        table_dir: Path) -> None:
+def test_reading_some_columns_of_a_cold_version_reads_only_their_pages(table_dir: Path) -> None:
     expected = open_table(table_dir, options=OPTS).read(columns=["id", "a"])
     t = open_table(table_dir, options=OPTS)
     v = t.version
@@ -100,8 +115,7 @@ def _damage_page(path: Path, column_id: int) -> tuple[str, int]:
     return str(f), loc.offset
 
 
-def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(
-        table_dir: Path) -> None:
+def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(table_dir: Path) -> None:
     fresh = open_table(table_dir, options=OPTS)
     expected_a = fresh.read(columns=["id", "a"])
     b_id = fresh.schema.column("b").id
@@ -116,8 +130,7 @@ def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(
         t.get(list(range(ROWS)), columns=["id", "b"])
 
 
-def test_a_missing_or_truncated_page_file_is_found_when_the_bucket_loads(
-        table_dir: Path) -> None:
+def test_a_missing_or_truncated_page_file_is_found_when_the_bucket_loads(table_dir: Path) -> None:
     t = open_table(table_dir, options=OPTS)
     snap = t._state.history.snapshot_at(0, t.version)
     assert snap is not None
@@ -134,7 +147,8 @@ def test_a_missing_or_truncated_page_file_is_found_when_the_bucket_loads(
 
 
 def test_compaction_and_an_incremental_snapshot_leave_untouched_pages_unread(
-        table_dir: Path) -> None:
+    table_dir: Path,
+) -> None:
     t = open_table(table_dir, options=OPTS)
     t.apply([{"op": "update", "key": {"id": k}, "set": {"a": 7}} for k in (0, 1, 2)])
     t.compact()  # a snapshot of every bucket: only changed pages are read and written
@@ -196,8 +210,7 @@ def test_a_snapshot_never_compacts_the_tablet(tmp_path: Path) -> None:
     assert read_manifest(str(tmp_path), rel).row_count == manifest.row_count == 20
 
 
-def test_pages_written_from_memory_are_stored_once_committed_and_reused(
-        tmp_path: Path) -> None:
+def test_pages_written_from_memory_are_stored_once_committed_and_reused(tmp_path: Path) -> None:
     """A page a snapshot wrote becomes a stored page of the base when its locations are
     applied (not before); the next snapshot writes only the pages that changed."""
     root = str(tmp_path)
@@ -208,21 +221,29 @@ def test_pages_written_from_memory_are_stored_once_committed_and_reused(
     base_b = t.columns[b_id].base_at(1)
     assert all(stored_location(base_b.page_entry(p)) is None for p in range(len(base_b.pages)))
     apply_locations(updates)
-    assert [stored_location(base_b.page_entry(p)) for p in range(len(base_b.pages))] == \
-        first.columns[b_id]
+    assert [
+        stored_location(base_b.page_entry(p)) for p in range(len(base_b.pages))
+    ] == first.columns[b_id]
     assert isinstance(base_b.pages, PageList)
     assert all(base_b.pages.loaded(p) for p in range(len(base_b.pages)))  # still in memory
-    batch, _ = ChangeBatch.from_events([{"op": "update", "key": {"id": 9},
-                                         "set": {"a": -9}}], t.schema)
+    batch, _ = ChangeBatch.from_events(
+        [{"op": "update", "key": {"id": 9}, "set": {"a": -9}}], t.schema
+    )
     t.apply(batch, 2)
     t.commit(2)
     t.compact(2)
     _, second, _ = write_snapshot(root, t, 2, 0, previous=first)
     assert second.columns[b_id] == first.columns[b_id]  # column b: nothing written
-    changed = [p for p, (x, y) in enumerate(zip(first.columns[a_id], second.columns[a_id],
-                                                 strict=True)) if x != y]
+    changed = [
+        p
+        for p, (x, y) in enumerate(zip(first.columns[a_id], second.columns[a_id], strict=True))
+        if x != y
+    ]
     assert changed == [9 // 8]  # the one page of column a the update touched
-    again = load_snapshot(root, second, t.schema,
-                          lambda v: MemTablet(t.schema, options=TabletOptions.for_tests(),
-                                              version=v))
+    again = load_snapshot(
+        root,
+        second,
+        t.schema,
+        lambda v: MemTablet(t.schema, options=TabletOptions.for_tests(), version=v),
+    )
     assert again.read().equals(t.read())

@@ -27,10 +27,15 @@ BAD = [
 
 
 def _source(n: int) -> pa.Table:
-    return pa.table({"topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
-                     "offset": pa.array(range(100, 100 + n), pa.int64()),
-                     "key": [f"k{i}".encode() for i in range(n)],
-                     "value": [f"v{i}".encode() for i in range(n)]})
+    return pa.table(
+        {
+            "topic": ["t"] * n,
+            "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(range(100, 100 + n), pa.int64()),
+            "key": [f"k{i}".encode() for i in range(n)],
+            "value": [f"v{i}".encode() for i in range(n)],
+        }
+    )
 
 
 @pytest.fixture
@@ -39,14 +44,14 @@ def table(tmp_path: Path) -> Table:
 
 
 def test_a_version_records_every_reject_with_its_source_and_reason(table: Table) -> None:
-    res = table.apply(BAD, app_id="job", batch_id=0, source=_source(3),
-                      source_offsets={"t": {"0": 103}})
+    res = table.apply(
+        BAD, app_id="job", batch_id=0, source=_source(3), source_offsets={"t": {"0": 103}}
+    )
     rej = table.rejects(res.version)
     assert rej.column("position").to_pylist() == [1, 2]
     assert rej.column("offset").to_pylist() == [101, 102]
     assert rej.column("value").to_pylist() == [b"v1", b"v2"]
-    assert rej.column("reason").to_pylist() == ["update of missing key",
-                                                "unknown column 'zz'"]
+    assert rej.column("reason").to_pylist() == ["update of missing key", "unknown column 'zz'"]
     assert set(rej.column("app_id").to_pylist()) == {"job"}
     assert set(rej.column("batch_id").to_pylist()) == {0}
     assert table.log.read(res.version).source_offsets == {"t": {"0": 103}}
@@ -58,8 +63,7 @@ def test_rejects_survive_reopen_and_clean_versions_have_none(table: Table) -> No
     again = open_table(table.root)
     assert again.rejects(res.version).num_rows == 2
     assert again.rejects(clean.version).num_rows == 0
-    assert again.rejects(clean.version).schema.names[:len(REJECTS_SCHEMA)] == \
-        REJECTS_SCHEMA.names
+    assert again.rejects(clean.version).schema.names[: len(REJECTS_SCHEMA)] == REJECTS_SCHEMA.names
     with pytest.raises(VersionNotFound):
         again.rejects(clean.version + 1)
 
@@ -78,8 +82,9 @@ def test_a_lost_commit_race_leaves_no_rejects_file(table: Table) -> None:
     batch_prep = commit.prepare_bucket(table, 0, v, _one_event_batch(table))
     other.apply(BAD[:1], app_id="other", batch_id=0)  # wins version v
     with pytest.raises(CommitConflict):
-        commit.commit_prepared(table, v, [batch_prep], app_id="job", batch_id=0,
-                              rejects=pa.table({"reason": ["r"]}))
+        commit.commit_prepared(
+            table, v, [batch_prep], app_id="job", batch_id=0, rejects=pa.table({"reason": ["r"]})
+        )
     commit.abort_prepared(table, v, [batch_prep])
     assert os.listdir(os.path.join(table.root, REJECTS_DIR)) == []
 
@@ -87,8 +92,9 @@ def test_a_lost_commit_race_leaves_no_rejects_file(table: Table) -> None:
 def _one_event_batch(table: Table) -> Any:
     from cdc_sink.changes import ChangeBatch
 
-    batch, _ = ChangeBatch.from_events([{"op": "insert", "key": {"id": 9}, "set": {}}],
-                                       table.schema)
+    batch, _ = ChangeBatch.from_events(
+        [{"op": "insert", "key": {"id": 9}, "set": {}}], table.schema
+    )
     return batch.split_by_bucket()[next(iter(batch.split_by_bucket()))]
 
 
@@ -109,8 +115,7 @@ def test_gc_deletes_rejects_below_the_horizon_and_orphans_only(table: Table) -> 
         table.rejects(first.version)
 
 
-def test_parquet_forwarding_is_exactly_once_across_repeats(table: Table,
-                                                           tmp_path: Path) -> None:
+def test_parquet_forwarding_is_exactly_once_across_repeats(table: Table, tmp_path: Path) -> None:
     for i in range(3):
         table.apply(BAD, app_id="job", batch_id=i, source=_source(3))
     table.apply(BAD, app_id="someone-else", batch_id=0)
@@ -125,8 +130,7 @@ def test_parquet_forwarding_is_exactly_once_across_repeats(table: Table,
     assert sorted(got.column("batch_id").to_pylist()) == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
-def test_forwarding_resumes_after_a_crash_between_versions(table: Table,
-                                                           tmp_path: Path) -> None:
+def test_forwarding_resumes_after_a_crash_between_versions(table: Table, tmp_path: Path) -> None:
     for i in range(3):
         table.apply(BAD, app_id="job", batch_id=i)
 
@@ -160,8 +164,7 @@ def test_a_sink_with_only_write_gets_a_cursor(table: Table) -> None:
     assert [r["reason"] for r in s.rows] == ["update of missing key", "unknown column 'zz'"]
 
 
-def test_forwarding_starts_after_what_this_process_checked(table: Table,
-                                                          tmp_path: Path) -> None:
+def test_forwarding_starts_after_what_this_process_checked(table: Table, tmp_path: Path) -> None:
     table.apply(BAD, app_id="job", batch_id=0)
     sink = ParquetDeadLetter(tmp_path / "dlq")
     assert forward(table, sink, "job") == 2
@@ -181,8 +184,7 @@ def test_forwarding_starts_after_what_this_process_checked(table: Table,
     assert seen == [checked + 1]
 
 
-def test_gc_keeps_versions_whose_rejects_are_not_forwarded(table: Table,
-                                                           tmp_path: Path) -> None:
+def test_gc_keeps_versions_whose_rejects_are_not_forwarded(table: Table, tmp_path: Path) -> None:
     """A dead-letter sink that is down holds GC back (keep_from) instead of losing the
     rejects of the versions it has not received; once it is back, all of them arrive."""
     sink = ParquetDeadLetter(tmp_path / "dlq")
@@ -212,14 +214,28 @@ def test_the_sinks_gc_floor_follows_what_it_forwarded(table: Table, tmp_path: Pa
             super().write_version(records, app_id=app_id, version=version)
 
     table.apply(BAD, app_id="job", batch_id=0, source=_source(3))
-    fn = SinkFunction(table.root, schema=None, fmt="json", app_id="job", apply_mode="driver",
-                      dead_letter=Down(tmp_path / "dlq"), table_options=None)
+    fn = SinkFunction(
+        table.root,
+        schema=None,
+        fmt="json",
+        app_id="job",
+        apply_mode="driver",
+        dead_letter=Down(tmp_path / "dlq"),
+        table_options=None,
+    )
     assert fn.gc_floor() == fn.table.oldest_version  # nothing known forwarded yet
     fn._forward()  # fails, logged: the rejects stay in the table
     assert fn.gc_floor() == fn.table.oldest_version
     Down.up = True
     fn._forward()
     assert fn.gc_floor() == fn.table.version + 1
-    no_sink = SinkFunction(table.root, schema=None, fmt="json", app_id="job",
-                           apply_mode="driver", dead_letter=None, table_options=None)
+    no_sink = SinkFunction(
+        table.root,
+        schema=None,
+        fmt="json",
+        app_id="job",
+        apply_mode="driver",
+        dead_letter=None,
+        table_options=None,
+    )
     assert no_sink.gc_floor() is None

@@ -11,15 +11,21 @@ from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 
 SCHEMA = {
-    "columns": [{"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "int64"}, {"name": "b", "type": "string"}],
-    "primary_key": ["id"], "num_buckets": 1,
+    "columns": [
+        {"name": "id", "type": "int64", "nullable": False},
+        {"name": "a", "type": "int64"},
+        {"name": "b", "type": "string"},
+    ],
+    "primary_key": ["id"],
+    "num_buckets": 1,
 }
 
 
 def _events(n: int, tag: int) -> list[dict[str, object]]:
-    return [{"op": "upsert", "key": {"id": k}, "set": {"a": k + tag, "b": f"row {k} {tag}"}}
-            for k in range(n)]
+    return [
+        {"op": "upsert", "key": {"id": k}, "set": {"a": k + tag, "b": f"row {k} {tag}"}}
+        for k in range(n)
+    ]
 
 
 def _replayed_events(t: Table, version: int) -> int:
@@ -27,18 +33,28 @@ def _replayed_events(t: Table, version: int) -> int:
     snap = t._state.history.snapshot_at(0, version)
     start = snap[0] if snap else -1
     schema = TableSchema.from_dict(SCHEMA)
-    return sum(len(read_change_segment(t.root, rel, schema)[1])
-               for _, rel in t._state.history.segments_between(0, start, version))
+    return sum(
+        len(read_change_segment(t.root, rel, schema)[1])
+        for _, rel in t._state.history.segments_between(0, start, version)
+    )
 
 
 def _snapshot_versions(t: Table) -> list[int]:
-    return [v for v in range(1, t.version + 1)
-            if (ref := t.log.read(v).buckets.get(0)) is not None and ref.snapshot]
+    return [
+        v
+        for v in range(1, t.version + 1)
+        if (ref := t.log.read(v).buckets.get(0)) is not None and ref.snapshot
+    ]
 
 
 def test_events_since_the_last_snapshot_stay_bounded(tmp_path: Path) -> None:
-    opts = TableOptions(page_rows=64, snapshot_every=1000, snapshot_events=500,
-                        retain_versions=1000, retain_seconds=0.0)
+    opts = TableOptions(
+        page_rows=64,
+        snapshot_every=1000,
+        snapshot_events=500,
+        retain_versions=1000,
+        retain_seconds=0.0,
+    )
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     sizes = [150, 40, 700, 90, 90, 90, 90, 90, 300, 10, 10, 500, 60]
     for i, n in enumerate(sizes):
@@ -51,8 +67,13 @@ def test_events_since_the_last_snapshot_stay_bounded(tmp_path: Path) -> None:
 
 
 def test_a_reopened_writer_counts_what_it_replayed(tmp_path: Path) -> None:
-    opts = TableOptions(page_rows=64, snapshot_every=5, snapshot_events=10**12,
-                        retain_versions=1000, retain_seconds=0.0)
+    opts = TableOptions(
+        page_rows=64,
+        snapshot_every=5,
+        snapshot_events=10**12,
+        retain_versions=1000,
+        retain_seconds=0.0,
+    )
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     for i in range(3):
         t.apply(_events(10, i))
@@ -66,8 +87,13 @@ def test_a_reopened_writer_counts_what_it_replayed(tmp_path: Path) -> None:
 
 
 def test_a_reopened_writer_counts_the_events_it_replayed(tmp_path: Path) -> None:
-    opts = TableOptions(page_rows=64, snapshot_every=1000, snapshot_events=100,
-                        retain_versions=1000, retain_seconds=0.0)
+    opts = TableOptions(
+        page_rows=64,
+        snapshot_every=1000,
+        snapshot_events=100,
+        retain_versions=1000,
+        retain_seconds=0.0,
+    )
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     t.apply(_events(40, 0))
     t.apply(_events(40, 1))

@@ -27,8 +27,12 @@ class Expected:
     any_applied: list[bool] = field(default_factory=list)
 
 
-def fold_one_by_one(groups: list[list[tuple[int, bool, int | None]]], live0: list[bool],
-                    seq0: list[int], with_seq: bool) -> Expected:
+def fold_one_by_one(
+    groups: list[list[tuple[int, bool, int | None]]],
+    live0: list[bool],
+    seq0: list[int],
+    with_seq: bool,
+) -> Expected:
     """docs/architecture.md §3 applied event by event: each group is one key's events in
     batch order, each event ``(op, needs_live, seq)``."""
     out = Expected()
@@ -60,19 +64,28 @@ def fold_one_by_one(groups: list[list[tuple[int, bool, int | None]]], live0: lis
     return out
 
 
-def run_fold(groups: list[list[tuple[int, bool, int | None]]], live0: list[bool],
-             seq0: list[int], with_seq: bool) -> FoldResult:
+def run_fold(
+    groups: list[list[tuple[int, bool, int | None]]],
+    live0: list[bool],
+    seq0: list[int],
+    with_seq: bool,
+) -> FoldResult:
     gid = np.array([g for g, evs in enumerate(groups) for _ in evs], dtype=np.int64)
     flat = [e for evs in groups for e in evs]
     op = np.array([e[0] for e in flat], dtype=np.int8)
     needs_live = np.array([e[1] for e in flat], dtype=bool)
     seq = np.array([e[2] for e in flat], dtype=np.int64) if with_seq else None
-    return fold_events(gid, op, needs_live, seq, np.array(live0, dtype=bool),
-                       np.array(seq0, dtype=np.int64))
+    return fold_events(
+        gid, op, needs_live, seq, np.array(live0, dtype=bool), np.array(seq0, dtype=np.int64)
+    )
 
 
-def assert_fold_matches(groups: list[list[tuple[int, bool, int | None]]], live0: list[bool],
-                        seq0: list[int], with_seq: bool) -> None:
+def assert_fold_matches(
+    groups: list[list[tuple[int, bool, int | None]]],
+    live0: list[bool],
+    seq0: list[int],
+    with_seq: bool,
+) -> None:
     got = run_fold(groups, live0, seq0, with_seq)
     want = fold_one_by_one(groups, live0, seq0, with_seq)
     for name in ("applied", "stale", "rejected", "live_before"):
@@ -95,8 +108,9 @@ _seq0 = st.one_of(st.just(int(SEQ_NONE)), _seq)
 
 
 @st.composite
-def batches(draw: st.DrawFn) -> tuple[list[list[tuple[int, bool, int | None]]],
-                                      list[bool], list[int], bool]:
+def batches(
+    draw: st.DrawFn,
+) -> tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool]:
     with_seq = draw(st.booleans())
     ngroups = draw(st.integers(1, 8))
     groups = []
@@ -111,7 +125,8 @@ def batches(draw: st.DrawFn) -> tuple[list[list[tuple[int, bool, int | None]]],
 @settings(max_examples=250, deadline=None)
 @given(batches())
 def test_fold_equals_applying_the_events_one_by_one(
-        batch: tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool]):
+    batch: tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool],
+):
     assert_fold_matches(*batch)
 
 
@@ -129,8 +144,9 @@ def test_fold_of_thousands_of_random_keys_at_once_equals_one_by_one(seed: int, w
             evs.append((op, needs_live, int(rng.integers(0, 7)) if with_seq else None))
         groups.append(evs)
     live0 = rng.integers(0, 2, ngroups).astype(bool).tolist()
-    seq0 = np.where(rng.integers(0, 4, ngroups) == 0, SEQ_NONE,
-                    rng.integers(0, 7, ngroups)).tolist()
+    seq0 = np.where(
+        rng.integers(0, 4, ngroups) == 0, SEQ_NONE, rng.integers(0, 7, ngroups)
+    ).tolist()
     assert_fold_matches(groups, live0, seq0, with_seq)
 
 
@@ -167,16 +183,27 @@ def test_equal_seq_applies():
 
 
 def test_upsert_of_a_live_key_does_not_reset_the_row_but_insert_does():
-    got = run_fold([[(OP_UPSERT, False, None)], [(OP_INSERT, False, None)]], [True, True],
-                   [int(SEQ_NONE)] * 2, False)
+    got = run_fold(
+        [[(OP_UPSERT, False, None)], [(OP_INSERT, False, None)]],
+        [True, True],
+        [int(SEQ_NONE)] * 2,
+        False,
+    )
     assert got.reset_idx.tolist() == [-1, 1]
     assert got.final_seq.tolist() == [int(SEQ_NONE)] * 2
 
 
 def test_partial_upsert_applies_to_a_live_key_and_is_rejected_otherwise():
-    groups = [[(OP_UPSERT, True, None)], [(OP_UPSERT, True, None)],
-              [(OP_DELETE, False, None), (OP_UPSERT, True, None), (OP_UPSERT, False, None),
-               (OP_UPSERT, True, None)]]
+    groups = [
+        [(OP_UPSERT, True, None)],
+        [(OP_UPSERT, True, None)],
+        [
+            (OP_DELETE, False, None),
+            (OP_UPSERT, True, None),
+            (OP_UPSERT, False, None),
+            (OP_UPSERT, True, None),
+        ],
+    ]
     got = run_fold(groups, [True, False, True], [int(SEQ_NONE)] * 3, False)
     assert got.applied.tolist() == [True, False, True, False, True, True]
     assert got.rejected.tolist() == [False, True, False, True, False, False]
@@ -186,9 +213,17 @@ def test_partial_upsert_applies_to_a_live_key_and_is_rejected_otherwise():
 
 def test_chain_of_rejections_in_one_key_is_resolved():
     # Each update before the insert is rejected; the loop fixes one per round.
-    groups = [[(OP_UPDATE, True, 6), (OP_UPDATE, True, 5), (OP_UPDATE, True, 4),
-               (OP_INSERT, False, 1), (OP_UPDATE, True, 2), (OP_DELETE, False, 2),
-               (OP_UPDATE, True, 3)]]
+    groups = [
+        [
+            (OP_UPDATE, True, 6),
+            (OP_UPDATE, True, 5),
+            (OP_UPDATE, True, 4),
+            (OP_INSERT, False, 1),
+            (OP_UPDATE, True, 2),
+            (OP_DELETE, False, 2),
+            (OP_UPDATE, True, 3),
+        ]
+    ]
     got = run_fold(groups, [False], [int(SEQ_NONE)], True)
     assert got.rejected.tolist() == [True, True, True, False, False, False, True]
     assert got.final_seq.tolist() == [2] and got.final_live.tolist() == [False]
@@ -198,15 +233,20 @@ def test_chain_of_rejections_in_one_key_is_resolved():
 @pytest.mark.parametrize("with_seq", [False, True])
 def test_empty_batch_folds_to_nothing(with_seq: bool):
     e = np.empty(0, dtype=np.int64)
-    got = fold_events(e, e.astype(np.int8), e.astype(bool), e if with_seq else None,
-                      np.empty(0, bool), e)
+    got = fold_events(
+        e, e.astype(np.int8), e.astype(bool), e if with_seq else None, np.empty(0, bool), e
+    )
     assert len(got.applied) == 0 and len(got.final_live) == 0 and len(got.reset_idx) == 0
 
 
 # --------------------------------------------------------------------------- truncates
 def fold_with_truncates_one_by_one(
-        groups: list[list[tuple[int, bool, int | None, int]]], live0: list[bool],
-        seq0: list[int], with_seq: bool, num_cuts: int) -> tuple[Expected, list[int]]:
+    groups: list[list[tuple[int, bool, int | None, int]]],
+    live0: list[bool],
+    seq0: list[int],
+    with_seq: bool,
+    num_cuts: int,
+) -> tuple[Expected, list[int]]:
     """As fold_one_by_one, each event ``(op, needs_live, seq, cut)`` with ``cut`` the
     number of truncates before it in the batch: a truncate deletes the live row and keeps
     the sequence. Also returns, per group, how many times a truncate deleted the row."""
@@ -251,14 +291,16 @@ def fold_with_truncates_one_by_one(
 
 
 @st.composite
-def batches_with_truncates(draw: st.DrawFn) -> tuple[
-        list[list[tuple[int, bool, int | None, int]]], list[bool], list[int], bool, int]:
+def batches_with_truncates(
+    draw: st.DrawFn,
+) -> tuple[list[list[tuple[int, bool, int | None, int]]], list[bool], list[int], bool, int]:
     groups, live0, seq0, with_seq = draw(batches())
     num_cuts = draw(st.integers(1, 4))
     out = []
     for evs in groups:
-        cuts = sorted(draw(st.lists(st.integers(0, num_cuts), min_size=len(evs),
-                                    max_size=len(evs))))
+        cuts = sorted(
+            draw(st.lists(st.integers(0, num_cuts), min_size=len(evs), max_size=len(evs)))
+        )
         out.append([(*e, c) for e, c in zip(evs, cuts, strict=True)])
     return out, live0, seq0, with_seq, num_cuts
 
@@ -266,19 +308,32 @@ def batches_with_truncates(draw: st.DrawFn) -> tuple[
 @settings(max_examples=150, deadline=None)
 @given(batches_with_truncates())
 def test_fold_with_truncates_equals_applying_the_events_one_by_one(
-        batch: tuple[list[list[tuple[int, bool, int | None, int]]], list[bool], list[int],
-                     bool, int]):
+    batch: tuple[list[list[tuple[int, bool, int | None, int]]], list[bool], list[int], bool, int],
+):
     groups, live0, seq0, with_seq, num_cuts = batch
     flat = [e for evs in groups for e in evs]
     gid = np.array([g for g, evs in enumerate(groups) for _ in evs], dtype=np.int64)
-    got = fold_events(gid, np.array([e[0] for e in flat], dtype=np.int8),
-                      np.array([e[1] for e in flat], dtype=bool),
-                      np.array([e[2] for e in flat], dtype=np.int64) if with_seq else None,
-                      np.array(live0, dtype=bool), np.array(seq0, dtype=np.int64),
-                      cut=np.array([e[3] for e in flat], dtype=np.int64), num_cuts=num_cuts)
+    got = fold_events(
+        gid,
+        np.array([e[0] for e in flat], dtype=np.int8),
+        np.array([e[1] for e in flat], dtype=bool),
+        np.array([e[2] for e in flat], dtype=np.int64) if with_seq else None,
+        np.array(live0, dtype=bool),
+        np.array(seq0, dtype=np.int64),
+        cut=np.array([e[3] for e in flat], dtype=np.int64),
+        num_cuts=num_cuts,
+    )
     want, truncated = fold_with_truncates_one_by_one(groups, live0, seq0, with_seq, num_cuts)
-    for name in ("applied", "stale", "rejected", "live_before", "final_live", "reset_idx",
-                 "final_seq", "any_applied"):
+    for name in (
+        "applied",
+        "stale",
+        "rejected",
+        "live_before",
+        "final_live",
+        "reset_idx",
+        "final_seq",
+        "any_applied",
+    ):
         assert np.asarray(getattr(got, name)).tolist() == getattr(want, name), name
     assert got.truncated.tolist() == truncated
 
@@ -286,9 +341,16 @@ def test_fold_with_truncates_equals_applying_the_events_one_by_one(
 def test_a_truncate_keeps_the_sequence_so_an_older_insert_after_it_is_stale():
     # live row at seq 5; truncate; insert seq 4 (stale), insert seq 6 (applies).
     gid = np.zeros(2, np.int64)
-    got = fold_events(gid, np.array([OP_INSERT, OP_INSERT], np.int8), np.zeros(2, bool),
-                      np.array([4, 6], np.int64), np.array([True]), np.array([5], np.int64),
-                      cut=np.array([1, 1], np.int64), num_cuts=1)
+    got = fold_events(
+        gid,
+        np.array([OP_INSERT, OP_INSERT], np.int8),
+        np.zeros(2, bool),
+        np.array([4, 6], np.int64),
+        np.array([True]),
+        np.array([5], np.int64),
+        cut=np.array([1, 1], np.int64),
+        num_cuts=1,
+    )
     assert got.stale.tolist() == [True, False]
     assert got.live_before.tolist() == [False, False]
     assert got.truncated.tolist() == [1] and got.final_seq.tolist() == [6]

@@ -37,18 +37,29 @@ KEY_TYPES: dict[str, tuple[list[pa.DataType], KeyMaker]] = {
     "int64": ([pa.int64()], lambda ids: [pa.array(ids.astype(np.int64) * 3 - 10**6)]),
     "int32": ([pa.int32()], lambda ids: [pa.array(ids.astype(np.int32) - 1000, pa.int32())]),
     "string": ([pa.string()], lambda ids: [pa.array([f"key-{i}" for i in ids])]),
-    "unicode": ([pa.string()], lambda ids: [pa.array([f"é{i}日本" * (i % 4) + str(i)
-                                                      for i in ids])]),
-    "binary": ([pa.binary()], lambda ids: [pa.array([int(i).to_bytes(4, "little")
-                                                     + b"\x00" * (i % 3) for i in ids],
-                                                    pa.binary())]),
+    "unicode": (
+        [pa.string()],
+        lambda ids: [pa.array([f"é{i}日本" * (i % 4) + str(i) for i in ids])],
+    ),
+    "binary": (
+        [pa.binary()],
+        lambda ids: [
+            pa.array([int(i).to_bytes(4, "little") + b"\x00" * (i % 3) for i in ids], pa.binary())
+        ],
+    ),
     "decimal": ([pa.decimal128(20, 3)], _decimal),
-    "date": ([pa.date32()], lambda ids: [pa.array(ids.astype(np.int32) - 500, pa.int32())
-                                         .cast(pa.date32())]),
+    "date": (
+        [pa.date32()],
+        lambda ids: [pa.array(ids.astype(np.int32) - 500, pa.int32()).cast(pa.date32())],
+    ),
     "timestamp": ([pa.timestamp("us", "UTC")], _timestamp),
-    "composite": ([pa.int32(), pa.string()],
-                  lambda ids: [pa.array((ids % 7).astype(np.int32), pa.int32()),
-                               pa.array([f"s{i // 7}" for i in ids])]),
+    "composite": (
+        [pa.int32(), pa.string()],
+        lambda ids: [
+            pa.array((ids % 7).astype(np.int32), pa.int32()),
+            pa.array([f"s{i // 7}" for i in ids]),
+        ],
+    ),
 }
 
 
@@ -107,8 +118,9 @@ def test_keys_from_sliced_arrow_arrays_are_stored_and_looked_up(kind: str):
     assert got.tolist() == [-1] * 5 + list(range(10)) + [-1] * 5
 
 
-@pytest.mark.parametrize(("kind", "total"), [("int64", 200_000), ("string", 60_000),
-                                             ("composite", 30_000)])
+@pytest.mark.parametrize(
+    ("kind", "total"), [("int64", 200_000), ("string", 60_000), ("composite", 30_000)]
+)
 def test_growth_across_many_resizes_keeps_every_key_at_its_row_id(kind: str, total: int):
     rng = np.random.default_rng(2)
     ids = rng.permutation(total * 2)[:total]
@@ -117,7 +129,7 @@ def test_growth_across_many_resizes_keeps_every_key_at_its_row_id(kind: str, tot
     start = 0
     step = 0
     while start < total:
-        chunk = ids[start: start + sizes[step % len(sizes)]]
+        chunk = ids[start : start + sizes[step % len(sizes)]]
         h, keys = keys_of(kind, chunk)
         rows = ix.insert(h, keys)
         assert rows[0] == start
@@ -197,8 +209,13 @@ def test_lookup_of_an_absent_key_terminates_after_many_rolled_back_inserts():
     # The bug was an endless probe loop: the bound only tells a hang from a slow start
     # (interpreter and imports take seconds on a loaded machine; the lookup takes ms).
     try:
-        out = subprocess.run([sys.executable, "-c", _ROLLBACK_HANG], capture_output=True,
-                             text=True, timeout=120, cwd=REPO_ROOT)
+        out = subprocess.run(
+            [sys.executable, "-c", _ROLLBACK_HANG],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO_ROOT,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("lookup did not return within 120 s: it loops")
     assert out.returncode == 0, out.stderr
@@ -206,8 +223,9 @@ def test_lookup_of_an_absent_key_terminates_after_many_rolled_back_inserts():
 
 
 # --------------------------------------------------------------------------- collisions
-@pytest.mark.parametrize("kind", ["int64", "int32", "string", "binary", "decimal", "date",
-                                  "timestamp", "composite"])
+@pytest.mark.parametrize(
+    "kind", ["int64", "int32", "string", "binary", "decimal", "date", "timestamp", "composite"]
+)
 def test_different_keys_with_the_same_hash_get_distinct_rows_and_are_verified(kind: str):
     ix = new_index(kind)
     _, keys = keys_of(kind, np.array([1, 2]))
@@ -284,8 +302,11 @@ def test_keystore_slice_of_ints_is_zero_copy_and_survives_growth():
 @pytest.mark.parametrize("t", [pa.int32(), pa.date32(), pa.timestamp("us", "UTC")], ids=str)
 def test_keystore_slice_keeps_the_column_type(t: pa.DataType):
     ks = KeyStore(t)
-    arr = pa.array(np.arange(5, dtype=np.int64)).cast(pa.int32() if t != pa.timestamp(
-        "us", "UTC") else pa.int64()).cast(t)
+    arr = (
+        pa.array(np.arange(5, dtype=np.int64))
+        .cast(pa.int32() if t != pa.timestamp("us", "UTC") else pa.int64())
+        .cast(t)
+    )
     ks.append(arr)
     assert ks.slice(0, 5).type == t
     assert ks.slice(0, 5).equals(arr)

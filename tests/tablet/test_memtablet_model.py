@@ -90,30 +90,42 @@ class TabletMachine(RuleBasedStateMachine):
         # Column subsets and point lookups at the latest version.
         v = self.version
         expect = model_rows(self.model.versions[v], self.schema)
-        subset = [*pk, *names[len(pk):][::-1][:2]]
+        subset = [*pk, *names[len(pk) :][::-1][:2]]
         got = table_to_rows(self.tablet.read(v, columns=subset), pk)
         assert got == {k: {n: r[n] for n in subset} for k, r in expect.items()}
-        probe = pa.Table.from_pylist([dict(k) for k in self.keys],
-                                     schema=self.schema.arrow_schema(list(pk)))
+        probe = pa.Table.from_pylist(
+            [dict(k) for k in self.keys], schema=self.schema.arrow_schema(list(pk))
+        )
         found = table_to_rows(self.tablet.get(probe, v), pk)
         live_keys = [tuple(k[n] for n in pk) for k in self.keys]
         assert found == {k: expect[k] for k in live_keys if k in expect}
 
 
 TestTabletModel = TabletMachine.TestCase
-TestTabletModel.settings = settings(max_examples=60, stateful_step_count=25, deadline=None,
-                                    suppress_health_check=[HealthCheck.too_slow])
+TestTabletModel.settings = settings(
+    max_examples=60,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def test_filter_reads_equal_filtered_model() -> None:
-    schema = TableSchema.from_dict({
-        "columns": [{"name": "id", "type": "int64"}, {"name": "x", "type": "int32"},
-                    {"name": "s", "type": "string"}],
-        "primary_key": ["id"]})
+    schema = TableSchema.from_dict(
+        {
+            "columns": [
+                {"name": "id", "type": "int64"},
+                {"name": "x", "type": "int32"},
+                {"name": "s", "type": "string"},
+            ],
+            "primary_key": ["id"],
+        }
+    )
     t = MemTablet(schema, options=TabletOptions.for_tests())
     rng = np.random.default_rng(1)
     evs: list[dict[str, Any]] = [
-        {"op": "insert", "key": i, "set": {"x": int(i % 17), "s": f"s{i}"}} for i in range(100)]
+        {"op": "insert", "key": i, "set": {"x": int(i % 17), "s": f"s{i}"}} for i in range(100)
+    ]
     t.apply(ChangeBatch.from_events(evs, schema)[0], 1)
     t.commit(1)
     t.compact()
@@ -123,8 +135,10 @@ def test_filter_reads_equal_filtered_model() -> None:
     full = t.read(2).to_pylist()
     for flt, pred in [
         ([("x", "=", 3)], lambda r: r["x"] == 3),
-        ([("x", ">", 10), ("id", "<", 50)], lambda r: r["x"] is not None and r["x"] > 10
-         and r["id"] < 50),
+        (
+            [("x", ">", 10), ("id", "<", 50)],
+            lambda r: r["x"] is not None and r["x"] > 10 and r["id"] < 50,
+        ),
         ([("x", "is null")], lambda r: r["x"] is None),
         ([("s", "in", ["s1", "s2", "s99"])], lambda r: r["s"] in ("s1", "s2", "s99")),
     ]:

@@ -33,22 +33,41 @@ def ids(t: MemTablet, version: int | None = None) -> list[int]:
 
 def test_truncate_deletes_every_live_row_and_later_events_apply():
     t = tablet_with(PLAIN, [{"op": "insert", "key": i, "set": {"v": "a"}} for i in range(30)])
-    counts = apply(t, [{"op": "update", "key": 3, "set": {"v": "b"}},
-                       {"op": "truncate"},
-                       {"op": "upsert", "key": 4, "set": {"v": "c"}},
-                       {"op": "update", "key": 5, "set": {"v": "d"}},
-                       {"op": "insert", "key": 100, "set": {"v": "e"}}], 2)
-    assert counts == {"inserted": 2, "updated": 1, "deleted": 0, "ignored": 0, "stale": 0,
-                      "rejected": 1, "truncated": 30}
+    counts = apply(
+        t,
+        [
+            {"op": "update", "key": 3, "set": {"v": "b"}},
+            {"op": "truncate"},
+            {"op": "upsert", "key": 4, "set": {"v": "c"}},
+            {"op": "update", "key": 5, "set": {"v": "d"}},
+            {"op": "insert", "key": 100, "set": {"v": "e"}},
+        ],
+        2,
+    )
+    assert counts == {
+        "inserted": 2,
+        "updated": 1,
+        "deleted": 0,
+        "ignored": 0,
+        "stale": 0,
+        "rejected": 1,
+        "truncated": 30,
+    }
     assert t.read(2).to_pylist() == [{"id": 4, "v": "c"}, {"id": 100, "v": "e"}]
     assert ids(t, 1) == list(range(30))  # the version before keeps its rows
 
 
 def test_a_row_recreated_after_a_truncate_takes_defaults_not_its_old_values():
-    schema = TableSchema.from_dict({
-        "columns": [{"name": "id", "type": "int64"}, {"name": "v", "type": "string"},
-                    {"name": "w", "type": "int32", "default": 7}],
-        "primary_key": ["id"]})
+    schema = TableSchema.from_dict(
+        {
+            "columns": [
+                {"name": "id", "type": "int64"},
+                {"name": "v", "type": "string"},
+                {"name": "w", "type": "int32", "default": 7},
+            ],
+            "primary_key": ["id"],
+        }
+    )
     t = tablet_with(schema, [{"op": "insert", "key": 1, "set": {"v": "a", "w": 1}}])
     apply(t, [{"op": "truncate"}, {"op": "upsert", "key": 1, "set": {"v": "b"}}], 2)
     assert t.read(2).to_pylist() == [{"id": 1, "v": "b", "w": 7}]
@@ -68,27 +87,39 @@ def test_a_batch_of_only_a_truncate_empties_the_tablet_and_rolls_back():
 
 
 def test_truncated_rows_keep_their_sequence_as_tombstone():
-    t = tablet_with(SEQ, [{"op": "insert", "key": i, "set": {"v": "a"}, "seq": 10}
-                          for i in range(5)])
-    counts = apply(t, [{"op": "truncate"},
-                       {"op": "insert", "key": 0, "set": {"v": "old"}, "seq": 9},
-                       {"op": "insert", "key": 1, "set": {"v": "new"}, "seq": 10}], 2)
+    t = tablet_with(
+        SEQ, [{"op": "insert", "key": i, "set": {"v": "a"}, "seq": 10} for i in range(5)]
+    )
+    counts = apply(
+        t,
+        [
+            {"op": "truncate"},
+            {"op": "insert", "key": 0, "set": {"v": "old"}, "seq": 9},
+            {"op": "insert", "key": 1, "set": {"v": "new"}, "seq": 10},
+        ],
+        2,
+    )
     assert counts["stale"] == 1 and counts["inserted"] == 1 and counts["truncated"] == 5
     assert t.read(2).to_pylist() == [{"id": 1, "v": "new", "seq": 10}]
     # Untouched keys too: an older event after the truncate stays stale.
     assert apply(t, [{"op": "upsert", "key": 3, "set": {"v": "x"}, "seq": 3}], 3)["stale"] == 1
-    assert apply(t, [{"op": "upsert", "key": 3, "set": {"v": "x"}, "seq": 11}], 4) \
-        ["inserted"] == 1
+    assert apply(t, [{"op": "upsert", "key": 3, "set": {"v": "x"}, "seq": 11}], 4)["inserted"] == 1
 
 
 def test_several_truncates_in_one_batch_each_clear_what_is_live_at_their_position():
     t = tablet_with(PLAIN, [{"op": "insert", "key": 1, "set": {"v": "a"}}])
-    counts = apply(t, [{"op": "insert", "key": 2, "set": {"v": "b"}},
-                       {"op": "truncate"},
-                       {"op": "insert", "key": 3, "set": {"v": "c"}},
-                       {"op": "truncate"},
-                       {"op": "truncate"},
-                       {"op": "upsert", "key": 1, "set": {"v": "d"}}], 2)
+    counts = apply(
+        t,
+        [
+            {"op": "insert", "key": 2, "set": {"v": "b"}},
+            {"op": "truncate"},
+            {"op": "insert", "key": 3, "set": {"v": "c"}},
+            {"op": "truncate"},
+            {"op": "truncate"},
+            {"op": "upsert", "key": 1, "set": {"v": "d"}},
+        ],
+        2,
+    )
     assert counts["truncated"] == 3 and counts["inserted"] == 3
     assert t.read(2).to_pylist() == [{"id": 1, "v": "d"}]
 
