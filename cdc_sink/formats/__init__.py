@@ -112,8 +112,9 @@ class Format:
         _check_options(options, self.encoder_options, f"the {self.name!r} encoder")
         return self.encoder(schema, **options)
 
-    def encode(self, events: Iterable[Mapping[str, Any]], schema: TableSchema,
-               **options: Any) -> list[bytes]:
+    def encode(
+        self, events: Iterable[Mapping[str, Any]], schema: TableSchema, **options: Any
+    ) -> list[bytes]:
         """Encodes native events as message values of the format (per event).
 
         Raises:
@@ -124,12 +125,15 @@ class Format:
         return [encode(e) for e in events]
 
 
-REGISTRY: Mapping[str, Format] = MappingProxyType({
-    "json": Format("json", JsonDecoder, json_encoder),
-    "debezium": Format("debezium", DebeziumDecoder, debezium_encoder),
-    "rowv2": Format("rowv2", Rowv2Decoder, rowv2_encoder),
-})
+REGISTRY: Mapping[str, Format] = MappingProxyType(
+    {
+        "json": Format("json", JsonDecoder, json_encoder),
+        "debezium": Format("debezium", DebeziumDecoder, debezium_encoder),
+        "rowv2": Format("rowv2", Rowv2Decoder, rowv2_encoder),
+    }
+)
 """Every format by name, in the order of :data:`FORMATS`."""
+
 
 def get_format(name: str) -> Format:
     """The format called ``name``.
@@ -140,8 +144,9 @@ def get_format(name: str) -> Format:
     """
     fmt = REGISTRY.get(name) if isinstance(name, str) else None
     if fmt is None:
-        raise InvalidOption(f"unknown event format {name!r}; format must be one of "
-                            f"{list(FORMATS)}", option="format")
+        raise InvalidOption(
+            f"unknown event format {name!r}; format must be one of {list(FORMATS)}", option="format"
+        )
     return fmt
 
 
@@ -177,5 +182,6 @@ def _keyword_options(fn: Callable[..., Any]) -> frozenset[str]:
 def _check_options(options: Mapping[str, Any], known: frozenset[str], what: str) -> None:
     for opt in options:
         if opt not in known:
-            raise InvalidOption(f"unknown option {opt!r} of {what}; its options: "
-                                f"{sorted(known)}", option=opt)
+            raise InvalidOption(
+                f"unknown option {opt!r} of {what}; its options: {sorted(known)}", option=opt
+            )

@@ -7,23 +7,20 @@
 - :func:`fixed_array` / :func:`var_array`: typed Arrow arrays from numpy values;
 - :func:`cast_rows`: a cast that refuses only the bad rows, found by bisection;
 - :func:`b64decode`: base64 decoding of a whole array at once;
-- :func:`decimal_fits`: precision check of 128-bit two's-complement integers;
-- :func:`assemble`: the wire-form table of the events that decoded, validated by
-  :meth:`ChangeBatch.from_arrow`, with every reject mapped back to its source position.
+- :func:`decimal_fits`: precision check of 128-bit two's-complement integers.
+
+The decoding of events in runs and the assembly of their batch are in
+:mod:`._arrays_runs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.errors import InvalidOption
-from cdc_sink.formats._base import TS_MISSING, Decoded
-from cdc_sink.schema import TableSchema
 
 _VIEW_WINDOW = 1 << 30  # a view buffer window starts every 1 GiB and spans 2 GiB
 _MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
@@ -60,9 +57,14 @@ class Parts:
 
 
 def _is_binary_like(t: pa.DataType) -> bool:
-    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
-                or pa.types.is_large_string(t) or pa.types.is_binary_view(t)
-                or pa.types.is_string_view(t))
+    return bool(
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_string_view(t)
+    )
 
 
 def binary_parts(values: pa.Array | pa.ChunkedArray) -> Parts:
@@ -93,10 +95,13 @@ def binary_parts(values: pa.Array | pa.ChunkedArray) -> Parts:
     bufs = values.buffers()
     off_type = np.int64 if pa.types.is_large_binary(values.type) else np.int32
     offsets = np.frombuffer(bufs[1], dtype=off_type, count=values.offset + n + 1)
-    offsets = offsets[values.offset:].astype(np.int64)
+    offsets = offsets[values.offset :].astype(np.int64)
     data_buf = bufs[2]
-    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None and data_buf.size
-            else np.zeros(0, np.uint8))
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8)
+        if data_buf is not None and data_buf.size
+        else np.zeros(0, np.uint8)
+    )
     if values.null_count:
         valid = np.asarray(values.is_valid(), dtype=bool)
     else:
@@ -157,8 +162,9 @@ def unaligned(data: np.ndarray, dtype: str) -> np.ndarray:
     return np.ndarray(shape=(count,), dtype=dt_, buffer=data, offset=0, strides=(1,))
 
 
-def spans(parts: Parts, starts: np.ndarray, ends: np.ndarray,
-          valid: np.ndarray | None = None) -> pa.Array:
+def spans(
+    parts: Parts, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray | None = None
+) -> pa.Array:
     """Byte ranges ``[starts, ends)`` of ``parts.data`` as a ``binary_view`` array.
 
     The views point into the input buffer (no copy); ``.cast(pa.binary())`` or
@@ -196,8 +202,10 @@ def spans(parts: Parts, starts: np.ndarray, ends: np.ndarray,
         idx = np.minimum(s_start[:, None] + k, max(len(data) - 1, 0))
         raw[slow, 4:16] = np.where(k < lengths[slow][:, None], data[idx], 0) if len(data) else 0
     long_ = ~short
-    buffers: list[pa.Buffer | None] = [None if valid is None else _bitmap(valid),
-                                       pa.py_buffer(views)]
+    buffers: list[pa.Buffer | None] = [
+        None if valid is None else _bitmap(valid),
+        pa.py_buffer(views),
+    ]
     if long_.any():
         assert parts.buffer is not None
         l_start = starts[long_]
@@ -231,15 +239,19 @@ def fixed_array(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa
     return pa.Array.from_buffers(type_, n, [_bitmap(valid), data])
 
 
-def var_array(data: np.ndarray, lengths: np.ndarray, valid: np.ndarray,
-              type_: pa.DataType) -> pa.Array:
+def var_array(
+    data: np.ndarray, lengths: np.ndarray, valid: np.ndarray, type_: pa.DataType
+) -> pa.Array:
     """A binary or string array from concatenated bytes (row order) and lengths."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     large = pa.types.is_large_binary(type_) or pa.types.is_large_string(type_)
     off = offsets if large else offsets.astype(np.int32)
-    return pa.Array.from_buffers(type_, len(lengths), [_bitmap(valid), pa.py_buffer(off),
-                                                      pa.py_buffer(np.ascontiguousarray(data))])
+    return pa.Array.from_buffers(
+        type_,
+        len(lengths),
+        [_bitmap(valid), pa.py_buffer(off), pa.py_buffer(np.ascontiguousarray(data))],
+    )
 
 
 def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -250,7 +262,7 @@ def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
         return np.zeros(0, np.uint8)
     starts = np.asarray(starts, np.int64)
     if len(starts) > 1 and (starts[1:] == starts[:-1] + lengths[:-1]).all():
-        out0: np.ndarray = data[starts[0]:starts[0] + total].copy()  # contiguous
+        out0: np.ndarray = data[starts[0] : starts[0] + total].copy()  # contiguous
         return out0
     before = np.cumsum(lengths) - lengths
     idx = np.repeat(np.asarray(starts, np.int64) - before, lengths) + np.arange(total)
@@ -289,8 +301,9 @@ def cast_rows(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]
 
 
 _B64 = np.full(256, 255, dtype=np.uint8)
-_B64[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
-                   np.uint8)] = np.arange(64, dtype=np.uint8)
+_B64[
+    np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", np.uint8)
+] = np.arange(64, dtype=np.uint8)
 _B64[ord("=")] = 64
 
 
@@ -358,7 +371,7 @@ def decimal_fits(raw: np.ndarray, precision: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         abs_lo = np.where(neg, ~lo + np.uint64(1), lo)
         abs_hi = np.where(neg, ~hi_u + (lo == 0).astype(np.uint64), hi_u)
-    bound = 10 ** precision
+    bound = 10**precision
     b_hi, b_lo = np.uint64(bound >> 64), np.uint64(bound & 0xFFFFFFFFFFFFFFFF)
     fits: np.ndarray = (abs_hi < b_hi) | ((abs_hi == b_hi) & (abs_lo < b_lo))
     return fits
@@ -371,7 +384,7 @@ def decimal_overflow(arr: pa.Array) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=bool)
     raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
-    raw = raw[arr.offset * 16:(arr.offset + n) * 16].reshape(n, 16)
+    raw = raw[arr.offset * 16 : (arr.offset + n) * 16].reshape(n, 16)
     valid = np.asarray(arr.is_valid(), dtype=bool)
     bad: np.ndarray = valid & ~decimal_fits(raw, arr.type.precision)
     return bad
@@ -387,185 +400,15 @@ def int_bounds(t: pa.DataType) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-# ---------------------------------------------------------------------- assembly
-@dataclass
-class Columns:
-    """The decoded columns of a run of events, before validation (all aligned).
-
-    Attributes:
-        op: Op code per event (int8; anything for events with a reason).
-        keys: Key column name → array.
-        values: Value column name → (array, presence mask).
-        seq: ``__seq`` per event, or ``None`` (tables without a sequence column).
-        reasons: Reject reason per event (``None`` = decoded).
-        ts_ms: Producer timestamp per event (``TS_MISSING`` when absent), or ``None``.
-        skip: Events skipped on purpose (neither decoded nor rejected), or ``None``.
-        messages: The skipped events that are logical decoding messages, or ``None``.
-    """
-
-    op: np.ndarray
-    keys: dict[str, pa.Array]
-    values: dict[str, tuple[pa.Array, np.ndarray]]
-    seq: pa.Array | None
-    reasons: np.ndarray
-    ts_ms: np.ndarray | None = None
-    skip: np.ndarray | None = None
-    messages: np.ndarray | None = None
-
-
-def failed_columns(n: int, schema: TableSchema, reason: str) -> Columns:
-    """Columns of ``n`` events that are all refused with ``reason``."""
-    reasons = new_reasons(n)
-    reasons[:] = reason
-    return Columns(op=np.full(n, -1, dtype=np.int8),
-                   keys={c.name: pa.nulls(n, c.type) for c in schema.key_columns},
-                   values={},
-                   seq=None if schema.sequence_column is None else pa.nulls(n, pa.int64()),
-                   reasons=reasons)
-
-
-def decode_guarded(decode_range: Callable[[int, int], Columns], lo: int, hi: int,
-                   schema: TableSchema) -> list[Columns]:
-    """Runs ``decode_range(lo, hi)``; if it raises, isolates the events that make it
-    raise by bisection and refuses only them (the last resort of a decoder's promise
-    never to raise for message content: the reason names the exception class).
-
-    Returns:
-        The columns of consecutive sub-ranges covering ``[lo, hi)``.
-    """
-    try:
-        return [decode_range(lo, hi)]
-    except Exception as exc:  # any failure on content becomes a reject
-        if hi - lo <= 1:
-            text = str(exc).splitlines()[0][:200] if str(exc) else ""
-            return [failed_columns(hi - lo, schema,
-                                   f"undecodable message ({type(exc).__name__}: {text})")]
-    mid = (lo + hi) // 2
-    return (decode_guarded(decode_range, lo, mid, schema)
-            + decode_guarded(decode_range, mid, hi, schema))
-
-
-def decode_in_runs(parts: Parts, position: np.ndarray, schema: TableSchema, run_bytes: int,
-                   decode_run: Callable[[int, int], Columns]) -> Decoded:
-    """Decodes events ``[lo, hi)`` by ``decode_run`` in runs of about ``run_bytes`` (each
-    :func:`decode_guarded`), then validates all the runs' columns together."""
-    pieces = [p for lo, hi in event_ranges(parts, run_bytes)
-              for p in decode_guarded(decode_run, lo, hi, schema)]
-    if not pieces:  # no event
-        pieces = [decode_run(0, parts.n)]
-    return assemble(schema, merge_columns(pieces, schema), position)
-
-
-def event_ranges(parts: Parts, chunk_bytes: int) -> list[tuple[int, int]]:
-    """Consecutive event ranges ``[lo, hi)`` of about ``chunk_bytes`` of data each (at
-    least one event), so per-chunk working arrays stay small and in cache."""
-    n = parts.n
-    csum = np.cumsum(parts.lengths)
-    out = []
-    lo = 0
-    while lo < n:
-        base = int(csum[lo - 1]) if lo else 0
-        hi = min(max(int(np.searchsorted(csum, base + chunk_bytes, side="right")), lo + 1), n)
-        out.append((lo, hi))
-        lo = hi
-    return out
-
-
 def sub_parts(parts: Parts, lo: int, hi: int) -> Parts:
     """Events ``[lo, hi)`` of ``parts`` (same data buffer: positions stay absolute)."""
-    return Parts(buffer=parts.buffer, data=parts.data, starts=parts.starts[lo:hi],
-                 ends=parts.ends[lo:hi], valid=parts.valid[lo:hi])
-
-
-def merge_columns(pieces: list[Columns], schema: TableSchema) -> Columns:
-    """Concatenates the columns of consecutive runs of events."""
-    if len(pieces) == 1:
-        return pieces[0]
-    sizes = [len(p.reasons) for p in pieces]
-    keys = {k: pa.concat_arrays([p.keys[k] for p in pieces]) for k in schema.primary_key}
-    values: dict[str, tuple[pa.Array, np.ndarray]] = {}
-    for c in schema.value_columns:
-        if any(c.name in p.values for p in pieces):
-            arrs = [p.values[c.name][0] if c.name in p.values else pa.nulls(k, c.type)
-                    for p, k in zip(pieces, sizes, strict=True)]
-            masks = [p.values[c.name][1] if c.name in p.values else np.zeros(k, bool)
-                     for p, k in zip(pieces, sizes, strict=True)]
-            values[c.name] = (pa.concat_arrays(arrs), np.concatenate(masks))
-    seqs = [p.seq for p in pieces if p.seq is not None]
-    ts = None
-    if any(p.ts_ms is not None for p in pieces):
-        ts = np.concatenate([p.ts_ms if p.ts_ms is not None else np.full(k, TS_MISSING)
-                             for p, k in zip(pieces, sizes, strict=True)])
-
-    def flags(get: Callable[[Columns], np.ndarray | None]) -> np.ndarray | None:
-        if all(get(p) is None for p in pieces):
-            return None
-        return np.concatenate([np.zeros(k, bool) if (v := get(p)) is None else v
-                               for p, k in zip(pieces, sizes, strict=True)])
-
-    return Columns(op=np.concatenate([p.op for p in pieces]), keys=keys, values=values,
-                   seq=pa.concat_arrays(seqs) if len(seqs) == len(pieces) else None,
-                   reasons=np.concatenate([p.reasons for p in pieces]), ts_ms=ts,
-                   skip=flags(lambda p: p.skip), messages=flags(lambda p: p.messages))
-
-
-def assemble(schema: TableSchema, cols: Columns, position: np.ndarray) -> Decoded:
-    """Builds the wire form of the events without a reason and validates it.
-
-    Events with a reason are left out and reported as rejects; skipped events are left
-    out of both and counted.
-
-    Args:
-        schema: The table schema.
-        cols: The decoded columns of every event.
-        position: Source position per event.
-
-    Returns:
-        The decoded batch (positions are source positions) and all rejects, sorted by
-        input order.
-    """
-    reasons = cols.reasons
-    n = len(reasons)
-    skip = cols.skip if cols.skip is not None else np.zeros(n, dtype=bool)
-    good = no_reason(reasons) & ~skip
-    idx = np.flatnonzero(good)
-    everything = len(idx) == n
-    take = None if everything else pa.array(idx)
-
-    def pick(arr: pa.Array) -> pa.Array:
-        return arr if take is None else arr.take(take)
-
-    table: dict[str, pa.Array] = {"__op": pick(pa.array(cols.op, pa.int8()))}
-    if cols.seq is not None:
-        table["__seq"] = pick(cols.seq)
-    for kc in schema.key_columns:
-        table[kc.name] = pick(cols.keys[kc.name])
-    for c in schema.value_columns:
-        if c.name not in cols.values:
-            continue
-        arr, present = cols.values[c.name]
-        mask = present if everything else present[idx]
-        if not mask.any():
-            continue
-        table[c.name] = pick(arr)
-        table["__set__" + c.name] = pa.array(mask, pa.bool_())
-    batch, rej = ChangeBatch.from_arrow(pa.table(table), schema, position=idx)
-    inner = batch.positions
-    bad = np.flatnonzero(~no_reason(reasons) & ~skip)
-    all_pos = np.concatenate([bad, rej.positions])
-    all_reasons = [str(r) for r in reasons[bad]] + rej.reasons
-    order = np.argsort(all_pos, kind="stable")
-    rejects = Rejects(positions=position[all_pos[order]],
-                      reasons=[all_reasons[i] for i in order.tolist()])
-    out_ts = None
-    if cols.ts_ms is not None:
-        sel = cols.ts_ms[inner]
-        if (sel != TS_MISSING).any():
-            out_ts = sel
-    batch.position = position[inner]
-    messages = 0 if cols.messages is None else int((cols.messages & skip).sum())
-    return Decoded(batch=batch, rejects=rejects, ts_ms=out_ts, skipped=int(skip.sum()),
-                   messages=messages)
+    return Parts(
+        buffer=parts.buffer,
+        data=parts.data,
+        starts=parts.starts[lo:hi],
+        ends=parts.ends[lo:hi],
+        valid=parts.valid[lo:hi],
+    )
 
 
 # ---------------------------------------------------------------------- options
@@ -576,8 +419,9 @@ def check_bool(option: str, value: object) -> bool:
         InvalidOption: It is not.
     """
     if not isinstance(value, (bool, np.bool_)):
-        raise InvalidOption(f"decoder option {option!r} must be a bool, got {value!r}",
-                            option=option)
+        raise InvalidOption(
+            f"decoder option {option!r} must be a bool, got {value!r}", option=option
+        )
     return bool(value)
 
 
@@ -588,6 +432,8 @@ def check_choice(option: str, value: object, choices: tuple[str, ...]) -> str:
         InvalidOption: It is not.
     """
     if not isinstance(value, str) or value not in choices:
-        raise InvalidOption(f"decoder option {option!r} must be one of {list(choices)}, "
-                            f"got {value!r}", option=option)
+        raise InvalidOption(
+            f"decoder option {option!r} must be one of {list(choices)}, got {value!r}",
+            option=option,
+        )
     return value

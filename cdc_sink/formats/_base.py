@@ -68,10 +68,14 @@ class Decoder(abc.ABC):
     name: ClassVar[FormatName]
 
     @abc.abstractmethod
-    def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
-                         schema: TableSchema, *,
-                         position: np.ndarray | None = None,
-                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
+    def decode_with_meta(
+        self,
+        values: pa.BinaryArray | pa.LargeBinaryArray,
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+        keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
+    ) -> Decoded:
         """Decodes message values, keeping format metadata (timestamps, skip counts).
 
         Args:
@@ -93,10 +97,14 @@ class Decoder(abc.ABC):
             ValueError: ``position`` (or ``keys``) does not have one entry per value.
         """
 
-    def decode(self, values: pa.BinaryArray | pa.LargeBinaryArray, schema: TableSchema, *,
-               position: np.ndarray | None = None,
-               keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
-               ) -> tuple[ChangeBatch, Rejects]:
+    def decode(
+        self,
+        values: pa.BinaryArray | pa.LargeBinaryArray,
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+        keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
+    ) -> tuple[ChangeBatch, Rejects]:
         """Decodes message values into a validated batch and its rejects.
 
         Never raises for a bad event: an undecodable or invalid event becomes a reject

@@ -24,8 +24,14 @@ __all__ = ["debezium_encoder", "encode_debezium"]
 
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _CONNECT_TYPES = {
-    "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
-    "float32": "float", "float64": "double", "bool": "boolean", "string": "string",
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "float32": "float",
+    "float64": "double",
+    "bool": "boolean",
+    "string": "string",
     "binary": "bytes",
 }
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -42,9 +48,12 @@ def _field_schema(c: Column, decimal_handling: str) -> dict[str, Any]:
         if decimal_handling == "string":
             f.update(type="string")
         else:
-            f.update(type="bytes", name=_DECIMAL, version=1,
-                     parameters={"scale": str(t.scale),
-                                 "connect.decimal.precision": str(t.precision)})
+            f.update(
+                type="bytes",
+                name=_DECIMAL,
+                version=1,
+                parameters={"scale": str(t.scale), "connect.decimal.precision": str(t.precision)},
+            )
     else:
         f.update(type=_CONNECT_TYPES[type_to_str(t)])
     return f
@@ -76,10 +85,17 @@ def _debezium_value(v: Any, c: Column, decimal_handling: str) -> Any:
     return v
 
 
-def encode_debezium(op: str, before: Mapping[str, Any] | None,
-                    after: Mapping[str, Any] | None, schema: TableSchema, *, envelope: bool,
-                    ts_ms: int | None = None, source_ts_ms: int | None = None,
-                    decimal_handling: Literal["precise", "string"] = "precise") -> bytes:
+def encode_debezium(
+    op: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    schema: TableSchema,
+    *,
+    envelope: bool,
+    ts_ms: int | None = None,
+    source_ts_ms: int | None = None,
+    decimal_handling: Literal["precise", "string"] = "precise",
+) -> bytes:
     """Encodes one Debezium change event as JSON (tests and demos; per event).
 
     Dates are written as days (``io.debezium.time.Date``), timestamps as microseconds
@@ -99,35 +115,70 @@ def encode_debezium(op: str, before: Mapping[str, Any] | None,
     Returns:
         The message value.
     """
+
     def row(r: Mapping[str, Any] | None) -> dict[str, Any] | None:
         if r is None:
             return None
         return {k: _debezium_value(v, schema.column(k), decimal_handling) for k, v in r.items()}
 
-    source: dict[str, Any] = {"version": "2.7.0.Final", "connector": "cdc_sink",
-                              "name": "cdc_sink", "db": "demo", "table": "demo"}
+    source: dict[str, Any] = {
+        "version": "2.7.0.Final",
+        "connector": "cdc_sink",
+        "name": "cdc_sink",
+        "db": "demo",
+        "table": "demo",
+    }
     if source_ts_ms is not None:
         source["ts_ms"] = source_ts_ms
-    payload: dict[str, Any] = {"before": row(before), "after": row(after), "source": source,
-                               "op": op}
+    payload: dict[str, Any] = {
+        "before": row(before),
+        "after": row(after),
+        "source": source,
+        "op": op,
+    }
     if ts_ms is not None:
         payload["ts_ms"] = ts_ms
     if not envelope:
         return json.dumps(payload, separators=(",", ":")).encode("utf-8")
-    row_schema = {"type": "struct", "optional": True, "name": "demo.Value",
-                  "fields": [_field_schema(c, decimal_handling) for c in schema.columns]}
-    env_schema = {
-        "type": "struct", "optional": False, "name": "demo.Envelope", "version": 1,
-        "fields": [dict(row_schema, field="before"), dict(row_schema, field="after"),
-                   {"type": "struct", "optional": False, "field": "source",
-                    "name": "io.debezium.connector.demo.Source", "fields": [
-                        {"type": "string", "optional": False, "field": "version"},
-                        {"type": "int64", "optional": True, "field": "ts_ms"}]},
-                   {"type": "string", "optional": False, "field": "op"},
-                   {"type": "int64", "optional": True, "field": "ts_ms"}],
+    env_schema = _envelope_schema(schema, decimal_handling)
+    return json.dumps({"schema": env_schema, "payload": payload}, separators=(",", ":")).encode(
+        "utf-8"
+    )
+
+
+def _envelope_schema(
+    schema: TableSchema, decimal_handling: Literal["precise", "string"]
+) -> dict[str, Any]:
+    """The Kafka Connect schema of an enveloped event of ``schema`` (``{"schema", ...}``)."""
+    row_schema = {
+        "type": "struct",
+        "optional": True,
+        "name": "demo.Value",
+        "fields": [_field_schema(c, decimal_handling) for c in schema.columns],
     }
-    return json.dumps({"schema": env_schema, "payload": payload},
-                      separators=(",", ":")).encode("utf-8")
+    env_schema = {
+        "type": "struct",
+        "optional": False,
+        "name": "demo.Envelope",
+        "version": 1,
+        "fields": [
+            dict(row_schema, field="before"),
+            dict(row_schema, field="after"),
+            {
+                "type": "struct",
+                "optional": False,
+                "field": "source",
+                "name": "io.debezium.connector.demo.Source",
+                "fields": [
+                    {"type": "string", "optional": False, "field": "version"},
+                    {"type": "int64", "optional": True, "field": "ts_ms"},
+                ],
+            },
+            {"type": "string", "optional": False, "field": "op"},
+            {"type": "int64", "optional": True, "field": "ts_ms"},
+        ],
+    }
+    return env_schema
 
 
 def debezium_encoder(schema: TableSchema, *, envelope: bool = True) -> EventEncoder:

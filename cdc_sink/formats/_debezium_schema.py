@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 
 from cdc_sink.formats._arrays import Parts, gather, refuse, spans, sub_parts
 from cdc_sink.formats._jsonmembers import member_kind
-from cdc_sink.formats._jsonscan import KIND_OBJECT, Members, match_strings, scan, skip_ws
+from cdc_sink.formats._jsonscan import KIND_OBJECT, Members, scan, skip_ws
+from cdc_sink.formats._jsonstrings import match_strings
 from cdc_sink.formats._jsonvalues import (
     UNIT_DAYS,
     UNIT_MS,
@@ -36,8 +37,15 @@ from cdc_sink.formats._jsonvalues import (
 )
 from cdc_sink.schema import Column
 
-__all__ = ["ENVELOPE", "Defaults", "SchemaHints", "Shared", "key_fields", "row_fields",
-           "strip_shared_schema"]
+__all__ = [
+    "ENVELOPE",
+    "Defaults",
+    "SchemaHints",
+    "Shared",
+    "key_fields",
+    "row_fields",
+    "strip_shared_schema",
+]
 
 ENVELOPE = ("schema", "payload")
 """Members of the Kafka Connect envelope, in the order the JSON converter writes them."""
@@ -84,7 +92,7 @@ def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
     e = int(live[0])
     d = parts.data
     s0 = int(parts.starts[e])
-    if d[s0:s0 + 10].tobytes() != b'{"schema":':
+    if d[s0 : s0 + 10].tobytes() != b'{"schema":':
         return parts, None
     one = sub_parts(parts, e, e + 1)
     sc = scan(one, np.ones(1, dtype=bool), max_level=1)
@@ -97,8 +105,10 @@ def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
         return parts, None
     size = cut + 1 - s0
     cand = parts.valid & (parts.lengths > size)
-    same = pc.equal(spans(parts, parts.starts, parts.starts + size, valid=cand),
-                    pa.scalar(d[s0:cut + 1].tobytes(), pa.binary_view()))
+    same = pc.equal(
+        spans(parts, parts.starts, parts.starts + size, valid=cand),
+        pa.scalar(d[s0 : cut + 1].tobytes(), pa.binary_view()),
+    )
     shared = np.asarray(same.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
     if shared.sum() < 2:
         return parts, None
@@ -108,9 +118,8 @@ def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
     ends = np.cumsum(lengths)
     starts = ends - lengths
     buf[starts[shared]] = ord("{")
-    schema_text = d[int(m.value_start[0]):int(m.value_end[0])].tobytes()
-    out = Parts(buffer=pa.py_buffer(buf), data=buf, starts=starts, ends=ends,
-                valid=parts.valid)
+    schema_text = d[int(m.value_start[0]) : int(m.value_end[0])].tobytes()
+    out = Parts(buffer=pa.py_buffer(buf), data=buf, starts=starts, ends=ends, valid=parts.valid)
     return out, Shared(mask=shared, schema=schema_text)
 
 
@@ -124,7 +133,6 @@ class Defaults:
 
 _MAX_SCHEMA_DEPTH = 64
 """Deepest nesting accepted in an envelope schema (Debezium's are a handful deep)."""
-
 
 
 class SchemaHints:
@@ -148,8 +156,16 @@ class SchemaHints:
         schema_id: The schema id of each event (-1: no envelope schema).
     """
 
-    def __init__(self, parts: Parts, m: Members, schema_m: np.ndarray, shared: Shared | None,
-                 fields_of: FieldsOf, defaults: Defaults, reasons: np.ndarray) -> None:
+    def __init__(
+        self,
+        parts: Parts,
+        m: Members,
+        schema_m: np.ndarray,
+        shared: Shared | None,
+        fields_of: FieldsOf,
+        defaults: Defaults,
+        reasons: np.ndarray,
+    ) -> None:
         self.defaults = defaults
         self.schema_id = np.full(parts.n, -1, dtype=np.int64)
         self.fields: list[dict[str, dict[str, Any]]] = []
@@ -159,8 +175,7 @@ class SchemaHints:
         if len(has):
             sm = schema_m[has]
             enc = pc.dictionary_encode(spans(parts, m.value_start[sm], m.value_end[sm]))
-            self.schema_id[has] = np.asarray(enc.indices.to_numpy(zero_copy_only=False),
-                                             np.int64)
+            self.schema_id[has] = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
             texts.extend(enc.dictionary.to_pylist())
         if shared is not None:
             self.schema_id[shared.mask] = len(texts)
@@ -193,8 +208,7 @@ class SchemaHints:
                 b64[u] = f.get("type") == "bytes"
                 params = f.get("parameters") or {}
                 scale[u] = _scale(params.get("scale"), int(scale[u]))
-        return Hints(ts_unit=unit[ids], dec_base64=b64[ids], dec_scale=scale[ids],
-                     connect=True)
+        return Hints(ts_unit=unit[ids], dec_base64=b64[ids], dec_scale=scale[ids], connect=True)
 
 
 class _BadSchema(Exception):
@@ -260,8 +274,10 @@ def _struct_fields(s: Any, what: str) -> list[dict[str, Any]]:
         if params is not None and not isinstance(params, dict):
             raise _BadSchema(f"field {f.get('field')!r}: parameters is not an object")
         if isinstance(params, dict) and _scale(params.get("scale"), 0) < 0:
-            raise _BadSchema(f"field {f.get('field')!r}: decimal scale "
-                             f"{str(params.get('scale'))[:40]!r} is not an integer in 0..38")
+            raise _BadSchema(
+                f"field {f.get('field')!r}: decimal scale "
+                f"{str(params.get('scale'))[:40]!r} is not an integer in 0..38"
+            )
         for k in ("field", "name", "type"):
             if f.get(k) is not None and not isinstance(f.get(k), str):
                 raise _BadSchema(f"field {str(f.get('field'))[:40]!r}: {k} is not a string")
@@ -289,5 +305,6 @@ def key_fields(s: Any) -> dict[str, dict[str, Any]]:
     """Field schemas of a message key's struct schema."""
     if s is None:
         return {}
-    return {f["field"]: f for f in _struct_fields(s, "key schema")
-            if isinstance(f.get("field"), str)}
+    return {
+        f["field"]: f for f in _struct_fields(s, "key schema") if isinstance(f.get("field"), str)
+    }

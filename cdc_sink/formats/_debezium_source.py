@@ -25,9 +25,18 @@ SOURCE = ("ts_ms", "lsn", "file", "pos", "row")
 """The members of ``source`` the decoder reads, in the order :func:`source_seq` takes them."""
 
 
-def source_seq(mode: str, parts: Parts, m: Members, reasons: np.ndarray, need: np.ndarray,
-               ts_m: np.ndarray, lsn_m: np.ndarray, file_m: np.ndarray,
-               pos_m: np.ndarray, row_m: np.ndarray) -> pa.Array:
+def source_seq(
+    mode: str,
+    parts: Parts,
+    m: Members,
+    reasons: np.ndarray,
+    need: np.ndarray,
+    ts_m: np.ndarray,
+    lsn_m: np.ndarray,
+    file_m: np.ndarray,
+    pos_m: np.ndarray,
+    row_m: np.ndarray,
+) -> pa.Array:
     """The ``seq`` of each event from its source position.
 
     Args:
@@ -50,17 +59,22 @@ def source_seq(mode: str, parts: Parts, m: Members, reasons: np.ndarray, need: n
         v, given = int_member(parts, m, lsn_m, reasons, "source.lsn {raw} is not an integer")
         refuse(reasons, need & ~given, "seq is missing (no source.lsn)")
     elif mode == "ts_ms":
-        v, given = int_member(parts, m, ts_m, reasons,
-                              "source.ts_ms {raw} is not an integer")
+        v, given = int_member(parts, m, ts_m, reasons, "source.ts_ms {raw} is not an integer")
         refuse(reasons, need & ~given, "seq is missing (no source.ts_ms)")
     else:
         v, given = _binlog_seq(parts, m, reasons, need, file_m, pos_m, row_m)
     return pa.array(v, pa.int64(), mask=~given)
 
 
-def _binlog_seq(parts: Parts, m: Members, reasons: np.ndarray, need: np.ndarray,
-                file_m: np.ndarray, pos_m: np.ndarray, row_m: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
+def _binlog_seq(
+    parts: Parts,
+    m: Members,
+    reasons: np.ndarray,
+    need: np.ndarray,
+    file_m: np.ndarray,
+    pos_m: np.ndarray,
+    row_m: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """MySQL positions: ``file number << 32 | pos``, plus ``row``.
 
     Returns:
@@ -70,30 +84,37 @@ def _binlog_seq(parts: Parts, m: Members, reasons: np.ndarray, need: np.ndarray,
     row, _ = int_member(parts, m, row_m, reasons, "source.row {raw} is not an integer")
     fk = member_kind(m, file_m)
     number = _binlog_file_numbers(parts, m, file_m, fk)
-    refuse_members(reasons, parts, m, file_m[(fk >= 0) & (number < 0) & need],
-                   "source.file {raw} is not a binlog file name (name.NNNNNN)")
+    refuse_members(
+        reasons,
+        parts,
+        m,
+        file_m[(fk >= 0) & (number < 0) & need],
+        "source.file {raw} is not a binlog file name (name.NNNNNN)",
+    )
     refuse(reasons, need & ~given, "seq is missing (no source.pos)")
     refuse(reasons, need & (number < 0), "seq is missing (no source.file)")
-    refuse(reasons, need & given & ((pos < 0) | (pos >= 1 << 32)),
-           "source.pos is outside 0..2**32-1")
-    refuse(reasons, need & ((row < 0) | (row >= 1 << 31)),
-           "source.row is outside 0..2**31-1")
-    ok = need & given & (number >= 0) & (pos >= 0) & (pos < 1 << 32) & (row >= 0) \
-        & (row < 1 << 31)
+    refuse(
+        reasons, need & given & ((pos < 0) | (pos >= 1 << 32)), "source.pos is outside 0..2**32-1"
+    )
+    refuse(reasons, need & ((row < 0) | (row >= 1 << 31)), "source.row is outside 0..2**31-1")
+    ok = need & given & (number >= 0) & (pos >= 0) & (pos < 1 << 32) & (row >= 0) & (row < 1 << 31)
     return np.where(ok, (number << 32) + pos + row, 0), ok
 
 
-def _binlog_file_numbers(parts: Parts, m: Members, file_m: np.ndarray,
-                         fk: np.ndarray) -> np.ndarray:
+def _binlog_file_numbers(
+    parts: Parts, m: Members, file_m: np.ndarray, fk: np.ndarray
+) -> np.ndarray:
     """The number of each event's binlog file name (``name.NNNNNN``; -1: none)."""
     has_file = np.flatnonzero(fk == KIND_STRING)
     fm = file_m[has_file]
     number = np.full(len(file_m), -1, dtype=np.int64)
     if len(fm):
         names = spans(parts, m.value_start[fm] + 1, m.value_end[fm] - 1)
-        digits = pc.extract_regex(names.cast(pa.binary()).cast(pa.string(), safe=False),
-                                  r"\.(?P<n>[0-9]{1,9})$").field("n")
-        num = np.asarray(pc.cast(digits, pa.int64()).fill_null(-1).to_numpy(
-            zero_copy_only=False), dtype=np.int64)
+        digits = pc.extract_regex(
+            names.cast(pa.binary()).cast(pa.string(), safe=False), r"\.(?P<n>[0-9]{1,9})$"
+        ).field("n")
+        num = np.asarray(
+            pc.cast(digits, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
         number[has_file] = num
     return number

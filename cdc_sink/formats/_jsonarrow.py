@@ -24,8 +24,9 @@ __all__ = ["arrow_validate", "string_values"]
 _CHUNK_BYTES = RUN_BYTES  # Arrow validation chunks
 
 
-def string_values(parts: Parts, starts: np.ndarray, ends: np.ndarray,
-                  escaped: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+def string_values(
+    parts: Parts, starts: np.ndarray, ends: np.ndarray, escaped: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
     """The contents of JSON strings (between quotes), unescaped, as ``binary``.
 
     Strings without a backslash are views of the input; escaped ones are unescaped by
@@ -47,8 +48,9 @@ def string_values(parts: Parts, starts: np.ndarray, ends: np.ndarray,
     return both.take(pa.array(index)), bad
 
 
-def _unescape(data: np.ndarray, starts: np.ndarray, ends: np.ndarray
-              ) -> tuple[pa.Array, np.ndarray]:
+def _unescape(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
     """Parses quoted JSON strings ``data[starts:ends]`` with Arrow's JSON reader."""
     lengths = ends - starts
     toks = gather(data, starts, lengths)
@@ -67,8 +69,14 @@ def _unescape(data: np.ndarray, starts: np.ndarray, ends: np.ndarray
     return scatter(table.column("v").combine_chunks(), np.flatnonzero(~bad), k), bad
 
 
-def _read_lines(doc: np.ndarray, line_starts: np.ndarray, line_ends: np.ndarray,
-                schema: pa.Schema, *, separated: bool = True) -> tuple[pa.Table, np.ndarray]:
+def _read_lines(
+    doc: np.ndarray,
+    line_starts: np.ndarray,
+    line_ends: np.ndarray,
+    schema: pa.Schema,
+    *,
+    separated: bool = True,
+) -> tuple[pa.Table, np.ndarray]:
     """Reads the JSON objects ``doc[line_starts[i]:line_ends[i]]`` with Arrow, bisecting on
     failure. With ``separated=False`` the objects need no newline between them (Arrow's
     ``newlines_in_values`` chunker finds their boundaries); bytes between the ranges must
@@ -78,15 +86,17 @@ def _read_lines(doc: np.ndarray, line_starts: np.ndarray, line_ends: np.ndarray,
     bad = np.zeros(k, dtype=bool)
     tables: list[pa.Table] = []
     longest = int((line_ends - line_starts).max()) if k else 0
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
-                              newlines_in_values=not separated)
+    options = pj.ParseOptions(
+        explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=not separated
+    )
     read = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, 2 * longest + 64))
 
     def go(i: int, j: int) -> None:
         lo, hi = int(line_starts[i]), int(line_ends[j - 1])
         try:
-            t = pj.read_json(pa.BufferReader(pa.py_buffer(doc[lo:hi])), read_options=read,
-                             parse_options=options)
+            t = pj.read_json(
+                pa.BufferReader(pa.py_buffer(doc[lo:hi])), read_options=read, parse_options=options
+            )
             if t.num_rows == j - i:
                 tables.append(t)
                 return
@@ -121,8 +131,9 @@ def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None
     events = np.flatnonzero(check)
     if not len(events):
         return
-    _, not_utf8 = cast_rows(spans(parts, parts.starts[events], parts.ends[events]),
-                            pa.string_view())
+    _, not_utf8 = cast_rows(
+        spans(parts, parts.starts[events], parts.ends[events]), pa.string_view()
+    )
     if not_utf8.any():
         bad = events[not_utf8]
         reasons[bad[no_reason(reasons[bad])]] = "invalid JSON: not valid UTF-8"
@@ -149,16 +160,20 @@ def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None
             _, bad = _read_lines(doc, starts, ends, pa.schema([]), separated=False)
             for e in np.flatnonzero(bad).tolist():
                 if reasons[sel[e]] is None:
-                    reasons[sel[e]] = _arrow_reason(doc[int(starts[e]):int(ends[e])])
+                    reasons[sel[e]] = _arrow_reason(doc[int(starts[e]) : int(ends[e])])
         e0 = e1
 
 
 def _arrow_reason(doc: np.ndarray) -> str:
     try:
-        t = pj.read_json(pa.BufferReader(pa.py_buffer(doc)),
-                         parse_options=pj.ParseOptions(explicit_schema=pa.schema([]),
-                                                       unexpected_field_behavior="ignore",
-                                                       newlines_in_values=True))
+        t = pj.read_json(
+            pa.BufferReader(pa.py_buffer(doc)),
+            parse_options=pj.ParseOptions(
+                explicit_schema=pa.schema([]),
+                unexpected_field_behavior="ignore",
+                newlines_in_values=True,
+            ),
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         msg = str(exc).removeprefix("JSON parse error: ").removesuffix(" in row 0")
         return f"invalid JSON: {msg}"

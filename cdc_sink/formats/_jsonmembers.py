@@ -21,24 +21,40 @@ from cdc_sink.formats._jsonscan import (
     KIND_STRING,
     JsonScan,
     Members,
-    decode_string,
-    match_strings,
-    raw_text,
 )
+from cdc_sink.formats._jsonstrings import decode_string, match_strings, raw_text
 from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE, Hints, column_values, int_values
 from cdc_sink.schema import Column, type_to_str
 
-__all__ = ["children", "column_array", "first_members", "index_top", "int_member",
-           "member_kind", "refuse_members", "refuse_range", "string_codes"]
+__all__ = [
+    "children",
+    "column_array",
+    "first_members",
+    "index_top",
+    "int_member",
+    "member_kind",
+    "refuse_members",
+    "refuse_range",
+    "string_codes",
+]
 
-_PG_INFINITY = {"9223372036825200000": "PostgreSQL 'infinity'",
-                "-9223372036832400000": "PostgreSQL '-infinity'",
-                "9223372036854775807": "PostgreSQL 'infinity'",
-                "-9223372036854775808": "PostgreSQL '-infinity'"}
+_PG_INFINITY = {
+    "9223372036825200000": "PostgreSQL 'infinity'",
+    "-9223372036832400000": "PostgreSQL '-infinity'",
+    "9223372036854775807": "PostgreSQL 'infinity'",
+    "-9223372036854775808": "PostgreSQL '-infinity'",
+}
 
 
-def index_top(parts: Parts, sc: JsonScan, names: Sequence[str], reasons: np.ndarray, *,
-              prefix: str = "", what: str = "member") -> tuple[Members, np.ndarray]:
+def index_top(
+    parts: Parts,
+    sc: JsonScan,
+    names: Sequence[str],
+    reasons: np.ndarray,
+    *,
+    prefix: str = "",
+    what: str = "member",
+) -> tuple[Members, np.ndarray]:
     """The opening of a JSON decode run, after :func:`~._jsonscan.scan`: takes the
     structure reasons into ``reasons`` (after ``prefix``) and finds each event's
     top-level member of each name.
@@ -57,28 +73,36 @@ def index_top(parts: Parts, sc: JsonScan, names: Sequence[str], reasons: np.ndar
     return m, named_members(parts, m, top, names, reasons, what)
 
 
-def named_members(parts: Parts, m: Members, members: np.ndarray, names: Sequence[str],
-                  reasons: np.ndarray, what: str = "member") -> np.ndarray:
+def named_members(
+    parts: Parts,
+    m: Members,
+    members: np.ndarray,
+    names: Sequence[str],
+    reasons: np.ndarray,
+    what: str = "member",
+) -> np.ndarray:
     """:func:`first_members` of ``members`` by their names (see :func:`index_top`)."""
-    codes = match_strings(parts.data, m.name_start[members], m.name_end[members],
-                          m.name_escaped[members], names)
+    codes = match_strings(
+        parts.data, m.name_start[members], m.name_end[members], m.name_escaped[members], names
+    )
     return first_members(m, members, codes, names, len(reasons), reasons, what)
 
 
-def string_codes(parts: Parts, m: Members, idx: np.ndarray, names: Sequence[str]
-                 ) -> np.ndarray:
+def string_codes(parts: Parts, m: Members, idx: np.ndarray, names: Sequence[str]) -> np.ndarray:
     """Index in ``names`` of the string value of member ``idx`` of each event (-1: the
     event has no such member, its value is not a string, or not one of ``names``)."""
     code = np.full(len(idx), -1, dtype=np.int64)
     at = np.flatnonzero(member_kind(m, idx) == KIND_STRING)
     mo = idx[at]
-    code[at] = match_strings(parts.data, m.value_start[mo] + 1, m.value_end[mo] - 1,
-                             m.value_escaped[mo], names)
+    code[at] = match_strings(
+        parts.data, m.value_start[mo] + 1, m.value_end[mo] - 1, m.value_escaped[mo], names
+    )
     return code
 
 
-def children(m: Members, parent: np.ndarray, level: int | None = None, *,
-             among: np.ndarray | None = None) -> np.ndarray:
+def children(
+    m: Members, parent: np.ndarray, level: int | None = None, *, among: np.ndarray | None = None
+) -> np.ndarray:
     """Members whose parent is the member ``parent[e]`` of their event ``e`` (in document
     order); only those at ``level`` when given, and only those of ``among`` (member
     indices, e.g. every member of a level, found once for several calls) when given."""
@@ -93,8 +117,15 @@ def children(m: Members, parent: np.ndarray, level: int | None = None, *,
     return found
 
 
-def first_members(m: Members, members: np.ndarray, codes: np.ndarray, names: Sequence[str],
-                  n: int, reasons: np.ndarray, what: str = "member") -> np.ndarray:
+def first_members(
+    m: Members,
+    members: np.ndarray,
+    codes: np.ndarray,
+    names: Sequence[str],
+    n: int,
+    reasons: np.ndarray,
+    what: str = "member",
+) -> np.ndarray:
     """The member of each event for each name: ``out[j, e]`` (-1 when absent).
 
     ``members`` must be in document order; an event holding a name twice is refused.
@@ -126,8 +157,15 @@ def member_kind(m: Members, idx: np.ndarray) -> np.ndarray:
     return kinds
 
 
-def refuse_members(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
-                   template: str, *, use_name: bool = False) -> None:
+def refuse_members(
+    reasons: np.ndarray,
+    parts: Parts,
+    m: Members,
+    sel: np.ndarray,
+    template: str,
+    *,
+    use_name: bool = False,
+) -> None:
     """Refuses the events of members ``sel`` with ``template`` formatted with each
     member's value text (``{raw}``) or decoded name (``{name!r}``) (reject path)."""
     if not len(sel):
@@ -138,13 +176,24 @@ def refuse_members(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarra
             name = decode_string(parts.data, int(m.name_start[i]), int(m.name_end[i]))
             texts.append(template.format(name=name))
         else:
-            texts.append(template.format(
-                raw=raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))))
+            texts.append(
+                template.format(
+                    raw=raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))
+                )
+            )
     refuse_each(reasons, m.event[sel], texts)
 
 
-def column_array(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: pa.DataType,
-                 n: int, reasons: np.ndarray, hints: Hints | None = None) -> pa.Array:
+def column_array(
+    parts: Parts,
+    m: Members,
+    sel: np.ndarray,
+    c: Column,
+    target: pa.DataType,
+    n: int,
+    reasons: np.ndarray,
+    hints: Hints | None = None,
+) -> pa.Array:
     """Values of column ``c`` from its members ``sel`` (document order) as an array of
     all ``n`` events; bad values and repeated members refuse their events."""
     rows = m.event[sel]
@@ -152,13 +201,17 @@ def column_array(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: p
     values, bad, oor = column_values(parts, m, sel, c, target, hints)
     if oor.any():
         refuse_range(reasons, parts, m, sel[oor], c)
-    refuse_members(reasons, parts, m, sel[bad & ~oor],
-                   f"column {c.name!r}: {{raw}} is not a valid {type_to_str(c.type)}")
+    refuse_members(
+        reasons,
+        parts,
+        m,
+        sel[bad & ~oor],
+        f"column {c.name!r}: {{raw}} is not a valid {type_to_str(c.type)}",
+    )
     return scatter(values, rows, n)
 
 
-def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
-                 c: Column) -> None:
+def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray, c: Column) -> None:
     """Refuses the events of members ``sel``, values out of the range of column ``c``
     (reject path: one reason per member, naming the value and the range)."""
     t = c.type
@@ -177,8 +230,9 @@ def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
     refuse_each(reasons, m.event[sel], texts)
 
 
-def int_member(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray,
-               template: str) -> tuple[np.ndarray, np.ndarray]:
+def int_member(
+    parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray, template: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Integer value of the member ``idx`` of each event (-1: none; ``null`` counts as
     none). Other values refuse the event with ``template`` (``{raw}``).
 
@@ -193,7 +247,8 @@ def int_member(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray,
     given = np.zeros(n, dtype=bool)
     out[num[~bad]] = v[~bad]
     given[num[~bad]] = True
-    wrong = np.concatenate([idx[num[bad]],
-                            idx[(kinds >= 0) & (kinds != KIND_NUMBER) & (kinds != KIND_NULL)]])
+    wrong = np.concatenate(
+        [idx[num[bad]], idx[(kinds >= 0) & (kinds != KIND_NUMBER) & (kinds != KIND_NULL)]]
+    )
     refuse_members(reasons, parts, m, np.sort(wrong), template)
     return out, given

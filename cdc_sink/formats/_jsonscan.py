@@ -31,8 +31,6 @@ converted), bisecting to isolate the events it refuses.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +39,6 @@ from cdc_sink.formats._arrays import (
     Parts,
     new_reasons,
     no_reason,
-    unaligned,
 )
 
 KIND_BAD = 0
@@ -144,7 +141,7 @@ def skip_ws(data: np.ndarray, pos: np.ndarray, step: int) -> np.ndarray:
 
 def _count_in(sorted_pos: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """How many of ``sorted_pos`` fall in each ``[lo, hi)``."""
-    counts: np.ndarray = (np.searchsorted(sorted_pos, hi) - np.searchsorted(sorted_pos, lo))
+    counts: np.ndarray = np.searchsorted(sorted_pos, hi) - np.searchsorted(sorted_pos, lo)
     return counts
 
 
@@ -175,9 +172,21 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
         e0 = e1
     if not pieces:
         empty = np.zeros(0, dtype=np.int64)
-        return JsonScan(reasons, Members(empty, empty, empty, empty, empty,
-                                         np.zeros(0, bool), np.zeros(0, np.int8), empty, empty,
-                                         np.zeros(0, bool)))
+        return JsonScan(
+            reasons,
+            Members(
+                empty,
+                empty,
+                empty,
+                empty,
+                empty,
+                np.zeros(0, bool),
+                np.zeros(0, np.int8),
+                empty,
+                empty,
+                np.zeros(0, bool),
+            ),
+        )
     offset = 0
     for p in pieces:  # member indices are chunk-local: shift the parents
         p.parent = np.where(p.parent >= 0, p.parent + offset, p.parent)
@@ -187,8 +196,7 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
     return JsonScan(reasons, merged)
 
 
-def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int,
-                reasons: np.ndarray) -> Members:
+def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int, reasons: np.ndarray) -> Members:
     """Indexes the members of ``events`` (one chunk), phase by phase as the module
     docstring numbers them; an event whose structure is invalid gets its reason in
     ``reasons`` and no members."""
@@ -207,15 +215,24 @@ def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int,
     if len(t.bsl):
         name_escaped = _count_in(t.bsl, name_start, name_end) > 0
         value_escaped = (f.kind == KIND_STRING) & (
-            _count_in(t.bsl, f.value_start + 1, f.value_end - 1) > 0)
+            _count_in(t.bsl, f.value_start + 1, f.value_end - 1) > 0
+        )
     else:
         name_escaped = value_escaped = np.zeros(len(f.mi), dtype=bool)
     bad_events = np.flatnonzero(~no_reason(local_reason))
     reasons[events[bad_events]] = local_reason[bad_events]
-    return Members(event=events[f.ev], level=f.level, parent=f.parent, name_start=name_start,
-                   name_end=name_end, name_escaped=name_escaped, kind=f.kind.astype(np.int8),
-                   value_start=f.value_start, value_end=f.value_end,
-                   value_escaped=value_escaped)
+    return Members(
+        event=events[f.ev],
+        level=f.level,
+        parent=f.parent,
+        name_start=name_start,
+        name_end=name_end,
+        name_escaped=name_escaped,
+        kind=f.kind.astype(np.int8),
+        value_start=f.value_start,
+        value_end=f.value_end,
+        value_escaped=value_escaped,
+    )
 
 
 @dataclass
@@ -292,12 +309,19 @@ def _tokens(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> _Tokens:
         tcls[ti] = 0
     else:
         bsl = np.zeros(0, dtype=np.int64)
-    return _Tokens(tok=tok, tcls=tcls, counts=counts, bsl=bsl,
-                   tb=np.searchsorted(tok, starts), te=np.searchsorted(tok, ends))
+    return _Tokens(
+        tok=tok,
+        tcls=tcls,
+        counts=counts,
+        bsl=bsl,
+        tb=np.searchsorted(tok, starts),
+        te=np.searchsorted(tok, ends),
+    )
 
 
-def _strings(t: _Tokens, starts: np.ndarray, ends: np.ndarray,
-             local_reason: np.ndarray) -> _Strings:
+def _strings(
+    t: _Tokens, starts: np.ndarray, ends: np.ndarray, local_reason: np.ndarray
+) -> _Strings:
     """Pairs the quotes into strings; refuses events with an odd number of quotes (their
     last quote is dropped so the next events stay paired) or a raw line break inside a
     string."""
@@ -321,13 +345,21 @@ def _strings(t: _Tokens, starts: np.ndarray, ends: np.ndarray,
             bad = np.zeros(len(starts), dtype=bool)
             bad[np.searchsorted(starts, nl_in, side="right") - 1] = True
             local_reason[bad & no_reason(local_reason)] = (
-                "invalid JSON: raw line break inside a string")
-    return _Strings(so=q[0::2], sc=q[1::2], sc_tok=qidx[1::2], kb=cq[tb] // 2, ke=cq[te] // 2,
-                    outside=outside)
+                "invalid JSON: raw line break inside a string"
+            )
+    return _Strings(
+        so=q[0::2], sc=q[1::2], sc_tok=qidx[1::2], kb=cq[tb] // 2, ke=cq[te] // 2, outside=outside
+    )
 
 
-def _brackets(data: np.ndarray, t: _Tokens, s: _Strings, starts: np.ndarray,
-              ends: np.ndarray, local_reason: np.ndarray) -> _Brackets:
+def _brackets(
+    data: np.ndarray,
+    t: _Tokens,
+    s: _Strings,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    local_reason: np.ndarray,
+) -> _Brackets:
     """The depth after every bracket outside strings; refuses events that are not
     exactly one object from their first to their last non-blank byte."""
     size = len(data)
@@ -349,19 +381,32 @@ def _brackets(data: np.ndarray, t: _Tokens, s: _Strings, starts: np.ndarray,
     if len(bo):
         head = skip_ws(data, np.minimum(starts, size - 1), 1)
         tail = skip_ws(data, np.maximum(ends - 1, 0), -1)
-        single = (has & (zeros[be] - zeros[bb] == 1) & (depth[last_b] == 0)
-                  & (bch[first_b] == ord("{")) & (bo[first_b] == head)
-                  & (bo[last_b] == tail) & (bch[last_b] == ord("}")))
+        single = (
+            has
+            & (zeros[be] - zeros[bb] == 1)
+            & (depth[last_b] == 0)
+            & (bch[first_b] == ord("{"))
+            & (bo[first_b] == head)
+            & (bo[last_b] == tail)
+            & (bch[last_b] == ord("}"))
+        )
     else:
         single = np.zeros(len(starts), dtype=bool)
     local_reason[~has & no_reason(local_reason)] = "not a JSON object"
     local_reason[has & ~single & no_reason(local_reason)] = (
-        "not a single JSON object (unbalanced brackets or trailing data)")
+        "not a single JSON object (unbalanced brackets or trailing data)"
+    )
     return _Brackets(bo=bo, bcum=bcum, opener=opener, depth=depth)
 
 
-def _names(data: np.ndarray, t: _Tokens, s: _Strings, b: _Brackets,
-           local_reason: np.ndarray, max_level: int) -> _Found:
+def _names(
+    data: np.ndarray,
+    t: _Tokens,
+    s: _Strings,
+    b: _Brackets,
+    local_reason: np.ndarray,
+    max_level: int,
+) -> _Found:
     """The member names (strings followed by a colon) of the valid events, and their
     levels (the depth after the last bracket before them), up to ``max_level``."""
     size = len(data)
@@ -417,8 +462,12 @@ def _parents(f: _Found, max_level: int) -> None:
             continue
         last = np.maximum.accumulate(np.where(level == lvl - 1, idx, -1))[at]
         p = np.maximum(last, 0)
-        found = (last >= 0) & (kind[p] == KIND_OBJECT) & (f.value_end[p] > f.colon[at]) & (
-            f.ev[p] == f.ev[at])
+        found = (
+            (last >= 0)
+            & (kind[p] == KIND_OBJECT)
+            & (f.value_end[p] > f.colon[at])
+            & (f.ev[p] == f.ev[at])
+        )
         parent[at] = np.where(found, last, -2)
     f.parent = parent
 
@@ -447,91 +496,3 @@ def _skip_back(data: np.ndarray, pos: np.ndarray, table: np.ndarray) -> np.ndarr
         pos[todo] -= 1
         todo = todo[table[data[pos[todo]]]]
     return pos
-
-
-# ---------------------------------------------------------------------- names and strings
-def _words(data: np.ndarray, pos: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    """The first ``min(nbytes, 8)`` bytes at each ``pos`` as a little-endian uint64."""
-    out = np.zeros(len(pos), dtype=np.uint64)
-    u8 = unaligned(data, "<u8")
-    fast = pos + 8 <= len(data)
-    take = np.clip(nbytes, 0, 8).astype(np.uint64)
-    mask = np.where(take >= 8, np.uint64(0xFFFFFFFFFFFFFFFF),
-                    (np.uint64(1) << (take * np.uint64(8))) - np.uint64(1))
-    if fast.any():
-        out[fast] = u8[pos[fast]] & mask[fast]
-    for k in range(8):  # the few words that would run past the buffer: byte by byte
-        slow = np.flatnonzero(~fast & (take > k))
-        if len(slow):
-            out[slow] |= data[pos[slow] + k].astype(np.uint64) << np.uint64(8 * k)
-    return out
-
-
-def _hash(first: np.ndarray, last: np.ndarray, length: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        h: np.ndarray = (first * np.uint64(0x9E3779B97F4A7C15)) ^ (
-            last * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (length.astype(np.uint64)
-                                                     * np.uint64(0x165667B19E3779F9))
-    return h
-
-
-def match_strings(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                  escaped: np.ndarray, names: Sequence[str]) -> np.ndarray:
-    """Index in ``names`` of each JSON string content ``data[starts:ends]`` (-1: none).
-
-    Vectorized: a hash of (first 8 bytes, last 8 bytes, length) finds the candidate name;
-    those 8-byte words and the length identify a name of up to 16 bytes exactly, longer
-    ones are verified byte by byte. A content with backslash escapes is decoded with
-    :mod:`json` (per such string; escapes in names and ops are rare).
-    """
-    m = len(starts)
-    codes = np.full(m, -1, dtype=np.int64)
-    if m == 0 or not names:
-        return codes
-    enc = [nm.encode("utf-8") for nm in names]
-    length = ends - starts
-    first = _words(data, starts, length)
-    last = np.zeros(m, dtype=np.uint64)
-    long_ = np.flatnonzero(length > 8)
-    if len(long_):
-        last[long_] = _words(data, ends[long_] - 8, np.full(len(long_), 8))
-    h = _hash(first, last, length)
-    n_first = np.array([int.from_bytes(e[:8], "little") for e in enc], dtype=np.uint64)
-    n_last = np.array([int.from_bytes(e[-8:], "little") if len(e) > 8 else 0 for e in enc],
-                      dtype=np.uint64)
-    n_len = np.array([len(e) for e in enc], dtype=np.int64)
-    nh = _hash(n_first, n_last, n_len)
-    order = np.argsort(nh)
-    nh_sorted = nh[order]
-    at = np.minimum(np.searchsorted(nh_sorted, h), len(enc) - 1)
-    cand = order[at]
-    ok = ((nh_sorted[at] == h) & (n_len[cand] == length) & (n_first[cand] == first)
-          & (n_last[cand] == last))
-    for code in [i for i, e in enumerate(enc) if len(e) > 16]:
-        sel = np.flatnonzero(ok & (cand == code))
-        if len(sel):
-            e = np.frombuffer(enc[code], np.uint8)
-            same = (data[starts[sel][:, None] + np.arange(len(e))] == e).all(axis=1)
-            ok[sel[~same]] = False
-    codes[ok] = cand[ok]
-    lookup = {nm: i for i, nm in enumerate(names)}
-    for i in np.flatnonzero(escaped & (codes < 0)).tolist():
-        text = decode_string(data, int(starts[i]), int(ends[i]))
-        if text in lookup:
-            codes[i] = lookup[text]
-    return codes
-
-
-def decode_string(data: np.ndarray, start: int, end: int) -> str | None:
-    """Decodes one JSON string content (between its quotes); ``None`` if invalid."""
-    try:
-        text = json.loads(b'"' + data[start:end].tobytes() + b'"')
-    except ValueError:
-        return None
-    return text if isinstance(text, str) else None
-
-
-def raw_text(data: np.ndarray, start: int, end: int, limit: int = 60) -> str:
-    """The JSON text ``data[start:end]`` for a reject reason (shortened)."""
-    text = data[start:min(end, start + limit)].tobytes().decode("utf-8", "replace")
-    return text + ("..." if end - start > limit else "")

@@ -63,8 +63,8 @@ from cdc_sink.formats._jsonscan import (
     KIND_STRING,
     KIND_TRUE,
     Members,
-    match_strings,
 )
+from cdc_sink.formats._jsonstrings import match_strings
 from cdc_sink.schema import Column
 
 UNIT_US, UNIT_MS, UNIT_NS, UNIT_DAYS, UNIT_TIME_OF_DAY = 0, 1, 2, 3, 4
@@ -148,12 +148,12 @@ def _tokens(parts: Parts, m: Members, sel: np.ndarray) -> pa.Array:
 
 def _strings(parts: Parts, m: Members, sel: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Unescaped contents of string members (``binary``) and a mask of bad escapes."""
-    return string_values(parts, m.value_start[sel] + 1, m.value_end[sel] - 1,
-                         m.value_escaped[sel])
+    return string_values(parts, m.value_start[sel] + 1, m.value_end[sel] - 1, m.value_escaped[sel])
 
 
-def int_values(parts: Parts, m: Members, sel: np.ndarray, lo: int, hi: int
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def int_values(
+    parts: Parts, m: Members, sel: np.ndarray, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Integer number members as int64, with a mask of non-integers/out of range and
     the mask of those that are integers out of ``[lo, hi]`` (or of int64)."""
     tokens = _tokens(parts, m, sel)
@@ -161,14 +161,21 @@ def int_values(parts: Parts, m: Members, sel: np.ndarray, lo: int, hi: int
     v = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
     r = ~bad & ((v < lo) | (v > hi))
     if bad.any():  # an integer literal beyond int64 is out of range, not invalid
-        big = np.asarray(pc.match_substring_regex(tokens, r"^-?[0-9]{19,}$").fill_null(False),
-                         dtype=bool)
+        big = np.asarray(
+            pc.match_substring_regex(tokens, r"^-?[0-9]{19,}$").fill_null(False), dtype=bool
+        )
         r |= bad & big
     return v, bad | r, r
 
 
-def column_values(parts: Parts, m: Members, sel: np.ndarray, c: Column, target: pa.DataType,
-                  hints: Hints | None = None) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+def column_values(
+    parts: Parts,
+    m: Members,
+    sel: np.ndarray,
+    c: Column,
+    target: pa.DataType,
+    hints: Hints | None = None,
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Converts the members ``sel`` (values of column ``c``) to ``target``.
 
     Args:
@@ -217,17 +224,33 @@ class _Conversion:
     oor: np.ndarray
 
     @classmethod
-    def start(cls, parts: Parts, m: Members, sel: np.ndarray, t: pa.DataType,
-              target: pa.DataType, hints: Hints | None) -> _Conversion:
+    def start(
+        cls,
+        parts: Parts,
+        m: Members,
+        sel: np.ndarray,
+        t: pa.DataType,
+        target: pa.DataType,
+        hints: Hints | None,
+    ) -> _Conversion:
         """A conversion of the members ``sel`` of a column of type ``t`` to ``target``;
         members of a JSON kind the type does not accept are bad from the start."""
         kind = m.kind[sel]
         connect = hints is not None and hints.connect
-        return cls(parts=parts, m=m, sel=sel, t=t, hints=hints, connect=connect, kind=kind,
-                   num=np.flatnonzero(kind == KIND_NUMBER),
-                   txt=np.flatnonzero(kind == KIND_STRING), out=_Out(len(sel), target),
-                   bad=(kind != KIND_NULL) & ~_accepted(t, kind, connect),
-                   oor=np.zeros(len(sel), dtype=bool))
+        return cls(
+            parts=parts,
+            m=m,
+            sel=sel,
+            t=t,
+            hints=hints,
+            connect=connect,
+            kind=kind,
+            num=np.flatnonzero(kind == KIND_NUMBER),
+            txt=np.flatnonzero(kind == KIND_STRING),
+            out=_Out(len(sel), target),
+            bad=(kind != KIND_NULL) & ~_accepted(t, kind, connect),
+            oor=np.zeros(len(sel), dtype=bool),
+        )
 
     def strings(self) -> tuple[pa.Array, np.ndarray]:
         """The unescaped contents of the string members, and the mask of bad escapes."""
@@ -289,12 +312,10 @@ def _floats(cv: _Conversion) -> None:
     txt = cv.txt
     if cv.connect and len(txt):
         raw, b = cv.strings()
-        code = match_strings(raw_data(raw), *_bounds(raw), np.zeros(len(txt), bool),
-                             _FLOAT_WORDS)
+        code = match_strings(raw_data(raw), *_bounds(raw), np.zeros(len(txt), bool), _FLOAT_WORDS)
         b |= code < 0
         cv.refuse(txt, b)
-        cv.out.put(txt, pa.array(_FLOAT_WORD_VALUES[np.maximum(code, 0)], pa.float64(),
-                                 mask=b))
+        cv.out.put(txt, pa.array(_FLOAT_WORD_VALUES[np.maximum(code, 0)], pa.float64(), mask=b))
 
 
 def _bools(cv: _Conversion) -> None:
@@ -362,8 +383,11 @@ def _decimals(cv: _Conversion) -> None:
     """Decimal text or base64 unscaled strings (per the hints), numbers, and with
     ``connect`` ``VariableScaleDecimal`` objects."""
     t, txt, num, hints = cv.t, cv.txt, cv.num, cv.hints
-    b64 = (np.zeros(len(txt), bool) if hints is None or hints.dec_base64 is None
-           else hints.dec_base64[txt])
+    b64 = (
+        np.zeros(len(txt), bool)
+        if hints is None or hints.dec_base64 is None
+        else hints.dec_base64[txt]
+    )
     raw, b = cv.strings()
     plain = np.flatnonzero(~b64)
     arr, b2 = cast_rows(raw.take(pa.array(plain)), pa.string())
@@ -374,8 +398,11 @@ def _decimals(cv: _Conversion) -> None:
     cv.out.put(txt[plain], arr)
     packed = np.flatnonzero(b64)
     if len(packed):
-        scale = (np.full(len(packed), t.scale) if hints is None or hints.dec_scale is None
-                 else hints.dec_scale[txt[packed]])
+        scale = (
+            np.full(len(packed), t.scale)
+            if hints is None or hints.dec_scale is None
+            else hints.dec_scale[txt[packed]]
+        )
         arr, b4, r4 = unscaled_decimals(raw.take(pa.array(packed)), scale, t)
         cv.bad[txt[packed[b4]]] = True
         cv.oor[txt[packed[r4]]] = True
@@ -402,8 +429,7 @@ def _bounds(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return p.starts, p.ends
 
 
-def _decimal_text(strs: pa.Array, t: pa.DataType
-                  ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+def _decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Decimal text (strings or JSON number tokens) to ``t``, exactly or not at all.
 
     Arrow parses a decimal string into 128 bits without an overflow check, so a value of
@@ -426,13 +452,15 @@ def _decimal_text(strs: pa.Array, t: pa.DataType
     return arr, bad, r
 
 
-def _variable_scale(parts: Parts, m: Members, sel: np.ndarray, t: pa.DataType
-                    ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+def _variable_scale(
+    parts: Parts, m: Members, sel: np.ndarray, t: pa.DataType
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Debezium ``VariableScaleDecimal`` objects ``{"scale": k, "value": base64}``."""
     k = len(sel)
     child = np.flatnonzero(np.isin(m.parent, sel) & (m.parent >= 0))
-    code = match_strings(parts.data, m.name_start[child], m.name_end[child],
-                         m.name_escaped[child], _STRUCT_NAMES)
+    code = match_strings(
+        parts.data, m.name_start[child], m.name_end[child], m.name_escaped[child], _STRUCT_NAMES
+    )
     owner = np.searchsorted(sel, m.parent[child])
     scale_m = np.full(k, -1, dtype=np.int64)
     value_m = np.full(k, -1, dtype=np.int64)
@@ -503,8 +531,7 @@ def parse_timestamps(raw: pa.Array) -> tuple[pa.Array, np.ndarray]:
     return out.result(), bad
 
 
-def _to_micros(v: np.ndarray, unit: np.ndarray | None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _to_micros(v: np.ndarray, unit: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Integer timestamps in their unit to microseconds (ns are floored).
 
     Returns:
@@ -526,8 +553,9 @@ def _to_micros(v: np.ndarray, unit: np.ndarray | None
     return out, bad, unit == UNIT_TIME_OF_DAY
 
 
-def unscaled_decimals(raw: pa.Array, scale: np.ndarray, target: pa.DataType
-                      ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+def unscaled_decimals(
+    raw: pa.Array, scale: np.ndarray, target: pa.DataType
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Decodes base64 big-endian two's-complement unscaled integers (Kafka Connect's
     ``Decimal``) at ``scale`` each, into ``target``.
 

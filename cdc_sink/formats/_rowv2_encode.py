@@ -19,8 +19,15 @@ from cdc_sink.formats._arrays import int_bounds
 from cdc_sink.formats._base import EventEncoder
 from cdc_sink.schema import Column, TableSchema, coerce, type_to_str
 
-__all__ = ["CODEC_VERSION", "FLAG_BIG", "encode_event", "encode_rows", "encode_value",
-           "pack_row", "rowv2_encoder"]
+__all__ = [
+    "CODEC_VERSION",
+    "FLAG_BIG",
+    "encode_event",
+    "encode_rows",
+    "encode_value",
+    "pack_row",
+    "rowv2_encoder",
+]
 
 CODEC_VERSION = 128
 """The codec version byte of row format v2."""
@@ -148,13 +155,14 @@ def _decimal_bytes(value: Any, column: Column) -> bytes:
         if unscaled != unscaled.to_integral_value():
             raise ValueError(f"column {name!r}: {value} has more than {t.scale} decimals")
         iv = int(unscaled)
-    if abs(iv) >= 10 ** t.precision:
+    if abs(iv) >= 10**t.precision:
         raise ValueError(f"column {name!r}: {value} does not fit {type_to_str(t)}")
     return iv.to_bytes(16, "little", signed=True)
 
 
-def pack_row(op: int, not_null: Mapping[int, bytes], nulls: Iterable[int] = (), *,
-             big: bool | None = None) -> bytes:
+def pack_row(
+    op: int, not_null: Mapping[int, bytes], nulls: Iterable[int] = (), *, big: bool | None = None
+) -> bytes:
     """Packs one row from already encoded values (the low-level writer).
 
     Args:
@@ -213,9 +221,14 @@ def _op_code(op: Any) -> int:
     return op
 
 
-def encode_rows(ops: Sequence[str | int], keys: Sequence[Mapping[str, Any]],
-                sets: Sequence[Mapping[str, Any] | None], schema: TableSchema, *,
-                seqs: Sequence[int | None] | None = None) -> list[bytes]:
+def encode_rows(
+    ops: Sequence[str | int],
+    keys: Sequence[Mapping[str, Any]],
+    sets: Sequence[Mapping[str, Any] | None],
+    schema: TableSchema,
+    *,
+    seqs: Sequence[int | None] | None = None,
+) -> list[bytes]:
     """Encodes events as ``rowv2`` message values (a per-row loop: a producer tool).
 
     Args:
@@ -263,8 +276,13 @@ def _key_values(i: int, key: Mapping[str, Any], schema: TableSchema) -> dict[int
     return not_null
 
 
-def _set_values(i: int, sets: Mapping[str, Any], schema: TableSchema,
-                not_null: dict[int, bytes], nulls: list[int]) -> None:
+def _set_values(
+    i: int,
+    sets: Mapping[str, Any],
+    schema: TableSchema,
+    not_null: dict[int, bytes],
+    nulls: list[int],
+) -> None:
     """Adds the columns event ``i`` sets: encoded values to ``not_null``, the ids of
     columns set to null to ``nulls``."""
     for name, v in sets.items():
@@ -279,8 +297,9 @@ def _set_values(i: int, sets: Mapping[str, Any], schema: TableSchema,
             not_null[c.id] = encode_value(v, c)
 
 
-def _seq_value(i: int, seq: int, schema: TableSchema, not_null: dict[int, bytes],
-               nulls: list[int]) -> None:
+def _seq_value(
+    i: int, seq: int, schema: TableSchema, not_null: dict[int, bytes], nulls: list[int]
+) -> None:
     """Writes event ``i``'s ``seq`` as its sequence column (which ``set`` may hold too,
     with the same value)."""
     if schema.sequence_column is None:
@@ -316,5 +335,4 @@ def encode_event(event: Mapping[str, Any], schema: TableSchema) -> bytes:
         if len(schema.primary_key) != 1 or key is None:
             raise ValueError("event has no 'key' object")
         key = {schema.primary_key[0]: key}
-    return encode_rows([event["op"]], [key], [event.get("set")], schema,
-                       seqs=[event.get("seq")])[0]
+    return encode_rows([event["op"]], [key], [event.get("set")], schema, seqs=[event.get("seq")])[0]

@@ -91,23 +91,17 @@ hints are in :mod:`._debezium_schema`, source positions as seq in
 
 from __future__ import annotations
 
-import base64
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from cdc_sink.changes import OP_CODES, OP_DELETE, OP_UPSERT
-from cdc_sink.errors import InvalidOption
 from cdc_sink.formats._arrays import (
-    Columns,
     Parts,
     binary_parts,
     check_bool,
     check_choice,
-    decode_in_runs,
     new_reasons,
     no_reason,
     position_array,
@@ -115,8 +109,18 @@ from cdc_sink.formats._arrays import (
     refuse_each,
     sub_parts,
 )
-from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, FormatName
+from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
+from cdc_sink.formats._base import Decoded, Decoder, FormatName
 from cdc_sink.formats._debezium_encode import debezium_encoder, encode_debezium
+from cdc_sink.formats._debezium_events import (
+    Body,
+    Ops,
+    Row,
+    event_body,
+    event_ts,
+    fill_key,
+    placeholder_forms,
+)
 from cdc_sink.formats._debezium_schema import (
     ENVELOPE,
     Defaults,
@@ -132,7 +136,6 @@ from cdc_sink.formats._jsonmembers import (
     children,
     column_array,
     index_top,
-    int_member,
     member_kind,
     named_members,
     refuse_members,
@@ -144,9 +147,9 @@ from cdc_sink.formats._jsonscan import (
     KIND_STRING,
     RUN_BYTES,
     Members,
-    match_strings,
     scan,
 )
+from cdc_sink.formats._jsonstrings import match_strings
 from cdc_sink.formats._jsonvalues import UNIT_MS, UNIT_NS, UNIT_US
 from cdc_sink.schema import Column, TableSchema
 
@@ -155,7 +158,6 @@ __all__ = ["UNAVAILABLE_VALUE", "DebeziumDecoder", "debezium_encoder", "encode_d
 OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 """Debezium's default ``unavailable.value.placeholder`` (unchanged TOASTed values)."""
-_BODY = ("before", "after", "source", "op", "ts_ms")
 _SEQUENCE_SOURCES = ("column", "lsn", "binlog", "ts_ms")
 _OPS = ("c", "r", "u", "d", "t", "m")
 _UNITS: dict[str, int] = {"ms": UNIT_MS, "us": UNIT_US, "ns": UNIT_NS}
@@ -199,37 +201,47 @@ class DebeziumDecoder(Decoder):
 
     name: ClassVar[FormatName] = "debezium"
 
-    def __init__(self, *, timestamp_unit: Literal["ms", "us", "ns"] = "us",
-                 decimal_handling: Literal["precise", "string", "double"] = "precise",
-                 ignore_unknown_columns: bool = False, strict: bool = True,
-                 unavailable_value_placeholder: str | bytes | None = UNAVAILABLE_VALUE,
-                 truncate: Literal["apply", "reject"] = "apply",
-                 sequence_source: Literal["column", "lsn", "binlog", "ts_ms"] = "column",
-                 ) -> None:
+    def __init__(
+        self,
+        *,
+        timestamp_unit: Literal["ms", "us", "ns"] = "us",
+        decimal_handling: Literal["precise", "string", "double"] = "precise",
+        ignore_unknown_columns: bool = False,
+        strict: bool = True,
+        unavailable_value_placeholder: str | bytes | None = UNAVAILABLE_VALUE,
+        truncate: Literal["apply", "reject"] = "apply",
+        sequence_source: Literal["column", "lsn", "binlog", "ts_ms"] = "column",
+    ) -> None:
         self.timestamp_unit = check_choice("timestamp_unit", timestamp_unit, tuple(_UNITS))
-        self.decimal_handling = check_choice("decimal_handling", decimal_handling,
-                                             ("precise", "string", "double"))
-        self.ignore_unknown_columns = check_bool("ignore_unknown_columns",
-                                                 ignore_unknown_columns)
+        self.decimal_handling = check_choice(
+            "decimal_handling", decimal_handling, ("precise", "string", "double")
+        )
+        self.ignore_unknown_columns = check_bool("ignore_unknown_columns", ignore_unknown_columns)
         self.strict = check_bool("strict", strict)
         self.unavailable_value_placeholder = unavailable_value_placeholder
-        self._placeholders = _placeholder_forms(unavailable_value_placeholder)
+        self._placeholders = placeholder_forms(unavailable_value_placeholder)
         self.truncate = check_choice("truncate", truncate, ("apply", "reject"))
-        self.sequence_source = check_choice("sequence_source", sequence_source,
-                                            _SEQUENCE_SOURCES)
+        self.sequence_source = check_choice("sequence_source", sequence_source, _SEQUENCE_SOURCES)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Restores a pickled decoder (older pickles lack the newer options)."""
-        defaults = {"unavailable_value_placeholder": UNAVAILABLE_VALUE, "truncate": "apply",
-                    "sequence_source": "column"}
+        defaults = {
+            "unavailable_value_placeholder": UNAVAILABLE_VALUE,
+            "truncate": "apply",
+            "sequence_source": "column",
+        }
         self.__dict__.update({**defaults, **state})
         if "_placeholders" not in state:
-            self._placeholders = _placeholder_forms(self.unavailable_value_placeholder)
+            self._placeholders = placeholder_forms(self.unavailable_value_placeholder)
 
-    def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
-                         schema: TableSchema, *,
-                         position: np.ndarray | None = None,
-                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
+    def decode_with_meta(
+        self,
+        values: pa.BinaryArray | pa.LargeBinaryArray,
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+        keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
+    ) -> Decoded:
         """Decodes Debezium message values (see :meth:`Decoder.decode_with_meta`).
 
         Tombstones and logical decoding messages are skipped and counted in
@@ -245,13 +257,13 @@ class DebeziumDecoder(Decoder):
         if keys is not None:
             kparts = binary_parts(keys)
             if kparts.n != parts.n:
-                raise ValueError(f"keys must have one entry per value ({parts.n}), "
-                                 f"got {kparts.n}")
+                raise ValueError(f"keys must have one entry per value ({parts.n}), got {kparts.n}")
         # Envelope schemas are cut off each run (see strip_shared_schema): a run of
         # enveloped events holds about a quarter as much event data per byte.
         live = np.flatnonzero(parts.valid & (parts.lengths > 10))
-        enveloped = len(live) and parts.data[int(parts.starts[live[0]]):][:10].tobytes() \
-            == b'{"schema":'
+        enveloped = (
+            len(live) and parts.data[int(parts.starts[live[0]]) :][:10].tobytes() == b'{"schema":'
+        )
 
         def run(lo: int, hi: int) -> Columns:
             kp = None if kparts is None else sub_parts(kparts, lo, hi)
@@ -265,25 +277,36 @@ class DebeziumDecoder(Decoder):
         parts, shared = strip_shared_schema(parts)
         reasons = new_reasons(parts.n)
         tomb = ~parts.valid | (parts.lengths == 0) | _is_null_literal(parts)
-        m, (schema_m, payload_m) = index_top(parts, scan(parts, ~tomb, max_level=4), ENVELOPE,
-                                             reasons)
-        body, tomb = _body(parts, m, schema_m, payload_m, tomb, reasons)
+        m, (schema_m, payload_m) = index_top(
+            parts, scan(parts, ~tomb, max_level=4), ENVELOPE, reasons
+        )
+        body, tomb = event_body(parts, m, schema_m, payload_m, tomb, reasons)
         ops = self._ops(parts, m, body, tomb, reasons)
         row = self._row(parts, m, body, ops, schema, shared, reasons)
         self._missing_keys(kparts, ops, schema, row, reasons)
-        source = named_members(parts, m, children(m, body.source_m), SOURCE, reasons,
-                               what="source member")
+        source = named_members(
+            parts, m, children(m, body.source_m), SOURCE, reasons, what="source member"
+        )
         seq = self._seq(parts, m, source, ops, schema, row, reasons)
-        ts = _event_ts(parts, m, source[0], body.ts_m, reasons)
+        ts = event_ts(parts, m, source[0], body.ts_m, reasons)
         if self.strict:
             arrow_validate(parts, no_reason(reasons) & ops.live, reasons)
         # tombstones and messages leave the batch without being rejects
-        return Columns(op=ops.op, keys=row.keys, values=row.values, seq=seq, reasons=reasons,
-                       ts_ms=ts, skip=ops.skip, messages=ops.message)
+        return Columns(
+            op=ops.op,
+            keys=row.keys,
+            values=row.values,
+            seq=seq,
+            reasons=reasons,
+            ts_ms=ts,
+            skip=ops.skip,
+            messages=ops.message,
+        )
 
     # ------------------------------------------------------------------ run phases
-    def _ops(self, parts: Parts, m: Members, body: _Body, tomb: np.ndarray,
-             reasons: np.ndarray) -> _Ops:
+    def _ops(
+        self, parts: Parts, m: Members, body: Body, tomb: np.ndarray, reasons: np.ndarray
+    ) -> Ops:
         """Each event's op (``m`` and tombstones skipped) and the row object it applies."""
         code = string_codes(parts, m, body.op_m, _OPS)
         message = ~tomb & (code == 5) & no_reason(reasons)
@@ -291,41 +314,78 @@ class DebeziumDecoder(Decoder):
         live = ~skip
         is_truncate = live & (code == 4)
         if self.truncate == "reject":
-            refuse(reasons, is_truncate, "truncate event rejected (decoder option "
-                                         "truncate='reject')")
+            refuse(
+                reasons, is_truncate, "truncate event rejected (decoder option truncate='reject')"
+            )
         elif OP_TRUNCATE < 0:  # pragma: no cover - the canonical batch predates truncate
             refuse(reasons, is_truncate, "truncate events are not supported")
         refuse(reasons, live & (body.op_m < 0), "event has no 'op'")
-        refuse_members(reasons, parts, m, body.op_m[live & (body.op_m >= 0) & (code < 0)],
-                       "unknown Debezium op {raw}")
+        refuse_members(
+            reasons,
+            parts,
+            m,
+            body.op_m[live & (body.op_m >= 0) & (code < 0)],
+            "unknown Debezium op {raw}",
+        )
         is_delete = code == 3
         op = np.where(is_delete, OP_DELETE, np.where(is_truncate, OP_TRUNCATE, OP_UPSERT))
         row_m = np.where(is_delete, body.before_m, np.where(is_truncate, -1, body.after_m))
         row_kind = member_kind(m, row_m)
         # a delete without a 'before' object takes its key from the Kafka message key
         keyless_delete = live & is_delete & (row_kind != KIND_OBJECT)
-        refuse(reasons, keyless_delete & (row_kind >= 0) & (row_kind != KIND_NULL),
-               "'before' is not an object")
-        refuse(reasons, live & ~is_delete & ~is_truncate & (row_kind != KIND_OBJECT),
-               "'after' is missing or not an object")
-        return _Ops(op=op.astype(np.int8), skip=skip, message=message, live=live,
-                    is_delete=is_delete, is_truncate=is_truncate, row_m=row_m,
-                    keyless_delete=keyless_delete)
+        refuse(
+            reasons,
+            keyless_delete & (row_kind >= 0) & (row_kind != KIND_NULL),
+            "'before' is not an object",
+        )
+        refuse(
+            reasons,
+            live & ~is_delete & ~is_truncate & (row_kind != KIND_OBJECT),
+            "'after' is missing or not an object",
+        )
+        return Ops(
+            op=op.astype(np.int8),
+            skip=skip,
+            message=message,
+            live=live,
+            is_delete=is_delete,
+            is_truncate=is_truncate,
+            row_m=row_m,
+            keyless_delete=keyless_delete,
+        )
 
-    def _row(self, parts: Parts, m: Members, body: _Body, ops: _Ops, schema: TableSchema,
-             shared: Shared | None, reasons: np.ndarray) -> _Row:
+    def _row(
+        self,
+        parts: Parts,
+        m: Members,
+        body: Body,
+        ops: Ops,
+        schema: TableSchema,
+        shared: Shared | None,
+        reasons: np.ndarray,
+    ) -> Row:
         """The columns of each event's row object (``after``, or ``before`` of a delete)."""
         cols = children(m, ops.row_m)
         cols = cols[m.level[cols] == body.level[m.event[cols]] + 1]
-        ccode = match_strings(parts.data, m.name_start[cols], m.name_end[cols],
-                              m.name_escaped[cols], [c.name for c in schema.columns])
+        ccode = match_strings(
+            parts.data,
+            m.name_start[cols],
+            m.name_end[cols],
+            m.name_escaped[cols],
+            [c.name for c in schema.columns],
+        )
         if not self.ignore_unknown_columns:
-            refuse_members(reasons, parts, m, cols[(ccode < 0) & ~ops.is_delete[m.event[cols]]],
-                           "unknown column {name!r}", use_name=True)
-        hints = SchemaHints(parts, m, body.schema_m, shared, row_fields, self._defaults(),
-                            reasons)
+            refuse_members(
+                reasons,
+                parts,
+                m,
+                cols[(ccode < 0) & ~ops.is_delete[m.event[cols]]],
+                "unknown column {name!r}",
+                use_name=True,
+            )
+        hints = SchemaHints(parts, m, body.schema_m, shared, row_fields, self._defaults(), reasons)
         key_names = set(schema.primary_key)
-        row = _Row(keys={}, key_given={}, values={})
+        row = Row(keys={}, key_given={}, values={})
         for i, c in enumerate(schema.columns):
             is_key, is_seq = c.name in key_names, c.name == schema.sequence_column
             if is_seq and self.sequence_source != "column":
@@ -335,8 +395,9 @@ class DebeziumDecoder(Decoder):
                 sel = sel[~ops.is_delete[m.event[sel]]]  # a delete sets nothing
             if self._placeholders and not is_key:
                 sel = sel[~self._is_placeholder(parts, m, sel, c)]  # TOAST: absent
-            arr = column_array(parts, m, sel, c, c.type, parts.n, reasons,
-                               hints(c, hints.schema_id[m.event[sel]]))
+            arr = column_array(
+                parts, m, sel, c, c.type, parts.n, reasons, hints(c, hints.schema_id[m.event[sel]])
+            )
             present = np.zeros(parts.n, dtype=bool)
             present[m.event[sel]] = True
             if is_key:
@@ -346,23 +407,35 @@ class DebeziumDecoder(Decoder):
                 row.values[c.name] = (arr, present)
         return row
 
-    def _missing_keys(self, kparts: Parts | None, ops: _Ops, schema: TableSchema, row: _Row,
-                      reasons: np.ndarray) -> None:
+    def _missing_keys(
+        self, kparts: Parts | None, ops: Ops, schema: TableSchema, row: Row, reasons: np.ndarray
+    ) -> None:
         """Keys the row lacks: from the Kafka message key (or a reject without one)."""
         lacking = np.zeros(len(reasons), dtype=bool)
         for kname in schema.primary_key:
             lacking |= ~row.key_given[kname]
         lacking &= ops.live & ~ops.is_truncate & no_reason(reasons)
         if kparts is not None and lacking.any():
-            self._keys_from_messages(kparts, np.flatnonzero(lacking), schema, row.keys,
-                                     row.key_given, reasons)
+            self._keys_from_messages(
+                kparts, np.flatnonzero(lacking), schema, row.keys, row.key_given, reasons
+            )
         if kparts is None:
-            refuse(reasons, ops.keyless_delete & lacking, "delete without a 'before' row and "
-                                                          "without a message key (its key is "
-                                                          "needed)")
+            refuse(
+                reasons,
+                ops.keyless_delete & lacking,
+                "delete without a 'before' row and without a message key (its key is needed)",
+            )
 
-    def _seq(self, parts: Parts, m: Members, source: np.ndarray, ops: _Ops,
-             schema: TableSchema, row: _Row, reasons: np.ndarray) -> pa.Array | None:
+    def _seq(
+        self,
+        parts: Parts,
+        m: Members,
+        source: np.ndarray,
+        ops: Ops,
+        schema: TableSchema,
+        row: Row,
+        reasons: np.ndarray,
+    ) -> pa.Array | None:
         """The ``seq`` of each event: the sequence column of its row, or its source
         position (``sequence_source``); ``None`` without a sequence column."""
         if schema.sequence_column is None:
@@ -372,17 +445,14 @@ class DebeziumDecoder(Decoder):
             return source_seq(self.sequence_source, parts, m, reasons, need, *source)
         s_arr, s_present = row.values[schema.sequence_column]
         given = s_present & np.asarray(s_arr.is_valid(), dtype=bool)
-        refuse(reasons, need & ~given,
-               f"seq is missing (no {schema.sequence_column!r} in the row)")
+        refuse(reasons, need & ~given, f"seq is missing (no {schema.sequence_column!r} in the row)")
         return s_arr.cast(pa.int64())
 
     # ------------------------------------------------------------------ helpers
     def _defaults(self) -> Defaults:
-        return Defaults(unit=_UNITS[self.timestamp_unit],
-                         base64=self.decimal_handling == "precise")
+        return Defaults(unit=_UNITS[self.timestamp_unit], base64=self.decimal_handling == "precise")
 
-    def _is_placeholder(self, parts: Parts, m: Members, sel: np.ndarray, c: Column
-                        ) -> np.ndarray:
+    def _is_placeholder(self, parts: Parts, m: Members, sel: np.ndarray, c: Column) -> np.ndarray:
         """Which members of ``sel`` are the unavailable-value placeholder (TOAST)."""
         hit = np.zeros(len(sel), dtype=bool)
         txt = np.flatnonzero(m.kind[sel] == KIND_STRING)
@@ -390,45 +460,75 @@ class DebeziumDecoder(Decoder):
             return hit
         forms = self._placeholders if pa.types.is_binary(c.type) else self._placeholders[:1]
         s = sel[txt]
-        codes = match_strings(parts.data, m.value_start[s] + 1, m.value_end[s] - 1,
-                              m.value_escaped[s], forms)
+        codes = match_strings(
+            parts.data, m.value_start[s] + 1, m.value_end[s] - 1, m.value_escaped[s], forms
+        )
         hit[txt] = codes >= 0
         return hit
 
-    def _keys_from_messages(self, kparts: Parts, need: np.ndarray, schema: TableSchema,
-                            keys: dict[str, pa.Array], key_given: dict[str, np.ndarray],
-                            reasons: np.ndarray) -> None:
+    def _keys_from_messages(
+        self,
+        kparts: Parts,
+        need: np.ndarray,
+        schema: TableSchema,
+        keys: dict[str, pa.Array],
+        key_given: dict[str, np.ndarray],
+        reasons: np.ndarray,
+    ) -> None:
         """Fills the key columns events ``need`` lack from their Kafka message keys
         (``{"schema", "payload": {...}}`` or the key object alone)."""
-        kp = Parts(buffer=kparts.buffer, data=kparts.data, starts=kparts.starts[need],
-                   ends=kparts.ends[need], valid=kparts.valid[need])
+        kp = Parts(
+            buffer=kparts.buffer,
+            data=kparts.data,
+            starts=kparts.starts[need],
+            ends=kparts.ends[need],
+            valid=kparts.valid[need],
+        )
         kreasons = new_reasons(len(need))
         km, members, hints = self._key_members(kp, kreasons)
         kcols = schema.key_columns
-        kcode = match_strings(kp.data, km.name_start[members], km.name_end[members],
-                              km.name_escaped[members], [c.name for c in kcols])
+        kcode = match_strings(
+            kp.data,
+            km.name_start[members],
+            km.name_end[members],
+            km.name_escaped[members],
+            [c.name for c in kcols],
+        )
         for i, c in enumerate(kcols):
             sel = members[kcode == i]
-            arr = column_array(kp, km, sel, c, c.type, len(need), kreasons,
-                               hints(c, hints.schema_id[km.event[sel]]))
-            _fill_key(c, arr, km.event[sel], need, keys, key_given, kreasons)
+            arr = column_array(
+                kp,
+                km,
+                sel,
+                c,
+                c.type,
+                len(need),
+                kreasons,
+                hints(c, hints.schema_id[km.event[sel]]),
+            )
+            fill_key(c, arr, km.event[sel], need, keys, key_given, kreasons)
         hit = ~no_reason(kreasons)
         rows = need[hit]
         refuse_each(reasons, rows, [str(r) for r in kreasons[hit]])
 
-    def _key_members(self, kp: Parts, kreasons: np.ndarray
-                     ) -> tuple[Members, np.ndarray, SchemaHints]:
+    def _key_members(
+        self, kp: Parts, kreasons: np.ndarray
+    ) -> tuple[Members, np.ndarray, SchemaHints]:
         """Indexes message keys: the members of each key object (or of its envelope's
         payload, in document order) and their envelope schema hints."""
         missing = ~kp.valid | (kp.lengths == 0) | _is_null_literal(kp)
         refuse(kreasons, missing, "the row lacks its key and the message key is null")
-        km, (kschema_m, kpayload_m) = index_top(kp, scan(kp, ~missing, max_level=2), ENVELOPE,
-                                                kreasons, prefix="message key: ",
-                                                what="message key member")
+        km, (kschema_m, kpayload_m) = index_top(
+            kp,
+            scan(kp, ~missing, max_level=2),
+            ENVELOPE,
+            kreasons,
+            prefix="message key: ",
+            what="message key member",
+        )
         enveloped = (member_kind(km, kpayload_m) == KIND_OBJECT) & (kschema_m >= 0)
         l1 = np.flatnonzero(km.level == 1)
-        members = np.concatenate([l1[~enveloped[km.event[l1]]],
-                                  children(km, kpayload_m, level=2)])
+        members = np.concatenate([l1[~enveloped[km.event[l1]]], children(km, kpayload_m, level=2)])
         members.sort()
         hints = SchemaHints(kp, km, kschema_m, None, key_fields, self._defaults(), kreasons)
         if self.strict:
@@ -436,139 +536,17 @@ class DebeziumDecoder(Decoder):
         return km, members, hints
 
 
-@dataclass
-class _Body:
-    """Where each event's change is: the members of its payload (enveloped events) or of
-    the value itself (-1 where an event has no such member)."""
-
-    schema_m: np.ndarray  # the envelope's "schema"
-    before_m: np.ndarray
-    after_m: np.ndarray
-    source_m: np.ndarray
-    op_m: np.ndarray
-    ts_m: np.ndarray
-    level: np.ndarray  # level of the body's members: 2 in an envelope, else 1
-
-
-@dataclass
-class _Ops:
-    """Each event's canonical op and the row object it applies."""
-
-    op: np.ndarray  # int8 op codes
-    skip: np.ndarray  # tombstones and messages: neither decoded nor rejected
-    message: np.ndarray  # logical decoding messages (op "m")
-    live: np.ndarray  # ~skip
-    is_delete: np.ndarray
-    is_truncate: np.ndarray
-    row_m: np.ndarray  # "before" of a delete, "after" otherwise, -1 for a truncate
-    keyless_delete: np.ndarray  # a delete without a "before" object
-
-
-@dataclass
-class _Row:
-    """The columns read from the events' row objects (all events, null where absent)."""
-
-    keys: dict[str, pa.Array]
-    key_given: dict[str, np.ndarray]
-    values: dict[str, tuple[pa.Array, np.ndarray]]
-
-
-def _body(parts: Parts, m: Members, schema_m: np.ndarray, payload_m: np.ndarray,
-          tomb: np.ndarray, reasons: np.ndarray) -> tuple[_Body, np.ndarray]:
-    """Finds each event's body (its payload when enveloped, else the value); a ``null``
-    payload is one more tombstone.
-
-    Returns:
-        The body members and the tombstones.
-    """
-    payload_kind = member_kind(m, payload_m)
-    tomb = tomb | (payload_kind == KIND_NULL)
-    refuse(reasons, (payload_kind >= 0) & (payload_kind != KIND_OBJECT) & ~tomb,
-           "'payload' is not an object")
-    envelope = payload_kind == KIND_OBJECT
-    schema_kind = member_kind(m, schema_m)
-    refuse(reasons, envelope & (schema_kind >= 0) & (schema_kind != KIND_OBJECT)
-           & (schema_kind != KIND_NULL), "'schema' is not an object")
-    l1 = np.flatnonzero(m.level == 1)
-    members = np.concatenate([l1[~envelope[m.event[l1]]], children(m, payload_m, level=2)])
-    members.sort()
-    before_m, after_m, source_m, op_m, ts_m = named_members(parts, m, members, _BODY, reasons)
-    return _Body(schema_m=schema_m, before_m=before_m, after_m=after_m, source_m=source_m,
-                 op_m=op_m, ts_m=ts_m, level=np.where(envelope, 2, 1)), tomb
-
-
-def _fill_key(c: Column, arr: pa.Array, got_events: np.ndarray, need: np.ndarray,
-              keys: dict[str, pa.Array], key_given: dict[str, np.ndarray],
-              kreasons: np.ndarray) -> None:
-    """Takes key column ``c`` of the events ``need`` that lack it from their message
-    keys' values ``arr`` (one per event of ``need``; ``got_events`` have one)."""
-    n = len(key_given[c.name])
-    got = np.zeros(len(need), dtype=bool)
-    got[got_events] = True
-    lacks = ~key_given[c.name][need]
-    take = got & lacks
-    refuse(kreasons, ~got & lacks,
-           f"key column {c.name!r} is in neither the row nor the message key")
-    full_idx = np.full(n, -1, dtype=np.int64)
-    full_idx[need[take]] = np.flatnonzero(take)
-    fill = arr.take(pa.array(full_idx, mask=full_idx < 0))
-    use = np.zeros(n, dtype=bool)
-    use[need[take]] = True
-    keys[c.name] = pc.if_else(pa.array(use), fill, keys[c.name])
-    key_given[c.name] |= use
-
-
-def _event_ts(parts: Parts, m: Members, src_ts_m: np.ndarray, ts_m: np.ndarray,
-              reasons: np.ndarray) -> np.ndarray | None:
-    """Each event's timestamp: ``source.ts_ms``, else the payload's ``ts_ms``
-    (:data:`TS_MISSING` for neither; ``None`` when no event has one)."""
-    src_ts, src_given = int_member(parts, m, src_ts_m, reasons,
-                                   "source.ts_ms {raw} is not an integer")
-    ts_v, ts_given = int_member(parts, m, ts_m, reasons, "ts_ms {raw} is not an integer")
-    ts_v = np.where(src_given, src_ts, ts_v)
-    ts_given |= src_given
-    return np.where(ts_given, ts_v, TS_MISSING) if ts_given.any() else None
-
-
-def _placeholder_forms(placeholder: str | bytes | None) -> tuple[str, ...]:
-    """The JSON string forms of the placeholder: the text itself (string columns, and
-    binary columns in ``binary.handling.mode=hex``), then base64 and base64-url-safe of
-    its bytes (binary columns in the ``bytes``/``base64``/``base64-url-safe`` modes).
-
-    Raises:
-        InvalidOption: The placeholder is not a non-empty string/bytes (``hex:`` + hex).
-    """
-    if placeholder is None:
-        return ()
-    opt = "unavailable_value_placeholder"
-    if isinstance(placeholder, str) and placeholder.startswith("hex:"):
-        try:
-            raw = bytes.fromhex(placeholder[4:])
-        except ValueError:
-            raise InvalidOption(f"decoder option {opt!r}: {placeholder!r} is not hex:<hex "
-                                f"digits>", option=opt) from None
-    elif isinstance(placeholder, str):
-        raw = placeholder.encode("utf-8")
-    elif isinstance(placeholder, bytes):
-        raw = placeholder
-    else:
-        raise InvalidOption(f"decoder option {opt!r} must be a string, bytes or None, got "
-                            f"{placeholder!r}", option=opt)
-    if not raw:
-        raise InvalidOption(f"decoder option {opt!r} must not be empty", option=opt)
-    text = raw.decode("utf-8", "replace")
-    forms = [text, base64.b64encode(raw).decode("ascii"),
-             base64.urlsafe_b64encode(raw).decode("ascii")]
-    return tuple(dict.fromkeys(forms))
-
-
 def _is_null_literal(parts: Parts) -> np.ndarray:
     """Values that are exactly the JSON literal ``null`` (a tombstone's JSON form)."""
     lit = parts.valid & (parts.lengths == 4)
     at = parts.starts[lit]
     d = parts.data
-    hit = ((d[at] == ord("n")) & (d[at + 1] == ord("u")) & (d[at + 2] == ord("l"))
-           & (d[at + 3] == ord("l")))
+    hit = (
+        (d[at] == ord("n"))
+        & (d[at + 1] == ord("u"))
+        & (d[at + 2] == ord("l"))
+        & (d[at + 3] == ord("l"))
+    )
     out = np.zeros(parts.n, dtype=bool)
     out[np.flatnonzero(lit)[hit]] = True
     return out

@@ -63,17 +63,16 @@ import pyarrow as pa
 
 from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
 from cdc_sink.formats._arrays import (
-    Columns,
     Parts,
     binary_parts,
     check_bool,
-    decode_in_runs,
     new_reasons,
     no_reason,
     position_array,
     refuse,
     sub_parts,
 )
+from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
 from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, EventEncoder, FormatName
 from cdc_sink.formats._jsonarrow import arrow_validate
 from cdc_sink.formats._jsonmembers import (
@@ -92,9 +91,9 @@ from cdc_sink.formats._jsonscan import (
     KIND_OBJECT,
     RUN_BYTES,
     Members,
-    match_strings,
     scan,
 )
+from cdc_sink.formats._jsonstrings import match_strings
 from cdc_sink.schema import TableSchema
 
 __all__ = ["JsonDecoder", "encode_json", "json_encoder", "json_value"]
@@ -155,10 +154,14 @@ class JsonDecoder(Decoder):
     def __init__(self, *, strict: bool = True) -> None:
         self.strict = check_bool("strict", strict)
 
-    def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
-                         schema: TableSchema, *,
-                         position: np.ndarray | None = None,
-                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
+    def decode_with_meta(
+        self,
+        values: pa.BinaryArray | pa.LargeBinaryArray,
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+        keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
+    ) -> Decoded:
         """Decodes native JSON message values (see :meth:`Decoder.decode_with_meta`).
 
         The values are processed in runs of a few MB (so working arrays stay in cache),
@@ -186,8 +189,9 @@ class JsonDecoder(Decoder):
         keys = _key_columns(parts, m, ev, schema, reasons)
         vals = _set_columns(parts, m, ev, schema, reasons)
         seq = _seq(parts, m, ev, schema, vals, reasons)
-        ts_v, ts_given = int_member(parts, m, ev.ts_m, reasons,
-                                    "ts_ms {raw} is not an integer (milliseconds)")
+        ts_v, ts_given = int_member(
+            parts, m, ev.ts_m, reasons, "ts_ms {raw} is not an integer (milliseconds)"
+        )
         ts = np.where(ts_given, ts_v, TS_MISSING) if ts_given.any() else None
         if self.strict:
             arrow_validate(parts, no_reason(reasons), reasons)
@@ -212,8 +216,9 @@ class _Events:
     # column after the value columns, or -1
 
 
-def _events(parts: Parts, m: Members, top: np.ndarray, schema: TableSchema,
-            reasons: np.ndarray) -> _Events:
+def _events(
+    parts: Parts, m: Members, top: np.ndarray, schema: TableSchema, reasons: np.ndarray
+) -> _Events:
     """Reads each event's op and finds the members of its ``key`` and ``set`` objects;
     refuses a missing key, a ``set`` that is not an object, and unknown or key columns
     in ``set``."""
@@ -226,34 +231,60 @@ def _events(parts: Parts, m: Members, top: np.ndarray, schema: TableSchema,
     set_m[is_truncate] = -1
     seq_m[is_truncate] = -1
     key_kind = member_kind(m, key_m)
-    key_scalar = (key_kind >= 0) & np.isin(key_kind, (KIND_OBJECT, KIND_NULL, KIND_ARRAY),
-                                              invert=True)
+    key_scalar = (key_kind >= 0) & np.isin(
+        key_kind, (KIND_OBJECT, KIND_NULL, KIND_ARRAY), invert=True
+    )
     key_scalar &= len(schema.primary_key) == 1
-    refuse(reasons, (key_kind != KIND_OBJECT) & ~key_scalar & ~is_truncate,
-           "event has no 'key' object")
+    refuse(
+        reasons, (key_kind != KIND_OBJECT) & ~key_scalar & ~is_truncate, "event has no 'key' object"
+    )
     set_kind = member_kind(m, set_m)
-    refuse(reasons, ~is_delete & (set_kind >= 0)
-           & np.isin(set_kind, (KIND_OBJECT, KIND_NULL, KIND_FALSE), invert=True),
-           "'set' is not an object")
+    refuse(
+        reasons,
+        ~is_delete
+        & (set_kind >= 0)
+        & np.isin(set_kind, (KIND_OBJECT, KIND_NULL, KIND_FALSE), invert=True),
+        "'set' is not an object",
+    )
     l2 = np.flatnonzero(m.level == 2)
     km = children(m, key_m, among=l2)
     sm = children(m, set_m, among=l2)
     sm = sm[~is_delete[m.event[sm]]]
     key_cols, val_cols = schema.key_columns, schema.value_columns
     data = parts.data
-    kcode = match_strings(data, m.name_start[km], m.name_end[km], m.name_escaped[km],
-                          [c.name for c in key_cols])
-    refuse_members(reasons, parts, m, km[kcode < 0], "unknown key column {name!r}",
-                   use_name=True)
-    scode = match_strings(data, m.name_start[sm], m.name_end[sm], m.name_escaped[sm],
-                          [c.name for c in val_cols] + [c.name for c in key_cols])
-    refuse_members(reasons, parts, m, sm[scode >= len(val_cols)],
-                   "key column {name!r} inside 'set'", use_name=True)
-    refuse_members(reasons, parts, m, sm[scode < 0], "unknown column {name!r}",
-                   use_name=True)
-    return _Events(op=op, op_m=op_m, key_m=key_m, seq_m=seq_m, ts_m=ts_m,
-                   is_truncate=is_truncate, key_scalar=key_scalar, key_members=km,
-                   key_code=kcode, set_members=sm, set_code=scode)
+    kcode = match_strings(
+        data, m.name_start[km], m.name_end[km], m.name_escaped[km], [c.name for c in key_cols]
+    )
+    refuse_members(reasons, parts, m, km[kcode < 0], "unknown key column {name!r}", use_name=True)
+    scode = match_strings(
+        data,
+        m.name_start[sm],
+        m.name_end[sm],
+        m.name_escaped[sm],
+        [c.name for c in val_cols] + [c.name for c in key_cols],
+    )
+    refuse_members(
+        reasons,
+        parts,
+        m,
+        sm[scode >= len(val_cols)],
+        "key column {name!r} inside 'set'",
+        use_name=True,
+    )
+    refuse_members(reasons, parts, m, sm[scode < 0], "unknown column {name!r}", use_name=True)
+    return _Events(
+        op=op,
+        op_m=op_m,
+        key_m=key_m,
+        seq_m=seq_m,
+        ts_m=ts_m,
+        is_truncate=is_truncate,
+        key_scalar=key_scalar,
+        key_members=km,
+        key_code=kcode,
+        set_members=sm,
+        set_code=scode,
+    )
 
 
 def _refuse_ops(parts: Parts, m: Members, ev: _Events, reasons: np.ndarray) -> None:
@@ -263,8 +294,9 @@ def _refuse_ops(parts: Parts, m: Members, ev: _Events, reasons: np.ndarray) -> N
     refuse_members(reasons, parts, m, ev.op_m[(ev.op < 0) & ~no_op], "unknown op {raw}")
 
 
-def _key_columns(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
-                 reasons: np.ndarray) -> dict[str, pa.Array]:
+def _key_columns(
+    parts: Parts, m: Members, ev: _Events, schema: TableSchema, reasons: np.ndarray
+) -> dict[str, pa.Array]:
     """Each key column of every event (from the key object, or a bare scalar key)."""
     keys: dict[str, pa.Array] = {}
     for i, c in enumerate(schema.key_columns):
@@ -275,8 +307,9 @@ def _key_columns(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
     return keys
 
 
-def _set_columns(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
-                 reasons: np.ndarray) -> dict[str, tuple[pa.Array, np.ndarray]]:
+def _set_columns(
+    parts: Parts, m: Members, ev: _Events, schema: TableSchema, reasons: np.ndarray
+) -> dict[str, tuple[pa.Array, np.ndarray]]:
     """The value columns the events set, with the mask of events setting each."""
     vals: dict[str, tuple[pa.Array, np.ndarray]] = {}
     for i, c in enumerate(schema.value_columns):
@@ -289,20 +322,26 @@ def _set_columns(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
     return vals
 
 
-def _seq(parts: Parts, m: Members, ev: _Events, schema: TableSchema,
-         vals: dict[str, tuple[pa.Array, np.ndarray]], reasons: np.ndarray) -> pa.Array | None:
+def _seq(
+    parts: Parts,
+    m: Members,
+    ev: _Events,
+    schema: TableSchema,
+    vals: dict[str, tuple[pa.Array, np.ndarray]],
+    reasons: np.ndarray,
+) -> pa.Array | None:
     """Each event's ``seq`` (else the sequence column it sets); ``None`` without a
     sequence column."""
-    seq_v, seq_given = int_member(parts, m, ev.seq_m, reasons,
-                                  "seq {raw} is not a 64-bit integer")
+    seq_v, seq_given = int_member(parts, m, ev.seq_m, reasons, "seq {raw} is not a 64-bit integer")
     if schema.sequence_column is None:
         return None
     s_name = schema.sequence_column
     if s_name in vals:
         s_arr, s_present = vals[s_name]
         s_ok = s_present & np.asarray(s_arr.is_valid(), dtype=bool) & ~seq_given
-        s_vals = np.asarray(s_arr.cast(pa.int64()).fill_null(0).to_numpy(
-            zero_copy_only=False), dtype=np.int64)
+        s_vals = np.asarray(
+            s_arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
         seq_v = np.where(s_ok, s_vals, seq_v)
         seq_given |= s_ok
     refuse(reasons, ~seq_given & ~ev.is_truncate, "seq is missing")

@@ -76,9 +76,7 @@ import pyarrow.compute as pc
 
 from cdc_sink.changes import OP_DELETE
 from cdc_sink.formats._arrays import (
-    Columns,
     Parts,
-    assemble,
     binary_parts,
     cast_rows,
     decimal_fits,
@@ -93,6 +91,7 @@ from cdc_sink.formats._arrays import (
     spans,
     unaligned,
 )
+from cdc_sink.formats._arrays_runs import Columns, assemble
 from cdc_sink.formats._base import Decoded, Decoder, FormatName
 from cdc_sink.formats._rowv2_encode import (
     CODEC_VERSION,
@@ -105,8 +104,16 @@ from cdc_sink.formats._rowv2_encode import (
 )
 from cdc_sink.schema import Column, TableSchema, type_to_str
 
-__all__ = ["CODEC_VERSION", "FLAG_BIG", "Rowv2Decoder", "encode_event", "encode_rows",
-           "encode_value", "pack_row", "rowv2_encoder"]
+__all__ = [
+    "CODEC_VERSION",
+    "FLAG_BIG",
+    "Rowv2Decoder",
+    "encode_event",
+    "encode_rows",
+    "encode_value",
+    "pack_row",
+    "rowv2_encoder",
+]
 
 
 _HEADER = 7  # op, codec, flags, u16 n_not_null, u16 n_null
@@ -134,24 +141,24 @@ class _Bytes:
 class _Headers:
     """Header fields of the rows whose header is well formed (all arrays aligned)."""
 
-    rows: np.ndarray     # input row index
-    nn: np.ndarray       # number of not-null columns
-    nl: np.ndarray       # number of null columns
-    big: np.ndarray      # 4-byte ids and offsets
-    ids_at: np.ndarray   # byte position of the id arrays
+    rows: np.ndarray  # input row index
+    nn: np.ndarray  # number of not-null columns
+    nl: np.ndarray  # number of null columns
+    big: np.ndarray  # 4-byte ids and offsets
+    ids_at: np.ndarray  # byte position of the id arrays
     offs_at: np.ndarray  # byte position of the offsets
     vals_at: np.ndarray  # byte position of the first value
-    end: np.ndarray      # one past the row's last byte
+    end: np.ndarray  # one past the row's last byte
 
 
 @dataclass
 class _Layouts:
     """Distinct row layouts (codec, flags, counts and id arrays), parsed once each."""
 
-    nn: np.ndarray      # per layout
-    nl: np.ndarray      # per layout
-    first: np.ndarray   # per layout: index of its first slot
-    cidx: np.ndarray    # per slot: schema column index
+    nn: np.ndarray  # per layout
+    nl: np.ndarray  # per layout
+    first: np.ndarray  # per layout: index of its first slot
+    cidx: np.ndarray  # per slot: schema column index
     reason: np.ndarray  # per layout: why its rows are refused, or None
 
 
@@ -177,10 +184,14 @@ class Rowv2Decoder(Decoder):
 
     name: ClassVar[FormatName] = "rowv2"
 
-    def decode_with_meta(self, values: pa.BinaryArray | pa.LargeBinaryArray,
-                         schema: TableSchema, *,
-                         position: np.ndarray | None = None,
-                         keys: pa.BinaryArray | pa.LargeBinaryArray | None = None) -> Decoded:
+    def decode_with_meta(
+        self,
+        values: pa.BinaryArray | pa.LargeBinaryArray,
+        schema: TableSchema,
+        *,
+        position: np.ndarray | None = None,
+        keys: pa.BinaryArray | pa.LargeBinaryArray | None = None,
+    ) -> Decoded:
         """Decodes ``rowv2`` message values (see :meth:`Decoder.decode_with_meta`).
 
         ``ts_ms`` is always ``None``: the format carries no producer timestamp. ``keys``
@@ -192,8 +203,11 @@ class Rowv2Decoder(Decoder):
         pos = position_array(position, n)
         reasons = new_reasons(n)
         refuse(reasons, ~parts.valid, "null message value")
-        refuse(reasons, parts.valid & (parts.lengths < _HEADER),
-               f"truncated row: shorter than the {_HEADER}-byte header")
+        refuse(
+            reasons,
+            parts.valid & (parts.lengths < _HEADER),
+            f"truncated row: shorter than the {_HEADER}-byte header",
+        )
         op = np.zeros(n, dtype=np.int8)
         b = _Bytes(parts.data)
         pieces: list[list[_Piece]] = [[] for _ in schema.columns]
@@ -201,12 +215,19 @@ class Rowv2Decoder(Decoder):
         if len(h.rows):
             self._layout_rows(parts, b, h, reasons, schema, pieces)
         keys, vals, seq = _decode_columns(parts, b, pieces, reasons, schema)
-        return assemble(schema, Columns(op=op, keys=keys, values=vals, seq=seq,
-                                        reasons=reasons), pos)
+        return assemble(
+            schema, Columns(op=op, keys=keys, values=vals, seq=seq, reasons=reasons), pos
+        )
 
     @staticmethod
-    def _layout_rows(parts: Parts, b: _Bytes, h: _Headers, reasons: np.ndarray,
-                     schema: TableSchema, pieces: list[list[_Piece]]) -> None:
+    def _layout_rows(
+        parts: Parts,
+        b: _Bytes,
+        h: _Headers,
+        reasons: np.ndarray,
+        schema: TableSchema,
+        pieces: list[list[_Piece]],
+    ) -> None:
         sig = pc.dictionary_encode(spans(parts, parts.starts[h.rows] + 1, h.offs_at))
         lay = np.asarray(sig.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
         n_layouts = len(sig.dictionary)
@@ -223,7 +244,7 @@ class Rowv2Decoder(Decoder):
         bounds = np.concatenate([[0], np.cumsum(counts)])
         grouped = (counts >= _GROUP_MIN) & ~bad_layout
         for u in np.flatnonzero(grouped).tolist():
-            _matrix_layout(b, h, order[bounds[u]:bounds[u + 1]], u, lt, reasons, pieces)
+            _matrix_layout(b, h, order[bounds[u] : bounds[u + 1]], u, lt, reasons, pieces)
         rest = np.flatnonzero(~grouped[lay] & ~bad_layout[lay])
         if len(rest):
             _slot_rows(b, h, rest, lay[rest], lt, reasons, pieces)
@@ -252,15 +273,25 @@ def _headers(parts: Parts, b: _Bytes, reasons: np.ndarray, op_out: np.ndarray) -
         (codec != CODEC_VERSION, f"bad codec version byte (expected {CODEC_VERSION})"),
         ((flags & (0xFF ^ FLAG_BIG)) != 0, "unknown flag bits in the row header"),
         (op > OP_DELETE, "unknown op byte (expected 0..3)"),
-        (vals_at > end, "truncated row: the header declares more column ids and offsets "
-                        "than the row holds"),
+        (
+            vals_at > end,
+            "truncated row: the header declares more column ids and offsets than the row holds",
+        ),
     ):
         refuse(reasons, _full(mask & ~bad, rows, len(reasons)), reason)
         bad |= mask
     op_out[rows] = np.where(bad, 0, op).astype(np.int8)
     g = np.flatnonzero(~bad)
-    return _Headers(rows=rows[g], nn=nn[g], nl=nl[g], big=big[g], ids_at=ids_at[g],
-                    offs_at=offs_at[g], vals_at=vals_at[g], end=end[g])
+    return _Headers(
+        rows=rows[g],
+        nn=nn[g],
+        nl=nl[g],
+        big=big[g],
+        ids_at=ids_at[g],
+        offs_at=offs_at[g],
+        vals_at=vals_at[g],
+        end=end[g],
+    )
 
 
 def _parse_layouts(b: _Bytes, h: _Headers, reps: np.ndarray, schema: TableSchema) -> _Layouts:
@@ -305,21 +336,28 @@ def _parse_layouts(b: _Bytes, h: _Headers, reps: np.ndarray, schema: TableSchema
     return _Layouts(nn=nn, nl=nl, first=first, cidx=cidx, reason=reason)
 
 
-def _offset_reasons(dec: np.ndarray, beyond: np.ndarray, trailing: np.ndarray, rows: np.ndarray,
-                    reasons: np.ndarray) -> np.ndarray:
+def _offset_reasons(
+    dec: np.ndarray, beyond: np.ndarray, trailing: np.ndarray, rows: np.ndarray, reasons: np.ndarray
+) -> np.ndarray:
     """Refuses rows with bad value offsets; returns the mask of bad rows."""
     bad: np.ndarray = dec | beyond | trailing
     if bad.any():
         n = len(reasons)
         refuse(reasons, _full(dec, rows, n), "value offsets are not increasing")
-        refuse(reasons, _full(beyond, rows, n),
-               "a value offset points beyond the end of the row")
+        refuse(reasons, _full(beyond, rows, n), "a value offset points beyond the end of the row")
         refuse(reasons, _full(trailing, rows, n), "trailing bytes after the last value")
     return bad
 
 
-def _matrix_layout(b: _Bytes, h: _Headers, sel: np.ndarray, u: int, lt: _Layouts,
-                   reasons: np.ndarray, pieces: list[list[_Piece]]) -> None:
+def _matrix_layout(
+    b: _Bytes,
+    h: _Headers,
+    sel: np.ndarray,
+    u: int,
+    lt: _Layouts,
+    reasons: np.ndarray,
+    pieces: list[list[_Piece]],
+) -> None:
     """Decodes the offsets of all rows of one frequent layout as an (m, nn) matrix."""
     rows = h.rows[sel]
     nn, nl, first = int(lt.nn[u]), int(lt.nl[u]), int(lt.first[u])
@@ -352,8 +390,15 @@ def _matrix_layout(b: _Bytes, h: _Headers, sel: np.ndarray, u: int, lt: _Layouts
         pieces[lt.cidx[first + nn + j]].append(_Piece(rows, True))
 
 
-def _slot_rows(b: _Bytes, h: _Headers, sel: np.ndarray, lay: np.ndarray, lt: _Layouts,
-               reasons: np.ndarray, pieces: list[list[_Piece]]) -> None:
+def _slot_rows(
+    b: _Bytes,
+    h: _Headers,
+    sel: np.ndarray,
+    lay: np.ndarray,
+    lt: _Layouts,
+    reasons: np.ndarray,
+    pieces: list[list[_Piece]],
+) -> None:
     """Decodes rows of rare layouts together, one entry per (row, column) slot."""
     rows = h.rows[sel]
     nn, nl = h.nn[sel], h.nl[sel]
@@ -394,7 +439,7 @@ def _slot_rows(b: _Bytes, h: _Headers, sel: np.ndarray, lay: np.ndarray, lt: _La
     order = np.argsort(cidx, kind="stable")
     bounds = np.searchsorted(cidx[order], np.arange(len(pieces) + 1))
     for ci in range(len(pieces)):
-        s = order[bounds[ci]:bounds[ci + 1]]
+        s = order[bounds[ci] : bounds[ci + 1]]
         if len(s) == 0:
             continue
         nulls = is_null[s]
@@ -406,10 +451,9 @@ def _slot_rows(b: _Bytes, h: _Headers, sel: np.ndarray, lay: np.ndarray, lt: _La
 
 
 # ---------------------------------------------------------------------- values
-def _decode_columns(parts: Parts, b: _Bytes, pieces: list[list[_Piece]], reasons: np.ndarray,
-                    schema: TableSchema
-                    ) -> tuple[dict[str, pa.Array], dict[str, tuple[pa.Array, np.ndarray]],
-                               pa.Array | None]:
+def _decode_columns(
+    parts: Parts, b: _Bytes, pieces: list[list[_Piece]], reasons: np.ndarray, schema: TableSchema
+) -> tuple[dict[str, pa.Array], dict[str, tuple[pa.Array, np.ndarray]], pa.Array | None]:
     """Builds one array of all rows per column from its pieces."""
     n = parts.n
     key_names = set(schema.primary_key)
@@ -451,8 +495,16 @@ def _read_ints(b: _Bytes, pos: np.ndarray, width: np.ndarray) -> tuple[np.ndarra
     return vals, bad
 
 
-def _column(parts: Parts, b: _Bytes, c: Column, target: pa.DataType, rows: np.ndarray,
-            pos: np.ndarray, width: np.ndarray, reasons: np.ndarray) -> pa.Array:
+def _column(
+    parts: Parts,
+    b: _Bytes,
+    c: Column,
+    target: pa.DataType,
+    rows: np.ndarray,
+    pos: np.ndarray,
+    width: np.ndarray,
+    reasons: np.ndarray,
+) -> pa.Array:
     """Decodes the not-null values of one column into an array of all ``n`` rows (null
     elsewhere); a bad value refuses its row."""
     n = parts.n
@@ -465,8 +517,12 @@ def _column(parts: Parts, b: _Bytes, c: Column, target: pa.DataType, rows: np.nd
             refuse(reasons, _full(mask, rows, n), f"column {c.name!r}: {reason}")
         return mask
 
-    if (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date32(t)
-            or pa.types.is_timestamp(t)):
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+    ):
         v, bad = _read_ints(b, pos, width)
         fail(bad, f"a value of a width other than 1, 2, 4 or 8 bytes is not a valid {tname}")
         if pa.types.is_boolean(t):
@@ -475,13 +531,7 @@ def _column(parts: Parts, b: _Bytes, c: Column, target: pa.DataType, rows: np.nd
         else:
             lo, hi = int_bounds(t)
             bad |= fail(~bad & ((v < lo) | (v > hi)), f"value out of range of {tname}")
-            store = np.int64
-            if pa.types.is_date32(target) or target == pa.int32():
-                store = np.int32
-            elif target == pa.int16():
-                store = np.int16
-            elif target == pa.int8():
-                store = np.int8
+            store = _int_store(target)
         full: np.ndarray = np.zeros(n, dtype=store)
         full[rows] = v.astype(store)
         valid[rows[~bad]] = True
@@ -520,6 +570,17 @@ def _column(parts: Parts, b: _Bytes, c: Column, target: pa.DataType, rows: np.nd
         arr, bad_utf8 = cast_rows(arr, pa.string())
         fail(bad_utf8, "value is not valid UTF-8")
     return scatter(arr, rows, n)
+
+
+def _int_store(target: pa.DataType) -> type[np.generic]:
+    """The numpy type that holds the integers (or days, or timestamps) of ``target``."""
+    if pa.types.is_date32(target) or target == pa.int32():
+        return np.int32
+    if target == pa.int16():
+        return np.int16
+    if target == pa.int8():
+        return np.int8
+    return np.int64
 
 
 def _full(mask: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
