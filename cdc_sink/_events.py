@@ -9,7 +9,6 @@ column with :func:`cdc_sink.schema.coercer`, :func:`set_columns` the value colum
 
 from __future__ import annotations
 
-import binascii
 import decimal
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.schema import Column, TableSchema, coercer, type_to_str
+from cdc_sink.values import CONVERSION_ERRORS
 
 __all__ = ["column_from_py", "event_seqs", "set_columns", "split_events"]
 
@@ -165,14 +165,7 @@ def column_from_py(vals: list[Any], c: Column, reasons: np.ndarray) -> pa.Array:
             cv = convert(v)
             pa.array([cv], type=c.type)
             clean.append(cv)
-        except (
-            TypeError,
-            ValueError,
-            OverflowError,
-            pa.ArrowException,
-            decimal.InvalidOperation,
-            binascii.Error,
-        ):
+        except CONVERSION_ERRORS:
             if reasons[i] is None:
                 reasons[i] = f"column {c.name!r}: {v!r} is not a valid {type_to_str(c.type)}"
             clean.append(None)

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaError
-from cdc_sink.values import coerce, coercer, parse_date, parse_timestamp
+from cdc_sink.values import CONVERSION_ERRORS, coerce, coercer, parse_date, parse_timestamp
 
 __all__ = [
     "TEMPORAL_RANGE",
@@ -211,13 +211,7 @@ def _default_to_arrow(value: Any, t: pa.DataType, column: str) -> pa.Scalar:
             # column has always been 1.0).
             value = coerce(value, t)
         return pa.scalar(value, type=t)
-    except (
-        TypeError,
-        ValueError,
-        OverflowError,
-        pa.ArrowException,
-        decimal.InvalidOperation,
-    ) as exc:
+    except CONVERSION_ERRORS as exc:
         raise SchemaError(
             f"default {value!r} of column {column!r} is not a valid {type_to_str(t)}: {exc}"
         ) from exc

@@ -22,6 +22,7 @@ The public names are re-exported by :mod:`cdc_sink.schema`.
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import decimal
 from collections.abc import Callable
@@ -29,7 +30,26 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["TYPE_KINDS", "coerce", "coercer", "parse_date", "parse_timestamp", "type_kind"]
+__all__ = [
+    "CONVERSION_ERRORS",
+    "TYPE_KINDS",
+    "coerce",
+    "coercer",
+    "parse_date",
+    "parse_timestamp",
+    "type_kind",
+]
+
+CONVERSION_ERRORS: tuple[type[Exception], ...] = (
+    TypeError,
+    ValueError,
+    OverflowError,
+    pa.ArrowException,
+    decimal.InvalidOperation,
+    binascii.Error,
+)
+"""What converting a Python value to a column type raises for a value that does not fit
+(this module's coercions, then ``pyarrow`` building the array or scalar)."""
 
 
 def parse_timestamp(text: str) -> dt.datetime:
