@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
+from tests.fixtures import ID_V_SEQ
 
 UTC = dt.timezone.utc
 
@@ -40,17 +41,7 @@ ALL_TYPES = TableSchema.from_dict(
     }
 )
 
-SEQ = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "id", "type": "int64"},
-            {"name": "v", "type": "string"},
-            {"name": "seq", "type": "int64"},
-        ],
-        "primary_key": ["id"],
-        "sequence_column": "seq",
-    }
-)
+SEQ = TableSchema.from_dict(ID_V_SEQ)
 
 COMPOSITE = TableSchema.from_dict(
     {
