@@ -268,22 +268,11 @@ def _job_env() -> dict[str, str]:
 
 
 def _job_cmd(args: argparse.Namespace, bootstrap: str, topic: str, w: Path) -> list[str]:
-    from cdc_sink.kafka.jars import spark_kafka_conf
+    from cdc_sink.spark.session import local_submit_command
 
-    submit = str(Path(sys.executable).with_name("spark-submit"))
     extra = [a for c in args.spark_conf for a in ("--conf", c)]
     return [
-        submit,
-        "--master",
-        "local[2]",
-        "--jars",
-        spark_kafka_conf()["spark.jars"],
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
+        *local_submit_command({"spark.sql.shuffle.partitions": "2"}),
         *extra,
         str(WRAPPER),
         "--bootstrap-servers",

@@ -18,7 +18,13 @@ from cdc_sink.extras import require
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkSessionConflict", "local_spark", "local_spark_conf"]
+__all__ = [
+    "SparkSessionConflict",
+    "local_spark",
+    "local_spark_conf",
+    "local_submit_command",
+    "local_submit_env",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +106,38 @@ def local_spark(
     session = builder.getOrCreate()
     logger.info("SparkSession %r up (master %s, Spark %s)", app_name, master, session.version)
     return session
+
+
+def local_submit_command(
+    conf: Mapping[str, str] | None = None, *, master: str = "local[2]"
+) -> list[str]:
+    """The ``spark-submit`` command of a local streaming job that reads Kafka, up to the
+    application: pyspark's own ``spark-submit``, ``master``, the Kafka source's jars
+    (resolved once from Maven Central), no UI, UTC session time zone, then ``conf``.
+
+    Args:
+        conf: More Spark settings, passed as ``--conf key=value`` in order.
+        master: The Spark master.
+    """
+    from pathlib import Path
+
+    from cdc_sink.kafka.jars import spark_kafka_conf
+
+    submit = str(Path(sys.executable).with_name("spark-submit"))
+    cmd = [submit, "--master", master, "--jars", spark_kafka_conf()["spark.jars"]]
+    settings = {"spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC"}
+    for key, value in {**settings, **(conf or {})}.items():
+        cmd += ["--conf", f"{key}={value}"]
+    return cmd
+
+
+def local_submit_env(**extra: str) -> dict[str, str]:
+    """The environment of :func:`local_submit_command`: this process's, with this
+    Python for the driver and the workers and Spark bound to 127.0.0.1, plus ``extra``."""
+    return dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        **extra,
+    )

@@ -246,9 +246,8 @@ def job_env() -> dict[str, str]:
 
 def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
     """The spark-submit command line of the streaming job."""
-    from cdc_sink.kafka.jars import spark_kafka_conf
+    from cdc_sink.spark.session import local_submit_command
 
-    submit = str(Path(sys.executable).with_name("spark-submit"))
     w = cfg.workdir
     java_options = cfg.driver_java_options
     if cfg.cds_archive:
@@ -256,17 +255,7 @@ def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
         java_options = f"{java_options} -XX:{flag}={cfg.cds_archive}".strip()
     jvm = ["--driver-java-options", java_options] if java_options else []
     return [
-        submit,
-        "--master",
-        "local[2]",
-        "--jars",
-        spark_kafka_conf()["spark.jars"],
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
-        "--conf",
-        "spark.sql.shuffle.partitions=4",
+        *local_submit_command({"spark.sql.shuffle.partitions": "4"}),
         *jvm,
         str(JOB),
         "--bootstrap-servers",

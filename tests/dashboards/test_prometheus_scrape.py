@@ -17,7 +17,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -116,27 +115,11 @@ class _Job:
 def _start_job(
     kafka: KafkaHandle, topic: str, table: Path, workdir: Path, mode: str, port: int
 ) -> _Job:
-    from cdc_sink.kafka.jars import spark_kafka_conf
+    from cdc_sink.spark.session import local_submit_command, local_submit_env
 
-    submit = str(Path(sys.executable).with_name("spark-submit"))
-    env = dict(
-        os.environ,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        SPARK_LOCAL_IP="127.0.0.1",
-    )
+    env = local_submit_env()
     cmd = [
-        submit,
-        "--master",
-        "local[2]",
-        "--jars",
-        spark_kafka_conf()["spark.jars"],
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
+        *local_submit_command({"spark.sql.shuffle.partitions": "2"}),
         str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
         "--bootstrap-servers",
         kafka.bootstrap_servers,

@@ -4,7 +4,6 @@ spark-submit entry points of ``streaming_jobs/``."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -84,8 +83,8 @@ def test_streaming_job_under_spark_submit(
     from cdc_sink.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
     from cdc_sink.demo.stream import produce_records
     from cdc_sink.kafka.deadletter import ParquetDeadLetter
-    from cdc_sink.kafka.jars import spark_kafka_conf
     from cdc_sink.kafka.producer import CdcProducer
+    from cdc_sink.spark.session import local_submit_command, local_submit_env
 
     kafka.create_topic(topic_name, 3)
     records = generate_orders(1500, seed=21)
@@ -94,24 +93,10 @@ def test_streaming_job_under_spark_submit(
     expected = ExpectedTable(orders_schema())
     expected.apply_all(r.event if r.decodable else None for r in records)
 
-    submit = str(Path(sys.executable).with_name("spark-submit"))
-    env = dict(
-        os.environ,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        SPARK_LOCAL_IP="127.0.0.1",
-    )
+    env = local_submit_env()
     table, dlq = tmp_path / "orders", tmp_path / "dlq"
     job = [
-        submit,
-        "--master",
-        "local[2]",
-        "--jars",
-        spark_kafka_conf()["spark.jars"],
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
+        *local_submit_command(),
         str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
         "--bootstrap-servers",
         kafka.bootstrap_servers,
@@ -149,6 +134,7 @@ def test_streaming_job_under_spark_submit(
     assert again.returncode == 0, again.stdout + again.stderr[-5000:]
     assert cdc_sink.open_table(table).version == version
 
+    submit = str(Path(sys.executable).with_name("spark-submit"))
     query = subprocess.run(
         [
             submit,

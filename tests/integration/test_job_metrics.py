@@ -34,27 +34,11 @@ class Job:
     """The job as a child process; its output collected line by line in threads."""
 
     def __init__(self, args: list[str]) -> None:
-        from cdc_sink.kafka.jars import spark_kafka_conf
+        from cdc_sink.spark.session import local_submit_command, local_submit_env
 
-        submit = str(Path(sys.executable).with_name("spark-submit"))
-        env = dict(
-            os.environ,
-            PYSPARK_PYTHON=sys.executable,
-            PYSPARK_DRIVER_PYTHON=sys.executable,
-            SPARK_LOCAL_IP="127.0.0.1",
-        )
+        env = local_submit_env()
         cmd = [
-            submit,
-            "--master",
-            "local[2]",
-            "--jars",
-            spark_kafka_conf()["spark.jars"],
-            "--conf",
-            "spark.ui.enabled=false",
-            "--conf",
-            "spark.sql.session.timeZone=UTC",
-            "--conf",
-            "spark.sql.shuffle.partitions=2",
+            *local_submit_command({"spark.sql.shuffle.partitions": "2"}),
             str(JOB),
             *args,
         ]
