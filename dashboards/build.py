@@ -82,6 +82,14 @@ def _quantile(q: float, histogram: str, by: str = "table") -> str:
     return f"histogram_quantile({q}, sum by ({by}, le) ({_rate(histogram + '_bucket')}))"
 
 
+def _p50_p99(histogram: str) -> tuple[_Query, _Query]:
+    """The two per-table quantile queries of a p50 / p99 panel."""
+    return (
+        _Query(_quantile(0.5, histogram), "{{table}} p50"),
+        _Query(_quantile(0.99, histogram), "{{table}} p99"),
+    )
+
+
 def _mean(histogram: str, by: str = "table") -> str:
     return (
         f"sum by ({by}) ({_rate(histogram + '_sum')}) / "
@@ -314,10 +322,7 @@ def _rows() -> list[_Row]:
                     "Events per batch",
                     "Events per micro-batch, p50 and p99.",
                     "short",
-                    (
-                        _Query(_quantile(0.5, "cdc_sink_batch_events"), "{{table}} p50"),
-                        _Query(_quantile(0.99, "cdc_sink_batch_events"), "{{table}} p99"),
-                    ),
+                    (*_p50_p99("cdc_sink_batch_events"),),
                 ),
             ],
         ),
@@ -328,10 +333,7 @@ def _rows() -> list[_Row]:
                     "Freshness p50 / p99",
                     "Kafka record timestamp to the version that holds it being visible.",
                     "s",
-                    (
-                        _Query(_quantile(0.5, "cdc_sink_freshness_seconds"), "{{table}} p50"),
-                        _Query(_quantile(0.99, "cdc_sink_freshness_seconds"), "{{table}} p99"),
-                    ),
+                    (*_p50_p99("cdc_sink_freshness_seconds"),),
                     width=12,
                     thresholds=fresh,
                 ),
@@ -405,10 +407,7 @@ def _rows() -> list[_Row]:
                     "Batch duration p50 / p99",
                     "Whole micro-batch, read to commit.",
                     "s",
-                    (
-                        _Query(_quantile(0.5, "cdc_sink_batch_duration_seconds"), "{{table}} p50"),
-                        _Query(_quantile(0.99, "cdc_sink_batch_duration_seconds"), "{{table}} p99"),
-                    ),
+                    (*_p50_p99("cdc_sink_batch_duration_seconds"),),
                 ),
                 _Spec(
                     "Batches by result",

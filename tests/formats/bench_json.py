@@ -7,8 +7,6 @@ ten-column schema of :mod:`tests.formats.bench_rowv2`. Not collected by pytest.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import decimal
 import json
 import random
 import statistics
@@ -23,22 +21,7 @@ from cdc_sink.formats import Decoded, Decoder
 from cdc_sink.formats.debezium import DebeziumDecoder, encode_debezium
 from cdc_sink.formats.native_json import JsonDecoder, encode_json
 from cdc_sink.schema import TableSchema
-from tests.formats.bench_rowv2 import SCHEMA
-
-
-def _row(rnd: random.Random, i: int) -> dict[str, object]:
-    return {
-        "qty": rnd.randrange(-40_000, 40_000),
-        "total": rnd.randrange(-(2**35), 2**35),
-        "name": f"customer-{i:06d}",
-        "price": rnd.random() * 1000,
-        "active": rnd.random() < 0.5,
-        "day": dt.date(2020, 1, 1) + dt.timedelta(days=rnd.randrange(2000)),
-        "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
-        + dt.timedelta(microseconds=rnd.randrange(10**13)),
-        "amount": decimal.Decimal(rnd.randrange(-(10**9), 10**9)).scaleb(-2),
-        "note": None if i % 10 == 0 else "x" * rnd.randrange(0, 24),
-    }
+from tests.formats.bench_rowv2 import SCHEMA, random_row
 
 
 def make_values(fmt: str, rows: int, *, distinct: int = 20_000, seed: int = 7) -> pa.BinaryArray:
@@ -47,7 +30,7 @@ def make_values(fmt: str, rows: int, *, distinct: int = 20_000, seed: int = 7) -
     encoded = []
     for i in range(distinct):
         key = {"id": rnd.randrange(-(2**40), 2**40)}
-        row = _row(rnd, i)
+        row = random_row(rnd, i)
         if fmt == "json":
             encoded.append(
                 encode_json(

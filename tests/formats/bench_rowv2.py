@@ -37,6 +37,22 @@ SCHEMA = TableSchema.from_dict(
 )
 
 
+def random_row(rnd: random.Random, i: int) -> dict[str, object]:
+    """Row ``i`` of the benchmark's ten value columns, drawn from ``rnd`` (a few nulls)."""
+    return {
+        "qty": rnd.randrange(-40_000, 40_000),
+        "total": rnd.randrange(-(2**35), 2**35),
+        "name": f"customer-{i:06d}",
+        "price": rnd.random() * 1000,
+        "active": rnd.random() < 0.5,
+        "day": dt.date(2020, 1, 1) + dt.timedelta(days=rnd.randrange(2000)),
+        "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+        + dt.timedelta(microseconds=rnd.randrange(10**13)),
+        "amount": decimal.Decimal(rnd.randrange(-(10**9), 10**9)).scaleb(-2),
+        "note": None if i % 10 == 0 else "x" * rnd.randrange(0, 24),
+    }
+
+
 def make_values(
     rows: int, *, distinct: int = 20_000, seed: int = 7, partial: bool = False
 ) -> pa.BinaryArray:
@@ -48,20 +64,7 @@ def make_values(
     for i in range(distinct):
         ops.append("upsert")
         keys.append({"id": rnd.randrange(-(2**40), 2**40)})
-        sets.append(
-            row := {
-                "qty": rnd.randrange(-40_000, 40_000),
-                "total": rnd.randrange(-(2**35), 2**35),
-                "name": f"customer-{i:06d}",
-                "price": rnd.random() * 1000,
-                "active": rnd.random() < 0.5,
-                "day": dt.date(2020, 1, 1) + dt.timedelta(days=rnd.randrange(2000)),
-                "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
-                + dt.timedelta(microseconds=rnd.randrange(10**13)),
-                "amount": decimal.Decimal(rnd.randrange(-(10**9), 10**9)).scaleb(-2),
-                "note": None if i % 10 == 0 else "x" * rnd.randrange(0, 24),
-            }
-        )
+        sets.append(row := random_row(rnd, i))
         if partial:
             for name in list(row):
                 k = rnd.random()
