@@ -14,6 +14,7 @@ Both hand a :class:`~cdc_sink.spark._batch.PreparedBatch` back for the sink to c
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +25,7 @@ from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import PreparedBucket
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
+from cdc_sink.spark._arrow_stream import collect_arrow
 from cdc_sink.spark._batch import (
     TS_SAMPLE,
     PreparedBatch,
@@ -42,6 +44,7 @@ from cdc_sink.table import Table, reject_records
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from cdc_sink.formats import Decoded
     from cdc_sink.spark.writer import SinkFunction
 
 __all__ = ["prepare_buckets", "prepare_in_driver", "prepare_jvm_in_driver"]
@@ -67,35 +70,48 @@ def prepare_buckets(table: Table, batch: ChangeBatch) -> tuple[int, list[Prepare
 
 
 def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
-    """Raw Kafka records to the driver (``toArrow``), decoded there by the vectorized
-    decoder of the format, and prepared."""
+    """Raw Kafka records to the driver, decoded there by the vectorized decoder of the
+    format (each Arrow batch as it arrives, while Spark still reads the others:
+    :func:`~cdc_sink.spark._arrow_stream.collect_arrow`), and prepared."""
     from pyspark.sql import functions as F
 
-    from cdc_sink.formats import TS_MISSING, get_decoder
+    from cdc_sink.formats import get_decoder
 
     t0 = time.perf_counter()
-    raw = df.select(
+    raw_df = df.select(
         "key",
         "value",
         "topic",
         "partition",
         "offset",
         F.unix_millis("timestamp").alias("__kafka_ms"),
-    ).toArrow()
-    t1 = time.perf_counter()
-    n = raw.num_rows
-    dec = get_decoder(fn.format, **fn.decoder_options).decode_with_meta(
-        raw.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=raw.column("key")
     )
-    batch = dec.batch
-    # Each event's producer time: its own ts_ms, else its Kafka record's timestamp.
-    kafka_ms = np.asarray(raw.column("__kafka_ms").to_numpy(zero_copy_only=False), dtype=np.int64)
-    ts = kafka_ms[batch.positions]
-    if dec.ts_ms is not None:
-        ts = np.where(dec.ts_ms != TS_MISSING, dec.ts_ms, ts)
+    decoder = get_decoder(fn.format, **fn.decoder_options)
+    decoding = [0.0]
+
+    def decode(rb: pa.RecordBatch | pa.Table) -> Decoded:
+        d0 = time.perf_counter()
+        n = rb.num_rows
+        dec = decoder.decode_with_meta(
+            rb.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=rb.column("key")
+        )
+        decoding[0] += time.perf_counter() - d0
+        return dec
+
+    got = collect_arrow(raw_df, decode)
+    if got is None:  # no streaming collect here (Spark Connect): all rows, then decode
+        table = raw_df.toArrow()
+        raw, pieces = table, [(0, decode(table))]
+    else:
+        raw = got.table()
+        sizes = np.array([b.num_rows for b in got.batches], dtype=np.int64)
+        starts = (np.cumsum(sizes) - sizes).tolist()
+        pieces = list(zip(starts, got.results, strict=True)) or [(0, decode(raw))]
+    t1 = time.perf_counter()
+    batch, refused, ts = _joined(pieces, raw)
     t2 = time.perf_counter()
-    version, prepared, refused = prepare_buckets(fn.table, batch)
-    refused.extend(dec.rejects)
+    version, prepared, more = prepare_buckets(fn.table, batch)
+    refused.extend(more)
     records = reject_records(sorted_rejects(refused), raw)
     t3 = time.perf_counter()
     step = max(1, len(ts) // TS_SAMPLE)
@@ -103,14 +119,43 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
         version,
         prepared,
         records,
-        events=n,
+        events=raw.num_rows,
         log_events=len(batch),
         offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
         ops=op_counts(batch),
-        phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},
+        phases={
+            "read": t1 - t0 - decoding[0],
+            "decode": t2 - t1 + decoding[0],
+            "apply": t3 - t2,
+        },
         max_ts_ms=int(ts.max()) if len(ts) else None,
         ts_sample=ts[::step],
     )
+
+
+def _joined(
+    pieces: list[tuple[int, Decoded]], raw: pa.Table
+) -> tuple[ChangeBatch, Rejects, np.ndarray]:
+    """The decoded pieces of a batch (each with the row of ``raw`` it starts at) as one
+    batch in row order, its rejects, and each event's producer time: its own ``ts_ms``,
+    else its Kafka record's timestamp."""
+    from cdc_sink.formats import TS_MISSING
+
+    batches: list[ChangeBatch] = []
+    refused = Rejects()
+    stamps: list[np.ndarray] = []
+    for start, dec in pieces:
+        b = dec.batch
+        batches.append(b if start == 0 else replace(b, position=b.positions + start))
+        refused.extend(Rejects(dec.rejects.positions + start, list(dec.rejects.reasons)))
+        stamps.append(np.full(len(b), TS_MISSING, np.int64) if dec.ts_ms is None else dec.ts_ms)
+    batch = ChangeBatch.concat(batches)
+    kafka_ms = np.asarray(raw.column("__kafka_ms").to_numpy(zero_copy_only=False), np.int64)
+    ts = kafka_ms[batch.positions]
+    if stamps:
+        own = np.concatenate(stamps)
+        ts = np.where(own != TS_MISSING, own, ts)
+    return batch, refused, ts
 
 
 def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
