@@ -369,8 +369,9 @@ def _op_codes(col: pa.Array | pa.ChunkedArray, reasons: np.ndarray) -> np.ndarra
         ok = op >= 0
     else:
         raise SchemaMismatch(f"'__op' must be int8 codes or op names, got {col.type}")
-    bad = ~ok & (reasons == None)  # noqa: E711
+    bad = ~ok
     if bad.any():
+        bad &= reasons == None  # noqa: E711  (an event already refused keeps its reason)
         shown = col.to_pylist()
         for i in np.flatnonzero(bad):
             reasons[i] = f"unknown op {shown[i]!r}"

@@ -539,7 +539,7 @@ class ColumnStore:
         keep[: min(num_pages, len(old.pages))] = True
         for d in ds:
             if len(d.rows):
-                keep[np.unique(d.rows // self.page_rows)] = False
+                keep[d.rows // self.page_rows] = False  # repeated indices are fine
         for p in np.flatnonzero(keep).tolist():
             keep[p] = old.page_length(p) == min(self.page_rows, num_rows - p * self.page_rows)
         rebuilt = dict(self.pages(version, num_rows, page_filter=~keep))

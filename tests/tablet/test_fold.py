@@ -354,3 +354,49 @@ def test_a_truncate_keeps_the_sequence_so_an_older_insert_after_it_is_stale():
     assert got.stale.tolist() == [True, False]
     assert got.live_before.tolist() == [False, False]
     assert got.truncated.tolist() == [1] and got.final_seq.tolist() == [6]
+
+
+@st.composite
+def one_event_per_key(
+    draw: st.DrawFn,
+) -> tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool]:
+    with_seq = draw(st.booleans())
+    ngroups = draw(st.integers(1, 40))
+    groups = [
+        [(op, nl, draw(_seq) if with_seq else None)]
+        for op, nl in draw(st.lists(_event, min_size=ngroups, max_size=ngroups))
+    ]
+    live0 = draw(st.lists(st.booleans(), min_size=ngroups, max_size=ngroups))
+    seq0 = draw(st.lists(_seq0, min_size=ngroups, max_size=ngroups))
+    return groups, live0, seq0, with_seq
+
+
+@settings(max_examples=300, deadline=None)
+@given(one_event_per_key())
+def test_one_event_per_key_folds_as_one_by_one_and_as_the_general_fold(
+    batch: tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool],
+):
+    """The fast path for batches of distinct keys (``_fold_single``) gives every field of
+    the general fold, and the sequential result."""
+    from cdc_sink.tablet.fold import _fold
+
+    assert_fold_matches(*batch)
+    groups, live0, seq0, with_seq = batch
+    fast = run_fold(groups, live0, seq0, with_seq)
+    n = len(groups)
+    op = np.array([g[0][0] for g in groups], dtype=np.int8)
+    needs_live = np.array([g[0][1] for g in groups], dtype=bool)
+    seq = np.array([g[0][2] for g in groups], dtype=np.int64) if with_seq else None
+    general = _fold(
+        np.arange(n, dtype=np.int64),
+        op,
+        needs_live,
+        seq,
+        np.array(live0, dtype=bool),
+        np.array(seq0, dtype=np.int64),
+        None,
+    )
+    for name in FoldResult.__dataclass_fields__:
+        assert (
+            np.asarray(getattr(fast, name)).tolist() == np.asarray(getattr(general, name)).tolist()
+        ), name
