@@ -253,7 +253,9 @@ def _prepare_bulk(
     res = nt.apply(batch, version)
     nt.commit(version)
     nt.compact(version)
-    rel, manifest, updates = write_snapshot(s.root, nt, version, schema_id, previous=None)
+    rel, manifest, updates = write_snapshot(
+        s.root, nt, version, schema_id, previous=None, compression=s.options.page_compression
+    )
     apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
     s.pending[bucket] = PendingBucket(version=version, segment=None, snapshot=rel, tablet=nt)
     s.since_snapshot[bucket] = (0, 0)

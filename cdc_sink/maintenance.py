@@ -137,7 +137,14 @@ def snapshot(
     prev_ref = s.history.snapshot_at(t.bucket, t.committed)
     previous = read_manifest(s.root, prev_ref[1]) if prev_ref else None
     t.compact(t.committed)
-    rel, manifest, updates = write_snapshot(s.root, t, t.committed, schema_id, previous=previous)
+    rel, manifest, updates = write_snapshot(
+        s.root,
+        t,
+        t.committed,
+        schema_id,
+        previous=previous,
+        compression=s.options.page_compression,
+    )
     locations.extend(updates)
     written.append(rel)
     written.extend(

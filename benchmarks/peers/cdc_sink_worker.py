@@ -20,6 +20,7 @@ from workload import OP_INSERT, OP_UPDATE, VALUE_COLS, arrow_type, run_worker, u
 
 from cdc_sink import create_table, open_table
 from cdc_sink.changes import SET_PREFIX
+from cdc_sink.table import TableOptions
 
 
 def _schema() -> dict[str, Any]:
@@ -31,14 +32,16 @@ def _schema() -> dict[str, Any]:
 
 
 class CdcSink:
-    """One cdc_sink table."""
+    """One cdc_sink table (default options but one bucket)."""
+
+    options: TableOptions | None = None
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.table: Any = None
 
     def load(self, table: pa.Table) -> Any:
-        self.table = create_table(self.path, _schema())
+        self.table = create_table(self.path, _schema(), options=self.options)
         n = table.num_rows
         wire = table.add_column(0, "__op", pa.array(np.full(n, OP_INSERT, np.int8)))
         return self.table.apply(wire).version
@@ -58,7 +61,7 @@ class CdcSink:
 
     def read(self, version: Any) -> pa.Table:
         if self.table is None:
-            self.table = open_table(self.path)
+            self.table = open_table(self.path, options=self.options)
         return self.table.read(version=version)
 
 

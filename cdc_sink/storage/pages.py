@@ -27,7 +27,7 @@ import decimal
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import google_crc32c
 import pyarrow as pa
@@ -38,7 +38,9 @@ from cdc_sink.storage.fsutil import create_file, fsync_dir, fsync_file, makedirs
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
 
 __all__ = [
+    "PAGE_CODECS",
     "LocationUpdate",
+    "PageCompression",
     "PageFileWriter",
     "PageLoc",
     "PageReader",
@@ -111,11 +113,21 @@ def py_stat(v: Any, type: pa.DataType) -> Any:
     return None
 
 
-def page_blob(arr: pa.Array) -> bytes:
-    """One page as a blob: an Arrow IPC stream of a one-column record batch."""
+PageCompression = Literal["zstd", "lz4"] | None
+"""The codec of a page blob's buffers (Arrow IPC body compression), or None."""
+
+PAGE_CODECS: tuple[PageCompression, ...] = ("zstd", "lz4", None)
+"""Every :data:`PageCompression`."""
+
+
+def page_blob(arr: pa.Array, compression: PageCompression = None) -> bytes:
+    """One page as a blob: an Arrow IPC stream of a one-column record batch, its
+    buffers compressed with ``compression`` (a reader needs no codec argument: the
+    stream names it)."""
     sink = pa.BufferOutputStream()
     batch = pa.RecordBatch.from_arrays([arr], names=["v"])
-    with pa.ipc.new_stream(sink, batch.schema) as w:
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as w:
         w.write_batch(batch)
     return bytes(sink.getvalue())
 
@@ -152,9 +164,14 @@ class PageFileWriter:
         self.offset += len(data)
         return loc
 
-    def add_page(self, page: pa.Array, stats: PageStats | None = None) -> PageLoc:
+    def add_page(
+        self,
+        page: pa.Array,
+        stats: PageStats | None = None,
+        compression: PageCompression = None,
+    ) -> PageLoc:
         """Appends a page (as :func:`page_blob`); returns its location."""
-        return self.add(page_blob(page), len(page), stats)
+        return self.add(page_blob(page, compression), len(page), stats)
 
     def finish(self) -> int:
         """Makes the file durable and closes it; returns its size."""

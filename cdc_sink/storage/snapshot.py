@@ -54,6 +54,7 @@ from cdc_sink.storage.framing import encode_file, read_records
 from cdc_sink.storage.fsutil import makedirs, remove, write_file_durable
 from cdc_sink.storage.pages import (
     LocationUpdate,
+    PageCompression,
     PageFileWriter,
     PageLoc,
     PageReader,
@@ -202,8 +203,10 @@ class _SnapshotWriter:
         version: int,
         previous: SnapshotManifest | None,
         pages_rel: str,
+        compression: PageCompression,
     ) -> None:
         self.root = root
+        self.compression = compression
         self.tablet = tablet
         self.version = version
         self.rows = tablet.row_count_at(version)
@@ -229,7 +232,7 @@ class _SnapshotWriter:
     def _value_page(self, base: Base, p: int) -> PageLoc:
         loc = None if self.full else stored_location(base.page_entry(p))
         if loc is None:
-            loc = self.file.add_page(base.pages[p], base.page_stats(p))
+            loc = self.file.add_page(base.pages[p], base.page_stats(p), self.compression)
             self.updates.append((base, p, StoredPage(loc, self.reader)))
         return loc
 
@@ -316,7 +319,13 @@ class _SnapshotWriter:
 
 
 def write_snapshot(
-    root: str, tablet: MemTablet, version: int, schema_id: int, *, previous: SnapshotManifest | None
+    root: str,
+    tablet: MemTablet,
+    version: int,
+    schema_id: int,
+    *,
+    previous: SnapshotManifest | None,
+    compression: PageCompression = None,
 ) -> SnapshotWrite:
     """Writes a snapshot of ``tablet`` at committed ``version``; the tablet must be
     compacted there (:meth:`MemTablet.compact`): writing a snapshot never compacts.
@@ -327,6 +336,8 @@ def write_snapshot(
         version: Version to snapshot.
         schema_id: Schema id at that version.
         previous: The bucket's newest earlier snapshot (enables incremental writes).
+        compression: The codec of the value pages written (keys, row hashes and index
+            slots stay uncompressed: loading a bucket maps them without a copy).
 
     Returns:
         The manifest's path relative to ``root``, the manifest, and the page locations to
@@ -339,7 +350,7 @@ def write_snapshot(
     stem = layout.attempt_stem(version)
     man_rel = layout.snapshot_manifest(tablet.bucket, stem)
     writer = _SnapshotWriter(
-        root, tablet, version, previous, layout.pages_file(tablet.bucket, stem)
+        root, tablet, version, previous, layout.pages_file(tablet.bucket, stem), compression
     )
     manifest = writer.write(schema_id)
     man_path = os.path.join(root, man_rel)
