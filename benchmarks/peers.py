@@ -56,8 +56,9 @@ _NUMPY = "numpy==2.4.6"
 #: system -> (label, worker module, pinned requirements; None: the project's interpreter)
 SYSTEMS: dict[str, tuple[str, str, list[str] | None]] = {
     "cdc_sink": ("cdc_sink", "cdc_sink_worker.py", None),
-    # not in the default --systems: the same with zstd pages (TableOptions.page_compression)
-    "cdc_sink_zstd": ("cdc_sink, zstd pages", "cdc_sink_zstd_worker.py", None),
+    # not in the default --systems: the same with other page codecs (WORKER_ENV)
+    "cdc_sink_lz4": ("cdc_sink, lz4 pages", "cdc_sink_worker.py", None),
+    "cdc_sink_zstd": ("cdc_sink, zstd pages", "cdc_sink_worker.py", None),
     "duckdb": ("DuckDB ON CONFLICT", "duckdb_worker.py", ["duckdb==1.5.6", _ARROW, _NUMPY]),
     "delta": ("delta-rs MERGE", "delta_worker.py", ["deltalake==1.6.6", _ARROW, _NUMPY]),
     "paimon": (
@@ -77,6 +78,11 @@ SYSTEMS: dict[str, tuple[str, str, list[str] | None]] = {
         "spark_delta_worker.py",
         ["pyspark==4.2.0", "delta-spark==4.4.0", _ARROW, _NUMPY, "pandas==2.3.3"],
     ),
+}
+#: extra environment of a system's worker processes
+WORKER_ENV = {
+    "cdc_sink_lz4": {"CDC_SINK_BENCH_PAGE_COMPRESSION": "lz4"},
+    "cdc_sink_zstd": {"CDC_SINK_BENCH_PAGE_COMPRESSION": "zstd"},
 }
 DEFAULT_SYSTEMS = ["cdc_sink", "duckdb", "delta", "paimon", "iceberg"]
 #: systems whose CPU seconds are not the work's (it runs in a JVM)
@@ -137,11 +143,13 @@ def export_cdc_sink(rev: str, work: str) -> tuple[str, str]:
     return dest, f"commit {commit}"
 
 
-def run(python: str, worker: str, args: list[str], out: str, path: str) -> dict[str, Any]:
-    """Runs one worker phase in its own process (``path`` first on ``PYTHONPATH``); its
-    JSON result."""
+def run(
+    python: str, worker: str, args: list[str], out: str, path: str, env: dict[str, str]
+) -> dict[str, Any]:
+    """Runs one worker phase in its own process (``path`` first on ``PYTHONPATH``, ``env``
+    added to the environment); its JSON result."""
     cmd = [python, os.path.join(WORKERS, worker), *args, "--out", out]
-    env = dict(os.environ, PYTHONPATH=path)
+    env = dict(os.environ, PYTHONPATH=path, **env)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-4000:]}")
@@ -170,13 +178,21 @@ def measure(
         ["write", "--data", data, "--dir", tdir, "--max-batches", str(limit)],
         os.path.join(work, f"{system}_write.json"),
         path,
+        WORKER_ENV.get(system, {}),
     )
     tt_version = None if system == "duckdb" else w["versions"][args.tt_batch - 1]
     final = w["versions"][-1]
     read_args = ["read", "--data", data, "--dir", tdir]
     if tt_version is not None:
         read_args += ["--version", json.dumps(tt_version), "--digest-version", json.dumps(final)]
-    r = run(python, worker, read_args, os.path.join(work, f"{system}_read.json"), path)
+    r = run(
+        python,
+        worker,
+        read_args,
+        os.path.join(work, f"{system}_read.json"),
+        path,
+        WORKER_ENV.get(system, {}),
+    )
     load1 = os.getloadavg()[0]
     shutil.rmtree(tdir, ignore_errors=True)
     batch_rates = [n / s for n, s in zip(w["batch_events"], w["batch_s"], strict=True)]

@@ -74,13 +74,14 @@ class TableOptions:
     snapshot is the durable record and the log entry names it, so the data is written
     once, as pages, and a read of that version loads pages instead of replaying the
     load."""
-    page_compression: PageCompression = "lz4"
+    page_compression: PageCompression = None
     """Codec of the value pages snapshots write from now on (Arrow IPC buffer
-    compression): ``"lz4"``, ``"zstd"`` or ``None``; any page is read whatever it was
-    written with. On the peer benchmark's 1M x 20 load, lz4 writes 0.72x the bytes of
-    no compression for +0.35 CPU s and reads them back for +0.07 s; zstd 0.51x for +0.7
-    CPU s and +0.26 s (docs/benchmarks.md, "Page compression"). In-memory tablets are
-    never compressed."""
+    compression): ``None`` (the default), ``"lz4"`` or ``"zstd"``; any page is read
+    whatever it was written with. On the peer benchmark's 1M x 20 load, lz4 writes 0.72x
+    the bytes for +0.35 CPU s, zstd 0.51x for +0.7 CPU s. The default stays uncompressed
+    because a cold read then maps pages without a copy; a compressed page is decompressed
+    into fresh memory, which made cold reads 1.5-5x slower in the peer benchmark
+    (docs/benchmarks.md, "Page compression"). In-memory tablets are never compressed."""
     retain_versions: int = 100
     """GC keeps at least this many newest versions ..."""
     retain_seconds: float = 3600.0

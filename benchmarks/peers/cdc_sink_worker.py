@@ -32,9 +32,13 @@ def _schema() -> dict[str, Any]:
 
 
 class CdcSink:
-    """One cdc_sink table (default options but one bucket)."""
+    """One cdc_sink table: default options but one bucket, and the page codec
+    ``$CDC_SINK_BENCH_PAGE_COMPRESSION`` (``none``, ``lz4``, ``zstd``) when it is set."""
 
     options: TableOptions | None = None
+    _codec = os.environ.get("CDC_SINK_BENCH_PAGE_COMPRESSION")
+    if _codec:
+        options = TableOptions(page_compression=None if _codec == "none" else _codec)  # type: ignore[arg-type]
 
     def __init__(self, path: str) -> None:
         self.path = path

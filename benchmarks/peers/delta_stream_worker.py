@@ -266,25 +266,11 @@ def session(consumer: str, driver_memory: str) -> Any:
     else:
         import pyspark
         from delta import configure_spark_with_delta_pip
-        from pyspark.sql import SparkSession
+        from spark_delta_worker import delta_builder
 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = (
-            SparkSession.builder.master("local[2]")
-            .appName("delta_stream-delta_merge")
-            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-            .config(
-                "spark.sql.catalog.spark_catalog",
-                "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            )
-            .config("spark.driver.memory", driver_memory)
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.databricks.delta.snapshotPartitions", "2")
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        builder = delta_builder("delta_stream-delta_merge", driver_memory).config(
+            "spark.driver.host", "127.0.0.1"
         )
         package = f"{KAFKA_PACKAGE}:{pyspark.__version__}"  # the running Spark's own
         spark = configure_spark_with_delta_pip(builder, extra_packages=[package]).getOrCreate()

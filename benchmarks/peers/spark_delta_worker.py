@@ -29,15 +29,17 @@ from workload import OP_DELETE, OP_INSERT, OP_UPDATE, VALUE_COLS, run_worker, up
 _SPARK: Any = None
 
 
-def _session() -> Any:
-    builder = (
+def delta_builder(app: str, driver_memory: str = "4g") -> Any:
+    """A local[2] session builder with Delta's extension and catalog and the settings of
+    the module docstring (also used by ``delta_stream_worker.py``)."""
+    return (
         SparkSession.builder.master("local[2]")
-        .appName("peers-delta")
+        .appName(app)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
-        .config("spark.driver.memory", "4g")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
@@ -45,6 +47,10 @@ def _session() -> Any:
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+
+
+def _session() -> Any:
+    builder = delta_builder("peers-delta")
     spark = configure_spark_with_delta_pip(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
