@@ -120,16 +120,16 @@ PAGE_CODECS: tuple[PageCompression, ...] = ("zstd", "lz4", None)
 """Every :data:`PageCompression`."""
 
 
-def page_blob(arr: pa.Array, compression: PageCompression = None) -> bytes:
+def page_blob(arr: pa.Array, compression: PageCompression = None) -> pa.Buffer:
     """One page as a blob: an Arrow IPC stream of a one-column record batch, its
     buffers compressed with ``compression`` (a reader needs no codec argument: the
-    stream names it)."""
+    stream names it). Returned as Arrow's buffer, not copied into ``bytes``."""
     sink = pa.BufferOutputStream()
     batch = pa.RecordBatch.from_arrays([arr], names=["v"])
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with pa.ipc.new_stream(sink, batch.schema, options=options) as w:
         w.write_batch(batch)
-    return bytes(sink.getvalue())
+    return sink.getvalue()
 
 
 class PageFileWriter:
@@ -148,7 +148,7 @@ class PageFileWriter:
         self._f = create_file(self.path)  # closed in finish() or abort()
         self.offset = 0
 
-    def add(self, data: bytes, rows: int, stats: PageStats | None) -> PageLoc:
+    def add(self, data: bytes | pa.Buffer, rows: int, stats: PageStats | None) -> PageLoc:
         """Appends a blob; returns its location."""
         self._f.write(data)
         loc = PageLoc(

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cdc_sink.bucketing import spark_xxhash64
 from cdc_sink.tablet.keyindex import KeyIndex, mix64
@@ -368,3 +370,57 @@ def test_keystore_of_dates_and_timestamps_round_trips_values():
     ks = KeyStore(pa.date32())
     ks.append(pa.array([dt.date(1969, 12, 31), dt.date(2038, 1, 20)]))
     assert ks.slice(0, 2).to_pylist() == [dt.date(1969, 12, 31), dt.date(2038, 1, 20)]
+
+
+def _assert_valid_linear_probing(idx: KeyIndex, hm: np.ndarray) -> None:
+    """Every row is in exactly one slot, and every slot from a row's home slot (cyclic)
+    up to its own is taken: what a probe from the home needs to find it."""
+    slots = idx._slots
+    size = len(slots)
+    taken = slots[slots >= 0]
+    assert sorted(taken.tolist()) == list(range(len(hm)))
+    where = np.empty(len(hm), dtype=np.int64)
+    where[slots[slots >= 0]] = np.flatnonzero(slots >= 0)
+    home = idx._home(hm)
+    for r in range(len(hm)):
+        run = (np.arange(home[r], home[r] + ((where[r] - home[r]) % size) + 1)) % size
+        assert (slots[run] >= 0).all(), r
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    bits=st.integers(4, 9),
+    fill=st.floats(0.0, 0.6),
+    clustered=st.sampled_from(["random", "end", "one"]),
+    seed=st.integers(0, 2**31),
+)
+def test_building_an_empty_table_in_one_pass_is_valid_linear_probing(
+    bits: int, fill: float, clustered: str, seed: int
+) -> None:
+    """``_build`` (rebuilds and loads) against the probing invariant, with homes spread,
+    crowded at the end of the array (runs wrap to slot 0) or all equal."""
+    rng = np.random.default_rng(seed)
+    idx = KeyIndex([pa.int64()], capacity=8)
+    idx._alloc(bits)
+    n = int(fill * (1 << bits))
+    hm = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    if clustered == "end":  # the top bits of the hash are the home slot
+        top = np.uint64((1 << bits) - 2) << np.uint64(64 - bits)
+        hm = top | (hm >> np.uint64(bits))
+    elif clustered == "one" and n:
+        hm[:] = hm[0]
+    idx._build(hm)
+    _assert_valid_linear_probing(idx, hm)
+
+
+def test_a_grown_index_of_many_keys_finds_every_key_after_the_one_pass_rebuild() -> None:
+    keys = pa.array(np.arange(300_000, dtype=np.int64) * 7919)
+    h = np.asarray(spark_xxhash64([keys]), dtype=np.int64)
+    idx = KeyIndex([pa.int64()], capacity=16)
+    for lo in range(0, 300_000, 60_000):  # every chunk crosses a resize (a rebuild)
+        idx.insert(h[lo : lo + 60_000], [keys.slice(lo, 60_000)])
+    assert np.array_equal(idx.lookup(h, [keys]), np.arange(300_000))
+    _assert_valid_linear_probing(idx, idx.row_hashes())
+    absent = pa.array(np.arange(1, 5_000, dtype=np.int64) * 7919 + 1)
+    ha = np.asarray(spark_xxhash64([absent]), dtype=np.int64)
+    assert (idx.lookup(ha, [absent]) == -1).all()
