@@ -80,7 +80,7 @@ class TableOptions:
     whatever it was written with. On the peer benchmark's 1M x 20 load, lz4 writes 0.72x
     the bytes for +0.35 CPU s, zstd 0.51x for +0.7 CPU s. The default stays uncompressed
     because a cold read then maps pages without a copy; a compressed page is decompressed
-    into fresh memory, which made cold reads 1.5-5x slower in the peer benchmark
+    into fresh memory, which made cold reads 1.3-5x slower in the peer benchmark
     (docs/benchmarks.md, "Page compression"). In-memory tablets are never compressed."""
     retain_versions: int = 100
     """GC keeps at least this many newest versions ..."""
