@@ -426,7 +426,7 @@ def load_snapshot(
         else FrozenBitMap()
     )
     slots = np.asarray(reader.array(manifest.index_slots)) if manifest.index_slots else None
-    tablet.restore(v, manifest.row_count, key_cols, hashes.astype(np.uint64), dv, slots)
+    tablet.restore(v, manifest.row_count, key_cols, hashes.astype(np.uint64, copy=False), dv, slots)
     return tablet
 
 

@@ -221,24 +221,35 @@ class KeyIndex:
     ) -> None:
         """Rebuilds an empty index from stored row hashes and key columns (row ids
         ``0..len-1``), without rehashing the keys; with the stored ``slots`` array (a
-        power-of-two length) without probing either."""
+        power-of-two length) without probing either. A ``row_hash`` array that owns its
+        writable uint64 memory is taken over, not copied (the caller gives it up)."""
         assert self.count == 0
         k = len(row_hash)
-        if slots is not None and len(slots) & (len(slots) - 1) == 0 and k <= _MAX_LOAD * len(slots):
-            self._alloc(len(slots).bit_length() - 1)
-            self._slots = np.array(slots, dtype=np.int32)
-            self._removed = int(np.count_nonzero(self._slots == _REMOVED))
-            self._ensure(k)
-            self._row_hash[:k] = row_hash
-            for store, col in zip(self.keys, keys, strict=True):
-                store.append(col)
-            self.count = k
-            return
+        with_slots = False
+        if slots is not None and len(slots) & (len(slots) - 1) == 0:
+            stored = np.array(slots, dtype=np.int32)
+            removed = int(np.count_nonzero(stored == _REMOVED))
+            # Usable only if no growth is due (a growth would drop them: rebuild instead).
+            if k + removed <= _MAX_LOAD * len(stored):
+                with_slots = True
+                self._alloc(len(stored).bit_length() - 1)
+                self._slots, self._removed = stored, removed
+        adopted = (
+            k > len(self._row_hash)
+            and row_hash.dtype == np.uint64
+            and row_hash.flags.owndata
+            and row_hash.flags.writeable
+            and row_hash.flags.c_contiguous
+        )
+        if adopted:
+            self._row_hash = row_hash
         self._ensure(k)
-        self._row_hash[:k] = row_hash
+        if not adopted:
+            self._row_hash[:k] = row_hash
         for store, col in zip(self.keys, keys, strict=True):
             store.append(col)
-        self._build(self._row_hash[:k])
+        if not with_slots:
+            self._build(self._row_hash[:k])
         self.count = k
 
     def truncate(self, n: int) -> None:

@@ -424,3 +424,26 @@ def test_a_grown_index_of_many_keys_finds_every_key_after_the_one_pass_rebuild()
     absent = pa.array(np.arange(1, 5_000, dtype=np.int64) * 7919 + 1)
     ha = np.asarray(spark_xxhash64([absent]), dtype=np.int64)
     assert (idx.lookup(ha, [absent]) == -1).all()
+
+
+def test_stored_slots_whose_removed_markers_would_force_a_growth_are_rebuilt_not_lost() -> None:
+    """A snapshot's slot array with removed markers (left by a rolled-back version) that
+    put it over the load factor: loading must not keep an empty array (every key would
+    then be missing), it rebuilds."""
+    keys = pa.array(np.arange(600, dtype=np.int64))
+    h = np.asarray(spark_xxhash64([keys]), dtype=np.int64)
+    idx = KeyIndex([pa.int64()], capacity=600)
+    idx.insert(h, [keys])
+    slots = idx.slots.copy()
+    assert len(slots) == 1024
+    empty = np.flatnonzero(slots == -1)
+    slots[empty[:50]] = -2  # markers where a probe goes on anyway: still a valid index
+    loaded = KeyIndex([pa.int64()])
+    loaded.load(idx.row_hashes().copy(), [keys], slots)
+    assert np.array_equal(loaded.lookup(h, [keys]), np.arange(600))
+    _assert_valid_linear_probing(loaded, loaded.row_hashes())
+    # Within the load factor, the stored array is used as it is.
+    ok = KeyIndex([pa.int64()])
+    ok.load(idx.row_hashes().copy(), [keys], idx.slots)
+    assert np.array_equal(ok.slots, idx.slots)
+    assert np.array_equal(ok.lookup(h, [keys]), np.arange(600))
