@@ -44,23 +44,15 @@ CONSUMERS = ("noop", "toArrow", "sink-driver", "sink-driver-jvm", "sink-executor
 
 def _consumer(name: str, table: str) -> tuple[Callable[[Any, int], None], Any]:
     """The foreachBatch function of ``name`` and the sink behind it (or None)."""
-    from pyspark.sql import functions as F
-
     from cdc_sink.spark import sink
+    from cdc_sink.spark._driver import raw_columns
 
     if name == "noop":
         return (lambda df, _id: df.write.format("noop").mode("overwrite").save()), None
     if name == "toArrow":
 
         def collect(df: Any, _id: int) -> None:
-            df.select(
-                "key",
-                "value",
-                "topic",
-                "partition",
-                "offset",
-                F.unix_millis("timestamp").alias("__kafka_ms"),
-            ).toArrow()
+            raw_columns(df).toArrow()  # exactly the columns the sink reads
 
         return collect, None
     mode = "executors" if name == "sink-executors" else "driver"

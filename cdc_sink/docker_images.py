@@ -47,6 +47,7 @@ __all__ = [
     "kafka_image_tag",
     "main",
     "repo_root",
+    "run_docker",
 ]
 
 BASE_REPO = "cdc-sink/base"
@@ -123,7 +124,9 @@ def inputs_digest(root: Path, inputs: Sequence[str], extra: Iterable[str] = ()) 
     return h.hexdigest()[:12]
 
 
-def _docker(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+def run_docker(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Runs ``docker args...`` (no stdin, output captured as text, never raises on a
+    non-zero exit)."""
     return subprocess.run(
         ["docker", *args],
         stdin=subprocess.DEVNULL,
@@ -136,19 +139,19 @@ def _docker(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[s
 
 def image_exists(tag: str) -> bool:
     """True when ``docker image inspect tag`` finds the image."""
-    return _docker("image", "inspect", tag).returncode == 0
+    return run_docker("image", "inspect", tag).returncode == 0
 
 
 def image_size(tag: str) -> int:
     """The image's size in bytes (``docker image inspect``'s ``Size``)."""
-    out = _docker("image", "inspect", "-f", "{{.Size}}", tag)
+    out = run_docker("image", "inspect", "-f", "{{.Size}}", tag)
     if out.returncode != 0:
         raise ImageBuildError(f"no image {tag}: {out.stderr.strip()}")
     return int(out.stdout.strip())
 
 
 def _image_id(tag: str) -> str:
-    out = _docker("image", "inspect", "-f", "{{.Id}}", tag)
+    out = run_docker("image", "inspect", "-f", "{{.Id}}", tag)
     if out.returncode != 0:
         raise ImageBuildError(f"no image {tag}: {out.stderr.strip()}")
     return out.stdout.strip()
@@ -182,10 +185,10 @@ def _prune_older(tag: str) -> None:
     """Removes the other tags of ``tag``'s repository (earlier builds; their shared layers
     stay). An image a container still uses is kept (``docker rmi`` refuses it)."""
     repo = tag.rsplit(":", 1)[0]
-    out = _docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", repo)
+    out = run_docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", repo)
     for other in out.stdout.split():
         if other != tag and not other.endswith(":bookworm"):
-            _docker("rmi", other)
+            run_docker("rmi", other)
 
 
 def _docker_build(root: Path, dockerfile: str, tag: str, build_args: Mapping[str, str]) -> float:
@@ -217,7 +220,7 @@ def ensure_base_image(root: Path) -> BuiltImage:
         return BuiltImage(tag, 0.0, False)
     seconds = _run_build(["bash", str(root / "docker" / "build_base.sh"), tag], tag, root)
     _prune_older(tag)
-    _docker("tag", tag, f"{BASE_REPO}:bookworm")
+    run_docker("tag", tag, f"{BASE_REPO}:bookworm")
     return BuiltImage(tag, seconds, True)
 
 

@@ -126,6 +126,15 @@ class _Spec:
     thresholds: _Thresholds | None = None
 
 
+def _stat(
+    title: str, description: str, unit: str, query: _Query, thresholds: _Thresholds | None = None
+) -> _Spec:
+    """A stat panel of the overview row: one query, 4 wide and 5 high."""
+    return _Spec(
+        title, description, unit, (query,), kind="stat", width=4, height=5, thresholds=thresholds
+    )
+
+
 @dataclass
 class _Row:
     title: str
@@ -221,71 +230,47 @@ def _rows() -> list[_Row]:
         _Row(
             "Overview",
             [
-                _Spec(
+                _stat(
                     "Table version",
                     "Latest committed version of the table.",
                     "none",
-                    (_Query(f"max by (table) (cdc_sink_table_version{_sel()})", "{{table}}"),),
-                    kind="stat",
-                    width=4,
-                    height=5,
+                    _Query(f"max by (table) (cdc_sink_table_version{_sel()})", "{{table}}"),
                 ),
-                _Spec(
+                _stat(
                     "Since last commit",
                     "Seconds since the job last committed a version.",
                     "s",
-                    (_Query(since_commit, "{{table}}"),),
-                    kind="stat",
-                    width=4,
-                    height=5,
+                    _Query(since_commit, "{{table}}"),
                     thresholds=commit_age,
                 ),
-                _Spec(
+                _stat(
                     "Freshness p99",
                     "Kafka record timestamp to version visible, p99.",
                     "s",
-                    (_Query(_quantile(0.99, "cdc_sink_freshness_seconds"), "{{table}}"),),
-                    kind="stat",
-                    width=4,
-                    height=5,
+                    _Query(_quantile(0.99, "cdc_sink_freshness_seconds"), "{{table}}"),
                     thresholds=fresh,
                 ),
-                _Spec(
+                _stat(
                     "Offsets behind latest",
                     "Kafka offsets behind latest (max partition).",
                     "short",
-                    (
-                        _Query(
-                            f"max by (table) (cdc_sink_kafka_max_offsets_behind_latest{_sel()})",
-                            "{{table}}",
-                        ),
+                    _Query(
+                        f"max by (table) (cdc_sink_kafka_max_offsets_behind_latest{_sel()})",
+                        "{{table}}",
                     ),
-                    kind="stat",
-                    width=4,
-                    height=5,
                     thresholds=lag,
                 ),
-                _Spec(
+                _stat(
                     "Events received",
                     "Events read from Kafka per second, all ops.",
                     "ops",
-                    (_Query(f"sum by (table) ({received})", "{{table}}"),),
-                    kind="stat",
-                    width=4,
-                    height=5,
+                    _Query(f"sum by (table) ({received})", "{{table}}"),
                 ),
-                _Spec(
+                _stat(
                     "Dead letters",
                     "Records sent to the dead-letter sink per second.",
                     "ops",
-                    (
-                        _Query(
-                            f"sum by (table) ({_rate('cdc_sink_dead_letters_total')})", "{{table}}"
-                        ),
-                    ),
-                    kind="stat",
-                    width=4,
-                    height=5,
+                    _Query(f"sum by (table) ({_rate('cdc_sink_dead_letters_total')})", "{{table}}"),
                     thresholds=dlq,
                 ),
             ],

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from cdc_sink.formats import Decoded
     from cdc_sink.spark.writer import SinkFunction
 
-__all__ = ["prepare_buckets", "prepare_in_driver", "prepare_jvm_in_driver"]
+__all__ = ["prepare_buckets", "prepare_in_driver", "prepare_jvm_in_driver", "raw_columns"]
 
 
 def prepare_buckets(table: Table, batch: ChangeBatch) -> tuple[int, list[PreparedBucket], Rejects]:
@@ -69,16 +69,12 @@ def prepare_buckets(table: Table, batch: ChangeBatch) -> tuple[int, list[Prepare
     return version, prepared, refused
 
 
-def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
-    """Raw Kafka records to the driver, decoded there by the vectorized decoder of the
-    format (each Arrow batch as it arrives, while Spark still reads the others:
-    :func:`~cdc_sink.spark._arrow_stream.collect_arrow`), and prepared."""
+def raw_columns(df: DataFrame) -> DataFrame:
+    """The Kafka source columns driver mode reads: key, value, topic, partition, offset,
+    and the record timestamp in milliseconds as ``__kafka_ms``."""
     from pyspark.sql import functions as F
 
-    from cdc_sink.formats import get_decoder
-
-    t0 = time.perf_counter()
-    raw_df = df.select(
+    return df.select(
         "key",
         "value",
         "topic",
@@ -86,6 +82,16 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
         "offset",
         F.unix_millis("timestamp").alias("__kafka_ms"),
     )
+
+
+def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
+    """Raw Kafka records to the driver, decoded there by the vectorized decoder of the
+    format (each Arrow batch as it arrives, while Spark still reads the others:
+    :func:`~cdc_sink.spark._arrow_stream.collect_arrow`), and prepared."""
+    from cdc_sink.formats import get_decoder
+
+    t0 = time.perf_counter()
+    raw_df = raw_columns(df)
     decoder = get_decoder(fn.format, **fn.decoder_options)
     decoding = [0.0]
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from cdc_sink.docker_engine import DockerUnavailable, compose_command, ensure_engine
+from cdc_sink.docker_images import run_docker
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "compose.yaml"
@@ -45,14 +45,7 @@ def free_ports(n: int) -> list[int]:
 
 def docker(*args: str, timeout: float = 120.0, check: bool = True) -> str:
     """Runs ``docker args...``; returns its stdout (raises with its output on failure)."""
-    proc = subprocess.run(
-        ["docker", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    proc = run_docker(*args, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"docker {' '.join(args)} failed ({proc.returncode}):\n"
