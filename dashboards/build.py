@@ -599,6 +599,21 @@ def _rows() -> list[_Row]:
     ]
 
 
+def _query_variable(name: str, label: str, query: str) -> Any:
+    """A multi-value variable (with "All") whose values a Prometheus query lists."""
+    return (
+        dash_b.QueryVariable(name)
+        .label(label)
+        .datasource(DATASOURCE)
+        .query(query)
+        .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+    )
+
+
 def _variables() -> list[Any]:
     ds = (
         dash_b.DatasourceVariable("datasource")
@@ -606,27 +621,9 @@ def _variables() -> list[Any]:
         .type("prometheus")
         .current(dash_m.VariableOption(selected=True, text="Prometheus", value="Prometheus"))
     )
-    table = (
-        dash_b.QueryVariable("table")
-        .label("Table")
-        .datasource(DATASOURCE)
-        .query("label_values(cdc_sink_table_version, table)")
-        .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
-        .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
-        .multi(True)
-        .include_all(True)
-        .all_value(".*")
-    )
-    app_id = (
-        dash_b.QueryVariable("app_id")
-        .label("App id")
-        .datasource(DATASOURCE)
-        .query('label_values(cdc_sink_table_version{table=~"$table"}, app_id)')
-        .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
-        .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
-        .multi(True)
-        .include_all(True)
-        .all_value(".*")
+    table = _query_variable("table", "Table", "label_values(cdc_sink_table_version, table)")
+    app_id = _query_variable(
+        "app_id", "App id", 'label_values(cdc_sink_table_version{table=~"$table"}, app_id)'
     )
     return [ds, table, app_id]
 
