@@ -109,13 +109,14 @@ _seq0 = st.one_of(st.just(int(SEQ_NONE)), _seq)
 
 @st.composite
 def batches(
-    draw: st.DrawFn,
+    draw: st.DrawFn, max_groups: int = 8, max_events: int = 6
 ) -> tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool]:
+    """Keys (groups) of 1..``max_events`` events each, their state before the batch."""
     with_seq = draw(st.booleans())
-    ngroups = draw(st.integers(1, 8))
+    ngroups = draw(st.integers(1, max_groups))
     groups = []
     for _ in range(ngroups):
-        evs = draw(st.lists(_event, min_size=1, max_size=6))
+        evs = draw(st.lists(_event, min_size=1, max_size=max_events))
         groups.append([(op, nl, draw(_seq) if with_seq else None) for op, nl in evs])
     live0 = draw(st.lists(st.booleans(), min_size=ngroups, max_size=ngroups))
     seq0 = draw(st.lists(_seq0, min_size=ngroups, max_size=ngroups))
@@ -356,23 +357,8 @@ def test_a_truncate_keeps_the_sequence_so_an_older_insert_after_it_is_stale():
     assert got.truncated.tolist() == [1] and got.final_seq.tolist() == [6]
 
 
-@st.composite
-def one_event_per_key(
-    draw: st.DrawFn,
-) -> tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool]:
-    with_seq = draw(st.booleans())
-    ngroups = draw(st.integers(1, 40))
-    groups = [
-        [(op, nl, draw(_seq) if with_seq else None)]
-        for op, nl in draw(st.lists(_event, min_size=ngroups, max_size=ngroups))
-    ]
-    live0 = draw(st.lists(st.booleans(), min_size=ngroups, max_size=ngroups))
-    seq0 = draw(st.lists(_seq0, min_size=ngroups, max_size=ngroups))
-    return groups, live0, seq0, with_seq
-
-
 @settings(max_examples=300, deadline=None)
-@given(one_event_per_key())
+@given(batches(max_groups=40, max_events=1))
 def test_one_event_per_key_folds_as_one_by_one_and_as_the_general_fold(
     batch: tuple[list[list[tuple[int, bool, int | None]]], list[bool], list[int], bool],
 ):
