@@ -240,24 +240,20 @@ class WritePlan:
         self.rows = row.astype(np.uint32)
         self.ngroups = len(row)
         self.unique_keys = self.ngroups == n
-        # Per event in *input* order: its group, and whether a value it sets is kept
-        # (applied, the key ends live, at or after the key's last reset).
+        # Per event in group order (``order``; its group is ``f.gid``): whether a value
+        # it sets is kept (applied, the key ends live, at or after the key's last reset).
         idx = np.arange(n, dtype=np.int64)
-        keep_sorted = f.applied & f.final_live[f.gid] & (idx >= f.reset_idx[f.gid]) & has_row[f.gid]
-        self.ev_group = np.empty(n, dtype=np.int64)
-        self.ev_group[order] = f.gid
-        self.ev_keep = np.empty(n, dtype=bool)
-        self.ev_keep[order] = keep_sorted
+        keep = f.applied & f.final_live[f.gid] & (idx >= f.reset_idx[f.gid]) & has_row[f.gid]
+        self.order, self.gid, self.keep_sorted = order, f.gid, keep
         # Groups whose row is (re)created: every column is written (default if unset).
         self.full_groups = f.final_live & (f.reset_idx >= 0) & has_row
         self.any_full = bool(self.full_groups.any())
         # One event per key, every event kept, groups in input order (a load): a column
-        # every event sets is written whole, in order, without per-column masks.
+        # every event sets is written whole, in order, without per-column masks. With one
+        # event per key, group i is the i-th key in sorted order, so "groups in input
+        # order" is ``order`` being the identity.
         self.in_order = (
-            self.unique_keys
-            and bool(self.ev_keep.all())
-            and bool(has_row.all())
-            and is_identity(self.ev_group)
+            self.unique_keys and bool(keep.all()) and bool(has_row.all()) and is_identity(order)
         )
 
     def whole(self, pres: np.ndarray | None) -> bool:
@@ -267,23 +263,25 @@ class WritePlan:
     def sources(self, pres: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """For a column set by the events where ``pres`` (None: by none): the groups
         written, and per group the event whose value it gets (``-1``: the default)."""
-        e = np.flatnonzero(pres) if pres is not None else np.empty(0, np.int64)
-        e = e[self.ev_keep[e]]
-        g = self.ev_group[e]
-        if not self.unique_keys and len(e):
+        # In group order (events of a group contiguous, in input order), so the groups
+        # come out sorted and a group's last setter is the last of its run: no sort.
+        if pres is None:
+            idx = np.empty(0, np.int64)
+        else:
+            kept = pres[self.order]
+            kept &= self.keep_sorted
+            idx = np.flatnonzero(kept)
+        g = self.gid[idx]
+        if not self.unique_keys and len(idx):
             # Several setters of one key: the last one (input order) wins.
-            o = np.argsort(g, kind="stable")
-            g, e = g[o], e[o]
             last = np.r_[g[1:] != g[:-1], True]
-            g, e = g[last], e[last]
+            g, idx = g[last], idx[last]
+        e = self.order[idx]
         if self.any_full:
             src = np.full(self.ngroups, -1, dtype=np.int64)
             src[g] = e
             write = np.flatnonzero((src >= 0) | self.full_groups)
             return write, src[write]
-        if self.unique_keys:
-            o = np.argsort(g)
-            g, e = g[o], e[o]
         return g, e
 
 
