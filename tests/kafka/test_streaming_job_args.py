@@ -27,6 +27,7 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
     assert (args.format, args.trigger, args.apply_mode) == ("json", "1 second", "driver")
     assert args.checkpoint is None and args.dead_letter is None
     assert args.starting_offsets == "earliest"
+    assert args.numpy_hugepages == "off"
     args = job.build_parser().parse_args(
         [
             "--bootstrap-servers",
@@ -47,19 +48,55 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
             "kafka.security.protocol=SSL",
             "--kafka-option",
             "kafka.sasl.jaas.config=a=b",
+            "--numpy-hugepages",
+            "numpy",
         ]
     )
     assert args.format == "debezium" and args.apply_mode == "executors"
+    assert args.numpy_hugepages == "numpy"
     assert job.parse_kafka_options(args.kafka_option) == {
         "kafka.security.protocol": "SSL",
         "kafka.sasl.jaas.config": "a=b",
     }
 
 
+def test_cdc_to_tablets_numpy_hugepages_set_the_driver_and_the_executors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cdc_sink.hugepages import HUGEPAGE_ENV, numpy_hugepages, set_numpy_hugepages
+
+    monkeypatch.delenv(HUGEPAGE_ENV, raising=False)  # put back after the test
+
+    job = _load("cdc_to_tablets")
+    before = numpy_hugepages()
+    try:
+        assert job.apply_numpy_hugepages("off") == {"spark.executorEnv.NUMPY_MADVISE_HUGEPAGE": "0"}
+        assert numpy_hugepages() is False
+        assert job.apply_numpy_hugepages("on") == {"spark.executorEnv.NUMPY_MADVISE_HUGEPAGE": "1"}
+        assert numpy_hugepages() is True
+        assert job.apply_numpy_hugepages("numpy") == {}
+        assert numpy_hugepages() is True
+    finally:
+        set_numpy_hugepages(before)
+
+
 def test_cdc_to_tablets_refuses_bad_arguments() -> None:
     job = _load("cdc_to_tablets")
     with pytest.raises(SystemExit):
         job.build_parser().parse_args(["--topic", "t", "--table-path", "/x"])
+    with pytest.raises(SystemExit):
+        job.build_parser().parse_args(
+            [
+                "--bootstrap-servers",
+                "k",
+                "--topic",
+                "t",
+                "--table-path",
+                "/x",
+                "--numpy-hugepages",
+                "?",
+            ]
+        )
     with pytest.raises(ValueError, match="KEY=VALUE"):
         job.parse_kafka_options(["novalue"])
 
