@@ -15,7 +15,10 @@ this process, no trigger interval (micro-batches back to back) and
 * ``sink-driver-jvm``: driver apply mode, ``json_decoder="jvm"`` (Spark's ``from_json``);
 * ``sink-executors``: executors apply mode (decode and prepare in Spark tasks).
 
-events/s = events / (query start -> ``processAllAvailable()`` returns). For the sink
+events/s = events / (query start -> ``processAllAvailable()`` returns). CPU: the
+machine's busy CPU seconds over the drain (``/proc/stat``: the Spark JVM, the broker and
+this process; run it on an otherwise quiet machine) and this Python process's own
+(``time.process_time``), per event and as cores busy. For the sink
 runs, the seconds of each phase summed over the batches (read = ``toArrow`` or
 ``from_json`` + ``toArrow``, decode, apply, commit) and the rest of the wall time (Spark's
 per-batch planning and scheduling, the trigger loop).
@@ -61,6 +64,14 @@ def _consumer(name: str, table: str) -> tuple[Callable[[Any, int], None], Any]:
     return fn, fn
 
 
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine since boot (``/proc/stat``, all cores)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def drain(
     spark: Any, bootstrap: str, topic: str, name: str, total: int, max_per_trigger: int
 ) -> dict[str, Any]:
@@ -76,12 +87,20 @@ def drain(
             .option("maxOffsetsPerTrigger", max_per_trigger)
             .load()
         )
-        t0 = time.perf_counter()
+        t0, c0, p0 = time.perf_counter(), machine_cpu_s(), time.process_time()
         q = df.writeStream.foreachBatch(fn).option("checkpointLocation", f"{work}/ckpt").start()
         q.processAllAvailable()
         wall = time.perf_counter() - t0
+        cpu, py_cpu = machine_cpu_s() - c0, time.process_time() - p0
         q.stop()
-        out: dict[str, Any] = {"name": name, "wall": wall, "eps": total / wall}
+        out: dict[str, Any] = {
+            "name": name,
+            "wall": wall,
+            "eps": total / wall,
+            "cpu_us": cpu / total * 1e6,
+            "py_cpu_us": py_cpu / total * 1e6,
+            "cores": cpu / wall,
+        }
         if sink_fn is not None:
             stats = [s for s in sink_fn.stats if not s.skipped]
             assert sum(s.events for s in stats) == total, "the sink missed events"
@@ -145,7 +164,9 @@ def main() -> None:
                     extra = f"; {res['batches']} batches, in the sink {res['in_sink']:.1f}s ({ph})"
                 print(
                     f"  repeat {r} {name:16s} {res['wall']:6.1f}s wall -> "
-                    f"{res['eps']:>9,.0f} events/s{extra}  (load "
+                    f"{res['eps']:>9,.0f} events/s; CPU {res['cpu_us']:.1f} us/event "
+                    f"(this Python process {res['py_cpu_us']:.1f}), {res['cores']:.2f} cores busy"
+                    f"{extra}  (load "
                     f"{os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
@@ -154,11 +175,17 @@ def main() -> None:
             if runs.get("toArrow")
             else None
         )
-        print("\n| consumer | events/s (median) | of toArrow |\n|---|---|---|")
+        print(
+            "\n| consumer | events/s (median) | of toArrow | CPU us/event, machine (Python)"
+            " | cores busy |\n|---|---|---|---|---|"
+        )
         for name in names:
             eps = statistics.median(x["eps"] for x in runs[name])
             share = f"{eps / ceiling * 100:.0f}%" if ceiling else "-"
-            print(f"| {name} | {eps:,.0f} | {share} |")
+            cpu = statistics.median(x["cpu_us"] for x in runs[name])
+            py = statistics.median(x["py_cpu_us"] for x in runs[name])
+            cores = statistics.median(x["cores"] for x in runs[name])
+            print(f"| {name} | {eps:,.0f} | {share} | {cpu:.1f} ({py:.1f}) | {cores:.2f} |")
     finally:
         spark.stop()
         kafka.stop()
