@@ -58,7 +58,7 @@ SYSTEMS: dict[str, tuple[str, str, list[str] | None]] = {
     "cdc_sink": ("cdc_sink", "cdc_sink_worker.py", None),
     # not in the default --systems: the same with other page codecs (WORKER_ENV)
     "cdc_sink_lz4": ("cdc_sink, lz4 pages", "cdc_sink_worker.py", None),
-    "cdc_sink_zstd": ("cdc_sink, zstd pages", "cdc_sink_worker.py", None),
+    "cdc_sink_zstd": ("cdc_sink, zstd pages and WAL", "cdc_sink_worker.py", None),
     "duckdb": ("DuckDB ON CONFLICT", "duckdb_worker.py", ["duckdb==1.5.6", _ARROW, _NUMPY]),
     "delta": ("delta-rs MERGE", "delta_worker.py", ["deltalake==1.6.6", _ARROW, _NUMPY]),
     "paimon": (
@@ -82,7 +82,10 @@ SYSTEMS: dict[str, tuple[str, str, list[str] | None]] = {
 #: extra environment of a system's worker processes
 WORKER_ENV = {
     "cdc_sink_lz4": {"CDC_SINK_BENCH_PAGE_COMPRESSION": "lz4"},
-    "cdc_sink_zstd": {"CDC_SINK_BENCH_PAGE_COMPRESSION": "zstd"},
+    "cdc_sink_zstd": {
+        "CDC_SINK_BENCH_PAGE_COMPRESSION": "zstd",
+        "CDC_SINK_BENCH_WAL_COMPRESSION": "zstd",
+    },
 }
 DEFAULT_SYSTEMS = ["cdc_sink", "duckdb", "delta", "paimon", "iceberg"]
 #: systems whose CPU seconds are not the work's (it runs in a JVM)

@@ -229,7 +229,9 @@ def _prepare(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> Pr
         s.pending.pop(bucket, None)  # an earlier attempt's bulk write, never committed
         if len(batch) >= s.options.bulk_events and t.row_count == 0:
             return _prepare_bulk(s, bucket, version, schema_id, batch)
-        seg = write_change_segment(s.root, bucket, version, schema_id, batch)
+        seg = write_change_segment(
+            s.root, bucket, version, schema_id, batch, compression=s.options.wal_compression
+        )
         written = [seg]
         pending = PendingBucket(version=version, segment=seg)
         try:

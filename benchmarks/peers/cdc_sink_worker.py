@@ -31,14 +31,25 @@ def _schema() -> dict[str, Any]:
     return {"columns": cols, "primary_key": ["id"], "num_buckets": 1}
 
 
-class CdcSink:
-    """One cdc_sink table: default options but one bucket, and the page codec
-    ``$CDC_SINK_BENCH_PAGE_COMPRESSION`` (``none``, ``lz4``, ``zstd``) when it is set."""
+def _codecs() -> dict[str, Any]:
+    """The page and WAL codecs of ``$CDC_SINK_BENCH_PAGE_COMPRESSION`` and
+    ``$CDC_SINK_BENCH_WAL_COMPRESSION`` (``none``, ``lz4``, ``zstd``), where set."""
+    out: dict[str, Any] = {}
+    for option, var in (
+        ("page_compression", "CDC_SINK_BENCH_PAGE_COMPRESSION"),
+        ("wal_compression", "CDC_SINK_BENCH_WAL_COMPRESSION"),
+    ):
+        codec = os.environ.get(var)
+        if codec:
+            out[option] = None if codec == "none" else codec
+    return out
 
-    options: TableOptions | None = None
-    _codec = os.environ.get("CDC_SINK_BENCH_PAGE_COMPRESSION")
-    if _codec:
-        options = TableOptions(page_compression=None if _codec == "none" else _codec)  # type: ignore[arg-type]
+
+class CdcSink:
+    """One cdc_sink table: default options but one bucket, and the codecs of
+    :func:`_codecs`."""
+
+    options: TableOptions | None = TableOptions(**_codecs()) if _codecs() else None
 
     def __init__(self, path: str) -> None:
         self.path = path

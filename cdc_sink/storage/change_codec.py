@@ -32,6 +32,8 @@ checks (names, types, lengths, op codes) turn any mismatch into
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +48,8 @@ __all__ = [
     "DEFAULT_COMPRESSION",
     "FORMAT_COMPACT",
     "FORMAT_WIRE",
+    "WAL_CODECS",
+    "WalCompression",
     "decode_compact",
     "decode_wire",
     "encode_compact",
@@ -60,7 +64,13 @@ FORMAT_COMPACT = 2
 
 _META_KEY = b"cdc_sink.change_format"
 _READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)  # small buffers: no pool hand-off
-DEFAULT_COMPRESSION = "lz4"
+WalCompression = Literal["lz4", "zstd"] | None
+"""The codec of format 2 bodies (Arrow IPC buffer compression), or None."""
+
+WAL_CODECS: tuple[WalCompression, ...] = ("lz4", "zstd", None)
+"""Every :data:`WalCompression` value."""
+
+DEFAULT_COMPRESSION: WalCompression = "lz4"
 """Codec of format 2 bodies: LZ4 decompressed ~3x faster than ZSTD here (replay speed is
 what reopening a table waits for) for ~1.25x ZSTD's bytes on the benchmark's batches;
 both keep a segment under Parquet's size (docs/benchmarks.md, "Compact WAL")."""
@@ -137,7 +147,9 @@ def _seq_deltas(seq: np.ndarray) -> np.ndarray:
     return out
 
 
-def encode_compact(batch: ChangeBatch, *, compression: str | None = DEFAULT_COMPRESSION) -> bytes:
+def encode_compact(
+    batch: ChangeBatch, *, compression: WalCompression = DEFAULT_COMPRESSION
+) -> bytes:
     """Format 2: only the cells each event sets, plus presence bitmaps, compressed.
 
     Args:

@@ -25,8 +25,10 @@ from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.change_codec import (
+    DEFAULT_COMPRESSION,
     FORMAT_COMPACT,
     FORMAT_WIRE,
+    WalCompression,
     decode_compact,
     decode_wire,
     encode_compact,
@@ -67,6 +69,7 @@ def write_change_segment(
     batch: ChangeBatch,
     *,
     body_format: int = FORMAT_COMPACT,
+    compression: WalCompression = DEFAULT_COMPRESSION,
 ) -> str:
     """Writes and fsyncs the segment of one bucket's batch; returns its relative path.
 
@@ -78,6 +81,7 @@ def write_change_segment(
         batch: The bucket's events.
         body_format: Body encoding; :data:`~.change_codec.FORMAT_WIRE` only to write segments
             as older versions did (tests of reading them).
+        compression: The codec of a format 2 body (``"lz4"``, ``"zstd"`` or None).
 
     Returns:
         The segment's path relative to ``root``.
@@ -95,7 +99,7 @@ def write_change_segment(
     }
     if body_format == FORMAT_COMPACT:
         header["format"] = FORMAT_COMPACT
-        body = encode_compact(batch)
+        body = encode_compact(batch, compression=compression)
     else:
         body = encode_wire(batch)
     with SegmentWriter(path) as seg:

@@ -21,7 +21,10 @@ references fall under half of the bytes of the files it references, every page i
 rewritten into one new file, so old files can be collected. Writing a snapshot never
 compacts: the caller compacts the tablet at the version first (``MemTablet.compact``).
 
-Loading memory-maps the page files (zero-copy Arrow arrays); key, row-hash, index and
+Pages are written with the table's ``page_compression`` codec (value pages, key pages
+and the index slots; row hashes never: they are random bits), and each blob reads with
+whatever codec it was written with. Loading memory-maps the page files (zero-copy Arrow
+arrays for uncompressed blobs); key, row-hash, index and
 deletion-vector blobs are CRC-checked at load, value pages lazily: each when it is first
 read (:class:`~cdc_sink.tablet.column.LazyPage`), before any of its data is returned.
 
@@ -237,16 +240,19 @@ class _SnapshotWriter:
         return loc
 
     def _append_only_pages(
-        self, reused: list[PageLoc] | None, page: Callable[[int, int], pa.Array]
+        self,
+        reused: list[PageLoc] | None,
+        page: Callable[[int, int], pa.Array],
+        codec: PageCompression = None,
     ) -> list[PageLoc]:
         """Pages of an append-only column (keys, row hashes): pages that were full at the
-        previous snapshot are reused from it, the others written."""
+        previous snapshot are reused from it, the others written with ``codec``."""
         pr, rows = self.page_rows, self.rows
         prev_full = 0 if self.previous is None else self.previous.row_count // pr
         return [
             reused[p]
             if reused is not None and p < prev_full
-            else self.file.add_page(page(p * pr, min((p + 1) * pr, rows)))
+            else self.file.add_page(page(p * pr, min((p + 1) * pr, rows)), None, codec)
             for p in range(-(-rows // pr))
         ]
 
@@ -254,7 +260,9 @@ class _SnapshotWriter:
         """The pages of every key column."""
         prev = self.previous
         return [
-            self._append_only_pages(None if prev is None else prev.keys[k], store.slice)
+            self._append_only_pages(
+                None if prev is None else prev.keys[k], store.slice, self.compression
+            )
             for k, store in enumerate(self.tablet.index.keys)
         ]
 
@@ -274,7 +282,8 @@ class _SnapshotWriter:
         dv_loc = self.file.add(dv.serialize(), len(dv), None) if len(dv) else None
         slots_loc = None
         if t.pending_version is None and t.index.count == self.rows:
-            slots_loc = self.file.add(page_blob(pa.array(t.index.slots)), self.rows, None)
+            slots = page_blob(pa.array(t.index.slots), self.compression)
+            slots_loc = self.file.add(slots, self.rows, None)
         return dv_loc, slots_loc
 
     def write(self, schema_id: int) -> SnapshotManifest:
@@ -336,8 +345,9 @@ def write_snapshot(
         version: Version to snapshot.
         schema_id: Schema id at that version.
         previous: The bucket's newest earlier snapshot (enables incremental writes).
-        compression: The codec of the value pages written (keys, row hashes and index
-            slots stay uncompressed: loading a bucket maps them without a copy).
+        compression: The codec of the value pages, key pages and index slots written
+            (row hashes, random bits, are never compressed). Uncompressed, loading a
+            bucket maps its keys and slots without a copy.
 
     Returns:
         The manifest's path relative to ``root``, the manifest, and the page locations to

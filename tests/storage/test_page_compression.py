@@ -2,8 +2,8 @@
 codec read back exactly, a table whose snapshots mix codecs (the option changed between
 opens) reads every retained version exactly, and a bad codec is a typed error.
 
-Value pages are compressed; keys, row hashes and index slots never are (a bucket load
-maps them without a copy)."""
+Value pages, key pages and the index slots are compressed; row hashes never are (random
+bits)."""
 
 from __future__ import annotations
 
@@ -105,24 +105,38 @@ def test_a_table_whose_snapshots_mix_codecs_reads_every_version_exactly(
             assert _rows(reopened, v) == rows, v
 
 
-def test_compressed_snapshots_are_smaller_and_keys_stay_uncompressed(tmp_path: Path) -> None:
-    sizes = {}
+def test_compressed_snapshots_are_smaller_keys_and_slots_included(tmp_path: Path) -> None:
+    sizes: dict[PageCompression, dict[str, int]] = {}
     for codec in PAGE_CODECS:
         root = tmp_path / str(codec)
         t = create_table(
             str(root), SCHEMA, options=TableOptions(page_compression=codec, bulk_events=1000)
         )
         t.apply(_events(0, 20_000, 3))  # the bulk path: one snapshot of each bucket
-        values = keys = 0
+        size = {"values": 0, "keys": 0, "hashes": 0, "slots": 0}
+        rows = 0
         for man in _manifests(root):
-            values += sum(loc.length for locs in man.columns.values() for loc in locs)
-            for loc in man.keys[0]:  # int64 keys, no nulls: 8 bytes a row uncompressed
-                assert loc.length >= 8 * loc.rows
-                keys += loc.rows
-        assert keys == 20_000
-        sizes[codec] = values
-        assert _rows(open_table(str(root))) == _rows(t)
-    assert sizes["zstd"] < sizes[None] * 0.7 and sizes["lz4"] < sizes[None] * 0.8
+            size["values"] += sum(loc.length for locs in man.columns.values() for loc in locs)
+            size["keys"] += sum(loc.length for loc in man.keys[0])
+            size["hashes"] += sum(loc.length for loc in man.row_hash)
+            assert man.index_slots is not None
+            size["slots"] += man.index_slots.length
+            rows += sum(loc.rows for loc in man.keys[0])
+        assert rows == 20_000
+        sizes[codec] = size
+        reopened = open_table(str(root))
+        assert _rows(reopened) == _rows(t)
+        # the stored slots serve lookups: every key found, a missing one not
+        got = reopened.get([{"id": k} for k in (0, 7, 19_999, 20_000)])
+        assert sorted(got.column("id").to_pylist()) == [0, 7, 19_999]
+    plain = sizes[None]
+    assert plain["keys"] >= 8 * 20_000  # int64 keys, no nulls: 8 bytes a row
+    for codec in ("zstd", "lz4"):
+        assert sizes[codec]["keys"] < plain["keys"] * 0.6, codec  # sequential ids
+        assert sizes[codec]["slots"] < plain["slots"], codec
+        assert sizes[codec]["hashes"] >= plain["hashes"], codec  # never compressed
+    assert sizes["zstd"]["values"] < plain["values"] * 0.7
+    assert sizes["lz4"]["values"] < plain["values"] * 0.8
 
 
 def test_an_unknown_codec_is_a_typed_error() -> None:
