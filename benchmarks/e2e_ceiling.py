@@ -12,6 +12,8 @@ this process, no trigger interval (micro-batches back to back) and
   (key, value, topic, partition, offset, timestamp) with ``toArrow()``: the ceiling of
   any driver-side sink;
 * ``sink-driver``: cdc_sink's sink, driver apply mode, Python JSON decoder;
+* ``sink-driver-pool``: the same with ``decode_processes=--decode-processes`` (decoding in
+  worker processes);
 * ``sink-driver-jvm``: driver apply mode, ``json_decoder="jvm"`` (Spark's ``from_json``);
 * ``sink-executors``: executors apply mode (decode and prepare in Spark tasks).
 
@@ -42,10 +44,19 @@ from typing import Any
 import numpy as np
 from e2e import SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
 
-CONSUMERS = ("noop", "toArrow", "sink-driver", "sink-driver-jvm", "sink-executors")
+CONSUMERS = (
+    "noop",
+    "toArrow",
+    "sink-driver",
+    "sink-driver-pool",
+    "sink-driver-jvm",
+    "sink-executors",
+)
 
 
-def _consumer(name: str, table: str) -> tuple[Callable[[Any, int], None], Any]:
+def _consumer(
+    name: str, table: str, decode_processes: int
+) -> tuple[Callable[[Any, int], None], Any]:
     """The foreachBatch function of ``name`` and the sink behind it (or None)."""
     from cdc_sink.spark import sink
     from cdc_sink.spark._driver import raw_columns
@@ -60,7 +71,14 @@ def _consumer(name: str, table: str) -> tuple[Callable[[Any, int], None], Any]:
         return collect, None
     mode = "executors" if name == "sink-executors" else "driver"
     decoder = "jvm" if name == "sink-driver-jvm" else "python"
-    fn = sink(table, schema=SCHEMA, app_id=f"ceiling-{name}", apply_mode=mode, json_decoder=decoder)
+    fn = sink(
+        table,
+        schema=SCHEMA,
+        app_id=f"ceiling-{name}",
+        apply_mode=mode,
+        json_decoder=decoder,
+        decode_processes=decode_processes if name == "sink-driver-pool" else 0,
+    )
     return fn, fn
 
 
@@ -73,12 +91,16 @@ def machine_cpu_s() -> float:
 
 
 def drain(
-    spark: Any, bootstrap: str, topic: str, name: str, total: int, max_per_trigger: int
+    spark: Any, bootstrap: str, topic: str, name: str, total: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     """One drain of the topic by consumer ``name``; events/s and the sink's phases."""
     work = tempfile.mkdtemp(prefix=f"cdc_ceiling_{name}_")
+    max_per_trigger = args.max_per_trigger
+    sink_fn = None
     try:
-        fn, sink_fn = _consumer(name, f"{work}/table")
+        fn, sink_fn = _consumer(name, f"{work}/table", args.decode_processes)
+        if sink_fn is not None and sink_fn.decode_pool is not None:
+            sink_fn.decode_pool.start()  # a running job starts its workers once
         df = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
@@ -113,6 +135,8 @@ def drain(
             out["in_sink"] = sum(s.total_s for s in stats)
         return out
     finally:
+        if sink_fn is not None:
+            sink_fn.close()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -126,6 +150,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--consumers", default=",".join(CONSUMERS))
+    ap.add_argument("--decode-processes", type=int, default=2, help="of sink-driver-pool")
     args = ap.parse_args()
     from cdc_sink.kafka.broker import start_kafka
     from cdc_sink.spark.session import local_spark
@@ -149,14 +174,12 @@ def main() -> None:
             flush=True,
         )
         drain(
-            spark, kafka.bootstrap_servers, topic, "toArrow", total, args.max_per_trigger
+            spark, kafka.bootstrap_servers, topic, "toArrow", total, args
         )  # warm-up: JIT, first query, page cache
         runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         for r in range(args.repeats):
             for name in names:
-                res = drain(
-                    spark, kafka.bootstrap_servers, topic, name, total, args.max_per_trigger
-                )
+                res = drain(spark, kafka.bootstrap_servers, topic, name, total, args)
                 runs[name].append(res)
                 extra = ""
                 if "phases" in res:

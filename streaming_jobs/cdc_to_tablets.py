@@ -31,7 +31,8 @@ interval (``"1 second"``) or ``available-now`` (process what is on the topic, th
 holds none; ``--app-id`` identifies the writer for exactly-once commits (default: derived
 from the checkpoint, so a restart from the same checkpoint never commits a batch twice);
 ``--starting-offsets`` for the first run; ``--kafka-option key=value`` for more Kafka
-source options (security, timeouts); ``--numpy-hugepages off|on|numpy`` whether numpy
+source options (security, timeouts); ``--decode-processes N`` decodes in N worker
+processes (driver mode); ``--numpy-hugepages off|on|numpy`` whether numpy
 asks for transparent huge pages in the driver and the executors' Python workers (default
 off, see :mod:`cdc_sink.hugepages`).
 
@@ -118,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint",
         default=None,
         help="streaming checkpoint directory (default <table-path>.checkpoint)",
+    )
+    p.add_argument(
+        "--decode-processes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="driver mode: N worker processes decode the Kafka values (default 0: the "
+        "driver's own thread)",
     )
     p.add_argument(
         "--numpy-hugepages",
@@ -561,6 +570,7 @@ def _run(
         dead_letter=dead_letter,
         json_decoder=args.json_decoder,
         decoder_options=decoder_options,
+        decode_processes=args.decode_processes,
     )
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch

@@ -38,6 +38,7 @@ from cdc_sink.spark._batch import (
     ts_sample,
     with_raw_bytes,
 )
+from cdc_sink.spark._decode_pool import PendingDecode
 from cdc_sink.spark.decode import decode_native_json
 from cdc_sink.table import Table, reject_records
 
@@ -87,12 +88,14 @@ def raw_columns(df: DataFrame) -> DataFrame:
 def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
     """Raw Kafka records to the driver, decoded there by the vectorized decoder of the
     format (each Arrow batch as it arrives, while Spark still reads the others:
-    :func:`~cdc_sink.spark._arrow_stream.collect_arrow`), and prepared."""
+    :func:`~cdc_sink.spark._arrow_stream.collect_arrow`; in the sink's decode worker
+    processes when it has them: :mod:`~cdc_sink.spark._decode_pool`), and prepared."""
     from cdc_sink.formats import get_decoder
 
     t0 = time.perf_counter()
     raw_df = raw_columns(df)
     decoder = get_decoder(fn.format, **fn.decoder_options)
+    pool = fn.decode_pool
     decoding = [0.0]
 
     def decode(rb: pa.RecordBatch | pa.Table) -> Decoded:
@@ -104,7 +107,12 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
         decoding[0] += time.perf_counter() - d0
         return dec
 
-    got = collect_arrow(raw_df, decode)
+    def hand_over(rb: pa.RecordBatch) -> Decoded | PendingDecode:
+        if pool is None:
+            return decode(rb)
+        return pool.submit(schema, rb.column("value"), rb.column("key"))
+
+    got = collect_arrow(raw_df, hand_over)
     if got is None:  # no streaming collect here (Spark Connect): all rows, then decode
         table = raw_df.toArrow()
         raw, pieces = table, [(0, decode(table))]
@@ -112,7 +120,10 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
         raw = got.table()
         sizes = np.array([b.num_rows for b in got.batches], dtype=np.int64)
         starts = (np.cumsum(sizes) - sizes).tolist()
-        pieces = list(zip(starts, got.results, strict=True)) or [(0, decode(raw))]
+        d0 = time.perf_counter()
+        results = [r.result() if isinstance(r, PendingDecode) else r for r in got.results]
+        decoding[0] += time.perf_counter() - d0  # waiting for the workers
+        pieces = list(zip(starts, results, strict=True)) or [(0, decode(raw))]
     t1 = time.perf_counter()
     batch, refused, ts = _joined(pieces, raw)
     t2 = time.perf_counter()

@@ -48,10 +48,11 @@ import pyarrow as pa
 
 from cdc_sink import commit
 from cdc_sink.commit import CommitResult
-from cdc_sink.errors import InvalidOption
+from cdc_sink.errors import InvalidArgument, InvalidOption
 from cdc_sink.formats import FORMATS, FormatName
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import Offsets, PreparedBatch, merge_offsets
+from cdc_sink.spark._decode_pool import DecodePool
 from cdc_sink.spark._driver import prepare_in_driver, prepare_jvm_in_driver
 from cdc_sink.spark._executors import prepare_in_executors
 from cdc_sink.stats import BucketFigures
@@ -169,6 +170,8 @@ class SinkFunction:
         json_decoder: Where native JSON is decoded.
         decoder_options: Keyword options of the format's decoder.
         stats_limit: How many :class:`BatchStats` of the last batches :attr:`stats` keeps.
+        decode_processes: Driver mode: worker processes that decode the Kafka values (0:
+            the driver's own thread).
 
     Raises:
         InvalidOption: ``path`` holds no table and no ``schema`` was given.
@@ -182,6 +185,7 @@ class SinkFunction:
         bucket_figures: Executors mode: memory figures of the buckets held by executors,
             per bucket, as their tasks last reported them (for ``table.stats()`` and the
             metrics).
+        decode_pool: The decode worker processes (None: decoding in the driver's thread).
     """
 
     def __init__(
@@ -197,6 +201,7 @@ class SinkFunction:
         json_decoder: JsonDecoder = "python",
         decoder_options: Mapping[str, Any] | None = None,
         stats_limit: int = 256,
+        decode_processes: int = 0,
     ) -> None:
         self.path = path
         self.format: FormatName = fmt
@@ -222,6 +227,9 @@ class SinkFunction:
         self._forwarded: int | None = None  # every version <= this is forwarded
         self._offsets: Offsets | None = None  # the last commit's
         self.bucket_figures: dict[int, BucketFigures] = {}
+        self.decode_pool = (
+            DecodePool(decode_processes, fmt, self.decoder_options) if decode_processes else None
+        )
 
     # ------------------------------------------------------------------ entry point
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -343,7 +351,10 @@ class SinkFunction:
         return self._forwarded + 1
 
     def close(self) -> None:
-        """Forwards what is left and closes the dead-letter sink's clients."""
+        """Forwards what is left, closes the dead-letter sink's clients and stops the
+        decode worker processes."""
+        if self.decode_pool is not None:
+            self.decode_pool.close()
         self._forward()
         close = getattr(self.dead_letter, "close", None)
         if close is not None:
@@ -403,6 +414,7 @@ def sink(
     table_options: TableOptions | None = None,
     json_decoder: JsonDecoder = "python",
     decoder_options: Mapping[str, Any] | None = None,
+    decode_processes: int = 0,
 ) -> SinkFunction:
     """Returns the ``foreachBatch`` function that commits Kafka CDC micro-batches.
 
@@ -423,6 +435,11 @@ def sink(
         decoder_options: Keyword options of the format's decoder (e.g.
             ``{"decimal_handling": "string"}`` for Debezium); see
             :func:`cdc_sink.formats.get_decoder`. Checked here, before the stream starts.
+        decode_processes: Driver mode with a Python decoder: how many worker processes
+            decode the Kafka values, each Arrow batch as Spark streams it (0, the
+            default: the driver's own thread). The driver's one thread is the bound of
+            driver mode on a driver with cores to spare (docs/benchmarks.md); the workers
+            are spawned on the first batch and stopped by :meth:`SinkFunction.close`.
 
     Returns:
         A :class:`SinkFunction` (callable ``(df, batch_id)``, with ``.table`` and
@@ -430,7 +447,9 @@ def sink(
 
     Raises:
         InvalidOption: An unknown format or apply mode, a decoder option that is unknown
-            or has a bad value, or no table at ``path`` and no ``schema``.
+            or has a bad value, no table at ``path`` and no ``schema``, or
+            ``decode_processes`` negative or set outside driver mode's Python decoders.
+        InvalidArgument: ``decode_processes`` is not an int.
     """
     if format not in FORMATS:
         raise InvalidOption(f"format must be {', '.join(FORMATS)}, not {format!r}", option="format")
@@ -438,6 +457,7 @@ def sink(
         raise InvalidOption(
             f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}", option="apply_mode"
         )
+    _check_decode_processes(decode_processes, apply_mode, format, json_decoder)
     if schema is not None and not isinstance(schema, TableSchema):
         schema = TableSchema.from_dict(schema)
     options = dict(decoder_options or {})
@@ -460,4 +480,23 @@ def sink(
         table_options=table_options,
         json_decoder=json_decoder,
         decoder_options=options,
+        decode_processes=decode_processes,
     )
+
+
+def _check_decode_processes(
+    processes: object, apply_mode: str, fmt: str, json_decoder: str
+) -> None:
+    """Raises the typed error of a bad ``decode_processes`` (see :func:`sink`)."""
+    if not isinstance(processes, int) or isinstance(processes, bool):
+        raise InvalidArgument(f"decode_processes must be an int, got {processes!r}")
+    if processes < 0:
+        raise InvalidOption(
+            f"decode_processes must be >= 0, got {processes}", option="decode_processes"
+        )
+    if processes and (apply_mode != "driver" or (fmt == "json" and json_decoder == "jvm")):
+        raise InvalidOption(
+            "decode_processes applies to apply_mode='driver' with a Python decoder "
+            "(executors mode decodes in Spark tasks; json_decoder='jvm' in the JVM)",
+            option="decode_processes",
+        )

@@ -122,11 +122,13 @@ def _kafka_frame(spark: SparkSession, values: list[bytes], partitions: int) -> D
     return df.repartitionByRange(partitions, "partition").sortWithinPartitions("offset")
 
 
+@pytest.mark.parametrize("decode_processes", [0, 2])
 def test_driver_mode_decodes_batch_by_batch_with_exact_rejects(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, decode_processes: int
 ) -> None:
-    """Many small Arrow batches, each decoded on arrival: the table and the rejects (with
-    their Kafka coordinates and raw bytes) are those of decoding all records at once."""
+    """Many small Arrow batches, each decoded on arrival (in the driver's thread, or in
+    two decode worker processes): the table and the rejects (with their Kafka
+    coordinates and raw bytes) are those of decoding all records at once."""
     from cdc_sink.spark import sink
 
     values: list[bytes] = []
@@ -137,14 +139,21 @@ def test_driver_mode_decodes_batch_by_batch_with_exact_rejects(
             values.append(
                 json.dumps({"op": "upsert", "key": {"id": i % 700}, "set": {"v": f"v{i}"}}).encode()
             )
+    fn = sink(
+        str(tmp_path / "t"),
+        schema={**ID_V, "num_buckets": 3},
+        app_id="stream-test",
+        decode_processes=decode_processes,
+    )
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
     try:
-        fn = sink(str(tmp_path / "t"), schema={**ID_V, "num_buckets": 3}, app_id="stream-test")
         df = _kafka_frame(spark, values, 4)
         order = df.select("partition", "offset", "value").toArrow()  # the sink's row order
         fn(df, 0)
+        assert (fn.decode_pool is not None and fn.decode_pool.running) == bool(decode_processes)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        fn.close()  # stops the decode workers
     bad = {i for i in range(3_000) if i % 97 == 5}
     rejects = fn.table.rejects().sort_by([("partition", "ascending"), ("offset", "ascending")])
     got = list(zip(rejects["partition"].to_pylist(), rejects["offset"].to_pylist(), strict=True))

@@ -27,7 +27,7 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
     assert (args.format, args.trigger, args.apply_mode) == ("json", "1 second", "driver")
     assert args.checkpoint is None and args.dead_letter is None
     assert args.starting_offsets == "earliest"
-    assert args.numpy_hugepages == "off"
+    assert args.numpy_hugepages == "off" and args.decode_processes == 0
     args = job.build_parser().parse_args(
         [
             "--bootstrap-servers",
@@ -50,10 +50,12 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
             "kafka.sasl.jaas.config=a=b",
             "--numpy-hugepages",
             "numpy",
+            "--decode-processes",
+            "3",
         ]
     )
     assert args.format == "debezium" and args.apply_mode == "executors"
-    assert args.numpy_hugepages == "numpy"
+    assert args.numpy_hugepages == "numpy" and args.decode_processes == 3
     assert job.parse_kafka_options(args.kafka_option) == {
         "kafka.security.protocol": "SSL",
         "kafka.sasl.jaas.config": "a=b",
