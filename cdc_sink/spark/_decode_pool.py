@@ -56,17 +56,12 @@ def decode_here(
     return decoder.decode_with_meta(values, schema, position=position, keys=keys)
 
 
-def _decode_in_worker(
-    fmt: FormatName,
-    options: Mapping[str, Any],
-    schema: TableSchema,
-    values: pa.Array,
-    keys: pa.Array | None,
-) -> Decoded:
-    """:func:`decode_here` in a worker; any error comes back as a ``RuntimeError``
-    naming it (every exception pickles as that, not every cdc_sink error does)."""
+def _decode_in_worker(*args: Any) -> Decoded:
+    """:func:`decode_here` (same arguments) in a worker; any error comes back as a
+    ``RuntimeError`` naming it (every exception pickles as that, not every cdc_sink error
+    does)."""
     try:
-        return decode_here(fmt, options, schema, values, keys)
+        return decode_here(*args)
     except Exception as exc:
         raise RuntimeError(f"decoding in a worker process failed: {exc!r}") from None
 
