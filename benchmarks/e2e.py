@@ -20,13 +20,19 @@ Run:  .venv/bin/python benchmarks/e2e.py [--events 2000000] [--rate 20000|auto]
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+
+from kafka_source import earliest_stream
 
 from cdc_sink.kafka.broker import start_kafka
 from cdc_sink.schema import TableSchema
@@ -173,14 +179,7 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     rng = np.random.default_rng(1)
     produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng)
     fn = sink(f"{work}/table", schema=SCHEMA, app_id=f"bench-{mode}", apply_mode=mode)
-    df = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", args.max_per_trigger)
-        .load()
-    )
+    df = earliest_stream(spark, kafka.bootstrap_servers, topic, args.max_per_trigger)
     q = (
         df.writeStream.foreachBatch(fn)
         .trigger(processingTime=args.trigger)

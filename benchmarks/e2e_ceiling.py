@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 from e2e import SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
+from kafka_source import earliest_stream  # benchmarks/peers, on the path after e2e
 
 CONSUMERS = (
     "noop",
@@ -101,14 +102,7 @@ def drain(
         fn, sink_fn = _consumer(name, f"{work}/table", args.decode_processes)
         if sink_fn is not None and sink_fn.decode_pool is not None:
             sink_fn.decode_pool.start()  # a running job starts its workers once
-        df = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", max_per_trigger)
-            .load()
-        )
+        df = earliest_stream(spark, bootstrap, topic, max_per_trigger)
         t0, c0, p0 = time.perf_counter(), machine_cpu_s(), time.process_time()
         q = df.writeStream.foreachBatch(fn).option("checkpointLocation", f"{work}/ckpt").start()
         q.processAllAvailable()

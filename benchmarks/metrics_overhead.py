@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 from e2e import SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
+from kafka_source import earliest_stream  # benchmarks/peers, on the path after e2e
 
 
 def _cpu_s(pid: int) -> float:
@@ -125,14 +126,7 @@ def run_once(
                 target=_scraper, daemon=True, args=(server.url, args.scrape_every, stop, scrapes)
             )
             scraper.start()
-    df = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", args.max_per_trigger)
-        .load()
-    )
+    df = earliest_stream(spark, bootstrap, topic, args.max_per_trigger)
     c0 = time.process_time() + _cpu_s(jvm)
     t0 = time.perf_counter()
     q = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ID_A", "ID_V", "ID_V_SEQ"]
+__all__ = ["ID_A", "ID_A_B", "ID_A_B_C", "ID_V", "ID_V_SEQ"]
 
 #: An int64 key ``id`` and a string ``a``, in two buckets.
 ID_A: dict[str, Any] = {
@@ -18,6 +18,23 @@ ID_A: dict[str, Any] = {
     ],
     "primary_key": ["id"],
     "num_buckets": 2,
+}
+
+#: An int64 key ``id``, an int64 ``a`` and a string ``b``, in two buckets.
+ID_A_B: dict[str, Any] = {
+    "columns": [
+        {"name": "id", "type": "int64", "nullable": False},
+        {"name": "a", "type": "int64"},
+        {"name": "b", "type": "string"},
+    ],
+    "primary_key": ["id"],
+    "num_buckets": 2,
+}
+
+#: :data:`ID_A_B` and a float64 ``c``.
+ID_A_B_C: dict[str, Any] = {
+    **ID_A_B,
+    "columns": [*ID_A_B["columns"], {"name": "c", "type": "float64"}],
 }
 
 #: An int64 key ``id`` and a string ``v``, in one bucket.

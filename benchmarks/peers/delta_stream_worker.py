@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from kafka_source import earliest_stream  # this directory is sys.path[0] when run
 
 #: producer timestamps kept per batch for the freshness percentiles (cdc_sink's rule:
 #: evenly spaced, ``step = max(1, n // TS_SAMPLE)``)
@@ -291,14 +292,7 @@ def start_query(
     spark: Any, fn: Any, args: argparse.Namespace, work: str, topics: str, trigger: dict[str, Any]
 ) -> Any:
     """The streaming query: Kafka ``topics`` from earliest into ``fn``."""
-    df = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", args.bootstrap)
-        .option("subscribe", topics)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", args.max_per_trigger)
-        .load()
-    )
+    df = earliest_stream(spark, args.bootstrap, topics, args.max_per_trigger)
     return (
         df.writeStream.foreachBatch(fn)
         .trigger(**trigger)

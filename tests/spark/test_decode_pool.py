@@ -20,24 +20,15 @@ from cdc_sink.formats import FORMATS, Decoded, FormatName, get_format
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
 from cdc_sink.spark._decode_pool import DecodePool, decode_here
+from tests.fixtures import ID_A_B
 
-SCHEMA = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "id", "type": "int64", "nullable": False},
-            {"name": "n", "type": "int64"},
-            {"name": "s", "type": "string"},
-        ],
-        "primary_key": ["id"],
-        "num_buckets": 2,
-    }
-)
+SCHEMA = TableSchema.from_dict(ID_A_B)
 
 
 def _values(fmt: FormatName, lo: int, hi: int) -> pa.Array:
     """Events ``lo..hi`` of ``fmt``; every 13th value is garbage (a reject)."""
     events = [
-        {"op": "upsert", "key": {"id": k}, "set": {"n": k * 3, "s": None if k % 5 else f"s{k}"}}
+        {"op": "upsert", "key": {"id": k}, "set": {"a": k * 3, "b": None if k % 5 else f"s{k}"}}
         for k in range(lo, hi)
     ]
     encoded = get_format(fmt).encode(events, SCHEMA)

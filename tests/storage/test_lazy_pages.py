@@ -26,17 +26,9 @@ from cdc_sink.storage.snapshot import (
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink.tablet import MemTablet, TabletOptions
 from cdc_sink.tablet.column import LazyPage, PageList
+from tests.fixtures import ID_A_B_C
 
-SCHEMA = {
-    "columns": [
-        {"name": "id", "type": "int64", "nullable": False},
-        {"name": "a", "type": "int64"},
-        {"name": "b", "type": "string"},
-        {"name": "c", "type": "float64"},
-    ],
-    "primary_key": ["id"],
-    "num_buckets": 2,
-}
+SCHEMA = ID_A_B_C
 OPTS = TableOptions(
     page_rows=8,
     memory_versions=4,

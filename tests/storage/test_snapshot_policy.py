@@ -9,16 +9,9 @@ from pathlib import Path
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.fixtures import ID_A_B
 
-SCHEMA = {
-    "columns": [
-        {"name": "id", "type": "int64", "nullable": False},
-        {"name": "a", "type": "int64"},
-        {"name": "b", "type": "string"},
-    ],
-    "primary_key": ["id"],
-    "num_buckets": 1,
-}
+SCHEMA = {**ID_A_B, "num_buckets": 1}
 
 
 def _events(n: int, tag: int) -> list[dict[str, object]]:

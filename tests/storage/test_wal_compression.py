@@ -14,18 +14,10 @@ import pytest
 from cdc_sink.errors import InvalidOption
 from cdc_sink.storage.change_codec import COMPRESS_MIN_EVENTS, WAL_CODECS, WalCompression
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.fixtures import ID_A_B_C
 from tests.model import RefModel, model_rows, table_to_rows
 
-SCHEMA: dict[str, Any] = {
-    "columns": [
-        {"name": "id", "type": "int64", "nullable": False},
-        {"name": "n", "type": "int64"},
-        {"name": "s", "type": "string"},
-        {"name": "f", "type": "float64"},
-    ],
-    "primary_key": ["id"],
-    "num_buckets": 2,
-}
+SCHEMA = ID_A_B_C
 KEYS = 5 * COMPRESS_MIN_EVENTS  # each bucket's share of every batch is compressed
 
 #: No snapshot is taken, so a reopen replays every segment.
@@ -42,11 +34,11 @@ def _batch(i: int) -> list[dict[str, Any]]:
     """Partial updates of one column (inserts in batch 0), and a few deletes."""
     if i == 0:
         return [
-            {"op": "insert", "key": {"id": k}, "set": {"n": k, "s": f"s{k % 97}", "f": k / 3}}
+            {"op": "insert", "key": {"id": k}, "set": {"a": k, "b": f"s{k % 97}", "c": k / 3}}
             for k in range(KEYS)
         ]
     evs: list[dict[str, Any]] = [
-        {"op": "update", "key": {"id": k}, "set": {"n": k * i} if i % 2 else {"s": f"t{i}"}}
+        {"op": "update", "key": {"id": k}, "set": {"a": k * i} if i % 2 else {"b": f"t{i}"}}
         for k in range(i, KEYS, 2)
     ]
     evs += [{"op": "delete", "key": {"id": k}} for k in range(i * 11, i * 11 + 5)]
