@@ -59,14 +59,32 @@ SCHEMA = TableSchema.from_dict(
 STATUSES = ["paid", "packed", "shipped", "delivered"]
 
 
+FORMATS = ("json", "rowv2")
+"""The event formats the benchmarks can produce (``--format``)."""
+
+
 def encode_events(
-    n: int, keys: int, first_key: int, seq0: int, rng: np.random.Generator, now_ms: int | None
+    n: int,
+    keys: int,
+    first_key: int,
+    seq0: int,
+    rng: np.random.Generator,
+    now_ms: int | None,
+    fmt: str = "json",
 ) -> list[tuple[bytes, bytes]]:
-    """Pre-encoded (key, value) JSON messages: 10% inserts of new keys, 90% updates."""
-    out = []
+    """Pre-encoded (key, value) messages: 10% inserts of new keys, 90% updates of 2
+    columns. ``fmt`` is ``json`` (native JSON; with ``now_ms``, each event carries it as
+    ``ts_ms``) or ``rowv2`` (the compact binary row format, encoded by the producer SDK's
+    :func:`cdc_sink.formats.rowv2.encode_rows`; no ``ts_ms``: the sink takes the Kafka
+    record timestamp). Both formats encode the same events for the same ``rng``."""
     is_insert = rng.random(n) < 0.1
     upd_keys = rng.integers(0, keys, n)
     cols = rng.integers(0, 3, n)
+    if fmt == "rowv2":
+        return _rowv2_events(n, first_key, seq0, is_insert, upd_keys, cols)
+    if fmt != "json":
+        raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
+    out = []
     ts = "" if now_ms is None else f',"ts_ms":{now_ms}'
     new_key = first_key
     for i in range(n):
@@ -94,6 +112,54 @@ def encode_events(
     return out
 
 
+def _rowv2_events(
+    n: int,
+    first_key: int,
+    seq0: int,
+    is_insert: np.ndarray,
+    upd_keys: np.ndarray,
+    cols: np.ndarray,
+) -> list[tuple[bytes, bytes]]:
+    """The events of :func:`encode_events` in the ``rowv2`` format."""
+    from cdc_sink.formats.rowv2 import encode_rows
+
+    ops: list[str] = []
+    keys_out: list[dict[str, Any]] = []
+    sets: list[dict[str, Any]] = []
+    new_key = first_key
+    for i in range(n):
+        seq = seq0 + i
+        if is_insert[i]:
+            k = new_key
+            new_key += 1
+            ops.append("insert")
+            sets.append(
+                {
+                    "customer_id": k % 9973,
+                    "amount": (k % 1000) / 10,
+                    "items": k % 7,
+                    "warehouse": k % 13,
+                    "carrier": "ups",
+                    "priority": False,
+                    "payment_status": "pending",
+                }
+            )
+        else:
+            k = int(upd_keys[i])
+            ops.append("upsert")
+            c = cols[i]
+            if c == 0:
+                sets.append({"status": STATUSES[seq % 4], "payment_status": "captured"})
+            elif c == 1:
+                sets.append({"amount": seq % 997 / 10, "items": seq % 9})
+            else:
+                sets.append({"carrier": "dhl", "warehouse": seq % 13})
+        keys_out.append({"order_id": k})
+    seqs = list(range(seq0, seq0 + n))
+    values = encode_rows(ops, keys_out, sets, SCHEMA, seqs=seqs)
+    return [(str(k["order_id"]).encode(), v) for k, v in zip(keys_out, values, strict=True)]
+
+
 def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
@@ -116,26 +182,40 @@ def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None
     assert p.flush(120) == 0
 
 
+def base_inserts(keys: int, fmt: str = "json") -> list[tuple[bytes, bytes]]:
+    """The base population: one insert (``seq`` 0) of each key ``0 .. keys-1``."""
+    if fmt == "rowv2":
+        from cdc_sink.formats.rowv2 import encode_rows
+
+        sets = [{"customer_id": k % 9973, "amount": 1.0} for k in range(keys)]
+        values = encode_rows(
+            ["insert"] * keys, [{"order_id": k} for k in range(keys)], sets, SCHEMA, seqs=[0] * keys
+        )
+        return [(str(k).encode(), v) for k, v in enumerate(values)]
+    return [
+        (
+            str(k).encode(),
+            (
+                f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
+                f'"customer_id":{k % 9973},"amount":1.0}}}}'
+            ).encode(),
+        )
+        for k in range(keys)
+    ]
+
+
 def produce_backlog(
-    bootstrap: str, topic: str, keys: int, events: int, rng: np.random.Generator
+    bootstrap: str,
+    topic: str,
+    keys: int,
+    events: int,
+    rng: np.random.Generator,
+    fmt: str = "json",
 ) -> int:
     """Produces the base population (``keys`` inserts), then ``events`` CDC events of
-    :func:`encode_events`; returns the records produced."""
-    produce(
-        bootstrap,
-        topic,
-        [
-            (
-                str(k).encode(),
-                (
-                    f'{{"op":"insert","key":{{"order_id":{k}}},"seq":0,"set":{{'
-                    f'"customer_id":{k % 9973},"amount":1.0}}}}'
-                ).encode(),
-            )
-            for k in range(keys)
-        ],
-    )
-    produce(bootstrap, topic, encode_events(events, keys, keys, 1, rng, None))
+    :func:`encode_events`, in format ``fmt``; returns the records produced."""
+    produce(bootstrap, topic, base_inserts(keys, fmt))
+    produce(bootstrap, topic, encode_events(events, keys, keys, 1, rng, None, fmt))
     return keys + events
 
 
@@ -147,23 +227,45 @@ def live_producer(
     keys: int,
     first_key: int,
     stop: threading.Event,
+    fmt: str = "json",
+    ahead: bool = False,
 ) -> None:
-    """Produces ``rate`` events/s in 50 ms slices, each stamped with its produce time."""
+    """Produces ``rate`` events/s in 50 ms slices. Each slice is encoded when it is sent
+    (JSON events stamped with that time as ``ts_ms``), or, with ``ahead``, every slice is
+    encoded before the first is sent, so the producer's CPU is spent before the
+    measurement, and freshness is taken from the Kafka record timestamps (set when a
+    message is handed to the client)."""
     from confluent_kafka import Producer
 
     p = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
     )  # no reordering on a retried request
     rng = np.random.default_rng(9)
-    t_end = time.time() + duration
     seq = 10**9
     slice_n = max(1, rate // 20)
-    while time.time() < t_end and not stop.is_set():
+    slices = int(duration * 20)
+    encoded = []
+    if ahead:
+        for i in range(slices):
+            encoded.append(
+                encode_events(
+                    slice_n, keys, first_key + i * slice_n, seq + i * slice_n, rng, None, fmt
+                )
+            )
+    t_end = time.time() + duration
+    i = 0
+    while time.time() < t_end and not stop.is_set() and i < slices:
         t0 = time.time()
-        for k, v in encode_events(slice_n, keys, first_key, seq, rng, int(t0 * 1000)):
+        msgs = (
+            encoded[i]
+            if ahead
+            else encode_events(
+                slice_n, keys, first_key + i * slice_n, seq + i * slice_n, rng, int(t0 * 1000), fmt
+            )
+        )
+        for k, v in msgs:
             p.produce(topic, key=k, value=v)
-        first_key += slice_n
-        seq += slice_n
+        i += 1
         p.poll(0)
         time.sleep(max(0.0, 0.05 - (time.time() - t0)))
     p.flush(30)
@@ -177,8 +279,17 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     kafka.create_topic(topic, args.partitions)
     keys = args.keys
     rng = np.random.default_rng(1)
-    produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng)
-    fn = sink(f"{work}/table", schema=SCHEMA, app_id=f"bench-{mode}", apply_mode=mode)
+    produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng, args.format)
+    fn = sink(
+        f"{work}/table",
+        schema=SCHEMA,
+        app_id=f"bench-{mode}",
+        apply_mode=mode,
+        format=args.format,
+        decode_processes=args.decode_processes if mode == "driver" else 0,
+    )
+    if fn.decode_pool is not None:
+        fn.decode_pool.start()  # a running job starts its workers once
     df = earliest_stream(spark, kafka.bootstrap_servers, topic, args.max_per_trigger)
     q = (
         df.writeStream.foreachBatch(fn)
@@ -206,11 +317,13 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     th = threading.Thread(
         target=live_producer,
         args=(kafka.bootstrap_servers, topic, rate, args.duration, keys, 10**8 + keys, stop),
+        kwargs={"fmt": args.format, "ahead": args.encode_ahead},
     )
     th.start()
     th.join()
     q.processAllAvailable()
     q.stop()
+    fn.close()
     live_stats = [s for s in fn.stats if s.batch_id > last_backlog_batch]
     fresh = np.concatenate([s.freshness_ms() for s in live_stats] or [np.empty(0, np.int64)])
     live = [s for s in live_stats if s.events]
@@ -225,6 +338,13 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
         f"{live_events:,} events in {len(live)} batches; freshness p50 {p50:,.0f} ms, "
         f"p99 {p99:,.0f} ms ({len(fresh):,} sampled events)"
     )
+    for s in sorted(live, key=lambda s: -s.total_s)[:3]:  # where the tail comes from
+        ph = ", ".join(f"{k} {v:.2f}s" for k, v in s.phases.items())
+        worst = int(s.freshness_ms().max()) if s.ts_sample is not None else -1
+        print(
+            f"[{mode}]   slow batch {s.batch_id}: {s.events:,} events in {s.total_s:.2f}s "
+            f"({ph}); oldest event visible after {worst:,} ms"
+        )
     shutil.rmtree(work, ignore_errors=True)
     return {"mode": mode, "throughput": throughput, "rate": rate, "p50_ms": p50, "p99_ms": p99}
 
@@ -247,6 +367,15 @@ def add_workload_args(
     ap.add_argument("--trigger", default="1 second", help="processing-time trigger")
     ap.add_argument("--duration", type=float, default=duration)
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--format", choices=FORMATS, default="json", help="of the Kafka values")
+    ap.add_argument(
+        "--encode-ahead",
+        action="store_true",
+        help="encode the live events before the live phase (freshness from Kafka timestamps)",
+    )
+    ap.add_argument(
+        "--decode-processes", type=int, default=0, help="decode worker processes (driver mode)"
+    )
 
 
 def main() -> None:

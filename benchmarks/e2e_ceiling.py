@@ -11,7 +11,8 @@ this process, no trigger interval (micro-batches back to back) and
 * ``toArrow``: ``foreachBatch`` collecting the columns the sink reads
   (key, value, topic, partition, offset, timestamp) with ``toArrow()``: the ceiling of
   any driver-side sink;
-* ``sink-driver``: cdc_sink's sink, driver apply mode, Python JSON decoder;
+* ``sink-driver``: cdc_sink's sink, driver apply mode, Python decoder of ``--format``
+  (``json``, the default, or ``rowv2``, the compact binary row format: the same events);
 * ``sink-driver-pool``: the same with ``decode_processes=--decode-processes`` (decoding in
   worker processes);
 * ``sink-driver-jvm``: driver apply mode, ``json_decoder="jvm"`` (Spark's ``from_json``);
@@ -42,7 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from e2e import SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
+from e2e import FORMATS, SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
 from kafka_source import earliest_stream  # benchmarks/peers, on the path after e2e
 
 CONSUMERS = (
@@ -56,7 +57,7 @@ CONSUMERS = (
 
 
 def _consumer(
-    name: str, table: str, decode_processes: int
+    name: str, table: str, decode_processes: int, fmt: str
 ) -> tuple[Callable[[Any, int], None], Any]:
     """The foreachBatch function of ``name`` and the sink behind it (or None)."""
     from cdc_sink.spark import sink
@@ -77,6 +78,7 @@ def _consumer(
         schema=SCHEMA,
         app_id=f"ceiling-{name}",
         apply_mode=mode,
+        format=fmt,
         json_decoder=decoder,
         decode_processes=decode_processes if name == "sink-driver-pool" else 0,
     )
@@ -99,7 +101,7 @@ def drain(
     max_per_trigger = args.max_per_trigger
     sink_fn = None
     try:
-        fn, sink_fn = _consumer(name, f"{work}/table", args.decode_processes)
+        fn, sink_fn = _consumer(name, f"{work}/table", args.decode_processes, args.format)
         if sink_fn is not None and sink_fn.decode_pool is not None:
             sink_fn.decode_pool.start()  # a running job starts its workers once
         df = earliest_stream(spark, bootstrap, topic, max_per_trigger)
@@ -145,7 +147,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--consumers", default=",".join(CONSUMERS))
     ap.add_argument("--decode-processes", type=int, default=2, help="of sink-driver-pool")
+    ap.add_argument("--format", choices=FORMATS, default="json", help="of the Kafka values")
     args = ap.parse_args()
+    if args.format != "json" and "sink-driver-jvm" in args.consumers.split(","):
+        ap.error("sink-driver-jvm decodes JSON only: use --format json or leave it out")
     from cdc_sink.kafka.broker import start_kafka
     from cdc_sink.spark.session import local_spark
 
@@ -159,10 +164,15 @@ def main() -> None:
         topic = f"ceiling-{int(time.time())}"
         kafka.create_topic(topic, args.partitions)
         total = produce_backlog(
-            kafka.bootstrap_servers, topic, args.keys, args.events, np.random.default_rng(1)
+            kafka.bootstrap_servers,
+            topic,
+            args.keys,
+            args.events,
+            np.random.default_rng(1),
+            args.format,
         )
         print(
-            f"topic: {total:,} records in {args.partitions} partitions; "
+            f"topic: {total:,} {args.format} records in {args.partitions} partitions; "
             f"{args.max_per_trigger:,} per micro-batch; load average "
             f"{os.getloadavg()[0]:.1f}",
             flush=True,
