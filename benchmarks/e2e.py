@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 
 from kafka_source import earliest_stream
 
+from cdc_sink.arrow_pool import POOLS, use_arrow_memory_pool
 from cdc_sink.kafka.broker import start_kafka
 from cdc_sink.schema import TableSchema
 
@@ -378,15 +379,36 @@ def add_workload_args(
     )
 
 
+def add_pool_arg(ap: argparse.ArgumentParser) -> None:
+    """``--arrow-memory-pool``, applied by :func:`use_pool` (the streaming job's flag)."""
+    ap.add_argument(
+        "--arrow-memory-pool",
+        choices=("auto", *POOLS, "pyarrow"),
+        default="auto",
+        help="pyarrow's allocator in the driver and the Python workers (default auto, as "
+        "the streaming job: jemalloc when pyarrow has it)",
+    )
+
+
+def use_pool(args: argparse.Namespace) -> dict[str, str]:
+    """Applies ``--arrow-memory-pool`` here; returns the Spark conf for the workers."""
+    return use_arrow_memory_pool(args.arrow_memory_pool)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     add_workload_args(ap)
+    add_pool_arg(ap)
     ap.add_argument("--modes", default="driver,executors")
     args = ap.parse_args()
     from cdc_sink.spark.session import local_spark
 
     kafka = start_kafka(num_partitions=args.partitions)
-    spark = local_spark("cdc_sink-e2e", master="local[2]", extra_conf={"spark.driver.memory": "6g"})
+    spark = local_spark(
+        "cdc_sink-e2e",
+        master="local[2]",
+        extra_conf={"spark.driver.memory": "6g", **use_pool(args)},
+    )
     try:
         for mode in args.modes.split(","):
             run_mode(spark, kafka, mode, args)

@@ -43,7 +43,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from e2e import FORMATS, SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
+import pyarrow as pa
+from e2e import (
+    FORMATS,
+    SCHEMA,
+    add_pool_arg,
+    produce_backlog,
+    use_pool,
+)  # benchmarks/ is sys.path[0] when run
 from kafka_source import earliest_stream  # benchmarks/peers, on the path after e2e
 
 CONSUMERS = (
@@ -148,6 +155,7 @@ def main() -> None:
     ap.add_argument("--consumers", default=",".join(CONSUMERS))
     ap.add_argument("--decode-processes", type=int, default=2, help="of sink-driver-pool")
     ap.add_argument("--format", choices=FORMATS, default="json", help="of the Kafka values")
+    add_pool_arg(ap)
     args = ap.parse_args()
     if args.format != "json" and "sink-driver-jvm" in args.consumers.split(","):
         ap.error("sink-driver-jvm decodes JSON only: use --format json or leave it out")
@@ -157,7 +165,9 @@ def main() -> None:
     names = args.consumers.split(",")
     kafka = start_kafka(num_partitions=args.partitions)
     spark = local_spark(
-        "cdc_sink-ceiling", master="local[2]", extra_conf={"spark.driver.memory": "6g"}
+        "cdc_sink-ceiling",
+        master="local[2]",
+        extra_conf={"spark.driver.memory": "6g", **use_pool(args)},
     )
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -173,7 +183,8 @@ def main() -> None:
         )
         print(
             f"topic: {total:,} {args.format} records in {args.partitions} partitions; "
-            f"{args.max_per_trigger:,} per micro-batch; load average "
+            f"{args.max_per_trigger:,} per micro-batch; pyarrow pool "
+            f"{pa.default_memory_pool().backend_name}; load average "
             f"{os.getloadavg()[0]:.1f}",
             flush=True,
         )

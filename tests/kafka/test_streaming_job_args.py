@@ -28,6 +28,7 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
     assert args.checkpoint is None and args.dead_letter is None
     assert args.starting_offsets == "earliest"
     assert args.numpy_hugepages == "off" and args.decode_processes == 0
+    assert args.arrow_memory_pool == "auto"
     args = job.build_parser().parse_args(
         [
             "--bootstrap-servers",
@@ -80,6 +81,19 @@ def test_cdc_to_tablets_numpy_hugepages_set_the_driver_and_the_executors(
         assert numpy_hugepages() is True
     finally:
         set_numpy_hugepages(before)
+
+
+def test_cdc_to_tablets_arrow_memory_pool_choices() -> None:
+    """Every choice of the flag is one :func:`use_arrow_memory_pool` takes."""
+    from cdc_sink.arrow_pool import POOLS
+
+    job = _load("cdc_to_tablets")
+    base = ["--bootstrap-servers", "k", "--topic", "t", "--table-path", "/x"]
+    for choice in ("auto", *POOLS, "pyarrow"):
+        args = job.build_parser().parse_args([*base, "--arrow-memory-pool", choice])
+        assert args.arrow_memory_pool == choice
+    with pytest.raises(SystemExit):
+        job.build_parser().parse_args([*base, "--arrow-memory-pool", "tcmalloc"])
 
 
 def test_cdc_to_tablets_refuses_bad_arguments() -> None:
