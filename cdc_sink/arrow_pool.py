@@ -5,12 +5,13 @@ pyarrow allocates every Arrow buffer (decoded batches, the WAL segments' IPC bod
 allocation: ``mimalloc`` in the Linux wheels, unless the environment variable
 ``ARROW_DEFAULT_MEMORY_POOL`` names another (``jemalloc``, ``mimalloc`` or ``system``).
 
-Measured on this project's virtual machine (docs/benchmarks.md, "End to end"): with
-``mimalloc`` the apply of a 200K-event micro-batch took 0.46-0.53 s in a new process and
-0.14-0.19 s once warm, and the Kafka -> sink drains spent 0.8-1.2 s applying 700K events;
-with ``jemalloc`` the same applies took 0.15-0.16 s from the first batch and the drains
-0.5-0.6 s (driver Python CPU 1.7-1.9 against 2.2-2.6 us per event). The cause is inside
-the allocator (the page-fault counts are the same), so the numbers are what to go by.
+Measured on this project's virtual machine (docs/benchmarks.md, "End to end", and
+``benchmarks/apply_batches.py``): with ``mimalloc``, the first apply of a 200K-event
+micro-batch in a new process took 0.40-0.53 s and later ones 0.16-0.20 s, and the
+Kafka -> sink drains spent 0.8-1.2 s applying 700K events; with ``jemalloc`` every apply
+took 0.14-0.18 s and the drains 0.5-0.6 s (the driver's Python CPU was 1.7-1.9 against
+2.2-2.6 us per event). mimalloc takes fewer page faults, not more: the cost is inside
+the allocator, and the numbers are what to go by.
 
 The streaming job (``streaming_jobs/cdc_to_tablets.py --arrow-memory-pool``) picks
 ``jemalloc`` when pyarrow was built with it, in its driver and, through
