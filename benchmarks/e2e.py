@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -81,59 +82,61 @@ def encode_events(
     is_insert = rng.random(n) < 0.1
     upd_keys = rng.integers(0, keys, n)
     cols = rng.integers(0, 3, n)
+    events = list(_events(n, first_key, seq0, is_insert, upd_keys, cols))
     if fmt == "rowv2":
-        return _rowv2_events(n, first_key, seq0, is_insert, upd_keys, cols)
+        return _rowv2_messages(events)
     if fmt != "json":
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
-    out = []
     ts = "" if now_ms is None else f',"ts_ms":{now_ms}'
-    new_key = first_key
-    for i in range(n):
-        seq = seq0 + i
-        if is_insert[i]:
-            k = new_key
-            new_key += 1
-            v = (
-                f'{{"op":"insert","key":{{"order_id":{k}}},"seq":{seq}{ts},"set":{{'
+    out = []
+    for k, seq, kind in events:
+        if kind < 0:
+            op = "insert"
+            body = (
                 f'"customer_id":{k % 9973},"amount":{(k % 1000) / 10},"items":{k % 7},'
                 f'"warehouse":{k % 13},"carrier":"ups","priority":false,'
-                f'"payment_status":"pending"}}}}'
+                f'"payment_status":"pending"'
             )
         else:
-            k = int(upd_keys[i])
-            c = cols[i]
-            if c == 0:
+            op = "upsert"
+            if kind == 0:
                 body = f'"status":"{STATUSES[seq % 4]}","payment_status":"captured"'
-            elif c == 1:
+            elif kind == 1:
                 body = f'"amount":{seq % 997 / 10},"items":{seq % 9}'
             else:
                 body = f'"carrier":"dhl","warehouse":{seq % 13}'
-            v = f'{{"op":"upsert","key":{{"order_id":{k}}},"seq":{seq}{ts},"set":{{{body}}}}}'
+        v = f'{{"op":"{op}","key":{{"order_id":{k}}},"seq":{seq}{ts},"set":{{{body}}}}}'
         out.append((str(k).encode(), v.encode()))
     return out
 
 
-def _rowv2_events(
+def _events(
     n: int,
     first_key: int,
     seq0: int,
     is_insert: np.ndarray,
     upd_keys: np.ndarray,
     cols: np.ndarray,
-) -> list[tuple[bytes, bytes]]:
-    """The events of :func:`encode_events` in the ``rowv2`` format."""
-    from cdc_sink.formats.rowv2 import encode_rows
-
-    ops: list[str] = []
-    keys_out: list[dict[str, Any]] = []
-    sets: list[dict[str, Any]] = []
+) -> Iterator[tuple[int, int, int]]:
+    """(key, seq, kind) of each event: kind -1 inserts a new key, 0-2 names the pair of
+    columns an update sets."""
     new_key = first_key
     for i in range(n):
-        seq = seq0 + i
         if is_insert[i]:
-            k = new_key
+            yield new_key, seq0 + i, -1
             new_key += 1
-            ops.append("insert")
+        else:
+            yield int(upd_keys[i]), seq0 + i, int(cols[i])
+
+
+def _rowv2_messages(events: list[tuple[int, int, int]]) -> list[tuple[bytes, bytes]]:
+    """The events of :func:`_events` in the ``rowv2`` format (the producer SDK's
+    :func:`cdc_sink.formats.rowv2.encode_rows`)."""
+    from cdc_sink.formats.rowv2 import encode_rows
+
+    sets: list[dict[str, Any]] = []
+    for k, seq, kind in events:
+        if kind < 0:
             sets.append(
                 {
                     "customer_id": k % 9973,
@@ -145,20 +148,20 @@ def _rowv2_events(
                     "payment_status": "pending",
                 }
             )
+        elif kind == 0:
+            sets.append({"status": STATUSES[seq % 4], "payment_status": "captured"})
+        elif kind == 1:
+            sets.append({"amount": seq % 997 / 10, "items": seq % 9})
         else:
-            k = int(upd_keys[i])
-            ops.append("upsert")
-            c = cols[i]
-            if c == 0:
-                sets.append({"status": STATUSES[seq % 4], "payment_status": "captured"})
-            elif c == 1:
-                sets.append({"amount": seq % 997 / 10, "items": seq % 9})
-            else:
-                sets.append({"carrier": "dhl", "warehouse": seq % 13})
-        keys_out.append({"order_id": k})
-    seqs = list(range(seq0, seq0 + n))
-    values = encode_rows(ops, keys_out, sets, SCHEMA, seqs=seqs)
-    return [(str(k["order_id"]).encode(), v) for k, v in zip(keys_out, values, strict=True)]
+            sets.append({"carrier": "dhl", "warehouse": seq % 13})
+    values = encode_rows(
+        ["insert" if kind < 0 else "upsert" for _, _, kind in events],
+        [{"order_id": k} for k, _, _ in events],
+        sets,
+        SCHEMA,
+        seqs=[seq for _, seq, _ in events],
+    )
+    return [(str(k).encode(), v) for (k, _, _), v in zip(events, values, strict=True)]
 
 
 def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None:
