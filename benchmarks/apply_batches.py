@@ -15,7 +15,6 @@ Run::
 
 from __future__ import annotations
 
-import argparse
 import resource
 import shutil
 import tempfile
@@ -23,18 +22,19 @@ import time
 
 import numpy as np
 import pyarrow as pa
-from e2e import SCHEMA, base_inserts, encode_events  # benchmarks/ is sys.path[0] when run
+from e2e import (
+    SCHEMA,
+    base_inserts,
+    encode_events,
+    workload_parser,
+)  # benchmarks/ is sys.path[0] when run
 
 from cdc_sink.formats import get_decoder
 from cdc_sink.table import create_table
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--events", type=int, default=200_000)
+    ap = workload_parser(__doc__, events=200_000)
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--format", choices=("json", "rowv2"), default="rowv2")
     args = ap.parse_args()

@@ -353,6 +353,23 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     return {"mode": mode, "throughput": throughput, "rate": rate, "p50_ms": p50, "p99_ms": p99}
 
 
+def workload_parser(
+    doc: str | None, *, events: int, keys: int = 100_000, max_per_trigger: int | None = None
+) -> argparse.ArgumentParser:
+    """A benchmark's parser with the size of the workload of :func:`encode_events`:
+    ``--events`` and ``--keys``; with ``max_per_trigger``, also the topic's
+    ``--max-per-trigger`` and ``--partitions``."""
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--events", type=int, default=events)
+    ap.add_argument("--keys", type=int, default=keys)
+    if max_per_trigger is not None:
+        ap.add_argument("--max-per-trigger", type=int, default=max_per_trigger)
+        ap.add_argument("--partitions", type=int, default=4)
+    return ap
+
+
 def add_workload_args(
     ap: argparse.ArgumentParser,
     *,

@@ -50,6 +50,7 @@ from e2e import (
     add_pool_arg,
     produce_backlog,
     use_pool,
+    workload_parser,
 )  # benchmarks/ is sys.path[0] when run
 from kafka_source import earliest_stream  # benchmarks/peers, on the path after e2e
 
@@ -144,13 +145,7 @@ def drain(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--max-per-trigger", type=int, default=200_000)
-    ap.add_argument("--partitions", type=int, default=4)
+    ap = workload_parser(__doc__, events=1_000_000, max_per_trigger=200_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--consumers", default=",".join(CONSUMERS))
     ap.add_argument("--decode-processes", type=int, default=2, help="of sink-driver-pool")

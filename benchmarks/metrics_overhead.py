@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from e2e import SCHEMA, produce_backlog  # benchmarks/ is sys.path[0] when run
+from e2e import SCHEMA, produce_backlog, workload_parser  # benchmarks/ is sys.path[0] when run
 from kafka_source import earliest_stream  # benchmarks/peers, on the path after e2e
 
 
@@ -184,13 +184,7 @@ def run_once(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--events", type=int, default=600_000)
-    ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--max-per-trigger", type=int, default=50_000)
-    ap.add_argument("--partitions", type=int, default=4)
+    ap = workload_parser(__doc__, events=600_000, max_per_trigger=50_000)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument(
         "--scrape-every",

@@ -21,6 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cdc_sink.kafka.broker import KafkaHandle
+from tests.cleanup import stopped_after
 from tests.procs import descendants
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
@@ -125,10 +126,8 @@ class Job:
 
 @pytest.fixture
 def jobs() -> Iterator[list[Job]]:
-    started: list[Job] = []
-    yield started
-    for job in started:
-        job.kill()
+    """Jobs the test starts; every one is killed after it."""
+    yield from stopped_after(Job.kill)
 
 
 def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

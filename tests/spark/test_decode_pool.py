@@ -20,6 +20,7 @@ from cdc_sink.formats import FORMATS, Decoded, FormatName, get_format
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
 from cdc_sink.spark._decode_pool import DecodePool, decode_here
+from tests.cleanup import stopped_after
 from tests.fixtures import ID_A_B
 
 SCHEMA = TableSchema.from_dict(ID_A_B)
@@ -52,10 +53,7 @@ def _same(a: Decoded, b: Decoded) -> None:
 @pytest.fixture
 def pools() -> Iterator[list[DecodePool]]:
     """Pools the test makes; every one is closed after it (its workers stopped)."""
-    made: list[DecodePool] = []
-    yield made
-    for p in made:
-        p.close()
+    yield from stopped_after(DecodePool.close)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
