@@ -5,12 +5,14 @@ of ``--events`` events: 90% partial updates of 2 of 10 columns, 10% inserts), de
 before the timer, applied with ``Table.apply`` (4 buckets, WAL segments, lz4). Prints each
 batch's apply seconds, then pyarrow's allocator and the process's minor page faults: the
 measurement behind ``cdc_sink.arrow_pool``'s choice (compare
-``ARROW_DEFAULT_MEMORY_POOL=mimalloc|jemalloc|system``).
+``ARROW_DEFAULT_MEMORY_POOL=mimalloc|jemalloc|system``) and behind
+``TableOptions.prepare_threads`` (compare ``--prepare-threads 1|2``).
 
 Run::
 
     NUMPY_MADVISE_HUGEPAGE=0 [ARROW_DEFAULT_MEMORY_POOL=jemalloc] \\
-        .venv/bin/python benchmarks/apply_batches.py [--batches 8] [--events 200000]
+        .venv/bin/python benchmarks/apply_batches.py [--batches 8] [--events 200000] \\
+        [--prepare-threads N]
 """
 
 from __future__ import annotations
@@ -30,13 +32,19 @@ from e2e import (
 )  # benchmarks/ is sys.path[0] when run
 
 from cdc_sink.formats import get_decoder
-from cdc_sink.table import create_table
+from cdc_sink.table import TableOptions, create_table
 
 
 def main() -> None:
     ap = workload_parser(__doc__, events=200_000)
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--format", choices=("json", "rowv2"), default="rowv2")
+    ap.add_argument(
+        "--prepare-threads",
+        type=int,
+        default=None,
+        help="TableOptions.prepare_threads (default: one per CPU)",
+    )
     args = ap.parse_args()
     dec = get_decoder(args.format)
     rng = np.random.default_rng(1)
@@ -63,7 +71,8 @@ def main() -> None:
     ]
     work = tempfile.mkdtemp(prefix="cdc_apply_batches_")
     try:
-        table = create_table(f"{work}/t", SCHEMA)
+        options = TableOptions(prepare_threads=args.prepare_threads)
+        table = create_table(f"{work}/t", SCHEMA, options=options)
         table.apply(base)  # type: ignore[arg-type]
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         times = []
@@ -76,7 +85,8 @@ def main() -> None:
             f"apply s per batch of {args.events:,}: "
             + " ".join(f"{t:.3f}" for t in times)
             + f"; pyarrow pool {pa.default_memory_pool().backend_name}; "
-            f"minor faults while applying {faults:,}"
+            f"minor faults while applying {faults:,}; "
+            f"prepare threads {options.threads_for(SCHEMA.num_buckets)}"
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

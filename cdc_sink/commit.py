@@ -23,6 +23,7 @@ prepared.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -199,8 +200,7 @@ def apply_batch(
     v = s.version + 1
     prepared: list[PreparedBucket] = []
     try:
-        for b, part in sorted(batch.split_by_bucket().items()):
-            prepared.append(_prepare(s, b, v, part))
+        _prepare_buckets(s, v, sorted(batch.split_by_bucket().items()), prepared)
         refused = Rejects()
         refused.extend(rejects)
         for p in prepared:
@@ -216,52 +216,129 @@ def apply_batch(
 
 
 # ---------------------------------------------------------------------- prepare
+@dataclass
+class _Plan:
+    """What the locked first step of a bucket's prepare decided (:func:`_begin`)."""
+
+    bucket: int
+    version: int
+    schema_id: int
+    batch: ChangeBatch
+    tablet: MemTablet  # the bucket's tablet; for a bulk write, the new empty one
+    bulk: bool
+
+
 def _prepare(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
     s.writer_repair()
     with s.lock:
-        s.refresh()
-        if s.version != version - 1:
-            raise CommitConflict(f"cannot prepare version {version}: the table is at {s.version}")
-        schema_id = s.schema_at(s.version).schema_id
-        t = s.tablet(bucket)
-        if t.pending_version is not None:  # an earlier attempt in this process
-            s.settle_pending(bucket, t, s.version)
-        s.pending.pop(bucket, None)  # an earlier attempt's bulk write, never committed
-        if len(batch) >= s.options.bulk_events and t.row_count == 0:
-            return _prepare_bulk(s, bucket, version, schema_id, batch)
-        seg = write_change_segment(
-            s.root, bucket, version, schema_id, batch, compression=s.options.wal_compression
-        )
-        written = [seg]
-        pending = PendingBucket(version=version, segment=seg)
+        plan = _begin(s, bucket, version, batch)
+        return _finish(s, plan, *_write(s, plan))
+
+
+def _prepare_buckets(
+    s: TableState, version: int, parts: Sequence[tuple[int, ChangeBatch]], out: list[PreparedBucket]
+) -> None:
+    """Prepares every bucket of a batch, appending each prepared bucket to ``out`` (in the
+    order of ``parts``) as soon as it is, so that an abort finds what was written.
+
+    The state is read and changed in this thread, under the table's lock (:func:`_begin`,
+    :func:`_finish`); the buckets' own work (:func:`_write`: encode and fsync a segment,
+    maybe snapshot, apply to the tablet) touches only the bucket's tablet and files, so
+    it runs in ``prepare_threads`` threads (numpy's sorts and takes, Arrow's IPC encode
+    and compression, and the fsyncs release the GIL). Every thread is finished before
+    this returns or raises; the first error, by bucket order, is raised.
+    """
+    s.writer_repair()
+    with s.lock:
+        plans = [_begin(s, b, version, part) for b, part in parts]
+        threads = s.options.threads_for(len(plans))
+        if threads <= 1:
+            for plan in plans:
+                out.append(_finish(s, plan, *_write(s, plan)))
+            return
+        futures: list[Future[tuple[PreparedBucket, PendingBucket]]] = []
+        error: BaseException | None = None
         try:
-            snap = maintenance.maybe_snapshot(s, t, schema_id, written, len(batch), pending)
-            res = t.apply(batch, version)
-        except BaseException:
-            s.discard(written)
-            raise
-        s.pending[bucket] = pending
-        return _prepared(bucket, version, seg, snap, res, [f for f in written if f != seg])
+            with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-prepare") as pool:
+                futures = [pool.submit(_write, s, plan) for plan in plans]
+        finally:  # also when this thread is interrupted: the pool has finished every task
+            for plan, fut in zip(plans, futures, strict=False):
+                exc = fut.exception()
+                if exc is None:
+                    out.append(_finish(s, plan, *fut.result()))
+                elif error is None:
+                    error = exc
+        if error is not None:
+            raise error
 
 
-def _prepare_bulk(
-    s: TableState, bucket: int, version: int, schema_id: int, batch: ChangeBatch
-) -> PreparedBucket:
-    """The bulk path of :func:`_prepare` (a large batch for a bucket without rows):
-    applies the batch to a new tablet and writes it as a snapshot of the bucket at
-    ``version``, which the log entry names instead of a WAL segment. The bucket's tablet
-    is replaced by the new one when the version commits."""
-    nt = s.empty_tablet(bucket, version - 1)
-    res = nt.apply(batch, version)
+def _begin(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> _Plan:
+    """The first step of a bucket's prepare, under the lock: follow the log, check the
+    version, settle what an earlier attempt left, and pick the bulk path or the WAL."""
+    s.refresh()
+    if s.version != version - 1:
+        raise CommitConflict(f"cannot prepare version {version}: the table is at {s.version}")
+    schema_id = s.schema_at(s.version).schema_id
+    t = s.tablet(bucket)
+    if t.pending_version is not None:  # an earlier attempt in this process
+        s.settle_pending(bucket, t, s.version)
+    s.pending.pop(bucket, None)  # an earlier attempt's bulk write, never committed
+    if len(batch) >= s.options.bulk_events and t.row_count == 0:
+        return _Plan(bucket, version, schema_id, batch, s.empty_tablet(bucket, version - 1), True)
+    return _Plan(bucket, version, schema_id, batch, t, False)
+
+
+def _write(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
+    """The bucket's own work (any thread; touches only its tablet, files and entry of
+    ``s.since_snapshot``): write the batch durably and apply it as the pending version."""
+    if plan.bulk:
+        return _write_bulk(s, plan)
+    t, version = plan.tablet, plan.version
+    seg = write_change_segment(
+        s.root,
+        plan.bucket,
+        version,
+        plan.schema_id,
+        plan.batch,
+        compression=s.options.wal_compression,
+    )
+    written = [seg]
+    pending = PendingBucket(version=version, segment=seg)
+    try:
+        snap = maintenance.maybe_snapshot(s, t, plan.schema_id, written, len(plan.batch), pending)
+        res = t.apply(plan.batch, version)
+    except BaseException:
+        s.discard(written)
+        raise
+    files = [f for f in written if f != seg]
+    return _prepared(plan.bucket, version, seg, snap, res, files), pending
+
+
+def _write_bulk(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
+    """The bulk path of :func:`_write` (a large batch for a bucket without rows):
+    applies the batch to the plan's new tablet and writes it as a snapshot of the bucket
+    at ``version``, which the log entry names instead of a WAL segment. The bucket's
+    tablet is replaced by the new one when the version commits."""
+    nt, version = plan.tablet, plan.version
+    res = nt.apply(plan.batch, version)
     nt.commit(version)
     nt.compact(version)
     rel, manifest, updates = write_snapshot(
-        s.root, nt, version, schema_id, previous=None, compression=s.options.page_compression
+        s.root, nt, version, plan.schema_id, previous=None, compression=s.options.page_compression
     )
     apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
-    s.pending[bucket] = PendingBucket(version=version, segment=None, snapshot=rel, tablet=nt)
-    s.since_snapshot[bucket] = (0, 0)
-    return _prepared(bucket, version, None, rel, res, sorted(manifest.files))
+    pending = PendingBucket(version=version, segment=None, snapshot=rel, tablet=nt)
+    return _prepared(plan.bucket, version, None, rel, res, sorted(manifest.files)), pending
+
+
+def _finish(
+    s: TableState, plan: _Plan, prepared: PreparedBucket, pending: PendingBucket
+) -> PreparedBucket:
+    """The last step of a bucket's prepare, under the lock: record what was prepared."""
+    s.pending[plan.bucket] = pending
+    if plan.bulk:
+        s.since_snapshot[plan.bucket] = (0, 0)
+    return prepared
 
 
 def _prepared(

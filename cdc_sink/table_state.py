@@ -95,8 +95,20 @@ class TableOptions:
     """GC keeps at least this many newest versions ..."""
     retain_seconds: float = 3600.0
     """... and every version committed within this many seconds."""
+    prepare_threads: int | None = None
+    """Threads that prepare the buckets of one batch at once (each bucket's WAL segment
+    encoded, compressed and fsynced, its tablet applied); ``None`` (the default): one per
+    CPU this process may use, at most one per bucket the batch touches. ``1`` prepares
+    the buckets one after another. The version still commits atomically, with one log
+    entry, after every bucket is prepared."""
 
     def __post_init__(self) -> None:
+        threads = self.prepare_threads
+        if threads is not None and (type(threads) is not int or threads < 1):
+            raise InvalidOption(
+                f"prepare_threads must be None or an int >= 1, got {threads!r}",
+                option="prepare_threads",
+            )
         for name, codecs in (("page_compression", PAGE_CODECS), ("wal_compression", WAL_CODECS)):
             if getattr(self, name) not in codecs:
                 raise InvalidOption(
@@ -105,9 +117,18 @@ class TableOptions:
                     option=name,
                 )
 
+    def threads_for(self, buckets: int) -> int:
+        """How many threads prepare a batch touching ``buckets`` buckets."""
+        threads = self.prepare_threads
+        if threads is None:
+            affinity = getattr(os, "sched_getaffinity", None)
+            threads = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+        return max(1, min(threads, buckets))
+
     @classmethod
     def for_tests(cls) -> TableOptions:
-        """Tiny pages and frequent snapshots, to exercise every path in small tests."""
+        """Tiny pages, frequent snapshots and buckets prepared in two threads, to exercise
+        every path in small tests."""
         return cls(
             page_rows=8,
             memory_versions=4,
@@ -116,6 +137,7 @@ class TableOptions:
             bulk_events=4,
             retain_versions=3,
             retain_seconds=0.0,
+            prepare_threads=2,
         )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import threading
 from collections.abc import Callable
 
 from cdc_sink.storage.hookslot import HookSlot
@@ -59,6 +60,7 @@ _crash_nth = 1
 _rng: random.Random | None = None
 _probability = 0.0
 _hits: dict[str, int] = {}
+_lock = threading.RLock()
 _hook: HookSlot[Callable[[str, int], None]] = HookSlot()
 
 
@@ -149,15 +151,16 @@ def fault_point(name: str) -> None:
     """
     if not _enabled:
         return
-    hit = _hits.get(name, 0) + 1
-    _hits[name] = hit
-    hook = _hook.current
-    if hook is not None:
-        hook(name, hit)
-    if name == _crash_name and hit == _crash_nth:
-        _die(name, hit)
-    if _rng is not None and _rng.random() < _probability:
-        _die(name, hit)
+    with _lock:  # the buckets of a batch are prepared in several threads
+        hit = _hits.get(name, 0) + 1
+        _hits[name] = hit
+        hook = _hook.current
+        if hook is not None:
+            hook(name, hit)
+        if name == _crash_name and hit == _crash_nth:
+            _die(name, hit)
+        if _rng is not None and _rng.random() < _probability:
+            _die(name, hit)
 
 
 reload_from_env()

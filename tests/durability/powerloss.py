@@ -21,6 +21,11 @@ entries, and per file its durable bytes, its current bytes or (when the durable 
 are a prefix of the current ones) a torn prefix in between: states a real file system
 may also leave, which need not include the strict one.
 
+The table prepares the buckets of a batch in several threads: :meth:`observe` and
+:meth:`image` take one lock, so each operation updates the model whole and an image is
+written from a model no other thread is changing (while their files may be, as a power
+cut would find them).
+
 Files created other than through ``fsutil`` cannot be told apart from a reused inode;
 the recorder lists them in :attr:`PowerLossRecorder.stragglers` so that a test can insist
 there are none.
@@ -31,6 +36,7 @@ from __future__ import annotations
 import os
 import random
 import stat
+import threading
 from collections.abc import Callable
 
 __all__ = ["PowerLossRecorder"]
@@ -47,8 +53,6 @@ class PowerLossRecorder:
         ops: Operations observed under ``root`` so far.
         on_op: Called as ``on_op(kind, path)`` after each observed operation (a cut
             point for tests), or ``None``.
-        stragglers: Paths of files met under ``root`` that were not created through
-            ``fsutil`` while recording.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -60,11 +64,12 @@ class PowerLossRecorder:
         self.root = os.path.abspath(os.fspath(root))
         self.ops = 0
         self.on_op: Callable[[str, str], None] | None = None
-        self.stragglers: list[str] = []
+        self._unclaimed: dict[tuple[int, int], str] = {}  # inodes met before their "create"
         self._next_id = 0
         self._node_of_inode: dict[tuple[int, int], int] = {}
         self._content: dict[int, bytes] = {}
         self._listing: dict[str, dict[str, Entry]] = {}
+        self._lock = threading.RLock()  # on_op may write an image
         for dirpath, dirnames, filenames in os.walk(self.root):
             listing: dict[str, Entry] = {}
             for name in dirnames:
@@ -86,9 +91,16 @@ class PowerLossRecorder:
     def _node(self, st: os.stat_result, path: str) -> int:
         node = self._node_of_inode.get((st.st_dev, st.st_ino))
         if node is None:
-            self.stragglers.append(path)
+            self._unclaimed[(st.st_dev, st.st_ino)] = path
             node = self._new_node(st)
         return node
+
+    @property
+    def stragglers(self) -> list[str]:
+        """Paths of files met under ``root`` that were not created through ``fsutil``
+        while recording (a file another thread listed between its creation and the
+        report of it is claimed by that report)."""
+        return list(self._unclaimed.values())
 
     def _inside(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + os.sep)
@@ -99,9 +111,15 @@ class PowerLossRecorder:
         """Update the model after one file operation (``fsutil.Recorder``)."""
         if not self._inside(path):
             return
+        with self._lock:
+            self._observe(kind, path, fd)
+
+    def _observe(self, kind: str, path: str, fd: int | None) -> None:
         if kind == "create":
             assert fd is not None
-            self._new_node(os.fstat(fd))
+            st = os.fstat(fd)
+            if self._unclaimed.pop((st.st_dev, st.st_ino), None) is None:
+                self._new_node(st)
         elif kind == "mkdir":
             self._new_node(os.lstat(path))
             self._listing[path] = {}
@@ -138,11 +156,12 @@ class PowerLossRecorder:
             rng: ``None`` for the strict state (only what was fsynced); a generator for
                 a random state between what was fsynced and what is there now.
         """
-        saved, self.on_op = self.on_op, None
-        try:
-            self._write_dir(self.root, os.fspath(out), rng)
-        finally:
-            self.on_op = saved
+        with self._lock:
+            saved, self.on_op = self.on_op, None
+            try:
+                self._write_dir(self.root, os.fspath(out), rng)
+            finally:
+                self.on_op = saved
 
     def _write_dir(self, real: str, out: str, rng: random.Random | None) -> None:
         os.mkdir(out)

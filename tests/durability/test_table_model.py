@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 from unittest import mock
 
@@ -47,6 +48,7 @@ OPTS = TableOptions.for_tests()
 # Options a reopened writer may use (page_rows always comes from the table itself).
 REOPEN_OPTS = [
     OPTS,
+    replace(OPTS, prepare_threads=1),  # the buckets of a batch prepared one by one
     TableOptions(),  # long in-memory retention, rare snapshots
     TableOptions(
         page_rows=8,
