@@ -53,6 +53,7 @@ __all__ = [
     "bucket_tablet",
     "commit_prepared",
     "prepare_bucket",
+    "prepare_buckets",
 ]
 
 register("table.prepared", "table.rejects_written", "table.committed")
@@ -126,6 +127,35 @@ def prepare_bucket(table: Table, bucket: int, version: int, batch: ChangeBatch) 
         CommitConflict: The log is no longer at ``version - 1``.
     """
     return _prepare(table._state, bucket, version, batch)
+
+
+def prepare_buckets(
+    table: Table, version: int, parts: Sequence[tuple[int, ChangeBatch]]
+) -> list[PreparedBucket]:
+    """Prepares several buckets' events as pending version ``version``, in
+    ``prepare_threads`` threads (see :attr:`TableOptions.prepare_threads
+    <cdc_sink.table_state.TableOptions.prepare_threads>`).
+
+    Args:
+        table: The table, opened in this process.
+        version: The version being committed (the table's newest version + 1).
+        parts: ``(bucket, events of that bucket)`` pairs, one per bucket.
+
+    Returns:
+        The prepared buckets, in the order of ``parts``.
+
+    Raises:
+        CommitConflict: The log is no longer at ``version - 1``. On any error, what was
+            prepared is rolled back and its files removed before the error is raised.
+    """
+    s = table._state
+    prepared: list[PreparedBucket] = []
+    try:
+        _prepare_buckets(s, version, parts, prepared)
+    except BaseException:
+        _abort(s, version, prepared)
+        raise
+    return prepared
 
 
 def commit_prepared(

@@ -55,18 +55,10 @@ def prepare_buckets(table: Table, batch: ChangeBatch) -> tuple[int, list[Prepare
     """Prepares every bucket of ``batch`` in ``table`` as its next version (all rolled
     back if one fails); (version, prepared buckets, events the tablets refused)."""
     version = table.version + 1
-    prepared: list[PreparedBucket] = []
+    prepared = commit.prepare_buckets(table, version, sorted(batch.split_by_bucket().items()))
     refused = Rejects()
-    try:
-        for b, part in sorted(batch.split_by_bucket().items()):
-            p = commit.prepare_bucket(table, b, version, part)
-            prepared.append(p)
-            refused.extend(
-                Rejects(np.asarray(p.reject_positions, dtype=np.int64), list(p.reject_reasons))
-            )
-    except BaseException:
-        commit.abort_prepared(table, version, prepared)
-        raise
+    for p in prepared:
+        refused.extend(p.rejects())
     return version, prepared, refused
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from cdc_sink import commit
+from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.segments import read_change_segment
@@ -204,3 +205,37 @@ def test_a_failing_bucket_leaves_nothing_of_the_version(
 
 def _files(root: Path) -> set[str]:
     return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
+
+
+def test_prepare_buckets_then_commit_is_the_driver_modes_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``commit.prepare_buckets`` (what the Spark sink's driver mode calls) prepares in
+    the threads, returns the buckets in order, and rolls all of them back on a failure."""
+    t = create_table(tmp_path / "t", SCHEMA, options=replace(OPTS, prepare_threads=2))
+    model = RefModel(SCHEMA)
+    for i in range(3):
+        batch = ChangeBatch.from_events(_batch(i), SCHEMA)[0]
+        parts = sorted(batch.split_by_bucket().items())
+        prepared = commit.prepare_buckets(t, t.version + 1, parts)
+        assert [p.bucket for p in prepared] == [b for b, _ in parts]
+        res = commit.commit_prepared(t, t.version + 1, prepared, events=len(batch))
+        model.apply(_batch(i))
+        model.commit(res.version)
+    assert _rows(open_table(tmp_path / "t", options=OPTS)) == model_rows(model.rows, SCHEMA)
+    before = _files(tmp_path / "t")
+    original = MemTablet.apply
+
+    def apply(self: MemTablet, *args: Any, **kwargs: Any) -> Any:
+        if self.bucket == 3:
+            raise _Boom("bucket 3")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemTablet, "apply", apply)
+    batch = ChangeBatch.from_events(_batch(3), SCHEMA)[0]
+    with pytest.raises(_Boom):
+        commit.prepare_buckets(t, t.version + 1, sorted(batch.split_by_bucket().items()))
+    monkeypatch.undo()
+    assert _files(tmp_path / "t") == before
+    assert all(commit.bucket_tablet(t, b).pending_version is None for b in range(4))  # type: ignore[union-attr]
+    assert _rows(t) == model_rows(model.rows, SCHEMA)
