@@ -14,7 +14,8 @@ Both hand a :class:`~cdc_sink.spark._batch.PreparedBatch` back for the sink to c
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections import Counter
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,11 +52,14 @@ if TYPE_CHECKING:
 __all__ = ["prepare_buckets", "prepare_in_driver", "prepare_jvm_in_driver", "raw_columns"]
 
 
-def prepare_buckets(table: Table, batch: ChangeBatch) -> tuple[int, list[PreparedBucket], Rejects]:
-    """Prepares every bucket of ``batch`` in ``table`` as its next version (all rolled
-    back if one fails); (version, prepared buckets, events the tablets refused)."""
+def prepare_buckets(
+    table: Table, parts: list[tuple[int, ChangeBatch]]
+) -> tuple[int, list[PreparedBucket], Rejects]:
+    """Prepares every bucket's events (``(bucket, events)`` pairs) in ``table`` as its next
+    version, in the table's prepare threads (all rolled back if one fails); (version,
+    prepared buckets, events the tablets refused)."""
     version = table.version + 1
-    prepared = commit.prepare_buckets(table, version, sorted(batch.split_by_bucket().items()))
+    prepared = commit.prepare_buckets(table, version, parts)
     refused = Rejects()
     for p in prepared:
         refused.extend(p.rejects())
@@ -90,16 +94,17 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
     pool = fn.decode_pool
     decoding = [0.0]
 
-    def decode(rb: pa.RecordBatch | pa.Table) -> Decoded:
+    def decode(rb: pa.RecordBatch | pa.Table) -> _Piece:
         d0 = time.perf_counter()
         n = rb.num_rows
         dec = decoder.decode_with_meta(
             rb.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=rb.column("key")
         )
+        piece = _Piece.of(dec)  # split now, while Spark still reads other partitions
         decoding[0] += time.perf_counter() - d0
-        return dec
+        return piece
 
-    def hand_over(rb: pa.RecordBatch) -> Decoded | PendingDecode:
+    def hand_over(rb: pa.RecordBatch) -> _Piece | PendingDecode:
         if pool is None:
             return decode(rb)
         return pool.submit(schema, rb.column("value"), rb.column("key"))
@@ -113,25 +118,29 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
         sizes = np.array([b.num_rows for b in got.batches], dtype=np.int64)
         starts = (np.cumsum(sizes) - sizes).tolist()
         d0 = time.perf_counter()
-        results = [r.result() if isinstance(r, PendingDecode) else r for r in got.results]
+        results = [
+            _Piece.of(r.result()) if isinstance(r, PendingDecode) else r for r in got.results
+        ]
         decoding[0] += time.perf_counter() - d0  # waiting for the workers
         pieces = list(zip(starts, results, strict=True)) or [(0, decode(raw))]
     t1 = time.perf_counter()
-    batch, refused, ts = _joined(pieces, raw)
+    joined = _Joined.of(pieces, raw)
     t2 = time.perf_counter()
-    version, prepared, more = prepare_buckets(fn.table, batch)
+    version, prepared, more = prepare_buckets(fn.table, joined.parts)
+    refused = joined.refused
     refused.extend(more)
     records = reject_records(sorted_rejects(refused), raw)
     t3 = time.perf_counter()
+    ts = joined.ts
     step = max(1, len(ts) // TS_SAMPLE)
     return PreparedBatch(
         version,
         prepared,
         records,
         events=raw.num_rows,
-        log_events=len(batch),
+        log_events=joined.events,
         offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
-        ops=op_counts(batch),
+        ops=joined.ops,
         phases={
             "read": t1 - t0 - decoding[0],
             "decode": t2 - t1 + decoding[0],
@@ -142,29 +151,67 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
     )
 
 
-def _joined(
-    pieces: list[tuple[int, Decoded]], raw: pa.Table
-) -> tuple[ChangeBatch, Rejects, np.ndarray]:
-    """The decoded pieces of a batch (each with the row of ``raw`` it starts at) as one
-    batch in row order, its rejects, and each event's producer time: its own ``ts_ms``,
-    else its Kafka record's timestamp."""
-    from cdc_sink.formats import TS_MISSING
+@dataclass
+class _Piece:
+    """One decoded Arrow batch of the micro-batch, its events already split by bucket
+    (the split runs as each batch arrives, not after the last one)."""
 
-    batches: list[ChangeBatch] = []
-    refused = Rejects()
-    stamps: list[np.ndarray] = []
-    for start, dec in pieces:
-        b = dec.batch
-        batches.append(b if start == 0 else replace(b, position=b.positions + start))
-        refused.extend(Rejects(dec.rejects.positions + start, list(dec.rejects.reasons)))
-        stamps.append(np.full(len(b), TS_MISSING, np.int64) if dec.ts_ms is None else dec.ts_ms)
-    batch = ChangeBatch.concat(batches)
-    kafka_ms = np.asarray(raw.column("__kafka_ms").to_numpy(zero_copy_only=False), np.int64)
-    ts = kafka_ms[batch.positions]
-    if stamps:
-        own = np.concatenate(stamps)
-        ts = np.where(own != TS_MISSING, own, ts)
-    return batch, refused, ts
+    decoded: Decoded
+    parts: dict[int, ChangeBatch]
+
+    @classmethod
+    def of(cls, decoded: Decoded) -> _Piece:
+        """``decoded`` and its events split by bucket."""
+        return cls(decoded, decoded.batch.split_by_bucket())
+
+
+@dataclass
+class _Joined:
+    """The decoded pieces of a micro-batch joined in row order.
+
+    Attributes:
+        parts: Per bucket touched (ascending), its events in row order.
+        events: Accepted events.
+        ops: Accepted events per op name.
+        refused: The events the decoder refused (positions in the micro-batch).
+        ts: Each accepted event's producer time: its own ``ts_ms``, else its Kafka
+            record's timestamp (in row order).
+    """
+
+    parts: list[tuple[int, ChangeBatch]]
+    events: int
+    ops: dict[str, int]
+    refused: Rejects
+    ts: np.ndarray
+
+    @classmethod
+    def of(cls, pieces: list[tuple[int, _Piece]], raw: pa.Table) -> _Joined:
+        """Joins ``pieces`` (each with the row of ``raw`` it starts at)."""
+        from cdc_sink.formats import TS_MISSING
+
+        kafka_ms = np.asarray(raw.column("__kafka_ms").to_numpy(zero_copy_only=False), np.int64)
+        by_bucket: dict[int, list[ChangeBatch]] = {}
+        refused = Rejects()
+        stamps: list[np.ndarray] = []
+        ops: Counter[str] = Counter()
+        for start, piece in pieces:
+            dec = piece.decoded
+            for b, part in piece.parts.items():
+                moved = part if start == 0 else replace(part, position=part.positions + start)
+                by_bucket.setdefault(b, []).append(moved)
+            refused.extend(Rejects(dec.rejects.positions + start, list(dec.rejects.reasons)))
+            ts = kafka_ms[dec.batch.positions + start]
+            if dec.ts_ms is not None:
+                ts = np.where(dec.ts_ms != TS_MISSING, dec.ts_ms, ts)
+            stamps.append(ts)
+            ops.update(op_counts(dec.batch))
+        return cls(
+            parts=[(b, ChangeBatch.concat(by_bucket[b])) for b in sorted(by_bucket)],
+            events=sum(len(p.decoded.batch) for _, p in pieces),
+            ops=dict(ops),
+            refused=refused,
+            ts=np.concatenate(stamps) if stamps else np.empty(0, np.int64),
+        )
 
 
 def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
@@ -183,7 +230,7 @@ def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) 
     t1 = time.perf_counter()
     batch, refused, meta = to_change_batch(arrow, schema)
     t2 = time.perf_counter()
-    version, prepared, more = prepare_buckets(fn.table, batch)
+    version, prepared, more = prepare_buckets(fn.table, sorted(batch.split_by_bucket().items()))
     refused.extend(more)
     source = pa.table(
         {
