@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ID_A", "ID_A_B", "ID_A_B_C", "ID_V", "ID_V_SEQ"]
+__all__ = ["ID_A", "ID_A_B", "ID_A_B_C", "ID_A_B_SEQ", "ID_V", "ID_V_SEQ"]
 
 #: An int64 key ``id`` and a string ``a``, in two buckets.
 ID_A: dict[str, Any] = {
@@ -35,6 +35,13 @@ ID_A_B: dict[str, Any] = {
 ID_A_B_C: dict[str, Any] = {
     **ID_A_B,
     "columns": [*ID_A_B["columns"], {"name": "c", "type": "float64"}],
+}
+
+#: :data:`ID_A_B` and the int64 sequence column ``seq``.
+ID_A_B_SEQ: dict[str, Any] = {
+    **ID_A_B,
+    "columns": [*ID_A_B["columns"], {"name": "seq", "type": "int64"}],
+    "sequence_column": "seq",
 }
 
 #: An int64 key ``id`` and a string ``v``, in one bucket.

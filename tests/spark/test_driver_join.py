@@ -20,22 +20,11 @@ from cdc_sink.formats import TS_MISSING, get_decoder
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import op_counts
 from cdc_sink.spark._driver import _Joined, _Piece
+from tests.fixtures import ID_A_B_SEQ
 
 
 def _schema(buckets: int) -> TableSchema:
-    return TableSchema.from_dict(
-        {
-            "columns": [
-                {"name": "id", "type": "int64", "nullable": False},
-                {"name": "a", "type": "int64"},
-                {"name": "b", "type": "string"},
-                {"name": "seq", "type": "int64"},
-            ],
-            "primary_key": ["id"],
-            "num_buckets": buckets,
-            "sequence_column": "seq",
-        }
-    )
+    return TableSchema.from_dict({**ID_A_B_SEQ, "num_buckets": buckets})
 
 
 def _message(rng: random.Random, i: int) -> bytes:

@@ -18,21 +18,10 @@ from cdc_sink import commit
 from cdc_sink.errors import CommitConflict
 from cdc_sink.schema import TableSchema
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.fixtures import ID_A_B_SEQ
 from tests.model import RefModel, model_rows, table_to_rows
 
-SCHEMA = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "id", "type": "int64", "nullable": False},
-            {"name": "a", "type": "int64"},
-            {"name": "b", "type": "string"},
-            {"name": "seq", "type": "int64"},
-        ],
-        "primary_key": ["id"],
-        "num_buckets": 2,
-        "sequence_column": "seq",
-    }
-)
+SCHEMA = TableSchema.from_dict({**ID_A_B_SEQ, "num_buckets": 2})
 OPTS = TableOptions(page_rows=16, bulk_events=50, retain_versions=1000, retain_seconds=0.0)
 
 
