@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -504,6 +505,16 @@ def _drain(cfg: ChaosConfig, res: ChaosResult, live: _Job) -> None:
     """Waits for the job that rode through to catch up with the topic, then stops it."""
     ends = _topic_ends(cfg.bootstrap, cfg.topic)
     caught_up = live.wait(lambda: _caught_up(cfg, ends), cfg.final_timeout)
+    if caught_up:
+        # The sink forwards a version's dead letters after committing it, then logs the
+        # batch: a kill in between leaves them owed to the next run (kept in the table),
+        # and this run is the last one. Wait for the last data version's batch line.
+        last = _last_data_version(cfg)
+        if not live.wait(lambda: live.logged_batch(last), cfg.final_timeout):
+            res.failures.append(
+                f"the job committed version {last} but never finished its batch "
+                f"(forwarding dead letters; see {live.log_path})"
+            )
     code = live.stop()
     if not caught_up:
         res.failures.append(
@@ -531,6 +542,7 @@ def _final_run(cfg: ChaosConfig, res: ChaosResult, pending: list[dict[str, Any]]
 # ---------------------------------------------------------------------- fault runs
 
 FAILED_PREFIX = "cdc_to_tablets: failed: "
+_BATCH_LINE = re.compile(r"cdc_to_tablets: batch batch_id=\d+ result=committed version=(\d+) ")
 
 
 class _Job:
@@ -611,6 +623,12 @@ class _Job:
         _kill_group(self.proc)
         return self.code
 
+    def logged_batch(self, version: int) -> bool:
+        """Whether the job logged the end of a batch committed at ``version`` or later
+        (the line comes after the batch's dead letters were forwarded)."""
+        found = _BATCH_LINE.findall(self.text())
+        return any(int(v) >= version for v in found)
+
     def text(self) -> str:
         """The job's log."""
         return self.log_path.read_text(errors="replace")
@@ -656,6 +674,17 @@ def _topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
         return {tp.partition: int(o) for tp, o in consumer.end_offsets(parts).items()}
     finally:
         consumer.close()
+
+
+def _last_data_version(cfg: ChaosConfig) -> int:
+    """The table's newest version written by a batch (not by compaction or a schema
+    change)."""
+    from cdc_sink.table import open_table
+
+    table = open_table(cfg.table)
+    return max(
+        e.version for e in table.log.entries(from_version=table.oldest_version) if e.kind == "data"
+    )
 
 
 def _caught_up(cfg: ChaosConfig, ends: Mapping[int, int]) -> bool:
