@@ -41,6 +41,11 @@ from cdc_sink.formats._arrays import (
     no_reason,
 )
 
+try:  # the compiled pass (cdc_sink/formats/_cscan.c); numpy alone when it is not built
+    from cdc_sink.formats import _cscan
+except ImportError:  # pragma: no cover - depends on the install
+    _cscan = None  # type: ignore[assignment]
+
 KIND_BAD = 0
 KIND_OBJECT = 1
 KIND_ARRAY = 2
@@ -120,10 +125,14 @@ class JsonScan:
     Attributes:
         reasons: Per event, why its structure is invalid (``None`` when it is one object).
         members: The object members up to the scan's ``max_level``.
+        verified: Per event, whether the compiled pass found it valid JSON text as a
+            whole (RFC 8259 grammar of every value, UTF-8): such an event needs no
+            grammar check by Arrow's parser. All false with the numpy scanner.
     """
 
     reasons: np.ndarray
     members: Members
+    verified: np.ndarray
 
 
 def skip_ws(data: np.ndarray, pos: np.ndarray, step: int) -> np.ndarray:
@@ -158,6 +167,7 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
     """
     n = parts.n
     reasons = new_reasons(n)
+    verified = np.zeros(n, dtype=bool)
     pieces: list[Members] = []
     lengths = np.where(active, parts.lengths, 0)
     csum = np.cumsum(lengths)
@@ -168,13 +178,14 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
         e1 = min(e1, n)
         sel = np.arange(e0, e1)[active[e0:e1]]
         if len(sel):
-            pieces.append(_scan_chunk(parts, sel, max_level, reasons))
+            pieces.append(_scan_chunk(parts, sel, max_level, reasons, verified))
         e0 = e1
     if not pieces:
         empty = np.zeros(0, dtype=np.int64)
         return JsonScan(
             reasons,
-            Members(
+            verified=verified,
+            members=Members(
                 empty,
                 empty,
                 empty,
@@ -193,12 +204,79 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
         offset += len(p)
     fields = Members.__dataclass_fields__
     merged = Members(**{f: np.concatenate([getattr(p, f) for p in pieces]) for f in fields})
-    return JsonScan(reasons, merged)
+    return JsonScan(reasons, merged, verified)
 
 
-def _scan_chunk(parts: Parts, events: np.ndarray, max_level: int, reasons: np.ndarray) -> Members:
-    """Indexes the members of ``events`` (one chunk), phase by phase as the module
-    docstring numbers them; an event whose structure is invalid gets its reason in
+def _scan_chunk(
+    parts: Parts, events: np.ndarray, max_level: int, reasons: np.ndarray, verified: np.ndarray
+) -> Members:
+    """Indexes the members of ``events`` (one chunk): with the compiled pass when it is
+    built and accepts every event of the chunk (marking in ``verified`` those that are
+    valid JSON text), else with numpy (which gives every invalid event its reason)."""
+    found = compiled_chunk(parts, events, max_level)
+    if found is None:
+        return numpy_chunk(parts, events, max_level, reasons)
+    members, ok = found
+    verified[events] = ok
+    return members
+
+
+def compiled_chunk(
+    parts: Parts, events: np.ndarray, max_level: int
+) -> tuple[Members, np.ndarray] | None:
+    """The members of ``events`` from the compiled pass (:mod:`._cscan`) and whether
+    each event is valid JSON text as a whole; ``None`` when the pass is not built or does
+    not accept an event of the chunk (it accepts only well-formed JSON objects, for which
+    its index equals :func:`numpy_chunk`'s)."""
+    if _cscan is None or not len(events):
+        return None
+    starts = np.ascontiguousarray(parts.starts[events], dtype=np.int64)
+    ends = np.ascontiguousarray(parts.ends[events], dtype=np.int64)
+    lo, hi = int(starts.min()), int(ends.max())
+    cap = int(np.count_nonzero(parts.data[lo:hi] == ord(":")))  # a member per colon at most
+    ev, level, parent, name_start, name_end, value_start, value_end = (
+        np.empty(cap, dtype=np.int64) for _ in range(7)
+    )
+    name_escaped, value_escaped = (np.empty(cap, dtype=np.uint8) for _ in range(2))
+    kind = np.empty(cap, dtype=np.int8)
+    ok = np.empty(len(events), dtype=np.uint8)
+    n = _cscan.scan(
+        np.ascontiguousarray(parts.data),
+        starts,
+        ends,
+        max_level,
+        ev,
+        level,
+        parent,
+        name_start,
+        name_end,
+        name_escaped,
+        kind,
+        value_start,
+        value_end,
+        value_escaped,
+        ok,
+    )
+    if n < 0:
+        return None
+    members = Members(
+        event=events[ev[:n]],
+        level=level[:n],
+        parent=parent[:n],
+        name_start=name_start[:n],
+        name_end=name_end[:n],
+        name_escaped=name_escaped[:n].view(bool),
+        kind=kind[:n],
+        value_start=value_start[:n],
+        value_end=value_end[:n],
+        value_escaped=value_escaped[:n].view(bool),
+    )
+    return members, ok.view(bool)
+
+
+def numpy_chunk(parts: Parts, events: np.ndarray, max_level: int, reasons: np.ndarray) -> Members:
+    """Indexes the members of ``events`` (one chunk) with numpy, phase by phase as the
+    module docstring numbers them; an event whose structure is invalid gets its reason in
     ``reasons`` and no members."""
     data = parts.data
     starts, ends = parts.starts[events], parts.ends[events]

@@ -277,9 +277,8 @@ class DebeziumDecoder(Decoder):
         parts, shared = strip_shared_schema(parts)
         reasons = new_reasons(parts.n)
         tomb = ~parts.valid | (parts.lengths == 0) | _is_null_literal(parts)
-        m, (schema_m, payload_m) = index_top(
-            parts, scan(parts, ~tomb, max_level=4), ENVELOPE, reasons
-        )
+        sc = scan(parts, ~tomb, max_level=4)
+        m, (schema_m, payload_m) = index_top(parts, sc, ENVELOPE, reasons)
         body, tomb = event_body(parts, m, schema_m, payload_m, tomb, reasons)
         ops = self._ops(parts, m, body, tomb, reasons)
         row = self._row(parts, m, body, ops, schema, shared, reasons)
@@ -290,7 +289,7 @@ class DebeziumDecoder(Decoder):
         seq = self._seq(parts, m, source, ops, schema, row, reasons)
         ts = event_ts(parts, m, source[0], body.ts_m, reasons)
         if self.strict:
-            arrow_validate(parts, no_reason(reasons) & ops.live, reasons)
+            arrow_validate(parts, no_reason(reasons) & ops.live & ~sc.verified, reasons)
         # tombstones and messages leave the batch without being rejects
         return Columns(
             op=ops.op,
@@ -518,9 +517,10 @@ class DebeziumDecoder(Decoder):
         payload, in document order) and their envelope schema hints."""
         missing = ~kp.valid | (kp.lengths == 0) | _is_null_literal(kp)
         refuse(kreasons, missing, "the row lacks its key and the message key is null")
+        ksc = scan(kp, ~missing, max_level=2)
         km, (kschema_m, kpayload_m) = index_top(
             kp,
-            scan(kp, ~missing, max_level=2),
+            ksc,
             ENVELOPE,
             kreasons,
             prefix="message key: ",
@@ -532,7 +532,7 @@ class DebeziumDecoder(Decoder):
         members.sort()
         hints = SchemaHints(kp, km, kschema_m, None, key_fields, self._defaults(), kreasons)
         if self.strict:
-            arrow_validate(kp, no_reason(kreasons), kreasons)
+            arrow_validate(kp, no_reason(kreasons) & ~ksc.verified, kreasons)
         return km, members, hints
 
 

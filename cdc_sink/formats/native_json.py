@@ -183,7 +183,8 @@ class JsonDecoder(Decoder):
         reasons = new_reasons(parts.n)
         refuse(reasons, ~parts.valid, "null message value")
         refuse(reasons, parts.valid & (parts.lengths == 0), "empty message value")
-        m, top = index_top(parts, scan(parts, no_reason(reasons), max_level=2), _TOP, reasons)
+        sc = scan(parts, no_reason(reasons), max_level=2)
+        m, top = index_top(parts, sc, _TOP, reasons)
         ev = _events(parts, m, top, schema, reasons)
         _refuse_ops(parts, m, ev, reasons)
         keys = _key_columns(parts, m, ev, schema, reasons)
@@ -194,7 +195,7 @@ class JsonDecoder(Decoder):
         )
         ts = np.where(ts_given, ts_v, TS_MISSING) if ts_given.any() else None
         if self.strict:
-            arrow_validate(parts, no_reason(reasons), reasons)
+            arrow_validate(parts, no_reason(reasons) & ~sc.verified, reasons)
         return Columns(op=ev.op, keys=keys, values=vals, seq=seq, reasons=reasons, ts_ms=ts)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch
-from cdc_sink.formats import Decoded, Decoder
+from cdc_sink.formats import Decoded, Decoder, _jsonscan
 from cdc_sink.formats.debezium import DebeziumDecoder, encode_debezium
 from cdc_sink.formats.native_json import JsonDecoder, encode_json
 from cdc_sink.schema import TableSchema
@@ -89,7 +89,17 @@ def main() -> None:
         action="append",
         help="repeatable; default: every format but the Python baseline",
     )
+    parser.add_argument(
+        "--scan",
+        choices=["compiled", "numpy"],
+        default="compiled",
+        help="the structural scan: the compiled pass (the default when built) or numpy alone",
+    )
     args = parser.parse_args()
+    if args.scan == "numpy":
+        _jsonscan._cscan = None
+    elif _jsonscan._cscan is None:
+        parser.error("the compiled scan is not built (pip install -e . with a C compiler)")
     default = [f for f in DECODERS if f != "python-json-baseline"]
     for fmt in args.format or default:
         values = make_values(
@@ -105,7 +115,7 @@ def main() -> None:
             assert len(batch) == args.rows and len(rejects) == 0, rejects.reasons[:3]
         med = statistics.median(times)
         print(
-            f"{fmt} decode: {args.rows} events x 10 columns, "
+            f"{fmt} decode ({args.scan} scan): {args.rows} events x 10 columns, "
             f"{values.nbytes / args.rows:.0f} B/event; median {med:.3f} s of {args.runs}"
             f" -> {args.rows / med:,.0f} events/s"
         )

@@ -1,0 +1,374 @@
+/* The JSON structural index in one compiled pass (private; see _cscan.py).
+ *
+ * scan(data, starts, ends, max_level, event, level, parent, name_start, name_end,
+ *      name_escaped, kind, value_start, value_end, value_escaped, verified) -> int
+ *
+ * Indexes the object members of events data[starts[i]:ends[i]] exactly as the numpy
+ * scanner of _jsonscan.py does for an event that is well-formed JSON, writing one entry
+ * per member (levels 1..max_level, document order) into the output buffers. Returns the
+ * number of members, or -1 - i when event i is anything this strict parser does not
+ * accept (bad grammar, a raw line break in a string, nesting deeper than MAX_DEPTH, ...)
+ * or the outputs would overflow: the caller then indexes the chunk with the numpy
+ * scanner, which gives every such event its exact reason. So this pass never decides a
+ * reject; it only makes the common case fast. Runs without the GIL.
+ *
+ * verified[i] is set to 1 when event i is also valid JSON text as a whole (RFC 8259
+ * grammar of every value, UTF-8 strings, no surrogate escape): such an event needs no
+ * further grammar check. 0 leaves the check to Arrow's parser, whose message is the
+ * reason of a refused event.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 256
+
+/* the KIND_* codes of _jsonscan.py */
+enum { K_BAD = 0, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_TRUE, K_FALSE, K_NULL };
+
+typedef struct {
+    int64_t *event, *level, *parent, *name_start, *name_end, *value_start, *value_end;
+    uint8_t *name_escaped, *value_escaped;
+    int8_t *kind;
+    int64_t cap;
+} Out;
+
+static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static int64_t skip_ws(const uint8_t *d, int64_t p, int64_t e) {
+    while (p < e && is_ws(d[p])) p++;
+    return p;
+}
+
+static int hex4(const uint8_t *d, int64_t p, int64_t e, unsigned *v) {
+    *v = 0;
+    if (p + 4 > e) return 0;
+    for (int i = 0; i < 4; i++) {
+        uint8_t c = d[p + i];
+        unsigned x;
+        if (c >= '0' && c <= '9') x = c - '0';
+        else if (c >= 'a' && c <= 'f') x = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') x = c - 'A' + 10;
+        else return 0;
+        *v = *v << 4 | x;
+    }
+    return 1;
+}
+
+/* The length of the well-formed UTF-8 sequence (RFC 3629) starting at a byte >= 0x80
+ * at p, or 0. */
+static int utf8_len(const uint8_t *d, int64_t p, int64_t e) {
+    uint8_t c = d[p];
+    int n;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return 0;
+    if (p + n > e) return 0;
+    if (d[p + 1] < lo || d[p + 1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (d[p + i] < 0x80 || d[p + i] > 0xBF) return 0;
+    return n;
+}
+
+/* A string whose opening quote is at p: returns the position of its closing quote (or
+ * -1: unterminated, or a raw line break inside); *esc tells whether it holds a
+ * backslash. Clears *ok unless the string is valid JSON text (RFC 8259: no control
+ * character, valid escapes, UTF-8) and holds no surrogate escape (\uD800-\uDFFF, whose
+ * pairing rules the parsers differ on). */
+static int64_t string_end(const uint8_t *d, int64_t p, int64_t e, int *esc, int *ok) {
+    int64_t q = p + 1;
+    *esc = 0;
+    while (q < e) {
+        uint8_t c = d[q];
+        if (c == '"') return q;
+        if (c == '\\') {
+            *esc = 1;
+            if (q + 1 < e) {
+                uint8_t x = d[q + 1];
+                if (x == 'u') {
+                    unsigned v;
+                    if (!hex4(d, q + 2, e, &v) || (v >= 0xD800 && v <= 0xDFFF)) *ok = 0;
+                } else if (!strchr("\"\\/bfnrt", x) || x == 0) {
+                    *ok = 0;
+                }
+            }
+            q += 2;
+            continue;
+        }
+        if (c == '\n' || c == '\r') return -1;
+        if (c < 0x20) {
+            *ok = 0;
+        } else if (c >= 0x80) {
+            int n = utf8_len(d, q, e);
+            if (n) {
+                q += n;
+                continue;
+            }
+            *ok = 0;
+        }
+        q++;
+    }
+    return -1;
+}
+
+/* Whether d[p:q] is a JSON literal, or a JSON number (RFC 8259) well inside a double's
+ * range: Arrow's parser refuses a number too big for a double, so one with more than
+ * MAX_EXP integer digits or an exponent beyond +-MAX_EXP is left to it. */
+#define MAX_EXP 300
+static int scalar_ok(const uint8_t *d, int64_t p, int64_t q) {
+    int64_t n = q - p, digits = 0, exp = 0;
+    if (n == 4 && !memcmp(d + p, "true", 4)) return 1;
+    if (n == 5 && !memcmp(d + p, "false", 5)) return 1;
+    if (n == 4 && !memcmp(d + p, "null", 4)) return 1;
+    if (p < q && d[p] == '-') p++;
+    if (p >= q) return 0;
+    if (d[p] == '0') p++;
+    else if (d[p] >= '1' && d[p] <= '9')
+        while (p < q && d[p] >= '0' && d[p] <= '9') p++, digits++;
+    else
+        return 0;
+    if (p < q && d[p] == '.') {
+        p++;
+        if (p >= q || d[p] < '0' || d[p] > '9') return 0;
+        while (p < q && d[p] >= '0' && d[p] <= '9') p++;
+    }
+    if (p < q && (d[p] == 'e' || d[p] == 'E')) {
+        p++;
+        if (p < q && (d[p] == '+' || d[p] == '-')) p++;
+        if (p >= q || d[p] < '0' || d[p] > '9') return 0;
+        while (p < q && d[p] >= '0' && d[p] <= '9') {
+            if (exp <= MAX_EXP) exp = exp * 10 + (d[p] - '0');
+            p++;
+        }
+    }
+    return p == q && digits <= MAX_EXP && exp <= MAX_EXP;
+}
+
+static int scalar_kind(uint8_t c) {
+    if (c == '-' || (c >= '0' && c <= '9') || c == 'N' || c == 'I') return K_NUMBER;
+    if (c == 't') return K_TRUE;
+    if (c == 'f') return K_FALSE;
+    if (c == 'n') return K_NULL;
+    return K_BAD;
+}
+
+/* One past a scalar starting at p (its bytes up to a blank, ',', '}' or ']'); -1 when it
+ * holds a byte the numpy scanner treats as structure. */
+static int64_t scalar_end(const uint8_t *d, int64_t p, int64_t e) {
+    while (p < e) {
+        uint8_t c = d[p];
+        if (is_ws(c) || c == ',' || c == '}' || c == ']') return p;
+        if (c == '"' || c == '{' || c == '[' || c == '\\') return -1;
+        p++;
+    }
+    return p;
+}
+
+/* Indexes one event; returns the new member count, or -1 if the event is not accepted.
+ * Clears *ok unless the event is valid JSON text as a whole (every value's grammar
+ * checked, UTF-8 in strings; see string_end). */
+static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, int max_level,
+                          Out *o, int64_t n, int *ok) {
+    char type[MAX_DEPTH + 1];
+    int64_t owner[MAX_DEPTH + 1];
+    int depth = 0;
+    int64_t cur = -1; /* the member whose value comes next (-1: none recorded) */
+    int esc;
+    int64_t p = skip_ws(d, s, e);
+    if (p >= e || d[p] != '{') return -1;
+    for (;;) {
+        /* a value starts at p (blanks skipped) */
+        p = skip_ws(d, p, e);
+        if (p >= e) return -1;
+        uint8_t c = d[p];
+        if (c == '{' || c == '[') {
+            if (depth == MAX_DEPTH) return -1;
+            depth++;
+            type[depth] = (char)c;
+            owner[depth] = cur;
+            if (cur >= 0) {
+                o->kind[cur] = c == '{' ? K_OBJECT : K_ARRAY;
+                o->value_start[cur] = p;
+                o->value_escaped[cur] = 0;
+            }
+            p = skip_ws(d, p + 1, e);
+            if (p >= e) return -1;
+            if (d[p] == (c == '{' ? '}' : ']')) goto close;
+            if (c == '[') {
+                cur = -1;
+                continue;
+            }
+            goto name;
+        } else if (c == '"') {
+            int64_t q = string_end(d, p, e, &esc, ok);
+            if (q < 0) return -1;
+            if (cur >= 0) {
+                o->kind[cur] = K_STRING;
+                o->value_start[cur] = p;
+                o->value_end[cur] = q + 1;
+                o->value_escaped[cur] = (uint8_t)esc;
+            }
+            p = q + 1;
+        } else {
+            int k = scalar_kind(c);
+            int64_t q;
+            if (depth == 0 || k == K_BAD) return -1;
+            q = scalar_end(d, p, e);
+            if (q < 0) return -1;
+            if (!scalar_ok(d, p, q)) *ok = 0;
+            if (cur >= 0) {
+                o->kind[cur] = (int8_t)k;
+                o->value_start[cur] = p;
+                o->value_end[cur] = q;
+                o->value_escaped[cur] = 0;
+            }
+            p = q;
+        }
+    after_value:
+        /* after a value: ',' or the closing bracket of the enclosing container */
+        p = skip_ws(d, p, e);
+        if (p >= e) return -1;
+        if (d[p] == ',') {
+            p++;
+            if (type[depth] == '[') {
+                cur = -1;
+                continue;
+            }
+            goto name;
+        }
+    close:
+        if (d[p] != (type[depth] == '{' ? '}' : ']')) return -1;
+        if (owner[depth] >= 0) o->value_end[owner[depth]] = p + 1;
+        depth--;
+        p++;
+        if (depth == 0) return skip_ws(d, p, e) == e ? n : -1;
+        goto after_value;
+    name:
+        /* a member of the object at `depth`: "name" : value */
+        p = skip_ws(d, p, e);
+        if (p >= e || d[p] != '"') return -1;
+        {
+            int64_t q = string_end(d, p, e, &esc, ok);
+            int64_t colon;
+            if (q < 0) return -1;
+            colon = skip_ws(d, q + 1, e);
+            if (colon >= e || d[colon] != ':') return -1;
+            if (depth <= max_level) {
+                if (n >= o->cap) return -1;
+                o->event[n] = ev;
+                o->level[n] = depth;
+                o->parent[n] =
+                    depth == 1 ? -1 : (owner[depth] >= 0 ? owner[depth] : -2);
+                o->name_start[n] = p + 1;
+                o->name_end[n] = q;
+                o->name_escaped[n] = (uint8_t)esc;
+                cur = n++;
+            } else {
+                cur = -1;
+            }
+            p = colon + 1;
+        }
+    }
+}
+
+static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize) {
+    if (PyObject_GetBuffer(obj, b, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
+                                            : PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (b->itemsize != itemsize && !(itemsize == 1 && b->len == 0)) {
+        PyErr_Format(PyExc_TypeError, "buffer of item size %zd expected, not %zd", itemsize,
+                     b->itemsize);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+#define N_BUF 14
+
+static PyObject *py_scan(PyObject *self, PyObject *args) {
+    PyObject *objs[N_BUF];
+    int max_level;
+    /* data, starts, ends, the 10 member outputs, then `verified` (one per event) */
+    static const Py_ssize_t sizes[N_BUF] = {1, 8, 8, 8, 8, 8, 8, 8, 1, 1, 8, 8, 1, 1};
+    Py_buffer b[N_BUF];
+    int got = 0;
+    int64_t n = 0, bad = -1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOiOOOOOOOOOOO", &objs[0], &objs[1], &objs[2], &max_level,
+                          &objs[3], &objs[4], &objs[5], &objs[6], &objs[7], &objs[8],
+                          &objs[9], &objs[10], &objs[11], &objs[12], &objs[13]))
+        return NULL;
+    for (; got < N_BUF; got++)
+        if (get(objs[got], &b[got], got >= 3, sizes[got]) < 0) goto fail;
+    {
+        const uint8_t *data = (const uint8_t *)b[0].buf;
+        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        int64_t n_events = b[1].len / 8, size = b[0].len;
+        Out o;
+        o.event = b[3].buf;
+        o.level = b[4].buf;
+        o.parent = b[5].buf;
+        o.name_start = b[6].buf;
+        o.name_end = b[7].buf;
+        o.name_escaped = b[8].buf;
+        o.kind = b[9].buf;
+        o.value_start = b[10].buf;
+        o.value_end = b[11].buf;
+        o.value_escaped = b[12].buf;
+        o.cap = b[3].len / 8;
+        uint8_t *verified = b[13].buf;
+        for (int i = 4; i < 13; i++)
+            if (b[i].len / b[i].itemsize < o.cap) o.cap = b[i].len / b[i].itemsize;
+        if (b[2].len / 8 != n_events || b[13].len < n_events) {
+            PyErr_SetString(PyExc_ValueError, "starts, ends and verified differ in length");
+            goto fail;
+        }
+        for (int64_t i = 0; i < n_events; i++)
+            if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
+                PyErr_Format(PyExc_ValueError, "event %lld is out of the data's bounds",
+                             (long long)i);
+                goto fail;
+            }
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n_events; i++) {
+            int ok = 1;
+            int64_t m = scan_event(data, starts[i], ends[i], i, max_level, &o, n, &ok);
+            verified[i] = (uint8_t)ok;
+            if (m < 0) {
+                bad = i;
+                break;
+            }
+            n = m;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return PyLong_FromLongLong(bad >= 0 ? -1 - bad : n);
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", py_scan, METH_VARARGS,
+     "scan(data, starts, ends, max_level, *outputs, verified) -> members, or -1 - event"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_cscan", "The JSON structural index, compiled (private).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__cscan(void) { return PyModule_Create(&module); }

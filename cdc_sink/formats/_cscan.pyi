@@ -1,0 +1,22 @@
+"""Type stub of the compiled JSON structural index (cdc_sink/formats/_cscan.c)."""
+
+import numpy as np
+
+def scan(
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    max_level: int,
+    event: np.ndarray,
+    level: np.ndarray,
+    parent: np.ndarray,
+    name_start: np.ndarray,
+    name_end: np.ndarray,
+    name_escaped: np.ndarray,
+    kind: np.ndarray,
+    value_start: np.ndarray,
+    value_end: np.ndarray,
+    value_escaped: np.ndarray,
+    verified: np.ndarray,
+    /,
+) -> int: ...
