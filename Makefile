@@ -9,8 +9,10 @@ STAMP   = $(VENV)/.installed
 .PHONY: install demo test unit lint bench clean
 
 # Installs every extra (spark, kafka, metrics, cli) and the dev tools; pip picks the newest
-# pyspark of the supported range (docs/compatibility.md).
-$(STAMP): pyproject.toml
+# pyspark of the supported range (docs/compatibility.md). The editable install compiles
+# the JSON decoders' C scan (cdc_sink/formats/_cscan.c) in place, so a change to it
+# reinstalls.
+$(STAMP): pyproject.toml cdc_sink/formats/_cscan.c
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven with apt"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -20,9 +22,14 @@ $(STAMP): pyproject.toml
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends prometheus >/dev/null; }
 	@command -v cc >/dev/null || { \
-	  echo "installing a C compiler with apt (the chaos suite's LD_PRELOAD fsync fault)"; \
+	  echo "installing a C compiler with apt (the JSON scan; the chaos suite's fsync fault)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends gcc libc6-dev >/dev/null; }
+	@$(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join( \
+	    sysconfig.get_paths()['include'], 'Python.h')))" || { \
+	  echo "installing Python's C headers with apt (the JSON scan)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends python3-dev >/dev/null; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[all,dev]'

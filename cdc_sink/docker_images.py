@@ -102,7 +102,7 @@ def _files(root: Path, rel: str) -> Iterable[Path]:
         yield path
         return
     for p in sorted(path.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so"):
             yield p
 
 

@@ -23,6 +23,13 @@ the working arrays stay in cache):
 
 No binary search runs per byte or per token, and nothing loops per event. The index is
 exact for valid JSON; presence is derived from it, never from a substring test.
+
+**The compiled pass.** When the C extension :mod:`._cscan` (``_cscan.c``) is built, each
+chunk is first indexed by it: a strict parser that accepts only well-formed JSON objects,
+for which its index equals the numpy one above; a chunk holding any event it does not
+accept is indexed by numpy instead (which gives the reasons). It also marks the events
+that are valid JSON text as a whole (:attr:`JsonScan.verified`), which then skip Arrow's
+grammar check. ``tests/formats/test_compiled_scan.py`` checks both against numpy and Arrow.
 Grammar details it does not check (a missing comma, a bad literal in an ignored member,
 a bad escape) are checked by :func:`._jsonarrow.arrow_validate`, which runs Arrow's
 JSON parser over the events straight from the input buffer (parse only: no column is

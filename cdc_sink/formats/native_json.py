@@ -30,15 +30,16 @@ records which members were present. A substring test for ``"col":`` would count 
 inside string values (false positives), and ``json.loads`` per event is a Python loop
 per event.
 
-So the decoder builds an exact structural index of all the events at once with numpy
-(:mod:`cdc_sink.formats._jsonscan`: quote parity in token order, bracket depth, every
-member's name, level, parent, value kind and span). A column is set by an event exactly
-when a member with its name is a direct child of that event's ``set`` object. Values are
-then converted per column for all events at once (Arrow casts of the raw value tokens;
-Arrow's JSON parser unescapes the few strings with backslash escapes). With
-``strict=True`` (the default) Arrow's JSON parser also checks the full grammar of every
-event, reading straight from the input buffer (parse only: no column is converted;
-events it refuses are isolated by bisection).
+So the decoder builds an exact structural index of all the events at once
+(:mod:`cdc_sink.formats._jsonscan`: every member's name, level, parent, value kind and
+span; in one compiled pass when the C extension is built, else with numpy). A column is
+set by an event exactly when a member with its name is a direct child of that event's
+``set`` object. Values are then converted per column for all events at once (Arrow
+casts of the raw value tokens; Arrow's JSON parser unescapes the few strings with
+backslash escapes). With ``strict=True`` (the default) the full grammar of every event
+is checked: by the compiled pass where it can vouch for an event, else by Arrow's JSON
+parser, reading straight from the input buffer (parse only: no column is converted;
+events it refuses are isolated by bisection, and its message is the reason).
 
 The decoded events equal :meth:`ChangeBatch.from_events` of the parsed objects (checked
 by property and differential fuzz tests), except that: a member name repeated within an
