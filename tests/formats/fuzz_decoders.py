@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from cdc_sink.changes import OP_DELETE, OP_NAMES, ChangeBatch
@@ -39,6 +40,21 @@ from cdc_sink.schema import Column, TableSchema, type_to_str
 from tests.formats.support import ALL_TYPE_COLUMNS
 
 UTC = dt.timezone.utc
+
+
+def ci_settings(max_examples: int) -> settings:
+    """The bounded, deterministic profile of the CI fuzz runs: fixed examples
+    (``derandomize``), no deadline, no example database, and no shrinking (a failure
+    report already names the culprit message, isolated by bisection)."""
+    return settings(
+        max_examples=max_examples,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
 
 _VALUE_COLUMNS: list[dict[str, Any]] = [
     *ALL_TYPE_COLUMNS,  # every type, plus decimals at the edges of scale

@@ -23,23 +23,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc_sink.formats import _jsonscan, get_decoder
 from cdc_sink.formats._arrays import binary_parts, new_reasons, no_reason
 from cdc_sink.formats._jsonarrow import arrow_validate
 from cdc_sink.formats._jsonscan import Members, compiled_chunk, numpy_chunk
-from tests.formats.fuzz_decoders import PLAIN, Case, mutations, valid_cases
+from tests.formats.fuzz_decoders import PLAIN, Case, ci_settings, mutations, valid_cases
 
-SETTINGS = settings(
-    max_examples=10,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+SETTINGS = ci_settings(10)
 LEVELS = (1, 2, 4)  # the depths the decoders index (schema probe, native JSON, Debezium)
 
 

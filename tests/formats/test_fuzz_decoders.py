@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc_sink.formats import FORMATS, FormatName, get_decoder
@@ -32,6 +32,7 @@ from tests.formats.fuzz_decoders import (
     FuzzFailure,
     Stats,
     check,
+    ci_settings,
     copy_json,
     dump_json,
     encode_dbz,
@@ -47,15 +48,7 @@ from tests.formats.fuzz_decoders import (
     valid_cases,
 )
 
-# No shrinking: a failure report already names the culprit message (isolated by bisection).
-CI = settings(
-    max_examples=12,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+CI = ci_settings(12)
 MUTATIONS_PER_FAMILY = 25
 
 FULL: dict[str, Any] = {
