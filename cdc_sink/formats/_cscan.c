@@ -16,6 +16,11 @@
  * grammar of every value, UTF-8 strings, no surrogate escape): such an event needs no
  * further grammar check. 0 leaves the check to Arrow's parser, whose message is the
  * reason of a refused event.
+ *
+ * Two helpers of the per-column work that follows the index (_jsonstrings.match_strings
+ * and _jsonnumbers.int_values use them when built): match() maps byte spans (member names,
+ * op strings) to an index in a list of names, and ints() converts the plain decimal
+ * integer literals among number spans, leaving every other literal to the general path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -360,9 +365,158 @@ fail:
     return NULL;
 }
 
+/* match(data, starts, ends, names, codes): codes[i] = the index in `names` (a tuple of
+ * bytes) of the bytes data[starts[i]:ends[i]], or -1. Exact byte comparison through a
+ * small open-addressing hash table of the names; runs without the GIL. */
+static uint64_t span_hash(const uint8_t *p, int64_t len) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)len;
+    for (int64_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static PyObject *py_match(PyObject *self, PyObject *args) {
+    PyObject *objs[3], *names, *codes_obj;
+    Py_buffer b[4];
+    int got = 0;
+    int64_t *slots = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO!O", &objs[0], &objs[1], &objs[2], &PyTuple_Type, &names,
+                          &codes_obj))
+        return NULL;
+    static const Py_ssize_t sizes[3] = {1, 8, 8};
+    for (; got < 3; got++)
+        if (get(objs[got], &b[got], 0, sizes[got]) < 0) goto fail;
+    if (get(codes_obj, &b[3], 1, 8) < 0) goto fail;
+    got = 4;
+    {
+        const uint8_t *data = (const uint8_t *)b[0].buf;
+        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        int64_t *codes = (int64_t *)b[3].buf;
+        int64_t n = b[1].len / 8, size = b[0].len, k = PyTuple_GET_SIZE(names);
+        if (b[2].len / 8 != n || b[3].len / 8 != n) {
+            PyErr_SetString(PyExc_ValueError, "starts, ends and codes differ in length");
+            goto fail;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
+                PyErr_Format(PyExc_ValueError, "span %lld is out of the data's bounds",
+                             (long long)i);
+                goto fail;
+            }
+        int64_t cap = 4;
+        while (cap < 2 * k) cap <<= 1;
+        slots = PyMem_Malloc(sizeof(int64_t) * cap);
+        if (!slots) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (int64_t s = 0; s < cap; s++) slots[s] = -1;
+        for (int64_t j = 0; j < k; j++) {
+            PyObject *nm = PyTuple_GET_ITEM(names, j);
+            if (!PyBytes_Check(nm)) {
+                PyErr_SetString(PyExc_TypeError, "names must be bytes");
+                goto fail;
+            }
+            uint64_t h = span_hash((const uint8_t *)PyBytes_AS_STRING(nm), PyBytes_GET_SIZE(nm));
+            int64_t s = (int64_t)(h & (uint64_t)(cap - 1));
+            int dup = 0;
+            while (slots[s] >= 0) {
+                PyObject *o = PyTuple_GET_ITEM(names, slots[s]);
+                if (PyBytes_GET_SIZE(o) == PyBytes_GET_SIZE(nm) &&
+                    !memcmp(PyBytes_AS_STRING(o), PyBytes_AS_STRING(nm), PyBytes_GET_SIZE(nm)))
+                    dup = 1; /* the first of equal names wins */
+                s = (s + 1) & (cap - 1);
+            }
+            if (!dup) slots[s] = j;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            const uint8_t *p = data + starts[i];
+            int64_t len = ends[i] - starts[i];
+            int64_t s = (int64_t)(span_hash(p, len) & (uint64_t)(cap - 1)), code = -1;
+            while (slots[s] >= 0) {
+                PyObject *o = PyTuple_GET_ITEM(names, slots[s]);
+                if (PyBytes_GET_SIZE(o) == len && !memcmp(PyBytes_AS_STRING(o), p, len)) {
+                    code = slots[s];
+                    break;
+                }
+                s = (s + 1) & (cap - 1);
+            }
+            codes[i] = code;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(slots);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(slots);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
+/* ints(data, starts, ends, values, ok) -> count: for each span that is a plain decimal
+ * integer of at most 18 digits (-?[0-9]{1,18}, so it always fits int64), values[i] = its
+ * value and ok[i] = 1; else ok[i] = 0 and the caller converts it the general way.
+ * Returns how many spans were converted; runs without the GIL. */
+static PyObject *py_ints(PyObject *self, PyObject *args) {
+    PyObject *objs[5];
+    static const Py_ssize_t sizes[5] = {1, 8, 8, 8, 1};
+    Py_buffer b[5];
+    int got = 0;
+    int64_t count = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    for (; got < 5; got++)
+        if (get(objs[got], &b[got], got >= 3, sizes[got]) < 0) goto fail;
+    {
+        const uint8_t *data = (const uint8_t *)b[0].buf;
+        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        int64_t *values = (int64_t *)b[3].buf;
+        uint8_t *ok = (uint8_t *)b[4].buf;
+        int64_t n = b[1].len / 8, size = b[0].len;
+        if (b[2].len / 8 != n || b[3].len / 8 != n || b[4].len != n) {
+            PyErr_SetString(PyExc_ValueError, "starts, ends, values and ok differ in length");
+            goto fail;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
+                PyErr_Format(PyExc_ValueError, "span %lld is out of the data's bounds",
+                             (long long)i);
+                goto fail;
+            }
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            int64_t p = starts[i], e = ends[i], v = 0;
+            int neg = p < e && data[p] == '-';
+            p += neg;
+            int good = e > p && e - p <= 18;
+            for (; good && p < e; p++) {
+                uint8_t c = data[p];
+                if (c < '0' || c > '9') good = 0;
+                else v = v * 10 + (c - '0');
+            }
+            values[i] = good ? (neg ? -v : v) : 0;
+            ok[i] = (uint8_t)good;
+            count += good;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return PyLong_FromLongLong(count);
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS,
      "scan(data, starts, ends, max_level, *outputs, verified) -> members, or -1 - event"},
+    {"match", py_match, METH_VARARGS,
+     "match(data, starts, ends, names, codes): the index in names of each span, or -1"},
+    {"ints", py_ints, METH_VARARGS,
+     "ints(data, starts, ends, values, ok) -> count: plain decimal integers of <= 18 digits"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,3 +20,19 @@ def scan(
     verified: np.ndarray,
     /,
 ) -> int: ...
+def match(
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    names: tuple[bytes, ...],
+    codes: np.ndarray,
+    /,
+) -> None: ...
+def ints(
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    values: np.ndarray,
+    ok: np.ndarray,
+    /,
+) -> int: ...

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.formats._arrays import Parts, int_bounds, no_reason, refuse, refuse_each, scatter
+from cdc_sink.formats._jsonnumbers import int_values
 from cdc_sink.formats._jsonscan import (
     KIND_NULL,
     KIND_NUMBER,
@@ -23,7 +24,7 @@ from cdc_sink.formats._jsonscan import (
     Members,
 )
 from cdc_sink.formats._jsonstrings import decode_string, match_strings, raw_text
-from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE, Hints, column_values, int_values
+from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE, Hints, column_values
 from cdc_sink.schema import Column, type_to_str
 
 __all__ = [

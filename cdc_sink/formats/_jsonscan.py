@@ -49,7 +49,7 @@ from cdc_sink.formats._arrays import (
 )
 
 try:  # the compiled pass (cdc_sink/formats/_cscan.c); numpy alone when it is not built
-    from cdc_sink.formats import _cscan
+    from cdc_sink.formats import _cscan as _cscan  # re-exported: one switch for every use
 except ImportError:  # pragma: no cover - depends on the install
     _cscan = None  # type: ignore[assignment]
 
@@ -205,6 +205,8 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
                 np.zeros(0, bool),
             ),
         )
+    if len(pieces) == 1:  # one chunk (the decoders scan runs of about one chunk)
+        return JsonScan(reasons, pieces[0], verified)
     offset = 0
     for p in pieces:  # member indices are chunk-local: shift the parents
         p.parent = np.where(p.parent >= 0, p.parent + offset, p.parent)
@@ -240,7 +242,9 @@ def compiled_chunk(
     starts = np.ascontiguousarray(parts.starts[events], dtype=np.int64)
     ends = np.ascontiguousarray(parts.ends[events], dtype=np.int64)
     lo, hi = int(starts.min()), int(ends.max())
-    cap = int(np.count_nonzero(parts.data[lo:hi] == ord(":")))  # a member per colon at most
+    # a member takes 4 bytes at least ("":0 and a comma or brace); a bound too small
+    # would only send the chunk to numpy (the pass refuses to overflow its outputs)
+    cap = (hi - lo) // 4 + 1
     ev, level, parent, name_start, name_end, value_start, value_end = (
         np.empty(cap, dtype=np.int64) for _ in range(7)
     )

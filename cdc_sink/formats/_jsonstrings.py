@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cdc_sink.formats import _jsonscan
 from cdc_sink.formats._arrays import unaligned
 
 
@@ -58,14 +59,40 @@ def match_strings(
 
     Vectorized: a hash of (first 8 bytes, last 8 bytes, length) finds the candidate name;
     those 8-byte words and the length identify a name of up to 16 bytes exactly, longer
-    ones are verified byte by byte. A content with backslash escapes is decoded with
-    :mod:`json` (per such string; escapes in names and ops are rare).
+    ones are verified byte by byte. With the compiled pass built (``_jsonscan._cscan``),
+    its ``match`` does the same in one loop. A content with backslash escapes is decoded
+    with :mod:`json` (per such string; escapes in names and ops are rare).
     """
     m = len(starts)
     codes = np.full(m, -1, dtype=np.int64)
     if m == 0 or not names:
         return codes
     enc = [nm.encode("utf-8") for nm in names]
+    compiled = _jsonscan._cscan
+    if compiled is not None:
+        compiled.match(
+            np.ascontiguousarray(data),
+            np.ascontiguousarray(starts, dtype=np.int64),
+            np.ascontiguousarray(ends, dtype=np.int64),
+            tuple(enc),
+            codes,
+        )
+    else:
+        codes = _match_hashed(data, starts, ends, enc)
+    lookup = {nm: i for i, nm in enumerate(names)}
+    for i in np.flatnonzero(escaped & (codes < 0)).tolist():
+        text = decode_string(data, int(starts[i]), int(ends[i]))
+        if text in lookup:
+            codes[i] = lookup[text]
+    return codes
+
+
+def _match_hashed(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, enc: list[bytes]
+) -> np.ndarray:
+    """The numpy body of :func:`match_strings` (without the escaped contents)."""
+    m = len(starts)
+    codes = np.full(m, -1, dtype=np.int64)
     length = ends - starts
     first = _words(data, starts, length)
     last = np.zeros(m, dtype=np.uint64)
@@ -96,11 +123,6 @@ def match_strings(
             same = (data[starts[sel][:, None] + np.arange(len(e))] == e).all(axis=1)
             ok[sel[~same]] = False
     codes[ok] = cand[ok]
-    lookup = {nm: i for i, nm in enumerate(names)}
-    for i in np.flatnonzero(escaped & (codes < 0)).tolist():
-        text = decode_string(data, int(starts[i]), int(ends[i]))
-        if text in lookup:
-            codes[i] = lookup[text]
     return codes
 
 

@@ -52,9 +52,9 @@ from cdc_sink.formats._arrays import (
     decimal_overflow,
     fixed_array,
     int_bounds,
-    spans,
 )
 from cdc_sink.formats._jsonarrow import string_values
+from cdc_sink.formats._jsonnumbers import int_values, number_tokens
 from cdc_sink.formats._jsonscan import (
     KIND_FALSE,
     KIND_NULL,
@@ -135,37 +135,9 @@ class _Out:
         return merged.take(pa.array(idx, mask=idx < 0))
 
 
-def _tokens(parts: Parts, m: Members, sel: np.ndarray) -> pa.Array:
-    """The raw JSON text of number members as ``string`` (null where not UTF-8: such a
-    token is no number, and the cast that follows refuses it)."""
-    views = spans(parts, m.value_start[sel], m.value_end[sel])
-    try:
-        return views.cast(pa.string())
-    except pa.ArrowInvalid:
-        arr, _ = cast_rows(views.cast(pa.binary()), pa.string())
-        return arr.fill_null("?")
-
-
 def _strings(parts: Parts, m: Members, sel: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Unescaped contents of string members (``binary``) and a mask of bad escapes."""
     return string_values(parts, m.value_start[sel] + 1, m.value_end[sel] - 1, m.value_escaped[sel])
-
-
-def int_values(
-    parts: Parts, m: Members, sel: np.ndarray, lo: int, hi: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Integer number members as int64, with a mask of non-integers/out of range and
-    the mask of those that are integers out of ``[lo, hi]`` (or of int64)."""
-    tokens = _tokens(parts, m, sel)
-    arr, bad = cast_rows(tokens, pa.int64())
-    v = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    r = ~bad & ((v < lo) | (v > hi))
-    if bad.any():  # an integer literal beyond int64 is out of range, not invalid
-        big = np.asarray(
-            pc.match_substring_regex(tokens, r"^-?[0-9]{19,}$").fill_null(False), dtype=bool
-        )
-        r |= bad & big
-    return v, bad | r, r
 
 
 def column_values(
@@ -299,7 +271,7 @@ def _floats(cv: _Conversion) -> None:
     the strings ``NaN``/``Infinity``/``-Infinity``."""
     num, data = cv.num, cv.parts.data
     starts = cv.m.value_start[cv.sel[num]]
-    arr, b = cast_rows(_tokens(cv.parts, cv.m, cv.sel[num]), pa.float64())
+    arr, b = cast_rows(number_tokens(cv.parts, cv.m, cv.sel[num]), pa.float64())
     f = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
     first = data[np.minimum(starts + 1, len(data) - 1)]
     word = (data[starts] == ord("I")) | (first == ord("I"))
@@ -407,7 +379,7 @@ def _decimals(cv: _Conversion) -> None:
         cv.bad[txt[packed[b4]]] = True
         cv.oor[txt[packed[r4]]] = True
         cv.out.put(txt[packed], arr)
-    arr, b5, r5 = _decimal_text(_tokens(cv.parts, cv.m, cv.sel[num]), t)
+    arr, b5, r5 = _decimal_text(number_tokens(cv.parts, cv.m, cv.sel[num]), t)
     cv.bad[num[b5]] = True
     cv.oor[num[r5]] = True
     cv.out.put(num, arr)
