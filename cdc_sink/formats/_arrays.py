@@ -274,6 +274,13 @@ def scatter(values: pa.Array, rows: np.ndarray, n: int) -> pa.Array:
     """An array of ``n`` rows holding ``values[i]`` at ``rows[i]`` and nulls elsewhere."""
     if len(rows) == n and (rows == np.arange(n)).all():  # rows may come in any order
         return values
+    t = values.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):  # numpy: no index array to build
+        out = np.zeros(n, dtype=t.to_pandas_dtype())
+        out[rows] = values.fill_null(0).to_numpy(zero_copy_only=False)
+        valid = np.zeros(n, dtype=bool)
+        valid[rows] = True if values.null_count == 0 else values.is_valid().to_numpy(False)
+        return fixed_array(out, valid, t)
     index = np.full(n, -1, dtype=np.int64)
     index[rows] = np.arange(len(rows))
     return values.take(pa.array(index, mask=index < 0))

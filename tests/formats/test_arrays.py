@@ -17,6 +17,7 @@ from cdc_sink.formats._arrays import (
     binary_parts,
     cast_rows,
     decimal_fits,
+    scatter,
     spans,
     unaligned,
 )
@@ -61,6 +62,35 @@ def test_decimal_fits_checks_the_digit_count_of_128_bit_values():
     ).reshape(-1, 16)
     assert decimal_fits(raw, 38).tolist() == [True] * 5 + [False] * 4 + [True] * 4
     assert decimal_fits(raw, 3).tolist()[-4:] == [True, False, True, False]
+
+
+SCATTER_TYPES = [pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()]
+SCATTER_TYPES += [pa.string(), pa.bool_(), pa.date32()]  # the take path
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.data(),
+    t=st.sampled_from(SCATTER_TYPES),
+    n=st.integers(0, 40),
+    offset=st.integers(0, 3),
+)
+def test_scatter_puts_each_value_at_its_row_and_nulls_elsewhere(
+    data: st.DataObject, t: pa.DataType, n: int, offset: int
+):
+    """Rows in any order, values with nulls and a slice offset, every kind of type."""
+    rows = data.draw(st.permutations(range(n)))[: data.draw(st.integers(0, n))]
+    k = len(rows)
+    py = data.draw(st.lists(st.one_of(st.none(), st.integers(0, 100)), min_size=k, max_size=k))
+    conv = {pa.string(): str, pa.bool_(): bool}.get(t, lambda x: x)
+    values = [None if v is None else conv(v) for v in py]
+    arr = pa.array([values[0] if values else None] * offset + values, t).slice(offset)
+    out = scatter(arr, np.array(rows, dtype=np.int64), n)
+    want: list[object] = [None] * n
+    for r, v in zip(rows, arr.to_pylist(), strict=True):
+        want[r] = v
+    assert out.type == t
+    assert out.to_pylist() == want
 
 
 def test_spans_of_short_long_and_buffer_end_ranges():
