@@ -112,7 +112,7 @@ def drain(
         fn, sink_fn = _consumer(name, f"{work}/table", args.decode_processes, args.format)
         if sink_fn is not None and sink_fn.decode_pool is not None:
             sink_fn.decode_pool.start()  # a running job starts its workers once
-        df = earliest_stream(spark, bootstrap, topic, max_per_trigger)
+        df = earliest_stream(spark, bootstrap, topic, max_per_trigger, args.min_partitions)
         t0, c0, p0 = time.perf_counter(), machine_cpu_s(), time.process_time()
         q = df.writeStream.foreachBatch(fn).option("checkpointLocation", f"{work}/ckpt").start()
         q.processAllAvailable()
@@ -150,6 +150,13 @@ def main() -> None:
     ap.add_argument("--consumers", default=",".join(CONSUMERS))
     ap.add_argument("--decode-processes", type=int, default=2, help="of sink-driver-pool")
     ap.add_argument("--format", choices=FORMATS, default="json", help="of the Kafka values")
+    ap.add_argument(
+        "--min-partitions",
+        type=int,
+        default=0,
+        help="the Kafka source's minPartitions, for every consumer (default: one read task "
+        "per Kafka partition)",
+    )
     add_pool_arg(ap)
     args = ap.parse_args()
     if args.format != "json" and "sink-driver-jvm" in args.consumers.split(","):

@@ -13,13 +13,18 @@ from typing import Any
 __all__ = ["earliest_stream"]
 
 
-def earliest_stream(spark: Any, bootstrap: str, topics: str, max_per_trigger: int) -> Any:
-    """The streaming DataFrame of Kafka ``topics`` (comma-separated) from earliest."""
-    return (
+def earliest_stream(
+    spark: Any, bootstrap: str, topics: str, max_per_trigger: int, min_partitions: int = 0
+) -> Any:
+    """The streaming DataFrame of Kafka ``topics`` (comma-separated) from earliest; with
+    ``min_partitions``, the source's ``minPartitions`` (more, smaller read tasks)."""
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topics)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_per_trigger)
-        .load()
     )
+    if min_partitions:
+        reader = reader.option("minPartitions", min_partitions)
+    return reader.load()
