@@ -90,10 +90,20 @@ static int utf8_len(const uint8_t *d, int64_t p, int64_t e) {
  * backslash. Clears *ok unless the string is valid JSON text (RFC 8259: no control
  * character, valid escapes, UTF-8) and holds no surrogate escape (\uD800-\uDFFF, whose
  * pairing rules the parsers differ on). */
+static uint8_t plain[256]; /* printable ASCII but '"' and '\\': nothing to check */
+
+static void init_plain(void) {
+    for (int c = 0x20; c < 0x80; c++) plain[c] = c != '"' && c != '\\';
+}
+
 static int64_t string_end(const uint8_t *d, int64_t p, int64_t e, int *esc, int *ok) {
     int64_t q = p + 1;
     *esc = 0;
     while (q < e) {
+        while (q + 4 <= e && plain[d[q]] && plain[d[q + 1]] && plain[d[q + 2]] && plain[d[q + 3]])
+            q += 4;
+        while (q < e && plain[d[q]]) q++;
+        if (q >= e) break;
         uint8_t c = d[q];
         if (c == '"') return q;
         if (c == '\\') {
@@ -525,4 +535,7 @@ static struct PyModuleDef module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit__cscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cscan(void) {
+    init_plain();
+    return PyModule_Create(&module);
+}
