@@ -1,0 +1,65 @@
+"""The driver's decode work on the e2e workload, without Spark: decode + bucket split.
+
+The events of ``benchmarks/e2e.py`` (``encode_events``: 90% partial updates of 2 of 10
+columns, 10% inserts, each with ``ts_ms``) decoded by the format's decoder in Arrow
+batches of ``--batch`` events (Spark's Arrow collect hands the driver batches of up to
+``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default), each decoded batch
+split by bucket, exactly as driver apply mode does with each batch as it arrives
+(``cdc_sink.spark._driver``). Prints us per event, the median of ``--runs`` passes.
+
+Run::
+
+    NUMPY_MADVISE_HUGEPAGE=0 .venv/bin/python benchmarks/decode_batches.py [--batch 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import pyarrow as pa
+from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] when run
+
+from cdc_sink.formats import get_decoder
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--batch", type=int, default=10_000, help="events per Arrow batch")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--format", choices=FORMATS, default="json")
+    args = ap.parse_args()
+    rng = np.random.default_rng(1)
+    msgs = encode_events(args.events, 100_000, 100_000, 1, rng, 1_718_000_000_000, args.format)
+    values = pa.array([v for _, v in msgs], pa.binary())
+    keys = pa.array([k for k, _ in msgs], pa.binary())
+    decoder = get_decoder(args.format)
+
+    def one_pass() -> None:
+        for lo in range(0, len(values), args.batch):
+            v = values.slice(lo, args.batch)
+            pos = np.arange(len(v), dtype=np.int64)
+            dec = decoder.decode_with_meta(v, SCHEMA, position=pos, keys=keys.slice(lo, args.batch))
+            assert not len(dec.rejects), dec.rejects.reasons[:3]
+            dec.batch.split_by_bucket()
+
+    one_pass()  # warm-up
+    times = []
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        one_pass()
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    print(
+        f"{args.format}: {args.events:,} events in batches of {args.batch:,}: "
+        f"{med / args.events * 1e6:.2f} us/event (median of {args.runs})"
+    )
+
+
+if __name__ == "__main__":
+    main()
