@@ -309,6 +309,19 @@ static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize) {
     return 0;
 }
 
+/* Whether every span [starts[i], ends[i]) lies in data of `size` bytes; else sets a
+ * ValueError naming the first one that does not (`what`: "event" or "span"). */
+static int spans_ok(const int64_t *starts, const int64_t *ends, int64_t n, int64_t size,
+                    const char *what) {
+    for (int64_t i = 0; i < n; i++)
+        if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
+            PyErr_Format(PyExc_ValueError, "%s %lld is out of the data's bounds", what,
+                         (long long)i);
+            return 0;
+        }
+    return 1;
+}
+
 #define N_BUF 14
 
 static PyObject *py_scan(PyObject *self, PyObject *args) {
@@ -349,12 +362,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "starts, ends and verified differ in length");
             goto fail;
         }
-        for (int64_t i = 0; i < n_events; i++)
-            if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
-                PyErr_Format(PyExc_ValueError, "event %lld is out of the data's bounds",
-                             (long long)i);
-                goto fail;
-            }
+        if (!spans_ok(starts, ends, n_events, size, "event")) goto fail;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t i = 0; i < n_events; i++) {
             int ok = 1;
@@ -407,12 +415,7 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "starts, ends and codes differ in length");
             goto fail;
         }
-        for (int64_t i = 0; i < n; i++)
-            if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
-                PyErr_Format(PyExc_ValueError, "span %lld is out of the data's bounds",
-                             (long long)i);
-                goto fail;
-            }
+        if (!spans_ok(starts, ends, n, size, "span")) goto fail;
         int64_t cap = 4;
         while (cap < 2 * k) cap <<= 1;
         slots = PyMem_Malloc(sizeof(int64_t) * cap);
@@ -490,12 +493,7 @@ static PyObject *py_ints(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "starts, ends, values and ok differ in length");
             goto fail;
         }
-        for (int64_t i = 0; i < n; i++)
-            if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
-                PyErr_Format(PyExc_ValueError, "span %lld is out of the data's bounds",
-                             (long long)i);
-                goto fail;
-            }
+        if (!spans_ok(starts, ends, n, size, "span")) goto fail;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t i = 0; i < n; i++) {
             int64_t p = starts[i], e = ends[i], v = 0;
