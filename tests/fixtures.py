@@ -1,4 +1,5 @@
-"""Table schemas shared by the tests, in the dictionary form of ``TableSchema.from_dict``.
+"""Table schemas shared by the tests, in the dictionary form of ``TableSchema.from_dict``,
+and the table options several tests share.
 
 A test module that needs one of these imports it (and, when it needs another bucket
 count, writes ``{**ID_V_SEQ, "num_buckets": 4}``) instead of copying the literal.
@@ -8,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ID_A", "ID_A_B", "ID_A_B_C", "ID_A_B_SEQ", "ID_V", "ID_V_SEQ"]
+__all__ = ["ID_A", "ID_A_B", "ID_A_B_C", "ID_A_B_SEQ", "ID_V", "ID_V_SEQ", "KEEP_VERSIONS"]
+
+#: GC settings (``TableOptions`` fields) under which a test table keeps every version it
+#: commits (the newest 1,000, none kept for its age), so each one can be read back:
+#: ``TableOptions(**KEEP_VERSIONS, page_rows=16)``.
+KEEP_VERSIONS: dict[str, Any] = {"retain_versions": 1000, "retain_seconds": 0.0}
 
 #: An int64 key ``id`` and a string ``a``, in two buckets.
 ID_A: dict[str, Any] = {

@@ -27,7 +27,7 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink.tablet import MemTablet
-from tests.fixtures import ID_A_B_SEQ
+from tests.fixtures import ID_A_B_SEQ, KEEP_VERSIONS
 from tests.model import RefModel, model_rows, table_to_rows
 
 SCHEMA = TableSchema.from_dict({**ID_A_B_SEQ, "num_buckets": 4})
@@ -36,8 +36,7 @@ OPTS = TableOptions(
     bulk_events=100,
     snapshot_every=3,
     compact_every=2,
-    retain_versions=1000,
-    retain_seconds=0.0,
+    **KEEP_VERSIONS,
 )
 BATCHES = 8
 

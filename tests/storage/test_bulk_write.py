@@ -18,11 +18,11 @@ from cdc_sink import commit
 from cdc_sink.errors import CommitConflict
 from cdc_sink.schema import TableSchema
 from cdc_sink.table import Table, TableOptions, create_table, open_table
-from tests.fixtures import ID_A_B_SEQ
+from tests.fixtures import ID_A_B_SEQ, KEEP_VERSIONS
 from tests.model import RefModel, model_rows, table_to_rows
 
 SCHEMA = TableSchema.from_dict({**ID_A_B_SEQ, "num_buckets": 2})
-OPTS = TableOptions(page_rows=16, bulk_events=50, retain_versions=1000, retain_seconds=0.0)
+OPTS = TableOptions(page_rows=16, bulk_events=50, **KEEP_VERSIONS)
 
 
 def _load(n: int, tag: int = 0) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from cdc_sink.storage.snapshot import (
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink.tablet import MemTablet, TabletOptions
 from cdc_sink.tablet.column import LazyPage, PageList
-from tests.fixtures import ID_A_B_C
+from tests.fixtures import ID_A_B_C, KEEP_VERSIONS
 
 SCHEMA = ID_A_B_C
 OPTS = TableOptions(
@@ -34,8 +34,7 @@ OPTS = TableOptions(
     memory_versions=4,
     compact_every=3,
     snapshot_every=1000,
-    retain_versions=1000,
-    retain_seconds=0.0,
+    **KEEP_VERSIONS,
 )
 ROWS = 100
 

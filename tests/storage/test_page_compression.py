@@ -18,6 +18,7 @@ from cdc_sink.errors import InvalidOption
 from cdc_sink.storage.pages import PAGE_CODECS, PageCompression, page_blob
 from cdc_sink.storage.snapshot import SnapshotManifest, read_manifest
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.fixtures import KEEP_VERSIONS
 from tests.model import RefModel, model_rows, table_to_rows
 
 SCHEMA: dict[str, Any] = {
@@ -84,9 +85,7 @@ def test_a_table_whose_snapshots_mix_codecs_reads_every_version_exactly(
     tmp_path: Path, first: PageCompression, second: PageCompression
 ) -> None:
     root = tmp_path / "t"
-    opts: dict[str, Any] = dict(
-        page_rows=64, snapshot_every=2, retain_versions=1000, retain_seconds=0.0
-    )
+    opts: dict[str, Any] = dict(page_rows=64, snapshot_every=2, **KEEP_VERSIONS)
     t = create_table(str(root), SCHEMA, options=TableOptions(page_compression=first, **opts))
     model = RefModel(t.schema)
     expected: dict[int, Any] = {}

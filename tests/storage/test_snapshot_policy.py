@@ -9,7 +9,7 @@ from pathlib import Path
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.table import Table, TableOptions, create_table, open_table
-from tests.fixtures import ID_A_B
+from tests.fixtures import ID_A_B, KEEP_VERSIONS
 
 SCHEMA = {**ID_A_B, "num_buckets": 1}
 
@@ -45,8 +45,7 @@ def test_events_since_the_last_snapshot_stay_bounded(tmp_path: Path) -> None:
         page_rows=64,
         snapshot_every=1000,
         snapshot_events=500,
-        retain_versions=1000,
-        retain_seconds=0.0,
+        **KEEP_VERSIONS,
     )
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     sizes = [150, 40, 700, 90, 90, 90, 90, 90, 300, 10, 10, 500, 60]
@@ -64,8 +63,7 @@ def test_a_reopened_writer_counts_what_it_replayed(tmp_path: Path) -> None:
         page_rows=64,
         snapshot_every=5,
         snapshot_events=10**12,
-        retain_versions=1000,
-        retain_seconds=0.0,
+        **KEEP_VERSIONS,
     )
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     for i in range(3):
@@ -84,8 +82,7 @@ def test_a_reopened_writer_counts_the_events_it_replayed(tmp_path: Path) -> None
         page_rows=64,
         snapshot_every=1000,
         snapshot_events=100,
-        retain_versions=1000,
-        retain_seconds=0.0,
+        **KEEP_VERSIONS,
     )
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     t.apply(_events(40, 0))

@@ -14,7 +14,7 @@ import pytest
 from cdc_sink.errors import InvalidOption
 from cdc_sink.storage.change_codec import COMPRESS_MIN_EVENTS, WAL_CODECS, WalCompression
 from cdc_sink.table import Table, TableOptions, create_table, open_table
-from tests.fixtures import ID_A_B_C
+from tests.fixtures import ID_A_B_C, KEEP_VERSIONS
 from tests.model import RefModel, model_rows, table_to_rows
 
 SCHEMA = ID_A_B_C
@@ -25,8 +25,7 @@ OPTS: dict[str, Any] = dict(
     snapshot_every=10_000,
     snapshot_events=10**9,
     bulk_events=10**9,
-    retain_versions=1000,
-    retain_seconds=0.0,
+    **KEEP_VERSIONS,
 )
 
 
