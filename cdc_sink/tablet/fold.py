@@ -32,6 +32,7 @@ stay stale. Keys without events in the batch are the caller's (every live one di
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,7 +79,14 @@ class FoldResult:
 def _exclusive_segmented_max(
     values: np.ndarray, gid: np.ndarray, gstart: np.ndarray, init: np.ndarray
 ) -> np.ndarray:
-    """For each i: max(init[gid[i]], values[j] for j < i in the same group)."""
+    """For each i: max(init[gid[i]], values[j] for j < i in the same group).
+
+    Each group's initial value is placed before its events and one running maximum runs
+    over keys that grow with the group (group * width + code of the value), so it never
+    carries a value into the next group. The code of a value is its offset from the
+    smallest one (one pass, no sort) when the values' range times the groups fits in
+    int64, as sequence numbers do; else its rank among the values (a sort).
+    """
     n = len(values)
     g = len(init)
     merged = np.empty(n + g, dtype=np.int64)
@@ -86,14 +94,37 @@ def _exclusive_segmented_max(
     ev_pos = np.arange(n) + gid + 1
     merged[init_pos] = init
     merged[ev_pos] = values
-    uniq, rank = np.unique(merged, return_inverse=True)
-    m = np.int64(len(uniq))
     group_of = np.empty(n + g, dtype=np.int64)
     group_of[init_pos] = np.arange(g)
     group_of[ev_pos] = gid
-    cm = np.maximum.accumulate(group_of * m + rank.astype(np.int64))
-    before = cm[ev_pos - 1] - gid * m
-    return np.asarray(uniq[before], dtype=np.int64)
+    code, width, value_of = _codes(merged, g)
+    cm = np.maximum.accumulate(group_of * width + code)
+    return value_of(cm[ev_pos - 1] - gid * width)
+
+
+_WIDE = 1 << 62  # bound of group * width + code (int64, with room)
+
+
+def _codes(
+    merged: np.ndarray, groups: int
+) -> tuple[np.ndarray, np.int64, Callable[[np.ndarray], np.ndarray]]:
+    """Order-preserving codes in ``[0, width)`` of ``merged`` (int64), their width, and
+    the function from codes back to values; ``groups * width`` stays below 2**62."""
+    none = merged == SEQ_NONE
+    real = merged[~none]
+    if len(real) == 0:
+        return np.zeros(len(merged), np.int64), np.int64(1), lambda c: np.full(len(c), SEQ_NONE)
+    base = int(real.min()) - 1  # SEQ_NONE codes as 0, below every real value
+    width = int(real.max()) - base + 1
+    if groups * width < _WIDE:
+        code = np.where(none, np.int64(base), merged) - np.int64(base)
+        return (
+            code,
+            np.int64(width),
+            lambda c: np.where(c == 0, SEQ_NONE, c + np.int64(base)),
+        )
+    uniq, rank = np.unique(merged, return_inverse=True)
+    return rank.astype(np.int64).reshape(-1), np.int64(len(uniq)), lambda c: uniq[c]
 
 
 def fold_events(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdc_sink.changes import OP_DELETE, OP_INSERT, OP_UPDATE, OP_UPSERT
-from cdc_sink.tablet.fold import SEQ_NONE, FoldResult, fold_events
+from cdc_sink.tablet.fold import SEQ_NONE, FoldResult, _exclusive_segmented_max, fold_events
 
 
 @dataclass
@@ -386,3 +386,44 @@ def test_one_event_per_key_folds_as_one_by_one_and_as_the_general_fold(
         assert (
             np.asarray(getattr(fast, name)).tolist() == np.asarray(getattr(general, name)).tolist()
         ), name
+
+
+def _segmented_max_one_by_one(values: list[int], gid: list[int], init: list[int]) -> list[int]:
+    """max(init of the group, the group's earlier values), event by event."""
+    out, running, prev = [], 0, -1
+    for v, g in zip(values, gid, strict=True):
+        if g != prev:
+            running, prev = init[g], g
+        out.append(running)
+        running = max(running, v)
+    return out
+
+
+_int64 = st.integers(int(SEQ_NONE), 2**63 - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.one_of(_seq, _int64, st.just(int(SEQ_NONE))), min_size=1, max_size=5),
+        min_size=1,
+        max_size=10,
+    ),
+    st.data(),
+)
+def test_running_sequence_maximum_by_offsets_and_by_ranks_equals_one_by_one(
+    groups: list[list[int]], data: st.DataObject
+):
+    """The running maximum of the fold, over small ranges (codes by offset, no sort) and
+    over all of int64 and SEQ_NONE (codes by rank), equals the maximum event by event."""
+    init = data.draw(st.lists(st.one_of(_seq0, _int64), min_size=len(groups), max_size=len(groups)))
+    values = [v for grp in groups for v in grp]
+    gid = [g for g, grp in enumerate(groups) for _ in grp]
+    starts = np.cumsum([0] + [len(grp) for grp in groups[:-1]])
+    got = _exclusive_segmented_max(
+        np.array(values, np.int64),
+        np.array(gid, np.int64),
+        starts.astype(np.int64),
+        np.array(init, np.int64),
+    )
+    assert got.tolist() == _segmented_max_one_by_one(values, gid, init)
