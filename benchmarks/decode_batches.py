@@ -5,7 +5,9 @@ columns, 10% inserts, each with ``ts_ms``) decoded by the format's decoder in Ar
 batches of ``--batch`` events (Spark's Arrow collect hands the driver batches of up to
 ``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default), each decoded batch
 split by bucket, exactly as driver apply mode does with each batch as it arrives
-(``cdc_sink.spark._driver``). Prints us per event, the median of ``--runs`` passes.
+(``cdc_sink.spark._driver``), with numpy's buffers reused across batches as the sink does
+(``cdc_sink.numpy_pool``; ``--no-numpy-pool``: numpy's own allocator). Prints us per
+event, the median of ``--runs`` passes.
 
 Run::
 
@@ -15,6 +17,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -22,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] when run
 
+from cdc_sink import numpy_pool
 from cdc_sink.formats import get_decoder
 
 
@@ -33,6 +37,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000, help="events per Arrow batch")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--format", choices=FORMATS, default="json")
+    ap.add_argument(
+        "--numpy-pool",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reuse numpy buffers across batches, as the sink's driver decode does",
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     msgs = encode_events(args.events, 100_000, 100_000, 1, rng, 1_718_000_000_000, args.format)
@@ -41,6 +51,10 @@ def main() -> None:
     decoder = get_decoder(args.format)
 
     def one_pass() -> None:
+        with numpy_pool.reusing() if args.numpy_pool else contextlib.nullcontext():
+            decode_all()
+
+    def decode_all() -> None:
         for lo in range(0, len(values), args.batch):
             v = values.slice(lo, args.batch)
             pos = np.arange(len(v), dtype=np.int64)
@@ -57,7 +71,8 @@ def main() -> None:
     med = statistics.median(times)
     print(
         f"{args.format}: {args.events:,} events in batches of {args.batch:,}: "
-        f"{med / args.events * 1e6:.2f} us/event (median of {args.runs})"
+        f"{med / args.events * 1e6:.2f} us/event (median of {args.runs}); numpy pool "
+        f"{'on' if args.numpy_pool and numpy_pool.available() else 'off'}"
     )
 
 

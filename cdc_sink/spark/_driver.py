@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink import commit
+from cdc_sink import commit, numpy_pool
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import PreparedBucket
 from cdc_sink.errors import InvalidOption
@@ -109,22 +110,10 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
             return decode(rb)
         return pool.submit(schema, rb.column("value"), rb.column("key"))
 
-    got = collect_arrow(raw_df, hand_over)
-    if got is None:  # no streaming collect here (Spark Connect): all rows, then decode
-        table = raw_df.toArrow()
-        raw, pieces = table, [(0, decode(table))]
-    else:
-        raw = got.table()
-        sizes = np.array([b.num_rows for b in got.batches], dtype=np.int64)
-        starts = (np.cumsum(sizes) - sizes).tolist()
-        d0 = time.perf_counter()
-        results = [
-            _Piece.of(r.result()) if isinstance(r, PendingDecode) else r for r in got.results
-        ]
-        decoding[0] += time.perf_counter() - d0  # waiting for the workers
-        pieces = list(zip(starts, results, strict=True)) or [(0, decode(raw))]
-    t1 = time.perf_counter()
-    joined = _Joined.of(pieces, raw)
+    with numpy_pool.reusing():  # the decode's working arrays, batch after batch
+        raw, pieces = _collect_and_decode(raw_df, hand_over, decode, decoding)
+        t1 = time.perf_counter()
+        joined = _Joined.of(pieces, raw)
     t2 = time.perf_counter()
     version, prepared, more = prepare_buckets(fn.table, joined.parts)
     refused = joined.refused
@@ -149,6 +138,27 @@ def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> P
         max_ts_ms=int(ts.max()) if len(ts) else None,
         ts_sample=ts[::step],
     )
+
+
+def _collect_and_decode(
+    raw_df: DataFrame,
+    hand_over: Callable[[pa.RecordBatch], _Piece | PendingDecode],
+    decode: Callable[[pa.RecordBatch | pa.Table], _Piece],
+    decoding: list[float],
+) -> tuple[pa.Table, list[tuple[int, _Piece]]]:
+    """The micro-batch's raw records and its decoded pieces, each with the row it starts
+    at (``decoding[0]`` gains the seconds spent waiting for decode workers)."""
+    got = collect_arrow(raw_df, hand_over)
+    if got is None:  # no streaming collect here (Spark Connect): all rows, then decode
+        table = raw_df.toArrow()
+        return table, [(0, decode(table))]
+    raw = got.table()
+    sizes = np.array([b.num_rows for b in got.batches], dtype=np.int64)
+    starts = (np.cumsum(sizes) - sizes).tolist()
+    d0 = time.perf_counter()
+    results = [_Piece.of(r.result()) if isinstance(r, PendingDecode) else r for r in got.results]
+    decoding[0] += time.perf_counter() - d0  # waiting for the workers
+    return raw, list(zip(starts, results, strict=True)) or [(0, decode(raw))]
 
 
 @dataclass
