@@ -76,6 +76,7 @@ from cdc_sink.formats._arrays import (
 from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
 from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, EventEncoder, FormatName
 from cdc_sink.formats._jsonarrow import arrow_validate
+from cdc_sink.formats._jsonflat import decode_flat_run
 from cdc_sink.formats._jsonmembers import (
     children,
     column_array,
@@ -179,6 +180,11 @@ class JsonDecoder(Decoder):
         return decode_in_runs(parts, pos, schema, RUN_BYTES, run)
 
     def _decode_run(self, parts: Parts, schema: TableSchema) -> Columns:
+        """Decodes one run of events: flat events in one compiled pass, the others (and
+        all of them without the C extension) by :meth:`_decode_general`."""
+        return decode_flat_run(parts, schema, lambda p: self._decode_general(p, schema))
+
+    def _decode_general(self, parts: Parts, schema: TableSchema) -> Columns:
         """Decodes one run of events, phase by phase. The phases run in the order their
         reject reasons take precedence (an event keeps the first reason it is given)."""
         reasons = new_reasons(parts.n)
