@@ -389,10 +389,14 @@ def _tokens(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> _Tokens:
     counts = np.bincount(tcls, minlength=5)
     if counts[4]:  # a quote after an odd run of backslashes is escaped
         bsl = tok[tcls == 4]
-        brk = np.flatnonzero(np.diff(bsl) != 1)
+        # a run stops at its event's end: a backslash ending one event escapes nothing
+        # of the next (an event decodes the same whatever its neighbours)
+        bev = np.searchsorted(starts, bsl, side="right") - 1
+        brk = np.flatnonzero((np.diff(bsl) != 1) | (np.diff(bev) != 0))
+        last = np.concatenate([brk, [len(bsl) - 1]])
         run_start = bsl[np.concatenate([[0], brk + 1])]
-        run_end = bsl[np.concatenate([brk, [len(bsl) - 1]])] + 1
-        esc = run_end[(run_end - run_start) % 2 == 1]
+        run_end = bsl[last] + 1
+        esc = run_end[((run_end - run_start) % 2 == 1) & (run_end < ends[bev[last]])]
         ti = np.minimum(np.searchsorted(tok, esc), len(tok) - 1)
         ti = ti[(tok[ti] == esc) & (tcls[ti] == 1)]
         tcls[ti] = 0
@@ -499,7 +503,9 @@ def _names(
     """The member names (strings followed by a colon) of the valid events, and their
     levels (the depth after the last bracket before them), up to ``max_level``."""
     size = len(data)
-    nxt = skip_ws(data, np.minimum(s.sc + 1, size - 1), 1)
+    # blanks after a string may run to the end of the data (the last event, or a blank
+    # one after it): such a string is no name
+    nxt = np.minimum(skip_ws(data, np.minimum(s.sc + 1, size - 1), 1), size - 1)
     is_name = (data[nxt] == ord(":")) & (s.sc + 1 < size)
     cum = np.concatenate([[0], np.cumsum(is_name)])
     mi = np.flatnonzero(is_name)
