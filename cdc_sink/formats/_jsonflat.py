@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import OP_DELETE, OP_NAMES, OP_TRUNCATE
-from cdc_sink.formats._arrays import Parts, int_bounds, new_reasons
+from cdc_sink.formats._arrays import Parts, gather, int_bounds, new_reasons
 from cdc_sink.formats._arrays_runs import Columns, merge_columns
 from cdc_sink.formats._base import TS_MISSING
 from cdc_sink.schema import Column, TableSchema
@@ -123,19 +123,27 @@ def decode_flat_run(
     if len(declined) > MAX_GENERAL_SHARE * parts.n:
         return general(parts)
     accepted = np.flatnonzero(ok)
-    rest = general(
-        Parts(
-            buffer=parts.buffer,
-            data=parts.data,
-            starts=parts.starts[declined],
-            ends=parts.ends[declined],
-            valid=parts.valid[declined],
-        )
-    )
+    rest = general(_packed(parts, declined))
     both = merge_columns([take_columns(flat, accepted), rest], schema)
     where = np.empty(parts.n, dtype=np.int64)
     where[np.concatenate([accepted, declined])] = np.arange(parts.n)
     return take_columns(both, where)
+
+
+def _packed(parts: Parts, events: np.ndarray) -> Parts:
+    """The values of ``events`` copied into a buffer of their own, back to back: the
+    general path reads a run's values as one contiguous range (as a binary array lays
+    them out), never the accepted events between them."""
+    lengths = parts.lengths[events]
+    data = gather(parts.data, parts.starts[events], lengths)
+    ends = np.cumsum(lengths)
+    return Parts(
+        buffer=pa.py_buffer(data),
+        data=data,
+        starts=ends - lengths,
+        ends=ends,
+        valid=parts.valid[events],
+    )
 
 
 def take_columns(cols: Columns, rows: np.ndarray) -> Columns:
