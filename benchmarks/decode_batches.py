@@ -6,8 +6,9 @@ batches of ``--batch`` events (Spark's Arrow collect hands the driver batches of
 ``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default), each decoded batch
 split by bucket, exactly as driver apply mode does with each batch as it arrives
 (``cdc_sink.spark._driver``), with numpy's buffers reused across batches as the sink does
-(``cdc_sink.numpy_pool``; ``--no-numpy-pool``: numpy's own allocator). Prints us per
-event, the median of ``--runs`` passes.
+(``cdc_sink.numpy_pool``; ``--no-numpy-pool``: numpy's own allocator) and flat JSON
+events decoded in one compiled pass (``--no-flat``: every event the general way). Prints
+us per event, the median of ``--runs`` passes.
 
 Run::
 
@@ -26,7 +27,7 @@ import pyarrow as pa
 from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] when run
 
 from cdc_sink import numpy_pool
-from cdc_sink.formats import get_decoder
+from cdc_sink.formats import _jsonflat, get_decoder
 
 
 def main() -> None:
@@ -38,12 +39,20 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--format", choices=FORMATS, default="json")
     ap.add_argument(
+        "--flat",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="json: flat events in one compiled pass (--no-flat: all the general way)",
+    )
+    ap.add_argument(
         "--numpy-pool",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="reuse numpy buffers across batches, as the sink's driver decode does",
     )
     args = ap.parse_args()
+    if not args.flat:
+        _jsonflat._cflat = None  # type: ignore[assignment]
     rng = np.random.default_rng(1)
     msgs = encode_events(args.events, 100_000, 100_000, 1, rng, 1_718_000_000_000, args.format)
     values = pa.array([v for _, v in msgs], pa.binary())
@@ -72,7 +81,8 @@ def main() -> None:
     print(
         f"{args.format}: {args.events:,} events in batches of {args.batch:,}: "
         f"{med / args.events * 1e6:.2f} us/event (median of {args.runs}); numpy pool "
-        f"{'on' if args.numpy_pool and numpy_pool.available() else 'off'}"
+        f"{'on' if args.numpy_pool and numpy_pool.available() else 'off'}; flat JSON pass "
+        f"{'on' if _jsonflat._cflat is not None else 'off'}"
     )
 
 
