@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_cjson.h"
+
 enum { T_OTHER = 0, T_INT = 1, T_FLOAT = 2, T_BOOL = 3, T_STRING = 4, T_FLOAT32 = 5 };
 enum { M_OP = 1, M_KEY = 2, M_SET = 4, M_SEQ = 8, M_TS = 16 };
 #define MAX_COLUMNS 4096
@@ -71,28 +73,6 @@ typedef struct {
 static inline int64_t ws(const uint8_t *d, int64_t p, int64_t e) {
     while (p < e && (d[p] == ' ' || d[p] == '\t' || d[p] == '\n' || d[p] == '\r')) p++;
     return p;
-}
-
-/* The length of the well-formed UTF-8 sequence (RFC 3629) at p (first byte >= 0x80), or
- * 0. */
-static int utf8_len(const uint8_t *d, int64_t p, int64_t e) {
-    uint8_t c = d[p], lo = 0x80, hi = 0xBF;
-    int n;
-    if (c >= 0xC2 && c <= 0xDF) n = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
-    if (p + n > e || d[p + 1] < lo || d[p + 1] > hi) return 0;
-    for (int i = 2; i < n; i++)
-        if (d[p + i] < 0x80 || d[p + i] > 0xBF) return 0;
-    return n;
 }
 
 /* A plain string whose opening quote is at p: the position of its closing quote, or -1
@@ -397,19 +377,6 @@ static int event(Ctx *x, int64_t i, int64_t p, int8_t *op, int64_t *seq, uint8_t
     return 1;
 }
 
-static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize, Py_ssize_t len) {
-    if (PyObject_GetBuffer(obj, b, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
-                                            : PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    if ((b->itemsize != itemsize && b->len) || (len >= 0 && b->len != len * itemsize)) {
-        PyErr_Format(PyExc_ValueError, "buffer of %zd items of %zd bytes expected", len,
-                     itemsize);
-        PyBuffer_Release(b);
-        return -1;
-    }
-    return 0;
-}
-
 /* Borrowed pointers and lengths of a tuple of bytes; 0 with an exception set if not. */
 static int byte_names(PyObject *t, const char **name, Py_ssize_t *len) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(t); k++) {
@@ -444,7 +411,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "need 1 <= nkeys <= len(names) <= 4096");
         return NULL;
     }
-    if (get(o[1], &b[1], 0, 8, -1) < 0) return NULL;
+    if (get_buffer(o[1], &b[1], 0, 8, -1) < 0) return NULL;
     got = 1;
     Py_ssize_t n = b[1].len / 8;
     /* data, starts, ends, types, lo, hi; op, seq, seq_given, ts, ts_given (per event);
@@ -456,7 +423,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     got = 0;
     PyBuffer_Release(&b[1]);
     for (; got < N_BUF; got++)
-        if (get(o[got], &b[got], got >= 6, size[got], count[got]) < 0) goto fail;
+        if (get_buffer(o[got], &b[got], got >= 6, size[got], count[got]) < 0) goto fail;
     mem = PyMem_Calloc((size_t)(ncols + nops) * (sizeof(char *) + sizeof(Py_ssize_t)) +
                            (size_t)ncols * sizeof(int64_t) + 1,
                        1);
@@ -528,7 +495,7 @@ static PyObject *py_strings(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
     static const Py_ssize_t size[4] = {1, 8, 8, 1};
     for (; got < 4; got++)
-        if (get(o[got], &b[got], got == 3, size[got], -1) < 0) goto fail;
+        if (get_buffer(o[got], &b[got], got == 3, size[got], -1) < 0) goto fail;
     {
         const uint8_t *data = b[0].buf;
         const int64_t *starts = b[1].buf, *lengths = b[2].buf;

@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_cjson.h"
+
 #define MAX_DEPTH 256
 
 /* the KIND_* codes of _jsonscan.py */
@@ -59,30 +61,6 @@ static int hex4(const uint8_t *d, int64_t p, int64_t e, unsigned *v) {
         *v = *v << 4 | x;
     }
     return 1;
-}
-
-/* The length of the well-formed UTF-8 sequence (RFC 3629) starting at a byte >= 0x80
- * at p, or 0. */
-static int utf8_len(const uint8_t *d, int64_t p, int64_t e) {
-    uint8_t c = d[p];
-    int n;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) n = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
-    if (p + n > e) return 0;
-    if (d[p + 1] < lo || d[p + 1] > hi) return 0;
-    for (int i = 2; i < n; i++)
-        if (d[p + i] < 0x80 || d[p + i] > 0xBF) return 0;
-    return n;
 }
 
 /* A string whose opening quote is at p: returns the position of its closing quote (or
@@ -296,19 +274,6 @@ static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, in
     }
 }
 
-static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize) {
-    if (PyObject_GetBuffer(obj, b, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
-                                            : PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    if (b->itemsize != itemsize && !(itemsize == 1 && b->len == 0)) {
-        PyErr_Format(PyExc_TypeError, "buffer of item size %zd expected, not %zd", itemsize,
-                     b->itemsize);
-        PyBuffer_Release(b);
-        return -1;
-    }
-    return 0;
-}
-
 /* Whether every span [starts[i], ends[i]) lies in data of `size` bytes; else sets a
  * ValueError naming the first one that does not (`what`: "event" or "span"). */
 static int spans_ok(const int64_t *starts, const int64_t *ends, int64_t n, int64_t size,
@@ -338,7 +303,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
                           &objs[9], &objs[10], &objs[11], &objs[12], &objs[13]))
         return NULL;
     for (; got < N_BUF; got++)
-        if (get(objs[got], &b[got], got >= 3, sizes[got]) < 0) goto fail;
+        if (get_buffer(objs[got], &b[got], got >= 3, sizes[got], -1) < 0) goto fail;
     {
         const uint8_t *data = (const uint8_t *)b[0].buf;
         const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
@@ -403,8 +368,8 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
         return NULL;
     static const Py_ssize_t sizes[3] = {1, 8, 8};
     for (; got < 3; got++)
-        if (get(objs[got], &b[got], 0, sizes[got]) < 0) goto fail;
-    if (get(codes_obj, &b[3], 1, 8) < 0) goto fail;
+        if (get_buffer(objs[got], &b[got], 0, sizes[got], -1) < 0) goto fail;
+    if (get_buffer(codes_obj, &b[3], 1, 8, -1) < 0) goto fail;
     got = 4;
     {
         const uint8_t *data = (const uint8_t *)b[0].buf;
@@ -482,7 +447,7 @@ static PyObject *py_ints(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
         return NULL;
     for (; got < 5; got++)
-        if (get(objs[got], &b[got], got >= 3, sizes[got]) < 0) goto fail;
+        if (get_buffer(objs[got], &b[got], got >= 3, sizes[got], -1) < 0) goto fail;
     {
         const uint8_t *data = (const uint8_t *)b[0].buf;
         const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;

@@ -30,19 +30,14 @@ from cdc_sink.formats._base import Decoded
 from cdc_sink.formats.native_json import json_value
 from cdc_sink.schema import TableSchema
 from tests.formats.fuzz_decoders import ci_settings, events, mutations
+from tests.formats.support import ALL_TYPE_COLUMNS
 
 SETTINGS = ci_settings(25)
 
+_FLAT_TYPES = ("int8", "int16", "int32", "int64", "float32", "float64", "bool", "string")
 _FLAT_VALUES: list[dict[str, Any]] = [
-    {"name": "i8", "type": "int8"},
-    {"name": "i16", "type": "int16"},
-    {"name": "i32", "type": "int32"},
-    {"name": "i64", "type": "int64"},
-    {"name": "f32", "type": "float32"},
-    {"name": "f64", "type": "float64"},
-    {"name": "b", "type": "bool"},
+    *(c for c in ALL_TYPE_COLUMNS if c["type"] in _FLAT_TYPES),  # "name": a required string
     {"name": "s", "type": "string"},
-    {"name": "s_req", "type": "string", "nullable": False, "default": "x"},
 ]
 ONE_KEY = TableSchema.from_dict(
     {
@@ -160,14 +155,14 @@ def test_valid_and_mutated_events_decode_as_the_general_path(
 
 ACCEPTED = [
     b'{"op":"upsert","key":{"id":1},"set":{"i8":-128,"i16":32767,"s":"caf\xc3\xa9"}}',
-    b' {\t"key" : 7 , "op":"insert" ,"set":{"f64":-0.0,"f32":1.5e3,"b":true}}\r\n',
+    b' {\t"key" : 7 , "op":"insert" ,"set":{"f64":-0.0,"f32":1.5e3,"flag":true}}\r\n',
     b'{"op":"update","key":{"id":-0},"set":{"f64":1e22,"i64":-9223372036854775808}}',
     b'{"op":"update","key":{"id":9223372036854775807},"set":{"i64":1234567890123456789}}',
     b'{"op":"delete","key":{"id":3},"set":{"i8":5}}',  # a delete's set is ignored
     b'{"op":"upsert","key":{"id":4},"set":null,"ts_ms":1718000000000,"seq":5}',
     b'{"op":"upsert","key":{"id":4},"set":false}',
     b'{"op":"upsert","key":{"id":4}}',
-    b'{"op":"upsert","key":{"id":5},"set":{"s":null,"i32":null,"b":false}}',
+    b'{"op":"upsert","key":{"id":5},"set":{"s":null,"i32":null,"flag":false}}',
     b'{"op":"upsert","key":{"id":6},"set":{"f64":0.1,"f32":3.4028234663852886e38}}',
     b'{"op":"upsert","key":{"id":6},"set":{"f64":123456789012345678901234567890}}',
     b'{"op":"upsert","key":{"id":6},"set":{"f64":2.2250738585072014e-308,"s":""}}',
@@ -186,7 +181,7 @@ DECLINED = [
     b'{"op":"upsert","key":{"id":1},"set":{"f64":1e-400}}',
     b'{"op":"upsert","key":{"id":1},"set":{"f32":1e39}}',
     b'{"op":"upsert","key":{"id":1},"set":{"f64":NaN}}',
-    b'{"op":"upsert","key":{"id":1},"set":{"b":1}}',
+    b'{"op":"upsert","key":{"id":1},"set":{"flag":1}}',
     b'{"op":"upsert","key":{"id":1},"set":{"s":5}}',
     b'{"op":"upsert","key":{"id":1},"set":{"s":"\x01"}}',
     b'{"op":"upsert","key":{"id":1},"set":{"s":"\xff"}}',
