@@ -62,26 +62,35 @@ _VALUE_COLUMNS: list[dict[str, Any]] = [
     {"name": "whole", "type": "decimal128(5, 0)"},
 ]
 
-PLAIN = TableSchema.from_dict(
-    {
-        "columns": [{"name": "id", "type": "int64"}, *_VALUE_COLUMNS],
-        "primary_key": ["id"],
+ID_KEY: list[dict[str, Any]] = [{"name": "id", "type": "int64"}]
+"""One int64 key column."""
+TENANT_SKU_KEY: list[dict[str, Any]] = [
+    {"name": "tenant", "type": "int32"},
+    {"name": "sku", "type": "string"},
+]
+"""A composite key of int32 and string."""
+
+
+def keyed_schema(
+    keys: list[dict[str, Any]], values: list[dict[str, Any]], *, sequenced: bool = False
+) -> TableSchema:
+    """A table of ``keys`` (the primary key, in order) and ``values``; ``sequenced``
+    adds an int64 ``seq`` column as the sequence column."""
+    seq = [{"name": "seq", "type": "int64"}] if sequenced else []
+    spec: dict[str, Any] = {
+        "columns": [*keys, *values, *seq],
+        "primary_key": [k["name"] for k in keys],
     }
-)
+    if sequenced:
+        spec["sequence_column"] = "seq"
+    return TableSchema.from_dict(spec)
+
+
+PLAIN = keyed_schema(ID_KEY, _VALUE_COLUMNS)
 """Every supported type; one int64 key; no sequence column."""
 
-SEQUENCED = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "tenant", "type": "int32"},
-            {"name": "sku", "type": "string"},
-            {"name": "kday", "type": "date32"},
-            *_VALUE_COLUMNS,
-            {"name": "seq", "type": "int64"},
-        ],
-        "primary_key": ["tenant", "sku", "kday"],
-        "sequence_column": "seq",
-    }
+SEQUENCED = keyed_schema(
+    [*TENANT_SKU_KEY, {"name": "kday", "type": "date32"}], _VALUE_COLUMNS, sequenced=True
 )
 """Every supported type; a composite key of int32, string and date32; a sequence column."""
 

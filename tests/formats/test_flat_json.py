@@ -29,7 +29,14 @@ from cdc_sink.formats._arrays import binary_parts
 from cdc_sink.formats._base import Decoded
 from cdc_sink.formats.native_json import json_value
 from cdc_sink.schema import TableSchema
-from tests.formats.fuzz_decoders import ci_settings, events, mutations
+from tests.formats.fuzz_decoders import (
+    ID_KEY,
+    TENANT_SKU_KEY,
+    ci_settings,
+    events,
+    keyed_schema,
+    mutations,
+)
 from tests.formats.support import ALL_TYPE_COLUMNS
 
 SETTINGS = ci_settings(25)
@@ -39,29 +46,12 @@ _FLAT_VALUES: list[dict[str, Any]] = [
     *(c for c in ALL_TYPE_COLUMNS if c["type"] in _FLAT_TYPES),  # "name": a required string
     {"name": "s", "type": "string"},
 ]
-ONE_KEY = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "id", "type": "int64"},
-            *_FLAT_VALUES,
-            {"name": "day", "type": "date32"},  # decoded the general way when set
-        ],
-        "primary_key": ["id"],
-    }
+ONE_KEY = keyed_schema(
+    ID_KEY,
+    [*_FLAT_VALUES, {"name": "day", "type": "date32"}],  # a date: the general way
 )
 """Flat value columns and a date, an int64 key, no sequence column."""
-COMPOSITE = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "tenant", "type": "int32"},
-            {"name": "sku", "type": "string"},
-            *_FLAT_VALUES,
-            {"name": "seq", "type": "int64"},
-        ],
-        "primary_key": ["tenant", "sku"],
-        "sequence_column": "seq",
-    }
-)
+COMPOSITE = keyed_schema(TENANT_SKU_KEY, _FLAT_VALUES, sequenced=True)
 """Flat value columns, a composite key of int32 and string, a sequence column."""
 SCHEMAS = (ONE_KEY, COMPOSITE)
 
