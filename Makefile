@@ -14,7 +14,7 @@ STAMP   = $(VENV)/.installed
 # (cdc_sink/formats/_cflat.c) and the numpy buffer cache (cdc_sink/_npcache.c) in place, so
 # a change to any of them reinstalls.
 $(STAMP): pyproject.toml cdc_sink/formats/_cscan.c cdc_sink/formats/_cflat.c \
-	    cdc_sink/formats/_cjson.h cdc_sink/_npcache.c
+	    cdc_sink/formats/_cjson.h cdc_sink/formats/_cgrammar.h cdc_sink/_npcache.c
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven with apt"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \

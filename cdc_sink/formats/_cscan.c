@@ -14,8 +14,12 @@
  *
  * verified[i] is set to 1 when event i is also valid JSON text as a whole (RFC 8259
  * grammar of every value, UTF-8 strings, no surrogate escape): such an event needs no
- * further grammar check. 0 leaves the check to Arrow's parser, whose message is the
- * reason of a refused event.
+ * further grammar check. 0 leaves it to grammar() below, which gives the reason of a
+ * refused event.
+ *
+ * grammar() is the grammar check of the events the scan did not verify: the verdict
+ * Arrow's JSON reader would reach, computed without it (see _cgrammar.h); unescape()
+ * decodes string contents with backslash escapes the way that reader does.
  *
  * Two helpers of the per-column work that follows the index (_jsonstrings.match_strings
  * and _jsonnumbers.int_values use them when built): match() maps byte spans (member names,
@@ -27,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_cgrammar.h"
 #include "_cjson.h"
 
 #define MAX_DEPTH 256
@@ -483,11 +488,103 @@ fail:
     return NULL;
 }
 
+/* grammar(data, starts, ends, codes): codes[i] = the RapidJSON error code of the document
+ * data[starts[i]:ends[i]] (0 when it is exactly one JSON value; see _cgrammar.h). Runs
+ * without the GIL. */
+static PyObject *py_grammar(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    static const Py_ssize_t sizes[4] = {1, 8, 8, 1};
+    Py_buffer b[4];
+    int got = 0, no_memory = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    for (; got < 4; got++)
+        if (get_buffer(objs[got], &b[got], got == 3, sizes[got], -1) < 0) goto fail;
+    {
+        const uint8_t *data = (const uint8_t *)b[0].buf;
+        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        uint8_t *codes = (uint8_t *)b[3].buf;
+        int64_t n = b[1].len / 8, size = b[0].len;
+        GStack st = {NULL, 0, 0};
+        if (b[2].len / 8 != n || b[3].len != n) {
+            PyErr_SetString(PyExc_ValueError, "starts, ends and codes differ in length");
+            goto fail;
+        }
+        if (!spans_ok(starts, ends, n, size, "event")) goto fail;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n && !no_memory; i++) {
+            codes[i] = (uint8_t)grammar_code(data, starts[i], ends[i], &st);
+            no_memory = codes[i] == G_NO_MEMORY;
+        }
+        free(st.items);
+        Py_END_ALLOW_THREADS
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    if (no_memory) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
+/* unescape(data, starts, ends, offsets, out, bad) -> bytes: the contents of the JSON
+ * strings data[starts[i]:ends[i]] (between quotes) decoded back to back into out (which
+ * needs the sum of their lengths), offsets (int32, n + 1) where each begins; bad[i] = 1
+ * (and nothing written) for a string RapidJSON refuses. Runs without the GIL. */
+static PyObject *py_unescape(PyObject *self, PyObject *args) {
+    PyObject *objs[6];
+    static const Py_ssize_t sizes[6] = {1, 8, 8, 4, 1, 1};
+    Py_buffer b[6];
+    int got = 0;
+    int64_t total = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5]))
+        return NULL;
+    for (; got < 6; got++)
+        if (get_buffer(objs[got], &b[got], got >= 3, sizes[got], -1) < 0) goto fail;
+    {
+        const uint8_t *data = (const uint8_t *)b[0].buf;
+        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        int32_t *offsets = (int32_t *)b[3].buf;
+        uint8_t *out = (uint8_t *)b[4].buf, *bad = (uint8_t *)b[5].buf;
+        int64_t n = b[1].len / 8, size = b[0].len, need = 0;
+        if (b[2].len / 8 != n || b[3].len / 4 != n + 1 || b[5].len != n) {
+            PyErr_SetString(PyExc_ValueError, "starts, ends, offsets and bad differ in length");
+            goto fail;
+        }
+        if (!spans_ok(starts, ends, n, size, "string")) goto fail;
+        for (int64_t i = 0; i < n; i++) need += ends[i] - starts[i];
+        if (need > b[4].len || need > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "the output is too small for the strings");
+            goto fail;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        offsets[0] = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t w = g_unescape(data, starts[i], ends[i], out + total);
+            bad[i] = w < 0;
+            total += w < 0 ? 0 : w;
+            offsets[i + 1] = (int32_t)total;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return PyLong_FromLongLong(total);
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS,
      "scan(data, starts, ends, max_level, *outputs, verified) -> members, or -1 - event"},
     {"match", py_match, METH_VARARGS,
      "match(data, starts, ends, names, codes): the index in names of each span, or -1"},
+    {"grammar", py_grammar, METH_VARARGS,
+     "grammar(data, starts, ends, codes): the RapidJSON error code of each document"},
+    {"unescape", py_unescape, METH_VARARGS,
+     "unescape(data, starts, ends, offsets, out, bad) -> bytes: JSON string contents"},
     {"ints", py_ints, METH_VARARGS,
      "ints(data, starts, ends, values, ok) -> count: plain decimal integers of <= 18 digits"},
     {NULL, NULL, 0, NULL},

@@ -36,3 +36,19 @@ def ints(
     ok: np.ndarray,
     /,
 ) -> int: ...
+def grammar(
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    codes: np.ndarray,
+    /,
+) -> None: ...
+def unescape(
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    offsets: np.ndarray,
+    out: np.ndarray,
+    bad: np.ndarray,
+    /,
+) -> int: ...

@@ -1,13 +1,16 @@
 """Arrow's JSON parser over indexed events: grammar validation and unescaping (private).
 
 The structural index (:mod:`._jsonscan`) finds every member without parsing values;
-what it does not check is left to Arrow's JSON reader, run straight over the input
-buffer (parse only: no column is converted):
+what it does not check follows the rules of Arrow's JSON reader. Without the compiled
+pass, that reader itself does it, run straight over the input buffer (parse only: no
+column is converted):
 
-- :func:`arrow_validate` checks the full grammar (and UTF-8) of whole events, bisecting
-  to isolate the events Arrow refuses;
-- :func:`string_values` unescapes the few string values with backslash escapes (all of
-  them as one small document).
+- :func:`arrow_grammar` checks the full grammar of whole events, bisecting to isolate
+  the events Arrow refuses (only when the compiled grammar check of
+  :mod:`._jsongrammar` is not built);
+- :func:`string_values` unescapes the string values with backslash escapes: with the
+  compiled pass built, by its ``unescape`` (RapidJSON's rules, without Arrow's reader);
+  else by Arrow's reader (all of them as one small document).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
-from cdc_sink.formats._arrays import Parts, cast_rows, gather, no_reason, scatter, spans
+from cdc_sink.formats import _jsonscan
+from cdc_sink.formats._arrays import Parts, gather, scatter, spans
 from cdc_sink.formats._jsonscan import RUN_BYTES
 
-__all__ = ["arrow_validate", "string_values"]
+__all__ = ["arrow_grammar", "arrow_reason", "string_values"]
 
 _CHUNK_BYTES = RUN_BYTES  # Arrow validation chunks
 
@@ -29,8 +33,8 @@ def string_values(
 ) -> tuple[pa.Array, np.ndarray]:
     """The contents of JSON strings (between quotes), unescaped, as ``binary``.
 
-    Strings without a backslash are views of the input; escaped ones are unescaped by
-    Arrow's JSON parser (one small document for all of them).
+    Strings without a backslash are views of the input; escaped ones are unescaped the
+    way Arrow's JSON parser unescapes them (by the compiled pass when it is built).
 
     Returns:
         The contents and a mask of strings whose escapes are invalid.
@@ -40,12 +44,35 @@ def string_values(
     bad = np.zeros(len(starts), dtype=bool)
     if not len(esc):
         return plain, bad
-    decoded, bad_esc = _unescape(parts.data, starts[esc] - 1, ends[esc] + 1)
+    if _jsonscan._cscan is not None:
+        decoded, bad_esc = _unescape_compiled(parts.data, starts[esc], ends[esc])
+    else:
+        decoded, bad_esc = _unescape(parts.data, starts[esc] - 1, ends[esc] + 1)
     bad[esc] = bad_esc
     index = np.arange(len(starts), dtype=np.int64)
     index[esc] = len(starts) + np.arange(len(esc))
     both = pa.concat_arrays([plain, decoded.cast(pa.binary())])
     return both.take(pa.array(index)), bad
+
+
+def _unescape_compiled(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
+    """The contents ``data[starts:ends]`` decoded by the compiled pass the way Arrow's
+    reader decodes them (same values, same refusals; never handed to that reader)."""
+    compiled = _jsonscan._cscan
+    assert compiled is not None
+    k = len(starts)
+    starts = np.ascontiguousarray(starts, np.int64)
+    ends = np.ascontiguousarray(ends, np.int64)
+    out = np.empty(max(int((ends - starts).sum()), 1), np.uint8)
+    offsets = np.empty(k + 1, np.int32)
+    bad = np.zeros(k, np.uint8)
+    size = compiled.unescape(data, starts, ends, offsets, out, bad)
+    refused = bad.view(bool)
+    validity = pa.py_buffer(np.packbits(~refused, bitorder="little")) if refused.any() else None
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(out[:size])]
+    return pa.Array.from_buffers(pa.binary(), k, buffers), refused
 
 
 def _unescape(
@@ -116,32 +143,17 @@ def _read_lines(
     return pa.concat_tables(tables), bad
 
 
-def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None:
-    """Parses the events of ``check`` with Arrow's JSON reader (no column is converted)
-    and refuses those it cannot parse as exactly one object, or that are not UTF-8.
-
-    JSON text is UTF-8 (RFC 8259), and Arrow's parser does not check the bytes of
-    members it skips, so the encoding of every event is checked first (one Arrow UTF-8
-    validation of all of them; bad events are isolated by bisection).
+def arrow_grammar(parts: Parts, events: np.ndarray, reasons: np.ndarray) -> None:
+    """Parses ``events`` (indices, ascending) with Arrow's JSON reader (no column is
+    converted) and refuses those it cannot parse as exactly one object: the grammar
+    check when the compiled one (:mod:`._jsongrammar`) is not built.
 
     The values of a binary array are contiguous, so a chunk of events is read straight
     from the input buffer (zero copy) unless some of its events are left out, which are
     then blanked in a copy.
     """
-    events = np.flatnonzero(check)
-    if not len(events):
-        return
-    _, not_utf8 = cast_rows(
-        spans(parts, parts.starts[events], parts.ends[events]), pa.string_view()
-    )
-    if not_utf8.any():
-        bad = events[not_utf8]
-        reasons[bad[no_reason(reasons[bad])]] = "invalid JSON: not valid UTF-8"
-        check = check.copy()
-        check[bad] = False
-        events = events[~not_utf8]
-        if not len(events):
-            return
+    check = np.zeros(parts.n, dtype=bool)
+    check[events] = True
     n = parts.n
     csum = np.cumsum(parts.lengths)
     e0 = int(events[0])
@@ -160,11 +172,12 @@ def arrow_validate(parts: Parts, check: np.ndarray, reasons: np.ndarray) -> None
             _, bad = _read_lines(doc, starts, ends, pa.schema([]), separated=False)
             for e in np.flatnonzero(bad).tolist():
                 if reasons[sel[e]] is None:
-                    reasons[sel[e]] = _arrow_reason(doc[int(starts[e]) : int(ends[e])])
+                    reasons[sel[e]] = arrow_reason(doc[int(starts[e]) : int(ends[e])])
         e0 = e1
 
 
-def _arrow_reason(doc: np.ndarray) -> str:
+def arrow_reason(doc: np.ndarray) -> str:
+    """The reject reason Arrow's JSON reader gives the document ``doc`` (one event)."""
     try:
         t = pj.read_json(
             pa.BufferReader(pa.py_buffer(doc)),

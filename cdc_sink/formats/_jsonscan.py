@@ -31,9 +31,8 @@ accept is indexed by numpy instead (which gives the reasons). It also marks the 
 that are valid JSON text as a whole (:attr:`JsonScan.verified`), which then skip Arrow's
 grammar check. ``tests/formats/test_compiled_scan.py`` checks both against numpy and Arrow.
 Grammar details it does not check (a missing comma, a bad literal in an ignored member,
-a bad escape) are checked by :func:`._jsonarrow.arrow_validate`, which runs Arrow's
-JSON parser over the events straight from the input buffer (parse only: no column is
-converted), bisecting to isolate the events it refuses.
+a bad escape) are checked by :func:`._jsongrammar.check_grammar`, which gives the verdict
+of Arrow's JSON reader (compiled, or Arrow's reader itself when the pass is not built).
 """
 
 from __future__ import annotations

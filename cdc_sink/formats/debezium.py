@@ -131,7 +131,7 @@ from cdc_sink.formats._debezium_schema import (
     strip_shared_schema,
 )
 from cdc_sink.formats._debezium_source import SOURCE, source_seq
-from cdc_sink.formats._jsonarrow import arrow_validate
+from cdc_sink.formats._jsongrammar import check_grammar
 from cdc_sink.formats._jsonmembers import (
     children,
     column_array,
@@ -289,7 +289,7 @@ class DebeziumDecoder(Decoder):
         seq = self._seq(parts, m, source, ops, schema, row, reasons)
         ts = event_ts(parts, m, source[0], body.ts_m, reasons)
         if self.strict:
-            arrow_validate(parts, no_reason(reasons) & ops.live & ~sc.verified, reasons)
+            check_grammar(parts, no_reason(reasons) & ops.live & ~sc.verified, reasons)
         # tombstones and messages leave the batch without being rejects
         return Columns(
             op=ops.op,
@@ -532,7 +532,7 @@ class DebeziumDecoder(Decoder):
         members.sort()
         hints = SchemaHints(kp, km, kschema_m, None, key_fields, self._defaults(), kreasons)
         if self.strict:
-            arrow_validate(kp, no_reason(kreasons) & ~ksc.verified, kreasons)
+            check_grammar(kp, no_reason(kreasons) & ~ksc.verified, kreasons)
         return km, members, hints
 
 

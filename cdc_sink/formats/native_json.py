@@ -75,8 +75,8 @@ from cdc_sink.formats._arrays import (
 )
 from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
 from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, EventEncoder, FormatName
-from cdc_sink.formats._jsonarrow import arrow_validate
 from cdc_sink.formats._jsonflat import decode_flat_run
+from cdc_sink.formats._jsongrammar import check_grammar
 from cdc_sink.formats._jsonmembers import (
     children,
     column_array,
@@ -202,7 +202,7 @@ class JsonDecoder(Decoder):
         )
         ts = np.where(ts_given, ts_v, TS_MISSING) if ts_given.any() else None
         if self.strict:
-            arrow_validate(parts, no_reason(reasons) & ~sc.verified, reasons)
+            check_grammar(parts, no_reason(reasons) & ~sc.verified, reasons)
         return Columns(op=ev.op, keys=keys, values=vals, seq=seq, reasons=reasons, ts_ms=ts)
 
 

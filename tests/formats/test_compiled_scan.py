@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from cdc_sink.formats import _jsonscan, get_decoder
 from cdc_sink.formats._arrays import binary_parts, new_reasons, no_reason
-from cdc_sink.formats._jsonarrow import arrow_validate
+from cdc_sink.formats._jsonarrow import arrow_grammar
 from cdc_sink.formats._jsonscan import Members, compiled_chunk, numpy_chunk
 from tests.formats.fuzz_decoders import PLAIN, Case, ci_settings, mutations, valid_cases
 
@@ -52,7 +52,7 @@ def _same_members(got: Members, want: Members) -> None:
 def _arrow_accepts(msg: bytes) -> bool:
     parts = binary_parts(pa.array([msg], pa.binary()))
     reasons = new_reasons(1)
-    arrow_validate(parts, np.ones(1, dtype=bool), reasons)
+    arrow_grammar(parts, np.zeros(1, dtype=np.int64), reasons)
     return bool(no_reason(reasons)[0])
 
 
