@@ -53,4 +53,25 @@ static inline int get_buffer(PyObject *obj, Py_buffer *b, int writable, Py_ssize
     return 0;
 }
 
+/* The buffers of a call's positional arguments, all buffers: n of them, of the item
+ * sizes given, writable from index `writable_from` on. Returns 0, or -1 with the
+ * exception set and nothing to release (release them with release_buffers). */
+static inline int get_buffers(PyObject *args, int n, const Py_ssize_t *sizes, int writable_from,
+                              Py_buffer *b) {
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != n) {
+        PyErr_Format(PyExc_TypeError, "%d arguments expected", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (get_buffer(PyTuple_GET_ITEM(args, i), &b[i], i >= writable_from, sizes[i], -1) < 0) {
+            while (i--) PyBuffer_Release(&b[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static inline void release_buffers(Py_buffer *b, int n) {
+    for (int i = 0; i < n; i++) PyBuffer_Release(&b[i]);
+}
+
 #endif

@@ -443,16 +443,11 @@ fail:
  * value and ok[i] = 1; else ok[i] = 0 and the caller converts it the general way.
  * Returns how many spans were converted; runs without the GIL. */
 static PyObject *py_ints(PyObject *self, PyObject *args) {
-    PyObject *objs[5];
     static const Py_ssize_t sizes[5] = {1, 8, 8, 8, 1};
     Py_buffer b[5];
-    int got = 0;
     int64_t count = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
-        return NULL;
-    for (; got < 5; got++)
-        if (get_buffer(objs[got], &b[got], got >= 3, sizes[got], -1) < 0) goto fail;
+    if (get_buffers(args, 5, sizes, 3, b) < 0) return NULL;
     {
         const uint8_t *data = (const uint8_t *)b[0].buf;
         const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
@@ -481,10 +476,10 @@ static PyObject *py_ints(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    release_buffers(b, 5);
     return PyLong_FromLongLong(count);
 fail:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    release_buffers(b, 5);
     return NULL;
 }
 
@@ -492,14 +487,11 @@ fail:
  * data[starts[i]:ends[i]] (0 when it is exactly one JSON value; see _cgrammar.h). Runs
  * without the GIL. */
 static PyObject *py_grammar(PyObject *self, PyObject *args) {
-    PyObject *objs[4];
     static const Py_ssize_t sizes[4] = {1, 8, 8, 1};
     Py_buffer b[4];
-    int got = 0, no_memory = 0;
+    int no_memory = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
-    for (; got < 4; got++)
-        if (get_buffer(objs[got], &b[got], got == 3, sizes[got], -1) < 0) goto fail;
+    if (get_buffers(args, 4, sizes, 3, b) < 0) return NULL;
     {
         const uint8_t *data = (const uint8_t *)b[0].buf;
         const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
@@ -519,11 +511,11 @@ static PyObject *py_grammar(PyObject *self, PyObject *args) {
         free(st.items);
         Py_END_ALLOW_THREADS
     }
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    release_buffers(b, 4);
     if (no_memory) return PyErr_NoMemory();
     Py_RETURN_NONE;
 fail:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    release_buffers(b, 4);
     return NULL;
 }
 
@@ -532,17 +524,11 @@ fail:
  * needs the sum of their lengths), offsets (int32, n + 1) where each begins; bad[i] = 1
  * (and nothing written) for a string RapidJSON refuses. Runs without the GIL. */
 static PyObject *py_unescape(PyObject *self, PyObject *args) {
-    PyObject *objs[6];
     static const Py_ssize_t sizes[6] = {1, 8, 8, 4, 1, 1};
     Py_buffer b[6];
-    int got = 0;
     int64_t total = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
-                          &objs[5]))
-        return NULL;
-    for (; got < 6; got++)
-        if (get_buffer(objs[got], &b[got], got >= 3, sizes[got], -1) < 0) goto fail;
+    if (get_buffers(args, 6, sizes, 3, b) < 0) return NULL;
     {
         const uint8_t *data = (const uint8_t *)b[0].buf;
         const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
@@ -569,10 +555,10 @@ static PyObject *py_unescape(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    release_buffers(b, 6);
     return PyLong_FromLongLong(total);
 fail:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    release_buffers(b, 6);
     return NULL;
 }
 
