@@ -279,17 +279,39 @@ static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, in
     }
 }
 
-/* Whether every span [starts[i], ends[i]) lies in data of `size` bytes; else sets a
- * ValueError naming the first one that does not (`what`: "event" or "span"). */
-static int spans_ok(const int64_t *starts, const int64_t *ends, int64_t n, int64_t size,
-                    const char *what) {
-    for (int64_t i = 0; i < n; i++)
-        if (starts[i] < 0 || ends[i] > size || starts[i] > ends[i]) {
+/* The first three arguments of every function here: the data, and spans
+ * [starts[i], ends[i]) in it. */
+typedef struct {
+    const uint8_t *data;
+    const int64_t *starts, *ends;
+    int64_t n;
+} Spans;
+
+/* The spans of buffers b[0..2]; 0 with a ValueError when starts and ends differ in
+ * length or a span leaves the data (naming the first, `what`: "event", "span", ...). */
+static int get_spans(const Py_buffer *b, Spans *sp, const char *what) {
+    sp->data = (const uint8_t *)b[0].buf;
+    sp->starts = (const int64_t *)b[1].buf;
+    sp->ends = (const int64_t *)b[2].buf;
+    sp->n = b[1].len / 8;
+    if (b[2].len / 8 != sp->n) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
+        return 0;
+    }
+    for (int64_t i = 0; i < sp->n; i++)
+        if (sp->starts[i] < 0 || sp->ends[i] > b[0].len || sp->starts[i] > sp->ends[i]) {
             PyErr_Format(PyExc_ValueError, "%s %lld is out of the data's bounds", what,
                          (long long)i);
             return 0;
         }
     return 1;
+}
+
+/* A ValueError unless an output buffer has the `want` items it needs. */
+static int sized(const Py_buffer *b, int64_t want, const char *name) {
+    if (b->len / (b->itemsize ? b->itemsize : 1) >= want) return 1;
+    PyErr_Format(PyExc_ValueError, "%s needs %lld items", name, (long long)want);
+    return 0;
 }
 
 #define N_BUF 14
@@ -310,9 +332,8 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     for (; got < N_BUF; got++)
         if (get_buffer(objs[got], &b[got], got >= 3, sizes[got], -1) < 0) goto fail;
     {
-        const uint8_t *data = (const uint8_t *)b[0].buf;
-        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
-        int64_t n_events = b[1].len / 8, size = b[0].len;
+        Spans sp;
+        if (!get_spans(b, &sp, "event")) goto fail;
         Out o;
         o.event = b[3].buf;
         o.level = b[4].buf;
@@ -328,15 +349,11 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         uint8_t *verified = b[13].buf;
         for (int i = 4; i < 13; i++)
             if (b[i].len / b[i].itemsize < o.cap) o.cap = b[i].len / b[i].itemsize;
-        if (b[2].len / 8 != n_events || b[13].len < n_events) {
-            PyErr_SetString(PyExc_ValueError, "starts, ends and verified differ in length");
-            goto fail;
-        }
-        if (!spans_ok(starts, ends, n_events, size, "event")) goto fail;
+        if (!sized(&b[13], sp.n, "verified")) goto fail;
         Py_BEGIN_ALLOW_THREADS
-        for (int64_t i = 0; i < n_events; i++) {
+        for (int64_t i = 0; i < sp.n; i++) {
             int ok = 1;
-            int64_t m = scan_event(data, starts[i], ends[i], i, max_level, &o, n, &ok);
+            int64_t m = scan_event(sp.data, sp.starts[i], sp.ends[i], i, max_level, &o, n, &ok);
             verified[i] = (uint8_t)ok;
             if (m < 0) {
                 bad = i;
@@ -377,15 +394,12 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
     if (get_buffer(codes_obj, &b[3], 1, 8, -1) < 0) goto fail;
     got = 4;
     {
-        const uint8_t *data = (const uint8_t *)b[0].buf;
-        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        Spans sp;
         int64_t *codes = (int64_t *)b[3].buf;
-        int64_t n = b[1].len / 8, size = b[0].len, k = PyTuple_GET_SIZE(names);
-        if (b[2].len / 8 != n || b[3].len / 8 != n) {
-            PyErr_SetString(PyExc_ValueError, "starts, ends and codes differ in length");
-            goto fail;
-        }
-        if (!spans_ok(starts, ends, n, size, "span")) goto fail;
+        int64_t k = PyTuple_GET_SIZE(names);
+        if (!get_spans(b, &sp, "span") || !sized(&b[3], sp.n, "codes")) goto fail;
+        const uint8_t *data = sp.data;
+        const int64_t *starts = sp.starts, *ends = sp.ends, n = sp.n;
         int64_t cap = 4;
         while (cap < 2 * k) cap <<= 1;
         slots = PyMem_Malloc(sizeof(int64_t) * cap);
@@ -449,19 +463,16 @@ static PyObject *py_ints(PyObject *self, PyObject *args) {
     (void)self;
     if (get_buffers(args, 5, sizes, 3, b) < 0) return NULL;
     {
-        const uint8_t *data = (const uint8_t *)b[0].buf;
-        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        Spans sp;
         int64_t *values = (int64_t *)b[3].buf;
         uint8_t *ok = (uint8_t *)b[4].buf;
-        int64_t n = b[1].len / 8, size = b[0].len;
-        if (b[2].len / 8 != n || b[3].len / 8 != n || b[4].len != n) {
-            PyErr_SetString(PyExc_ValueError, "starts, ends, values and ok differ in length");
+        if (!get_spans(b, &sp, "span") || !sized(&b[3], sp.n, "values") ||
+            !sized(&b[4], sp.n, "ok"))
             goto fail;
-        }
-        if (!spans_ok(starts, ends, n, size, "span")) goto fail;
+        const uint8_t *data = sp.data;
         Py_BEGIN_ALLOW_THREADS
-        for (int64_t i = 0; i < n; i++) {
-            int64_t p = starts[i], e = ends[i], v = 0;
+        for (int64_t i = 0; i < sp.n; i++) {
+            int64_t p = sp.starts[i], e = sp.ends[i], v = 0;
             int neg = p < e && data[p] == '-';
             p += neg;
             int good = e > p && e - p <= 18;
@@ -493,19 +504,13 @@ static PyObject *py_grammar(PyObject *self, PyObject *args) {
     (void)self;
     if (get_buffers(args, 4, sizes, 3, b) < 0) return NULL;
     {
-        const uint8_t *data = (const uint8_t *)b[0].buf;
-        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        Spans sp;
         uint8_t *codes = (uint8_t *)b[3].buf;
-        int64_t n = b[1].len / 8, size = b[0].len;
         GStack st = {NULL, 0, 0};
-        if (b[2].len / 8 != n || b[3].len != n) {
-            PyErr_SetString(PyExc_ValueError, "starts, ends and codes differ in length");
-            goto fail;
-        }
-        if (!spans_ok(starts, ends, n, size, "event")) goto fail;
+        if (!get_spans(b, &sp, "event") || !sized(&b[3], sp.n, "codes")) goto fail;
         Py_BEGIN_ALLOW_THREADS
-        for (int64_t i = 0; i < n && !no_memory; i++) {
-            codes[i] = (uint8_t)grammar_code(data, starts[i], ends[i], &st);
+        for (int64_t i = 0; i < sp.n && !no_memory; i++) {
+            codes[i] = (uint8_t)grammar_code(sp.data, sp.starts[i], sp.ends[i], &st);
             no_memory = codes[i] == G_NO_MEMORY;
         }
         free(st.items);
@@ -530,25 +535,23 @@ static PyObject *py_unescape(PyObject *self, PyObject *args) {
     (void)self;
     if (get_buffers(args, 6, sizes, 3, b) < 0) return NULL;
     {
-        const uint8_t *data = (const uint8_t *)b[0].buf;
-        const int64_t *starts = (const int64_t *)b[1].buf, *ends = (const int64_t *)b[2].buf;
+        Spans sp;
         int32_t *offsets = (int32_t *)b[3].buf;
         uint8_t *out = (uint8_t *)b[4].buf, *bad = (uint8_t *)b[5].buf;
-        int64_t n = b[1].len / 8, size = b[0].len, need = 0;
-        if (b[2].len / 8 != n || b[3].len / 4 != n + 1 || b[5].len != n) {
-            PyErr_SetString(PyExc_ValueError, "starts, ends, offsets and bad differ in length");
+        int64_t need = 0;
+        if (!get_spans(b, &sp, "string") || !sized(&b[3], sp.n + 1, "offsets") ||
+            !sized(&b[5], sp.n, "bad"))
+            goto fail;
+        for (int64_t i = 0; i < sp.n; i++) need += sp.ends[i] - sp.starts[i];
+        if (need > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "the strings pass int32 offsets");
             goto fail;
         }
-        if (!spans_ok(starts, ends, n, size, "string")) goto fail;
-        for (int64_t i = 0; i < n; i++) need += ends[i] - starts[i];
-        if (need > b[4].len || need > INT32_MAX) {
-            PyErr_SetString(PyExc_ValueError, "the output is too small for the strings");
-            goto fail;
-        }
+        if (!sized(&b[4], need, "out")) goto fail;
         Py_BEGIN_ALLOW_THREADS
         offsets[0] = 0;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t w = g_unescape(data, starts[i], ends[i], out + total);
+        for (int64_t i = 0; i < sp.n; i++) {
+            int64_t w = g_unescape(sp.data, sp.starts[i], sp.ends[i], out + total);
             bad[i] = w < 0;
             total += w < 0 ? 0 : w;
             offsets[i + 1] = (int32_t)total;

@@ -247,3 +247,23 @@ def test_unescape_matches_arrows_reader(strings: list[list[str]]) -> None:
     want, want_bad = _jsonarrow._unescape(data, starts, ends)
     np.testing.assert_array_equal(got_bad, want_bad)
     assert got.to_pylist() == want.cast(pa.binary()).to_pylist(), contents
+
+
+def test_bad_arguments_raise_instead_of_writing_out_of_bounds() -> None:
+    compiled = _jsonscan._cscan
+    assert compiled is not None
+    data = np.frombuffer(b'"ab"', np.uint8)
+    one, three, nine = (np.array([v], np.int64) for v in (1, 3, 9))
+    with pytest.raises(ValueError, match="out of the data's bounds"):
+        compiled.grammar(data, one, nine, np.zeros(1, np.uint8))
+    with pytest.raises(ValueError, match="codes needs 1 items"):
+        compiled.grammar(data, one, three, np.zeros(0, np.uint8))
+    with pytest.raises(ValueError, match="starts and ends differ"):
+        compiled.grammar(data, one, np.array([1, 2], np.int64), np.zeros(1, np.uint8))
+    out, bad = np.zeros(1, np.uint8), np.zeros(1, np.uint8)
+    with pytest.raises(ValueError, match="out needs 2 items"):
+        compiled.unescape(data, one, three, np.zeros(2, np.int32), out, bad)
+    with pytest.raises(ValueError, match="offsets needs 2 items"):
+        compiled.unescape(data, one, three, np.zeros(1, np.int32), np.zeros(2, np.uint8), bad)
+    with pytest.raises(TypeError, match="4 arguments"):
+        compiled.grammar(data, one, three)  # type: ignore[call-arg]
