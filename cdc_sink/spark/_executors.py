@@ -4,8 +4,10 @@ Each bucket is prepared in a Spark task, in the Python worker that runs it:
 
 1. *decode* in Spark: Python decoders in ``mapInArrow`` tasks (:func:`_decode_partition`),
    or Spark's ``from_json`` for native JSON with ``json_decoder="jvm"``;
-2. *route*: each event gets its bucket, ``pmod(xxhash64(key), N)`` as Python computes it
-   (a truncate, which names no key, goes to every bucket);
+2. *pack*: in the same Python worker, each event gets its bucket, ``pmod(xxhash64(key),
+   N)`` (a truncate, which names no key, goes to every bucket), and each decoded batch
+   leaves as one Arrow IPC piece per bucket (:mod:`cdc_sink.spark._pieces`), so Spark
+   shuffles a few binary values instead of converting every event into a Spark row;
 3. *prepare*: repartitioned by bucket, each task prepares the buckets it holds in its
    worker's table (:func:`_prepare_partition`; a per-attempt WAL segment, tablets cached
    per worker in a :class:`~cdc_sink.spark._tables.TableCache` and checked against the
@@ -46,8 +48,9 @@ from cdc_sink.spark._batch import (
     ts_sample,
     with_raw_bytes,
 )
+from cdc_sink.spark._pieces import PIECES_DDL, pack, pack_batches, unpack
 from cdc_sink.spark._tables import TableCache
-from cdc_sink.spark.decode import decode_native_json, wire_schema
+from cdc_sink.spark.decode import decode_native_json
 from cdc_sink.stats import BucketFigures
 from cdc_sink.table import Table, TableOptions
 
@@ -102,8 +105,8 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -
         options=fn.table_options,
     )
     msgs = (
-        _routed(_decode_in_spark(fn, df, schema), schema)
-        .repartition(schema.num_buckets, "__bucket")
+        _packed_in_spark(fn, df, schema)
+        .repartition(schema.num_buckets, "bucket")
         .mapInArrow(task, _MESSAGE_DDL)
         .toArrow()
     )
@@ -130,15 +133,16 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -
     )
 
 
-def _decode_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
-    """The batch in the wire form, decoded in Spark tasks (or by ``from_json``)."""
+def _packed_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
+    """The batch decoded in Spark tasks (or by ``from_json``), packed per bucket."""
     if fn.format == "json" and fn.json_decoder == "jvm":
         if fn.decoder_options:
             raise InvalidOption(
                 "decoder options apply to the Python decoders, not to json_decoder='jvm'",
                 option="decoder_options",
             )
-        return decode_native_json(df, schema)
+        wire = decode_native_json(df, schema)
+        return wire.mapInArrow(partial(_pack_partition, schema_dict=schema.to_dict()), PIECES_DDL)
     from pyspark.sql import functions as F
 
     task = partial(
@@ -146,25 +150,7 @@ def _decode_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> Da
     )
     return df.select(
         "key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms")
-    ).mapInArrow(task, wire_schema(schema))
-
-
-def _routed(wire: DataFrame, schema: TableSchema) -> DataFrame:
-    """``wire`` with each event's ``__bucket``, computed as Python does."""
-    from pyspark.sql import functions as F
-
-    keys = [F.col(f"`{k}`") for k in schema.primary_key]
-    nb = schema.num_buckets
-    bucket = F.pmod(F.xxhash64(*keys), F.lit(nb)).cast("int")
-    # A truncate names no key and clears every bucket: each bucket gets a copy.
-    return wire.withColumn(
-        "__bucket",
-        F.explode(
-            F.when(
-                F.col("__op") == F.lit("truncate"), F.sequence(F.lit(0), F.lit(nb - 1))
-            ).otherwise(F.array(bucket))
-        ),
-    )
+    ).mapInArrow(task, PIECES_DDL)
 
 
 @dataclass
@@ -238,6 +224,13 @@ def _reject_records(rejected: list[dict[str, Any]], df: DataFrame) -> pa.Table:
 
 
 # ---------------------------------------------------------------------- task side
+def _pack_partition(
+    batches: Iterator[pa.RecordBatch], *, schema_dict: dict[str, Any]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: wire rows decoded in the JVM, packed per bucket."""
+    return pack_batches(batches, TableSchema.from_dict(schema_dict))
+
+
 def _decode_partition(
     batches: Iterator[pa.RecordBatch],
     *,
@@ -245,8 +238,8 @@ def _decode_partition(
     schema_dict: dict[str, Any],
     options: dict[str, Any] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: Python decoding into the wire form. Rows a decoder skipped on
-    purpose (tombstones) get neither an op nor a reason."""
+    """mapInArrow body: Python decoding into the wire form, packed per bucket. Rows a
+    decoder skipped on purpose (tombstones) get neither an op nor a reason."""
     from cdc_sink.formats import get_decoder
     from cdc_sink.spark.decode import wire_arrow_schema
 
@@ -276,13 +269,14 @@ def _decode_partition(
         if ops is not None:  # int8 codes -> names (a dictionary take, no loop)
             cols["__op"] = pa.array(OP_NAMES, pa.string()).take(ops.cast(pa.int32()))
         # Every batch has the same schema, whichever columns its events happened to set.
-        yield pa.RecordBatch.from_arrays(
+        wire = pa.RecordBatch.from_arrays(
             [
                 cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type)
                 for f in out_schema
             ],
             schema=out_schema,
         )
+        yield from pack(wire, schema)
 
 
 def _scattered(
@@ -329,17 +323,15 @@ def _prepare_partition(
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of executors mode: prepare every bucket present in this task."""
     schema = TableSchema.from_dict(schema_dict)
-    rbs = list(batches)
-    if not rbs:
+    buckets = unpack(batches)
+    if not buckets:
         return
-    # Shuffle blocks arrive in any order: apply in Kafka order, as the driver mode does.
-    arrow = pa.Table.from_batches(rbs).sort_by(
-        [("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")]
-    )
-    buckets = np.asarray(arrow.column("__bucket").to_numpy(), dtype=np.int64)
     table = _TABLES.get(path, options=options)
-    for b in np.unique(buckets).tolist():
-        part = arrow.take(pa.array(np.flatnonzero(buckets == b)))
+    for b in sorted(buckets):
+        # Shuffle blocks arrive in any order: apply in Kafka order, as driver mode does.
+        part = buckets[b].sort_by(
+            [("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")]
+        )
         yield pa.RecordBatch.from_pylist(
             [_prepare_bucket(table, int(b), version, part, schema)], schema=_MESSAGE
         )

@@ -1,0 +1,120 @@
+"""Wire rows packed per bucket, for the shuffle of executors mode (internal).
+
+A decode task does not hand Spark its decoded rows one by one: converting ~50 columns
+per event into Spark rows, shuffling them and converting them back into Arrow for the
+task that prepares the bucket cost more than the decode itself. Instead each decoded
+Arrow batch leaves the Python worker as one row per bucket it holds, ``(bucket, piece)``,
+where ``piece`` is that bucket's wire rows as an Arrow IPC stream. Spark then shuffles a
+few large binary values per batch (a byte copy), and the preparing task reads the pieces
+back without conversion.
+
+The bucket of a row is Spark's ``pmod(xxhash64(key columns), num_buckets)``, computed as
+driver mode computes it (:func:`cdc_sink.bucketing.bucket_ids`, nulls skipped as Spark
+skips them); a truncate names no key and clears every bucket, so every bucket gets it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdc_sink.bucketing import bucket_ids
+from cdc_sink.schema import TableSchema
+
+__all__ = ["PIECES_DDL", "pack", "pack_batches", "unpack"]
+
+PIECES_DDL = "bucket int, piece binary"
+"""Spark DDL of the packed rows."""
+
+PIECES = pa.schema([("bucket", pa.int32()), ("piece", pa.binary())])
+"""Arrow schema of the packed rows."""
+
+_PIECE_BYTES = 256 << 20
+"""Wire bytes per piece at most (so that a batch's binary offsets stay in int32)."""
+
+
+def _row_buckets(rb: pa.RecordBatch, schema: TableSchema) -> dict[int, np.ndarray]:
+    """Row indexes of ``rb`` per bucket, in row order (a truncate in every bucket)."""
+    nb = schema.num_buckets
+    n = rb.num_rows
+    if nb == 1:
+        return {0: np.arange(n, dtype=np.int64)} if n else {}
+    buckets = bucket_ids([rb.column(k) for k in schema.primary_key], nb).astype(np.int64)
+    truncate = pc.fill_null(pc.equal(rb.column("__op"), "truncate"), False)
+    is_truncate = np.asarray(truncate.to_numpy(zero_copy_only=False), dtype=bool)
+    if is_truncate.any():
+        buckets[is_truncate] = -1
+    order = np.argsort(buckets, kind="stable")
+    bounds = np.flatnonzero(np.diff(buckets[order])) + 1
+    rows = {int(buckets[c[0]]): c for c in np.split(order, bounds) if len(c)}
+    truncates = rows.pop(-1, None)
+    if truncates is None:
+        return rows
+    empty = np.empty(0, np.int64)
+    return {b: np.sort(np.concatenate([rows.get(b, empty), truncates])) for b in range(nb)}
+
+
+def _chunks(part: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """``part`` in slices of at most about :data:`_PIECE_BYTES` wire bytes."""
+    size = part.get_total_buffer_size()
+    slices = max(1, -(-size // _PIECE_BYTES))
+    step = max(1, -(-part.num_rows // slices))
+    for lo in range(0, part.num_rows, step):
+        yield part.slice(lo, step)
+
+
+def pack(rb: pa.RecordBatch, schema: TableSchema) -> Iterator[pa.RecordBatch]:
+    """The wire rows of ``rb`` as packed rows, one per bucket (more for huge pieces)."""
+    stream = pa.BufferOutputStream()
+    buckets: list[int] = []
+    offsets = [0]
+    for b, rows in _row_buckets(rb, schema).items():
+        for piece in _chunks(rb.take(pa.array(rows))):
+            with pa.ipc.new_stream(stream, rb.schema) as writer:
+                writer.write_batch(piece)
+            buckets.append(b)
+            offsets.append(stream.tell())
+            if stream.tell() > _PIECE_BYTES:  # flush before the offsets could overflow
+                yield _packed(buckets, offsets, stream.getvalue())
+                stream, buckets, offsets = pa.BufferOutputStream(), [], [0]
+    if buckets:
+        yield _packed(buckets, offsets, stream.getvalue())
+
+
+def _packed(buckets: list[int], offsets: list[int], data: pa.Buffer) -> pa.RecordBatch:
+    piece = pa.BinaryArray.from_buffers(
+        pa.binary(), len(buckets), [None, pa.array(offsets, pa.int32()).buffers()[1], data]
+    )
+    return pa.RecordBatch.from_arrays([pa.array(buckets, pa.int32()), piece], schema=PIECES)
+
+
+def pack_batches(
+    batches: Iterable[pa.RecordBatch], schema: TableSchema
+) -> Iterator[pa.RecordBatch]:
+    """:func:`pack` of every batch (a ``mapInArrow`` body for wire rows decoded in the JVM)."""
+    for rb in batches:
+        yield from pack(rb, schema)
+
+
+def unpack(batches: Iterable[pa.RecordBatch]) -> dict[int, pa.Table]:
+    """The wire rows of every bucket in packed ``batches``, in the order they came.
+
+    Zero-copy: the tables' buffers are slices of the packed batches'.
+    """
+    got: dict[int, list[pa.RecordBatch]] = defaultdict(list)
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        pieces = rb.column("piece")
+        offsets = np.frombuffer(pieces.buffers()[1], np.int32)[
+            pieces.offset : pieces.offset + len(pieces) + 1
+        ]
+        data = pieces.buffers()[2]
+        for i, b in enumerate(rb.column("bucket").to_pylist()):
+            buf = data.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))
+            got[int(b)].extend(pa.ipc.open_stream(buf))
+    return {b: pa.Table.from_batches(rbs) for b, rbs in got.items()}
