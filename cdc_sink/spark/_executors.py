@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink import commit
-from cdc_sink.changes import OP_NAMES, Rejects
+from cdc_sink.changes import Rejects
 from cdc_sink.commit import PreparedBucket
 from cdc_sink.errors import InvalidOption
 from cdc_sink.formats import FormatName
@@ -48,7 +48,13 @@ from cdc_sink.spark._batch import (
     ts_sample,
     with_raw_bytes,
 )
-from cdc_sink.spark._pieces import PIECES_DDL, pack, pack_batches, unpack
+from cdc_sink.spark._pieces import (
+    PIECES_DDL,
+    in_kafka_order,
+    pack_batches,
+    pack_decoded,
+    unpack,
+)
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark.decode import decode_native_json
 from cdc_sink.stats import BucketFigures
@@ -238,66 +244,32 @@ def _decode_partition(
     schema_dict: dict[str, Any],
     options: dict[str, Any] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: Python decoding into the wire form, packed per bucket. Rows a
-    decoder skipped on purpose (tombstones) get neither an op nor a reason."""
+    """mapInArrow body: Python decoding, each batch's events packed per bucket in their
+    wire form (:func:`~cdc_sink.spark._pieces.pack_decoded`). Rows a decoder skipped on
+    purpose (tombstones) get neither an op nor a reason."""
     from cdc_sink.formats import get_decoder
-    from cdc_sink.spark.decode import wire_arrow_schema
 
     schema = TableSchema.from_dict(schema_dict)
     decoder = get_decoder(fmt, **(options or {}))
-    out_schema = wire_arrow_schema(schema)
     for rb in batches:
         n = rb.num_rows
         keys = rb.column("key") if "key" in rb.schema.names else None
         batch, rejects = decoder.decode(
             rb.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=keys
         )
-        # Valid events keep their wire columns; rejected rows carry only a reason.
-        cols = _scattered(batch.to_arrow(), pa.array(batch.positions), n, out_schema)
-        reasons = np.full(n, None, dtype=object)
-        reasons[rejects.positions] = rejects.reasons
-        cols["__reason"] = pa.array(reasons.tolist(), pa.string())
-        cols["__topic"] = rb.column("topic")
-        cols["__partition"] = rb.column("partition")
-        cols["__offset"] = rb.column("offset")
-        cols["__ts_ms"] = (
-            rb.column("ts_ms").cast(pa.int64())
-            if "ts_ms" in rb.schema.names
-            else pa.nulls(n, pa.int64())
+        meta = pa.table(
+            {
+                "__topic": rb.column("topic"),
+                "__partition": rb.column("partition"),
+                "__offset": rb.column("offset"),
+                "__ts_ms": (
+                    rb.column("ts_ms").cast(pa.int64())
+                    if "ts_ms" in rb.schema.names
+                    else pa.nulls(n, pa.int64())
+                ),
+            }
         )
-        ops = cols.get("__op")
-        if ops is not None:  # int8 codes -> names (a dictionary take, no loop)
-            cols["__op"] = pa.array(OP_NAMES, pa.string()).take(ops.cast(pa.int32()))
-        # Every batch has the same schema, whichever columns its events happened to set.
-        wire = pa.RecordBatch.from_arrays(
-            [
-                cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type)
-                for f in out_schema
-            ],
-            schema=out_schema,
-        )
-        yield from pack(wire, schema)
-
-
-def _scattered(
-    wire: pa.Table, positions: pa.Array, n: int, out_schema: pa.Schema
-) -> dict[str, pa.Array]:
-    """Each column of ``out_schema`` that ``wire`` has, as ``n`` rows with the wire's
-    values at ``positions`` and nulls elsewhere."""
-    cols: dict[str, pa.Array] = {}
-    for name in out_schema.names:
-        if name in wire.column_names:
-            full = pa.nulls(n, wire.column(name).type)
-            cols[name] = _scatter(full, positions, wire.column(name).combine_chunks())
-    return cols
-
-
-def _scatter(target: pa.Array, positions: pa.Array, values: pa.Array) -> pa.Array:
-    """``target`` with ``values`` placed at ``positions`` (others keep target's value)."""
-    n = len(target)
-    idx = np.full(n, len(values), dtype=np.int64)
-    idx[np.asarray(positions)] = np.arange(len(values))
-    return pa.concat_arrays([values.cast(target.type), target.slice(0, 1)]).take(pa.array(idx))
+        yield from pack_decoded(batch, rejects, meta)
 
 
 def _figures(table: Table, bucket: int) -> dict[str, int]:
@@ -328,10 +300,7 @@ def _prepare_partition(
         return
     table = _TABLES.get(path, options=options)
     for b in sorted(buckets):
-        # Shuffle blocks arrive in any order: apply in Kafka order, as driver mode does.
-        part = buckets[b].sort_by(
-            [("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")]
-        )
+        part = in_kafka_order(buckets[b], schema)
         yield pa.RecordBatch.from_pylist(
             [_prepare_bucket(table, int(b), version, part, schema)], schema=_MESSAGE
         )

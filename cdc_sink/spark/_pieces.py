@@ -4,9 +4,16 @@ A decode task does not hand Spark its decoded rows one by one: converting ~50 co
 per event into Spark rows, shuffling them and converting them back into Arrow for the
 task that prepares the bucket cost more than the decode itself. Instead each decoded
 Arrow batch leaves the Python worker as one row per bucket it holds, ``(bucket, piece)``,
-where ``piece`` is that bucket's wire rows as an Arrow IPC stream. Spark then shuffles a
-few large binary values per batch (a byte copy), and the preparing task reads the pieces
+where ``piece`` is that bucket's rows as an Arrow IPC stream. Spark then shuffles a few
+large binary values per batch (a byte copy), and the preparing task reads the pieces
 back without conversion.
+
+A piece holds wire rows (the wire form of :mod:`cdc_sink.changes`, plus the
+bookkeeping columns ``__reason``, ``__topic``, ``__partition``, ``__offset`` and
+``__ts_ms``); the pieces of one bucket may have different columns (a batch's wire form
+carries only the value columns its events set), and :func:`unpack` joins them with the
+missing columns as nulls. Rows a decoder rejected or skipped travel, with their reason
+and coordinates only, in a piece of bucket 0.
 
 The bucket of a row is Spark's ``pmod(xxhash64(key columns), num_buckets)``, computed as
 driver mode computes it (:func:`cdc_sink.bucketing.bucket_ids`, nulls skipped as Spark
@@ -23,9 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc_sink.bucketing import bucket_ids
+from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
 
-__all__ = ["PIECES_DDL", "pack", "pack_batches", "unpack"]
+__all__ = ["PIECES_DDL", "in_kafka_order", "pack", "pack_batches", "pack_decoded", "unpack"]
 
 PIECES_DDL = "bucket int, piece binary"
 """Spark DDL of the packed rows."""
@@ -58,7 +66,7 @@ def _row_buckets(rb: pa.RecordBatch, schema: TableSchema) -> dict[int, np.ndarra
     return {b: np.sort(np.concatenate([rows.get(b, empty), truncates])) for b in range(nb)}
 
 
-def _chunks(part: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+def _chunks(part: pa.Table | pa.RecordBatch) -> Iterator[pa.Table | pa.RecordBatch]:
     """``part`` in slices of at most about :data:`_PIECE_BYTES` wire bytes."""
     size = part.get_total_buffer_size()
     slices = max(1, -(-size // _PIECE_BYTES))
@@ -69,13 +77,49 @@ def _chunks(part: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
 
 def pack(rb: pa.RecordBatch, schema: TableSchema) -> Iterator[pa.RecordBatch]:
     """The wire rows of ``rb`` as packed rows, one per bucket (more for huge pieces)."""
+    return _serialized((b, rb.take(pa.array(rows))) for b, rows in _row_buckets(rb, schema).items())
+
+
+def pack_decoded(batch: ChangeBatch, rejects: Rejects, meta: pa.Table) -> Iterator[pa.RecordBatch]:
+    """A decoded batch as packed rows: each bucket's events in their wire form, then the
+    rows the decoder did not accept (rejected, with a reason, or skipped) in bucket 0.
+
+    Args:
+        batch: The accepted events; their positions are row indexes of ``meta``.
+        rejects: The rejected events (positions are row indexes of ``meta``).
+        meta: One row per decoded record: ``__topic``, ``__partition``, ``__offset`` and
+            ``__ts_ms``.
+    """
+    parts: list[tuple[int, pa.Table]] = []
+    for b, part in batch.split_by_bucket().items():
+        wire = part.to_arrow()
+        taken = meta.take(pa.array(part.positions))
+        for name in meta.column_names:
+            wire = wire.append_column(name, taken.column(name))
+        parts.append((b, wire))
+    n = meta.num_rows
+    rest = np.ones(n, dtype=bool)
+    rest[batch.positions] = False
+    if rest.any():
+        reasons = np.full(n, None, dtype=object)
+        reasons[rejects.positions] = rejects.reasons
+        idx = np.flatnonzero(rest)
+        others = meta.take(pa.array(idx)).append_column(
+            "__reason", pa.array(reasons[idx].tolist(), pa.string())
+        )
+        parts.append((0, others))
+    return _serialized(parts)
+
+
+def _serialized(parts: Iterable[tuple[int, pa.Table | pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+    """Each ``(bucket, rows)`` of ``parts`` as one IPC piece (more for huge rows), packed."""
     stream = pa.BufferOutputStream()
     buckets: list[int] = []
     offsets = [0]
-    for b, rows in _row_buckets(rb, schema).items():
-        for piece in _chunks(rb.take(pa.array(rows))):
-            with pa.ipc.new_stream(stream, rb.schema) as writer:
-                writer.write_batch(piece)
+    for b, rows in parts:
+        for piece in _chunks(rows):
+            with pa.ipc.new_stream(stream, piece.schema) as writer:
+                writer.write(piece)
             buckets.append(b)
             offsets.append(stream.tell())
             if stream.tell() > _PIECE_BYTES:  # flush before the offsets could overflow
@@ -105,7 +149,7 @@ def unpack(batches: Iterable[pa.RecordBatch]) -> dict[int, pa.Table]:
 
     Zero-copy: the tables' buffers are slices of the packed batches'.
     """
-    got: dict[int, list[pa.RecordBatch]] = defaultdict(list)
+    got: dict[int, list[pa.Table]] = defaultdict(list)
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -116,5 +160,20 @@ def unpack(batches: Iterable[pa.RecordBatch]) -> dict[int, pa.Table]:
         data = pieces.buffers()[2]
         for i, b in enumerate(rb.column("bucket").to_pylist()):
             buf = data.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))
-            got[int(b)].extend(pa.ipc.open_stream(buf))
-    return {b: pa.Table.from_batches(rbs) for b, rbs in got.items()}
+            got[int(b)].append(pa.ipc.open_stream(buf).read_all())
+    return {b: pa.concat_tables(ts, promote_options="default") for b, ts in got.items()}
+
+
+def in_kafka_order(rows: pa.Table, schema: TableSchema) -> pa.Table:
+    """One bucket's unpacked rows as :func:`~cdc_sink.spark._batch.to_change_batch` takes
+    them: in Kafka order (shuffle blocks arrive in any order), with the ``__op``, key and
+    ``__reason`` columns even when every piece lacked them (a bucket that got only
+    rejects, or no reject)."""
+    needed = [("__op", pa.int8()), ("__reason", pa.string())]
+    needed += [(k.name, k.type) for k in schema.key_columns]
+    for name, type_ in needed:
+        if name not in rows.column_names:
+            rows = rows.append_column(name, pa.nulls(rows.num_rows, type_))
+    return rows.sort_by(
+        [("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")]
+    )

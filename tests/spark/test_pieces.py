@@ -4,18 +4,23 @@ on how the batches were sliced or how big the pieces are."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc_sink.bucketing import bucket_ids
+from cdc_sink.changes import SET_PREFIX, ChangeBatch
+from cdc_sink.formats import REGISTRY
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.spark import _pieces
-from cdc_sink.spark._pieces import PIECES, pack, pack_batches, unpack
+from cdc_sink.spark._batch import to_change_batch
+from cdc_sink.spark._pieces import PIECES, in_kafka_order, pack, pack_batches, pack_decoded, unpack
+from tests.strategies import events, key_pool, schemas
 
 OPS = ["insert", "upsert", "update", "delete", "truncate", None]
 
@@ -120,3 +125,70 @@ def test_packed_batches_read_back_from_a_slice() -> None:
         range(200)
     )
     assert unpack([packed.slice(0, 0)]) == {}
+
+
+def _events(batch: ChangeBatch, offsets: np.ndarray) -> list[tuple[Any, ...]]:
+    """Each event as (offset, op, seq, keys, the cells it sets), for comparing batches."""
+    rows = batch.to_arrow().to_pylist()
+    out = []
+    for off, row in zip(offsets.tolist(), rows, strict=True):
+        keys = tuple(row[k] for k in batch.schema.primary_key)
+        cells = {
+            c.name: row[c.name] for c in batch.schema.value_columns if row.get(SET_PREFIX + c.name)
+        }
+        out.append((off, row["__op"], row.get("__seq"), keys, cells))
+    return out
+
+
+@st.composite
+def _decoded_records(draw: st.DrawFn) -> tuple[TableSchema, str, list[bytes | None]]:
+    schema = draw(schemas())
+    fmt = draw(st.sampled_from(list(REGISTRY)))
+    evs = draw(events(schema, draw(key_pool(schema)), max_size=40, truncates=True))
+    values: list[bytes | None] = []
+    encode = REGISTRY[fmt].new_encoder(schema)
+    for e in evs:
+        try:
+            values.append(encode(e))
+        except (ValueError, TypeError):
+            values.append(json.dumps(e, default=str).encode())  # not this format: a reject
+        if draw(st.integers(0, 15)) == 0:
+            values.append(draw(st.sampled_from([None, b"", b"{", b"\x00\xff"])))
+    return schema, fmt, values
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_decoded_records())
+def test_decoded_batches_prepare_as_driver_mode_splits_them(
+    case: tuple[TableSchema, str, list[bytes | None]],
+) -> None:
+    """Every format, every op, rejects, tombstones, truncates, with and without a
+    sequence column: what each bucket's task rebuilds from the pieces is the driver's
+    split of the same decode, and every reject keeps its offset and reason."""
+    schema, fmt, values = case
+    n = len(values)
+    decoder = REGISTRY[fmt].new_decoder()
+    raw = pa.array(values, pa.binary())
+    batch, rejects = decoder.decode(raw, schema, position=np.arange(n, dtype=np.int64))
+    meta = pa.table(
+        {
+            "__topic": pa.array(["t"] * n, pa.string()),
+            "__partition": pa.array([0] * n, pa.int32()),
+            "__offset": pa.array(range(n), pa.int64()),
+            "__ts_ms": pa.array(range(1000, 1000 + n), pa.int64()),
+        }
+    )
+    got = unpack(pack_decoded(batch, rejects, meta))
+    want = {b: _events(p, p.positions) for b, p in batch.split_by_bucket().items()}
+    got_rejects: dict[int, str] = {}
+    seen = 0
+    for b, part in got.items():
+        part = in_kafka_order(part, schema)
+        rebuilt, rej, got_meta = to_change_batch(part, schema)
+        offsets = got_meta.column("__offset").to_numpy()
+        assert _events(rebuilt, offsets[rebuilt.positions]) == want.get(b, [])
+        got_rejects.update(zip(offsets[rej.positions].tolist(), rej.reasons, strict=True))
+        seen += part.num_rows
+    assert got_rejects == rejects.as_dict()
+    copies = (len(want) - 1) * int((batch.op == 4).sum()) if want else 0
+    assert seen == n + copies  # every record once (a truncate once per bucket)
