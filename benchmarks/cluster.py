@@ -193,8 +193,8 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def main() -> int:
-    """Starts the cluster, runs the three setups, prints the comparison."""
+def parser() -> argparse.ArgumentParser:
+    """The command line of this script (and of the one-run subprocesses it starts)."""
     from e2e import add_workload_args
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -206,16 +206,31 @@ def main() -> int:
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", default="", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap
+
+
+def passthrough(args: argparse.Namespace) -> list[str]:
+    """The workload options of ``args`` as arguments of a one-run subprocess (a flag
+    appears only when set: ``--encode-ahead=False`` is no argument argparse accepts)."""
+    out = []
+    for k, v in vars(args).items():
+        if k in ("one", "master", "mode", "repeat"):
+            continue
+        flag = f"--{k.replace('_', '-')}"
+        if isinstance(v, bool):
+            out += [flag] if v else []
+        else:
+            out.append(f"{flag}={v}")
+    return out
+
+
+def main() -> int:
+    """Starts the cluster, runs the three setups, prints the comparison."""
+    args = parser().parse_args()
     if args.one:
         print("RESULT " + json.dumps(one_run(args)), flush=True)
         return 0
     cores = args.workers * args.cores_per_worker
-    passthrough = [
-        f"--{k.replace('_', '-')}={v}"
-        for k, v in vars(args).items()
-        if k not in ("one", "master", "mode", "repeat")
-    ]
     results: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory(prefix="cdc_cluster_") as tmp,
@@ -235,7 +250,7 @@ def main() -> int:
                         "--one",
                         f"--mode={mode}",
                         f"--master={master}",
-                        *passthrough,
+                        *passthrough(args),
                     ],
                     capture_output=True,
                     text=True,
