@@ -224,6 +224,33 @@ def passthrough(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def _summary(results: list[dict[str, Any]], cores: int) -> None:
+    """Prints the medians and executors mode's rate per executor core against driver
+    mode's, over the whole backlog and after the first micro-batch."""
+    import statistics
+
+    for figure, label in (("throughput", "backlog"), ("after_first", "after the first batch")):
+
+        def med(mode: str, local: bool, figure: str = figure) -> float:
+            return float(
+                statistics.median(
+                    r[figure]
+                    for r in results
+                    if r["mode"] == mode and r["master"].startswith("local") == local
+                )
+            )
+
+        ex, drv_cluster = med("executors", False), med("driver", False)
+        drv_local = med("driver", True)
+        print(
+            f"{label}, median events/s: executors on the cluster {ex:,.0f} ({ex / cores:,.0f} "
+            f"per executor core); driver mode on the cluster {drv_cluster:,.0f}; driver mode "
+            f"on local[{cores}] {drv_local:,.0f}; executors mode per executor core / driver "
+            f"mode: {ex / cores / drv_cluster:.2f} (cluster), {ex / cores / drv_local:.2f} "
+            f"(local[{cores}])"
+        )
+
+
 def main() -> int:
     """Starts the cluster, runs the three setups, prints the comparison."""
     args = parser().parse_args()
@@ -266,30 +293,11 @@ def main() -> int:
                 results.append(res)
                 print(
                     f"[{r}] {mode:9s} on {master:24s} {res['throughput']:>10,.0f} events/s "
+                    f"(after the first batch {res['after_first']:,.0f}) "
                     f"(freshness p50 {res['p50_ms']:,.0f} ms, p99 {res['p99_ms']:,.0f} ms)",
                     flush=True,
                 )
-    import statistics
-
-    def med(mode: str, local: bool) -> float:
-        return float(
-            statistics.median(
-                r["throughput"]
-                for r in results
-                if r["mode"] == mode and r["master"].startswith("local") == local
-            )
-        )
-
-    ex, drv_cluster, drv_local = med("executors", False), med("driver", False), med("driver", True)
-    print(
-        f"median events/s: executors on the cluster {ex:,.0f} ({ex / cores:,.0f} per "
-        f"executor core); driver mode on the cluster {drv_cluster:,.0f}; driver mode on "
-        f"local[{cores}] {drv_local:,.0f}"
-    )
-    print(
-        f"executors mode per executor core / driver mode: {ex / cores / drv_cluster:.2f} "
-        f"(cluster), {ex / cores / drv_local:.2f} (local[{cores}])"
-    )
+    _summary(results, cores)
     print(json.dumps({"command": " ".join([sys.executable, *sys.argv]), "results": results}))
     return 0
 
