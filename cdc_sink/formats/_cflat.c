@@ -477,12 +477,10 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(mem);
-    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
-    return PyLong_FromLongLong(accepted);
+    return released(b, got, PyLong_FromLongLong(accepted));
 fail:
     PyMem_Free(mem);
-    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
-    return NULL;
+    return released(b, got, NULL);
 }
 
 /* strings(data, starts, lengths, out): out = the concatenation of data[starts[i]:
@@ -523,11 +521,9 @@ static PyObject *py_strings(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
-    Py_RETURN_NONE;
+    return released(b, got, Py_NewRef(Py_None));
 fail:
-    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
-    return NULL;
+    return released(b, got, NULL);
 }
 
 static PyMethodDef methods[] = {

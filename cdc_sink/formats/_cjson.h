@@ -55,7 +55,7 @@ static inline int get_buffer(PyObject *obj, Py_buffer *b, int writable, Py_ssize
 
 /* The buffers of a call's positional arguments, all buffers: n of them, of the item
  * sizes given, writable from index `writable_from` on. Returns 0, or -1 with the
- * exception set and nothing to release (release them with release_buffers). */
+ * exception set and nothing to release (release them with released). */
 static inline int get_buffers(PyObject *args, int n, const Py_ssize_t *sizes, int writable_from,
                               Py_buffer *b) {
     if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != n) {
@@ -70,8 +70,11 @@ static inline int get_buffers(PyObject *args, int n, const Py_ssize_t *sizes, in
     return 0;
 }
 
-static inline void release_buffers(Py_buffer *b, int n) {
+/* Releases buffers b[0..n-1] and returns `result`: every function's last step, on
+ * success (its result) and on failure (NULL, the exception already set). */
+static inline PyObject *released(Py_buffer *b, int n, PyObject *result) {
     for (int i = 0; i < n; i++) PyBuffer_Release(&b[i]);
+    return result;
 }
 
 #endif

@@ -314,6 +314,17 @@ static int sized(const Py_buffer *b, int64_t want, const char *name) {
     return 0;
 }
 
+/* The buffers of a call whose arguments are data, starts, ends and then n - 3 outputs
+ * (item sizes `sizes`), and its spans. Returns 1, or 0 with the exception set and
+ * nothing to release. */
+static int open_spans(PyObject *args, int n, const Py_ssize_t *sizes, Py_buffer *b, Spans *sp,
+                      const char *what) {
+    if (get_buffers(args, n, sizes, 3, b) < 0) return 0;
+    if (get_spans(b, sp, what)) return 1;
+    released(b, n, NULL);
+    return 0;
+}
+
 #define N_BUF 14
 
 static PyObject *py_scan(PyObject *self, PyObject *args) {
@@ -363,11 +374,9 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    return PyLong_FromLongLong(bad >= 0 ? -1 - bad : n);
+    return released(b, got, PyLong_FromLongLong(bad >= 0 ? -1 - bad : n));
 fail:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    return NULL;
+    return released(b, got, NULL);
 }
 
 /* match(data, starts, ends, names, codes): codes[i] = the index in `names` (a tuple of
@@ -444,12 +453,10 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(slots);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    Py_RETURN_NONE;
+    return released(b, got, Py_NewRef(Py_None));
 fail:
     PyMem_Free(slots);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    return NULL;
+    return released(b, got, NULL);
 }
 
 /* ints(data, starts, ends, values, ok) -> count: for each span that is a plain decimal
@@ -459,39 +466,30 @@ fail:
 static PyObject *py_ints(PyObject *self, PyObject *args) {
     static const Py_ssize_t sizes[5] = {1, 8, 8, 8, 1};
     Py_buffer b[5];
-    int64_t count = 0;
+    Spans sp;
     (void)self;
-    if (get_buffers(args, 5, sizes, 3, b) < 0) return NULL;
-    {
-        Spans sp;
-        int64_t *values = (int64_t *)b[3].buf;
-        uint8_t *ok = (uint8_t *)b[4].buf;
-        if (!get_spans(b, &sp, "span") || !sized(&b[3], sp.n, "values") ||
-            !sized(&b[4], sp.n, "ok"))
-            goto fail;
-        const uint8_t *data = sp.data;
-        Py_BEGIN_ALLOW_THREADS
-        for (int64_t i = 0; i < sp.n; i++) {
-            int64_t p = sp.starts[i], e = sp.ends[i], v = 0;
-            int neg = p < e && data[p] == '-';
-            p += neg;
-            int good = e > p && e - p <= 18;
-            for (; good && p < e; p++) {
-                uint8_t c = data[p];
-                if (c < '0' || c > '9') good = 0;
-                else v = v * 10 + (c - '0');
-            }
-            values[i] = good ? (neg ? -v : v) : 0;
-            ok[i] = (uint8_t)good;
-            count += good;
+    if (!open_spans(args, 5, sizes, b, &sp, "span")) return NULL;
+    if (!sized(&b[3], sp.n, "values") || !sized(&b[4], sp.n, "ok")) return released(b, 5, NULL);
+    const uint8_t *data = sp.data;
+    int64_t *values = (int64_t *)b[3].buf, count = 0;
+    uint8_t *ok = (uint8_t *)b[4].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < sp.n; i++) {
+        int64_t p = sp.starts[i], e = sp.ends[i], v = 0;
+        int neg = p < e && data[p] == '-';
+        p += neg;
+        int good = e > p && e - p <= 18;
+        for (; good && p < e; p++) {
+            uint8_t c = data[p];
+            if (c < '0' || c > '9') good = 0;
+            else v = v * 10 + (c - '0');
         }
-        Py_END_ALLOW_THREADS
+        values[i] = good ? (neg ? -v : v) : 0;
+        ok[i] = (uint8_t)good;
+        count += good;
     }
-    release_buffers(b, 5);
-    return PyLong_FromLongLong(count);
-fail:
-    release_buffers(b, 5);
-    return NULL;
+    Py_END_ALLOW_THREADS
+    return released(b, 5, PyLong_FromLongLong(count));
 }
 
 /* grammar(data, starts, ends, codes): codes[i] = the RapidJSON error code of the document
@@ -500,28 +498,21 @@ fail:
 static PyObject *py_grammar(PyObject *self, PyObject *args) {
     static const Py_ssize_t sizes[4] = {1, 8, 8, 1};
     Py_buffer b[4];
-    int no_memory = 0;
+    Spans sp;
     (void)self;
-    if (get_buffers(args, 4, sizes, 3, b) < 0) return NULL;
-    {
-        Spans sp;
-        uint8_t *codes = (uint8_t *)b[3].buf;
-        GStack st = {NULL, 0, 0};
-        if (!get_spans(b, &sp, "event") || !sized(&b[3], sp.n, "codes")) goto fail;
-        Py_BEGIN_ALLOW_THREADS
-        for (int64_t i = 0; i < sp.n && !no_memory; i++) {
-            codes[i] = (uint8_t)grammar_code(sp.data, sp.starts[i], sp.ends[i], &st);
-            no_memory = codes[i] == G_NO_MEMORY;
-        }
-        free(st.items);
-        Py_END_ALLOW_THREADS
+    if (!open_spans(args, 4, sizes, b, &sp, "event")) return NULL;
+    if (!sized(&b[3], sp.n, "codes")) return released(b, 4, NULL);
+    uint8_t *codes = (uint8_t *)b[3].buf;
+    GStack st = {NULL, 0, 0};
+    int no_memory = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < sp.n && !no_memory; i++) {
+        codes[i] = (uint8_t)grammar_code(sp.data, sp.starts[i], sp.ends[i], &st);
+        no_memory = codes[i] == G_NO_MEMORY;
     }
-    release_buffers(b, 4);
-    if (no_memory) return PyErr_NoMemory();
-    Py_RETURN_NONE;
-fail:
-    release_buffers(b, 4);
-    return NULL;
+    free(st.items);
+    Py_END_ALLOW_THREADS
+    return released(b, 4, no_memory ? PyErr_NoMemory() : Py_NewRef(Py_None));
 }
 
 /* unescape(data, starts, ends, offsets, out, bad) -> bytes: the contents of the JSON
@@ -531,38 +522,30 @@ fail:
 static PyObject *py_unescape(PyObject *self, PyObject *args) {
     static const Py_ssize_t sizes[6] = {1, 8, 8, 4, 1, 1};
     Py_buffer b[6];
-    int64_t total = 0;
+    Spans sp;
     (void)self;
-    if (get_buffers(args, 6, sizes, 3, b) < 0) return NULL;
-    {
-        Spans sp;
-        int32_t *offsets = (int32_t *)b[3].buf;
-        uint8_t *out = (uint8_t *)b[4].buf, *bad = (uint8_t *)b[5].buf;
-        int64_t need = 0;
-        if (!get_spans(b, &sp, "string") || !sized(&b[3], sp.n + 1, "offsets") ||
-            !sized(&b[5], sp.n, "bad"))
-            goto fail;
-        for (int64_t i = 0; i < sp.n; i++) need += sp.ends[i] - sp.starts[i];
-        if (need > INT32_MAX) {
-            PyErr_SetString(PyExc_ValueError, "the strings pass int32 offsets");
-            goto fail;
-        }
-        if (!sized(&b[4], need, "out")) goto fail;
-        Py_BEGIN_ALLOW_THREADS
-        offsets[0] = 0;
-        for (int64_t i = 0; i < sp.n; i++) {
-            int64_t w = g_unescape(sp.data, sp.starts[i], sp.ends[i], out + total);
-            bad[i] = w < 0;
-            total += w < 0 ? 0 : w;
-            offsets[i + 1] = (int32_t)total;
-        }
-        Py_END_ALLOW_THREADS
+    if (!open_spans(args, 6, sizes, b, &sp, "string")) return NULL;
+    if (!sized(&b[3], sp.n + 1, "offsets") || !sized(&b[5], sp.n, "bad"))
+        return released(b, 6, NULL);
+    int64_t need = 0, total = 0;
+    for (int64_t i = 0; i < sp.n; i++) need += sp.ends[i] - sp.starts[i];
+    if (need > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the strings pass int32 offsets");
+        return released(b, 6, NULL);
     }
-    release_buffers(b, 6);
-    return PyLong_FromLongLong(total);
-fail:
-    release_buffers(b, 6);
-    return NULL;
+    if (!sized(&b[4], need, "out")) return released(b, 6, NULL);
+    int32_t *offsets = (int32_t *)b[3].buf;
+    uint8_t *out = (uint8_t *)b[4].buf, *bad = (uint8_t *)b[5].buf;
+    Py_BEGIN_ALLOW_THREADS
+    offsets[0] = 0;
+    for (int64_t i = 0; i < sp.n; i++) {
+        int64_t w = g_unescape(sp.data, sp.starts[i], sp.ends[i], out + total);
+        bad[i] = w < 0;
+        total += w < 0 ? 0 : w;
+        offsets[i + 1] = (int32_t)total;
+    }
+    Py_END_ALLOW_THREADS
+    return released(b, 6, PyLong_FromLongLong(total));
 }
 
 static PyMethodDef methods[] = {
