@@ -10,10 +10,13 @@ of CDC events drained by the streaming sink, then a live producer for freshness)
   local disk, which every executor of this one machine sees);
 * driver mode on the same cluster (the Kafka read runs in the executors, decoding and
   applying in the driver);
+* driver mode with the decode in the executors (``decode_in="executors"``: the Kafka
+  read and the decode run in the executors, the driver applies);
 * driver mode on ``local[N]`` (N = the cluster's cores), the usual single-JVM setup.
 
-Reports events/s of each and executors mode's rate per executor core against driver
-mode's rate. Every process started is stopped at the end (also on failure).
+Reports events/s of each, and the rate per executor core of executors mode and of
+driver mode decoding in the executors, against driver mode's rate. Every process started
+is stopped at the end (also on failure).
 
 Run:  .venv/bin/python benchmarks/cluster.py [--workers 2] [--cores-per-worker 1]
       [--events 1000000] [--keys 200000] [--rate 10000] [--duration 10] [--repeat 1]
@@ -240,15 +243,18 @@ def _summary(results: list[dict[str, Any]], cores: int) -> None:
                 )
             )
 
-        ex, drv_cluster = med("executors", False), med("driver", False)
-        drv_local = med("driver", True)
+        drv_cluster, drv_local = med("driver", False), med("driver", True)
         print(
-            f"{label}, median events/s: executors on the cluster {ex:,.0f} ({ex / cores:,.0f} "
-            f"per executor core); driver mode on the cluster {drv_cluster:,.0f}; driver mode "
-            f"on local[{cores}] {drv_local:,.0f}; executors mode per executor core / driver "
-            f"mode: {ex / cores / drv_cluster:.2f} (cluster), {ex / cores / drv_local:.2f} "
-            f"(local[{cores}])"
+            f"{label}, median events/s: driver mode on the cluster {drv_cluster:,.0f}; "
+            f"driver mode on local[{cores}] {drv_local:,.0f}"
         )
+        for mode in ("executors", "driver-tasks"):
+            ex = med(mode, False)
+            print(
+                f"  {mode} on the cluster {ex:,.0f} ({ex / cores:,.0f} per executor core); "
+                f"per executor core / driver mode: {ex / cores / drv_cluster:.2f} (cluster), "
+                f"{ex / cores / drv_local:.2f} (local[{cores}])"
+            )
 
 
 def main() -> int:
@@ -265,6 +271,7 @@ def main() -> int:
     ):
         setups = [
             ("executors", cluster.url),
+            ("driver-tasks", cluster.url),
             ("driver", cluster.url),
             ("driver", f"local[{cores}]"),
         ]
@@ -292,7 +299,7 @@ def main() -> int:
                 res["repeat"] = r
                 results.append(res)
                 print(
-                    f"[{r}] {mode:9s} on {master:24s} {res['throughput']:>10,.0f} events/s "
+                    f"[{r}] {mode:12s} on {master:24s} {res['throughput']:>10,.0f} events/s "
                     f"(after the first batch {res['after_first']:,.0f}) "
                     f"(freshness p50 {res['p50_ms']:,.0f} ms, p99 {res['p99_ms']:,.0f} ms)",
                     flush=True,

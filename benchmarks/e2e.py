@@ -1,6 +1,7 @@
 """End-to-end benchmark: Kafka -> Spark foreachBatch -> visible in a table version.
 
-Two measurements per apply mode, on a real local KRaft broker and local Spark:
+Two measurements per mode (``driver``, ``executors``: the apply modes; ``driver-tasks``:
+driver mode with ``decode_in="executors"``), on a real local KRaft broker and local Spark:
 
 * throughput: a backlog of --events CDC events (90% partial updates of 2 of 10 columns,
   10% inserts) is pre-produced, then the streaming query drains it with a 1 s trigger and
@@ -14,7 +15,7 @@ Two measurements per apply mode, on a real local KRaft broker and local Spark:
   both phases.
 
 Run:  .venv/bin/python benchmarks/e2e.py [--events 2000000] [--rate 20000|auto]
-      [--duration 30] [--trigger "1 second"] [--modes driver,executors]
+      [--duration 30] [--trigger "1 second"] [--modes driver,driver-tasks,executors]
 """
 
 from __future__ import annotations
@@ -288,7 +289,8 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
         f"{work}/table",
         schema=SCHEMA,
         app_id=f"bench-{mode}",
-        apply_mode=mode,
+        apply_mode="driver" if mode == "driver-tasks" else mode,
+        decode_in="executors" if mode == "driver-tasks" else None,
         format=args.format,
         decode_processes=args.decode_processes if mode == "driver" else 0,
     )

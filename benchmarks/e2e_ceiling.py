@@ -16,6 +16,8 @@ this process, no trigger interval (micro-batches back to back) and
 * ``sink-driver-pool``: the same with ``decode_processes=--decode-processes`` (decoding in
   worker processes);
 * ``sink-driver-jvm``: driver apply mode, ``json_decoder="jvm"`` (Spark's ``from_json``);
+* ``sink-driver-tasks``: driver apply mode, ``decode_in="executors"`` (decoded in Spark
+  tasks, each bucket's events packed to the driver);
 * ``sink-executors``: executors apply mode (decode and prepare in Spark tasks).
 
 events/s = events / (query start -> ``processAllAvailable()`` returns). CPU: the
@@ -60,6 +62,7 @@ CONSUMERS = (
     "sink-driver",
     "sink-driver-pool",
     "sink-driver-jvm",
+    "sink-driver-tasks",
     "sink-executors",
 )
 
@@ -89,6 +92,7 @@ def _consumer(
         format=fmt,
         json_decoder=decoder,
         decode_processes=decode_processes if name == "sink-driver-pool" else 0,
+        decode_in="executors" if name == "sink-driver-tasks" else None,
     )
     return fn, fn
 

@@ -32,7 +32,9 @@ holds none; ``--app-id`` identifies the writer for exactly-once commits (default
 from the checkpoint, so a restart from the same checkpoint never commits a batch twice);
 ``--starting-offsets`` for the first run; ``--kafka-option key=value`` for more Kafka
 source options (security, timeouts); ``--decode-processes N`` decodes in N worker
-processes (driver mode); ``--numpy-hugepages off|on|numpy`` whether numpy
+processes (driver mode); ``--decode-in executors`` decodes in the executors' Spark tasks
+instead and sends the driver only the decoded events (driver mode, for a cluster whose
+executors have the cores); ``--numpy-hugepages off|on|numpy`` whether numpy
 asks for transparent huge pages in the driver and the executors' Python workers (default
 off, see :mod:`cdc_sink.hugepages`); ``--arrow-memory-pool auto|jemalloc|mimalloc|system|
 pyarrow`` pyarrow's allocator there (default auto: jemalloc when pyarrow has it, see
@@ -151,6 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("driver", "executors"),
         default="driver",
         help="apply batches in the driver (default) or one task per bucket",
+    )
+    p.add_argument(
+        "--decode-in",
+        choices=("driver", "executors"),
+        default=None,
+        help="driver mode: decode in the driver (default) or in the executors' Spark tasks, "
+        "which send the driver each bucket's decoded events (executors mode: always there)",
     )
     p.add_argument(
         "--dead-letter",
@@ -584,6 +593,7 @@ def _run(
         json_decoder=args.json_decoder,
         decoder_options=decoder_options,
         decode_processes=args.decode_processes,
+        decode_in=args.decode_in,
     )
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch

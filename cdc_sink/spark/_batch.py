@@ -159,9 +159,8 @@ def to_change_batch(arrow: pa.Table, schema: TableSchema) -> tuple[ChangeBatch, 
     positions = np.arange(arrow.num_rows, dtype=np.int64)
     good = np.flatnonzero(~bad & ~skipped)
     rejects = Rejects(positions[bad], [str(r) for r in reason.filter(pa.array(bad)).to_pylist()])
-    batch, more = ChangeBatch.from_arrow(
-        wire.take(pa.array(good)), schema, position=positions[good]
-    )
+    accepted = wire if len(good) == arrow.num_rows else wire.take(pa.array(good))
+    batch, more = ChangeBatch.from_arrow(accepted, schema, position=positions[good])
     rejects.extend(more)
     return batch, rejects, meta
 

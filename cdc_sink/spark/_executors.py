@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
     from cdc_sink.spark.writer import SinkFunction
 
-__all__ = ["prepare_in_executors"]
+__all__ = ["packed_in_spark", "prepare_in_executors", "rejected_records"]
 
 _TABLES = TableCache()
 """This worker's tables prepared into (tablets cached across batches; rebuilt after fork)."""
@@ -111,7 +111,7 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -
         options=fn.table_options,
     )
     msgs = (
-        _packed_in_spark(fn, df, schema)
+        packed_in_spark(fn, df, schema)
         .repartition(schema.num_buckets, "bucket")
         .mapInArrow(task, _MESSAGE_DDL)
         .toArrow()
@@ -119,7 +119,7 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -
     got = _collect(msgs, version)
     fn.bucket_figures.update(got.figures)
     try:
-        records = _reject_records(got.rejected, df)
+        records = rejected_records(got.rejected, df)
     except BaseException:
         commit.abort_prepared(table, version, got.prepared)
         raise
@@ -139,7 +139,7 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -
     )
 
 
-def _packed_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
+def packed_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
     """The batch decoded in Spark tasks (or by ``from_json``), packed per bucket."""
     if fn.format == "json" and fn.json_decoder == "jvm":
         if fn.decoder_options:
@@ -201,7 +201,7 @@ def _collect(msgs: pa.Table, version: int) -> _Collected:
     return got
 
 
-def _reject_records(rejected: list[dict[str, Any]], df: DataFrame) -> pa.Table:
+def rejected_records(rejected: list[dict[str, Any]], df: DataFrame) -> pa.Table:
     """The tasks' rejects (Kafka coordinates and reason) as reject records in Kafka
     order, with their raw key and value bytes."""
     coords = pa.Table.from_pylist(
@@ -247,29 +247,32 @@ def _decode_partition(
     """mapInArrow body: Python decoding, each batch's events packed per bucket in their
     wire form (:func:`~cdc_sink.spark._pieces.pack_decoded`). Rows a decoder skipped on
     purpose (tombstones) get neither an op nor a reason."""
-    from cdc_sink.formats import get_decoder
+    from cdc_sink.formats import TS_MISSING, get_decoder
 
     schema = TableSchema.from_dict(schema_dict)
     decoder = get_decoder(fmt, **(options or {}))
     for rb in batches:
         n = rb.num_rows
         keys = rb.column("key") if "key" in rb.schema.names else None
-        batch, rejects = decoder.decode(
+        dec = decoder.decode_with_meta(
             rb.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=keys
         )
+        ts = np.full(n, TS_MISSING, dtype=np.int64)  # the Kafka record's, or the event's own
+        if "ts_ms" in rb.schema.names:
+            kafka_ms = rb.column("ts_ms").cast(pa.int64())
+            ts = np.array(kafka_ms.fill_null(TS_MISSING).to_numpy(), dtype=np.int64)
+        if dec.ts_ms is not None:
+            own = dec.ts_ms != TS_MISSING
+            ts[dec.batch.positions[own]] = dec.ts_ms[own]
         meta = pa.table(
             {
                 "__topic": rb.column("topic"),
                 "__partition": rb.column("partition"),
                 "__offset": rb.column("offset"),
-                "__ts_ms": (
-                    rb.column("ts_ms").cast(pa.int64())
-                    if "ts_ms" in rb.schema.names
-                    else pa.nulls(n, pa.int64())
-                ),
+                "__ts_ms": pa.array(ts, pa.int64(), mask=ts == TS_MISSING),
             }
         )
-        yield from pack_decoded(batch, rejects, meta)
+        yield from pack_decoded(dec.batch, dec.rejects, meta)
 
 
 def _figures(table: Table, bucket: int) -> dict[str, int]:

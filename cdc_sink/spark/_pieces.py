@@ -174,6 +174,25 @@ def in_kafka_order(rows: pa.Table, schema: TableSchema) -> pa.Table:
     for name, type_ in needed:
         if name not in rows.column_names:
             rows = rows.append_column(name, pa.nulls(rows.num_rows, type_))
-    return rows.sort_by(
-        [("__topic", "ascending"), ("__partition", "ascending"), ("__offset", "ascending")]
-    )
+    order = _kafka_order(rows)
+    return rows if order is None else rows.take(order)
+
+
+def _kafka_order(rows: pa.Table) -> pa.Array | np.ndarray | None:
+    """The row order that sorts ``rows`` by topic, partition and offset (None: they are
+    in that order already, as they mostly come)."""
+    keys = ("__topic", "__partition", "__offset")
+    if rows.num_rows < 2:
+        return None
+    topic, partition, offset = (rows.column(c) for c in keys)
+    if (
+        any(c.null_count for c in (topic, partition, offset))
+        or pc.count_distinct(topic).as_py() > 1
+    ):
+        return pc.sort_indices(rows, [(c, "ascending") for c in keys])
+    p = np.asarray(partition.to_numpy(), dtype=np.int64)
+    o = np.asarray(offset.to_numpy(), dtype=np.int64)
+    dp = np.diff(p)
+    if ((dp > 0) | ((dp == 0) & (np.diff(o) >= 0))).all():
+        return None
+    return np.lexsort((o, p))

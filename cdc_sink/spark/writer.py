@@ -55,6 +55,7 @@ from cdc_sink.spark._batch import Offsets, PreparedBatch, merge_offsets
 from cdc_sink.spark._decode_pool import DecodePool
 from cdc_sink.spark._driver import prepare_in_driver, prepare_jvm_in_driver
 from cdc_sink.spark._executors import prepare_in_executors
+from cdc_sink.spark._task_decode import prepare_decoded_in_tasks
 from cdc_sink.stats import BucketFigures
 from cdc_sink.storage.layout import is_table
 from cdc_sink.table import Table, TableOptions, create_table, open_table
@@ -67,6 +68,7 @@ __all__ = [
     "ApplyMode",
     "BatchStats",
     "DeadLetterSink",
+    "DecodeIn",
     "JsonDecoder",
     "SinkFunction",
     "sink",
@@ -76,10 +78,13 @@ logger = logging.getLogger(__name__)
 
 ApplyMode = Literal["driver", "executors"]
 """Where the buckets of a micro-batch are prepared: in the driver or in Spark tasks."""
+DecodeIn = Literal["driver", "executors"]
+"""Where driver mode decodes the Kafka values: in the driver or in Spark tasks."""
 JsonDecoder = Literal["python", "jvm"]
 """Where native JSON is decoded: by :mod:`cdc_sink.formats` or by Spark's ``from_json``."""
 BatchResult = Literal["committed", "skipped", "failed"]
 _APPLY_MODES: tuple[ApplyMode, ...] = get_args(ApplyMode)
+_DECODE_IN: tuple[DecodeIn, ...] = get_args(DecodeIn)
 
 DEAD_LETTER_SCHEMA = pa.schema(
     [
@@ -172,6 +177,7 @@ class SinkFunction:
         stats_limit: How many :class:`BatchStats` of the last batches :attr:`stats` keeps.
         decode_processes: Driver mode: worker processes that decode the Kafka values (0:
             the driver's own thread).
+        decode_in: Where the Kafka values are decoded (executors mode: always in tasks).
 
     Raises:
         InvalidOption: ``path`` holds no table and no ``schema`` was given.
@@ -202,6 +208,7 @@ class SinkFunction:
         decoder_options: Mapping[str, Any] | None = None,
         stats_limit: int = 256,
         decode_processes: int = 0,
+        decode_in: DecodeIn = "driver",
     ) -> None:
         self.path = path
         self.format: FormatName = fmt
@@ -209,6 +216,7 @@ class SinkFunction:
         self.decoder_options: dict[str, Any] = dict(decoder_options or {})
         self.app_id = app_id
         self.apply_mode: ApplyMode = apply_mode
+        self.decode_in: DecodeIn = "executors" if apply_mode == "executors" else decode_in
         self.dead_letter = dead_letter
         self.table_options = table_options
         self.table: Table
@@ -271,6 +279,8 @@ class SinkFunction:
         schema = self.table.schema
         if self.apply_mode == "executors":
             return prepare_in_executors(self, df, schema)
+        if self.decode_in == "executors":
+            return prepare_decoded_in_tasks(self, df, schema)
         if self.format == "json" and self.json_decoder == "jvm":
             return prepare_jvm_in_driver(self, df, schema)
         return prepare_in_driver(self, df, schema)
@@ -415,6 +425,7 @@ def sink(
     json_decoder: JsonDecoder = "python",
     decoder_options: Mapping[str, Any] | None = None,
     decode_processes: int = 0,
+    decode_in: DecodeIn | None = None,
 ) -> SinkFunction:
     """Returns the ``foreachBatch`` function that commits Kafka CDC micro-batches.
 
@@ -440,6 +451,11 @@ def sink(
             default: the driver's own thread). The driver's one thread is the bound of
             driver mode on a driver with cores to spare (docs/benchmarks.md); the workers
             are spawned on the first batch and stopped by :meth:`SinkFunction.close`.
+        decode_in: Driver mode: ``driver`` (the default: the raw records come to the
+            driver, which decodes them) or ``executors`` (Spark tasks decode them in
+            parallel and send the driver each bucket's events in their compact wire
+            form, with no shuffle; the driver only prepares the buckets). Executors mode
+            always decodes in its tasks (None or ``executors``).
 
     Returns:
         A :class:`SinkFunction` (callable ``(df, batch_id)``, with ``.table`` and
@@ -448,7 +464,8 @@ def sink(
     Raises:
         InvalidOption: An unknown format or apply mode, a decoder option that is unknown
             or has a bad value, no table at ``path`` and no ``schema``, or
-            ``decode_processes`` negative or set outside driver mode's Python decoders.
+            ``decode_processes`` negative or set outside driver mode's Python decoders
+            in the driver, or ``decode_in`` unknown or ``driver`` in executors mode.
         InvalidArgument: ``decode_processes`` is not an int.
     """
     if format not in FORMATS:
@@ -457,7 +474,13 @@ def sink(
         raise InvalidOption(
             f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}", option="apply_mode"
         )
+    where = _decode_in(decode_in, apply_mode)
     _check_decode_processes(decode_processes, apply_mode, format, json_decoder)
+    if decode_processes and where == "executors":
+        raise InvalidOption(
+            "decode_processes decodes in the driver; decode_in='executors' in Spark tasks",
+            option="decode_processes",
+        )
     if schema is not None and not isinstance(schema, TableSchema):
         schema = TableSchema.from_dict(schema)
     options = dict(decoder_options or {})
@@ -481,7 +504,25 @@ def sink(
         json_decoder=json_decoder,
         decoder_options=options,
         decode_processes=decode_processes,
+        decode_in=where,
     )
+
+
+def _decode_in(value: object, apply_mode: ApplyMode) -> DecodeIn:
+    """``decode_in`` of :func:`sink`, checked (None: where ``apply_mode`` decodes)."""
+    if value is None:
+        return "executors" if apply_mode == "executors" else "driver"
+    if value not in _DECODE_IN:
+        raise InvalidOption(
+            f"decode_in must be 'driver' or 'executors', not {value!r}", option="decode_in"
+        )
+    if apply_mode == "executors" and value != "executors":
+        raise InvalidOption(
+            "apply_mode='executors' decodes in its Spark tasks: decode_in='driver' does not "
+            "apply to it",
+            option="decode_in",
+        )
+    return "executors" if value == "executors" else "driver"
 
 
 def _check_decode_processes(

@@ -1,5 +1,6 @@
 """Every input path through real Kafka and real Spark gives the same table and the same
-dead letters: apply mode (driver, executors, JVM JSON) x format (json, debezium, rowv2)
+dead letters: apply mode (driver, driver with the decode in Spark tasks, executors; each
+with the JVM JSON decoder too) x format (json, debezium, rowv2)
 x table with and without a sequence column; and poison messages never stop a live stream.
 
 One format-neutral workload (full-row upserts, deletes, stale events when the table has
@@ -53,16 +54,28 @@ SCHEMAS = {
         {"columns": _COLUMNS, "primary_key": ["order_id"], "num_buckets": 3}
     ),
 }
-MODES = {  # format -> (apply_mode, json_decoder) pairs
+MODES = {  # format -> (mode, json_decoder) pairs
     "json": [
         ("driver", "python"),
+        ("driver-tasks", "python"),
         ("executors", "python"),
         ("driver", "jvm"),
+        ("driver-tasks", "jvm"),
         ("executors", "jvm"),
     ],
-    "debezium": [("driver", "python"), ("executors", "python")],
-    "rowv2": [("driver", "python"), ("executors", "python")],
+    "debezium": [("driver", "python"), ("driver-tasks", "python"), ("executors", "python")],
+    "rowv2": [("driver", "python"), ("driver-tasks", "python"), ("executors", "python")],
 }
+
+
+def mode_options(mode: str) -> dict[str, Any]:
+    """The :func:`sink` options of a test mode: ``driver``, ``executors`` (apply modes) or
+    ``driver-tasks`` (driver mode, the decode in Spark tasks: ``decode_in="executors"``)."""
+    if mode == "driver-tasks":
+        return {"apply_mode": "driver", "decode_in": "executors"}
+    return {"apply_mode": mode}
+
+
 N_EVENTS = 420
 BATCH = 150
 
@@ -262,8 +275,8 @@ def test_every_apply_mode_gives_the_same_table_and_dead_letters(
             tmp_path / f"t-{name}",
             schema=schema,
             format=fmt,  # type: ignore[arg-type]
-            apply_mode=mode,
             json_decoder=decoder,  # type: ignore[arg-type]
+            **mode_options(mode),
             app_id=f"matrix-{name}",
             dead_letter=dlq,
         )
@@ -292,7 +305,7 @@ def test_every_apply_mode_gives_the_same_table_and_dead_letters(
         assert len({json.dumps(r) for r in reasons_by_mode.values()}) == 1, reasons_by_mode
     else:
         py = [r for n, r in reasons_by_mode.items() if n.endswith("python")]
-        assert py[0] == py[1]
+        assert all(r == py[0] for r in py), reasons_by_mode
 
 
 POISON = [
@@ -311,7 +324,7 @@ POISON = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["driver", "executors"])
+@pytest.mark.parametrize("mode", ["driver", "driver-tasks", "executors"])
 def test_poison_messages_never_stop_a_live_stream(
     spark: Any, kafka: Any, topic_name: str, tmp_path: Path, mode: str
 ) -> None:
@@ -322,10 +335,10 @@ def test_poison_messages_never_stop_a_live_stream(
         tmp_path / "t",
         schema=schema,
         format="debezium",
-        apply_mode=mode,
         app_id="poison",
         dead_letter=dlq,
-    )  # type: ignore[arg-type]
+        **mode_options(mode),
+    )
     q = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)

@@ -228,7 +228,7 @@ def test_json_stream_restart_replay_and_dead_letters(
         assert r["app_id"] == "orders-job"
 
 
-def test_driver_and_executor_apply_modes_build_identical_tables(
+def test_every_apply_mode_and_decode_place_builds_identical_tables(
     spark: Any, kafka: Any, topic_name: str, tmp_path: Path
 ) -> None:
     kafka.create_topic(topic_name, 3)
@@ -238,11 +238,14 @@ def test_driver_and_executor_apply_modes_build_identical_tables(
     dead = {}
     # "bulk": the first micro-batch's events for each (empty) bucket are written as a
     # snapshot of the bucket, not as a WAL segment (TableOptions.bulk_events).
+    # "driver-tasks": driver mode with the decode in Spark tasks (decode_in="executors").
     for mode, decoder in (
         ("driver", "python"),
+        ("driver-tasks", "python"),
         ("executors", "python"),
         ("driver", "jvm"),
         ("driver", "bulk"),
+        ("driver-tasks", "bulk"),
         ("executors", "bulk"),
     ):
         path = str(tmp_path / f"{mode}-{decoder}")
@@ -250,7 +253,8 @@ def test_driver_and_executor_apply_modes_build_identical_tables(
             path,
             schema=SCHEMA,
             app_id=f"job-{mode}",
-            apply_mode=mode,
+            apply_mode="driver" if mode == "driver-tasks" else mode,
+            decode_in="executors" if mode == "driver-tasks" else None,
             json_decoder="python" if decoder == "bulk" else decoder,
             table_options=TableOptions(bulk_events=20) if decoder == "bulk" else None,
         )

@@ -28,7 +28,7 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
     assert args.checkpoint is None and args.dead_letter is None
     assert args.starting_offsets == "earliest"
     assert args.numpy_hugepages == "off" and args.decode_processes == 0
-    assert args.arrow_memory_pool == "auto"
+    assert args.arrow_memory_pool == "auto" and args.decode_in is None
     args = job.build_parser().parse_args(
         [
             "--bootstrap-servers",
@@ -53,10 +53,13 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
             "numpy",
             "--decode-processes",
             "3",
+            "--decode-in",
+            "executors",
         ]
     )
     assert args.format == "debezium" and args.apply_mode == "executors"
     assert args.numpy_hugepages == "numpy" and args.decode_processes == 3
+    assert args.decode_in == "executors"
     assert job.parse_kafka_options(args.kafka_option) == {
         "kafka.security.protocol": "SSL",
         "kafka.sasl.jaas.config": "a=b",
