@@ -57,6 +57,11 @@ class StandaloneCluster:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property
+    def worker_pids(self) -> list[int]:
+        """The worker processes (each starts the executors of the applications it serves)."""
+        return [p.pid for p in self.procs[1:]]
+
+    @property
     def url(self) -> str:
         """The master URL."""
         return f"spark://127.0.0.1:{self.port}"
@@ -166,6 +171,7 @@ class StandaloneCluster:
 def one_run(args: argparse.Namespace) -> dict[str, Any]:
     """One e2e run (``--one``) in this process: its own SparkContext on ``--master``."""
     from e2e import run_mode
+    from proc_cpu import descendants, tree_cpu_s
 
     from cdc_sink.kafka.broker import start_kafka
     from cdc_sink.spark.session import local_spark
@@ -187,8 +193,21 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         )
     kafka = start_kafka(num_partitions=args.partitions)
     spark = local_spark("cdc_sink-cluster", master=args.master, extra_conf=conf)
+    workers = [int(p) for p in args.worker_pids.split(",") if p]
+
+    def probe() -> dict[str, dict[int, float]]:
+        """CPU of the executors (every process the workers started: executor JVMs and
+        their Python workers) and of the driver (this process, its JVM and children)."""
+        broker_pid = getattr(kafka, "pid", None)  # a local broker is a child: not the driver
+        broker = {broker_pid, *descendants([broker_pid])} if broker_pid else set()
+        mine = tree_cpu_s([os.getpid()])
+        out = {"driver": {pid: s for pid, s in mine.items() if pid not in broker}}
+        if args.master.startswith("spark://"):
+            out["executors"] = tree_cpu_s(workers, with_roots=False)
+        return out
+
     try:
-        out = run_mode(spark, kafka, args.mode, args)
+        out = run_mode(spark, kafka, args.mode, args, cpu_probe=probe)
     finally:
         spark.stop()
         kafka.stop()
@@ -209,6 +228,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", default="", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-pids", default="", help=argparse.SUPPRESS)
     return ap
 
 
@@ -217,7 +237,7 @@ def passthrough(args: argparse.Namespace) -> list[str]:
     appears only when set: ``--encode-ahead=False`` is no argument argparse accepts)."""
     out = []
     for k, v in vars(args).items():
-        if k in ("one", "master", "mode", "repeat"):
+        if k in ("one", "master", "mode", "repeat", "worker_pids"):
             continue
         flag = f"--{k.replace('_', '-')}"
         if isinstance(v, bool):
@@ -257,6 +277,34 @@ def _summary(results: list[dict[str, Any]], cores: int) -> None:
             )
 
 
+def _cpu_summary(results: list[dict[str, Any]]) -> None:
+    """Prints, per mode on the cluster, the CPU each event cost the executors and the
+    driver after the first micro-batch, and what one fully used core of each could carry:
+    a per-core rate that does not depend on the two sharing this machine's cores."""
+    import statistics
+
+    cluster = [r for r in results if r["master"].startswith("spark://")]
+    driver_rate = statistics.median(r["after_first"] for r in cluster if r["mode"] == "driver")
+    for mode in ("executors", "driver-tasks", "driver"):
+        rows = [r for r in cluster if r["mode"] == mode and r.get("cpu_after_first")]
+        if not rows:
+            continue
+        us = {
+            group: statistics.median(
+                r["cpu_after_first"][group] / r["events_after_first"] * 1e6 for r in rows
+            )
+            for group in ("executors", "driver")
+        }
+        per_core = 1e6 / us["executors"]
+        print(
+            f"{mode} on the cluster, after the first batch: executors {us['executors']:.2f} "
+            f"CPU us/event ({per_core:,.0f} events per executor CPU second, "
+            f"{per_core / driver_rate:.2f}x driver mode's rate on the cluster); driver "
+            f"{us['driver']:.2f} CPU us/event ({1e6 / us['driver']:,.0f} events per driver "
+            "CPU second)"
+        )
+
+
 def main() -> int:
     """Starts the cluster, runs the three setups, prints the comparison."""
     args = parser().parse_args()
@@ -284,6 +332,7 @@ def main() -> int:
                         "--one",
                         f"--mode={mode}",
                         f"--master={master}",
+                        f"--worker-pids={','.join(str(p) for p in cluster.worker_pids)}",
                         *passthrough(args),
                     ],
                     capture_output=True,
@@ -305,6 +354,7 @@ def main() -> int:
                     flush=True,
                 )
     _summary(results, cores)
+    _cpu_summary(results)
     print(json.dumps({"command": " ".join([sys.executable, *sys.argv]), "results": results}))
     return 0
 

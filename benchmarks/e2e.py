@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
 from kafka_source import earliest_stream
+from proc_cpu import cpu_between
 
 from cdc_sink.arrow_pool import POOLS, use_arrow_memory_pool
 from cdc_sink.kafka.broker import start_kafka
@@ -276,7 +277,20 @@ def live_producer(
     p.flush(30)
 
 
-def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+CpuProbe = Callable[[], dict[str, dict[int, float]]]
+"""Samples the CPU seconds of groups of processes (group -> pid -> seconds)."""
+
+
+def run_mode(
+    spark: Any,
+    kafka: Any,
+    mode: str,
+    args: argparse.Namespace,
+    cpu_probe: CpuProbe | None = None,
+) -> dict[str, Any]:
+    """The backlog drain then the live phase of ``mode``; with ``cpu_probe``, also the
+    CPU seconds of each of its process groups after the first micro-batch of the backlog
+    (from its commit to the end of the backlog)."""
     from cdc_sink.spark import sink
 
     work = tempfile.mkdtemp(prefix=f"cdc_e2e_{mode}_")
@@ -296,6 +310,14 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     )
     if fn.decode_pool is not None:
         fn.decode_pool.start()  # a running job starts its workers once
+    cpu_at_first: dict[str, dict[int, float]] = {}
+    if cpu_probe is not None:
+
+        def sample_first(st: Any) -> None:
+            if not cpu_at_first and st.version is not None and st.events:
+                cpu_at_first.update(cpu_probe())
+
+        fn.on_batch = sample_first
     df = earliest_stream(spark, kafka.bootstrap_servers, topic, args.max_per_trigger)
     q = (
         df.writeStream.foreachBatch(fn)
@@ -305,6 +327,7 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
     )
     t_start = time.time()
     q.processAllAvailable()
+    cpu_at_end = cpu_probe() if cpu_probe is not None else {}
     total = keys + args.events
     stats = [s for s in fn.stats if not s.skipped]
     t_first = t_start
@@ -362,6 +385,10 @@ def run_mode(spark: Any, kafka: Any, mode: str, args: argparse.Namespace) -> dic
         "mode": mode,
         "throughput": throughput,
         "after_first": after_first,
+        "events_after_first": total - first.events,
+        "cpu_after_first": {
+            g: cpu_between(cpu_at_first.get(g, {}), after) for g, after in cpu_at_end.items()
+        },
         "rate": rate,
         "p50_ms": p50,
         "p99_ms": p99,

@@ -47,12 +47,7 @@ from typing import Any
 import numpy as np
 from e2e import SCHEMA, produce_backlog, workload_parser  # benchmarks/ is sys.path[0] when run
 from kafka_source import earliest_stream  # benchmarks/peers, on the path after e2e
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from proc_cpu import cpu_s
 
 
 def _jvm_pid() -> int:
@@ -127,7 +122,7 @@ def run_once(
             )
             scraper.start()
     df = earliest_stream(spark, bootstrap, topic, args.max_per_trigger)
-    c0 = time.process_time() + _cpu_s(jvm)
+    c0 = time.process_time() + cpu_s(jvm)
     t0 = time.perf_counter()
     q = (
         df.writeStream.queryName(app_id)
@@ -144,7 +139,7 @@ def run_once(
         poller.start()
     q.processAllAvailable()
     wall = time.perf_counter() - t0
-    cpu = time.process_time() + _cpu_s(jvm) - c0
+    cpu = time.process_time() + cpu_s(jvm) - c0
     q.stop()
     stop.set()
     if scraper is not None:

@@ -28,7 +28,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import shutil
@@ -43,6 +42,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from proc_cpu import children, cpu_s  # benchmarks/ is sys.path[0] when run
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "streaming_jobs" / "cdc_to_tablets.py"
@@ -70,23 +70,6 @@ def _rss_mib(pid: int) -> float | None:
     return None
 
 
-def _cpu_s(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            out += [int(c) for c in (task / "children").read_text().split()]
-    return out
-
-
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -105,7 +88,7 @@ def find_drivers(root: int) -> tuple[int | None, int | None]:
             jvm = pid
         elif py is None and "python" in cmd.split(" ", 1)[0] and str(JOB) in cmd:
             py = pid
-        todo += _children(pid)
+        todo += children(pid)
     return jvm, py
 
 
@@ -277,7 +260,7 @@ def _take_sample(url: str, jvm: int, py: int, t0: float) -> tuple[Sample, float]
     m = TABLE_MEM.search(body)
     t_mem = float(m.group(1)) / 2**20 if m else float("nan")
     r_j, r_p = _rss_mib(jvm), _rss_mib(py)
-    c_j, c_p = _cpu_s(jvm), _cpu_s(py)
+    c_j, c_p = cpu_s(jvm), cpu_s(py)
     if r_j is None or r_p is None or c_j is None or c_p is None:
         return None
     return (time.time() - t0, n, r_j, r_p, c_j, c_p), t_mem

@@ -66,6 +66,9 @@ class Decoder(abc.ABC):
     """
 
     name: ClassVar[FormatName]
+    reads_keys: ClassVar[bool] = False
+    """Whether :meth:`decode_with_meta` reads the Kafka message keys (Spark tasks that
+    decode skip moving them into Python otherwise)."""
 
     @abc.abstractmethod
     def decode_with_meta(

@@ -200,6 +200,7 @@ class DebeziumDecoder(Decoder):
     """
 
     name: ClassVar[FormatName] = "debezium"
+    reads_keys: ClassVar[bool] = True  # the key of a delete without a before image
 
     def __init__(
         self,

@@ -151,11 +151,14 @@ def packed_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> Dat
         return wire.mapInArrow(partial(_pack_partition, schema_dict=schema.to_dict()), PIECES_DDL)
     from pyspark.sql import functions as F
 
+    from cdc_sink.formats import get_format
+
     task = partial(
         _decode_partition, fmt=fn.format, schema_dict=schema.to_dict(), options=fn.decoder_options
     )
+    keys = ["key"] if get_format(fn.format).decoder.reads_keys else []  # else not moved
     return df.select(
-        "key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms")
+        *keys, "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms")
     ).mapInArrow(task, PIECES_DDL)
 
 

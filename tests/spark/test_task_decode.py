@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cdc_sink.errors import InvalidOption
@@ -99,6 +99,34 @@ def test_the_driver_prepares_what_driver_mode_would_decode_and_split(
     ends = end_offsets(meta.column("__topic"), meta.column("__partition"), meta.column("__offset"))
     counts = {str(p): len(values[p::partitions]) for p in range(partitions)}
     assert ends == ({TOPIC: {p: c for p, c in counts.items() if c}} if values else {})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_decoded_records(), seed=st.integers(0, 2**32 - 1))
+def test_a_decoder_that_reads_no_keys_decodes_the_same_without_them(
+    case: tuple[TableSchema, str, list[bytes | None]], seed: int
+) -> None:
+    """The decode tasks move the Kafka keys into Python only for decoders that read them
+    (``Decoder.reads_keys``); for the others, keys must change nothing."""
+    schema, fmt, values = case
+    decoder = REGISTRY[fmt].new_decoder()
+    assume(not decoder.reads_keys)
+    rng = np.random.default_rng(seed)
+    keys = pa.array(
+        [None if k % 3 == 0 else rng.bytes(int(k)) for k in rng.integers(0, 12, len(values))],
+        pa.binary(),
+    )
+    raw = pa.array(values, pa.binary())
+    with_keys = decoder.decode(raw, schema, keys=keys)
+    without = decoder.decode(raw, schema)
+    assert _events(with_keys[0], with_keys[0].positions) == _events(
+        without[0], without[0].positions
+    )
+    assert with_keys[1].as_dict() == without[1].as_dict()
+
+
+def test_only_the_debezium_decoder_reads_kafka_keys() -> None:
+    assert {name for name, f in REGISTRY.items() if f.decoder.reads_keys} == {"debezium"}
 
 
 def test_coordinates_of_tablet_refusals_name_their_bucket_rows() -> None:
