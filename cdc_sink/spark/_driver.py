@@ -249,7 +249,11 @@ def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) 
             "offset": meta.column("__offset"),
         }
     )
-    records = with_raw_bytes(reject_records(sorted_rejects(refused), source), df)
+    try:
+        records = with_raw_bytes(reject_records(sorted_rejects(refused), source), df)
+    except BaseException:  # a Spark join: it can fail; leave no pending version behind
+        commit.abort_prepared(fn.table, version, prepared)
+        raise
     t3 = time.perf_counter()
     return PreparedBatch(
         version,

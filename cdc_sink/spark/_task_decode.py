@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import (
@@ -50,10 +51,14 @@ def prepare_decoded_in_tasks(fn: SinkFunction, df: DataFrame, schema: TableSchem
     buckets = _Buckets.of(unpack(packed.to_batches()), schema)
     t2 = time.perf_counter()
     version, prepared, _ = prepare_buckets(fn.table, buckets.parts)
-    rejected = list(buckets.rejected)
-    for p in prepared:  # events the tablets refused, by their bucket's coordinates
-        rejected.extend(buckets.coordinates(p.bucket, p.reject_positions, p.reject_reasons))
-    records = rejected_records(rejected, df)
+    try:
+        rejected = list(buckets.rejected)
+        for p in prepared:  # events the tablets refused, by their bucket's coordinates
+            rejected.extend(buckets.coordinates(p.bucket, p.reject_positions, p.reject_reasons))
+        records = rejected_records(rejected, df)  # a Spark join: it can fail
+    except BaseException:
+        commit.abort_prepared(fn.table, version, prepared)
+        raise
     t3 = time.perf_counter()
     meta = buckets.meta
     return PreparedBatch(

@@ -23,7 +23,7 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
 from cdc_sink.spark._batch import end_offsets, op_counts
 from cdc_sink.spark._executors import _decode_partition
-from cdc_sink.spark._pieces import unpack
+from cdc_sink.spark._pieces import PIECES, unpack
 from cdc_sink.spark._task_decode import _Buckets
 from tests.fixtures import ID_A_B
 from tests.spark.test_pieces import _decoded_records, _events
@@ -153,6 +153,48 @@ def test_an_events_own_timestamp_is_its_producer_time() -> None:
     got = _Buckets.of(unpack(_tasks(values, "json", schema, 1, 10)), schema)
     ts = sorted(got.meta.column("__ts_ms").to_pylist())
     assert ts == [42, 10_001, 10_002]
+
+
+class _Packed:
+    """Stands in for the DataFrame of packed pieces (``toArrow`` is all the driver calls)."""
+
+    def __init__(self, batches: list[pa.RecordBatch]) -> None:
+        self.batches = batches
+
+    def toArrow(self) -> pa.Table:
+        return pa.Table.from_batches(self.batches, schema=PIECES)
+
+
+def test_a_failure_after_the_prepare_leaves_no_pending_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rejects' raw bytes come from a Spark join after the buckets are prepared; when
+    it fails, the prepared buckets are rolled back and their files removed."""
+    from cdc_sink import commit
+    from cdc_sink.spark import _task_decode
+
+    schema = TableSchema.from_dict(ID_A_B)
+    events = [{"op": "upsert", "key": {"id": k}, "set": {"a": k}} for k in range(20)]
+    values: list[bytes | None] = [*REGISTRY["json"].encode(events, schema), b"{"]
+    packed = _tasks(values, "json", schema, 1, 8)
+    monkeypatch.setattr(_task_decode, "packed_in_spark", lambda *a: _Packed(packed))
+
+    def join_fails(*a: object) -> None:
+        raise RuntimeError("the join failed")
+
+    monkeypatch.setattr(_task_decode, "rejected_records", join_fails)
+    fn = sink(str(tmp_path / "t"), schema=ID_A_B, decode_in="executors")
+    try:
+        before = sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file())
+        with pytest.raises(RuntimeError, match="the join failed"):
+            _task_decode.prepare_decoded_in_tasks(fn, None, schema)  # type: ignore[arg-type]
+        for b in range(schema.num_buckets):
+            t = commit.bucket_tablet(fn.table, b)
+            assert t is None or t.pending_version is None
+        assert sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file()) == before
+        assert fn.table.version == 0
+    finally:
+        fn.close()
 
 
 def test_an_empty_batch_has_no_parts_and_no_offsets() -> None:
