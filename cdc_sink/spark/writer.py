@@ -468,31 +468,10 @@ def sink(
             in the driver, or ``decode_in`` unknown or ``driver`` in executors mode.
         InvalidArgument: ``decode_processes`` is not an int.
     """
-    if format not in FORMATS:
-        raise InvalidOption(f"format must be {', '.join(FORMATS)}, not {format!r}", option="format")
-    if apply_mode not in _APPLY_MODES:
-        raise InvalidOption(
-            f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}", option="apply_mode"
-        )
-    where = _decode_in(decode_in, apply_mode)
-    _check_decode_processes(decode_processes, apply_mode, format, json_decoder)
-    if decode_processes and where == "executors":
-        raise InvalidOption(
-            "decode_processes decodes in the driver; decode_in='executors' in Spark tasks",
-            option="decode_processes",
-        )
+    where = _checked_modes(format, apply_mode, decode_in, decode_processes, json_decoder)
     if schema is not None and not isinstance(schema, TableSchema):
         schema = TableSchema.from_dict(schema)
-    options = dict(decoder_options or {})
-    if options:
-        if format == "json" and json_decoder == "jvm":
-            raise InvalidOption(
-                "decoder options apply to the Python decoders, not to json_decoder='jvm'",
-                option="decoder_options",
-            )
-        from cdc_sink.formats import get_decoder
-
-        get_decoder(format, **options)  # raises InvalidOption naming a bad option
+    options = _checked_decoder_options(format, json_decoder, decoder_options)
     return SinkFunction(
         os.fspath(path),
         schema=schema,
@@ -506,6 +485,44 @@ def sink(
         decode_processes=decode_processes,
         decode_in=where,
     )
+
+
+def _checked_modes(
+    fmt: object, apply_mode: object, decode_in: object, processes: object, json_decoder: str
+) -> DecodeIn:
+    """Raises the typed error of a bad format, apply mode, ``decode_in`` or
+    ``decode_processes`` (see :func:`sink`); returns where the sink decodes."""
+    if fmt not in FORMATS:
+        raise InvalidOption(f"format must be {', '.join(FORMATS)}, not {fmt!r}", option="format")
+    if apply_mode not in _APPLY_MODES:
+        raise InvalidOption(
+            f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}", option="apply_mode"
+        )
+    where = _decode_in(decode_in, apply_mode)
+    _check_decode_processes(processes, str(apply_mode), str(fmt), json_decoder)
+    if processes and where == "executors":
+        raise InvalidOption(
+            "decode_processes decodes in the driver; decode_in='executors' in Spark tasks",
+            option="decode_processes",
+        )
+    return where
+
+
+def _checked_decoder_options(
+    fmt: FormatName, json_decoder: str, decoder_options: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The sink's decoder options, checked against its decoder (see :func:`sink`)."""
+    options = dict(decoder_options or {})
+    if options:
+        if fmt == "json" and json_decoder == "jvm":
+            raise InvalidOption(
+                "decoder options apply to the Python decoders, not to json_decoder='jvm'",
+                option="decoder_options",
+            )
+        from cdc_sink.formats import get_decoder
+
+        get_decoder(fmt, **options)  # raises InvalidOption naming a bad option
+    return options
 
 
 def _decode_in(value: object, apply_mode: ApplyMode) -> DecodeIn:
