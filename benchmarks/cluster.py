@@ -15,11 +15,16 @@ of CDC events drained by the streaming sink, then a live producer for freshness)
 * driver mode on ``local[N]`` (N = the cluster's cores), the usual single-JVM setup.
 
 Reports events/s of each, and the rate per executor core of executors mode and of
-driver mode decoding in the executors, against driver mode's rate. Every process started
-is stopped at the end (also on failure).
+driver mode decoding in the executors, against driver mode's rate: by wall time, and by
+the CPU seconds the executors and the driver spent per event (from ``/proc``, from the
+commit of micro-batch ``--cpu-from-batch`` to the end of the backlog), with the share
+of the JVMs' JIT compiler and garbage collector threads. Every process started is
+stopped at the end (also on failure).
 
 Run:  .venv/bin/python benchmarks/cluster.py [--workers 2] [--cores-per-worker 1]
       [--events 1000000] [--keys 200000] [--rate 10000] [--duration 10] [--repeat 1]
+      [--cpu-from-batch 1] [--setups executors,driver-tasks,driver,local]
+      [--spark-conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -168,10 +173,26 @@ class StandaloneCluster:
         self.stop()
 
 
+def _jvm_threads(who: str, jvms: list[int]) -> dict[str, dict[int, float]]:
+    """CPU seconds of the JIT compiler threads (``C1``/``C2 CompilerThread``) and of the
+    garbage collector threads (``GC Thread``, ``G1 ...``) of each JVM of ``jvms``."""
+    from proc_cpu import thread_cpu_s
+
+    jit: dict[int, float] = {}
+    gc: dict[int, float] = {}
+    for pid in jvms:
+        for name, secs in thread_cpu_s(pid).items():
+            if "CompilerThre" in name:
+                jit[pid] = jit.get(pid, 0.0) + secs
+            elif name.startswith(("GC ", "G1 ")):
+                gc[pid] = gc.get(pid, 0.0) + secs
+    return {f"{who} JIT compilers": jit, f"{who} GC": gc}
+
+
 def one_run(args: argparse.Namespace) -> dict[str, Any]:
     """One e2e run (``--one``) in this process: its own SparkContext on ``--master``."""
     from e2e import run_mode
-    from proc_cpu import descendants, tree_cpu_s
+    from proc_cpu import descendants, is_jvm, tree_cpu_s
 
     from cdc_sink.kafka.broker import start_kafka
     from cdc_sink.spark.session import local_spark
@@ -182,6 +203,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         "spark.sql.shuffle.partitions": str(cores),
         "spark.default.parallelism": str(cores),
     }
+    conf.update(kv.split("=", 1) for kv in args.spark_conf)
     if args.master.startswith("spark://"):
         conf.update(
             {
@@ -204,6 +226,9 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         out = {"driver": {pid: s for pid, s in mine.items() if pid not in broker}}
         if args.master.startswith("spark://"):
             out["executors"] = tree_cpu_s(workers, with_roots=False)
+            out["executor JVMs"] = {p: s for p, s in out["executors"].items() if is_jvm(p)}
+            out.update(_jvm_threads("executor", list(out["executor JVMs"])))
+        out.update(_jvm_threads("driver", [p for p in out["driver"] if is_jvm(p)]))
         return out
 
     try:
@@ -225,6 +250,18 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--memory", default="3g", help="memory per worker / executor")
     add_workload_args(ap, events=1_000_000, max_per_trigger=250_000, rate=10_000, duration=10)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--setups",
+        default="executors,driver-tasks,driver,local",
+        help="which setups to run, in this order (local: driver mode on local[N])",
+    )
+    ap.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for every setup (repeatable)",
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", default="", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="", help=argparse.SUPPRESS)
@@ -237,11 +274,13 @@ def passthrough(args: argparse.Namespace) -> list[str]:
     appears only when set: ``--encode-ahead=False`` is no argument argparse accepts)."""
     out = []
     for k, v in vars(args).items():
-        if k in ("one", "master", "mode", "repeat", "worker_pids"):
+        if k in ("one", "master", "mode", "repeat", "worker_pids", "setups"):
             continue
         flag = f"--{k.replace('_', '-')}"
         if isinstance(v, bool):
             out += [flag] if v else []
+        elif isinstance(v, list):
+            out += [f"{flag}={x}" for x in v]
         else:
             out.append(f"{flag}={v}")
     return out
@@ -255,13 +294,12 @@ def _summary(results: list[dict[str, Any]], cores: int) -> None:
     for figure, label in (("throughput", "backlog"), ("after_first", "after the first batch")):
 
         def med(mode: str, local: bool, figure: str = figure) -> float:
-            return float(
-                statistics.median(
-                    r[figure]
-                    for r in results
-                    if r["mode"] == mode and r["master"].startswith("local") == local
-                )
-            )
+            got = [
+                r[figure]
+                for r in results
+                if r["mode"] == mode and r["master"].startswith("local") == local
+            ]
+            return float(statistics.median(got)) if got else float("nan")  # setup not run
 
         drv_cluster, drv_local = med("driver", False), med("driver", True)
         print(
@@ -278,30 +316,35 @@ def _summary(results: list[dict[str, Any]], cores: int) -> None:
 
 
 def _cpu_summary(results: list[dict[str, Any]]) -> None:
-    """Prints, per mode on the cluster, the CPU each event cost the executors and the
-    driver after the first micro-batch, and what one fully used core of each could carry:
-    a per-core rate that does not depend on the two sharing this machine's cores."""
+    """Prints, per mode on the cluster, the CPU each event cost the executors (and how
+    much of it their JVMs' JIT compilers and garbage collectors took) and the driver in
+    the CPU window (``--cpu-from-batch``), and what one fully used executor core could
+    carry: a per-core rate that does not depend on driver and executors sharing this
+    machine's cores. Without the JIT compilers' share, it is the rate of warmed-up JVMs."""
     import statistics
 
     cluster = [r for r in results if r["master"].startswith("spark://")]
-    driver_rate = statistics.median(r["after_first"] for r in cluster if r["mode"] == "driver")
+    rates = [r["after_first"] for r in cluster if r["mode"] == "driver"]
+    driver_rate = statistics.median(rates) if rates else float("nan")  # setup not run
     for mode in ("executors", "driver-tasks", "driver"):
-        rows = [r for r in cluster if r["mode"] == mode and r.get("cpu_after_first")]
+        rows = [r for r in cluster if r["mode"] == mode and r.get("cpu_window_events")]
         if not rows:
             continue
-        us = {
-            group: statistics.median(
-                r["cpu_after_first"][group] / r["events_after_first"] * 1e6 for r in rows
+
+        def us(group: str, rows: list[dict[str, Any]] = rows) -> float:
+            return statistics.median(
+                r["cpu_window"].get(group, 0.0) / r["cpu_window_events"] * 1e6 for r in rows
             )
-            for group in ("executors", "driver")
-        }
-        per_core = 1e6 / us["executors"]
+
+        ex, jit = us("executors"), us("executor JIT compilers")
         print(
-            f"{mode} on the cluster, after the first batch: executors {us['executors']:.2f} "
-            f"CPU us/event ({per_core:,.0f} events per executor CPU second, "
-            f"{per_core / driver_rate:.2f}x driver mode's rate on the cluster); driver "
-            f"{us['driver']:.2f} CPU us/event ({1e6 / us['driver']:,.0f} events per driver "
-            "CPU second)"
+            f"{mode} on the cluster, in the CPU window: executors {ex:.2f} CPU us/event "
+            f"(JVMs {us('executor JVMs'):.2f}, of which JIT compilers {jit:.2f} and GC "
+            f"{us('executor GC'):.2f}): {1e6 / ex:,.0f} events per executor CPU second, "
+            f"{1e6 / ex / driver_rate:.2f}x driver mode's rate on the cluster; without the "
+            f"JIT compilers {1e6 / (ex - jit):,.0f}, {1e6 / (ex - jit) / driver_rate:.2f}x. "
+            f"Driver {us('driver'):.2f} CPU us/event (JIT compilers "
+            f"{us('driver JIT compilers'):.2f})"
         )
 
 
@@ -318,10 +361,8 @@ def main() -> int:
         StandaloneCluster(args.workers, args.cores_per_worker, args.memory, Path(tmp)) as cluster,
     ):
         setups = [
-            ("executors", cluster.url),
-            ("driver-tasks", cluster.url),
-            ("driver", cluster.url),
-            ("driver", f"local[{cores}]"),
+            ("driver", f"local[{cores}]") if name == "local" else (name, cluster.url)
+            for name in args.setups.split(",")
         ]
         for r in range(args.repeat):
             for mode, master in setups:

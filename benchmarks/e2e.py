@@ -289,8 +289,9 @@ def run_mode(
     cpu_probe: CpuProbe | None = None,
 ) -> dict[str, Any]:
     """The backlog drain then the live phase of ``mode``; with ``cpu_probe``, also the
-    CPU seconds of each of its process groups after the first micro-batch of the backlog
-    (from its commit to the end of the backlog)."""
+    CPU seconds of each of its process groups from the commit of the backlog's
+    ``args.cpu_from_batch``-th micro-batch to the end of the backlog (``cpu_window``,
+    over ``cpu_window_events`` events)."""
     from cdc_sink.spark import sink
 
     work = tempfile.mkdtemp(prefix=f"cdc_e2e_{mode}_")
@@ -311,11 +312,14 @@ def run_mode(
     if fn.decode_pool is not None:
         fn.decode_pool.start()  # a running job starts its workers once
     cpu_at_first: dict[str, dict[int, float]] = {}
+    done: list[int] = []  # events of each committed micro-batch with events
     if cpu_probe is not None:
 
         def sample_first(st: Any) -> None:
-            if not cpu_at_first and st.version is not None and st.events:
-                cpu_at_first.update(cpu_probe())
+            if st.version is not None and st.events:
+                done.append(st.events)
+                if len(done) == args.cpu_from_batch:
+                    cpu_at_first.update(cpu_probe())
 
         fn.on_batch = sample_first
     df = earliest_stream(spark, kafka.bootstrap_servers, topic, args.max_per_trigger)
@@ -385,8 +389,8 @@ def run_mode(
         "mode": mode,
         "throughput": throughput,
         "after_first": after_first,
-        "events_after_first": total - first.events,
-        "cpu_after_first": {
+        "cpu_window_events": total - sum(done[: args.cpu_from_batch]) if cpu_at_first else 0,
+        "cpu_window": {
             g: cpu_between(cpu_at_first.get(g, {}), after) for g, after in cpu_at_end.items()
         },
         "rate": rate,
@@ -438,6 +442,13 @@ def add_workload_args(
     )
     ap.add_argument(
         "--decode-processes", type=int, default=0, help="decode worker processes (driver mode)"
+    )
+    ap.add_argument(
+        "--cpu-from-batch",
+        type=int,
+        default=1,
+        help="with a CPU probe: measure CPU from the commit of this micro-batch (1: the "
+        "first) to the end of the backlog",
     )
 
 

@@ -18,6 +18,14 @@ def cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def is_jvm(pid: int) -> bool:
+    """Whether process ``pid`` runs a JVM (its executable is ``java``)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    except OSError:
+        return False
+
+
 def children(pid: int) -> list[int]:
     """The live child processes of ``pid``."""
     out: list[int] = []
@@ -54,3 +62,20 @@ def tree_cpu_s(roots: Iterable[int], *, with_roots: bool = True) -> dict[int, fl
 def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
     """CPU seconds the processes of ``after`` spent since ``before`` was sampled."""
     return sum(s - before.get(pid, 0.0) for pid, s in after.items())
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds of the threads of process ``pid``, summed by thread name with its
+    digits dropped (``GC Thread#0`` and ``GC Thread#1`` both count as ``GC Thread#``)."""
+    got: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            with open(task / "stat", encoding="ascii", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = "".join(c for c in text[text.index("(") + 1 : text.rindex(")")] if not c.isdigit())
+        fields = text.rsplit(")", 1)[1].split()
+        secs = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        got[name] = got.get(name, 0.0) + secs
+    return got

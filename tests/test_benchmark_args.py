@@ -28,7 +28,11 @@ def test_cluster_runs_get_every_workload_option_back() -> None:
     cluster = _load("cluster")
     sys.path.insert(0, str(BENCHMARKS))  # parser() imports e2e, as the script does
     try:
-        for argv in ([], ["--encode-ahead", "--format", "rowv2", "--events", "1234"]):
+        for argv in (
+            [],
+            ["--encode-ahead", "--format", "rowv2", "--events", "1234", "--cpu-from-batch", "3"],
+            ["--spark-conf", "spark.a=1", "--spark-conf", "spark.b=x=y"],
+        ):
             args = cluster.parser().parse_args(argv)
             again = cluster.parser().parse_args(["--one", *cluster.passthrough(args)])
             assert {k: v for k, v in vars(again).items() if k != "one"} == {
@@ -61,3 +65,29 @@ def test_process_tree_cpu_counts_the_children_the_benchmarks_sample() -> None:
         assert root.pid not in after  # the roots themselves left out
     finally:
         root.wait(30)
+
+
+def test_thread_cpu_sums_every_thread_of_a_process_by_name() -> None:
+    """cluster.py's JIT and GC shares: a process's CPU by thread name, digits dropped."""
+    proc_cpu = _load("proc_cpu")
+    burn = (  # two threads spin, then stay alive (a finished thread leaves /proc/PID/task)
+        "import sys, threading, time\n"
+        "spun = threading.Semaphore(0)\n"
+        "def spin():\n"
+        "    t = time.thread_time()\n"
+        "    while time.thread_time() - t < 0.3: pass\n"
+        "    spun.release(); time.sleep(60)\n"
+        "for _ in range(2): threading.Thread(target=spin, daemon=True).start()\n"
+        "spun.acquire(); spun.acquire(); print('done', flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "done\n"
+        by_name = proc_cpu.thread_cpu_s(child.pid)
+        total = proc_cpu.cpu_s(child.pid)
+        assert total is not None and total >= 0.5  # both spinning threads' time
+        assert abs(sum(by_name.values()) - total) <= 0.05  # every thread, once
+        assert not any(c.isdigit() for name in by_name for c in name)
+    finally:
+        child.kill()
+        child.wait(30)
