@@ -7,7 +7,10 @@ batches of ``--batch`` events (Spark's Arrow collect hands the driver batches of
 split by bucket, exactly as driver apply mode does with each batch as it arrives
 (``cdc_sink.spark._driver``), with numpy's buffers reused across batches as the sink does
 (``cdc_sink.numpy_pool``; ``--no-numpy-pool``: numpy's own allocator) and flat JSON
-events decoded in one compiled pass (``--no-flat``: every event the general way). Prints
+events decoded in one compiled pass (``--no-flat``: every event the general way). With
+``--task``, the body of a decode task instead (driver mode with ``decode_in="executors"``
+and executors mode: ``cdc_sink.spark._executors._decode_partition``): decode, then each
+batch's events packed per bucket as Arrow IPC pieces with their Kafka coordinates. Prints
 us per event, the median of ``--runs`` passes.
 
 Run::
@@ -28,6 +31,7 @@ from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] whe
 
 from cdc_sink import numpy_pool
 from cdc_sink.formats import _jsonflat, get_decoder
+from cdc_sink.spark._executors import _decode_partition
 
 
 def main() -> None:
@@ -50,6 +54,9 @@ def main() -> None:
         default=True,
         help="reuse numpy buffers across batches, as the sink's driver decode does",
     )
+    ap.add_argument(
+        "--task", action="store_true", help="a decode task's body: decode and pack per bucket"
+    )
     args = ap.parse_args()
     if not args.flat:
         _jsonflat._cflat = None  # type: ignore[assignment]
@@ -61,7 +68,23 @@ def main() -> None:
 
     def one_pass() -> None:
         with numpy_pool.reusing() if args.numpy_pool else contextlib.nullcontext():
-            decode_all()
+            decode_task() if args.task else decode_all()
+
+    def decode_task() -> None:  # the Kafka source's columns, as the decode task selects them
+        n = len(values)
+        records = pa.RecordBatch.from_pydict(
+            {
+                **({"key": keys} if decoder.reads_keys else {}),
+                "value": values,
+                "topic": pa.array(["orders-driver-tasks-1764000000"] * n),
+                "partition": pa.array(np.zeros(n, np.int32)),
+                "offset": pa.array(np.arange(n, dtype=np.int64)),
+                "ts_ms": pa.array(np.full(n, 1_718_000_000_000, np.int64)),
+            }
+        )
+        batches = (records.slice(lo, args.batch) for lo in range(0, n, args.batch))
+        for _ in _decode_partition(batches, fmt=args.format, schema_dict=SCHEMA.to_dict()):
+            pass
 
     def decode_all() -> None:
         for lo in range(0, len(values), args.batch):
@@ -83,6 +106,7 @@ def main() -> None:
         f"{med / args.events * 1e6:.2f} us/event (median of {args.runs}); numpy pool "
         f"{'on' if args.numpy_pool and numpy_pool.available() else 'off'}; flat JSON pass "
         f"{'on' if _jsonflat._cflat is not None else 'off'}"
+        f"{'; a decode task (decode and pack per bucket)' if args.task else ''}"
     )
 
 

@@ -90,13 +90,7 @@ def pack_decoded(batch: ChangeBatch, rejects: Rejects, meta: pa.Table) -> Iterat
         meta: One row per decoded record: ``__topic``, ``__partition``, ``__offset`` and
             ``__ts_ms``.
     """
-    parts: list[tuple[int, pa.Table]] = []
-    for b, part in batch.split_by_bucket().items():
-        wire = part.to_arrow()
-        taken = meta.take(pa.array(part.positions))
-        for name in meta.column_names:
-            wire = wire.append_column(name, taken.column(name))
-        parts.append((b, wire))
+    parts = _bucket_parts(batch, meta)
     n = meta.num_rows
     rest = np.ones(n, dtype=bool)
     rest[batch.positions] = False
@@ -109,6 +103,39 @@ def pack_decoded(batch: ChangeBatch, rejects: Rejects, meta: pa.Table) -> Iterat
         )
         parts.append((0, others))
     return _serialized(parts)
+
+
+def _bucket_parts(batch: ChangeBatch, meta: pa.Table) -> list[tuple[int, pa.Table]]:
+    """Each bucket's events of ``batch`` in their wire form with their ``meta`` rows, in
+    event order: one ``take`` of the whole batch in bucket order, then a zero-copy slice
+    per bucket (a bucket's slice may carry a column none of its events sets, all
+    ``__set__`` false, which reads back as absent). A batch with truncates, which go to
+    every bucket, is split event by event instead."""
+    if batch.has_truncate:
+        return [(b, _with_meta(part, meta)) for b, part in batch.split_by_bucket().items()]
+    if not len(batch):
+        return []
+    wire = _with_meta(batch, meta)
+    nb = batch.schema.num_buckets
+    if nb == 1:
+        return [(0, wire)]
+    buckets = batch.bucket_ids()
+    order = np.argsort(buckets, kind="stable")
+    counts = np.bincount(buckets, minlength=nb)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    grouped = wire.take(pa.array(order))
+    return [(b, grouped.slice(int(starts[b]), int(counts[b]))) for b in range(nb) if counts[b]]
+
+
+def _with_meta(batch: ChangeBatch, meta: pa.Table) -> pa.Table:
+    """The wire form of ``batch`` with the ``meta`` rows of its events appended."""
+    wire = batch.to_arrow()
+    pos = batch.positions
+    in_order = len(pos) == meta.num_rows and bool((pos == np.arange(len(pos))).all())
+    taken = meta if in_order else meta.take(pa.array(pos))
+    for name in meta.column_names:
+        wire = wire.append_column(name, taken.column(name))
+    return wire
 
 
 def _serialized(parts: Iterable[tuple[int, pa.Table | pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
