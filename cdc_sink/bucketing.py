@@ -65,6 +65,7 @@ import pyarrow as pa
 __all__ = [
     "SUPPORTED_TYPES",
     "bucket_ids",
+    "bucket_partitions",
     "check_hashable",
     "spark_xxhash64",
 ]
@@ -579,3 +580,33 @@ def bucket_ids(
     hashes = spark_xxhash64(columns)
     # numpy's remainder takes the sign of the divisor, which is Spark's pmod for n > 0.
     return np.remainder(hashes, np.int64(num_buckets)).astype(np.int32)
+
+
+def bucket_partitions(
+    columns: Sequence[pa.Array | pa.ChunkedArray], num_buckets: int, num_partitions: int
+) -> npt.NDArray[np.int32]:
+    """The Kafka partition of every row under the bucket-aligned partitioning:
+    ``bucket_ids(columns, num_buckets) % num_partitions``.
+
+    Every event of a bucket then lands on one partition (a partition holds the buckets
+    ``b`` with ``b % num_partitions`` equal to its number), so a Spark task that reads
+    one partition holds every event of its buckets: the sink's executors mode prepares
+    them where they are read, with no shuffle (``sink(..., bucket_partitioned=True)``).
+
+    Args:
+        columns: The key columns, as for :func:`spark_xxhash64`.
+        num_buckets: The table's number of buckets.
+        num_partitions: The topic's number of partitions, ``>= 1``.
+
+    Returns:
+        An ``int32`` array with one partition in ``[0, num_partitions)`` per row.
+
+    Raises:
+        TypeError: As :func:`bucket_ids`, or ``num_partitions`` is not an int.
+        ValueError: As :func:`bucket_ids`, or ``num_partitions`` is below 1.
+    """
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, (int, np.integer)):
+        raise TypeError(f"num_partitions must be an int, got {type(num_partitions).__name__}")
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    return np.remainder(bucket_ids(columns, num_buckets), np.int32(num_partitions)).astype(np.int32)

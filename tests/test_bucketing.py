@@ -25,7 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc_sink import bucketing
-from cdc_sink.bucketing import SUPPORTED_TYPES, bucket_ids, check_hashable, spark_xxhash64
+from cdc_sink.bucketing import (
+    SUPPORTED_TYPES,
+    bucket_ids,
+    bucket_partitions,
+    check_hashable,
+    spark_xxhash64,
+)
 
 # ------------------------------------------------------------------ reference XXH64
 M64 = (1 << 64) - 1
@@ -576,3 +582,22 @@ def test_composite_rows_equal_scalar_reference(rows: list[tuple[Any, ...]]) -> N
     decimal_rows = [(a, b, None if c is None else D(c), d) for a, b, c, d in rows]
     expected = [ref_hash_row(r, types) for r in decimal_rows]
     assert spark_xxhash64(cols).tolist() == expected
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 7])
+def test_bucket_partitions_put_each_bucket_on_one_partition(partitions: int) -> None:
+    keys = [pa.array(range(-500, 500), pa.int64()), pa.array([f"k{i % 17}" for i in range(1000)])]
+    buckets = bucket_ids(keys, 8)
+    parts = bucket_partitions(keys, 8, partitions)
+    assert parts.dtype == np.int32
+    assert (parts == buckets % partitions).all()
+    owner: dict[int, set[int]] = {}
+    for b, p in zip(buckets.tolist(), parts.tolist(), strict=True):
+        owner.setdefault(b, set()).add(p)
+    assert all(len(ps) == 1 for ps in owner.values())
+
+
+@pytest.mark.parametrize(("bad", "error"), [(0, ValueError), (-2, ValueError), (2.0, TypeError)])
+def test_bucket_partitions_refuses_a_bad_partition_count(bad: Any, error: type) -> None:
+    with pytest.raises(error, match="num_partitions"):
+        bucket_partitions([pa.array([1], pa.int64())], 4, bad)

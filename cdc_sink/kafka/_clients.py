@@ -27,6 +27,7 @@ __all__ = [
     "DeliveryFailure",
     "Headers",
     "KafkaPythonClient",
+    "TopicUnavailable",
     "new_client",
     "resolve_backend",
 ]
@@ -82,6 +83,11 @@ class DeliveryError(CdcSinkError):
 # -- backends ---------------------------------------------------------------------------
 
 
+class TopicUnavailable(CdcSinkError):
+    """A topic's partitions could not be learned: it does not exist, or the cluster
+    sent no metadata in time."""
+
+
 def resolve_backend(backend: BackendName = "auto") -> Literal["confluent", "kafka-python"]:
     """Picks the client library: confluent-kafka when importable, else kafka-python.
 
@@ -117,9 +123,20 @@ class Client:
         headers: Headers | None,
         timestamp_ms: int | None,
         done: Callable[[DeliveryFailure | None], None],
+        partition: int | None = None,
     ) -> None:
-        """Queues one record; ``done`` is called once with ``None`` (delivered) or the
-        failure (possibly at once, when the client refuses it before queueing)."""
+        """Queues one record (to ``partition``, or where the key's hash sends it);
+        ``done`` is called once with ``None`` (delivered) or the failure (possibly at
+        once, when the client refuses it before queueing)."""
+        raise NotImplementedError
+
+    def partitions(self, topic: str, timeout: float) -> int:
+        """The number of partitions of ``topic`` (from the cluster's metadata).
+
+        Raises:
+            TopicUnavailable: The topic does not exist, or no metadata came within
+                ``timeout`` seconds.
+        """
         raise NotImplementedError
 
     def poll(self) -> None:
@@ -157,6 +174,7 @@ class ConfluentClient(Client):
         headers: Headers | None,
         timestamp_ms: int | None,
         done: Callable[[DeliveryFailure | None], None],
+        partition: int | None = None,
     ) -> None:
         from confluent_kafka import KafkaException
 
@@ -185,6 +203,7 @@ class ConfluentClient(Client):
                     headers=list(headers) if headers else None,
                     timestamp=timestamp_ms or 0,
                     on_delivery=on_delivery,
+                    partition=-1 if partition is None else partition,  # -1: the partitioner's
                 )
                 return
             except BufferError:  # local queue full: serve callbacks, then retry
@@ -204,6 +223,18 @@ class ConfluentClient(Client):
 
     def poll(self) -> None:
         self._p.poll(0)
+
+    def partitions(self, topic: str, timeout: float) -> int:
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self._p.list_topics(topic, timeout=timeout).topics.get(topic)
+        except KafkaException as exc:
+            raise TopicUnavailable(f"no metadata of topic {topic!r}: {exc}") from exc
+        if md is None or md.error is not None or not md.partitions:
+            why = "no such topic" if md is None or md.error is None else md.error.str()
+            raise TopicUnavailable(f"no partitions of topic {topic!r}: {why}")
+        return len(md.partitions)
 
     def flush(self, timeout: float) -> None:
         self._p.flush(timeout)
@@ -235,6 +266,7 @@ class KafkaPythonClient(Client):
         headers: Headers | None,
         timestamp_ms: int | None,
         done: Callable[[DeliveryFailure | None], None],
+        partition: int | None = None,
     ) -> None:
         from kafka.errors import KafkaError
 
@@ -255,6 +287,7 @@ class KafkaPythonClient(Client):
                 value=value,
                 key=key,
                 headers=list(headers) if headers else None,
+                partition=partition,
                 timestamp_ms=timestamp_ms,
             )
         except KafkaError as exc:  # refused before queueing (metadata timeout, size)
@@ -262,6 +295,17 @@ class KafkaPythonClient(Client):
             return
         fut.add_callback(lambda _md: done(None))
         fut.add_errback(fail)
+
+    def partitions(self, topic: str, timeout: float) -> int:
+        from kafka.errors import KafkaError
+
+        try:
+            parts = self._p.partitions_for(topic)  # waits up to the producer's max_block_ms
+        except KafkaError as exc:
+            raise TopicUnavailable(f"no metadata of topic {topic!r}: {exc}") from exc
+        if not parts:
+            raise TopicUnavailable(f"no partitions of topic {topic!r}: no such topic")
+        return len(parts)
 
     def flush(self, timeout: float) -> None:
         from kafka.errors import KafkaTimeoutError

@@ -20,7 +20,7 @@ import pyarrow as pa
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.schema import TableSchema
 
-__all__ = ["EVENT_FIELDS", "encode_key", "event_keys"]
+__all__ = ["EVENT_FIELDS", "encode_key", "event_keys", "keyed_events"]
 
 EVENT_FIELDS = frozenset({"op", "key", "set", "seq", "ts_ms"})
 """The fields of a native event."""
@@ -77,6 +77,14 @@ def event_keys(
     Raises:
         ValueError: An event does not fit the schema (names its index and why).
     """
+    return keyed_events(events, schema, validate=validate)[0]
+
+
+def keyed_events(
+    events: Sequence[Mapping[str, Any]], schema: TableSchema, *, validate: bool = True
+) -> tuple[list[bytes], list[pa.Array] | None]:
+    """:func:`event_keys` of ``events`` and their key columns as Arrow arrays (``None``
+    when unvalidated keys do not cast to the key columns' types)."""
     for i, e in enumerate(events):
         if not isinstance(e, Mapping):
             raise ValueError(f"event #{i} is not a mapping: {type(e).__name__}")
@@ -93,10 +101,18 @@ def event_keys(
             raise ValueError(
                 f"invalid {e.get('op')!r} event #{pos} (key {e.get('key')!r}): {reason}"
             )
+        arrays: list[pa.Array] | None = list(batch.keys)
         columns = [k.to_pylist() for k in batch.keys]
     else:
         columns = [_loose_key_column(events, name, schema) for name in schema.primary_key]
-    return [encode_key(vals) for vals in zip(*columns, strict=True)]
+        try:
+            arrays = [
+                pa.array(c, type=schema.column(n).type)
+                for c, n in zip(columns, schema.primary_key, strict=True)
+            ]
+        except (pa.ArrowException, TypeError, ValueError, decimal.InvalidOperation):
+            arrays = None
+    return [encode_key(vals) for vals in zip(*columns, strict=True)], arrays
 
 
 def _loose_key_column(

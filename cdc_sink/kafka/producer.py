@@ -8,7 +8,12 @@ formats of :mod:`cdc_sink.formats` and produces it with
   (``[42]``, ``["eu", 7]``; :func:`encode_key`). Equal keys give equal bytes, so the
   partitioner sends every event of a key to one partition and Kafka keeps their order.
   Both backends use Kafka's Java-compatible murmur2 partitioner, so a key lands on the
-  same partition whichever client (or a Java/Debezium producer) wrote it;
+  same partition whichever client (or a Java/Debezium producer) wrote it. With
+  ``partitioner="bucket"`` the producer picks the partition itself: the table bucket of
+  the key modulo the topic's partition count
+  (:func:`cdc_sink.bucketing.bucket_partitions`), so each partition holds whole buckets
+  and the sink's executors mode can prepare them where they are read, without a
+  shuffle (``sink(..., bucket_partitioned=True)``; docs/design-notes.md);
 - **value** = the encoded event; with ``stamp_ts`` the event carries ``ts_ms``, the
   producer's wall clock in milliseconds at produce time (JSON and Debezium formats), and
   the Kafka record timestamp is set to the same instant (every format), so the job can
@@ -37,8 +42,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
+from cdc_sink.bucketing import bucket_partitions
+from cdc_sink.errors import InvalidOption
 from cdc_sink.formats import EventEncoder, FormatName, get_format
 from cdc_sink.kafka._clients import (
     BackendName,
@@ -46,10 +53,11 @@ from cdc_sink.kafka._clients import (
     DeliveryError,
     DeliveryFailure,
     Headers,
+    TopicUnavailable,
     new_client,
     resolve_backend,
 )
-from cdc_sink.kafka._keys import encode_key, event_keys
+from cdc_sink.kafka._keys import encode_key, event_keys, keyed_events
 from cdc_sink.schema import TableSchema
 
 __all__ = [
@@ -58,12 +66,19 @@ __all__ = [
     "DeliveryError",
     "DeliveryFailure",
     "FormatName",
+    "Partitioner",
     "RawProducer",
+    "TopicUnavailable",
     "encode_key",
     "event_keys",
     "resolve_backend",
     "value_encoder",
 ]
+
+
+Partitioner = Literal["key", "bucket"]
+"""How :class:`CdcProducer` picks partitions: ``key`` (Kafka's murmur2 hash of the
+message key) or ``bucket`` (the table bucket of the key modulo the partition count)."""
 
 
 # -- byte-level producer ----------------------------------------------------------------
@@ -137,6 +152,7 @@ class RawProducer:
         *,
         headers: Headers | None = None,
         timestamp_ms: int | None = None,
+        partition: int | None = None,
     ) -> None:
         """Queues one record (delivery is reported later, see :meth:`flush`).
 
@@ -146,6 +162,7 @@ class RawProducer:
             value: Record value (``None`` for a tombstone).
             headers: ``(name, bytes)`` pairs.
             timestamp_ms: Record timestamp (CreateTime); the client's clock when omitted.
+            partition: The partition (None: the murmur2 hash of the key picks it).
 
         Raises:
             RuntimeError: The producer is closed.
@@ -155,12 +172,20 @@ class RawProducer:
         with self._lock:
             self._pending += 1
         try:
-            self._client.produce(topic, key, value, headers, timestamp_ms, self._done)
+            self._client.produce(topic, key, value, headers, timestamp_ms, self._done, partition)
         except BaseException:  # refused by the client's argument checks: not queued
             with self._lock:
                 self._pending -= 1
             raise
         self._client.poll()
+
+    def partitions(self, topic: str, timeout: float = 30.0) -> int:
+        """The number of partitions of ``topic``, from the cluster's metadata.
+
+        Raises:
+            TopicUnavailable: The topic does not exist, or no metadata came in time.
+        """
+        return self._client.partitions(topic, timeout)
 
     def flush(self, timeout: float = 30.0) -> int:
         """Waits up to ``timeout`` seconds for every queued record to be reported.
@@ -254,10 +279,15 @@ class CdcProducer:
         on_error: Receives failed deliveries instead of :meth:`flush` raising them.
         debezium_envelope: With ``format="debezium"``, wrap events in the Kafka Connect
             envelope (see :func:`value_encoder`).
+        partitioner: ``"key"`` (the default: Kafka's murmur2 hash of the message key) or
+            ``"bucket"``: partition = the key's table bucket modulo the topic's partition
+            count, read from the cluster on the first send (see the module docstring);
+            a topic's partition count must not change while it is produced to so.
         **producer_config: Client settings, passed through (see :class:`RawProducer`).
 
     Raises:
         ValueError: Unknown format or backend.
+        InvalidOption: Unknown partitioner.
     """
 
     def __init__(
@@ -272,9 +302,17 @@ class CdcProducer:
         validate: bool = True,
         on_error: Callable[[DeliveryFailure], None] | None = None,
         debezium_envelope: bool = True,
+        partitioner: Partitioner = "key",
         **producer_config: Any,
     ) -> None:
         get_format(format)  # an unknown format is an InvalidOption naming the valid ones
+        if partitioner not in ("key", "bucket"):
+            raise InvalidOption(
+                f"partitioner must be 'key' or 'bucket', not {partitioner!r}",
+                option="partitioner",
+            )
+        self.partitioner: Partitioner = partitioner
+        self._num_partitions: int | None = None
         self.topic = topic
         self.schema = schema if isinstance(schema, TableSchema) else TableSchema.from_dict(schema)
         self.format: FormatName = format
@@ -336,17 +374,32 @@ class CdcProducer:
         batch = list(events)
         if not batch:
             return 0
-        keys = self.message_keys(batch)
+        keys, key_columns = keyed_events(batch, self.schema, validate=self.validate)
+        partitions = self._partitions(key_columns, len(batch))
         # Encode everything before producing anything: an encoder error sends nothing.
         ts = _now_ms() if self.stamp_ts else None
         try:
             values = [self._encode(e if ts is None else {**e, "ts_ms": ts}) for e in batch]
         except (ValueError, TypeError) as exc:
             raise ValueError(f"cannot encode an event as {self.format}: {exc}") from exc
-        for key, value in zip(keys, values, strict=True):
-            self._raw.produce(self.topic, key, value, timestamp_ms=ts)
+        for key, value, part in zip(keys, values, partitions, strict=True):
+            self._raw.produce(self.topic, key, value, timestamp_ms=ts, partition=part)
             self.sent += 1
         return len(batch)
+
+    def _partitions(self, key_columns: list[Any] | None, n: int) -> list[int | None]:
+        """The partition of each of ``n`` events (None: the client's partitioner)."""
+        if self.partitioner == "key":
+            return [None] * n
+        if key_columns is None:
+            raise ValueError(
+                "partitioner='bucket' needs key values of the key columns' types "
+                "(these do not cast; send them with validate=True to see why)"
+            )
+        if self._num_partitions is None:
+            self._num_partitions = self._raw.partitions(self.topic)
+        parts = bucket_partitions(key_columns, self.schema.num_buckets, self._num_partitions)
+        return [int(p) for p in parts.tolist()]
 
     def send_raw(
         self, key: bytes | None, value: bytes | None, *, headers: Headers | None = None

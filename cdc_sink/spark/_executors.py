@@ -20,6 +20,7 @@ Each bucket is prepared in a Spark task, in the Python worker that runs it:
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink import commit
-from cdc_sink.changes import Rejects
+from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import PreparedBucket
 from cdc_sink.errors import InvalidOption
 from cdc_sink.formats import FormatName
@@ -50,10 +51,13 @@ from cdc_sink.spark._batch import (
 )
 from cdc_sink.spark._pieces import (
     PIECES_DDL,
+    decoded_parts,
+    gather,
     in_kafka_order,
     pack_batches,
     pack_decoded,
     unpack,
+    wire_parts,
 )
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark.decode import decode_native_json
@@ -66,6 +70,8 @@ if TYPE_CHECKING:
     from cdc_sink.spark.writer import SinkFunction
 
 __all__ = ["packed_in_spark", "prepare_in_executors", "rejected_records"]
+
+_log = logging.getLogger(__name__)
 
 _TABLES = TableCache()
 """This worker's tables prepared into (tablets cached across batches; rebuilt after fork)."""
@@ -96,27 +102,18 @@ _MESSAGE_DDL = (
 
 # ---------------------------------------------------------------------- driver side
 def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
-    """Prepares every bucket of the micro-batch in a Spark task (one per bucket).
+    """Prepares every bucket of the micro-batch in Spark tasks: where the records are read
+    when the topic is bucket-partitioned (``fn.bucket_partitioned``) and the batch turns
+    out aligned, else one task per bucket after a shuffle.
 
     Also records the figures the tasks report in ``fn.bucket_figures``.
     """
     t0 = time.perf_counter()
     table = fn.table
     version = table.version + 1
-    task = partial(
-        _prepare_partition,
-        path=fn.path,
-        version=version,
-        schema_dict=schema.to_dict(),
-        options=fn.table_options,
-    )
-    msgs = (
-        packed_in_spark(fn, df, schema)
-        .repartition(schema.num_buckets, "bucket")
-        .mapInArrow(task, _MESSAGE_DDL)
-        .toArrow()
-    )
-    got = _collect(msgs, version)
+    got = _prepared_aligned(fn, df, schema, version) if _try_aligned(fn) else None
+    if got is None:
+        got = _prepared_shuffled(fn, df, schema, version)
     fn.bucket_figures.update(got.figures)
     try:
         records = rejected_records(got.rejected, df)
@@ -139,6 +136,76 @@ def prepare_in_executors(fn: SinkFunction, df: DataFrame, schema: TableSchema) -
     )
 
 
+MISALIGNED_LIMIT = 3
+"""After this many misaligned batches in a row, a bucket-partitioned sink stops trying to
+prepare where it reads and always shuffles (a topic that is not bucket-partitioned)."""
+
+
+def _try_aligned(fn: SinkFunction) -> bool:
+    return fn.bucket_partitioned and fn.misaligned_in_a_row < MISALIGNED_LIMIT
+
+
+def _prepared_shuffled(
+    fn: SinkFunction, df: DataFrame, schema: TableSchema, version: int
+) -> _Collected:
+    """Decoded and packed in Spark tasks, shuffled by bucket, one task per bucket."""
+    task = partial(
+        _prepare_partition,
+        path=fn.path,
+        version=version,
+        schema_dict=schema.to_dict(),
+        options=fn.table_options,
+    )
+    msgs = (
+        packed_in_spark(fn, df, schema)
+        .repartition(schema.num_buckets, "bucket")
+        .mapInArrow(task, _MESSAGE_DDL)
+        .toArrow()
+    )
+    return _collect(msgs, version)
+
+
+def _prepared_aligned(
+    fn: SinkFunction, df: DataFrame, schema: TableSchema, version: int
+) -> _Collected | None:
+    """Decoded and prepared in the tasks that read the records, with no shuffle: right
+    when each bucket's events all come to one task (a bucket-partitioned topic, one Spark
+    partition per Kafka partition). When a bucket was prepared in two tasks, what they
+    prepared is rolled back and None returned: the caller shuffles instead."""
+    jvm = fn.format == "json" and fn.json_decoder == "jvm"
+    task = partial(
+        _decode_prepare_partition,
+        fmt=fn.format,
+        jvm=jvm,
+        schema_dict=schema.to_dict(),
+        decoder_options=fn.decoder_options,
+        path=fn.path,
+        version=version,
+        options=fn.table_options,
+    )
+    src = decode_native_json(df, schema) if jvm else _task_input(fn, df)
+    got = _collect(src.mapInArrow(task, _MESSAGE_DDL).toArrow(), version)
+    seen = Counter(p.bucket for p in got.prepared)
+    split = sorted(b for b, n in seen.items() if n > 1)
+    if not split:
+        fn.misaligned_in_a_row = 0
+        return got
+    commit.abort_prepared(fn.table, version, got.prepared)
+    fn.misaligned_batches += 1
+    fn.misaligned_in_a_row += 1
+    _log.warning(
+        "bucket_partitioned: buckets %s of version %d came from more than one Spark task "
+        "(the topic is not partitioned by bucket, a truncate, or the Kafka source split a "
+        "partition); this batch is shuffled instead%s",
+        split[:8],
+        version,
+        ""
+        if fn.misaligned_in_a_row < MISALIGNED_LIMIT
+        else f", and so are the next ones ({MISALIGNED_LIMIT} misaligned batches in a row)",
+    )
+    return None
+
+
 def packed_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
     """The batch decoded in Spark tasks (or by ``from_json``), packed per bucket."""
     if fn.format == "json" and fn.json_decoder == "jvm":
@@ -149,17 +216,22 @@ def packed_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> Dat
             )
         wire = decode_native_json(df, schema)
         return wire.mapInArrow(partial(_pack_partition, schema_dict=schema.to_dict()), PIECES_DDL)
+    task = partial(
+        _decode_partition, fmt=fn.format, schema_dict=schema.to_dict(), options=fn.decoder_options
+    )
+    return _task_input(fn, df).mapInArrow(task, PIECES_DDL)
+
+
+def _task_input(fn: SinkFunction, df: DataFrame) -> DataFrame:
+    """The Kafka columns a decode task reads (the key only when the decoder reads it)."""
     from pyspark.sql import functions as F
 
     from cdc_sink.formats import get_format
 
-    task = partial(
-        _decode_partition, fmt=fn.format, schema_dict=schema.to_dict(), options=fn.decoder_options
-    )
     keys = ["key"] if get_format(fn.format).decoder.reads_keys else []  # else not moved
     return df.select(
         *keys, "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms")
-    ).mapInArrow(task, PIECES_DDL)
+    )
 
 
 @dataclass
@@ -187,7 +259,9 @@ def _collect(msgs: pa.Table, version: int) -> _Collected:
         got.rejected.extend(json.loads(row["rejects"]))
         got.ops.update(json.loads(row["ops"]))
         merge_offsets(got.offsets, json.loads(row["offsets"]))
-        got.figures[row["bucket"]] = BucketFigures(**json.loads(row["figures"]))
+        figures = json.loads(row["figures"])
+        if figures is not None:
+            got.figures[row["bucket"]] = BucketFigures(**figures)
         if row["segment"] is not None or row["snapshot"] is not None:  # bulk: no segment
             got.prepared.append(
                 PreparedBucket(
@@ -248,11 +322,22 @@ def _decode_partition(
     options: dict[str, Any] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: Python decoding, each batch's events packed per bucket in their
-    wire form (:func:`~cdc_sink.spark._pieces.pack_decoded`). Rows a decoder skipped on
-    purpose (tombstones) get neither an op nor a reason."""
+    wire form (:func:`~cdc_sink.spark._pieces.pack_decoded`)."""
+    for decoded in _decoded(batches, fmt, TableSchema.from_dict(schema_dict), options):
+        yield from pack_decoded(*decoded)
+
+
+def _decoded(
+    batches: Iterator[pa.RecordBatch],
+    fmt: FormatName,
+    schema: TableSchema,
+    options: dict[str, Any] | None,
+) -> Iterator[tuple[ChangeBatch, Rejects, pa.Table]]:
+    """Each Kafka batch decoded: its accepted events, its rejects and the Kafka meta rows
+    (``__topic``, ``__partition``, ``__offset``, ``__ts_ms``) the positions index. Rows a
+    decoder skipped on purpose (tombstones) get neither an op nor a reason."""
     from cdc_sink.formats import TS_MISSING, get_decoder
 
-    schema = TableSchema.from_dict(schema_dict)
     decoder = get_decoder(fmt, **(options or {}))
     for rb in batches:
         n = rb.num_rows
@@ -275,7 +360,29 @@ def _decode_partition(
                 "__ts_ms": pa.array(ts, pa.int64(), mask=ts == TS_MISSING),
             }
         )
-        yield from pack_decoded(dec.batch, dec.rejects, meta)
+        yield dec.batch, dec.rejects, meta
+
+
+def _decode_prepare_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    fmt: FormatName,
+    jvm: bool,
+    schema_dict: dict[str, Any],
+    decoder_options: dict[str, Any] | None,
+    path: str,
+    version: int,
+    options: TableOptions | None,
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of a bucket-partitioned batch: decode (or take the wire rows of
+    ``from_json`` when ``jvm``) and prepare every bucket present, in this task."""
+    schema = TableSchema.from_dict(schema_dict)
+    if jvm:
+        parts = gather(p for rb in batches for p in wire_parts(rb, schema))
+    else:
+        decoded = _decoded(batches, fmt, schema, decoder_options)
+        parts = gather(p for d in decoded for p in decoded_parts(*d))
+    return _prepared_messages(parts, path, version, schema, options)
 
 
 def _figures(table: Table, bucket: int) -> dict[str, int]:
@@ -301,7 +408,17 @@ def _prepare_partition(
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of executors mode: prepare every bucket present in this task."""
     schema = TableSchema.from_dict(schema_dict)
-    buckets = unpack(batches)
+    return _prepared_messages(unpack(batches), path, version, schema, options)
+
+
+def _prepared_messages(
+    buckets: dict[int, pa.Table],
+    path: str,
+    version: int,
+    schema: TableSchema,
+    options: TableOptions | None,
+) -> Iterator[pa.RecordBatch]:
+    """Prepares each bucket's wire rows in this worker's table: one message row each."""
     if not buckets:
         return
     table = _TABLES.get(path, options=options)
@@ -315,12 +432,15 @@ def _prepare_partition(
 def _prepare_bucket(
     table: Table, bucket: int, version: int, part: pa.Table, schema: TableSchema
 ) -> dict[str, Any]:
-    """Prepares one bucket's events (a wire table) and returns its message row."""
+    """Prepares one bucket's events (a wire table) and returns its message row; rows
+    that are all rejects prepare nothing (and report no figures: this worker may not
+    hold the bucket)."""
     batch, rejects, meta = to_change_batch(part, schema)
     ops = op_counts(batch)
     copies = ops.pop("truncate", 0) if bucket != 0 else 0  # counted once, in bucket 0
-    prepared = commit.prepare_bucket(table, bucket, version, batch)
-    rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
+    prepared = commit.prepare_bucket(table, bucket, version, batch) if len(batch) else None
+    if prepared is not None:
+        rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
     idx = pa.array(rejects.positions)
     rej = [
         {"topic": t, "partition": p, "offset": o, "reason": r}
@@ -334,16 +454,16 @@ def _prepare_bucket(
     ]
     return {
         "bucket": bucket,
-        "segment": prepared.segment,
-        "snapshot": prepared.snapshot,
-        "counts": json.dumps(prepared.counts),
-        "files": json.dumps(prepared.files),
+        "segment": None if prepared is None else prepared.segment,
+        "snapshot": None if prepared is None else prepared.snapshot,
+        "counts": json.dumps({} if prepared is None else prepared.counts),
+        "files": json.dumps([] if prepared is None else prepared.files),
         "rejects": json.dumps(rej),
         "events": part.num_rows - copies,
         "max_ts_ms": max_ts(meta),
         "ts_sample": json.dumps(ts_sample(meta, TS_SAMPLE // 8).tolist()),
         "ops": json.dumps(ops),
-        "figures": json.dumps(_figures(table, bucket)),
+        "figures": json.dumps(None if prepared is None else _figures(table, bucket)),
         "offsets": json.dumps(
             end_offsets(meta.column("__topic"), meta.column("__partition"), meta.column("__offset"))
         ),

@@ -33,7 +33,17 @@ from cdc_sink.bucketing import bucket_ids
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
 
-__all__ = ["PIECES_DDL", "in_kafka_order", "pack", "pack_batches", "pack_decoded", "unpack"]
+__all__ = [
+    "PIECES_DDL",
+    "decoded_parts",
+    "gather",
+    "in_kafka_order",
+    "pack",
+    "pack_batches",
+    "pack_decoded",
+    "unpack",
+    "wire_parts",
+]
 
 PIECES_DDL = "bucket int, piece binary"
 """Spark DDL of the packed rows."""
@@ -77,12 +87,25 @@ def _chunks(part: pa.Table | pa.RecordBatch) -> Iterator[pa.Table | pa.RecordBat
 
 def pack(rb: pa.RecordBatch, schema: TableSchema) -> Iterator[pa.RecordBatch]:
     """The wire rows of ``rb`` as packed rows, one per bucket (more for huge pieces)."""
-    return _serialized((b, rb.take(pa.array(rows))) for b, rows in _row_buckets(rb, schema).items())
+    return _serialized(wire_parts(rb, schema))
+
+
+def wire_parts(rb: pa.RecordBatch, schema: TableSchema) -> list[tuple[int, pa.RecordBatch]]:
+    """The wire rows of ``rb`` per bucket, ``(bucket, rows)``, in row order."""
+    return [(b, rb.take(pa.array(rows))) for b, rows in _row_buckets(rb, schema).items()]
 
 
 def pack_decoded(batch: ChangeBatch, rejects: Rejects, meta: pa.Table) -> Iterator[pa.RecordBatch]:
-    """A decoded batch as packed rows: each bucket's events in their wire form, then the
-    rows the decoder did not accept (rejected, with a reason, or skipped) in bucket 0.
+    """A decoded batch as packed rows (:func:`decoded_parts`, serialized)."""
+    return _serialized(decoded_parts(batch, rejects, meta))
+
+
+def decoded_parts(
+    batch: ChangeBatch, rejects: Rejects, meta: pa.Table
+) -> list[tuple[int, pa.Table]]:
+    """A decoded batch per bucket, ``(bucket, wire rows)``: each bucket's events in their
+    wire form, then the rows the decoder did not accept (rejected, with a reason, or
+    skipped) in bucket 0.
 
     Args:
         batch: The accepted events; their positions are row indexes of ``meta``.
@@ -102,7 +125,7 @@ def pack_decoded(batch: ChangeBatch, rejects: Rejects, meta: pa.Table) -> Iterat
             "__reason", pa.array(reasons[idx].tolist(), pa.string())
         )
         parts.append((0, others))
-    return _serialized(parts)
+    return parts
 
 
 def _bucket_parts(batch: ChangeBatch, meta: pa.Table) -> list[tuple[int, pa.Table]]:
@@ -176,7 +199,10 @@ def unpack(batches: Iterable[pa.RecordBatch]) -> dict[int, pa.Table]:
 
     Zero-copy: the tables' buffers are slices of the packed batches'.
     """
-    got: dict[int, list[pa.Table]] = defaultdict(list)
+    return gather(_unpacked(batches))
+
+
+def _unpacked(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -187,7 +213,15 @@ def unpack(batches: Iterable[pa.RecordBatch]) -> dict[int, pa.Table]:
         data = pieces.buffers()[2]
         for i, b in enumerate(rb.column("bucket").to_pylist()):
             buf = data.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))
-            got[int(b)].append(pa.ipc.open_stream(buf).read_all())
+            yield int(b), pa.ipc.open_stream(buf).read_all()
+
+
+def gather(parts: Iterable[tuple[int, pa.Table | pa.RecordBatch]]) -> dict[int, pa.Table]:
+    """The wire rows of ``parts`` joined per bucket, in the order they came (columns a
+    part lacks are nulls)."""
+    got: dict[int, list[pa.Table]] = defaultdict(list)
+    for b, rows in parts:
+        got[b].append(rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows]))
     return {b: pa.concat_tables(ts, promote_options="default") for b, ts in got.items()}
 
 

@@ -178,6 +178,8 @@ class SinkFunction:
         decode_processes: Driver mode: worker processes that decode the Kafka values (0:
             the driver's own thread).
         decode_in: Where the Kafka values are decoded (executors mode: always in tasks).
+        bucket_partitioned: Executors mode: prepare each batch in the tasks that read it
+            when its buckets are not split across tasks (see :func:`sink`).
 
     Raises:
         InvalidOption: ``path`` holds no table and no ``schema`` was given.
@@ -192,6 +194,9 @@ class SinkFunction:
             per bucket, as their tasks last reported them (for ``table.stats()`` and the
             metrics).
         decode_pool: The decode worker processes (None: decoding in the driver's thread).
+        misaligned_batches: Bucket-partitioned batches found split across tasks (each was
+            shuffled instead).
+        misaligned_in_a_row: Of those, how many in a row up to the last batch.
     """
 
     def __init__(
@@ -209,8 +214,12 @@ class SinkFunction:
         stats_limit: int = 256,
         decode_processes: int = 0,
         decode_in: DecodeIn = "driver",
+        bucket_partitioned: bool = False,
     ) -> None:
         self.path = path
+        self.bucket_partitioned = bucket_partitioned
+        self.misaligned_batches = 0
+        self.misaligned_in_a_row = 0
         self.format: FormatName = fmt
         self.json_decoder: JsonDecoder = json_decoder
         self.decoder_options: dict[str, Any] = dict(decoder_options or {})
@@ -426,6 +435,7 @@ def sink(
     decoder_options: Mapping[str, Any] | None = None,
     decode_processes: int = 0,
     decode_in: DecodeIn | None = None,
+    bucket_partitioned: bool = False,
 ) -> SinkFunction:
     """Returns the ``foreachBatch`` function that commits Kafka CDC micro-batches.
 
@@ -456,6 +466,11 @@ def sink(
             parallel and send the driver each bucket's events in their compact wire
             form, with no shuffle; the driver only prepares the buckets). Executors mode
             always decodes in its tasks (None or ``executors``).
+        bucket_partitioned: Executors mode: the topic is partitioned by bucket (the
+            producer SDK's ``partitioner="bucket"``), so each batch is decoded and
+            prepared in the tasks that read it, with no shuffle. A batch whose bucket
+            turns out split across tasks is rolled back and shuffled (nothing lost); after
+            three such batches in a row the sink always shuffles.
 
     Returns:
         A :class:`SinkFunction` (callable ``(df, batch_id)``, with ``.table`` and
@@ -465,10 +480,16 @@ def sink(
         InvalidOption: An unknown format or apply mode, a decoder option that is unknown
             or has a bad value, no table at ``path`` and no ``schema``, or
             ``decode_processes`` negative or set outside driver mode's Python decoders
-            in the driver, or ``decode_in`` unknown or ``driver`` in executors mode.
+            in the driver, or ``decode_in`` unknown or ``driver`` in executors mode, or
+            ``bucket_partitioned`` outside executors mode.
         InvalidArgument: ``decode_processes`` is not an int.
     """
     where = _checked_modes(format, apply_mode, decode_in, decode_processes, json_decoder)
+    if bucket_partitioned and apply_mode != "executors":
+        raise InvalidOption(
+            "bucket_partitioned applies to apply_mode='executors' (driver mode has no shuffle)",
+            option="bucket_partitioned",
+        )
     if schema is not None and not isinstance(schema, TableSchema):
         schema = TableSchema.from_dict(schema)
     options = _checked_decoder_options(format, json_decoder, decoder_options)
@@ -484,6 +505,7 @@ def sink(
         decoder_options=options,
         decode_processes=decode_processes,
         decode_in=where,
+        bucket_partitioned=bool(bucket_partitioned),
     )
 
 

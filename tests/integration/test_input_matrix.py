@@ -62,17 +62,33 @@ MODES = {  # format -> (mode, json_decoder) pairs
         ("driver", "jvm"),
         ("driver-tasks", "jvm"),
         ("executors", "jvm"),
+        ("aligned", "python"),
+        ("aligned", "jvm"),
     ],
-    "debezium": [("driver", "python"), ("driver-tasks", "python"), ("executors", "python")],
-    "rowv2": [("driver", "python"), ("driver-tasks", "python"), ("executors", "python")],
+    "debezium": [
+        ("driver", "python"),
+        ("driver-tasks", "python"),
+        ("executors", "python"),
+        ("aligned", "python"),
+    ],
+    "rowv2": [
+        ("driver", "python"),
+        ("driver-tasks", "python"),
+        ("executors", "python"),
+        ("aligned", "python"),
+    ],
 }
 
 
 def mode_options(mode: str) -> dict[str, Any]:
-    """The :func:`sink` options of a test mode: ``driver``, ``executors`` (apply modes) or
-    ``driver-tasks`` (driver mode, the decode in Spark tasks: ``decode_in="executors"``)."""
+    """The :func:`sink` options of a test mode: ``driver``, ``executors`` (apply modes),
+    ``driver-tasks`` (driver mode, the decode in Spark tasks: ``decode_in="executors"``) or
+    ``aligned`` (executors mode on a bucket-partitioned topic: a one-partition topic is
+    one, its one task holding every bucket)."""
     if mode == "driver-tasks":
         return {"apply_mode": "driver", "decode_in": "executors"}
+    if mode == "aligned":
+        return {"apply_mode": "executors", "bucket_partitioned": True}
     return {"apply_mode": mode}
 
 
@@ -281,6 +297,7 @@ def test_every_apply_mode_gives_the_same_table_and_dead_letters(
             dead_letter=dlq,
         )
         run_available_now(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ckpt-{name}")
+        assert fn.misaligned_batches == 0  # one partition: always aligned
         table = open_table(tmp_path / f"t-{name}")
         got = table_to_rows(table.read(), schema.primary_key)
         assert got == want, f"{fmt}/{variant}/{name}: table differs from the model"
@@ -324,7 +341,7 @@ POISON = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["driver", "driver-tasks", "executors"])
+@pytest.mark.parametrize("mode", ["driver", "driver-tasks", "executors", "aligned"])
 def test_poison_messages_never_stop_a_live_stream(
     spark: Any, kafka: Any, topic_name: str, tmp_path: Path, mode: str
 ) -> None:
@@ -373,7 +390,7 @@ def test_poison_messages_never_stop_a_live_stream(
         q.stop()
 
 
-@pytest.mark.parametrize("mode", ["driver", "executors"])
+@pytest.mark.parametrize("mode", ["driver", "executors", "aligned"])
 def test_compaction_and_gc_after_every_batch_keep_the_table_exact(
     spark: Any, kafka: Any, topic_name: str, tmp_path: Path, mode: str
 ) -> None:
@@ -391,7 +408,7 @@ def test_compaction_and_gc_after_every_batch_keep_the_table_exact(
         tmp_path / "t",
         schema=schema,
         format="json",
-        apply_mode=mode,  # type: ignore[arg-type]
+        **mode_options(mode),
         app_id=f"maint-{mode}",
     )
 

@@ -176,6 +176,56 @@ def test_a_key_goes_to_the_same_partition_with_both_clients_as_with_java(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_the_bucket_partitioner_puts_each_bucket_on_one_partition(
+    kafka: KafkaHandle, topic_name: str, backend: str
+) -> None:
+    """``partitioner="bucket"``: partition = Spark's ``pmod(xxhash64(key), buckets)``
+    modulo the topic's partitions (4 buckets on 3 partitions: partition 0 holds buckets 0
+    and 3), whichever client sends."""
+    import pyarrow as pa
+
+    from cdc_sink.bucketing import bucket_ids
+
+    kafka.create_topic(topic_name, 3)
+    keys = list(range(200))
+    with CdcProducer(
+        kafka.bootstrap_servers,
+        topic_name,
+        SCHEMA,
+        backend=backend,  # type: ignore[arg-type]
+        partitioner="bucket",
+    ) as p:
+        p.send_many([{"op": "upsert", "key": k, "set": {"status": "x"}, "seq": 1} for k in keys])
+    msgs = _consume(kafka.bootstrap_servers, topic_name, len(keys))
+    buckets = bucket_ids([pa.array(keys, pa.int64())], SCHEMA.num_buckets)
+    want = {json.dumps([k]).encode(): int(b) % 3 for k, b in zip(keys, buckets, strict=True)}
+    placed = {m.key(): m.partition() for m in msgs}
+    assert placed == want
+    assert sorted(set(placed.values())) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_bucket_partitioner_on_a_missing_topic_raises_topic_unavailable(
+    kafka: KafkaHandle, topic_name: str, backend: str
+) -> None:
+    from cdc_sink.kafka.producer import TopicUnavailable
+
+    with (
+        CdcProducer(
+            kafka.bootstrap_servers,
+            topic_name,  # never created
+            SCHEMA,
+            backend=backend,  # type: ignore[arg-type]
+            partitioner="bucket",
+            **_config(backend, _FAST_FAIL),
+        ) as p,
+        pytest.raises(TopicUnavailable, match=topic_name),
+    ):
+        p.upsert({"order_id": 1}, {"status": "x"}, seq=1)
+    assert p.sent == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_record_too_large_for_the_topic_raises_delivery_error(
     kafka: KafkaHandle, topic_name: str, backend: str
 ) -> None:

@@ -239,6 +239,8 @@ def test_every_apply_mode_and_decode_place_builds_identical_tables(
     # "bulk": the first micro-batch's events for each (empty) bucket are written as a
     # snapshot of the bucket, not as a WAL segment (TableOptions.bulk_events).
     # "driver-tasks": driver mode with the decode in Spark tasks (decode_in="executors").
+    # "aligned": executors mode told the topic is bucket-partitioned when it is not (keys
+    # hashed by murmur2): every batch is found split, rolled back and shuffled.
     for mode, decoder in (
         ("driver", "python"),
         ("driver-tasks", "python"),
@@ -247,22 +249,25 @@ def test_every_apply_mode_and_decode_place_builds_identical_tables(
         ("driver", "bulk"),
         ("driver-tasks", "bulk"),
         ("executors", "bulk"),
+        ("aligned", "python"),
     ):
         path = str(tmp_path / f"{mode}-{decoder}")
         fn = sink(
             path,
             schema=SCHEMA,
             app_id=f"job-{mode}",
-            apply_mode="driver" if mode == "driver-tasks" else mode,
+            apply_mode={"driver-tasks": "driver", "aligned": "executors"}.get(mode, mode),  # type: ignore[arg-type]
             decode_in="executors" if mode == "driver-tasks" else None,
             json_decoder="python" if decoder == "bulk" else decoder,
             table_options=TableOptions(bulk_events=20) if decoder == "bulk" else None,
+            bucket_partitioned=mode == "aligned",
         )
         q = start_query(
             spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ck-{mode}-{decoder}"
         )
         q.processAllAvailable()
         q.stop()
+        assert fn.misaligned_batches == (3 if mode == "aligned" else 0)
         t = open_table(path)
         tables[mode, decoder] = table_to_rows(t.read(), ["order_id"])
         dead[mode, decoder] = fn.dead_letters
@@ -288,6 +293,56 @@ def test_every_apply_mode_and_decode_place_builds_identical_tables(
         }
         assert not wrong, f"{key}: {len(wrong)} rows differ, e.g. {list(wrong.items())[:3]}"
     assert len(set(dead.values())) == 1, dead  # every path refuses the same events
+
+
+@pytest.mark.parametrize("decoder", ["python", "jvm"])
+def test_a_bucket_partitioned_topic_is_prepared_where_it_is_read(
+    spark: Any, kafka: Any, topic_name: str, tmp_path: Path, decoder: str
+) -> None:
+    """The producer SDK's bucket partitioner on 2 partitions of a 3-bucket table: each
+    batch is decoded and prepared in the tasks that read it (no batch found split), the
+    records refused (malformed ones, on any partition, and updates of no row) are the
+    dead letters driver mode sends, and the table is the model's."""
+    from cdc_sink.kafka.producer import CdcProducer
+
+    kafka.create_topic(topic_name, 2)
+    events = make_events(random.Random(5), 1500, 1, range(200))
+    with CdcProducer(
+        kafka.bootstrap_servers, topic_name, SCHEMA, partitioner="bucket", stamp_ts=False
+    ) as p:
+        for e in events:
+            if isinstance(e, str) or is_malformed(e):
+                p.send_raw(b"bad", e.encode() if isinstance(e, str) else json.dumps(e).encode())
+            else:
+                p.send(e)
+    letters = {}
+    for mode in ("driver", "executors"):
+        dlq = Collect()
+        fn = sink(
+            tmp_path / mode,
+            schema=SCHEMA,
+            apply_mode=mode,  # type: ignore[arg-type]
+            bucket_partitioned=mode == "executors",
+            json_decoder=decoder,  # type: ignore[arg-type]
+            dead_letter=dlq,
+        )
+        q = start_query(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ck-{mode}")
+        q.processAllAvailable()
+        q.stop()
+        assert fn.misaligned_batches == 0
+        letters[mode] = sorted((r["partition"], r["offset"]) for r in dlq.rows())
+        assert len(letters[mode]) == fn.dead_letters
+    t = open_table(tmp_path / "executors")
+    got = table_to_rows(t.read(), ["order_id"])
+    want = expected(events)
+    wrong = {
+        k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)
+    }
+    assert not wrong, f"{len(wrong)} rows differ, e.g. {list(wrong.items())[:3]}"
+    assert letters["executors"] == letters["driver"]  # malformed, and updates of no row
+    assert len(letters["driver"]) >= sum(map(is_malformed, events))
+    ends = t.log.read(t.version).source_offsets[topic_name]
+    assert sorted(ends) == ["0", "1"] and sum(ends.values()) == len(events)
 
 
 def test_batch_query_of_a_version_is_repeatable_while_the_stream_commits(
