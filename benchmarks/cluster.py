@@ -8,6 +8,10 @@ of CDC events drained by the streaming sink, then a live producer for freshness)
 
 * executors mode on the cluster (``spark://...``; one executor per worker; the table on
   local disk, which every executor of this one machine sees);
+* executors mode on a bucket-partitioned topic (``executors-aligned``: the backlog and
+  the live events produced to their key's bucket modulo ``--partitions``, the sink run
+  with ``bucket_partitioned=True``: decode and prepare in the tasks that read, no
+  shuffle);
 * driver mode on the same cluster (the Kafka read runs in the executors, decoding and
   applying in the driver);
 * driver mode with the decode in the executors (``decode_in="executors"``: the Kafka
@@ -23,7 +27,8 @@ stopped at the end (also on failure).
 
 Run:  .venv/bin/python benchmarks/cluster.py [--workers 2] [--cores-per-worker 1]
       [--events 1000000] [--keys 200000] [--rate 10000] [--duration 10] [--repeat 1]
-      [--cpu-from-batch 1] [--setups executors,driver-tasks,driver,local]
+      [--cpu-from-batch 1]
+      [--setups executors,driver-tasks,driver,local] (also: executors-aligned)
       [--spark-conf KEY=VALUE ...]
 """
 
@@ -306,8 +311,10 @@ def _summary(results: list[dict[str, Any]], cores: int) -> None:
             f"{label}, median events/s: driver mode on the cluster {drv_cluster:,.0f}; "
             f"driver mode on local[{cores}] {drv_local:,.0f}"
         )
-        for mode in ("executors", "driver-tasks"):
+        for mode in ("executors", "executors-aligned", "driver-tasks"):
             ex = med(mode, False)
+            if ex != ex:  # not run
+                continue
             print(
                 f"  {mode} on the cluster {ex:,.0f} ({ex / cores:,.0f} per executor core); "
                 f"per executor core / driver mode: {ex / cores / drv_cluster:.2f} (cluster), "
@@ -326,7 +333,7 @@ def _cpu_summary(results: list[dict[str, Any]]) -> None:
     cluster = [r for r in results if r["master"].startswith("spark://")]
     rates = [r["after_first"] for r in cluster if r["mode"] == "driver"]
     driver_rate = statistics.median(rates) if rates else float("nan")  # setup not run
-    for mode in ("executors", "driver-tasks", "driver"):
+    for mode in ("executors", "executors-aligned", "driver-tasks", "driver"):
         rows = [r for r in cluster if r["mode"] == mode and r.get("cpu_window_events")]
         if not rows:
             continue
@@ -389,9 +396,14 @@ def main() -> int:
                 res["repeat"] = r
                 results.append(res)
                 print(
-                    f"[{r}] {mode:12s} on {master:24s} {res['throughput']:>10,.0f} events/s "
+                    f"[{r}] {mode:17s} on {master:24s} {res['throughput']:>10,.0f} events/s "
                     f"(after the first batch {res['after_first']:,.0f}) "
-                    f"(freshness p50 {res['p50_ms']:,.0f} ms, p99 {res['p99_ms']:,.0f} ms)",
+                    f"(freshness p50 {res['p50_ms']:,.0f} ms, p99 {res['p99_ms']:,.0f} ms)"
+                    + (
+                        f" misaligned batches {res['misaligned_batches']}"
+                        if "aligned" in mode
+                        else ""
+                    ),
                     flush=True,
                 )
     _summary(results, cores)

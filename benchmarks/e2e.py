@@ -1,7 +1,9 @@
 """End-to-end benchmark: Kafka -> Spark foreachBatch -> visible in a table version.
 
 Two measurements per mode (``driver``, ``executors``: the apply modes; ``driver-tasks``:
-driver mode with ``decode_in="executors"``), on a real local KRaft broker and local Spark:
+driver mode with ``decode_in="executors"``; ``executors-aligned``: executors mode on a
+bucket-partitioned topic, ``bucket_partitioned=True``), on a real local KRaft broker and
+local Spark:
 
 * throughput: a backlog of --events CDC events (90% partial updates of 2 of 10 columns,
   10% inserts) is pre-produced, then the streaming query drains it with a 1 s trigger and
@@ -166,7 +168,24 @@ def _rowv2_messages(events: list[tuple[int, int, int]]) -> list[tuple[bytes, byt
     return [(str(k).encode(), v) for (k, _, _), v in zip(events, values, strict=True)]
 
 
-def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None:
+def bucket_partition_of(msgs: list[tuple[bytes, bytes]], partitions: int | None) -> list[int]:
+    """The partition of each message: its key's table bucket modulo ``partitions`` (the
+    producer SDK's ``partitioner="bucket"``), or -1 (Kafka's partitioner) without
+    ``partitions``."""
+    if partitions is None:
+        return [-1] * len(msgs)
+    import pyarrow as pa
+
+    from cdc_sink.bucketing import bucket_partitions
+
+    keys = pa.array([int(k) for k, _ in msgs], pa.int64())
+    return bucket_partitions([keys], SCHEMA.num_buckets, partitions).tolist()
+
+
+def produce(
+    bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]], partitions: int | None = None
+) -> None:
+    """Produces ``msgs``, keyed (with ``partitions``: to their bucket's partition)."""
     from confluent_kafka import Producer
 
     p = Producer(
@@ -178,10 +197,10 @@ def produce(bootstrap: str, topic: str, msgs: list[tuple[bytes, bytes]]) -> None
             "queue.buffering.max.messages": 2_000_000,
         }
     )
-    for k, v in msgs:
+    for (k, v), part in zip(msgs, bucket_partition_of(msgs, partitions), strict=True):
         while True:
             try:
-                p.produce(topic, key=k, value=v)
+                p.produce(topic, key=k, value=v, partition=part)
                 break
             except BufferError:
                 p.poll(0.05)
@@ -217,11 +236,13 @@ def produce_backlog(
     events: int,
     rng: np.random.Generator,
     fmt: str = "json",
+    partitions: int | None = None,
 ) -> int:
     """Produces the base population (``keys`` inserts), then ``events`` CDC events of
-    :func:`encode_events`, in format ``fmt``; returns the records produced."""
-    produce(bootstrap, topic, base_inserts(keys, fmt))
-    produce(bootstrap, topic, encode_events(events, keys, keys, 1, rng, None, fmt))
+    :func:`encode_events`, in format ``fmt`` (with ``partitions``, bucket-partitioned);
+    returns the records produced."""
+    produce(bootstrap, topic, base_inserts(keys, fmt), partitions)
+    produce(bootstrap, topic, encode_events(events, keys, keys, 1, rng, None, fmt), partitions)
     return keys + events
 
 
@@ -235,6 +256,7 @@ def live_producer(
     stop: threading.Event,
     fmt: str = "json",
     ahead: bool = False,
+    partitions: int | None = None,
 ) -> None:
     """Produces ``rate`` events/s in 50 ms slices. Each slice is encoded when it is sent
     (JSON events stamped with that time as ``ts_ms``), or, with ``ahead``, every slice is
@@ -269,8 +291,8 @@ def live_producer(
                 slice_n, keys, first_key + i * slice_n, seq + i * slice_n, rng, int(t0 * 1000), fmt
             )
         )
-        for k, v in msgs:
-            p.produce(topic, key=k, value=v)
+        for (k, v), part in zip(msgs, bucket_partition_of(msgs, partitions), strict=True):
+            p.produce(topic, key=k, value=v, partition=part)
         i += 1
         p.poll(0)
         time.sleep(max(0.0, 0.05 - (time.time() - t0)))
@@ -299,15 +321,17 @@ def run_mode(
     kafka.create_topic(topic, args.partitions)
     keys = args.keys
     rng = np.random.default_rng(1)
-    produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng, args.format)
+    aligned = args.partitions if mode == "executors-aligned" else None  # bucket-partitioned
+    produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng, args.format, aligned)
     fn = sink(
         f"{work}/table",
         schema=SCHEMA,
         app_id=f"bench-{mode}",
-        apply_mode="driver" if mode == "driver-tasks" else mode,
+        apply_mode="driver" if mode == "driver-tasks" else "executors" if aligned else mode,  # type: ignore[arg-type]
         decode_in="executors" if mode == "driver-tasks" else None,
         format=args.format,
         decode_processes=args.decode_processes if mode == "driver" else 0,
+        bucket_partitioned=aligned is not None,
     )
     if fn.decode_pool is not None:
         fn.decode_pool.start()  # a running job starts its workers once
@@ -356,7 +380,7 @@ def run_mode(
     th = threading.Thread(
         target=live_producer,
         args=(kafka.bootstrap_servers, topic, rate, args.duration, keys, 10**8 + keys, stop),
-        kwargs={"fmt": args.format, "ahead": args.encode_ahead},
+        kwargs={"fmt": args.format, "ahead": args.encode_ahead, "partitions": aligned},
     )
     th.start()
     th.join()
@@ -394,6 +418,7 @@ def run_mode(
             g: cpu_between(cpu_at_first.get(g, {}), after) for g, after in cpu_at_end.items()
         },
         "rate": rate,
+        "misaligned_batches": fn.misaligned_batches,
         "p50_ms": p50,
         "p99_ms": p99,
     }

@@ -585,21 +585,9 @@ def bucket_ids(
 def bucket_partitions(
     columns: Sequence[pa.Array | pa.ChunkedArray], num_buckets: int, num_partitions: int
 ) -> npt.NDArray[np.int32]:
-    """The Kafka partition of every row under the bucket-aligned partitioning:
-    ``bucket_ids(columns, num_buckets) % num_partitions``.
-
-    Every event of a bucket then lands on one partition (a partition holds the buckets
-    ``b`` with ``b % num_partitions`` equal to its number), so a Spark task that reads
-    one partition holds every event of its buckets: the sink's executors mode prepares
-    them where they are read, with no shuffle (``sink(..., bucket_partitioned=True)``).
-
-    Args:
-        columns: The key columns, as for :func:`spark_xxhash64`.
-        num_buckets: The table's number of buckets.
-        num_partitions: The topic's number of partitions, ``>= 1``.
-
-    Returns:
-        An ``int32`` array with one partition in ``[0, num_partitions)`` per row.
+    """``bucket_ids(columns, num_buckets) % num_partitions``: the Kafka partition of each
+    row when a topic is partitioned by bucket, so that each partition holds whole buckets
+    (docs/design-notes.md, "Bucket-partitioned topics").
 
     Raises:
         TypeError: As :func:`bucket_ids`, or ``num_partitions`` is not an int.
@@ -609,4 +597,4 @@ def bucket_partitions(
         raise TypeError(f"num_partitions must be an int, got {type(num_partitions).__name__}")
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
-    return np.remainder(bucket_ids(columns, num_buckets), np.int32(num_partitions)).astype(np.int32)
+    return (bucket_ids(columns, num_buckets) % np.int32(num_partitions)).astype(np.int32)

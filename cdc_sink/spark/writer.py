@@ -466,11 +466,9 @@ def sink(
             parallel and send the driver each bucket's events in their compact wire
             form, with no shuffle; the driver only prepares the buckets). Executors mode
             always decodes in its tasks (None or ``executors``).
-        bucket_partitioned: Executors mode: the topic is partitioned by bucket (the
-            producer SDK's ``partitioner="bucket"``), so each batch is decoded and
-            prepared in the tasks that read it, with no shuffle. A batch whose bucket
-            turns out split across tasks is rolled back and shuffled (nothing lost); after
-            three such batches in a row the sink always shuffles.
+        bucket_partitioned: Executors mode on a topic partitioned by bucket (producer
+            SDK ``partitioner="bucket"``): each batch is decoded and prepared where it is
+            read, no shuffle; a batch found split is rolled back and shuffled.
 
     Returns:
         A :class:`SinkFunction` (callable ``(df, batch_id)``, with ``.table`` and
@@ -484,12 +482,9 @@ def sink(
             ``bucket_partitioned`` outside executors mode.
         InvalidArgument: ``decode_processes`` is not an int.
     """
-    where = _checked_modes(format, apply_mode, decode_in, decode_processes, json_decoder)
-    if bucket_partitioned and apply_mode != "executors":
-        raise InvalidOption(
-            "bucket_partitioned applies to apply_mode='executors' (driver mode has no shuffle)",
-            option="bucket_partitioned",
-        )
+    where = _checked_modes(
+        format, apply_mode, decode_in, decode_processes, json_decoder, bucket_partitioned
+    )
     if schema is not None and not isinstance(schema, TableSchema):
         schema = TableSchema.from_dict(schema)
     options = _checked_decoder_options(format, json_decoder, decoder_options)
@@ -510,10 +505,21 @@ def sink(
 
 
 def _checked_modes(
-    fmt: object, apply_mode: object, decode_in: object, processes: object, json_decoder: str
+    fmt: object,
+    apply_mode: object,
+    decode_in: object,
+    processes: object,
+    json_decoder: str,
+    bucket_partitioned: object = False,
 ) -> DecodeIn:
-    """Raises the typed error of a bad format, apply mode, ``decode_in`` or
-    ``decode_processes`` (see :func:`sink`); returns where the sink decodes."""
+    """Raises the typed error of a bad format, apply mode, ``decode_in``,
+    ``decode_processes`` or ``bucket_partitioned`` (see :func:`sink`); returns where the
+    sink decodes."""
+    if bucket_partitioned and apply_mode != "executors":
+        raise InvalidOption(
+            "bucket_partitioned applies to apply_mode='executors' (driver mode has no shuffle)",
+            option="bucket_partitioned",
+        )
     if fmt not in FORMATS:
         raise InvalidOption(f"format must be {', '.join(FORMATS)}, not {fmt!r}", option="format")
     if apply_mode not in _APPLY_MODES:
