@@ -145,17 +145,21 @@ def _try_aligned(fn: SinkFunction) -> bool:
     return fn.bucket_partitioned and fn.misaligned_in_a_row < MISALIGNED_LIMIT
 
 
+def _prepare_args(fn: SinkFunction, schema: TableSchema, version: int) -> dict[str, Any]:
+    """The keyword arguments of a task that prepares buckets of ``version``."""
+    return {
+        "path": fn.path,
+        "version": version,
+        "schema_dict": schema.to_dict(),
+        "options": fn.table_options,
+    }
+
+
 def _prepared_shuffled(
     fn: SinkFunction, df: DataFrame, schema: TableSchema, version: int
 ) -> _Collected:
     """Decoded and packed in Spark tasks, shuffled by bucket, one task per bucket."""
-    task = partial(
-        _prepare_partition,
-        path=fn.path,
-        version=version,
-        schema_dict=schema.to_dict(),
-        options=fn.table_options,
-    )
+    task = partial(_prepare_partition, **_prepare_args(fn, schema, version))
     msgs = (
         packed_in_spark(fn, df, schema)
         .repartition(schema.num_buckets, "bucket")
@@ -177,11 +181,8 @@ def _prepared_aligned(
         _decode_prepare_partition,
         fmt=fn.format,
         jvm=jvm,
-        schema_dict=schema.to_dict(),
         decoder_options=fn.decoder_options,
-        path=fn.path,
-        version=version,
-        options=fn.table_options,
+        **_prepare_args(fn, schema, version),
     )
     src = decode_native_json(df, schema) if jvm else _task_input(fn, df)
     got = _collect(src.mapInArrow(task, _MESSAGE_DDL).toArrow(), version)
