@@ -50,6 +50,10 @@ __all__ = [
     "stored_location",
 ]
 
+# One page is one column's buffers: decoding it in this thread beats handing them to
+# Arrow's pool; scans read many pages in parallel instead (cdc_sink.tablet.page_loads).
+_READ = pa.ipc.IpcReadOptions(use_threads=False)
+
 
 @dataclass(frozen=True)
 class PageLoc:
@@ -257,7 +261,7 @@ class PageReader:
         """
         blob = self.blob(loc)
         try:
-            arr = pa.ipc.open_stream(blob).read_next_batch().column(0)
+            arr = pa.ipc.open_stream(blob, options=_READ).read_next_batch().column(0)
         except (pa.ArrowException, StopIteration) as exc:
             raise WalCorruption(
                 f"snapshot page does not decode: {exc}",

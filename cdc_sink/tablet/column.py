@@ -48,8 +48,6 @@ from cdc_sink.tablet.keystore import (
 
 __all__ = ["Base", "ColumnStore", "Delta", "LazyPage", "PageList", "PageLoader"]
 
-_LOAD_LOCK = threading.Lock()
-
 
 def _is_sorted(a: np.ndarray) -> bool:
     return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
@@ -78,12 +76,15 @@ class LazyPage:
         array: The page, when it is in memory already (a page just written).
     """
 
-    __slots__ = ("_array", "loader", "rows")
+    __slots__ = ("_array", "_lock", "loader", "rows")
 
     def __init__(self, rows: int, load: PageLoader, array: pa.Array | None = None) -> None:
         self.rows = rows
         self.loader = load
         self._array: pa.Array | None = array
+        # Its own lock: pages load in parallel (cdc_sink.tablet.page_loads), and two
+        # readers of one page wait for one read and get the same object.
+        self._lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -99,7 +100,7 @@ class LazyPage:
         """The page, read (and verified) now if it was not yet."""
         arr = self._array
         if arr is None:
-            with _LOAD_LOCK:  # one load per page, so every reader gets the same object
+            with self._lock:
                 arr = self._array
                 if arr is None:
                     arr = self.loader()

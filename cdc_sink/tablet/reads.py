@@ -22,6 +22,7 @@ from cdc_sink.filters import Predicate, evaluate, may_match, parse_filter, physi
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet.apply import u32
 from cdc_sink.tablet.keystore import take
+from cdc_sink.tablet.page_loads import load_pages, unloaded_pages
 
 if TYPE_CHECKING:
     from cdc_sink.tablet.memtablet import MemTablet
@@ -98,6 +99,14 @@ def scan(
     dead_bounds = np.searchsorted(dead, np.arange(num_pages + 1, dtype=np.int64) * pr)
     pred_cols = list({c.id: c for c in (schema.column(p.column) for p in preds)}.values())
     need = list({c.id: c for c in [*cols, *pred_cols]}.values())
+    load_pages(  # the stored pages the scan reads, in parallel (page_loads)
+        [
+            page
+            for c in need
+            if _key_position(tablet, c) is None
+            for page in unloaded_pages(tablet.ensure_column(c), version, page_ok)
+        ]
+    )
     iters = {c.id: _page_iter(tablet, c, version, rows, page_ok) for c in need}
     for page_no in np.flatnonzero(page_ok).tolist():
         start = page_no * pr
