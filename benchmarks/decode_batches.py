@@ -7,7 +7,9 @@ batches of ``--batch`` events (Spark's Arrow collect hands the driver batches of
 split by bucket, exactly as driver apply mode does with each batch as it arrives
 (``cdc_sink.spark._driver``), with numpy's buffers reused across batches as the sink does
 (``cdc_sink.numpy_pool``; ``--no-numpy-pool``: numpy's own allocator) and flat JSON
-events decoded in one compiled pass (``--no-flat``: every event the general way). With
+events decoded in one compiled pass (``--no-flat``: every event the general way;
+``--no-compiled``: neither C extension of the JSON decoders, as on an install without a
+C compiler). With
 ``--task``, the body of a decode task instead (driver mode with ``decode_in="executors"``
 and executors mode: ``cdc_sink.spark._executors._decode_partition``): decode, then each
 batch's events packed per bucket as Arrow IPC pieces with their Kafka coordinates. Prints
@@ -30,7 +32,7 @@ import pyarrow as pa
 from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] when run
 
 from cdc_sink import numpy_pool
-from cdc_sink.formats import _jsonflat, get_decoder
+from cdc_sink.formats import _jsonflat, _jsonscan, get_decoder
 from cdc_sink.spark._executors import _decode_partition
 
 
@@ -49,6 +51,13 @@ def main() -> None:
         help="json: flat events in one compiled pass (--no-flat: all the general way)",
     )
     ap.add_argument(
+        "--compiled",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="json: the C extensions of the JSON decoders (--no-compiled: the numpy path "
+        "of an install without a C compiler; implies --no-flat)",
+    )
+    ap.add_argument(
         "--numpy-pool",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -58,8 +67,10 @@ def main() -> None:
         "--task", action="store_true", help="a decode task's body: decode and pack per bucket"
     )
     args = ap.parse_args()
-    if not args.flat:
+    if not args.flat or not args.compiled:
         _jsonflat._cflat = None  # type: ignore[assignment]
+    if not args.compiled:
+        _jsonscan._cscan = None  # type: ignore[assignment]
     rng = np.random.default_rng(1)
     msgs = encode_events(args.events, 100_000, 100_000, 1, rng, 1_718_000_000_000, args.format)
     values = pa.array([v for _, v in msgs], pa.binary())
@@ -105,7 +116,8 @@ def main() -> None:
         f"{args.format}: {args.events:,} events in batches of {args.batch:,}: "
         f"{med / args.events * 1e6:.2f} us/event (median of {args.runs}); numpy pool "
         f"{'on' if args.numpy_pool and numpy_pool.available() else 'off'}; flat JSON pass "
-        f"{'on' if _jsonflat._cflat is not None else 'off'}"
+        f"{'on' if _jsonflat._cflat is not None else 'off'}; compiled scan "
+        f"{'on' if _jsonscan._cscan is not None else 'off'}"
         f"{'; a decode task (decode and pack per bucket)' if args.task else ''}"
     )
 
