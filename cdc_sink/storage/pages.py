@@ -25,7 +25,9 @@ import contextlib
 import datetime as dt
 import decimal
 import os
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,6 +48,7 @@ __all__ = [
     "PageReader",
     "StoredPage",
     "apply_locations",
+    "encoded_pages",
     "page_blob",
     "stored_location",
 ]
@@ -136,8 +139,48 @@ def page_blob(arr: pa.Array, compression: PageCompression = None) -> pa.Buffer:
     return sink.getvalue()
 
 
+#: A page to encode: the array and the codec of its buffers.
+PageJob = tuple[pa.Array, PageCompression]
+
+#: Pages queued ahead of the one being written, per encoding thread.
+_AHEAD_PER_THREAD = 2
+
+
+def _encoded(job: PageJob) -> tuple[pa.Buffer, int]:
+    blob = page_blob(*job)
+    return blob, google_crc32c.value(blob)
+
+
+def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[tuple[pa.Buffer, int]]:
+    """Each page of ``jobs`` as :func:`page_blob` gives it, with its CRC32C, in order.
+
+    Compressing a page (lz4, zstd) and its CRC release the GIL, so with ``threads`` > 1
+    and some compressed page the pages are encoded in that many threads, at most
+    ``2 * threads`` pages ahead of the consumer (memory stays bounded by a few pages, not
+    the snapshot's size). Uncompressed pages are a copy: they are encoded in this thread.
+    """
+    if threads <= 1 or len(jobs) < 2 or all(codec is None for _, codec in jobs):
+        yield from map(_encoded, jobs)
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-encode") as pool:
+        ahead: deque[Future[tuple[pa.Buffer, int]]] = deque()
+        try:
+            for job in jobs:
+                ahead.append(pool.submit(_encoded, job))
+                if len(ahead) >= threads * _AHEAD_PER_THREAD:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
+        finally:  # the consumer failed or stopped: encode nothing more
+            for fut in ahead:
+                fut.cancel()
+
+
 class PageFileWriter:
     """Appends page blobs to one new page file.
+
+    Blobs are appended as they are given (:meth:`add`), or queued (:meth:`queue`) and
+    encoded in parallel when :meth:`write_queued` appends them in queue order.
 
     Args:
         root: Table root.
@@ -151,15 +194,19 @@ class PageFileWriter:
         makedirs(os.path.dirname(self.path))
         self._f = create_file(self.path)  # closed in finish() or abort()
         self.offset = 0
+        self._queued: list[PageJob] = []
+        self._queued_stats: list[PageStats | None] = []
 
-    def add(self, data: bytes | pa.Buffer, rows: int, stats: PageStats | None) -> PageLoc:
-        """Appends a blob; returns its location."""
+    def add(
+        self, data: bytes | pa.Buffer, rows: int, stats: PageStats | None, crc: int | None = None
+    ) -> PageLoc:
+        """Appends a blob (its CRC32C computed unless given); returns its location."""
         self._f.write(data)
         loc = PageLoc(
             self.rel,
             self.offset,
             len(data),
-            google_crc32c.value(data),
+            google_crc32c.value(data) if crc is None else crc,
             rows,
             json_stat(stats.min) if stats else None,
             json_stat(stats.max) if stats else None,
@@ -176,6 +223,25 @@ class PageFileWriter:
     ) -> PageLoc:
         """Appends a page (as :func:`page_blob`); returns its location."""
         return self.add(page_blob(page, compression), len(page), stats)
+
+    def queue(
+        self, page: pa.Array, stats: PageStats | None = None, compression: PageCompression = None
+    ) -> int:
+        """Queues a page for :meth:`write_queued`; returns its index in the list of
+        locations that :meth:`write_queued` returns."""
+        self._queued.append((page, compression))
+        self._queued_stats.append(stats)
+        return len(self._queued) - 1
+
+    def write_queued(self, threads: int) -> list[PageLoc]:
+        """Encodes the queued pages in up to ``threads`` threads (:func:`encoded_pages`)
+        and appends them in queue order; returns their locations, in that order."""
+        jobs, stats = self._queued, self._queued_stats
+        self._queued, self._queued_stats = [], []
+        return [
+            self.add(blob, len(job[0]), st, crc)
+            for job, st, (blob, crc) in zip(jobs, stats, encoded_pages(jobs, threads), strict=True)
+        ]
 
     def finish(self) -> int:
         """Makes the file durable and closes it; returns its size."""

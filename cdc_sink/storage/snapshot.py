@@ -23,7 +23,10 @@ compacts: the caller compacts the tablet at the version first (``MemTablet.compa
 
 Pages are written with the table's ``page_compression`` codec (value pages, key pages
 and the index slots; row hashes never: they are random bits), and each blob reads with
-whatever codec it was written with. Loading memory-maps the page files (zero-copy Arrow
+whatever codec it was written with. The pages to write are queued first, then
+compressed in as many threads as the process may use cores and appended in queue order
+(:func:`~cdc_sink.storage.pages.encoded_pages`; a zstd bulk load of 1M rows x 20 columns
+went from ~0.55M to ~0.75M rows/s on 2 cores). Loading memory-maps the page files (zero-copy Arrow
 arrays for uncompressed blobs); key, row-hash, index and
 deletion-vector blobs are CRC-checked at load, value pages lazily: each when it is first
 read (:class:`~cdc_sink.tablet.column.LazyPage`), before any of its data is returned.
@@ -64,12 +67,12 @@ from cdc_sink.storage.pages import (
     StoredPage,
     apply_locations,
     json_stat,
-    page_blob,
     py_stat,
     stored_location,
 )
 from cdc_sink.tablet.column import Base, PageList
 from cdc_sink.tablet.memtablet import MemTablet
+from cdc_sink.tablet.page_loads import usable_cores
 
 __all__ = [
     "LocationUpdate",
@@ -195,9 +198,15 @@ def _rewrite_all(previous: SnapshotManifest | None, page_rows: int) -> bool:
     return total > 0 and previous.referenced_bytes < total // 2
 
 
+#: A page of the snapshot: reused from an earlier one (its location), or queued to be
+#: written (its index in the page file's queue).
+_Ref = PageLoc | int
+
+
 class _SnapshotWriter:
-    """The pages of one snapshot: reused where already stored, else written to one new
-    page file (:meth:`write` writes them all and returns the manifest)."""
+    """The pages of one snapshot: reused where already stored, else queued and written
+    to one new page file, encoded in parallel (:meth:`write` writes them all and
+    returns the manifest)."""
 
     def __init__(
         self,
@@ -219,12 +228,13 @@ class _SnapshotWriter:
         self.pages_rel = pages_rel
         self.file = PageFileWriter(root, pages_rel)
         self.reader = PageReader(root)  # loaders of the pages written from memory
+        self.written: list[tuple[Base, int, int]] = []  # (base, page, queue index)
         self.updates: list[LocationUpdate] = []
 
-    def value_columns(self) -> dict[int, list[PageLoc]]:
+    def value_columns(self) -> dict[int, list[_Ref]]:
         """Every page of every live value column at the version (a page already stored
         is not read: its location is reused unless every page is rewritten)."""
-        columns: dict[int, list[PageLoc]] = {}
+        columns: dict[int, list[_Ref]] = {}
         live_ids = {c.id for c in self.tablet.schema.value_columns}
         for cid, store in self.tablet.columns.items():
             if cid in live_ids:  # a dropped column: versions from here on never read it
@@ -232,31 +242,32 @@ class _SnapshotWriter:
                 columns[cid] = [self._value_page(base, p) for p in range(len(base.pages))]
         return columns
 
-    def _value_page(self, base: Base, p: int) -> PageLoc:
+    def _value_page(self, base: Base, p: int) -> _Ref:
         loc = None if self.full else stored_location(base.page_entry(p))
-        if loc is None:
-            loc = self.file.add_page(base.pages[p], base.page_stats(p), self.compression)
-            self.updates.append((base, p, StoredPage(loc, self.reader)))
-        return loc
+        if loc is not None:
+            return loc
+        ref = self.file.queue(base.pages[p], base.page_stats(p), self.compression)
+        self.written.append((base, p, ref))
+        return ref
 
     def _append_only_pages(
         self,
         reused: list[PageLoc] | None,
         page: Callable[[int, int], pa.Array],
         codec: PageCompression = None,
-    ) -> list[PageLoc]:
+    ) -> list[_Ref]:
         """Pages of an append-only column (keys, row hashes): pages that were full at the
-        previous snapshot are reused from it, the others written with ``codec``."""
+        previous snapshot are reused from it, the others queued with ``codec``."""
         pr, rows = self.page_rows, self.rows
         prev_full = 0 if self.previous is None else self.previous.row_count // pr
         return [
             reused[p]
             if reused is not None and p < prev_full
-            else self.file.add_page(page(p * pr, min((p + 1) * pr, rows)), None, codec)
+            else self.file.queue(page(p * pr, min((p + 1) * pr, rows)), None, codec)
             for p in range(-(-rows // pr))
         ]
 
-    def key_columns(self) -> list[list[PageLoc]]:
+    def key_columns(self) -> list[list[_Ref]]:
         """The pages of every key column."""
         prev = self.previous
         return [
@@ -266,7 +277,7 @@ class _SnapshotWriter:
             for k, store in enumerate(self.tablet.index.keys)
         ]
 
-    def row_hashes(self) -> list[PageLoc]:
+    def row_hashes(self) -> list[_Ref]:
         """The pages of the rows' index hashes."""
         rh = self.tablet.index.row_hashes()
         return self._append_only_pages(
@@ -274,17 +285,16 @@ class _SnapshotWriter:
             lambda lo, hi: pa.array(rh[lo:hi]),
         )
 
-    def index_state(self) -> tuple[PageLoc | None, PageLoc | None]:
-        """The deletion vector at the version, and the index slots (when the index holds
-        exactly the version's rows)."""
+    def index_state(self) -> tuple[PageLoc | None, _Ref | None]:
+        """The deletion vector at the version (written now), and the index slots (queued;
+        only when the index holds exactly the version's rows)."""
         t = self.tablet
         dv = t.deletion_vector(self.version)
         dv_loc = self.file.add(dv.serialize(), len(dv), None) if len(dv) else None
-        slots_loc = None
+        slots = None
         if t.pending_version is None and t.index.count == self.rows:
-            slots = page_blob(pa.array(t.index.slots), self.compression)
-            slots_loc = self.file.add(slots, self.rows, None)
-        return dv_loc, slots_loc
+            slots = self.file.queue(pa.array(t.index.slots), None, self.compression)
+        return dv_loc, slots
 
     def write(self, schema_id: int) -> SnapshotManifest:
         """Writes every page not stored yet and makes the page file durable (removing it
@@ -293,7 +303,8 @@ class _SnapshotWriter:
             columns = self.value_columns()
             keys = self.key_columns()
             hashes = self.row_hashes()
-            dv_loc, slots_loc = self.index_state()
+            dv_loc, slots = self.index_state()
+            locs = self.file.write_queued(usable_cores())
             size = self.file.finish()
         except BaseException:
             self.file.abort()
@@ -301,17 +312,22 @@ class _SnapshotWriter:
         fault_point("snapshot.pages_written")
         if not size:
             remove(os.path.join(self.root, self.pages_rel))
+
+        def at(ref: _Ref) -> PageLoc:
+            return locs[ref] if isinstance(ref, int) else ref
+
+        self.updates = [(b, p, StoredPage(locs[i], self.reader)) for b, p, i in self.written]
         manifest = SnapshotManifest(
             bucket=self.tablet.bucket,
             version=self.version,
             schema_id=schema_id,
             row_count=self.rows,
             page_rows=self.page_rows,
-            columns=columns,
-            keys=keys,
-            row_hash=hashes,
+            columns={cid: [at(r) for r in refs] for cid, refs in columns.items()},
+            keys=[[at(r) for r in refs] for refs in keys],
+            row_hash=[at(r) for r in hashes],
             dv=dv_loc,
-            index_slots=slots_loc,
+            index_slots=None if slots is None else at(slots),
         )
         manifest.files = self._files(manifest, size)
         return manifest

@@ -25,7 +25,7 @@ import numpy as np
 
 from cdc_sink.tablet.column import ColumnStore, LazyPage
 
-__all__ = ["MIN_PARALLEL", "load_pages", "unloaded_pages"]
+__all__ = ["MIN_PARALLEL", "load_pages", "unloaded_pages", "usable_cores"]
 
 MIN_PARALLEL = 4
 """Fewer unloaded pages than this are left to load on access (a pool is not worth it)."""
@@ -52,7 +52,7 @@ def load_pages(pages: Sequence[LazyPage]) -> None:
     """Reads ``pages`` in up to as many threads as this process may use cores (at most
     8), each page once. A page that fails to load is left unloaded: the reader that
     reaches it reads it again and raises its error there, as without this."""
-    threads = min(_usable_cores(), _MAX_THREADS, len(pages))
+    threads = min(usable_cores(), _MAX_THREADS, len(pages))
     if len(pages) < MIN_PARALLEL or threads <= 1:
         return
     with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-pages") as pool:
@@ -65,7 +65,8 @@ def _try_load(page: LazyPage) -> None:
         page.get()
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """How many cores this process may use (its CPU affinity where the OS has one)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -24,7 +24,7 @@ from tests.fixtures import ID_A_B_C, KEEP_VERSIONS
 @pytest.fixture(autouse=True)
 def two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads whatever this machine's cores: the tests are about the threads."""
-    monkeypatch.setattr(page_loads, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(page_loads, "usable_cores", lambda: 2)
 
 
 def test_pages_load_in_overlapping_threads_each_once() -> None:
