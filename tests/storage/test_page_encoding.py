@@ -18,6 +18,7 @@ import pytest
 from cdc_sink.storage import pages
 from cdc_sink.storage.pages import PAGE_CODECS, PageFileWriter, PageJob, PageReader, page_blob
 from cdc_sink.table import TableOptions, create_table, open_table
+from tests.fixtures import ID_A_B
 from tests.model import table_to_rows
 
 
@@ -114,23 +115,15 @@ def test_queued_pages_are_written_in_queue_order_and_read_back(tmp_path: Path) -
 
 @pytest.mark.parametrize("codec", ["zstd", "lz4"])
 def test_a_bulk_load_written_in_parallel_reads_back_exactly(tmp_path: Path, codec: Any) -> None:
-    schema = {
-        "columns": [
-            {"name": "id", "type": "int64", "nullable": False},
-            {"name": "n", "type": "int64"},
-            {"name": "s", "type": "string"},
-        ],
-        "primary_key": ["id"],
-        "num_buckets": 1,
-    }
+    schema = {**ID_A_B, "num_buckets": 1}
     opts = TableOptions(page_rows=256, bulk_events=1000, page_compression=codec)
     t = create_table(str(tmp_path / "t"), schema, options=opts)
     n = 10_000
     data = pa.table(
-        {"id": range(n), "n": [i * 3 for i in range(n)], "s": [f"v{i % 9}" for i in range(n)]}
+        {"id": range(n), "a": [i * 3 for i in range(n)], "b": [f"v{i % 9}" for i in range(n)]}
     )
     events = [
-        {"op": "insert", "key": {"id": i}, "set": {"n": i * 3, "s": f"v{i % 9}"}} for i in range(n)
+        {"op": "insert", "key": {"id": i}, "set": {"a": i * 3, "b": f"v{i % 9}"}} for i in range(n)
     ]
     v = t.apply(events).version
     assert any((tmp_path / "t" / "_snapshots").rglob("*.manifest"))  # the bulk path wrote it
