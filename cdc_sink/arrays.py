@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["GrowingArray", "one_array"]
+__all__ = ["GrowingArray", "one_array", "search_sorted"]
 
 
 def one_array(arr: Any) -> Any:
@@ -17,6 +17,25 @@ def one_array(arr: Any) -> Any:
     if isinstance(arr, pa.ChunkedArray):
         return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     return arr
+
+
+def search_sorted(a: np.ndarray, values: Any) -> np.ndarray:
+    """``np.searchsorted(a, values)`` (side "left") for a sorted unsigned-integer ``a``
+    (row ids), with the integer ``values`` searched in ``a``'s own dtype.
+
+    numpy converts the *array* to the common dtype when the two differ: searching a
+    10M-row ``uint32`` array for a few ``int64`` page starts copied all of it to
+    ``int64`` first (17-60 ms a call, against 0.06 ms). Values above ``a``'s dtype range
+    are past every element; negative ones before every element.
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if a.dtype == v.dtype:
+        return np.searchsorted(a, v)
+    top = int(np.iinfo(a.dtype).max)
+    out = np.searchsorted(a, np.clip(v, 0, top).astype(a.dtype))
+    if len(a) and (v > top).any():
+        out[v > top] = len(a)
+    return out
 
 
 class GrowingArray:

@@ -35,7 +35,7 @@ from typing import Protocol, TypeAlias, overload
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.arrays import one_array
+from cdc_sink.arrays import one_array, search_sorted
 from cdc_sink.filters import PageStats, page_stats
 from cdc_sink.schema import Column
 from cdc_sink.tablet.keystore import (
@@ -177,8 +177,7 @@ class Delta:
 
     def page_bounds(self, page_rows: int, num_pages: int) -> np.ndarray:
         """Index into ``rows`` where each page starts (length num_pages + 1)."""
-        starts = np.arange(num_pages + 1, dtype=np.int64) * page_rows
-        return np.searchsorted(self.rows, starts)
+        return search_sorted(self.rows, np.arange(num_pages + 1, dtype=np.int64) * page_rows)
 
 
 @dataclass
@@ -325,7 +324,8 @@ class ColumnStore:
         touched = np.zeros(num_pages, dtype=bool)
         for d in ds:
             if len(d.rows):
-                touched[np.unique(d.rows // self.page_rows)] = True
+                bounds = d.page_bounds(self.page_rows, num_pages)
+                touched[bounds[1:] > bounds[:-1]] = True
         out: list[PageStats | None] = []
         for p in range(num_pages):
             full = p < len(base.pages) and base.page_length(p) == min(
@@ -471,7 +471,7 @@ class ColumnStore:
                 continue
             # Probes are sorted and unique: search the delta's rows among them, which
             # costs O(len(delta) log n) instead of O(n log len(delta)).
-            lo, hi = np.searchsorted(d.rows, [rows[0], rows[-1] + 1])
+            lo, hi = search_sorted(d.rows, [rows[0], rows[-1] + 1]).tolist()
             if lo == hi:
                 continue
             drows = d.rows[lo:hi]
@@ -539,8 +539,9 @@ class ColumnStore:
         keep = np.zeros(num_pages, dtype=bool)
         keep[: min(num_pages, len(old.pages))] = True
         for d in ds:
-            if len(d.rows):
-                keep[d.rows // self.page_rows] = False  # repeated indices are fine
+            if len(d.rows):  # pages with rows of the delta (no pass over its rows)
+                bounds = d.page_bounds(self.page_rows, num_pages)
+                keep[bounds[1:] > bounds[:-1]] = False
         for p in np.flatnonzero(keep).tolist():
             keep[p] = old.page_length(p) == min(self.page_rows, num_rows - p * self.page_rows)
         rebuilt = dict(self.pages(version, num_rows, page_filter=~keep))
