@@ -8,12 +8,22 @@ where it is not (measured on this project's virtual machine: the 10M-row reopen 
 the replay and the cold reads allocate pays for it. Databases commonly advise turning
 transparent huge pages off for the same reason (latency spikes on faults and compaction).
 
+pyarrow's default pool on Linux, the mimalloc Arrow bundles, does the same for its
+arenas: it reserves them 1 GiB at a time with ``madvise(MADV_HUGEPAGE)``, and then
+returns freed parts of them with ``MADV_DONTNEED``, which splits the huge pages again.
+On this project's virtual machine a 10M-row bulk load took 17.7 s with it and 10.1 s
+with ``MIMALLOC_ALLOW_THP=0`` (2,239 huge-page faults against none), a cold read of 10M
+zstd-compressed rows 16.7 s against 10.6 s (docs/benchmarks.md, "The larger
+workload"). mimalloc reads that variable once, when pyarrow's library is loaded, so it
+can only be set for processes started later (:data:`MIMALLOC_THP_ENV`).
+
 numpy reads ``NUMPY_MADVISE_HUGEPAGE`` (``0`` or ``1``) once, at import; this module
 sets the same switch at run time, for a process whose numpy is already imported (a Spark
 driver). The streaming job (``streaming_jobs/cdc_to_tablets.py --numpy-hugepages``)
 turns it off by default in its driver and, through ``spark.executorEnv``, in the Python
-workers of its executors. The library itself never changes it: the setting is the
-process's, not a table's.
+workers of its executors, where it also sets :data:`MIMALLOC_THP_ENV` to ``0`` (the
+driver's own pool is jemalloc by default, :mod:`cdc_sink.arrow_pool`). The library
+itself never changes either: the setting is the process's, not a table's.
 """
 
 from __future__ import annotations
@@ -23,10 +33,14 @@ from collections.abc import Callable
 
 from cdc_sink.errors import InvalidArgument
 
-__all__ = ["HUGEPAGE_ENV", "numpy_hugepages", "set_numpy_hugepages"]
+__all__ = ["HUGEPAGE_ENV", "MIMALLOC_THP_ENV", "numpy_hugepages", "set_numpy_hugepages"]
 
 #: numpy's own environment variable, read when numpy is imported.
 HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
+
+#: mimalloc's switch for transparent huge pages (``0``: never), read when pyarrow's
+#: library is loaded: it applies to processes started with it in their environment.
+MIMALLOC_THP_ENV = "MIMALLOC_ALLOW_THP"
 
 
 def _switch() -> Callable[[bool], bool]:

@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="off",
         help="whether numpy asks for transparent huge pages for its large arrays, in the "
         "driver and the executors' Python workers (default off: measured faster here, see "
-        "cdc_sink.hugepages; numpy: leave numpy's own setting)",
+        "cdc_sink.hugepages; off also sets MIMALLOC_ALLOW_THP=0 in the workers; numpy: "
+        "leave numpy's own setting)",
     )
     p.add_argument(
         "--arrow-memory-pool",
@@ -330,13 +331,18 @@ def failure_reason(exc: BaseException) -> str:
 def apply_numpy_hugepages(mode: str) -> dict[str, str]:
     """Applies ``--numpy-hugepages`` to this process (the driver) and returns the Spark
     configuration that applies it to the executors' Python workers (whose numpy reads
-    ``NUMPY_MADVISE_HUGEPAGE`` when it is imported); ``numpy`` changes nothing."""
+    ``NUMPY_MADVISE_HUGEPAGE`` when it is imported); ``off`` also turns off the huge
+    pages of pyarrow's mimalloc in the workers (``MIMALLOC_ALLOW_THP=0``, read when they
+    load pyarrow; cdc_sink.hugepages); ``numpy`` changes nothing."""
     if mode == "numpy":
         return {}
-    from cdc_sink.hugepages import HUGEPAGE_ENV, set_numpy_hugepages
+    from cdc_sink.hugepages import HUGEPAGE_ENV, MIMALLOC_THP_ENV, set_numpy_hugepages
 
     set_numpy_hugepages(mode == "on")
-    return {f"spark.executorEnv.{HUGEPAGE_ENV}": "1" if mode == "on" else "0"}
+    conf = {f"spark.executorEnv.{HUGEPAGE_ENV}": "1" if mode == "on" else "0"}
+    if mode == "off":
+        conf[f"spark.executorEnv.{MIMALLOC_THP_ENV}"] = "0"
+    return conf
 
 
 def configure_logging(level: str) -> None:

@@ -76,7 +76,10 @@ def test_cdc_to_tablets_numpy_hugepages_set_the_driver_and_the_executors(
     job = _load("cdc_to_tablets")
     before = numpy_hugepages()
     try:
-        assert job.apply_numpy_hugepages("off") == {"spark.executorEnv.NUMPY_MADVISE_HUGEPAGE": "0"}
+        assert job.apply_numpy_hugepages("off") == {
+            "spark.executorEnv.NUMPY_MADVISE_HUGEPAGE": "0",
+            "spark.executorEnv.MIMALLOC_ALLOW_THP": "0",
+        }
         assert numpy_hugepages() is False
         assert job.apply_numpy_hugepages("on") == {"spark.executorEnv.NUMPY_MADVISE_HUGEPAGE": "1"}
         assert numpy_hugepages() is True
