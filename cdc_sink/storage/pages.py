@@ -26,10 +26,10 @@ import datetime as dt
 import decimal
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import google_crc32c
 import pyarrow as pa
@@ -41,11 +41,14 @@ from cdc_sink.tablet.column import Base, LazyPage, PageEntry
 
 __all__ = [
     "PAGE_CODECS",
+    "EncodedPage",
     "LocationUpdate",
     "PageCompression",
     "PageFileWriter",
+    "PageJob",
     "PageLoc",
     "PageReader",
+    "StatsSource",
     "StoredPage",
     "apply_locations",
     "encoded_pages",
@@ -139,31 +142,56 @@ def page_blob(arr: pa.Array, compression: PageCompression = None) -> pa.Buffer:
     return sink.getvalue()
 
 
-#: A page to encode: the array and the codec of its buffers.
-PageJob = tuple[pa.Array, PageCompression]
+#: A page's statistics as queued: known, computed where the page is encoded (an encoding
+#: thread: Arrow's min/max releases the GIL), or none.
+StatsSource = PageStats | Callable[[], PageStats] | None
+
+
+class PageJob(NamedTuple):
+    """A page to encode: the array, the codec of its buffers, its statistics."""
+
+    array: pa.Array
+    codec: PageCompression = None
+    stats: StatsSource = None
+
+
+class EncodedPage(NamedTuple):
+    """A page encoded: its blob (:func:`page_blob`), the blob's CRC32C, its statistics."""
+
+    blob: pa.Buffer
+    crc: int
+    stats: PageStats | None
+
 
 #: Pages queued ahead of the one being written, per encoding thread.
 _AHEAD_PER_THREAD = 2
 
 
-def _encoded(job: PageJob) -> tuple[pa.Buffer, int]:
-    blob = page_blob(*job)
-    return blob, google_crc32c.value(blob)
+def _encoded(job: PageJob) -> EncodedPage:
+    blob = page_blob(job.array, job.codec)
+    stats = job.stats() if callable(job.stats) else job.stats
+    return EncodedPage(blob, google_crc32c.value(blob), stats)
 
 
-def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[tuple[pa.Buffer, int]]:
-    """Each page of ``jobs`` as :func:`page_blob` gives it, with its CRC32C, in order.
+def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[EncodedPage]:
+    """Each page of ``jobs`` encoded (:func:`page_blob`, its CRC32C, its statistics), in
+    order.
 
-    Compressing a page (lz4, zstd) and its CRC release the GIL, so with ``threads`` > 1
-    and some compressed page the pages are encoded in that many threads, at most
-    ``2 * threads`` pages ahead of the consumer (memory stays bounded by a few pages, not
-    the snapshot's size). Uncompressed pages are a copy: they are encoded in this thread.
+    Compressing a page (lz4, zstd), its CRC and Arrow's min/max release the GIL, so with
+    ``threads`` > 1 the pages are encoded in that many threads, at most ``2 * threads``
+    pages ahead of the consumer (memory stays bounded by a few pages, not the snapshot's
+    size). Pages that are neither compressed nor have statistics to compute are a copy:
+    a run of only those is encoded in this thread.
     """
-    if threads <= 1 or len(jobs) < 2 or all(codec is None for _, codec in jobs):
+    if (
+        threads <= 1
+        or len(jobs) < 2
+        or all(j.codec is None and not callable(j.stats) for j in jobs)
+    ):
         yield from map(_encoded, jobs)
         return
     with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-encode") as pool:
-        ahead: deque[Future[tuple[pa.Buffer, int]]] = deque()
+        ahead: deque[Future[EncodedPage]] = deque()
         try:
             for job in jobs:
                 ahead.append(pool.submit(_encoded, job))
@@ -195,7 +223,6 @@ class PageFileWriter:
         self._f = create_file(self.path)  # closed in finish() or abort()
         self.offset = 0
         self._queued: list[PageJob] = []
-        self._queued_stats: list[PageStats | None] = []
 
     def add(
         self, data: bytes | pa.Buffer, rows: int, stats: PageStats | None, crc: int | None = None
@@ -225,22 +252,21 @@ class PageFileWriter:
         return self.add(page_blob(page, compression), len(page), stats)
 
     def queue(
-        self, page: pa.Array, stats: PageStats | None = None, compression: PageCompression = None
+        self, page: pa.Array, stats: StatsSource = None, compression: PageCompression = None
     ) -> int:
-        """Queues a page for :meth:`write_queued`; returns its index in the list of
-        locations that :meth:`write_queued` returns."""
-        self._queued.append((page, compression))
-        self._queued_stats.append(stats)
+        """Queues a page for :meth:`write_queued` (``stats`` may be a function, called
+        where the page is encoded); returns its index in the list of locations that
+        :meth:`write_queued` returns."""
+        self._queued.append(PageJob(page, compression, stats))
         return len(self._queued) - 1
 
     def write_queued(self, threads: int) -> list[PageLoc]:
         """Encodes the queued pages in up to ``threads`` threads (:func:`encoded_pages`)
         and appends them in queue order; returns their locations, in that order."""
-        jobs, stats = self._queued, self._queued_stats
-        self._queued, self._queued_stats = [], []
+        jobs, self._queued = self._queued, []
         return [
-            self.add(blob, len(job[0]), st, crc)
-            for job, st, (blob, crc) in zip(jobs, stats, encoded_pages(jobs, threads), strict=True)
+            self.add(enc.blob, len(job.array), enc.stats, enc.crc)
+            for job, enc in zip(jobs, encoded_pages(jobs, threads), strict=True)
         ]
 
     def finish(self) -> int:

@@ -26,7 +26,8 @@ and the index slots; row hashes never: they are random bits), and each blob read
 whatever codec it was written with. The pages to write are queued first, then
 compressed in as many threads as the process may use cores and appended in queue order
 (:func:`~cdc_sink.storage.pages.encoded_pages`; a zstd bulk load of 1M rows x 20 columns
-went from ~0.55M to ~0.75M rows/s on 2 cores). Loading memory-maps the page files (zero-copy Arrow
+went from ~0.55M to ~0.75M rows/s on 2 cores); the value pages' statistics are computed
+in the same threads. Loading memory-maps the page files (zero-copy Arrow
 arrays for uncompressed blobs); key, row-hash, index and
 deletion-vector blobs are CRC-checked at load, value pages lazily: each when it is first
 read (:class:`~cdc_sink.tablet.column.LazyPage`), before any of its data is returned.
@@ -45,6 +46,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -246,7 +248,7 @@ class _SnapshotWriter:
         loc = None if self.full else stored_location(base.page_entry(p))
         if loc is not None:
             return loc
-        ref = self.file.queue(base.pages[p], base.page_stats(p), self.compression)
+        ref = self.file.queue(base.pages[p], partial(base.page_stats, p), self.compression)
         self.written.append((base, p, ref))
         return ref
 

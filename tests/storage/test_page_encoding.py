@@ -1,4 +1,4 @@
-"""A snapshot's pages are encoded in parallel and appended in order
+"""A snapshot's pages (and their statistics) are encoded in parallel and appended in order
 (cdc_sink.storage.pages.encoded_pages, PageFileWriter.queue/write_queued): the blobs and
 CRCs equal the one-thread encoding whatever the codecs, compressed pages really encode
 in overlapping threads, the encoders never run far ahead of the writer, a failed write
@@ -15,8 +15,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from cdc_sink.filters import PageStats, page_stats
 from cdc_sink.storage import pages
-from cdc_sink.storage.pages import PAGE_CODECS, PageFileWriter, PageJob, PageReader, page_blob
+from cdc_sink.storage.pages import (
+    PAGE_CODECS,
+    EncodedPage,
+    PageFileWriter,
+    PageJob,
+    PageReader,
+    page_blob,
+)
 from cdc_sink.table import TableOptions, create_table, open_table
 from tests.fixtures import ID_A_B
 from tests.model import table_to_rows
@@ -30,7 +38,7 @@ def _jobs(n: int) -> list[PageJob]:
         pa.array(rng.random(2000)),
         pa.array([], pa.int32()),
     ]
-    return [(arrays[i % len(arrays)], PAGE_CODECS[i % len(PAGE_CODECS)]) for i in range(n)]
+    return [PageJob(arrays[i % len(arrays)], PAGE_CODECS[i % len(PAGE_CODECS)]) for i in range(n)]
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -38,7 +46,7 @@ def test_parallel_encoding_equals_one_thread_in_order(threads: int) -> None:
     jobs = _jobs(23)
     got = list(pages.encoded_pages(jobs, threads))
     assert len(got) == len(jobs)
-    for (arr, codec), (blob, crc) in zip(jobs, got, strict=True):
+    for (arr, codec, _), (blob, crc, _) in zip(jobs, got, strict=True):
         assert blob.to_pybytes() == page_blob(arr, codec).to_pybytes()
         assert crc == google_crc32c.value(blob)
         assert pa.ipc.open_stream(blob).read_next_batch().column(0).equals(arr)
@@ -49,32 +57,54 @@ def test_compressed_pages_encode_in_overlapping_threads(monkeypatch: pytest.Monk
     names: list[str] = []
     encode = pages._encoded
 
-    def encoded(job: PageJob) -> tuple[pa.Buffer, int]:
+    def encoded(job: PageJob) -> EncodedPage:
         names.append(threading.current_thread().name)
         if len(names) <= 2:
             both_in.wait()
         return encode(job)
 
     monkeypatch.setattr(pages, "_encoded", encoded)
-    jobs: list[PageJob] = [(pa.array([i] * 100), "zstd") for i in range(6)]
-    got = [blob for blob, _ in pages.encoded_pages(jobs, 2)]
+    jobs = [PageJob(pa.array([i] * 100), "zstd") for i in range(6)]
+    got = [enc.blob for enc in pages.encoded_pages(jobs, 2)]
     assert [pa.ipc.open_stream(b).read_next_batch().column(0)[0].as_py() for b in got] == list(
         range(6)
     )
     assert all(n.startswith("cdc_sink-encode") for n in names)
 
 
-def test_uncompressed_pages_encode_in_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("ps", [None, PageStats(0, 1, 0, 1)])
+def test_uncompressed_pages_with_known_stats_encode_in_the_calling_thread(
+    monkeypatch: pytest.MonkeyPatch, ps: PageStats | None
+) -> None:
     names: list[str] = []
     encode = pages._encoded
 
-    def encoded(job: PageJob) -> tuple[pa.Buffer, int]:
+    def encoded(job: PageJob) -> EncodedPage:
         names.append(threading.current_thread().name)
         return encode(job)
 
     monkeypatch.setattr(pages, "_encoded", encoded)
-    list(pages.encoded_pages([(pa.array([i]), None) for i in range(8)], 4))
+    list(pages.encoded_pages([PageJob(pa.array([i]), None, ps) for i in range(8)], 4))
     assert names == [threading.current_thread().name] * 8
+
+
+def test_statistics_are_computed_in_the_encoding_threads_and_recorded(tmp_path: Path) -> None:
+    names: list[str] = []
+    arrays = [pa.array(np.arange(i, i + 50, dtype=np.int64)) for i in range(6)]
+
+    def stats_of(arr: pa.Array) -> PageStats:
+        names.append(threading.current_thread().name)
+        return page_stats(arr)
+
+    w = PageFileWriter(str(tmp_path), "p/1.pages")
+    for arr in arrays:  # uncompressed: only the statistics call for threads
+        w.queue(arr, lambda arr=arr: stats_of(arr))
+    locs = w.write_queued(2)
+    w.finish()
+    assert all(n.startswith("cdc_sink-encode") for n in names) and len(names) == 6
+    assert [(loc.min, loc.max, loc.null_count) for loc in locs] == [
+        (i, i + 49, 0) for i in range(6)
+    ]
 
 
 def test_encoders_stay_a_few_pages_ahead_and_stop_when_the_writer_fails(
@@ -83,12 +113,12 @@ def test_encoders_stay_a_few_pages_ahead_and_stop_when_the_writer_fails(
     started: list[int] = []
     encode = pages._encoded
 
-    def encoded(job: PageJob) -> tuple[pa.Buffer, int]:
-        started.append(job[0][0].as_py())
+    def encoded(job: PageJob) -> EncodedPage:
+        started.append(job.array[0].as_py())
         return encode(job)
 
     monkeypatch.setattr(pages, "_encoded", encoded)
-    jobs: list[PageJob] = [(pa.array([i]), "lz4") for i in range(100)]
+    jobs = [PageJob(pa.array([i]), "lz4") for i in range(100)]
     gen = pages.encoded_pages(jobs, 2)
     next(gen)
     assert len(started) <= 2 * pages._AHEAD_PER_THREAD + 1
@@ -100,14 +130,14 @@ def test_queued_pages_are_written_in_queue_order_and_read_back(tmp_path: Path) -
     w = PageFileWriter(str(tmp_path), "p/0.pages")
     first = w.add(b"raw blob", 1, None)
     jobs = _jobs(9)
-    idx = [w.queue(arr, None, codec) for arr, codec in jobs]
+    idx = [w.queue(arr, None, codec) for arr, codec, _ in jobs]
     assert idx == list(range(9))
     locs = w.write_queued(2)
     assert w.finish() == (tmp_path / "p/0.pages").stat().st_size
     assert [loc.offset for loc in locs] == sorted(loc.offset for loc in locs)
     assert locs[0].offset == first.length
     reader = PageReader(str(tmp_path))
-    for (arr, _), loc in zip(jobs, locs, strict=True):
+    for (arr, _, _), loc in zip(jobs, locs, strict=True):
         assert loc.rows == len(arr)
         assert reader.array(loc, check_rows=True).equals(arr)
     assert w.write_queued(2) == []  # the queue was emptied
