@@ -166,6 +166,10 @@ class EncodedPage(NamedTuple):
 #: Pages queued ahead of the one being written, per encoding thread.
 _AHEAD_PER_THREAD = 2
 
+#: A snapshot with fewer rows than this in its queued pages is encoded in the calling
+#: thread: starting a pool (~2.5 ms) costs more than its pages' encoding saves.
+MIN_PARALLEL_ROWS = 65_536
+
 
 def _encoded(job: PageJob) -> EncodedPage:
     blob = page_blob(job.array, job.codec)
@@ -181,11 +185,13 @@ def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[EncodedPage
     ``threads`` > 1 the pages are encoded in that many threads, at most ``2 * threads``
     pages ahead of the consumer (memory stays bounded by a few pages, not the snapshot's
     size). Pages that are neither compressed nor have statistics to compute are a copy:
-    a run of only those is encoded in this thread.
+    a run of only those is encoded in this thread, and so are pages of fewer than
+    :data:`MIN_PARALLEL_ROWS` rows in all.
     """
     if (
         threads <= 1
         or len(jobs) < 2
+        or sum(len(j.array) for j in jobs) < MIN_PARALLEL_ROWS
         or all(j.codec is None and not callable(j.stats) for j in jobs)
     ):
         yield from map(_encoded, jobs)

@@ -30,6 +30,28 @@ from tests.fixtures import ID_A_B
 from tests.model import table_to_rows
 
 
+@pytest.fixture(autouse=True)
+def small_pages_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These pages are small: let them take the threads whatever their size."""
+    monkeypatch.setattr(pages, "MIN_PARALLEL_ROWS", 0)
+
+
+def test_a_small_snapshot_is_encoded_in_the_calling_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pages, "MIN_PARALLEL_ROWS", 1000)
+    names: list[str] = []
+    encode = pages._encoded
+
+    def encoded(job: PageJob) -> EncodedPage:
+        names.append(threading.current_thread().name)
+        return encode(job)
+
+    monkeypatch.setattr(pages, "_encoded", encoded)
+    list(pages.encoded_pages([PageJob(pa.array(range(100)), "zstd") for _ in range(9)], 2))
+    assert names == [threading.current_thread().name] * 9
+
+
 def _jobs(n: int) -> list[PageJob]:
     rng = np.random.default_rng(7)
     arrays: list[pa.Array] = [
