@@ -121,7 +121,11 @@ class PowerLossRecorder:
             if self._unclaimed.pop((st.st_dev, st.st_ino), None) is None:
                 self._new_node(st)
         elif kind == "mkdir":
-            self._new_node(os.lstat(path))
+            # like "create": another thread's fsync of the parent may have listed the
+            # directory between its mkdir and this report
+            st = os.lstat(path)
+            if self._unclaimed.pop((st.st_dev, st.st_ino), None) is None:
+                self._new_node(st)
             self._listing[path] = {}
         elif kind == "fsync":
             assert fd is not None
