@@ -36,22 +36,6 @@ def small_pages_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pages, "MIN_PARALLEL_ROWS", 0)
 
 
-def test_a_small_snapshot_is_encoded_in_the_calling_thread(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(pages, "MIN_PARALLEL_ROWS", 1000)
-    names: list[str] = []
-    encode = pages._encoded
-
-    def encoded(job: PageJob) -> EncodedPage:
-        names.append(threading.current_thread().name)
-        return encode(job)
-
-    monkeypatch.setattr(pages, "_encoded", encoded)
-    list(pages.encoded_pages([PageJob(pa.array(range(100)), "zstd") for _ in range(9)], 2))
-    assert names == [threading.current_thread().name] * 9
-
-
 def _jobs(n: int) -> list[PageJob]:
     rng = np.random.default_rng(7)
     arrays: list[pa.Array] = [
@@ -94,10 +78,18 @@ def test_compressed_pages_encode_in_overlapping_threads(monkeypatch: pytest.Monk
     assert all(n.startswith("cdc_sink-encode") for n in names)
 
 
-@pytest.mark.parametrize("ps", [None, PageStats(0, 1, 0, 1)])
-def test_uncompressed_pages_with_known_stats_encode_in_the_calling_thread(
-    monkeypatch: pytest.MonkeyPatch, ps: PageStats | None
+@pytest.mark.parametrize(
+    "codec,stats,min_rows",
+    [
+        (None, None, 0),  # copies only
+        (None, PageStats(0, 1, 0, 1), 0),  # statistics already known: copies only
+        ("zstd", None, 1000),  # a small snapshot (100 rows in all)
+    ],
+)
+def test_pages_encode_in_the_calling_thread_when_threads_would_not_pay(
+    monkeypatch: pytest.MonkeyPatch, codec: Any, stats: PageStats | None, min_rows: int
 ) -> None:
+    monkeypatch.setattr(pages, "MIN_PARALLEL_ROWS", min_rows)
     names: list[str] = []
     encode = pages._encoded
 
@@ -106,8 +98,8 @@ def test_uncompressed_pages_with_known_stats_encode_in_the_calling_thread(
         return encode(job)
 
     monkeypatch.setattr(pages, "_encoded", encoded)
-    list(pages.encoded_pages([PageJob(pa.array([i]), None, ps) for i in range(8)], 4))
-    assert names == [threading.current_thread().name] * 8
+    list(pages.encoded_pages([PageJob(pa.array(range(10)), codec, stats) for _ in range(10)], 4))
+    assert names == [threading.current_thread().name] * 10
 
 
 def test_statistics_are_computed_in_the_encoding_threads_and_recorded(tmp_path: Path) -> None:
