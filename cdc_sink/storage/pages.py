@@ -25,9 +25,7 @@ import contextlib
 import datetime as dt
 import decimal
 import os
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -36,6 +34,7 @@ import pyarrow as pa
 
 from cdc_sink.errors import WalCorruption
 from cdc_sink.filters import PageStats, physical_value
+from cdc_sink.parallel import ordered_map
 from cdc_sink.storage.fsutil import create_file, fsync_dir, fsync_file, makedirs, remove
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
 
@@ -196,18 +195,9 @@ def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[EncodedPage
     ):
         yield from map(_encoded, jobs)
         return
-    with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-encode") as pool:
-        ahead: deque[Future[EncodedPage]] = deque()
-        try:
-            for job in jobs:
-                ahead.append(pool.submit(_encoded, job))
-                if len(ahead) >= threads * _AHEAD_PER_THREAD:
-                    yield ahead.popleft().result()
-            while ahead:
-                yield ahead.popleft().result()
-        finally:  # the consumer failed or stopped: encode nothing more
-            for fut in ahead:
-                fut.cancel()
+    yield from ordered_map(
+        _encoded, jobs, threads, ahead_per_thread=_AHEAD_PER_THREAD, name="cdc_sink-encode"
+    )
 
 
 class PageFileWriter:
