@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, overload
 
@@ -46,7 +46,7 @@ from cdc_sink.tablet.keystore import (
     take,
 )
 
-__all__ = ["Base", "ColumnStore", "Delta", "LazyPage", "PageList", "PageLoader"]
+__all__ = ["Base", "ColumnStore", "Delta", "LazyPage", "PageList", "PageLoader", "PageSource"]
 
 
 def _is_sorted(a: np.ndarray) -> bool:
@@ -110,6 +110,11 @@ class LazyPage:
 
 PageEntry: TypeAlias = "pa.Array | LazyPage"
 
+PageSource: TypeAlias = Callable[[int, bool], pa.Array]
+"""``source(p, keep)``: page ``p`` of a column at a version
+(:meth:`ColumnStore.page_source`); ``keep=False`` leaves a stored page it reads out of
+memory (a scan that copies the page anyway)."""
+
 
 class PageList(Sequence[pa.Array]):
     """The pages of a base, some of which may be :class:`LazyPage` s; indexing or
@@ -158,8 +163,11 @@ class PageList(Sequence[pa.Array]):
         self._entries[p] = LazyPage(len(arr), loader, arr)
 
 
-def _page(e: PageEntry) -> pa.Array:
-    return e.get() if isinstance(e, LazyPage) else e
+def _page(e: PageEntry, keep: bool = True) -> pa.Array:
+    """The page of ``e``; a stored page read now stays in memory only when ``keep``."""
+    if not isinstance(e, LazyPage):
+        return e
+    return e.get() if keep or e.loaded else e.loader()
 
 
 @dataclass(frozen=True)
@@ -273,17 +281,14 @@ class ColumnStore:
         ds = [d for d in deltas if base.version < d.version <= version]
         return base, ds
 
-    def pages(
+    def page_source(
         self, version: int, num_rows: int, *, page_filter: np.ndarray | None = None
-    ) -> Iterator[tuple[int, pa.Array]]:
-        """Yields ``(page number, array)`` of the column at ``version`` for rows
-        ``0..num_rows-1``; untouched base pages are yielded without a copy.
-
-        Args:
-            version: Version to read.
-            num_rows: Row count of the tablet at that version.
-            page_filter: Optional boolean per page; False pages are not produced.
-        """
+    ) -> PageSource:
+        """Page ``p`` of the column at ``version`` (rows ``0..num_rows-1``), for each
+        ``p`` where ``page_filter`` (default: every page) is True, produced when asked
+        for, in any order and from any thread (a parallel scan builds pages in a pool).
+        An untouched base page is returned without a copy; a whole-column rebuild, when
+        many deltas make it cheaper, is done here, before any page is asked for."""
         base, ds = self.view(self.state, version)
         num_pages = -(-num_rows // self.page_rows)
         bounds = np.array(
@@ -301,21 +306,23 @@ class ColumnStore:
             # cheaper than one per (page, delta); pages are then zero-copy slices of it.
             whole = self._materialize_whole(base, ds, num_rows)
         touched_any: np.ndarray = np.asarray(hits.any(axis=0), dtype=bool)
-        for p in np.flatnonzero(wanted).tolist():
+
+        def page_at(p: int, keep: bool = True) -> pa.Array:
             start = p * self.page_rows
             length = min(self.page_rows, num_rows - start)
-            page = base.pages[p] if p < len(base.pages) else None
+            page = _page(base.page_entry(p), keep) if p < len(base.pages) else None
             if not touched_any[p] and page is not None and len(page) == length:
-                yield p, page
-            elif whole is not None:
-                yield p, whole.slice(start, length)
-            else:
-                touched = [
-                    (d, int(bounds[k, p]), int(bounds[k, p + 1]))
-                    for k, d in enumerate(ds)
-                    if hits[k, p]
-                ]
-                yield p, self._materialize(page, start, length, touched)
+                return page
+            if whole is not None:
+                return whole.slice(start, length)
+            touched = [
+                (d, int(bounds[k, p]), int(bounds[k, p + 1]))
+                for k, d in enumerate(ds)
+                if hits[k, p]
+            ]
+            return self._materialize(page, start, length, touched)
+
+        return page_at
 
     def page_stats(self, version: int, num_rows: int) -> list[PageStats | None]:
         """Per page: statistics when the page is an untouched base page, else None."""
@@ -544,7 +551,8 @@ class ColumnStore:
                 keep[bounds[1:] > bounds[:-1]] = False
         for p in np.flatnonzero(keep).tolist():
             keep[p] = old.page_length(p) == min(self.page_rows, num_rows - p * self.page_rows)
-        rebuilt = dict(self.pages(version, num_rows, page_filter=~keep))
+        source = self.page_source(version, num_rows, page_filter=~keep)
+        rebuilt = {p: source(p, True) for p in np.flatnonzero(~keep).tolist()}
         entries = [old.page_entry(p) if keep[p] else rebuilt[p] for p in range(num_pages)]
         stats: list[PageStats | None] = [None] * num_pages
         if old.stats:

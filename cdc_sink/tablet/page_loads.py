@@ -1,17 +1,19 @@
-"""Reading the stored pages a scan needs in parallel, before it starts (internal).
+"""Reading stored pages in parallel before a small scan starts (internal).
 
 A base loaded from a snapshot holds its pages as :class:`~cdc_sink.tablet.column.LazyPage`
-s, read on first access (memory-mapped, CRC-checked, decoded). A scan touching them one
-after another in one thread spends a cold read of compressed pages (``page_compression``
-``lz4`` or ``zstd``) mostly decompressing them in turn, with the other cores idle. Arrow's
-IPC reader and the CRC check release the GIL, so :func:`load_pages` reads the pages in a
-few threads first; the scan then finds them loaded. Measured on 2 cores (1M rows x 20
-columns, zstd pages, docs/benchmarks.md "Cold reads of compressed pages"): the pages'
-decode went from ~0.18 s in one thread to ~0.10 s in two.
+s, read on first access (memory-mapped, CRC-checked, decoded). A large scan builds its
+pages in a pool of threads (:func:`cdc_sink.tablet.reads.scan`), reading them there. A
+scan too small for that (fewer than ``reads.MIN_PARALLEL_CELLS`` cells) still has its
+stored pages read by :func:`load_pages` in a few threads first: Arrow's IPC reader and
+the CRC check release the GIL, and one page of 20 compressed columns is 20 decodes.
+Measured on 2 cores (1M rows x 20 columns, zstd pages, docs/benchmarks.md "Cold reads
+of compressed pages"): the pages' decode went from ~0.18 s in one thread to ~0.10 s in
+two.
 
-Only the pages the scan will read are loaded (its columns, and the pages its filter
-keeps): a read of some columns still never touches the pages of the others. Uncompressed
-pages are zero-copy, and loading them costs only their CRC.
+Only the pages the scan will return as they are loaded this way (its columns, and the
+pages its filter keeps, with no deleted row): a read of some columns still never
+touches the pages of the others. Uncompressed pages are zero-copy, and loading them
+costs only their CRC.
 """
 
 from __future__ import annotations

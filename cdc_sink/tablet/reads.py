@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pyroaring import BitMap
+from pyroaring import BitMap, FrozenBitMap
 
 from cdc_sink.filters import Predicate, evaluate, may_match, parse_filter, physical_predicate
+from cdc_sink.parallel import ordered_map
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet.apply import u32
+from cdc_sink.tablet.column import PageSource
 from cdc_sink.tablet.keystore import take
-from cdc_sink.tablet.page_loads import load_pages, unloaded_pages
+from cdc_sink.tablet.page_loads import load_pages, unloaded_pages, usable_cores
 
 if TYPE_CHECKING:
     from cdc_sink.tablet.memtablet import MemTablet
@@ -66,70 +68,139 @@ def _pages_that_may_match(
     return page_ok
 
 
-def _page_iter(
+def _page_source(
     tablet: MemTablet, c: Column, version: int, rows: int, page_ok: np.ndarray
-) -> Iterator[pa.Array]:
-    """The pages of column ``c`` at ``version`` where ``page_ok``."""
+) -> PageSource:
+    """Page ``p`` of column ``c`` at ``version``, for the pages where ``page_ok``."""
     kpos = _key_position(tablet, c)
     if kpos is not None:
         store = tablet.index.keys[kpos]
         pr = tablet.options.page_rows
-        for p in np.flatnonzero(page_ok).tolist():
-            yield store.slice(p * pr, min((p + 1) * pr, rows))
-        return
-    store_c = tablet.ensure_column(c)
-    for _, arr in store_c.pages(version, rows, page_filter=page_ok):
-        yield arr if arr.type == c.type else arr.cast(c.type)
+        return lambda p, _keep: store.slice(p * pr, min((p + 1) * pr, rows))
+    source = tablet.ensure_column(c).page_source(version, rows, page_filter=page_ok)
+    return lambda p, keep: _as_type(source(p, keep), c)
+
+
+def _as_type(arr: pa.Array, c: Column) -> pa.Array:
+    return arr if arr.type == c.type else arr.cast(c.type)
 
 
 def scan(
     tablet: MemTablet, version: int, columns: Sequence[str] | None, filter: Any, schema: TableSchema
 ) -> Iterator[pa.RecordBatch]:
     """Yields the live rows of ``tablet`` at retained ``version`` page by page (see
-    :meth:`MemTablet.batches <cdc_sink.tablet.memtablet.MemTablet.batches>`)."""
+    :meth:`MemTablet.batches <cdc_sink.tablet.memtablet.MemTablet.batches>`).
+
+    Each output page is built (its stored pages read, deltas applied, dead and
+    filtered-out rows dropped, column by column while the page is in cache) by
+    :class:`_PageBuilder`; a scan of at least :data:`MIN_PARALLEL_CELLS` cells builds its
+    pages in a few threads (:func:`~cdc_sink.parallel.ordered_map`), since decoding,
+    rebuilding and Arrow's ``filter`` release the GIL.
+
+    A stored page the scan reads stays in memory only if the scan returns it as it is
+    (no row of it dropped, no delta on it). A page the scan copies anyway is read again
+    by the next reader that needs it: a cold read of a compressed table then decodes
+    each such page into memory that the next page reuses, instead of keeping a decoded
+    copy beside the filtered one (docs/benchmarks.md, "Cold reads built page by page").
+    """
     rows = tablet.row_count_at(version)
-    dv = tablet.deletion_vector(version)
     cols = read_columns(schema, columns)
     preds = parse_filter(filter, schema.names)
-    out_schema = schema.arrow_schema([c.name for c in cols])
-    pr = tablet.options.page_rows
     page_ok = _pages_that_may_match(tablet, schema, preds, version, rows)
-    num_pages = len(page_ok)
-    dead = np.asarray(dv.to_array(), dtype=np.int64) if len(dv) else np.empty(0, np.int64)
-    dead_bounds = np.searchsorted(dead, np.arange(num_pages + 1, dtype=np.int64) * pr)
     pred_cols = list({c.id: c for c in (schema.column(p.column) for p in preds)}.values())
     need = list({c.id: c for c in [*cols, *pred_cols]}.values())
-    load_pages(  # the stored pages the scan reads, in parallel (page_loads)
-        [
-            page
-            for c in need
-            if _key_position(tablet, c) is None
-            for page in unloaded_pages(tablet.ensure_column(c), version, page_ok)
-        ]
+    builder = _PageBuilder(
+        tablet.options.page_rows,
+        rows,
+        tablet.deletion_vector(version),
+        {c.id: _page_source(tablet, c, version, rows, page_ok) for c in need},
+        cols,
+        pred_cols,
+        preds,
+        schema.arrow_schema([c.name for c in cols]),
     )
-    iters = {c.id: _page_iter(tablet, c, version, rows, page_ok) for c in need}
-    for page_no in np.flatnonzero(page_ok).tolist():
-        start = page_no * pr
-        length = min(pr, rows - start)
-        arrays = {cid: next(it) for cid, it in iters.items()}
+    pages = np.flatnonzero(page_ok).tolist()
+    threads = min(usable_cores(), MAX_SCAN_THREADS)
+    if len(pages) < 2 or sum(builder.length(p) for p in pages) * len(need) < MIN_PARALLEL_CELLS:
+        threads = 1
+        whole = page_ok & (builder.dead_bounds[1:] == builder.dead_bounds[:-1])
+        load_pages(  # the stored pages it returns as they are, in parallel (page_loads)
+            [
+                page
+                for c in need
+                if _key_position(tablet, c) is None
+                for page in unloaded_pages(tablet.ensure_column(c), version, whole)
+            ]
+        )
+    for batch in ordered_map(builder.build, pages, threads, name="cdc_sink-scan"):
+        if batch is not None:
+            yield batch
+
+
+MIN_PARALLEL_CELLS = 1 << 20
+"""A scan of fewer cells (rows x columns read) builds its pages in the calling thread."""
+
+MAX_SCAN_THREADS = 8
+
+
+class _PageBuilder:
+    """Builds one output page of a scan: callable from any thread."""
+
+    def __init__(
+        self,
+        page_rows: int,
+        rows: int,
+        dv: BitMap | FrozenBitMap,
+        sources: dict[int, PageSource],
+        cols: list[Column],
+        pred_cols: list[Column],
+        preds: list[Predicate],
+        out_schema: pa.Schema,
+    ) -> None:
+        self.page_rows = page_rows
+        self.rows = rows
+        self.dead = np.asarray(dv.to_array(), dtype=np.int64) if len(dv) else np.empty(0, np.int64)
+        num_pages = -(-rows // page_rows)
+        self.dead_bounds = np.searchsorted(
+            self.dead, np.arange(num_pages + 1, dtype=np.int64) * page_rows
+        )
+        self.sources = sources
+        self.cols = cols
+        self.pred_cols = pred_cols
+        self.preds = preds
+        self.out_schema = out_schema
+
+    def length(self, page_no: int) -> int:
+        """The row count of page ``page_no``."""
+        return min(self.page_rows, self.rows - page_no * self.page_rows)
+
+    def build(self, page_no: int) -> pa.RecordBatch | None:
+        """The live rows of page ``page_no`` that pass the filter (None: not one)."""
+        start = page_no * self.page_rows
         mask = None
-        lo, hi = dead_bounds[page_no], dead_bounds[page_no + 1]
+        lo, hi = self.dead_bounds[page_no], self.dead_bounds[page_no + 1]
         if hi > lo:
-            mask = np.ones(length, dtype=bool)
-            mask[dead[lo:hi] - start] = False
-        if preds:
+            mask = np.ones(self.length(page_no), dtype=bool)
+            mask[self.dead[lo:hi] - start] = False
+        got: dict[int, pa.Array] = {}
+        if self.preds:
+            got = {c.id: self.sources[c.id](page_no, mask is None) for c in self.pred_cols}
             pb = pa.RecordBatch.from_arrays(
-                [arrays[c.id] for c in pred_cols], names=[c.name for c in pred_cols]
+                [got[c.id] for c in self.pred_cols], names=[c.name for c in self.pred_cols]
             )
-            m2 = evaluate(pb, preds)
+            m2 = evaluate(pb, self.preds)
             mask = m2 if mask is None else mask & m2
-        batch = pa.RecordBatch.from_arrays([arrays[c.id] for c in cols], schema=out_schema)
+        keep: pa.Array | None = None
         if mask is not None:
             if not mask.any():
-                continue
+                return None
             if not mask.all():
-                batch = batch.filter(pa.array(mask))
-        yield batch
+                keep = pa.array(mask)
+        arrays = []
+        for c in self.cols:  # each column filtered as soon as it is read (still in cache)
+            arr = got[c.id] if c.id in got else self.sources[c.id](page_no, keep is None)
+            arrays.append(arr if keep is None else arr.filter(keep))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
 
 
 def _key_arrays(schema: TableSchema, keys: pa.Table | Sequence[pa.Array]) -> list[pa.Array]:
