@@ -24,7 +24,7 @@ from cdc_sink.storage.snapshot import (
     write_snapshot,
 )
 from cdc_sink.table import Table, TableOptions, create_table, open_table
-from cdc_sink.tablet import MemTablet, TabletOptions
+from cdc_sink.tablet import MemTablet, TabletOptions, reads
 from cdc_sink.tablet.column import LazyPage, PageList
 from tests.fixtures import ID_A_B_C, KEEP_VERSIONS
 
@@ -106,7 +106,13 @@ def _damage_page(path: Path, column_id: int) -> tuple[str, int]:
     return str(f), loc.offset
 
 
-def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(table_dir: Path) -> None:
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-thread scan", "parallel scan"])
+def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(
+    table_dir: Path, parallel: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if parallel:  # pages built in the scan's pool: the error still reaches the reader
+        monkeypatch.setattr(reads, "MIN_PARALLEL_CELLS", 0)
+        monkeypatch.setattr(reads, "usable_cores", lambda: 2)
     fresh = open_table(table_dir, options=OPTS)
     expected_a = fresh.read(columns=["id", "a"])
     b_id = fresh.schema.column("b").id
