@@ -45,6 +45,7 @@ from cdc_sink.schema import (
     Column,
     TableSchema,
     bounds_reason,
+    may_exceed_bounds,
     out_of_bounds,
     type_to_str,
     value_bounds,
@@ -450,13 +451,16 @@ def _checked_keys(
 ) -> list[pa.Array]:
     """Refuses null and out-of-range keys; a truncate's key columns become null."""
     for kc, arr in zip(schema.key_columns, keys, strict=True):
-        refuse(
-            ~np.asarray(arr.is_valid(), dtype=bool) & ~is_truncate,
-            f"key column {kc.name!r} is missing or null",
-        )
-        refuse(
-            out_of_bounds(arr) & ~is_truncate, f"key column {kc.name!r}: {bounds_reason(kc.type)}"
-        )
+        if arr.null_count:
+            refuse(
+                ~np.asarray(arr.is_valid(), dtype=bool) & ~is_truncate,
+                f"key column {kc.name!r} is missing or null",
+            )
+        if may_exceed_bounds(arr):
+            refuse(
+                out_of_bounds(arr) & ~is_truncate,
+                f"key column {kc.name!r}: {bounds_reason(kc.type)}",
+            )
     if is_truncate.any():  # a truncate names no key: its key columns are null
         nulls = pa.array(is_truncate)
         keys = [pc.if_else(nulls, pa.scalar(None, arr.type), arr) for arr in keys]
@@ -477,13 +481,13 @@ def _check_values(
     for cid in list(present):
         present[cid] = present[cid] & ~sets_nothing  # a delete or truncate sets nothing
     for c in schema.value_columns:
-        if c.id in values:
+        if c.id in values and may_exceed_bounds(values[c.id]):
             refuse(
                 present[c.id] & out_of_bounds(values[c.id]),
                 f"column {c.name!r}: {bounds_reason(c.type)}",
             )
     for c in schema.value_columns:
-        if c.id in values and not c.nullable:
+        if c.id in values and not c.nullable and values[c.id].null_count:
             nulls = present[c.id] & ~np.asarray(values[c.id].is_valid(), dtype=bool)
             refuse(nulls, f"null in non-nullable column {c.name!r}")
     for c in schema.required_columns:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaError
@@ -36,6 +37,8 @@ __all__ = [
     "bounds_reason",
     "coerce",
     "coercer",
+    "has_bounds",
+    "may_exceed_bounds",
     "out_of_bounds",
     "parse_date",
     "parse_timestamp",
@@ -154,6 +157,30 @@ def value_bounds(t: pa.DataType) -> tuple[int, int] | None:
     return None
 
 
+def has_bounds(t: pa.DataType) -> bool:
+    """Whether a value of type ``t`` can lie outside :func:`value_bounds` (what
+    :func:`out_of_bounds` checks: dates, timestamps, decimals)."""
+    return value_bounds(t) is not None and not pa.types.is_integer(t)
+
+
+def may_exceed_bounds(arr: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether :func:`out_of_bounds` of ``arr`` may hold a True: False for types without
+    bounds, and for dates and timestamps whose minimum and maximum are within them (one
+    pass, no allocation: most batches take no mask at all)."""
+    t = arr.type
+    if not has_bounds(t) or len(arr) == 0:
+        return False
+    if pa.types.is_decimal(t):
+        return True
+    lo, hi = value_bounds(t) or (0, 0)
+    width = pa.int32() if pa.types.is_date32(t) else pa.int64()
+    for chunk in arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]:
+        mm = pc.min_max(chunk.view(width)).as_py()
+        if mm["min"] is not None and (mm["min"] < lo or mm["max"] > hi):
+            return True
+    return False
+
+
 def out_of_bounds(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Boolean mask of the non-null values of ``arr`` outside :func:`value_bounds` of its
     type (vectorized; all False for types without bounds).
@@ -165,7 +192,7 @@ def out_of_bounds(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     n = len(arr)
     t = arr.type
     bounds = value_bounds(t)
-    if bounds is None or pa.types.is_integer(t) or n == 0:
+    if bounds is None or not has_bounds(t) or n == 0:
         return np.zeros(n, dtype=bool)
     lo, hi = bounds
     valid = (

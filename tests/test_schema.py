@@ -9,12 +9,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cdc_sink.errors import CdcSinkError, SchemaError
 from cdc_sink.schema import (
     Column,
     TableSchema,
     coerce,
+    may_exceed_bounds,
+    out_of_bounds,
     parse_date,
     parse_timestamp,
     parse_type,
@@ -694,3 +698,44 @@ def test_strict_coercion_checks_what_lenient_leaves_to_arrow(
     assert coerce(value, t) is not None  # pyarrow decides later
     with pytest.raises(error):
         coerce(value, t, strict=True)
+
+
+_BOUNDED = [pa.date32(), pa.timestamp("s"), pa.timestamp("ms"), pa.timestamp("us", "UTC")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    t=st.sampled_from([*_BOUNDED, pa.int64(), pa.float64(), pa.string()]),
+    chunks=st.lists(
+        st.lists(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)), max_size=6),
+        min_size=1,
+        max_size=3,
+    ),
+    scale=st.sampled_from([1, 10**3, 10**6, 4 * 10**9]),
+)
+def test_may_exceed_bounds_is_false_only_where_no_value_is_out_of_bounds(
+    t: pa.DataType, chunks: list[list[int | None]], scale: int
+) -> None:
+    """The one-pass check that lets a batch skip the mask: never False where
+    ``out_of_bounds`` finds a value (dates and timestamps: exact; chunked arrays too)."""
+    if pa.types.is_date32(t):  # days: int32, the integers as they are
+        width = pa.int32()
+        raw = chunks
+    else:
+        width = pa.int64()
+        raw = [[None if v is None else v * scale for v in c] for c in chunks]
+    if pa.types.is_string(t):
+        arr: pa.ChunkedArray = pa.chunked_array([pa.array([str(v) for v in c], t) for c in raw], t)
+    elif pa.types.is_floating(t):
+        arr = pa.chunked_array(
+            [pa.array([None if v is None else float(v) for v in c], t) for c in raw], t
+        )
+    else:
+        arr = pa.chunked_array([pa.array(c, width).view(t) for c in raw], t)
+    mask = out_of_bounds(arr)
+    if t in _BOUNDED:
+        assert may_exceed_bounds(arr) == bool(mask.any())
+    else:
+        assert not may_exceed_bounds(arr) and not mask.any()
+    if arr.num_chunks == 1:
+        assert may_exceed_bounds(arr.chunk(0)) == may_exceed_bounds(arr)

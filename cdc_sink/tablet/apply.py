@@ -18,7 +18,7 @@ over the whole batch, never a loop per event or per key:
 from __future__ import annotations
 
 import array
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +40,7 @@ __all__ = [
     "count_outcomes",
     "fold",
     "group_keys",
+    "is_increasing",
     "split_truncates",
 ]
 
@@ -157,16 +158,17 @@ def group_keys(index: KeyIndex, batch: ChangeBatch, row_count: int) -> KeyGroups
     h = batch.key_hash()
     rid = index.lookup(h, batch.keys)
     missing = np.flatnonzero(rid < 0)
-    gkey = rid.copy()
+    gkey = rid  # a fresh array: ours to change
     if len(missing):
-        sub_keys = [k.take(pa.array(missing)) for k in batch.keys]
-        rep = index.group_new(h[missing], sub_keys)
-        if _increasing(rep):  # distinct new keys (a load): each its own group, in order
+        rep = _first_equal(index, h, batch.keys, missing)
+        if is_increasing(rep):  # distinct new keys: each its own group, in order
+            if len(missing) == len(h):  # and no old key (a load)
+                return _singletons(h, row_count, batch.op)
             gkey[missing] = row_count + np.arange(len(rep))
         else:
             _, inv = np.unique(rep, return_inverse=True)  # a sort: ~1 s for 10M keys
             gkey[missing] = row_count + inv.reshape(-1)
-    order = np.arange(len(gkey)) if _increasing(gkey) else np.argsort(gkey, kind="stable")
+    order = np.arange(len(gkey)) if is_increasing(gkey) else np.argsort(gkey, kind="stable")
     gk = gkey[order]
     starts = np.flatnonzero(np.r_[True, gk[1:] != gk[:-1]])
     gid = np.cumsum(np.r_[False, gk[1:] != gk[:-1]]).astype(np.int64)
@@ -174,7 +176,24 @@ def group_keys(index: KeyIndex, batch: ChangeBatch, row_count: int) -> KeyGroups
     return KeyGroups(h, order, gid, starts, grow, grow < row_count, batch.op[order])
 
 
-def _increasing(a: np.ndarray) -> bool:
+def _first_equal(
+    index: KeyIndex, h: np.ndarray, keys: Sequence[pa.Array], missing: np.ndarray
+) -> np.ndarray:
+    """:meth:`KeyIndex.group_new` of the events ``missing`` (copies of their keys only
+    when some events are not missing)."""
+    if len(missing) == len(h):
+        return index.group_new(h, list(keys))
+    return index.group_new(h[missing], [k.take(pa.array(missing)) for k in keys])
+
+
+def _singletons(h: np.ndarray, row_count: int, op: np.ndarray) -> KeyGroups:
+    """The groups of a batch of distinct new keys: event ``i`` is group ``i`` and gets
+    row ``row_count + i`` (one shared index array: every reader only reads it)."""
+    idx = np.arange(len(h), dtype=np.int64)
+    return KeyGroups(h, idx, idx, idx, row_count + idx, np.zeros(len(h), bool), op)
+
+
+def is_increasing(a: np.ndarray) -> bool:
     """Whether ``a`` is strictly increasing (one pass, against a sort)."""
     return len(a) < 2 or bool((a[1:] > a[:-1]).all())
 

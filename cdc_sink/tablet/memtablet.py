@@ -44,6 +44,7 @@ from cdc_sink.tablet.apply import (
     count_outcomes,
     fold,
     group_keys,
+    is_increasing,
     split_truncates,
     u32,
 )
@@ -314,8 +315,12 @@ class MemTablet:
         rc1 = rc0 + len(new_groups)
         if len(new_groups):
             rep_events = groups.order[groups.starts[new_groups]]
-            sel = pa.array(rep_events)
-            self.index.insert(groups.key_hash[rep_events], [k.take(sel) for k in batch.keys])
+            if len(rep_events) == len(batch) and is_increasing(rep_events):  # all, in order
+                self.index.insert(groups.key_hash, list(batch.keys))  # (a load): no copies
+            else:
+                sel = pa.array(rep_events)
+                keys = [k.take(sel) for k in batch.keys]
+                self.index.insert(groups.key_hash[rep_events], keys)
             self._live.ensure(rc1)
             if self._seq is not None:
                 self._seq.ensure(rc1)

@@ -373,8 +373,9 @@ def test_keystore_of_dates_and_timestamps_round_trips_values():
 
 
 def _assert_valid_linear_probing(idx: KeyIndex, hm: np.ndarray) -> None:
-    """Every row is in exactly one slot, and every slot from a row's home slot (cyclic)
-    up to its own is taken: what a probe from the home needs to find it."""
+    """Every row is in exactly one slot, and no slot from a row's home slot (cyclic) up
+    to its own is empty (taken, or a removed row's marker, which a probe passes): what a
+    probe from the home needs to find it."""
     slots = idx._slots
     size = len(slots)
     taken = slots[slots >= 0]
@@ -384,7 +385,7 @@ def _assert_valid_linear_probing(idx: KeyIndex, hm: np.ndarray) -> None:
     home = idx._home(hm)
     for r in range(len(hm)):
         run = (np.arange(home[r], home[r] + ((where[r] - home[r]) % size) + 1)) % size
-        assert (slots[run] >= 0).all(), r
+        assert (slots[run] != -1).all(), r
 
 
 @settings(max_examples=150, deadline=None)
@@ -447,3 +448,44 @@ def test_stored_slots_whose_removed_markers_would_force_a_growth_are_rebuilt_not
     ok.load(idx.row_hashes().copy(), [keys], idx.slots)
     assert np.array_equal(ok.slots, idx.slots)
     assert np.array_equal(ok.lookup(h, [keys]), np.arange(600))
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["insert", "truncate"]), st.integers(0, 300)),
+        min_size=1,
+        max_size=12,
+    ),
+    kind=st.sampled_from(["int64", "string"]),
+)
+def test_inserts_of_any_size_after_truncates_find_exactly_the_keys_held(
+    steps: list[tuple[str, int]], kind: str
+) -> None:
+    """Model-based: ``insert`` rebuilds the whole slot array in one pass when it adds
+    at least as many keys as the index holds, and probes otherwise; both, after any
+    truncates (removed markers) and growths, keep exactly the keys the model holds at
+    their row ids, the rest absent, and the array valid linear probing."""
+    types, make = KEY_TYPES[kind]
+    idx = KeyIndex(types, capacity=8)
+    held: list[int] = []  # the model: ids by row id
+    next_id = 0
+    for what, size in steps:
+        if what == "insert":
+            ids = np.arange(next_id, next_id + size)
+            next_id += size
+            keys = make(ids)
+            rows = idx.insert(np.asarray(spark_xxhash64(keys), dtype=np.int64), keys)
+            assert rows.tolist() == list(range(len(held), len(held) + size))
+            held += ids.tolist()
+        else:
+            idx.truncate(min(size, len(held)))
+            del held[size:]
+    assert idx.count == len(held)
+    everything = np.arange(next_id)
+    keys = make(everything)
+    want = np.full(next_id, -1, dtype=np.int64)
+    want[np.asarray(held, dtype=np.int64)] = np.arange(len(held))
+    got = idx.lookup(np.asarray(spark_xxhash64(keys), dtype=np.int64), keys)
+    assert got.tolist() == want.tolist()
+    _assert_valid_linear_probing(idx, idx.row_hashes())
