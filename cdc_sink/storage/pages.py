@@ -35,11 +35,19 @@ import pyarrow as pa
 from cdc_sink.errors import WalCorruption
 from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.parallel import ordered_map
-from cdc_sink.storage.fsutil import create_file, fsync_dir, fsync_file, makedirs, remove
+from cdc_sink.storage.fsutil import (
+    create_file,
+    fsync_dir,
+    fsync_file,
+    makedirs,
+    remove,
+    start_writeback,
+)
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
 
 __all__ = [
     "PAGE_CODECS",
+    "WRITEBACK_BYTES",
     "EncodedPage",
     "LocationUpdate",
     "PageCompression",
@@ -200,6 +208,12 @@ def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[EncodedPage
     )
 
 
+WRITEBACK_BYTES = 32 << 20
+"""A page file's writer starts the disk writes of every this many bytes as it goes
+(:func:`cdc_sink.storage.fsutil.start_writeback`), so the fsync that ends a 2 GB bulk
+load finds little left to write (docs/benchmarks.md)."""
+
+
 class PageFileWriter:
     """Appends page blobs to one new page file.
 
@@ -219,12 +233,17 @@ class PageFileWriter:
         self._f = create_file(self.path)  # closed in finish() or abort()
         self.offset = 0
         self._queued: list[PageJob] = []
+        self._written_back = 0  # bytes whose writeback was started (start_writeback)
 
     def add(
         self, data: bytes | pa.Buffer, rows: int, stats: PageStats | None, crc: int | None = None
     ) -> PageLoc:
         """Appends a blob (its CRC32C computed unless given); returns its location."""
         self._f.write(data)
+        end = self.offset + len(data)
+        if end - self._written_back >= WRITEBACK_BYTES:
+            start_writeback(self._f, self._written_back, end - self._written_back)
+            self._written_back = end
         loc = PageLoc(
             self.rel,
             self.offset,

@@ -6,6 +6,7 @@ encodes nothing more, and a snapshot written in parallel reads back exactly."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from cdc_sink.filters import PageStats, page_stats
-from cdc_sink.storage import pages
+from cdc_sink.storage import fsutil, pages
 from cdc_sink.storage.pages import (
     PAGE_CODECS,
     EncodedPage,
@@ -155,6 +156,50 @@ def test_queued_pages_are_written_in_queue_order_and_read_back(tmp_path: Path) -
         assert loc.rows == len(arr)
         assert reader.array(loc, check_rows=True).equals(arr)
     assert w.write_queued(2) == []  # the queue was emptied
+
+
+def test_a_large_page_file_starts_the_writeback_of_each_step_as_it_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer asks the kernel to start writing every ``WRITEBACK_BYTES`` it appended
+    (consecutive ranges, each at least a step), with the real ``sync_file_range``; the
+    file then reads back exactly and its size is what ``finish`` reports."""
+    monkeypatch.setattr(pages, "WRITEBACK_BYTES", 20_000)
+    ranges: list[tuple[int, int]] = []
+
+    def recording(file: Any, offset: int, length: int) -> None:
+        ranges.append((offset, length))
+        fsutil.start_writeback(file, offset, length)
+
+    monkeypatch.setattr(pages, "start_writeback", recording)
+    w = PageFileWriter(str(tmp_path), "p/0.pages")
+    jobs = _jobs(12)
+    for arr, codec, _ in jobs:
+        w.queue(arr, None, codec)
+    locs = w.write_queued(2)
+    size = w.finish()
+    assert size == (tmp_path / "p/0.pages").stat().st_size
+    assert len(ranges) >= 2
+    ends = [o + n for o, n in ranges]
+    assert [o for o, _ in ranges] == [0, *ends[:-1]]  # consecutive, from the start
+    assert all(n >= 20_000 for _, n in ranges) and ends[-1] <= size
+    reader = PageReader(str(tmp_path))
+    for (arr, _, _), loc in zip(jobs, locs, strict=True):
+        assert reader.array(loc, check_rows=True).equals(arr)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="sync_file_range is Linux's")
+def test_start_writeback_calls_the_kernel_and_changes_no_byte(tmp_path: Path) -> None:
+    fn = fsutil._sync_file_range()
+    assert fn is not None
+    path = tmp_path / "f"
+    with open(path, "wb") as f:
+        f.write(b"x" * 100_000)
+        f.flush()
+        assert fn(f.fileno(), 0, 100_000, 2) == 0  # the real call succeeds here
+        fsutil.start_writeback(f, 0, 100_000)
+        f.write(b"y")
+    assert path.read_bytes() == b"x" * 100_000 + b"y"
 
 
 @pytest.mark.parametrize("codec", ["zstd", "lz4"])
