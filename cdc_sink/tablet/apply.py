@@ -85,8 +85,8 @@ def is_identity(idx: np.ndarray) -> bool:
     """Whether ``idx`` is ``0, 1, ..., len - 1``."""
     n = len(idx)
     return n == 0 or (
-        int(idx[0]) == 0 and int(idx[-1]) == n - 1 and bool((np.diff(idx) == 1).all())
-    )
+        int(idx[0]) == 0 and int(idx[-1]) == n - 1 and is_increasing(idx)
+    )  # n strictly increasing integers from 0 to n - 1 are exactly those
 
 
 def u32(rows: np.ndarray) -> array.array[int]:
@@ -269,8 +269,12 @@ class WritePlan:
         self.unique_keys = self.ngroups == n
         # Per event in group order (``order``; its group is ``f.gid``): whether a value
         # it sets is kept (applied, the key ends live, at or after the key's last reset).
-        idx = np.arange(n, dtype=np.int64)
-        keep = f.applied & f.final_live[f.gid] & (idx >= f.reset_idx[f.gid]) & has_row[f.gid]
+        if self.unique_keys:  # dense groups, one event each: event i is group i
+            keep = f.applied & f.final_live & has_row  # (its own reset, if any, is itself)
+        else:
+            idx = np.arange(n, dtype=np.int64)
+            keep = f.applied & f.final_live[f.gid] & has_row[f.gid]
+            keep &= idx >= f.reset_idx[f.gid]
         self.order, self.gid, self.keep_sorted = order, f.gid, keep
         # Groups whose row is (re)created: every column is written (default if unset).
         self.full_groups = f.final_live & (f.reset_idx >= 0) & has_row
