@@ -35,6 +35,7 @@ import pyarrow as pa
 from cdc_sink.errors import WalCorruption
 from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.parallel import ordered_map
+from cdc_sink.storage.byte_split import join_page, split_page
 from cdc_sink.storage.fsutil import (
     create_file,
     fsync_dir,
@@ -59,6 +60,7 @@ __all__ = [
     "StoredPage",
     "apply_locations",
     "encoded_pages",
+    "page_array",
     "page_blob",
     "stored_location",
 ]
@@ -140,13 +142,30 @@ PAGE_CODECS: tuple[PageCompression, ...] = ("zstd", "lz4", None)
 def page_blob(arr: pa.Array, compression: PageCompression = None) -> pa.Buffer:
     """One page as a blob: an Arrow IPC stream of a one-column record batch, its
     buffers compressed with ``compression`` (a reader needs no codec argument: the
-    stream names it). Returned as Arrow's buffer, not copied into ``bytes``."""
+    stream names it). A compressed page's fixed-width values are byte-split first
+    (:mod:`cdc_sink.storage.byte_split`). Returned as Arrow's buffer, not copied into ``bytes``."""
     sink = pa.BufferOutputStream()
-    batch = pa.RecordBatch.from_arrays([arr], names=["v"])
+    split = split_page(arr) if compression is not None else None
+    if split is None:
+        batch = pa.RecordBatch.from_arrays([arr], names=["v"])
+    else:
+        carrier, meta = split
+        schema = pa.schema([pa.field("v", carrier.type, metadata=meta)])
+        batch = pa.RecordBatch.from_arrays([carrier], schema=schema)
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with pa.ipc.new_stream(sink, batch.schema, options=options) as w:
         w.write_batch(batch)
     return sink.getvalue()
+
+
+def page_array(blob: pa.Buffer) -> pa.Array:
+    """The page a blob of :func:`page_blob` holds, as it was given to it.
+
+    Raises:
+        pyarrow.ArrowException, ValueError, StopIteration: ``blob`` is not a page blob.
+    """
+    stream = pa.ipc.open_stream(blob, options=_READ)
+    return join_page(stream.read_next_batch().column(0), stream.schema.field(0).metadata)
 
 
 #: A page's statistics as queued: known, computed where the page is encoded (an encoding
@@ -368,8 +387,8 @@ class PageReader:
         """
         blob = self.blob(loc)
         try:
-            arr = pa.ipc.open_stream(blob, options=_READ).read_next_batch().column(0)
-        except (pa.ArrowException, StopIteration) as exc:
+            arr = page_array(blob)
+        except (pa.ArrowException, StopIteration, ValueError) as exc:
             raise WalCorruption(
                 f"snapshot page does not decode: {exc}",
                 path=os.path.join(self.root, loc.file),

@@ -24,6 +24,7 @@ from cdc_sink.storage.pages import (
     PageFileWriter,
     PageJob,
     PageReader,
+    page_array,
     page_blob,
 )
 from cdc_sink.table import TableOptions, create_table, open_table
@@ -56,7 +57,7 @@ def test_parallel_encoding_equals_one_thread_in_order(threads: int) -> None:
     for (arr, codec, _), (blob, crc, _) in zip(jobs, got, strict=True):
         assert blob.to_pybytes() == page_blob(arr, codec).to_pybytes()
         assert crc == google_crc32c.value(blob)
-        assert pa.ipc.open_stream(blob).read_next_batch().column(0).equals(arr)
+        assert page_array(blob).equals(arr)
 
 
 def test_compressed_pages_encode_in_overlapping_threads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,9 +74,7 @@ def test_compressed_pages_encode_in_overlapping_threads(monkeypatch: pytest.Monk
     monkeypatch.setattr(pages, "_encoded", encoded)
     jobs = [PageJob(pa.array([i] * 100), "zstd") for i in range(6)]
     got = [enc.blob for enc in pages.encoded_pages(jobs, 2)]
-    assert [pa.ipc.open_stream(b).read_next_batch().column(0)[0].as_py() for b in got] == list(
-        range(6)
-    )
+    assert [page_array(b)[0].as_py() for b in got] == list(range(6))
     assert all(n.startswith("cdc_sink-encode") for n in names)
 
 
