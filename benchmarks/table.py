@@ -13,7 +13,8 @@ a fresh Table: one column of the latest version, and the whole latest version.
 
 Run:  .venv/bin/python benchmarks/table.py [--rows 10000000] [--segments 100]
       [--segment-events 10000] [--repeat 3] [--dir /tmp/cdc_bench]
-      [--keep] [--reopen-only]
+      [--keep] [--reopen-only] [--page-compression none|lz4|zstd]
+      [--wal-compression none|lz4|zstd]
 
 ``--keep`` leaves the table in ``--dir``; ``--reopen-only`` measures only the reopen and
 cold reads of a table kept before (e.g. to compare two versions of the code on the same
@@ -64,14 +65,35 @@ def main() -> None:
         help="leave the table in --dir (skips the snapshot comparison)",
     )
     ap.add_argument(
+        "--page-compression",
+        choices=["none", "lz4", "zstd"],
+        default=None,
+        help="TableOptions.page_compression of the table built (default: the library's)",
+    )
+    ap.add_argument(
+        "--wal-compression",
+        choices=["none", "lz4", "zstd"],
+        default=None,
+        help="TableOptions.wal_compression of the table built (default: the library's)",
+    )
+    ap.add_argument(
         "--reopen-only",
         action="store_true",
         help="only reopen (and cold-read) a table kept by an earlier --keep run",
     )
     args = ap.parse_args()
     pa.set_cpu_count(1)
+    codecs: dict[str, Any] = {
+        f"{name}_compression": None if value == "none" else value
+        for name, value in (("page", args.page_compression), ("wal", args.wal_compression))
+        if value is not None
+    }
     opts = TableOptions(
-        snapshot_every=10**9, compact_every=10**9, memory_versions=10**6, retain_versions=10**6
+        snapshot_every=10**9,
+        compact_every=10**9,
+        memory_versions=10**6,
+        retain_versions=10**6,
+        **codecs,
     )
     print(f"cdc_sink from {os.path.dirname(cdc_sink.table.__file__)}")
     if args.reopen_only:

@@ -38,6 +38,11 @@ binary as ``{"b64": ...}``), so writing them never converts a value to Python's
 ``datetime`` or ``Decimal``. Manifests say so with ``"stats_format": 2``; a manifest
 without it (format 1) held ISO strings and decimal strings (``{"ts"|"date"|"dec": ...}``),
 which loading converts to the physical form.
+
+A compressed page may hold its fixed-width values byte-split
+(:mod:`cdc_sink.storage.byte_split`). Manifests written since then say
+``"page_format": 2``; a reader refuses a manifest whose ``page_format`` is newer than
+the one it knows (:data:`PAGE_FORMAT`), instead of misreading its pages.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ from cdc_sink.tablet.memtablet import MemTablet
 from cdc_sink.tablet.page_loads import MIN_PARALLEL, usable_cores
 
 __all__ = [
+    "PAGE_FORMAT",
     "LocationUpdate",
     "PageLoc",
     "SnapshotManifest",
@@ -91,6 +97,9 @@ __all__ = [
 SNAPSHOT_MAGIC = b"CDCSNP\x00\x01"
 #: Page statistics in physical form (see the module docstring).
 STATS_FORMAT = 2
+#: Page blobs as :mod:`cdc_sink.storage.pages` writes them (2: compressed pages may be
+#: byte-split). A manifest without ``page_format`` is format 1.
+PAGE_FORMAT = 2
 register("snapshot.pages_written", "snapshot.written")
 
 
@@ -110,6 +119,7 @@ class SnapshotManifest:
     files: dict[str, int] = field(default_factory=dict)
     index_slots: PageLoc | None = None
     stats_format: int = STATS_FORMAT
+    page_format: int = PAGE_FORMAT
 
     def locations(self) -> list[PageLoc]:
         """Every blob the manifest references: value and key pages, row hashes,
@@ -142,6 +152,7 @@ class SnapshotManifest:
             "files": self.files,
             "index_slots": self.index_slots.to_list() if self.index_slots else None,
             "stats_format": STATS_FORMAT,
+            "page_format": PAGE_FORMAT,
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -161,6 +172,7 @@ class SnapshotManifest:
             files={k: int(v) for k, v in d["files"].items()},
             index_slots=PageLoc.from_list(d["index_slots"]) if d.get("index_slots") else None,
             stats_format=int(d.get("stats_format", 1)),
+            page_format=int(d.get("page_format", 1)),
         )
 
 
@@ -408,7 +420,15 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
     res = read_records(data, path=path, magic=SNAPSHOT_MAGIC, allow_torn_tail=False)
     if len(res.records) != 1:
         raise WalCorruption("snapshot manifest must hold one record", path=path, offset=0)
-    return SnapshotManifest.from_json(res.records[0])
+    manifest = SnapshotManifest.from_json(res.records[0])
+    if manifest.page_format > PAGE_FORMAT:
+        raise WalCorruption(
+            f"snapshot manifest has page format {manifest.page_format}, newer than this"
+            f" cdc_sink reads ({PAGE_FORMAT}): upgrade cdc_sink to read this table",
+            path=path,
+            offset=0,
+        )
+    return manifest
 
 
 def load_snapshot(

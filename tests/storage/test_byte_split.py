@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -12,8 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.byte_split import NARROW_KEY, SPLIT_KEY, join_page, split_page
+from cdc_sink.storage.framing import encode_file
 from cdc_sink.storage.pages import PAGE_CODECS, PageCompression, page_array, page_blob
+from cdc_sink.storage.snapshot import PAGE_FORMAT, SNAPSHOT_MAGIC, read_manifest
+from cdc_sink.table import TableOptions, create_table, open_table
+from tests.fixtures import ID_A_B
 
 _TYPES: list[pa.DataType] = [
     pa.int8(),
@@ -114,12 +122,10 @@ def test_decimals_that_fit_in_64_bits_are_split_as_their_low_words() -> None:
     assert carrier is not None and carrier.type == pa.int64()
     assert meta == {SPLIT_KEY: b"8", NARROW_KEY: b"18,2"}
     assert join_page(carrier, meta).equals(small)
-    # one value past 64 bits: the whole page keeps its 16-byte values
+    # one value past 64 bits: the page is not split (and round-trips as it is)
     wide = pa.array([decimal.Decimal(2**63), decimal.Decimal(-1)], pa.decimal128(38, 0))
-    carrier, meta = split_page(wide) or (None, None)
-    assert carrier is not None and carrier.type == wide.type
-    assert meta == {SPLIT_KEY: b"16"}
-    assert join_page(carrier, meta).equals(wide)
+    assert split_page(wide) is None
+    assert page_array(page_blob(wide, "zstd")).equals(wide)
 
 
 def test_split_pages_are_smaller_when_the_high_bytes_repeat() -> None:
@@ -151,3 +157,31 @@ def test_a_split_page_with_damaged_metadata_is_refused() -> None:
 def test_timestamps_keep_their_time_zone() -> None:
     ts = pa.array([dt.datetime(2026, 11, 28, tzinfo=dt.UTC)] * 3, pa.timestamp("us", "UTC"))
     assert page_array(page_blob(ts, "zstd")).type == pa.timestamp("us", "UTC")
+
+
+def test_a_table_with_split_pages_reads_back_and_a_newer_page_format_is_refused(
+    tmp_path: Path,
+) -> None:
+    schema = {**ID_A_B, "num_buckets": 1}
+    t = create_table(str(tmp_path / "t"), schema, options=TableOptions(page_compression="zstd"))
+    t.apply([{"op": "upsert", "key": {"id": k}, "set": {"a": k * 3}} for k in range(5000)])
+    t.compact()
+    fresh = open_table(str(tmp_path / "t"))
+    assert sorted(r["a"] for r in fresh.read().to_pylist()) == [k * 3 for k in range(5000)]
+    root = tmp_path / "t"
+    (rel,) = [
+        os.path.relpath(os.path.join(d, f), root)
+        for d, _, fs in os.walk(root / "_snapshots")
+        for f in fs
+        if f.endswith(".manifest")
+    ]
+    manifest = read_manifest(str(root), rel)
+    assert manifest.page_format == PAGE_FORMAT == 2
+    doc = json.loads(manifest.to_json())
+    doc["page_format"] = PAGE_FORMAT + 1
+    (root / rel).write_bytes(encode_file([json.dumps(doc).encode()], magic=SNAPSHOT_MAGIC))
+    with pytest.raises(WalCorruption, match="page format 3, newer"):
+        read_manifest(str(root), rel)
+    del doc["page_format"]  # a manifest written before the split: format 1
+    (root / rel).write_bytes(encode_file([json.dumps(doc).encode()], magic=SNAPSHOT_MAGIC))
+    assert read_manifest(str(root), rel).page_format == 1
