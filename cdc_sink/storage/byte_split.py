@@ -26,6 +26,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+try:  # built from cdc_sink/storage/_cbytesplit.c at install; optional
+    from cdc_sink.storage import _cbytesplit as _cbytesplit
+except ImportError:  # pragma: no cover - no C compiler at install: numpy does it
+    _cbytesplit = None  # type: ignore[assignment]
+
 __all__ = ["NARROW_KEY", "SPLIT_KEY", "join_page", "split_page"]
 
 SPLIT_KEY = b"cdc_sink.split"
@@ -64,16 +69,38 @@ def _validity(arr: pa.Array) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(bits, bitorder="little"))
 
 
-def _narrow(arr: pa.Array) -> np.ndarray | None:
-    """The low words of a ``decimal128`` array whose values all fit in them, else None."""
+def _fits_64_bits(arr: pa.Array) -> bool:
+    """Whether every value of a ``decimal128`` array fits in its low word."""
     words = _values(arr, 16).view(np.int64)
     low, high = words[:, 0], words[:, 1]
     if arr.null_count:
         valid = np.asarray(arr.is_valid())
-        fits = bool(np.array_equal(high[valid], low[valid] >> 63))
+        return bool(np.array_equal(high[valid], low[valid] >> 63))
+    return bool(np.array_equal(high, low >> 63))
+
+
+def _split(values: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` streams of the first ``width`` bytes of each row of ``values``
+    (``(n, stride)`` bytes, contiguous): byte ``j`` of value ``i`` at ``[j, i]``."""
+    n, stride = values.shape
+    streams = np.empty((width, n), np.uint8)
+    if _cbytesplit is not None:
+        _cbytesplit.split(values, streams, n, width, stride)
     else:
-        fits = bool(np.array_equal(high, low >> 63))
-    return np.ascontiguousarray(low) if fits else None
+        for j in range(width):  # one strided pass per stream: ~3x np.transpose's speed
+            streams[j] = values[:, j]
+    return streams
+
+
+def _join(streams: np.ndarray, values: np.ndarray, width: int) -> None:
+    """Writes ``width`` streams of ``n`` bytes each into the first ``width`` bytes of each
+    row of ``values`` (``(n, stride)`` bytes, contiguous)."""
+    n, stride = values.shape
+    if _cbytesplit is not None:
+        _cbytesplit.join(streams, values, n, width, stride)
+    else:
+        for j, stream in enumerate(streams.reshape(width, n)):
+            values[:, j] = stream
 
 
 def split_page(arr: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
@@ -86,20 +113,15 @@ def split_page(arr: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
     if len(arr) == 0 or not width or arr.buffers()[1] is None:
         return None
     meta = {SPLIT_KEY: str(width).encode()}
+    values = _values(arr, width)
     if pa.types.is_decimal128(type):
         # 16-byte values: split only as 64-bit words (a wide split is slow, and its
         # sign words compress better interleaved: docs/benchmarks.md)
-        low = _narrow(arr)
-        if low is None:
+        if not _fits_64_bits(arr):
             return None
-        values, width = low.view(np.uint8).reshape(len(arr), 8), 8
-        meta = {SPLIT_KEY: b"8", NARROW_KEY: f"{type.precision},{type.scale}".encode()}
-        type = pa.int64()
-    else:
-        values = _values(arr, width)
-    streams = np.empty((width, len(arr)), np.uint8)
-    for j in range(width):  # one strided pass per stream: ~3x np.transpose's speed
-        streams[j] = values[:, j]
+        width, type = 8, pa.int64()
+        meta = {SPLIT_KEY: b"8", NARROW_KEY: f"{arr.type.precision},{arr.type.scale}".encode()}
+    streams = _split(values, width)
     carrier = pa.Array.from_buffers(
         type, len(arr), [_validity(arr), pa.py_buffer(streams)], null_count=arr.null_count
     )
@@ -135,8 +157,7 @@ def join_page(arr: pa.Array, meta: dict[bytes, bytes] | None) -> pa.Array:
         type = _decimal_of(meta[NARROW_KEY])
     # the low words of a narrowed decimal land in place, at a 16-byte stride
     values: np.ndarray = np.empty((n, 16 if narrowed else width), np.uint8)
-    for j, stream in enumerate(streams.reshape(width, n)):  # ~3x np.transpose's speed
-        values[:, j] = stream
+    _join(streams, values, width)
     if narrowed:
         words = values.view(np.int64)
         np.right_shift(words[:, 0], 63, out=words[:, 1])

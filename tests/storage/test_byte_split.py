@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdc_sink.errors import WalCorruption
+from cdc_sink.storage import byte_split
 from cdc_sink.storage.byte_split import NARROW_KEY, SPLIT_KEY, join_page, split_page
 from cdc_sink.storage.framing import encode_file
 from cdc_sink.storage.pages import PAGE_CODECS, PageCompression, page_array, page_blob
@@ -135,12 +136,7 @@ def test_split_pages_are_smaller_when_the_high_bytes_repeat() -> None:
         pa.array(1_700_000_000_000_000 + rng.integers(0, 10**11, 100_000), pa.timestamp("us")),
     ]
     for arr in arrays:
-        plain = pa.BufferOutputStream()
-        batch = pa.RecordBatch.from_arrays([arr], names=["v"])
-        options = pa.ipc.IpcWriteOptions(compression="zstd")
-        with pa.ipc.new_stream(plain, batch.schema, options=options) as w:
-            w.write_batch(batch)
-        assert len(page_blob(arr, "zstd")) < 0.9 * plain.getvalue().size
+        assert len(page_blob(arr, "zstd")) < 0.9 * _plain_blob(arr, "zstd").size
 
 
 def test_a_split_page_with_damaged_metadata_is_refused() -> None:
@@ -185,3 +181,66 @@ def test_a_table_with_split_pages_reads_back_and_a_newer_page_format_is_refused(
     del doc["page_format"]  # a manifest written before the split: format 1
     (root / rel).write_bytes(encode_file([json.dumps(doc).encode()], magic=SNAPSHOT_MAGIC))
     assert read_manifest(str(root), rel).page_format == 1
+
+
+@pytest.mark.parametrize("codec", PAGE_CODECS)
+def test_a_page_written_before_the_split_reads_as_it_was_written(codec: PageCompression) -> None:
+    """A blob as cdc_sink wrote it before the split: a plain IPC stream, no metadata."""
+    arr = pa.array(np.arange(-500, 500, dtype=np.int64) * 7919)
+    assert page_array(_plain_blob(arr, codec)).equals(arr)
+
+
+def _plain_blob(arr: pa.Array, codec: PageCompression) -> pa.Buffer:
+    """A page blob without the split: one Arrow IPC stream, body compressed."""
+    sink = pa.BufferOutputStream()
+    batch = pa.RecordBatch.from_arrays([arr], names=["v"])
+    options = pa.ipc.IpcWriteOptions(compression=codec)
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as w:
+        w.write_batch(batch)
+    return sink.getvalue()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(0, 100),
+    width=st.sampled_from([2, 4, 8]),
+    pad=st.sampled_from([0, 8]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_compiled_split_equals_numpys(n: int, width: int, pad: int, seed: int) -> None:
+    """The C transposes (8x8 blocks, then a tail) against the numpy loops, for every
+    width, with and without a stride wider than the values (narrowed decimals)."""
+    if byte_split._cbytesplit is None:
+        pytest.fail("cdc_sink.storage._cbytesplit is not built (make install builds it)")
+    stride = width + pad
+    values = np.random.default_rng(seed).integers(0, 256, (n, stride), dtype=np.uint8)
+    c_streams = byte_split._split(values, width)
+    expected = np.ascontiguousarray(values[:, :width].T)
+    assert np.array_equal(c_streams, expected)
+    c_values = np.zeros((n, stride), np.uint8)
+    byte_split._join(c_streams, c_values, width)
+    assert np.array_equal(c_values[:, :width], values[:, :width])
+    saved = byte_split._cbytesplit
+    try:
+        byte_split._cbytesplit = None
+        assert np.array_equal(byte_split._split(values, width), expected)
+        np_values = np.zeros((n, stride), np.uint8)
+        byte_split._join(c_streams, np_values, width)
+        assert np.array_equal(np_values, c_values)
+    finally:
+        byte_split._cbytesplit = saved
+
+
+def test_the_compiled_split_refuses_short_buffers() -> None:
+    cbs = byte_split._cbytesplit
+    if cbs is None:
+        pytest.fail("cdc_sink.storage._cbytesplit is not built (make install builds it)")
+    src = np.zeros(64, np.uint8)
+    with pytest.raises(ValueError, match="too short"):
+        cbs.join(src, np.zeros(63, np.uint8), 8, 8, 8)
+    with pytest.raises(ValueError, match="too short"):
+        cbs.split(src[:63], np.zeros(64, np.uint8), 8, 8, 8)
+    with pytest.raises(ValueError, match="bad count"):
+        cbs.join(src, np.zeros(64, np.uint8), 8, 8, 4)
+    with pytest.raises(ValueError, match="bad count"):
+        cbs.join(src, np.zeros(64, np.uint8), -1, 8, 8)

@@ -1,0 +1,125 @@
+/*
+ * The byte stream split of fixed-width values (cdc_sink.storage.byte_split), in C.
+ *
+ * split(src, dst, n, width, stride): value i is the `width` bytes at src + i*stride;
+ *     byte j of value i goes to dst[j*n + i] (stream j).
+ * join(src, dst, n, width, stride): the inverse: byte j of value i comes from
+ *     src[j*n + i] and goes to dst + i*stride + j.
+ *
+ * numpy does this one strided byte at a time (~2.5 GB/s per core). For 8-byte values
+ * both directions are the transpose of 8x8 byte blocks: eight 64-bit loads, three
+ * rounds of masked swaps in registers (Hacker's Delight's transpose, on bytes), eight
+ * 64-bit stores. Other widths take a plain loop. The GIL is released while copying.
+ * Values are read and written in the machine's byte order, as numpy views them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint64_t load64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline void store64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* Transposes the 8x8 byte matrix whose row r is x[r] (byte k of x[r] is column k). */
+static inline void transpose8(uint64_t x[8]) {
+    uint64_t t;
+    for (int r = 0; r < 8; r += 2) {
+        t = ((x[r] >> 8) ^ x[r + 1]) & 0x00FF00FF00FF00FFULL;
+        x[r + 1] ^= t;
+        x[r] ^= t << 8;
+    }
+    for (int r = 0; r < 8; r += 4) {
+        for (int s = r; s < r + 2; s++) {
+            t = ((x[s] >> 16) ^ x[s + 2]) & 0x0000FFFF0000FFFFULL;
+            x[s + 2] ^= t;
+            x[s] ^= t << 16;
+        }
+    }
+    for (int s = 0; s < 4; s++) {
+        t = ((x[s] >> 32) ^ x[s + 4]) & 0x00000000FFFFFFFFULL;
+        x[s + 4] ^= t;
+        x[s] ^= t << 32;
+    }
+}
+
+static void split_bytes(const unsigned char *src, unsigned char *dst, Py_ssize_t n,
+                        Py_ssize_t width, Py_ssize_t stride) {
+    Py_ssize_t i = 0;
+    if (width == 8) {
+        uint64_t x[8];
+        for (; i + 8 <= n; i += 8) {
+            for (int k = 0; k < 8; k++) x[k] = load64(src + (i + k) * stride);
+            transpose8(x);
+            for (int j = 0; j < 8; j++) store64(dst + j * n + i, x[j]);
+        }
+    }
+    for (; i < n; i++)
+        for (Py_ssize_t j = 0; j < width; j++) dst[j * n + i] = src[i * stride + j];
+}
+
+static void join_bytes(const unsigned char *src, unsigned char *dst, Py_ssize_t n,
+                       Py_ssize_t width, Py_ssize_t stride) {
+    Py_ssize_t i = 0;
+    if (width == 8) {
+        uint64_t x[8];
+        for (; i + 8 <= n; i += 8) {
+            for (int j = 0; j < 8; j++) x[j] = load64(src + j * n + i);
+            transpose8(x);
+            for (int k = 0; k < 8; k++) store64(dst + (i + k) * stride, x[k]);
+        }
+    }
+    for (; i < n; i++)
+        for (Py_ssize_t j = 0; j < width; j++) dst[i * stride + j] = src[j * n + i];
+}
+
+/* Checks the arguments and runs `fn` without the GIL. `split`: src holds n values at
+ * `stride`, dst n*width bytes; join: the other way round. */
+static PyObject *run(PyObject *args, int split) {
+    Py_buffer src, dst;
+    Py_ssize_t n, width, stride;
+    if (!PyArg_ParseTuple(args, "y*w*nnn", &src, &dst, &n, &width, &stride)) return NULL;
+    Py_ssize_t packed = n * width, spread = n > 0 ? (n - 1) * stride + width : 0;
+    Py_ssize_t need_src = split ? spread : packed, need_dst = split ? packed : spread;
+    PyObject *result = NULL;
+    if (n < 0 || width < 1 || width > 16 || stride < width) {
+        PyErr_SetString(PyExc_ValueError, "byte split: bad count, width or stride");
+    } else if (src.len < need_src || dst.len < need_dst) {
+        PyErr_SetString(PyExc_ValueError, "byte split: buffer too short");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        if (split)
+            split_bytes(src.buf, dst.buf, n, width, stride);
+        else
+            join_bytes(src.buf, dst.buf, n, width, stride);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    return result;
+}
+
+static PyObject *py_split(PyObject *self, PyObject *args) { return run(args, 1); }
+static PyObject *py_join(PyObject *self, PyObject *args) { return run(args, 0); }
+
+static PyMethodDef methods[] = {
+    {"split", py_split, METH_VARARGS,
+     "split(src, dst, n, width, stride): byte j of value i (at src + i*stride) to "
+     "dst[j*n + i]"},
+    {"join", py_join, METH_VARARGS,
+     "join(src, dst, n, width, stride): byte j of value i from src[j*n + i] to "
+     "dst + i*stride + j"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_cbytesplit", "Byte stream split of fixed-width values.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__cbytesplit(void) { return PyModule_Create(&module); }
