@@ -7,7 +7,8 @@ column one page. For each codec (none, lz4, zstd), each column is encoded as a p
 the way cdc_sink writes it (``pages.page_blob``: split when compressed) and as a plain
 Arrow IPC blob of the same array with the same codec (what cdc_sink wrote before the
 split), and decoded with ``pages.page_array``; the decoded page must equal the column.
-Times are the best of --repeat, one thread, summed over the columns.
+Times are CPU seconds of the process (Arrow compresses a page's buffers in its own
+threads), the best of --repeat, summed over the columns.
 
 Run:  .venv/bin/python benchmarks/page_codecs.py [--rows 1000000] [--repeat 3]
       [--seed 11] [--per-column]
@@ -47,9 +48,9 @@ def best(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
     """The least CPU time of ``repeat`` calls, and the last result."""
     times, out = [], None
     for _ in range(repeat):
-        t0 = time.thread_time()
+        t0 = time.process_time()
         out = fn()
-        times.append(time.thread_time() - t0)
+        times.append(time.process_time() - t0)
     return min(times), out
 
 
