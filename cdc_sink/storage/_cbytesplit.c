@@ -47,38 +47,30 @@ static inline void transpose8(uint64_t x[8]) {
     }
 }
 
-static void split_bytes(const unsigned char *src, unsigned char *dst, Py_ssize_t n,
-                        Py_ssize_t width, Py_ssize_t stride) {
+/* Byte j of value i moves from src[i*sv + j*sb] to dst[i*dv + j*db], for i < n, j <
+ * width. The split reads values (sb = 1) and writes streams (dv = 1); the join reads
+ * streams (sv = 1) and writes values (db = 1). Either way an 8x8 block of 8-byte values
+ * is eight 8-byte rows read contiguously (values for the split, streams for the join),
+ * transposed, and written as eight contiguous rows of the other kind. */
+static inline void move_bytes(const unsigned char *src, Py_ssize_t sv, Py_ssize_t sb,
+                       unsigned char *dst, Py_ssize_t dv, Py_ssize_t db, Py_ssize_t n,
+                       Py_ssize_t width, int split) {
     Py_ssize_t i = 0;
     if (width == 8) {
+        Py_ssize_t src_row = split ? sv : sb, dst_row = split ? db : dv;
         uint64_t x[8];
         for (; i + 8 <= n; i += 8) {
-            for (int k = 0; k < 8; k++) x[k] = load64(src + (i + k) * stride);
+            for (int r = 0; r < 8; r++) x[r] = load64(src + i * sv + r * src_row);
             transpose8(x);
-            for (int j = 0; j < 8; j++) store64(dst + j * n + i, x[j]);
+            for (int r = 0; r < 8; r++) store64(dst + i * dv + r * dst_row, x[r]);
         }
     }
     for (; i < n; i++)
-        for (Py_ssize_t j = 0; j < width; j++) dst[j * n + i] = src[i * stride + j];
+        for (Py_ssize_t j = 0; j < width; j++) dst[i * dv + j * db] = src[i * sv + j * sb];
 }
 
-static void join_bytes(const unsigned char *src, unsigned char *dst, Py_ssize_t n,
-                       Py_ssize_t width, Py_ssize_t stride) {
-    Py_ssize_t i = 0;
-    if (width == 8) {
-        uint64_t x[8];
-        for (; i + 8 <= n; i += 8) {
-            for (int j = 0; j < 8; j++) x[j] = load64(src + j * n + i);
-            transpose8(x);
-            for (int k = 0; k < 8; k++) store64(dst + (i + k) * stride, x[k]);
-        }
-    }
-    for (; i < n; i++)
-        for (Py_ssize_t j = 0; j < width; j++) dst[i * stride + j] = src[j * n + i];
-}
-
-/* Checks the arguments and runs `fn` without the GIL. `split`: src holds n values at
- * `stride`, dst n*width bytes; join: the other way round. */
+/* Checks the arguments and moves the bytes without the GIL. `split`: src holds n values
+ * at `stride`, dst n*width bytes; join: the other way round. */
 static PyObject *run(PyObject *args, int split) {
     Py_buffer src, dst;
     Py_ssize_t n, width, stride;
@@ -93,9 +85,9 @@ static PyObject *run(PyObject *args, int split) {
     } else {
         Py_BEGIN_ALLOW_THREADS
         if (split)
-            split_bytes(src.buf, dst.buf, n, width, stride);
+            move_bytes(src.buf, stride, 1, dst.buf, 1, n, n, width, 1);
         else
-            join_bytes(src.buf, dst.buf, n, width, stride);
+            move_bytes(src.buf, 1, n, dst.buf, stride, 1, n, width, 0);
         Py_END_ALLOW_THREADS
         result = Py_NewRef(Py_None);
     }
