@@ -11,12 +11,12 @@ STAMP   = $(VENV)/.installed
 # Installs every extra (spark, kafka, metrics, cli) and the dev tools; pip picks the newest
 # pyspark of the supported range (docs/compatibility.md). The editable install compiles
 # the JSON decoders' C scan (cdc_sink/formats/_cscan.c), the flat JSON pass
-# (cdc_sink/formats/_cflat.c), the numpy buffer cache (cdc_sink/_npcache.c) and the byte
-# split of compressed pages (cdc_sink/storage/_cbytesplit.c) in place, so a change to any
-# of them reinstalls.
+# (cdc_sink/formats/_cflat.c), the numpy buffer cache (cdc_sink/_npcache.c), the byte
+# split of compressed pages (cdc_sink/storage/_cbytesplit.c) and the key index's slot
+# placement (cdc_sink/tablet/_cslots.c) in place, so a change to any of them reinstalls.
 $(STAMP): pyproject.toml cdc_sink/formats/_cscan.c cdc_sink/formats/_cflat.c \
 	    cdc_sink/formats/_cjson.h cdc_sink/formats/_cgrammar.h cdc_sink/_npcache.c \
-	    cdc_sink/storage/_cbytesplit.c
+	    cdc_sink/storage/_cbytesplit.c cdc_sink/tablet/_cslots.c
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven with apt"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +18,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdc_sink.bucketing import spark_xxhash64
+from cdc_sink.tablet import keyindex
 from cdc_sink.tablet.keyindex import KeyIndex, mix64
 from cdc_sink.tablet.keystore import KeyStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KeyMaker = Callable[[np.ndarray], list[pa.Array]]
+#: how rows are put into slots: the C extension (row by row) or numpy (sort, probing rounds)
+PLACEMENTS = ["c", "numpy"]
+
+
+@contextlib.contextmanager
+def _placement(kind: str) -> Iterator[None]:
+    """Runs the block with the index placing rows in C or in numpy."""
+    saved = keyindex._cslots
+    if saved is None:
+        pytest.fail("cdc_sink.tablet._cslots is not built (make install builds it)")
+    keyindex._cslots = saved if kind == "c" else None
+    try:
+        yield
+    finally:
+        keyindex._cslots = saved
 
 
 def _decimal(ids: np.ndarray) -> list[pa.Array]:
@@ -388,6 +405,7 @@ def _assert_valid_linear_probing(idx: KeyIndex, hm: np.ndarray) -> None:
         assert (slots[run] != -1).all(), r
 
 
+@pytest.mark.parametrize("placement", PLACEMENTS)
 @settings(max_examples=150, deadline=None)
 @given(
     bits=st.integers(4, 9),
@@ -396,10 +414,11 @@ def _assert_valid_linear_probing(idx: KeyIndex, hm: np.ndarray) -> None:
     seed=st.integers(0, 2**31),
 )
 def test_building_an_empty_table_in_one_pass_is_valid_linear_probing(
-    bits: int, fill: float, clustered: str, seed: int
+    placement: str, bits: int, fill: float, clustered: str, seed: int
 ) -> None:
     """``_build`` (rebuilds and loads) against the probing invariant, with homes spread,
-    crowded at the end of the array (runs wrap to slot 0) or all equal."""
+    crowded at the end of the array (runs wrap to slot 0) or all equal, placed in C and
+    in numpy."""
     rng = np.random.default_rng(seed)
     idx = KeyIndex([pa.int64()], capacity=8)
     idx._alloc(bits)
@@ -410,16 +429,21 @@ def test_building_an_empty_table_in_one_pass_is_valid_linear_probing(
         hm = top | (hm >> np.uint64(bits))
     elif clustered == "one" and n:
         hm[:] = hm[0]
-    idx._build(hm)
+    with _placement(placement):
+        idx._build(hm)
     _assert_valid_linear_probing(idx, hm)
 
 
-def test_a_grown_index_of_many_keys_finds_every_key_after_the_one_pass_rebuild() -> None:
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_a_grown_index_of_many_keys_finds_every_key_after_the_one_pass_rebuild(
+    placement: str,
+) -> None:
     keys = pa.array(np.arange(300_000, dtype=np.int64) * 7919)
     h = np.asarray(spark_xxhash64([keys]), dtype=np.int64)
     idx = KeyIndex([pa.int64()], capacity=16)
-    for lo in range(0, 300_000, 60_000):  # every chunk crosses a resize (a rebuild)
-        idx.insert(h[lo : lo + 60_000], [keys.slice(lo, 60_000)])
+    with _placement(placement):
+        for lo in range(0, 300_000, 60_000):  # every chunk crosses a resize (a rebuild)
+            idx.insert(h[lo : lo + 60_000], [keys.slice(lo, 60_000)])
     assert np.array_equal(idx.lookup(h, [keys]), np.arange(300_000))
     _assert_valid_linear_probing(idx, idx.row_hashes())
     absent = pa.array(np.arange(1, 5_000, dtype=np.int64) * 7919 + 1)
@@ -450,6 +474,7 @@ def test_stored_slots_whose_removed_markers_would_force_a_growth_are_rebuilt_not
     assert np.array_equal(ok.lookup(h, [keys]), np.arange(600))
 
 
+@pytest.mark.parametrize("placement", PLACEMENTS)
 @settings(max_examples=120, deadline=None)
 @given(
     steps=st.lists(
@@ -460,27 +485,29 @@ def test_stored_slots_whose_removed_markers_would_force_a_growth_are_rebuilt_not
     kind=st.sampled_from(["int64", "string"]),
 )
 def test_inserts_of_any_size_after_truncates_find_exactly_the_keys_held(
-    steps: list[tuple[str, int]], kind: str
+    placement: str, steps: list[tuple[str, int]], kind: str
 ) -> None:
-    """Model-based: ``insert`` rebuilds the whole slot array in one pass when it adds
-    at least as many keys as the index holds, and probes otherwise; both, after any
-    truncates (removed markers) and growths, keep exactly the keys the model holds at
-    their row ids, the rest absent, and the array valid linear probing."""
+    """Model-based: in numpy, ``insert`` rebuilds the whole slot array in one pass when
+    it adds at least as many keys as the index holds, and probes otherwise; in C it
+    probes row by row (reusing removed slots). Each, after any truncates (removed
+    markers) and growths, keeps exactly the keys the model holds at their row ids, the
+    rest absent, and the array valid linear probing."""
     types, make = KEY_TYPES[kind]
     idx = KeyIndex(types, capacity=8)
     held: list[int] = []  # the model: ids by row id
     next_id = 0
-    for what, size in steps:
-        if what == "insert":
-            ids = np.arange(next_id, next_id + size)
-            next_id += size
-            keys = make(ids)
-            rows = idx.insert(np.asarray(spark_xxhash64(keys), dtype=np.int64), keys)
-            assert rows.tolist() == list(range(len(held), len(held) + size))
-            held += ids.tolist()
-        else:
-            idx.truncate(min(size, len(held)))
-            del held[size:]
+    with _placement(placement):
+        for what, size in steps:
+            if what == "insert":
+                ids = np.arange(next_id, next_id + size)
+                next_id += size
+                keys = make(ids)
+                rows = idx.insert(np.asarray(spark_xxhash64(keys), dtype=np.int64), keys)
+                assert rows.tolist() == list(range(len(held), len(held) + size))
+                held += ids.tolist()
+            else:
+                idx.truncate(min(size, len(held)))
+                del held[size:]
     assert idx.count == len(held)
     everything = np.arange(next_id)
     keys = make(everything)
@@ -489,3 +516,23 @@ def test_inserts_of_any_size_after_truncates_find_exactly_the_keys_held(
     got = idx.lookup(np.asarray(spark_xxhash64(keys), dtype=np.int64), keys)
     assert got.tolist() == want.tolist()
     _assert_valid_linear_probing(idx, idx.row_hashes())
+
+
+def test_the_compiled_placement_refuses_bad_arguments_instead_of_writing_out_of_bounds() -> None:
+    cs = keyindex._cslots
+    if cs is None:
+        pytest.fail("cdc_sink.tablet._cslots is not built (make install builds it)")
+    hm = np.arange(4, dtype=np.uint64)
+    with pytest.raises(ValueError, match="power-of-two"):
+        cs.place(hm, np.full(12, -1, np.int32), 61, 0)
+    with pytest.raises(ValueError, match="shift"):
+        cs.place(hm, np.full(16, -1, np.int32), 59, 0)  # 32 homes for 16 slots
+    with pytest.raises(ValueError, match="more rows than slots"):
+        cs.place(np.arange(16, dtype=np.uint64), np.full(16, -1, np.int32), 60, 0)
+    with pytest.raises(ValueError, match="bad row ids"):
+        cs.place(hm, np.full(16, -1, np.int32), 60, 2**31 - 2)
+    with pytest.raises(ValueError, match="no free slot"):
+        cs.place(hm, np.zeros(16, np.int32), 60, 0)  # every slot holds a row
+    slots = np.full(16, -1, np.int32)
+    cs.place(np.full(3, 15 << 60, dtype=np.uint64), slots, 60, 7)  # a run wraps to slot 0
+    assert slots[[15, 0, 1]].tolist() == [7, 8, 9]

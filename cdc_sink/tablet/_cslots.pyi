@@ -1,0 +1,7 @@
+"""Type stub of the key index's slot placement in C (cdc_sink/tablet/_cslots.c)."""
+
+from typing import Any
+
+Buffer = Any  # any object with the buffer protocol (Python 3.12 names it)
+
+def place(hashes: Buffer, slots: Buffer, shift: int, first: int, /) -> None: ...
