@@ -75,22 +75,23 @@ class TableOptions:
     snapshot is the durable record and the log entry names it, so the data is written
     once, as pages, and a read of that version loads pages instead of replaying the
     load."""
-    page_compression: PageCompression = None
-    """Codec of the pages snapshots write from now on (Arrow IPC buffer compression):
-    ``None`` (the default), ``"lz4"`` or ``"zstd"``; it applies to value pages, key pages
-    and the index slots (row hashes, random bits, are never compressed), and any page is
-    read whatever it was written with. On the peer benchmark's 1M x 20 load, lz4 writes 0.72x
-    the bytes for +0.35 CPU s, zstd 0.51x for +0.7 CPU s. The default stays uncompressed
-    because a cold read then maps pages without a copy; a compressed page is decompressed
-    into fresh memory, which made cold reads 1.3-5x slower in the peer benchmark
-    (docs/benchmarks.md, "Page compression"). In-memory tablets are never compressed."""
-    wal_compression: WalCompression = "lz4"
-    """Codec of the WAL segments written from now on: ``"lz4"`` (the default), ``"zstd"``
+    page_compression: PageCompression = "zstd"
+    """Codec of the pages snapshots write from now on (Arrow IPC buffer compression, with
+    fixed-width values byte-split first): ``"zstd"`` (the default), ``"lz4"`` or
+    ``None``. It applies to value and key pages; row hashes (random bits) and the index
+    slots (decoded at every bucket load) are never compressed. Any page is read whatever
+    it was written with, so the option can change between opens. On the peer benchmark's
+    1M x 20 load, zstd writes 0.45x the bytes of uncompressed pages and lz4 0.59x. An
+    uncompressed page is mapped without a copy where a compressed one is decompressed
+    when first read, so ``None`` gives the fastest cold reads for the most disk
+    (docs/design-notes.md, "Snapshot pages and WAL segments are zstd by default"). In-memory
+    tablets are never compressed."""
+    wal_compression: WalCompression = "zstd"
+    """Codec of the WAL segments written from now on: ``"zstd"`` (the default), ``"lz4"``
     or ``None``; any segment is read whatever it was written with. On the peer
     benchmark's 20 micro-batches of 50K events, zstd writes 0.71x lz4's bytes (20.5
-    against 29.0 MB) and decompresses ~3x slower, which a reopen's replay waits for.
-    Batches under 4,096 events are never compressed. ``page_compression="zstd"`` with
-    ``wal_compression="zstd"`` is the setting for the smallest disk footprint."""
+    against 29.0 MB); lz4 decompresses ~3x faster, a few ms of a reopen's replay.
+    Batches under 4,096 events are never compressed."""
     retain_versions: int = 100
     """GC keeps at least this many newest versions ..."""
     retain_seconds: float = 3600.0

@@ -46,9 +46,11 @@ from tests.strategies import VALUE_TYPES, events, key_pool, schemas, values_of
 
 OPTS = TableOptions.for_tests()
 # Options a reopened writer may use (page_rows always comes from the table itself).
+# Each codec of pages and WAL is among them, so one table mixes them across reopens.
 REOPEN_OPTS = [
     OPTS,
-    replace(OPTS, prepare_threads=1),  # the buckets of a batch prepared one by one
+    # the buckets of a batch prepared one by one; lz4 pages and WAL
+    replace(OPTS, prepare_threads=1, page_compression="lz4", wal_compression="lz4"),
     TableOptions(),  # long in-memory retention, rare snapshots
     TableOptions(
         page_rows=8,
@@ -57,6 +59,8 @@ REOPEN_OPTS = [
         snapshot_every=1,
         retain_versions=1,
         retain_seconds=0.0,
+        page_compression=None,  # uncompressed pages and WAL
+        wal_compression=None,
     ),
 ]
 APPS = ("app-a", "app-b")
