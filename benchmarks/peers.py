@@ -41,8 +41,11 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
 from typing import Any
+
+import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -56,9 +59,11 @@ _NUMPY = "numpy==2.4.6"
 #: system -> (label, worker module, pinned requirements; None: the project's interpreter)
 SYSTEMS: dict[str, tuple[str, str, list[str] | None]] = {
     "cdc_sink": ("cdc_sink", "cdc_sink_worker.py", None),
-    # not in the default --systems: the same with other page codecs (WORKER_ENV)
+    # not in the default --systems: the same with other page codecs (WORKER_ENV); zstd
+    # pages and WAL are the default since 2026-11-28, "raw" the default before
     "cdc_sink_lz4": ("cdc_sink, lz4 pages", "cdc_sink_worker.py", None),
     "cdc_sink_zstd": ("cdc_sink, zstd pages and WAL", "cdc_sink_worker.py", None),
+    "cdc_sink_raw": ("cdc_sink, uncompressed pages, lz4 WAL", "cdc_sink_worker.py", None),
     "duckdb": ("DuckDB ON CONFLICT", "duckdb_worker.py", ["duckdb==1.5.6", _ARROW, _NUMPY]),
     "delta": ("delta-rs MERGE", "delta_worker.py", ["deltalake==1.6.6", _ARROW, _NUMPY]),
     "paimon": (
@@ -85,6 +90,10 @@ WORKER_ENV = {
     "cdc_sink_zstd": {
         "CDC_SINK_BENCH_PAGE_COMPRESSION": "zstd",
         "CDC_SINK_BENCH_WAL_COMPRESSION": "zstd",
+    },
+    "cdc_sink_raw": {
+        "CDC_SINK_BENCH_PAGE_COMPRESSION": "none",
+        "CDC_SINK_BENCH_WAL_COMPRESSION": "lz4",
     },
 }
 DEFAULT_SYSTEMS = ["cdc_sink", "duckdb", "delta", "paimon", "iceberg"]
@@ -143,7 +152,32 @@ def export_cdc_sink(rev: str, work: str) -> tuple[str, str]:
         ["git", "-C", ROOT, "archive", commit, "cdc_sink"], capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
-    return dest, f"commit {commit}"
+    built = build_extensions(dest, commit)
+    return dest, f"commit {commit} (C extensions built: {', '.join(built) or 'none'})"
+
+
+def build_extensions(dest: str, commit: str) -> list[str]:
+    """Compiles the C extensions that ``pyproject.toml`` at ``commit`` declares into the
+    package exported under ``dest`` (``git archive`` holds sources, not the built modules
+    of the working tree; without this the measured code would run its numpy fallbacks).
+    Returns the module names built; a failed compile raises."""
+    text = subprocess.run(
+        ["git", "-C", ROOT, "show", f"{commit}:pyproject.toml"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    modules = tomllib.loads(text).get("tool", {}).get("setuptools", {}).get("ext-modules", [])
+    include = sysconfig.get_paths()["include"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    built = []
+    for ext in modules:
+        out = os.path.join(dest, *ext["name"].split(".")) + suffix
+        sources = [os.path.join(dest, src) for src in ext["sources"]]
+        cmd = ["cc", "-shared", "-fPIC", *ext.get("extra-compile-args", []), f"-I{include}"]
+        subprocess.run([*cmd, *sources, "-o", out], check=True)
+        built.append(ext["name"].rsplit(".", 1)[-1])
+    return built
 
 
 def run(
