@@ -84,8 +84,8 @@ class TableOptions:
     1M x 20 load, zstd writes 0.45x the bytes of uncompressed pages and lz4 0.59x. An
     uncompressed page is mapped without a copy where a compressed one is decompressed
     when first read, so ``None`` gives the fastest cold reads for the most disk
-    (docs/design-notes.md, "Snapshot pages and WAL segments are zstd by default"). In-memory
-    tablets are never compressed."""
+    (docs/design-notes.md, "Snapshot pages are zstd by default"). In-memory tablets are
+    never compressed."""
     wal_compression: WalCompression = "lz4"
     """Codec of the WAL segments written from now on: ``"lz4"`` (the default), ``"zstd"``
     or ``None``; any segment is read whatever it was written with. On the peer

@@ -67,7 +67,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from cdc_sink.metrics import SinkMetrics
     from cdc_sink.metrics.observer import BatchObserver
     from cdc_sink.spark import SinkFunction
-    from cdc_sink.table import Table
+    from cdc_sink.table import Table, TableOptions
 
 logger = logging.getLogger("cdc_to_tablets")
 
@@ -259,7 +259,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="GC keeps every version committed in the last S seconds "
         "(default: the table's retain_seconds, 3600)",
     )
+    for what, default, detail in (
+        ("page", "zstd", "snapshot pages (none: faster cold reads, 2.2x the disk)"),
+        ("wal", "lz4", "WAL segments"),
+    ):
+        mnt.add_argument(
+            f"--{what}-compression",
+            choices=["zstd", "lz4", "none"],
+            default=default,
+            help=f"codec of the {detail} written from now on (default {default}); files "
+            "written with another codec stay readable",
+        )
     return p
+
+
+def table_options(args: argparse.Namespace) -> TableOptions:
+    """The table options the job's arguments name (the codecs; the rest are defaults)."""
+    from cdc_sink.table import TableOptions
+
+    codec: dict[str, Literal["zstd", "lz4"] | None] = {"zstd": "zstd", "lz4": "lz4", "none": None}
+    return TableOptions(
+        page_compression=codec[args.page_compression],
+        wal_compression=codec[args.wal_compression],
+    )
 
 
 def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
@@ -600,6 +622,7 @@ def _run(
         decoder_options=decoder_options,
         decode_processes=args.decode_processes,
         decode_in=args.decode_in,
+        table_options=table_options(args),
     )
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch

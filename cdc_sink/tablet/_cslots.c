@@ -10,8 +10,8 @@
  *
  * This is linear probing, one row after another, as a scalar hash table inserts. numpy
  * cannot probe row by row, so without this extension the index sorts the rows by home
- * slot and takes a running maximum (KeyIndex._build): 0.5-0.65 s for 10M rows here,
- * against 0.13-0.17 s for this loop. The homes are random, so each insert is a cache
+ * slot and takes a running maximum (KeyIndex._build): 0.46-0.66 s for 10M rows here,
+ * against 0.12-0.17 s for this loop. The homes are random, so each insert is a cache
  * miss; the home slot of the row 16 ahead is prefetched, so ~16 misses are in flight
  * at once instead of one. The GIL is released while placing.
  */

@@ -49,8 +49,8 @@ OPTS = TableOptions.for_tests()
 # Each codec of pages and WAL is among them, so one table mixes them across reopens.
 REOPEN_OPTS = [
     OPTS,
-    # the buckets of a batch prepared one by one; lz4 pages and WAL
-    replace(OPTS, prepare_threads=1, page_compression="lz4", wal_compression="lz4"),
+    # the buckets of a batch prepared one by one; lz4 pages, zstd WAL
+    replace(OPTS, prepare_threads=1, page_compression="lz4", wal_compression="zstd"),
     TableOptions(),  # long in-memory retention, rare snapshots
     TableOptions(
         page_rows=8,

@@ -8,6 +8,8 @@ from types import ModuleType
 
 import pytest
 
+from cdc_sink.table import TableOptions
+
 JOBS = Path(__file__).resolve().parents[2] / "streaming_jobs"
 
 
@@ -247,3 +249,19 @@ def test_cdc_to_tablets_signal_handler_only_records_the_stop() -> None:
     finally:
         signal.signal(signal.SIGTERM, before)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_cdc_to_tablets_codec_flags_name_the_table_options() -> None:
+    job = _load("cdc_to_tablets")
+    base = ["--bootstrap-servers", "k:9092", "--topic", "orders", "--table-path", "/data/o"]
+    opts = job.table_options(job.build_parser().parse_args(base))
+    assert (opts.page_compression, opts.wal_compression) == ("zstd", "lz4")
+    assert opts == TableOptions()  # the job's defaults are the library's
+    args = job.build_parser().parse_args(
+        [*base, "--page-compression", "none", "--wal-compression", "zstd"]
+    )
+    opts = job.table_options(args)
+    assert (opts.page_compression, opts.wal_compression) == (None, "zstd")
+    with pytest.raises(SystemExit) as exc:
+        job.build_parser().parse_args([*base, "--page-compression", "gzip"])
+    assert exc.value.code == 2
