@@ -12,8 +12,8 @@
  * cannot probe row by row, so without this extension the index sorts the rows by home
  * slot and takes a running maximum (KeyIndex._build): 0.46-0.66 s for 10M rows here,
  * against 0.12-0.17 s for this loop. The homes are random, so each insert is a cache
- * miss; the home slot of the row 16 ahead is prefetched, so ~16 misses are in flight
- * at once instead of one. The GIL is released while placing.
+ * miss; the home slot of the row 16 ahead is prefetched, so the misses of several rows
+ * overlap instead of coming one after another. The GIL is released while placing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
