@@ -16,7 +16,7 @@ STAMP   = $(VENV)/.installed
 # placement (cdc_sink/tablet/_cslots.c) in place, so a change to any of them reinstalls.
 $(STAMP): pyproject.toml cdc_sink/formats/_cscan.c cdc_sink/formats/_cflat.c \
 	    cdc_sink/formats/_cjson.h cdc_sink/formats/_cgrammar.h cdc_sink/_npcache.c \
-	    cdc_sink/storage/_cbytesplit.c cdc_sink/tablet/_cslots.c
+	    cdc_sink/storage/_cbytesplit.c cdc_sink/tablet/_cslots.c cdc_sink/_cmodule.h
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven with apt"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \

@@ -21,6 +21,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "_cmodule.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -273,8 +275,4 @@ static PyMethodDef methods[] = {
     {"stats", stats, METH_NOARGS, "(idle bytes, limit, hits, misses)."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_npcache",
-                                    "numpy buffers kept for reuse (cdc_sink.numpy_pool).", -1,
-                                    methods, NULL, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__npcache(void) { return PyModule_Create(&module); }
+CDC_SINK_PLAIN_MODULE(_npcache, "numpy buffers kept for reuse (cdc_sink.numpy_pool).")

@@ -14,6 +14,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "../_cmodule.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -109,9 +111,4 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_cbytesplit", "Byte stream split of fixed-width values.", -1,
-    methods,
-};
-
-PyMODINIT_FUNC PyInit__cbytesplit(void) { return PyModule_Create(&module); }
+CDC_SINK_PLAIN_MODULE(_cbytesplit, "Byte stream split of fixed-width values.")

@@ -17,6 +17,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "../_cmodule.h"
 #include <stdint.h>
 
 #define AHEAD 16
@@ -72,9 +74,4 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_cslots", "Linear-probing placement of the key index's rows.", -1,
-    methods,
-};
-
-PyMODINIT_FUNC PyInit__cslots(void) { return PyModule_Create(&module); }
+CDC_SINK_PLAIN_MODULE(_cslots, "Linear-probing placement of the key index's rows.")
