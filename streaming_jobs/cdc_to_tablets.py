@@ -109,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         "JSON when it parses, else taken as a string)",
     )
     p.add_argument(
+        "--allow-truncate",
+        action="store_true",
+        help='--format json: apply {"op": "truncate"} events, which delete every row '
+        "of the table (decoder option allow_truncate; default: rejected, so that a producer "
+        "cannot empty the table)",
+    )
+    p.add_argument(
         "--json-decoder",
         choices=("python", "jvm"),
         default="python",
@@ -301,6 +308,25 @@ def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
         ValueError: An item has no ``=``.
     """
     return dict(_pairs(items, "--kafka-option"))
+
+
+def job_decoder_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The decoder options of the job: ``--decoder-option`` items, and
+    ``allow_truncate=True`` with ``--allow-truncate``.
+
+    Raises:
+        ValueError: A bad ``--decoder-option``, or ``--allow-truncate`` with a format
+            other than ``json``.
+    """
+    options = parse_decoder_options(args.decoder_option)
+    if args.allow_truncate:
+        if args.format != "json":
+            raise ValueError(
+                f"--allow-truncate applies to --format json (the {args.format} decoder: "
+                "see its own options, e.g. debezium's --decoder-option truncate=reject)"
+            )
+        options["allow_truncate"] = True
+    return options
 
 
 def parse_decoder_options(items: Sequence[str]) -> dict[str, Any]:
@@ -531,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         kafka_options = parse_kafka_options(args.kafka_option)
-        decoder_options = parse_decoder_options(args.decoder_option)
+        decoder_options = job_decoder_options(args)
     except ValueError as exc:
         print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
         return 2

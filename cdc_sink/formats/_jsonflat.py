@@ -38,7 +38,9 @@ except ImportError:  # pragma: no cover - the dev install builds it
 __all__ = ["decode_flat_run"]
 
 T_OTHER, T_INT, T_FLOAT, T_BOOL, T_STRING, T_FLOAT32 = range(6)
-_OPS = tuple(name.encode() for name in OP_NAMES[:OP_TRUNCATE])  # index = op code
+# index = op code; a truncate is never accepted here, so it always reaches the general
+# path, where the decoder option allow_truncate gates it
+_OPS = tuple(name.encode() for name in OP_NAMES[:OP_TRUNCATE])
 MAX_GENERAL_SHARE = 0.25
 """Above this share of declined events a run is decoded the general way as a whole (the
 split and the merge would cost more than they save)."""

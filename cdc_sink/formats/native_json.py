@@ -7,7 +7,9 @@ One JSON object per Kafka message value::
 
 - ``op``: ``"insert"``, ``"upsert"``, ``"update"``, ``"delete"`` or ``"truncate"`` (deletes
   every live row of the table at that point of the event order; it needs no ``key``,
-  ``set`` or ``seq`` and ignores them);
+  ``set`` or ``seq`` and ignores them). A truncate is applied only when the decoder is
+  built with ``allow_truncate=True``; by default it is rejected (:data:`TRUNCATE_REFUSED`),
+  so a producer that may write to the topic cannot empty the table with one message;
 - ``key``: every key column (a bare scalar is accepted for a one-column key);
 - ``set``: the columns the event sets. *Absent is not null*: ``"note": null`` sets the
   column to null, a column missing from ``set`` is not set. ``set`` may be missing or
@@ -98,10 +100,13 @@ from cdc_sink.formats._jsonscan import (
 from cdc_sink.formats._jsonstrings import match_strings
 from cdc_sink.schema import TableSchema
 
-__all__ = ["JsonDecoder", "encode_json", "json_encoder", "json_value"]
+__all__ = ["TRUNCATE_REFUSED", "JsonDecoder", "encode_json", "json_encoder", "json_value"]
 
 _TOP = ("op", "key", "set", "seq", "ts_ms")
 OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
+TRUNCATE_REFUSED = "truncate event rejected: not allowed (decoder option allow_truncate=false)"
+"""The reject reason of a truncate the decoder was not told to allow (the JVM decoder of
+:mod:`cdc_sink.spark.decode` gives the same)."""
 
 
 # ====================================================================== encoding
@@ -149,12 +154,17 @@ class JsonDecoder(Decoder):
         strict: Also check the full JSON grammar of every event with Arrow's parser.
             The structural index alone already rejects unbalanced or unterminated
             events; ``strict=False`` trusts the producer for the rest (faster).
+        allow_truncate: Apply ``{"op": "truncate"}`` events (every live row of the table
+            is deleted). Off by default: a truncate is then a reject with the reason
+            :data:`TRUNCATE_REFUSED`. Turn it on only when every producer that can write
+            to the topic may empty the table.
     """
 
     name: ClassVar[FormatName] = "json"
 
-    def __init__(self, *, strict: bool = True) -> None:
+    def __init__(self, *, strict: bool = True, allow_truncate: bool = False) -> None:
         self.strict = check_bool("strict", strict)
+        self.allow_truncate = check_bool("allow_truncate", allow_truncate)
 
     def decode_with_meta(
         self,
@@ -194,6 +204,8 @@ class JsonDecoder(Decoder):
         m, top = index_top(parts, sc, _TOP, reasons)
         ev = _events(parts, m, top, schema, reasons)
         _refuse_ops(parts, m, ev, reasons)
+        if not self.allow_truncate:  # the compiled pass never accepts a truncate
+            refuse(reasons, ev.is_truncate, TRUNCATE_REFUSED)
         keys = _key_columns(parts, m, ev, schema, reasons)
         vals = _set_columns(parts, m, ev, schema, reasons)
         seq = _seq(parts, m, ev, schema, vals, reasons)

@@ -25,7 +25,6 @@ import pyarrow as pa
 from cdc_sink import commit, numpy_pool
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import PreparedBucket
-from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._arrow_stream import collect_arrow
 from cdc_sink.spark._batch import (
@@ -41,7 +40,7 @@ from cdc_sink.spark._batch import (
     with_raw_bytes,
 )
 from cdc_sink.spark._decode_pool import PendingDecode
-from cdc_sink.spark.decode import decode_native_json
+from cdc_sink.spark.decode import decode_native_json, jvm_allow_truncate
 from cdc_sink.table import Table, reject_records
 
 if TYPE_CHECKING:
@@ -228,15 +227,12 @@ def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) 
     """Native JSON decoded by Spark (``from_json``), prepared in the driver.
 
     Raises:
-        InvalidOption: The sink has decoder options (they apply to Python decoders).
+        InvalidOption: The sink has decoder options other than ``allow_truncate`` (they
+            apply to Python decoders).
     """
-    if fn.decoder_options:
-        raise InvalidOption(
-            "decoder options apply to the Python decoders, not to json_decoder='jvm'",
-            option="decoder_options",
-        )
+    allow_truncate = jvm_allow_truncate(fn.decoder_options)
     t0 = time.perf_counter()
-    arrow = decode_native_json(df, schema).toArrow()
+    arrow = decode_native_json(df, schema, allow_truncate=allow_truncate).toArrow()
     t1 = time.perf_counter()
     batch, refused, meta = to_change_batch(arrow, schema)
     t2 = time.perf_counter()

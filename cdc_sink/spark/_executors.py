@@ -34,7 +34,6 @@ import pyarrow as pa
 from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import PreparedBucket
-from cdc_sink.errors import InvalidOption
 from cdc_sink.formats import FormatName
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import (
@@ -60,7 +59,7 @@ from cdc_sink.spark._pieces import (
     wire_parts,
 )
 from cdc_sink.spark._tables import TableCache
-from cdc_sink.spark.decode import decode_native_json
+from cdc_sink.spark.decode import decode_native_json, jvm_allow_truncate
 from cdc_sink.stats import BucketFigures
 from cdc_sink.table import Table, TableOptions
 
@@ -184,7 +183,11 @@ def _prepared_aligned(
         decoder_options=fn.decoder_options,
         **_prepare_args(fn, schema, version),
     )
-    src = decode_native_json(df, schema) if jvm else _task_input(fn, df)
+    src = (
+        decode_native_json(df, schema, allow_truncate=jvm_allow_truncate(fn.decoder_options))
+        if jvm
+        else _task_input(fn, df)
+    )
     got = _collect(src.mapInArrow(task, _MESSAGE_DDL).toArrow(), version)
     seen = Counter(p.bucket for p in got.prepared)
     split = sorted(b for b, n in seen.items() if n > 1)
@@ -210,12 +213,8 @@ def _prepared_aligned(
 def packed_in_spark(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> DataFrame:
     """The batch decoded in Spark tasks (or by ``from_json``), packed per bucket."""
     if fn.format == "json" and fn.json_decoder == "jvm":
-        if fn.decoder_options:
-            raise InvalidOption(
-                "decoder options apply to the Python decoders, not to json_decoder='jvm'",
-                option="decoder_options",
-            )
-        wire = decode_native_json(df, schema)
+        allow_truncate = jvm_allow_truncate(fn.decoder_options)
+        wire = decode_native_json(df, schema, allow_truncate=allow_truncate)
         return wire.mapInArrow(partial(_pack_partition, schema_dict=schema.to_dict()), PIECES_DDL)
     task = partial(
         _decode_partition, fmt=fn.format, schema_dict=schema.to_dict(), options=fn.decoder_options

@@ -12,6 +12,9 @@ columns, and a ``__reason`` column naming why an event is malformed (first reaso
 ``__ts_ms`` is the producer's time of the event: its ``ts_ms`` field, else the Kafka
 record timestamp.
 
+A ``truncate`` event is rejected (the reason of the Python decoder,
+:data:`cdc_sink.formats.native_json.TRUNCATE_REFUSED`) unless ``allow_truncate``.
+
 Formats that Spark cannot parse (rowv2, Debezium) are decoded in Python by
 :mod:`cdc_sink.formats`; :func:`wire_schema` gives the Spark schema of their output so
 they can run inside ``mapInArrow`` too.
@@ -19,11 +22,14 @@ they can run inside ``mapInArrow`` too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from cdc_sink.changes import SET_PREFIX
+from cdc_sink.errors import InvalidOption
+from cdc_sink.formats.native_json import TRUNCATE_REFUSED
 from cdc_sink.schema import Column, TableSchema, type_to_str
 
 if TYPE_CHECKING:
@@ -33,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "META_COLUMNS",
     "decode_native_json",
+    "jvm_allow_truncate",
     "spark_type_name",
     "wire_arrow_schema",
     "wire_schema",
@@ -91,12 +98,39 @@ def _cast(raw: SparkColumn, c: Column) -> SparkColumn:
     return raw.try_cast(spark_type_name(t))
 
 
-def decode_native_json(df: DataFrame, schema: TableSchema) -> DataFrame:
+def jvm_allow_truncate(decoder_options: Mapping[str, Any] | None) -> bool:
+    """The ``allow_truncate`` of a sink's decoder options, the one option the JVM decoder
+    takes.
+
+    Raises:
+        InvalidOption: Another option is given (they apply to the Python decoders).
+    """
+    options = dict(decoder_options or {})
+    allow = options.pop("allow_truncate", False)
+    if options:
+        raise InvalidOption(
+            "decoder options apply to the Python decoders, not to json_decoder='jvm' "
+            f"(except allow_truncate): {sorted(options)}",
+            option="decoder_options",
+        )
+    if not isinstance(allow, bool):
+        raise InvalidOption(
+            f"decoder option 'allow_truncate' must be a bool, got {allow!r}",
+            option="allow_truncate",
+        )
+    return allow
+
+
+def decode_native_json(
+    df: DataFrame, schema: TableSchema, *, allow_truncate: bool = False
+) -> DataFrame:
     """Decodes a Kafka DataFrame of native JSON events into the wire form.
 
     Args:
         df: Kafka source rows (``value``, ``topic``, ``partition``, ``offset``, ...).
         schema: The table schema.
+        allow_truncate: Pass ``truncate`` events on (else each is rejected), as the
+            Python decoder's option of that name.
 
     Returns:
         One row per Kafka record: wire-form columns plus ``__reason`` (null when the event
@@ -127,6 +161,8 @@ def decode_native_json(df: DataFrame, schema: TableSchema) -> DataFrame:
     reason = F.when(
         e.isNull() | e["op"].isNull(), F.lit("malformed event: not a JSON object with an 'op'")
     )
+    if not allow_truncate:
+        reason = reason.when(e["op"] == F.lit("truncate"), F.lit(TRUNCATE_REFUSED))
     for k in schema.key_columns:
         raw = keys[k.name]
         typed = _cast(raw, k)

@@ -56,6 +56,7 @@ from cdc_sink.spark._decode_pool import DecodePool
 from cdc_sink.spark._driver import prepare_in_driver, prepare_jvm_in_driver
 from cdc_sink.spark._executors import prepare_in_executors
 from cdc_sink.spark._task_decode import prepare_decoded_in_tasks
+from cdc_sink.spark.decode import jvm_allow_truncate
 from cdc_sink.stats import BucketFigures
 from cdc_sink.storage.layout import is_table
 from cdc_sink.table import Table, TableOptions, create_table, open_table
@@ -543,10 +544,7 @@ def _checked_decoder_options(
     options = dict(decoder_options or {})
     if options:
         if fmt == "json" and json_decoder == "jvm":
-            raise InvalidOption(
-                "decoder options apply to the Python decoders, not to json_decoder='jvm'",
-                option="decoder_options",
-            )
+            jvm_allow_truncate(options)  # the one option it takes
         from cdc_sink.formats import get_decoder
 
         get_decoder(fmt, **options)  # raises InvalidOption naming a bad option

@@ -507,7 +507,7 @@ def test_truncate_names_no_key():
             b'{"op": "truncate", "key": {"nope": 1}, "set": 5, "seq": "x"}',
         ]
     )
-    batch, rejects = DEC.decode(values, ALL_TYPES)
+    batch, rejects = JsonDecoder(allow_truncate=True).decode(values, ALL_TYPES)
     assert len(rejects) == 0, rejects.reasons
     assert batch.op.tolist() == [1, 4, 4]
 

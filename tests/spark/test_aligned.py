@@ -28,7 +28,7 @@ from cdc_sink.spark._executors import (
 )
 from tests.fixtures import ID_A_B
 from tests.model import table_to_rows
-from tests.spark.test_pieces import _decoded_records
+from tests.spark.test_pieces import _decoded_records, decoder_options
 from tests.spark.test_task_decode import _partition
 
 
@@ -42,11 +42,18 @@ def _prepared(
             iter(batches),
             fmt=fmt,  # type: ignore[arg-type]
             jvm=False,
-            decoder_options=None,
+            decoder_options=decoder_options(fmt),
             **common,  # type: ignore[arg-type]
         )
         return pa.Table.from_batches(list(msgs), schema=_MESSAGE)
-    pieces = list(_decode_partition(iter(batches), fmt=fmt, schema_dict=schema.to_dict()))  # type: ignore[arg-type]
+    pieces = list(
+        _decode_partition(
+            iter(batches),
+            fmt=fmt,  # type: ignore[arg-type]
+            schema_dict=schema.to_dict(),
+            options=decoder_options(fmt),
+        )
+    )
     by_bucket: dict[int, list[pa.RecordBatch]] = {}  # the shuffle: pieces to their bucket
     for rb in pieces:
         for i, b in enumerate(rb.column("bucket").to_pylist()):

@@ -26,7 +26,7 @@ from cdc_sink.spark._executors import _decode_partition
 from cdc_sink.spark._pieces import PIECES, unpack
 from cdc_sink.spark._task_decode import _Buckets
 from tests.fixtures import ID_A_B
-from tests.spark.test_pieces import _decoded_records, _events
+from tests.spark.test_pieces import _decoded_records, _events, decoder_options
 
 TOPIC = "orders"
 
@@ -55,7 +55,12 @@ def _tasks(
         rb = _partition(values[p::partitions], p)
         batches = [rb.slice(i, rows) for i in range(0, rb.num_rows, rows)]
         out.extend(
-            _decode_partition(iter(batches), fmt=fmt, schema_dict=schema.to_dict())  # type: ignore[arg-type]
+            _decode_partition(
+                iter(batches),
+                fmt=fmt,  # type: ignore[arg-type]
+                schema_dict=schema.to_dict(),
+                options=decoder_options(fmt),
+            )
         )
     return out
 
@@ -70,7 +75,7 @@ def test_the_driver_prepares_what_driver_mode_would_decode_and_split(
     schema, fmt, values = case
     got = _Buckets.of(unpack(_tasks(values, fmt, schema, partitions, rows)), schema)
 
-    decoder = REGISTRY[fmt].new_decoder()
+    decoder = REGISTRY[fmt].new_decoder(**decoder_options(fmt))
     want: dict[int, list[tuple[Any, ...]]] = {}
     want_rejects: dict[tuple[int, int], str] = {}
     want_ops: Counter[str] = Counter()
@@ -109,7 +114,7 @@ def test_a_decoder_that_reads_no_keys_decodes_the_same_without_them(
     """The decode tasks move the Kafka keys into Python only for decoders that read them
     (``Decoder.reads_keys``); for the others, keys must change nothing."""
     schema, fmt, values = case
-    decoder = REGISTRY[fmt].new_decoder()
+    decoder = REGISTRY[fmt].new_decoder(**decoder_options(fmt))
     assume(not decoder.reads_keys)
     rng = np.random.default_rng(seed)
     keys = pa.array(
