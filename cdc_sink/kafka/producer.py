@@ -355,6 +355,11 @@ class CdcProducer:
     def send(self, event: Mapping[str, Any]) -> None:
         """Validates, encodes and produces one event ``{"op", "key", "set"?, "seq"?}``.
 
+        A ``{"op": "truncate"}`` (every row of the table deleted) is produced like any
+        event, but a sink decoding native JSON applies it only when told to: decoder
+        option ``allow_truncate=True`` (the streaming job's ``--allow-truncate``); by
+        default it is rejected to the dead letters (docs/security.md).
+
         Raises:
             ValueError: The event does not fit the schema (the message says why).
         """
