@@ -8,7 +8,9 @@ job without ``--metrics-port``), it checks the job's liveness instead: a process
 from __future__ import annotations
 
 import os
+import ssl
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -16,12 +18,20 @@ JOB = Path("/opt/cdc_sink/streaming_jobs/cdc_to_tablets.py")
 
 
 def metrics_ok(host: str, port: str) -> bool:
-    """True when http://host:port/metrics answers 200."""
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=4) as resp:
-            return int(resp.status) == 200
-    except OSError:
-        return False
+    """True when http(s)://host:port/metrics answers 200, or 401 (basic auth on: the
+    endpoint is up). HTTPS is tried when HTTP gets no answer; its certificate is not
+    verified, as this only checks that the job's endpoint is alive."""
+    for scheme, ctx in (("http", None), ("https", ssl._create_unverified_context())):
+        try:
+            with urllib.request.urlopen(
+                f"{scheme}://{host}:{port}/metrics", timeout=4, context=ctx
+            ) as resp:
+                return int(resp.status) == 200
+        except urllib.error.HTTPError as exc:
+            return exc.code == 401
+        except OSError:
+            continue
+    return False
 
 
 def job_alive() -> bool:
