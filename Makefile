@@ -11,12 +11,15 @@ STAMP   = $(VENV)/.installed
 # Installs every extra (spark, kafka, metrics, cli) and the dev tools; pip picks the newest
 # pyspark of the supported range (docs/compatibility.md). The editable install compiles
 # the JSON decoders' C scan (cdc_sink/formats/_cscan.c), the flat JSON pass
-# (cdc_sink/formats/_cflat.c), the numpy buffer cache (cdc_sink/_npcache.c), the byte
-# split of compressed pages (cdc_sink/storage/_cbytesplit.c) and the key index's slot
+# (cdc_sink/formats/_cflat.c), the numpy buffer cache (cdc_sink/runtime/_npcache.c), the
+# byte split of compressed pages (cdc_sink/storage/_cbytesplit.c) and the key index's slot
 # placement (cdc_sink/tablet/_cslots.c) in place, so a change to any of them reinstalls.
-$(STAMP): pyproject.toml cdc_sink/formats/_cscan.c cdc_sink/formats/_cflat.c \
-	    cdc_sink/formats/_cjson.h cdc_sink/formats/_cgrammar.h cdc_sink/_npcache.c \
-	    cdc_sink/storage/_cbytesplit.c cdc_sink/tablet/_cslots.c cdc_sink/_cmodule.h
+# Then the test kit (testkit/: the local Kafka broker, Docker tooling, reference model,
+# demo), a distribution of its own that the tests, benchmarks and `make demo` need.
+$(STAMP): pyproject.toml testkit/pyproject.toml cdc_sink/formats/_cscan.c \
+	    cdc_sink/formats/_cflat.c cdc_sink/formats/_cjson.h cdc_sink/formats/_cgrammar.h \
+	    cdc_sink/runtime/_npcache.c cdc_sink/storage/_cbytesplit.c cdc_sink/tablet/_cslots.c \
+	    cdc_sink/_cmodule.h
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven with apt"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -37,14 +40,18 @@ $(STAMP): pyproject.toml cdc_sink/formats/_cscan.c cdc_sink/formats/_cflat.c \
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[all,dev]'
+	$(PY) -m pip install -q -e ./testkit
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# lint-imports checks the import contracts of pyproject.toml's [tool.importlinter]: the
+# product never imports the test kit, lower layers never import higher ones.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check cdc_sink tests benchmarks streaming_jobs dashboards docker
-	$(VENV)/bin/ruff format --check cdc_sink tests benchmarks streaming_jobs dashboards docker
+	$(VENV)/bin/ruff check cdc_sink testkit tests benchmarks streaming_jobs dashboards docker
+	$(VENV)/bin/ruff format --check cdc_sink testkit tests benchmarks streaming_jobs dashboards docker
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not integration"

@@ -4,7 +4,7 @@ The events of ``benchmarks/e2e.py`` (``--keys`` base inserts, then ``--batches``
 of ``--events`` events: 90% partial updates of 2 of 10 columns, 10% inserts), decoded
 before the timer, applied with ``Table.apply`` (4 buckets, WAL segments, lz4). Prints each
 batch's apply seconds, then pyarrow's allocator and the process's minor page faults: the
-measurement behind ``cdc_sink.arrow_pool``'s choice (compare
+measurement behind ``cdc_sink.runtime.arrow_pool``'s choice (compare
 ``ARROW_DEFAULT_MEMORY_POOL=mimalloc|jemalloc|system``) and behind
 ``TableOptions.prepare_threads`` (compare ``--prepare-threads 1|2``).
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cdc_sink.kafka.broker import BOOTSTRAP_ENV, start_kafka
+from cdc_sink_testkit.kafka import BOOTSTRAP_ENV, start_kafka
 from tests.chaos.harness import ChaosConfig, run_chaos
 
 JOB_UNREACHABLE_POINTS = ("log.repair_removing",)

@@ -199,8 +199,8 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
     from e2e import run_mode
     from proc_cpu import descendants, is_jvm, tree_cpu_s
 
-    from cdc_sink.kafka.broker import start_kafka
     from cdc_sink.spark.session import local_spark
+    from cdc_sink_testkit.kafka import start_kafka
 
     cores = args.workers * args.cores_per_worker
     conf = {

@@ -6,7 +6,7 @@ batches of ``--batch`` events (Spark's Arrow collect hands the driver batches of
 ``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default), each decoded batch
 split by bucket, exactly as driver apply mode does with each batch as it arrives
 (``cdc_sink.spark._driver``), with numpy's buffers reused across batches as the sink does
-(``cdc_sink.numpy_pool``; ``--no-numpy-pool``: numpy's own allocator) and flat JSON
+(``cdc_sink.runtime.numpy_pool``; ``--no-numpy-pool``: numpy's own allocator) and flat JSON
 events decoded in one compiled pass (``--no-flat``: every event the general way;
 ``--no-compiled``: neither C extension of the JSON decoders, as on an install without a
 C compiler). With
@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] when run
 
-from cdc_sink import numpy_pool
 from cdc_sink.formats import _jsonflat, _jsonscan, get_decoder
+from cdc_sink.runtime import numpy_pool
 from cdc_sink.spark._executors import _decode_partition
 
 

@@ -435,7 +435,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    from cdc_sink.kafka.broker import start_kafka
+    from cdc_sink_testkit.kafka import start_kafka
 
     work = args.work or tempfile.mkdtemp(prefix="cdc_delta_stream_")
     os.makedirs(work, exist_ok=True)

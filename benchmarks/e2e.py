@@ -39,9 +39,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 from kafka_source import earliest_stream
 from proc_cpu import cpu_between
 
-from cdc_sink.arrow_pool import POOLS, use_arrow_memory_pool
-from cdc_sink.kafka.broker import start_kafka
+from cdc_sink.runtime.arrow_pool import POOLS, use_arrow_memory_pool
 from cdc_sink.schema import TableSchema
+from cdc_sink_testkit.kafka import start_kafka
 
 SCHEMA = TableSchema.from_dict(
     {

@@ -165,8 +165,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.format != "json" and "sink-driver-jvm" in args.consumers.split(","):
         ap.error("sink-driver-jvm decodes JSON only: use --format json or leave it out")
-    from cdc_sink.kafka.broker import start_kafka
     from cdc_sink.spark.session import local_spark
+    from cdc_sink_testkit.kafka import start_kafka
 
     names = args.consumers.split(",")
     kafka = start_kafka(num_partitions=args.partitions)

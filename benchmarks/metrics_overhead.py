@@ -200,8 +200,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, filename=os.devnull)
     from prometheus_client import disable_created_metrics
 
-    from cdc_sink.kafka.broker import start_kafka
     from cdc_sink.spark.session import local_spark
+    from cdc_sink_testkit.kafka import start_kafka
 
     disable_created_metrics()  # as the job does
     kafka = start_kafka(num_partitions=args.partitions)

@@ -4,7 +4,7 @@ Two measurements:
 
 ``job``: restart-to-first-commit of the real streaming job
 (``streaming_jobs/cdc_to_tablets.py`` under ``spark-submit``, ``local[2]``) against a
-real Kafka broker (:func:`cdc_sink.kafka.broker.start_kafka`), and its SIGTERM stop.
+real Kafka broker (:func:`cdc_sink_testkit.kafka.broker.start_kafka`), and its SIGTERM stop.
 The table is pre-loaded with ``--rows`` orders rows (one snapshot per bucket); each cycle
 produces ``--chunk`` orders records while the job is down, starts the job from its
 checkpoint, waits for its first new commit, then (after a random 0-2 s) sends SIGTERM
@@ -403,10 +403,10 @@ def _cycle(
 
 def bench_job(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Restart cycles of the real job (see the module docstring)."""
-    from cdc_sink.demo import generate_orders, orders_schema
-    from cdc_sink.demo.stream import produce_records
-    from cdc_sink.kafka.broker import create_topic, start_kafka
     from cdc_sink.kafka.producer import CdcProducer
+    from cdc_sink_testkit.demo import generate_orders, orders_schema
+    from cdc_sink_testkit.demo.stream import produce_records
+    from cdc_sink_testkit.kafka import create_topic, start_kafka
 
     w = Path(args.dir) / "job"
     shutil.rmtree(w, ignore_errors=True)

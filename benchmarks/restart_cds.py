@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cdc_sink.demo import generate_orders, orders_schema
-from cdc_sink.demo.stream import produce_records
-from cdc_sink.kafka.broker import create_topic, start_kafka
 from cdc_sink.kafka.producer import CdcProducer
+from cdc_sink_testkit.demo import generate_orders, orders_schema
+from cdc_sink_testkit.demo.stream import produce_records
+from cdc_sink_testkit.kafka import create_topic, start_kafka
 from tests.chaos.harness import ChaosConfig, job_command, job_env
 
 

@@ -2,8 +2,8 @@
 
 The streaming job (``streaming_jobs/cdc_to_tablets.py`` under ``spark-submit``,
 ``local[2]``, ``--metrics-port``) reads a topic of a local Kafka broker
-(:func:`cdc_sink.kafka.broker.start_kafka`) while a producer thread feeds it the demo's
-orders stream (:func:`cdc_sink.demo.orders.generate_orders`, 1% malformed records
+(:func:`cdc_sink_testkit.kafka.broker.start_kafka`) while a producer thread feeds it the demo's
+orders stream (:func:`cdc_sink_testkit.demo.orders.generate_orders`, 1% malformed records
 included) at a steady ``--rate`` events/s. With a short ``--trigger`` and a small
 ``--max-offsets`` every micro-batch is small, so the run covers ``--batches`` batches.
 
@@ -110,9 +110,9 @@ def producer_loop(
     """Sends the demo's orders stream at ``rate`` events/s in 100 ms slices until stopped."""
     import json
 
-    from cdc_sink.demo.orders import generate_orders
-    from cdc_sink.demo.stream import produce_records
     from cdc_sink.kafka.producer import CdcProducer
+    from cdc_sink_testkit.demo.orders import generate_orders
+    from cdc_sink_testkit.demo.stream import produce_records
 
     with open(SCHEMA_FILE, encoding="utf-8") as f:
         schema = json.load(f)
@@ -191,8 +191,8 @@ def table_only(batches: int, batch_events: int, print_every: int) -> None:
     with ``Table.apply`` in this process; RSS and ``table.stats().memory_bytes``."""
     import json
 
-    from cdc_sink.demo.orders import generate_orders
     from cdc_sink.table import create_table
+    from cdc_sink_testkit.demo.orders import generate_orders
 
     with open(SCHEMA_FILE, encoding="utf-8") as f:
         schema = json.load(f)
@@ -361,7 +361,7 @@ def main() -> None:
         table_only(args.batches, args.max_offsets, args.print_every)
         return
 
-    from cdc_sink.kafka.broker import start_kafka
+    from cdc_sink_testkit.kafka import start_kafka
 
     work = Path(tempfile.mkdtemp(prefix="cdc_soak_"))
     kafka = start_kafka(num_partitions=args.partitions)

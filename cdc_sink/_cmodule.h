@@ -1,6 +1,6 @@
 /*
  * The module definition shared by cdc_sink's C extensions that have no state and no
- * set-up of their own (_npcache, storage/_cbytesplit, tablet/_cslots).
+ * set-up of their own (runtime/_npcache, storage/_cbytesplit, tablet/_cslots).
  *
  * CDC_SINK_PLAIN_MODULE(name, doc) defines the module `name` (an identifier) whose
  * functions are the file's `methods` table, and its init function PyInit_<name>.

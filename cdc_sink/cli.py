@@ -12,7 +12,9 @@
 ``demo`` runs the whole pipeline locally (Kafka broker, producer, Spark Structured
 Streaming job, snapshot queries) and checks the result (exit code 1 on a mismatch); it
 serves the job's Prometheus metrics while it runs (``--metrics-port``, a free port by
-default) and prints where. ``query``, ``versions`` and ``stats`` read a table with plain
+default) and prints where. The demo lives in the test kit (``cdc_sink_testkit.demo``,
+installed from a clone with ``pip install -e testkit``); without it ``demo`` says so and
+exits with code 1. ``query``, ``versions`` and ``stats`` read a table with plain
 Python (no Spark); ``stats`` shows rows, memory, outstanding deltas and bytes on disk
 (:meth:`cdc_sink.table.Table.stats`), ``--json`` for machines.
 """
@@ -177,8 +179,22 @@ def _console() -> Any:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
+#: What ``cdc-sink demo`` prints when the test kit is not installed.
+_DEMO_NEEDS_TESTKIT = (
+    "the demo is part of cdc_sink's test kit (package cdc_sink_testkit), which is not "
+    "installed. From a clone of the repository: pip install -e testkit "
+    "(or make install, which also installs every extra)"
+)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from cdc_sink.demo.runner import DemoOptions, run_demo
+    try:
+        from cdc_sink_testkit.demo.runner import DemoOptions, run_demo
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] != "cdc_sink_testkit":
+            raise  # the kit is there; something it imports is not
+        print(f"cdc-sink demo: {_DEMO_NEEDS_TESTKIT}", file=sys.stderr)
+        return 1
 
     opts = DemoOptions(
         events=args.events,

@@ -1,11 +1,11 @@
 """The compose stack's producer: the demo's orders stream, onto a Kafka topic.
 
 Creates the topic (``--partitions``) unless it exists, then produces the first
-``--events`` records of the seeded orders stream (:func:`cdc_sink.demo.generate_orders`,
+``--events`` records of the seeded orders stream (:func:`cdc_sink_testkit.demo.generate_orders`,
 malformed records included, as ``cdc-sink demo`` does) with :class:`CdcProducer`, and
 exits once every record is delivered. The same ``--events``/``--seed`` always give the
 same records, so the table's final state can be checked against
-:class:`cdc_sink.demo.ExpectedTable` fed with them.
+:class:`cdc_sink_testkit.demo.ExpectedTable` fed with them.
 
     python produce_orders.py --bootstrap-servers 127.0.0.1:9092 --topic orders
 """
@@ -58,10 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from confluent_kafka.admin import AdminClient
 
-    from cdc_sink.demo import generate_orders, orders_schema
-    from cdc_sink.demo.stream import produce_records
-    from cdc_sink.kafka.broker import create_topic
+    from cdc_sink.kafka.admin import create_topic
     from cdc_sink.kafka.producer import CdcProducer
+    from cdc_sink_testkit.demo import generate_orders, orders_schema
+    from cdc_sink_testkit.demo.stream import produce_records
 
     wait_for_broker(args.bootstrap_servers, args.wait)
     existing = (

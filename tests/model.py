@@ -1,6 +1,6 @@
 """The reference model of a cdc_sink table for model-based tests.
 
-:class:`RefModel` is :class:`cdc_sink.reference.ReferenceTable` (the one reference
+:class:`RefModel` is :class:`cdc_sink_testkit.reference.ReferenceTable` (the one reference
 semantics, shared with the demo) applied a batch at a time, with counts like
 ``ApplyResult.counts()`` and a full copy of the state per version, so every retained
 version of the real engine can be compared.
@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.reference import OUTCOMES, Key, ReferenceTable, Row
 from cdc_sink.schema import TableSchema
+from cdc_sink_testkit.reference import OUTCOMES, Key, ReferenceTable, Row
 
 __all__ = ["Key", "RefModel", "Row", "model_rows", "normalize", "table_to_rows"]
 

@@ -1,4 +1,4 @@
-"""pyarrow's memory pool switch (cdc_sink.arrow_pool): which allocator new buffers use."""
+"""pyarrow's memory pool switch (cdc_sink.runtime.arrow_pool): which allocator new buffers use."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from cdc_sink.arrow_pool import (
+from cdc_sink.errors import InvalidArgument, InvalidOption
+from cdc_sink.runtime.arrow_pool import (
     ARROW_POOL_ENV,
     POOLS,
     arrow_memory_pool,
@@ -18,7 +19,6 @@ from cdc_sink.arrow_pool import (
     set_arrow_memory_pool,
     use_arrow_memory_pool,
 )
-from cdc_sink.errors import InvalidArgument, InvalidOption
 
 
 @pytest.fixture

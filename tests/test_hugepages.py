@@ -1,4 +1,5 @@
-"""numpy's huge-page switch (cdc_sink.hugepages): what the kernel is asked for a new array."""
+"""numpy's huge-page switch (cdc_sink.runtime.hugepages): what the kernel is asked for a
+new array."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from cdc_sink.errors import InvalidArgument
-from cdc_sink.hugepages import HUGEPAGE_ENV, numpy_hugepages, set_numpy_hugepages
+from cdc_sink.runtime.hugepages import HUGEPAGE_ENV, numpy_hugepages, set_numpy_hugepages
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 

@@ -1,4 +1,4 @@
-"""cdc_sink.numpy_pool: numpy buffers kept for reuse, in one context only."""
+"""cdc_sink.runtime.numpy_pool: numpy buffers kept for reuse, in one context only."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdc_sink import numpy_pool
 from cdc_sink.errors import InvalidArgument
+from cdc_sink.runtime import numpy_pool
 
 pytestmark = pytest.mark.skipif(
-    not numpy_pool.available(), reason="the extension cdc_sink._npcache is not built"
+    not numpy_pool.available(), reason="the extension cdc_sink.runtime._npcache is not built"
 )
 
 BIG = 1 << 20  # elements of float64: 8 MiB, a cached size class

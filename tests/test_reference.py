@@ -1,11 +1,11 @@
-"""cdc_sink.reference: the one reference model (the demo's ExpectedTable and the tests'
+"""cdc_sink_testkit.reference: the one reference model (the demo's ExpectedTable and the tests'
 RefModel adapt it), checked here on the semantics both adapters rely on."""
 
 from __future__ import annotations
 
-from cdc_sink.demo import ExpectedTable
-from cdc_sink.reference import ReferenceTable
 from cdc_sink.schema import TableSchema
+from cdc_sink_testkit.demo import ExpectedTable
+from cdc_sink_testkit.reference import ReferenceTable
 from tests.fixtures import ID_V_SEQ
 from tests.model import RefModel
 

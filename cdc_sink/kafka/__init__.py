@@ -1,4 +1,4 @@
-"""Kafka: the producer SDK, dead-letter sinks, and a local KRaft broker from Maven jars.
+"""Kafka: the producer SDK and the dead-letter sinks (the client side of Kafka).
 
     from cdc_sink.kafka import CdcProducer
     with CdcProducer(servers, "orders", schema, format="json") as p:
@@ -7,6 +7,9 @@
 Names are imported on first use, so importing this package loads no Kafka client; type
 checkers see the real classes and functions (the ``TYPE_CHECKING`` imports below).
 Producing and consuming need the ``kafka`` extra (``pip install 'cdc_sink[kafka]'``).
+:mod:`cdc_sink.kafka.admin` creates topics; :mod:`cdc_sink.kafka.jars` resolves Spark's
+Kafka source. A Kafka broker to test against is not part of the product: it is in the test
+kit, ``cdc_sink_testkit.kafka`` (docs/compatibility.md, "Migration: the test kit").
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from typing import TYPE_CHECKING
 from cdc_sink._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from cdc_sink.kafka.broker import LocalKafka, start_kafka
     from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
     from cdc_sink.kafka.producer import CdcProducer, DeliveryError
 
@@ -24,9 +26,7 @@ __all__ = [
     "CdcProducer",
     "DeliveryError",
     "KafkaDeadLetter",
-    "LocalKafka",
     "ParquetDeadLetter",
-    "start_kafka",
 ]
 
 _WHERE = {
@@ -34,8 +34,6 @@ _WHERE = {
     "DeliveryError": "cdc_sink.kafka.producer",
     "KafkaDeadLetter": "cdc_sink.kafka.deadletter",
     "ParquetDeadLetter": "cdc_sink.kafka.deadletter",
-    "LocalKafka": "cdc_sink.kafka.broker",
-    "start_kafka": "cdc_sink.kafka.broker",
 }
 
 

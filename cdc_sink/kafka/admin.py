@@ -1,11 +1,12 @@
-"""Admin helpers shared by the Kafka clusters: topics, readiness, free ports.
+"""Kafka administration: an admin client and topic creation.
 
-The Kafka calls use confluent-kafka's ``AdminClient`` (the ``kafka`` extra).
+Used by the Kafka dead-letter sink (:mod:`cdc_sink.kafka.deadletter_kafka`) to create its
+topic, and by anyone setting up a cluster for the sink. The calls use confluent-kafka's
+``AdminClient`` (the ``kafka`` extra).
 """
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -13,14 +14,7 @@ from typing import Any
 from cdc_sink.errors import CdcSinkError
 from cdc_sink.extras import require
 
-__all__ = [
-    "admin_client",
-    "broker_answers",
-    "create_topic",
-    "free_port",
-    "free_port_pair",
-    "port_open",
-]
+__all__ = ["admin_client", "create_topic"]
 
 
 def admin_client(bootstrap_servers: str, **config: Any) -> Any:
@@ -84,37 +78,3 @@ def _wait_for_leaders(admin: Any, name: str, partitions: int, timeout: float) ->
         if time.monotonic() > deadline:
             raise CdcSinkError(f"topic {name!r} has no leader for every partition after {timeout}s")
         time.sleep(0.05)
-
-
-def broker_answers(admin: Any) -> bool:
-    """True when the cluster behind ``admin`` lists at least one broker within 2 s.
-
-    Raises:
-        Exception: The client's error while the broker is still starting.
-    """
-    return bool(admin.list_topics(timeout=2.0).brokers)
-
-
-def free_port(host: str) -> int:
-    """A TCP port nothing listens on right now (it may be taken before it is bound)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def free_port_pair(host: str) -> tuple[int, int]:
-    """Two different free ports (a broker's and its controller's)."""
-    first = free_port(host)
-    second = free_port(host)
-    while second == first:
-        second = free_port(host)
-    return first, second
-
-
-def port_open(host: str, port: int) -> bool:
-    """True when something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False

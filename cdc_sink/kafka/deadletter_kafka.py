@@ -98,7 +98,7 @@ class KafkaDeadLetter(base.DeadLetterSink):
         from confluent_kafka import KafkaException
 
         from cdc_sink.errors import CdcSinkError
-        from cdc_sink.kafka.broker import create_topic
+        from cdc_sink.kafka.admin import create_topic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         try:

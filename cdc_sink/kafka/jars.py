@@ -1,12 +1,10 @@
 """Resolve the JVM jars cdc_sink needs from Maven Central, once, into a local cache.
 
-Two sets, declared as two profiles of ``pom.xml`` beside this module:
-
-* :func:`resolve_kafka_broker_jars` - an Apache Kafka broker (KRaft) for
-  :class:`cdc_sink.kafka.broker.LocalKafka`.
-* :func:`resolve_spark_kafka_jars` - Spark's Kafka source (``spark-sql-kafka-0-10``)
-  and only those of its dependencies that pyspark does not already ship;
-  :func:`spark_kafka_conf` turns them into ``spark.jars``.
+:func:`resolve_spark_kafka_jars` - Spark's Kafka source (``spark-sql-kafka-0-10``) and
+only those of its dependencies that pyspark does not already ship, declared as the
+``spark-kafka`` profile of ``pom.xml`` beside this module; :func:`spark_kafka_conf` turns
+them into ``spark.jars``. :func:`resolve_pom_profile` is the resolution itself, for any
+pom and profile (the test kit resolves its local broker's jars with it).
 
 The Kafka source must match the running Spark. :func:`choose_spark_kafka_version` picks
 it from the versions Maven Central publishes (read from the artifact's
@@ -15,7 +13,7 @@ newest patch of the same minor, else the newest release of the nearest lower min
 pyspark release reaches PyPI before, or without, its jars on Central), with a warning
 (docs/compatibility.md).
 
-Each set is copied by ``mvn dependency:copy-dependencies`` into
+Each profile is copied by ``mvn dependency:copy-dependencies`` into
 ``<cache>/jars/<name>-<version>/`` where ``<cache>`` is ``$CDC_SINK_CACHE`` or
 ``$XDG_CACHE_HOME/cdc_sink`` (``~/.cache/cdc_sink``). A marker file is written after a
 successful copy (so a half-finished copy is redone), and an exclusive file lock keeps
@@ -38,7 +36,6 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -51,9 +48,8 @@ __all__ = [
     "cache_root",
     "choose_spark_kafka_version",
     "connector_version",
-    "kafka_broker_version",
     "pyspark_version",
-    "resolve_kafka_broker_jars",
+    "resolve_pom_profile",
     "resolve_spark_kafka_jars",
     "spark_kafka_conf",
 ]
@@ -63,7 +59,6 @@ log = logging.getLogger(__name__)
 POM_PATH = Path(__file__).with_name("pom.xml")
 _MARKER = ".cdc_sink-resolved.json"
 _MVN_TIMEOUT_S = 1800.0
-_POM_NS = "{http://maven.apache.org/POM/4.0.0}"
 # name-version.jar; the greedy name makes the version the last "-<digits>.<digits>..."
 _JAR_NAME = re.compile(r"^(?P<artifact>.+)-(?P<version>\d+\.\d+[^/]*)\.jar$")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")  # previews, RCs and dev builds are not
@@ -94,30 +89,9 @@ def cache_root() -> Path:
     return base / "cdc_sink"
 
 
-@lru_cache(maxsize=1)
-def _pom_properties() -> dict[str, str]:
-    root = ET.parse(POM_PATH).getroot()
-    props = root.find(f"{_POM_NS}properties")
-    if props is None:
-        return {}
-    return {child.tag.removeprefix(_POM_NS): (child.text or "").strip() for child in props}
-
-
-def kafka_broker_version() -> str:
-    """The Apache Kafka version :func:`resolve_kafka_broker_jars` resolves."""
-    return _pom_properties()["kafka.version"]
-
-
 def pyspark_version() -> str:
     """The installed pyspark's version (read from its metadata; pyspark is not imported)."""
     return metadata.version("pyspark")
-
-
-def resolve_kafka_broker_jars() -> list[Path]:
-    """The classpath of a KRaft Kafka broker (``kafka.Kafka``), resolved once and cached."""
-    version = kafka_broker_version()
-    directory = cache_root() / "jars" / f"kafka-broker-{version}"
-    return _resolve(directory, profile="kafka-broker", attempts=lambda: [{}])
 
 
 def resolve_spark_kafka_jars() -> list[Path]:
@@ -132,8 +106,8 @@ def resolve_spark_kafka_jars() -> list[Path]:
     """
     version = pyspark_version()
     directory = cache_root() / "jars" / f"spark-kafka-{version}"
-    jars = _resolve(
-        directory, profile="spark-kafka", attempts=lambda: _spark_kafka_attempts(version)
+    jars = resolve_pom_profile(
+        POM_PATH, directory, profile="spark-kafka", attempts=lambda: _spark_kafka_attempts(version)
     )
     _warn_if_mismatched(version, connector_version(jars))
     shipped = _pyspark_shipped_artifacts()
@@ -276,8 +250,8 @@ def _pyspark_shipped_artifacts() -> frozenset[str]:
     return frozenset(_artifact_of(p.name) for p in jars_dir.glob("*.jar"))
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM_PATH.read_bytes()).hexdigest()
+def _pom_digest(pom: Path) -> str:
+    return hashlib.sha256(pom.read_bytes()).hexdigest()
 
 
 def _find_mvn() -> str:
@@ -291,7 +265,7 @@ def _find_mvn() -> str:
         if home and (Path(home) / "bin" / "mvn").is_file():
             return str(Path(home) / "bin" / "mvn")
     raise MavenNotFound(
-        "Apache Maven ('mvn') is needed once to download the Kafka/Spark jars from Maven "
+        "Apache Maven ('mvn') is needed once to download the Kafka jars from Maven "
         "Central, and it is not on PATH. Install it (e.g. 'apt-get install maven'), or set "
         "CDC_SINK_MVN to its path, or CDC_SINK_CACHE to a cache that already holds the jars."
     )
@@ -324,13 +298,31 @@ def _read_marker(directory: Path, digest: str) -> list[Path] | None:
     return jars
 
 
-def _resolve(
-    directory: Path, *, profile: str, attempts: Callable[[], list[dict[str, str]]]
+def resolve_pom_profile(
+    pom: Path,
+    directory: Path,
+    *,
+    profile: str,
+    attempts: Callable[[], list[dict[str, str]]] = lambda: [{}],
 ) -> list[Path]:
-    """The jars of ``profile`` in ``directory``: cached, else copied by Maven with the
-    first of ``attempts()`` (property sets, computed only when Maven must run) that works.
+    """The jars of the Maven ``profile`` of ``pom``, copied into ``directory`` once.
+
+    Cached: a marker in ``directory`` names the jars of a complete copy made from this
+    very pom (its SHA-256); otherwise Maven copies them, under an exclusive file lock,
+    with the first of ``attempts()`` (``-D`` property sets, computed only when Maven must
+    run) that works.
+
+    Args:
+        pom: The ``pom.xml`` declaring ``profile``.
+        directory: Where the jars go, e.g. ``cache_root() / "jars" / "<name>-<version>"``.
+        profile: The Maven profile (``-P``).
+        attempts: The property sets to try, best first (default: the pom's own).
+
+    Raises:
+        MavenNotFound: Maven is needed and not installed.
+        JarResolutionError: No attempt resolved the profile.
     """
-    digest = _pom_digest()
+    digest = _pom_digest(pom)
     jars = _read_marker(directory, digest)
     if jars is not None:
         return jars
@@ -338,11 +330,11 @@ def _resolve(
         jars = _read_marker(directory, digest)  # another process may have finished it
         if jars is not None:
             return jars
-        return _copy_first_working(directory, profile, digest, attempts())
+        return _copy_first_working(pom, directory, profile, digest, attempts())
 
 
 def _copy_first_working(
-    directory: Path, profile: str, digest: str, attempts: list[dict[str, str]]
+    pom: Path, directory: Path, profile: str, digest: str, attempts: list[dict[str, str]]
 ) -> list[Path]:
     """Runs Maven with each property set in turn until one copies the jars."""
     mvn = _find_mvn()
@@ -350,7 +342,7 @@ def _copy_first_working(
     for i, props in enumerate(attempts):
         if directory.exists():
             shutil.rmtree(directory)
-        error = _copy_dependencies(mvn, profile, props, directory)
+        error = _copy_dependencies(mvn, pom, profile, props, directory)
         if error is not None:
             failures.append(error)
             continue
@@ -365,7 +357,7 @@ def _copy_first_working(
     if directory.exists():
         shutil.rmtree(directory)
     raise JarResolutionError(
-        f"Maven could not resolve profile {profile!r} of {POM_PATH}:\n" + "\n---\n".join(failures)
+        f"Maven could not resolve profile {profile!r} of {pom}:\n" + "\n---\n".join(failures)
     )
 
 
@@ -388,13 +380,13 @@ def _publish_marker(
 
 
 def _copy_dependencies(
-    mvn: str, profile: str, props: Mapping[str, str], directory: Path
+    mvn: str, source_pom: Path, profile: str, props: Mapping[str, str], directory: Path
 ) -> str | None:
     """Run mvn; return None on success, else a description of the failure."""
     # Run on a private copy of the pom so mvn writes nothing next to the package.
     with tempfile.TemporaryDirectory(prefix="cdc_sink-mvn-") as work:
         pom = Path(work) / "pom.xml"
-        shutil.copyfile(POM_PATH, pom)
+        shutil.copyfile(source_pom, pom)
         cmd = [
             mvn,
             "-q",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdc_sink.kafka.broker import BOOTSTRAP_ENV, KafkaHandle, start_kafka
+from cdc_sink_testkit.kafka import BOOTSTRAP_ENV, KafkaHandle, start_kafka
 
 
 @pytest.fixture(scope="session")

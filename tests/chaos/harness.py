@@ -28,7 +28,7 @@ One run (:func:`run_chaos`)::
                       the job that rode through the last broker bounce, until it has)
 
 Then, from the topic alone (every record consumed back, decoded as the job decodes
-native JSON, applied to :class:`~cdc_sink.demo.ExpectedTable` in offset order per
+native JSON, applied to :class:`~cdc_sink_testkit.demo.ExpectedTable` in offset order per
 partition -- a key always lives on one partition), :func:`verify` checks:
 
 * every retained version reads exactly the model at its log entry's ``source_offsets``
@@ -95,7 +95,7 @@ class ChaosConfig:
         run_timeout: Seconds a killed run may take to commit before it is killed anyway.
         final_timeout: Seconds the final available-now run may take.
         broker: The broker, for ``broker_bounces``: an object with ``kill()`` and
-            ``restart()`` (:class:`~cdc_sink.kafka.broker.LocalKafka`).
+            ``restart()`` (:class:`~cdc_sink_testkit.kafka.broker.LocalKafka`).
         broker_bounces: In one run of the job, SIGKILL the broker and restart it (same
             data directory and port) this many times, each after the job committed.
         broker_down: Seconds the broker stays down (uniform).
@@ -318,9 +318,9 @@ class _Producer(threading.Thread):
         self.produced = 0
 
     def run(self) -> None:
-        from cdc_sink.demo import orders_schema
-        from cdc_sink.demo.stream import produce_records
         from cdc_sink.kafka.producer import CdcProducer
+        from cdc_sink_testkit.demo import orders_schema
+        from cdc_sink_testkit.demo.stream import produce_records
 
         try:
             with CdcProducer(self.cfg.bootstrap, self.cfg.topic, orders_schema()) as p:
@@ -353,8 +353,8 @@ class _Producer(threading.Thread):
 
 def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
     """One chaos run (see the module docstring); returns the verified result."""
-    from cdc_sink.demo import generate_orders
-    from cdc_sink.kafka.broker import create_topic
+    from cdc_sink.kafka.admin import create_topic
+    from cdc_sink_testkit.demo import generate_orders
 
     t0 = time.monotonic()
     rng = random.Random(cfg.seed)
@@ -1088,7 +1088,7 @@ class _Model:
     """The reference table, advanced partition by partition to given offsets."""
 
     def __init__(self, topic: dict[int, list[_TopicRecord]]) -> None:
-        from cdc_sink.demo import ExpectedTable, orders_schema
+        from cdc_sink_testkit.demo import ExpectedTable, orders_schema
 
         self.schema = orders_schema()
         self.table = ExpectedTable(self.schema)
@@ -1209,7 +1209,7 @@ def _check_rows(
     res: ChaosResult, table: Table, version: int, model: _Model, offsets: dict[int, int]
 ) -> bool:
     """A version reads exactly the model's rows; False when it could not be read."""
-    from cdc_sink.demo import diff_rows
+    from cdc_sink_testkit.demo import diff_rows
 
     try:
         data = table.read(version=version)
@@ -1234,7 +1234,7 @@ def _check_latest(
 ) -> None:
     """The latest batch ends where the topic ends, and the latest version is the model
     of the whole topic."""
-    from cdc_sink.demo import diff_rows
+    from cdc_sink_testkit.demo import diff_rows
 
     if last_offsets != ends:
         res.failures.append(f"the latest batch ends at {last_offsets}, the topic at {ends}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_sink.kafka.broker import KafkaHandle
+from cdc_sink_testkit.kafka import KafkaHandle
 from tests.chaos.harness import ChaosConfig, run_chaos
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_sink.kafka.broker import KafkaHandle, LocalKafka
+from cdc_sink_testkit.kafka import KafkaHandle, LocalKafka
 from tests.chaos.harness import ChaosConfig, ChaosResult, run_chaos
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cdc_sink.kafka.broker import KafkaHandle, start_kafka
+from cdc_sink_testkit.kafka import KafkaHandle, start_kafka
 from tests.dashboards.dashboard_files import RULES, committed_dashboard
 from tests.dashboards.panel_check import check_panels, wait_for
 from tests.dashboards.prometheus_server import PrometheusServer, free_port
@@ -225,7 +225,7 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
 ) -> None:
     """Both jobs run at the same time (one per apply mode, each on its own topic, table
     and metrics port); Prometheus scrapes both."""
-    from cdc_sink.demo import generate_orders
+    from cdc_sink_testkit.demo import generate_orders
 
     records = generate_orders(EVENTS, seed=29)
     runs = [_Run(mode, tmp_path / mode, metrics_ports[mode], records) for mode in MODES]
@@ -252,9 +252,9 @@ def test_every_panel_returns_data_from_the_real_job_in_both_apply_modes(
 def _start_jobs(kafka: KafkaHandle, runs: list[_Run], producers: dict[str, Any]) -> None:
     """Per run: its topic, a producer (into ``producers``) that sends the first half of
     the records before the job starts (a lag), and the job."""
-    from cdc_sink.demo import orders_schema
-    from cdc_sink.demo.stream import produce_records
     from cdc_sink.kafka.producer import CdcProducer
+    from cdc_sink_testkit.demo import orders_schema
+    from cdc_sink_testkit.demo.stream import produce_records
 
     for run in runs:
         run.workdir.mkdir()
@@ -270,7 +270,7 @@ def _wait_for_the_workload(
 ) -> None:
     """Waits for each job's first commit (then produces the second half of its records)
     and for all its events, a compaction and a GC run, as Prometheus scraped them."""
-    from cdc_sink.demo.stream import produce_records
+    from cdc_sink_testkit.demo.stream import produce_records
 
     # once a job is up, scraped, and has committed, the second half of its events
     # arrives while it works through the first

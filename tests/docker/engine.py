@@ -1,4 +1,5 @@
-"""What the Docker tests share: the repository root, the engine, free ports, ``docker``."""
+"""What the Docker tests share: the repository root, the engine, free ports, ``docker``,
+and the image builder ``docker/images.py`` (:data:`IMAGES`, loaded through the test kit)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cdc_sink.docker_engine import DockerUnavailable, compose_command, ensure_engine
-from cdc_sink.docker_images import run_docker
+from cdc_sink_testkit.checkout import docker_images
+from cdc_sink_testkit.docker_engine import DockerUnavailable, compose_command, ensure_engine
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "compose.yaml"
+#: ``docker/images.py`` of this checkout (run as ``python docker/images.py``).
+IMAGES = docker_images()
 
 
 def require_engine() -> list[str]:
@@ -45,7 +48,7 @@ def free_ports(n: int) -> list[int]:
 
 def docker(*args: str, timeout: float = 120.0, check: bool = True) -> str:
     """Runs ``docker args...``; returns its stdout (raises with its output on failure)."""
-    proc = run_docker(*args, timeout=timeout)
+    proc = IMAGES.run_docker(*args, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"docker {' '.join(args)} failed ({proc.returncode}):\n"

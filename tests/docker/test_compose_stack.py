@@ -7,7 +7,7 @@ path reads a version equal to the expected state of that stream (the demo's refe
 applier), with the malformed records in the dead-letter Parquet beside it; the job's
 ``/metrics`` answers with that version; the image's health check reports healthy. Every
 container (and volume) the test started is removed at the end. Images are built once
-per machine and reused (``cdc_sink.docker_images``).
+per machine and reused (``docker/images.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docker.engine import COMPOSE_FILE, REPO, docker, free_ports, require_engine
+from tests.docker.engine import COMPOSE_FILE, IMAGES, REPO, docker, free_ports, require_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -87,11 +87,9 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     compose = require_engine()
-    from cdc_sink.docker_images import ensure_base_image, ensure_job_image, ensure_kafka_image
-
-    base = ensure_base_image(REPO).tag
-    kafka_image = ensure_kafka_image(REPO, base).tag
-    job_image = ensure_job_image(REPO, base).tag
+    base = IMAGES.ensure_base_image(REPO).tag
+    kafka_image = IMAGES.ensure_kafka_image(REPO, base).tag
+    job_image = IMAGES.ensure_job_image(REPO, base).tag
     kafka_port, controller_port, metrics_port = free_ports(3)
     project = f"cdcsinktest{uuid.uuid4().hex[:10]}"
     env = dict(
@@ -160,9 +158,9 @@ def _metric(text: str, name: str) -> float | None:
 @pytest.mark.timeout(3600)  # a first, cold image build on a fresh machine
 def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> None:
     import cdc_sink
-    from cdc_sink.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
     from cdc_sink.errors import TableNotFound
     from cdc_sink.kafka.deadletter import ParquetDeadLetter
+    from cdc_sink_testkit.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
 
     producer = stack.container("producer")
     code = docker("wait", producer, timeout=WAIT_S).strip()

@@ -1,15 +1,40 @@
-"""Fast tests of the Docker helpers: image tags follow their inputs, and an engine that
-cannot be started is reported with the reason (what the container tests skip with)."""
+"""Fast tests of the Docker helpers: image tags follow their inputs, an engine that
+cannot be started is reported with the reason (what the container tests skip with), and
+the image builder runs as a script of ``docker/``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from cdc_sink import docker_engine
-from cdc_sink.docker_engine import DockerUnavailable, ensure_engine
-from cdc_sink.docker_images import inputs_digest
+from cdc_sink_testkit import docker_engine
+from cdc_sink_testkit.docker_engine import DockerUnavailable, ensure_engine
+from tests.docker.engine import IMAGES, REPO
+
+inputs_digest = IMAGES.inputs_digest
+
+
+def test_the_image_builder_runs_as_a_script_from_the_repository_root() -> None:
+    out = subprocess.run(
+        [sys.executable, "docker/images.py", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: python docker/images.py")
+
+
+def test_the_job_image_is_built_from_the_product_and_the_test_kit() -> None:
+    # docker/Dockerfile installs both wheels (its producer runs the kit's orders stream),
+    # so a change to either must change the job image's tag.
+    job_inputs = IMAGES._JOB_INPUTS
+    assert "cdc_sink" in job_inputs
+    assert {"testkit/pyproject.toml", "testkit/cdc_sink_testkit"} <= set(job_inputs)
 
 
 def _tree(root: Path) -> None:

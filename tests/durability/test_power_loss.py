@@ -335,7 +335,7 @@ def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     import cdc_sink.storage.segments as segments
     import cdc_sink.storage.snapshot as snapshot
 
-    def plain(path: str) -> None:
+    def plain(path: str, **_: object) -> None:
         os.makedirs(path, exist_ok=True)
 
     monkeypatch.setattr(segments, "makedirs", plain)

@@ -5,7 +5,7 @@
 
 * ``docker``: the project's Kafka image (``docker/kafka/Dockerfile``, built once per
   machine) run by testcontainers on the host network, where a Docker engine is reachable
-  or can be started (:func:`cdc_sink.docker_engine.ensure_engine`);
+  or can be started (:func:`cdc_sink_testkit.docker_engine.ensure_engine`);
 * ``local``: the broker run from Maven Central's jars as a child JVM (``LocalKafka``).
 
 Each test module uses one of them: the modules of :data:`LOCAL_BROKER_MODULES` the local
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cdc_sink.kafka.broker import BOOTSTRAP_ENV, KIND_ENV, KafkaHandle, start_kafka
+from cdc_sink_testkit.kafka import BOOTSTRAP_ENV, KIND_ENV, KafkaHandle, start_kafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,7 +42,7 @@ class _Brokers:
 
     def get(self, kind: str) -> KafkaHandle:
         if kind == "docker" and self.docker_unavailable is None:
-            from cdc_sink.docker_engine import DockerUnavailable, ensure_engine
+            from cdc_sink_testkit.docker_engine import DockerUnavailable, ensure_engine
 
             try:
                 ensure_engine()

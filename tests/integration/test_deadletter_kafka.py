@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from cdc_sink.errors import CdcSinkError
-from cdc_sink.kafka.broker import KafkaHandle
 from cdc_sink.kafka.deadletter import (
     DEAD_LETTER_SCHEMA,
     HEADER_NAMES,
@@ -16,6 +15,7 @@ from cdc_sink.kafka.deadletter import (
     from_uri,
     records_from_rows,
 )
+from cdc_sink_testkit.kafka import KafkaHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_sink.kafka.broker import KafkaHandle
+from cdc_sink_testkit.kafka import KafkaHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -80,11 +80,11 @@ def test_streaming_job_under_spark_submit(
     """streaming_jobs/cdc_to_tablets.py as its docstring runs it (jars instead of
     --packages: no network), then again from its checkpoint, then snapshot_query.py."""
     import cdc_sink
-    from cdc_sink.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
-    from cdc_sink.demo.stream import produce_records
     from cdc_sink.kafka.deadletter import ParquetDeadLetter
     from cdc_sink.kafka.producer import CdcProducer
     from cdc_sink.spark.session import local_submit_command, local_submit_env
+    from cdc_sink_testkit.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
+    from cdc_sink_testkit.demo.stream import produce_records
 
     kafka.create_topic(topic_name, 3)
     records = generate_orders(1500, seed=21)

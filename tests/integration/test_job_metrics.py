@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cdc_sink.kafka.broker import KafkaHandle
+from cdc_sink_testkit.kafka import KafkaHandle
 from tests.cleanup import stopped_after
 from tests.procs import descendants
 
@@ -148,9 +148,9 @@ def total(
 
 
 def produce(kafka: KafkaHandle, topic: str, n: int, seed: int) -> list[object]:
-    from cdc_sink.demo import generate_orders, orders_schema
-    from cdc_sink.demo.stream import produce_records
     from cdc_sink.kafka.producer import CdcProducer
+    from cdc_sink_testkit.demo import generate_orders, orders_schema
+    from cdc_sink_testkit.demo.stream import produce_records
 
     records = generate_orders(n, seed=seed)
     with CdcProducer(kafka.bootstrap_servers, topic, orders_schema()) as producer:

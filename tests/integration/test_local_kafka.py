@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from cdc_sink.kafka.broker import ExternalKafka, LocalKafka, start_kafka
+from cdc_sink_testkit.kafka import ExternalKafka, LocalKafka, start_kafka
 
 pytestmark = [
     pytest.mark.integration,

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cdc_sink.kafka.broker import KafkaHandle
 from cdc_sink.kafka.producer import CdcProducer, DeliveryError, DeliveryFailure, RawProducer
 from cdc_sink.schema import TableSchema
+from cdc_sink_testkit.kafka import KafkaHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cdc_sink.kafka.broker import KafkaHandle
+from cdc_sink_testkit.kafka import KafkaHandle
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

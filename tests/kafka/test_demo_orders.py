@@ -13,14 +13,14 @@ import pytest
 
 import cdc_sink
 from cdc_sink.cli import build_parser, parse_timestamp
-from cdc_sink.demo import (
+from cdc_sink.kafka.producer import event_keys
+from cdc_sink_testkit.demo import (
     ORDERS_SCHEMA,
     ExpectedTable,
     diff_rows,
     generate_orders,
     orders_schema,
 )
-from cdc_sink.kafka.producer import event_keys
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,6 @@
 """The public names of cdc_sink.kafka (docs/architecture.md §9) resolve, lazily, with their
-real types for type checkers; the core works without the optional extras."""
+real types for type checkers; the local broker is the test kit's, not the product's; the
+core works without the optional extras."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import pytest
 
 import cdc_sink.kafka as kafka_pkg
 from cdc_sink.extras import MissingExtra, require, require_any
-from cdc_sink.kafka.broker import KafkaHandle, LocalKafka, start_kafka
 from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
 from cdc_sink.kafka.producer import CdcProducer, DeliveryError
 
@@ -25,11 +25,20 @@ def test_public_names_resolve_to_their_implementations() -> None:
     assert kafka_pkg.DeliveryError is DeliveryError
     assert kafka_pkg.KafkaDeadLetter is KafkaDeadLetter
     assert kafka_pkg.ParquetDeadLetter is ParquetDeadLetter
-    assert kafka_pkg.LocalKafka is LocalKafka
-    assert kafka_pkg.start_kafka is start_kafka
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = kafka_pkg.Nope
     assert set(kafka_pkg.__all__) <= set(dir(kafka_pkg))
+
+
+def test_the_local_broker_is_exported_by_the_test_kit_not_the_product() -> None:
+    import cdc_sink_testkit.kafka as kit
+    from cdc_sink_testkit.kafka.broker import LocalKafka, start_kafka
+
+    for name in ("LocalKafka", "start_kafka"):
+        assert name not in kafka_pkg.__all__
+        assert not hasattr(kafka_pkg, name)
+    assert kit.LocalKafka is LocalKafka
+    assert kit.start_kafka is start_kafka
 
 
 def test_importing_the_package_loads_no_kafka_client() -> None:
@@ -45,14 +54,12 @@ def test_type_checkers_see_the_real_types_of_the_lazy_exports(tmp_path: Path) ->
     snippet = tmp_path / "snippet.py"
     snippet.write_text(
         textwrap.dedent("""\
-        from cdc_sink.kafka import (CdcProducer, DeliveryError, KafkaDeadLetter, LocalKafka,
-                                    ParquetDeadLetter, start_kafka)
+        from cdc_sink.kafka import (CdcProducer, DeliveryError, KafkaDeadLetter,
+                                    ParquetDeadLetter)
         reveal_type(CdcProducer)
         reveal_type(DeliveryError)
         reveal_type(KafkaDeadLetter)
-        reveal_type(LocalKafka)
         reveal_type(ParquetDeadLetter)
-        reveal_type(start_kafka)
         """)
     )
     out = subprocess.run(
@@ -71,17 +78,10 @@ def test_type_checkers_see_the_real_types_of_the_lazy_exports(tmp_path: Path) ->
         check=False,
     )
     revealed = [ln for ln in out.stdout.splitlines() if "Revealed type is" in ln]
-    assert len(revealed) == 6, out.stdout + out.stderr
+    assert len(revealed) == 4, out.stdout + out.stderr
     assert not any('"Any"' in ln for ln in revealed), out.stdout
-    # Each is the class itself (its constructor), or for start_kafka its return type.
-    expected = [
-        CdcProducer,
-        DeliveryError,
-        KafkaDeadLetter,
-        LocalKafka,
-        ParquetDeadLetter,
-        KafkaHandle,
-    ]
+    # Each is the class itself (its constructor).
+    expected = [CdcProducer, DeliveryError, KafkaDeadLetter, ParquetDeadLetter]
     for line, cls in zip(revealed, expected, strict=True):
         assert f"-> {cls.__module__}.{cls.__qualname__}" in line, line
 
@@ -156,7 +156,7 @@ def kafka_dead_letter():
     from cdc_sink.kafka import KafkaDeadLetter
     KafkaDeadLetter("127.0.0.1:9", "dlq")
 def topic():
-    from cdc_sink.kafka.broker import create_topic
+    from cdc_sink.kafka.admin import create_topic
     create_topic("127.0.0.1:9", "t")
 print(extra_of(spark_pkg), extra_of(spark_session), extra_of(metrics),
       extra_of(kafka_dead_letter), extra_of(topic))

@@ -71,7 +71,7 @@ def test_cdc_to_tablets_arguments_and_defaults() -> None:
 def test_cdc_to_tablets_numpy_hugepages_set_the_driver_and_the_executors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cdc_sink.hugepages import HUGEPAGE_ENV, numpy_hugepages, set_numpy_hugepages
+    from cdc_sink.runtime.hugepages import HUGEPAGE_ENV, numpy_hugepages, set_numpy_hugepages
 
     monkeypatch.delenv(HUGEPAGE_ENV, raising=False)  # put back after the test
 
@@ -93,7 +93,7 @@ def test_cdc_to_tablets_numpy_hugepages_set_the_driver_and_the_executors(
 
 def test_cdc_to_tablets_arrow_memory_pool_choices() -> None:
     """Every choice of the flag is one :func:`use_arrow_memory_pool` takes."""
-    from cdc_sink.arrow_pool import POOLS
+    from cdc_sink.runtime.arrow_pool import POOLS
 
     job = _load("cdc_to_tablets")
     base = ["--bootstrap-servers", "k", "--topic", "t", "--table-path", "/x"]

@@ -26,6 +26,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 KeyMaker = Callable[[np.ndarray], list[pa.Array]]
 #: how rows are put into slots: the C extension (row by row) or numpy (sort, probing rounds)
 PLACEMENTS = ["c", "numpy"]
+#: the index hash: unsalted (tables created before the salt) or salted with a table's seed
+SEEDS = [None, 0xA5A5_0123_4567_89AB]
+SEED_IDS = ["unsalted", "salted"]
 
 
 @contextlib.contextmanager
@@ -87,8 +90,8 @@ def keys_of(kind: str, ids: np.ndarray) -> tuple[np.ndarray, list[pa.Array]]:
     return spark_xxhash64(keys), keys
 
 
-def new_index(kind: str, capacity: int = 16) -> KeyIndex:
-    return KeyIndex(KEY_TYPES[kind][0], capacity=capacity)
+def new_index(kind: str, capacity: int = 16, seed: int | None = None) -> KeyIndex:
+    return KeyIndex(KEY_TYPES[kind][0], capacity=capacity, seed=seed)
 
 
 def test_binary_key_maker_is_injective():
@@ -98,11 +101,14 @@ def test_binary_key_maker_is_injective():
 
 
 # --------------------------------------------------------------------------- lookup/insert
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 @pytest.mark.parametrize("kind", list(KEY_TYPES))
-def test_inserted_keys_are_found_with_their_row_ids_and_others_are_absent(kind: str):
+def test_inserted_keys_are_found_with_their_row_ids_and_others_are_absent(
+    kind: str, seed: int | None
+):
     rng = np.random.default_rng(1)
     ids = rng.permutation(1500)
-    ix = new_index(kind)
+    ix = new_index(kind, seed=seed)
     expected = {}
     for chunk in np.split(ids[:1000], [1, 10, 300]):
         h, keys = keys_of(kind, chunk)
@@ -137,13 +143,16 @@ def test_keys_from_sliced_arrow_arrays_are_stored_and_looked_up(kind: str):
     assert got.tolist() == [-1] * 5 + list(range(10)) + [-1] * 5
 
 
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 @pytest.mark.parametrize(
     ("kind", "total"), [("int64", 200_000), ("string", 60_000), ("composite", 30_000)]
 )
-def test_growth_across_many_resizes_keeps_every_key_at_its_row_id(kind: str, total: int):
+def test_growth_across_many_resizes_keeps_every_key_at_its_row_id(
+    kind: str, total: int, seed: int | None
+):
     rng = np.random.default_rng(2)
     ids = rng.permutation(total * 2)[:total]
-    ix = new_index(kind, capacity=16)
+    ix = new_index(kind, capacity=16, seed=seed)
     sizes = [1, 2, 3, 17, 100, 999, 4096, 12345, 33333]
     start = 0
     step = 0
@@ -167,9 +176,12 @@ def test_growth_across_many_resizes_keeps_every_key_at_its_row_id(kind: str, tot
 
 
 # --------------------------------------------------------------------------- truncate
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 @pytest.mark.parametrize("kind", ["int64", "string", "composite", "decimal"])
-def test_truncate_makes_later_keys_absent_and_they_can_be_inserted_again(kind: str):
-    ix = new_index(kind)
+def test_truncate_makes_later_keys_absent_and_they_can_be_inserted_again(
+    kind: str, seed: int | None
+):
+    ix = new_index(kind, seed=seed)
     h, keys = keys_of(kind, np.arange(100))
     ix.insert(h, keys)
     ix.truncate(60)
@@ -212,7 +224,7 @@ _ROLLBACK_HANG = textwrap.dedent("""
     import numpy as np, pyarrow as pa
     from cdc_sink.tablet.keyindex import KeyIndex
     from cdc_sink.bucketing import spark_xxhash64
-    ix = KeyIndex([pa.int64()], capacity=16)          # 32 slots
+    ix = KeyIndex([pa.int64()], capacity=16, seed=None)  # 32 slots
     for r in range(200):                               # 200 rolled-back versions
         k = pa.array(np.arange(r * 5, r * 5 + 5, dtype=np.int64))
         ix.insert(spark_xxhash64([k]), [k])
@@ -420,7 +432,7 @@ def test_building_an_empty_table_in_one_pass_is_valid_linear_probing(
     crowded at the end of the array (runs wrap to slot 0) or all equal, placed in C and
     in numpy."""
     rng = np.random.default_rng(seed)
-    idx = KeyIndex([pa.int64()], capacity=8)
+    idx = KeyIndex([pa.int64()], capacity=8, seed=None)
     idx._alloc(bits)
     n = int(fill * (1 << bits))
     hm = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
@@ -434,13 +446,14 @@ def test_building_an_empty_table_in_one_pass_is_valid_linear_probing(
     _assert_valid_linear_probing(idx, hm)
 
 
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_a_grown_index_of_many_keys_finds_every_key_after_the_one_pass_rebuild(
-    placement: str,
+    placement: str, seed: int | None
 ) -> None:
     keys = pa.array(np.arange(300_000, dtype=np.int64) * 7919)
     h = np.asarray(spark_xxhash64([keys]), dtype=np.int64)
-    idx = KeyIndex([pa.int64()], capacity=16)
+    idx = KeyIndex([pa.int64()], capacity=16, seed=seed)
     with _placement(placement):
         for lo in range(0, 300_000, 60_000):  # every chunk crosses a resize (a rebuild)
             idx.insert(h[lo : lo + 60_000], [keys.slice(lo, 60_000)])
@@ -451,25 +464,28 @@ def test_a_grown_index_of_many_keys_finds_every_key_after_the_one_pass_rebuild(
     assert (idx.lookup(ha, [absent]) == -1).all()
 
 
-def test_stored_slots_whose_removed_markers_would_force_a_growth_are_rebuilt_not_lost() -> None:
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
+def test_stored_slots_whose_removed_markers_would_force_a_growth_are_rebuilt_not_lost(
+    seed: int | None,
+) -> None:
     """A snapshot's slot array with removed markers (left by a rolled-back version) that
     put it over the load factor: loading must not keep an empty array (every key would
     then be missing), it rebuilds."""
     keys = pa.array(np.arange(600, dtype=np.int64))
     h = np.asarray(spark_xxhash64([keys]), dtype=np.int64)
-    idx = KeyIndex([pa.int64()], capacity=600)
+    idx = KeyIndex([pa.int64()], capacity=600, seed=seed)
     idx.insert(h, [keys])
     slots = idx.slots.copy()
     assert len(slots) == 1024
     empty = np.flatnonzero(slots == -1)
     slots[empty[:50]] = -2  # markers where a probe goes on anyway: still a valid index
-    loaded = KeyIndex([pa.int64()])
-    loaded.load(idx.row_hashes().copy(), [keys], slots)
+    loaded = KeyIndex([pa.int64()], seed=seed)
+    loaded.load(idx.row_hashes().copy(), [keys], slots, seed=seed)
     assert np.array_equal(loaded.lookup(h, [keys]), np.arange(600))
     _assert_valid_linear_probing(loaded, loaded.row_hashes())
     # Within the load factor, the stored array is used as it is.
-    ok = KeyIndex([pa.int64()])
-    ok.load(idx.row_hashes().copy(), [keys], idx.slots)
+    ok = KeyIndex([pa.int64()], seed=seed)
+    ok.load(idx.row_hashes().copy(), [keys], idx.slots, seed=seed)
     assert np.array_equal(ok.slots, idx.slots)
     assert np.array_equal(ok.lookup(h, [keys]), np.arange(600))
 
@@ -483,9 +499,10 @@ def test_stored_slots_whose_removed_markers_would_force_a_growth_are_rebuilt_not
         max_size=12,
     ),
     kind=st.sampled_from(["int64", "string"]),
+    seed=st.sampled_from(SEEDS),
 )
 def test_inserts_of_any_size_after_truncates_find_exactly_the_keys_held(
-    placement: str, steps: list[tuple[str, int]], kind: str
+    placement: str, steps: list[tuple[str, int]], kind: str, seed: int | None
 ) -> None:
     """Model-based: in numpy, ``insert`` rebuilds the whole slot array in one pass when
     it adds at least as many keys as the index holds, and probes otherwise; in C it
@@ -493,7 +510,7 @@ def test_inserts_of_any_size_after_truncates_find_exactly_the_keys_held(
     markers) and growths, keeps exactly the keys the model holds at their row ids, the
     rest absent, and the array valid linear probing."""
     types, make = KEY_TYPES[kind]
-    idx = KeyIndex(types, capacity=8)
+    idx = KeyIndex(types, capacity=8, seed=seed)
     held: list[int] = []  # the model: ids by row id
     next_id = 0
     with _placement(placement):

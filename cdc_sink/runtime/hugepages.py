@@ -22,7 +22,7 @@ sets the same switch at run time, for a process whose numpy is already imported 
 driver). The streaming job (``streaming_jobs/cdc_to_tablets.py --numpy-hugepages``)
 turns it off by default in its driver and, through ``spark.executorEnv``, in the Python
 workers of its executors, where it also sets :data:`MIMALLOC_THP_ENV` to ``0`` (the
-driver's own pool is jemalloc by default, :mod:`cdc_sink.arrow_pool`). The library
+driver's own pool is jemalloc by default, :mod:`cdc_sink.runtime.arrow_pool`). The library
 itself never changes either: the setting is the process's, not a table's.
 """
 

@@ -8,7 +8,7 @@ reused"): the driver's JSON decode of the e2e events takes 1.31-1.42 instead of
 1.48-1.49 us per event, and its phase in the Kafka -> sink run 10% less time.
 
 :func:`reusing` installs, for the current context only (numpy's memory handler is a
-context variable: NEP 49), a handler from the C extension ``cdc_sink._npcache``: buffers
+context variable: NEP 49), a handler from the C extension ``cdc_sink.runtime._npcache``: buffers
 of 64 KiB and more are rounded up to a size class (sixteen per power of two: at most
 6.25% more) and, when freed, kept for the next array of that class, up to
 :func:`set_limit` bytes (256 MiB until set) in all; smaller ones go to ``malloc``.
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from cdc_sink.errors import InvalidArgument
 
-try:  # built from cdc_sink/_npcache.c at install; optional
-    from cdc_sink import _npcache as _npcache
+try:  # built from cdc_sink/runtime/_npcache.c at install; optional
+    from cdc_sink.runtime import _npcache as _npcache
 except ImportError:  # pragma: no cover - exercised where the extension is missing
     _npcache = None  # type: ignore[assignment]
 

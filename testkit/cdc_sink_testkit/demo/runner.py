@@ -13,7 +13,7 @@
 
 Two phases: produce half the stream and process it (``processAllAvailable``), note the
 version; produce the rest and process it. Then both versions are read back through
-Spark (and Python), compared with :class:`~cdc_sink.demo.expected.ExpectedTable`, and
+Spark (and Python), compared with :class:`~cdc_sink_testkit.demo.expected.ExpectedTable`, and
 the dead-letter topic is checked to hold exactly the malformed records. Every check
 prints one ``check ...: OK`` (or ``FAILED``) line; any failure makes the exit code 1.
 Kafka, the streaming query and Spark are stopped at the end, whatever happens.
@@ -43,9 +43,9 @@ from rich.progress import (
 )
 from rich.table import Table as RichTable
 
-from cdc_sink.demo.expected import ExpectedTable, diff_rows
-from cdc_sink.demo.orders import OrderRecord, generate_orders, orders_schema
 from cdc_sink.kafka.producer import FormatName
+from cdc_sink_testkit.demo.expected import ExpectedTable, diff_rows
+from cdc_sink_testkit.demo.orders import OrderRecord, generate_orders, orders_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -260,7 +260,7 @@ def _start_metrics(opts: DemoOptions, console: Console, run: _Running) -> Any:
 def _start_kafka(opts: DemoOptions, rep: _Report, run: _Running) -> tuple[str, str, str]:
     """Starts (or finds) Kafka and creates the topics; returns the bootstrap servers, the
     orders topic and the dead-letter topic."""
-    from cdc_sink.kafka.broker import ExternalKafka, start_kafka
+    from cdc_sink_testkit.kafka.broker import ExternalKafka, start_kafka
 
     with rep.step("Kafka"):
         kafka = run.kafka = start_kafka(num_partitions=opts.partitions)
@@ -367,7 +367,7 @@ def _start_query(
 
 
 def _produce(producer: Any, records: Sequence[OrderRecord], console: Console, label: str) -> None:
-    from cdc_sink.demo.stream import produce_records
+    from cdc_sink_testkit.demo.stream import produce_records
 
     with _progress(console) as progress:
         task = progress.add_task(label, total=len(records))

@@ -1,4 +1,4 @@
-"""Type stub of the numpy buffer-reusing memory handler (cdc_sink/_npcache.c)."""
+"""Type stub of the numpy buffer-reusing memory handler (cdc_sink/runtime/_npcache.c)."""
 
 from typing import Any
 

@@ -8,13 +8,17 @@ rebuilt exactly when one of its inputs changes (``docker image inspect`` first):
   ``python:3.11-slim-bookworm`` where no image registry is reachable. Also tagged
   ``cdc-sink/base:bookworm``.
 * ``cdc-sink/kafka:<digest>`` - ``docker/kafka/Dockerfile``: a KRaft broker from the
-  Maven Central jars of ``cdc_sink/kafka/pom.xml``.
+  Maven Central jars of ``testkit/cdc_sink_testkit/kafka/pom.xml``.
 * ``cdc-sink/job:<digest>`` - ``docker/Dockerfile``: the streaming job.
 
 Builds use host networking (``docker build --network host``) and the classic builder's
 layer cache, so a change of the project's code rebuilds only the job image's last layer.
-``python -m cdc_sink.docker_images`` builds what is missing and prints tags, build times
-and sizes.
+``python docker/images.py`` (from the repository root, with the test kit installed: it
+starts the Docker engine with :func:`cdc_sink_testkit.docker_engine.ensure_engine`)
+builds what is missing and prints tags, build times and sizes. The test kit's container
+broker and ``tests/docker`` import this file through
+:func:`cdc_sink_testkit.checkout.docker_images`. It is not part of the ``cdc_sink``
+package.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ _BUILD_TIMEOUT_S = 3600.0
 
 # What each image is built from (relative to the repository root).
 _BASE_INPUTS = ("docker/build_base.sh",)
-_KAFKA_INPUTS = ("docker/kafka", "cdc_sink/kafka/pom.xml", ".dockerignore")
+_KAFKA_INPUTS = ("docker/kafka", "testkit/cdc_sink_testkit/kafka/pom.xml", ".dockerignore")
 _JOB_INPUTS = (
     "docker/Dockerfile",
     "docker/entrypoint.sh",
@@ -67,6 +71,8 @@ _JOB_INPUTS = (
     "pyproject.toml",
     "README.md",
     "cdc_sink",
+    "testkit/pyproject.toml",
+    "testkit/cdc_sink_testkit",
     "streaming_jobs",
 )
 
@@ -91,7 +97,7 @@ class BuiltImage:
 
 
 def repo_root() -> Path | None:
-    """The checkout this package runs from, when it holds ``docker/`` (else None)."""
+    """The checkout this file belongs to, when it holds ``docker/Dockerfile`` (else None)."""
     root = Path(__file__).resolve().parents[1]
     return root if (root / "docker" / "Dockerfile").is_file() else None
 
@@ -289,7 +295,7 @@ def _ensure_built(root: Path, dockerfile: str, tag: str, base: str) -> BuiltImag
 def main(argv: Sequence[str] | None = None) -> int:
     """Builds the missing images; prints each tag, its build time and its size."""
     p = argparse.ArgumentParser(
-        prog="python -m cdc_sink.docker_images",
+        prog="python docker/images.py",
         description="Build cdc_sink's Docker images (cached).",
     )
     p.add_argument("--root", default=None, help="repository root (default: this checkout)")
@@ -303,8 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     root = Path(args.root) if args.root else repo_root()
     if root is None:
-        p.error("no docker/ beside this package: pass --root")
-    from cdc_sink.docker_engine import ensure_engine
+        p.error("no docker/Dockerfile in this checkout: pass --root")
+    from cdc_sink_testkit.docker_engine import ensure_engine
 
     ensure_engine()
     wanted = args.only or ["base", "kafka", "job"]

@@ -1,9 +1,10 @@
 """Real Kafka for tests and the demo: a local KRaft broker, a container, or a cluster.
 
 :class:`LocalKafka` runs a genuine single-node Apache Kafka (combined broker and
-controller, KRaft) from the jars that :func:`cdc_sink.kafka.jars.resolve_kafka_broker_jars`
-resolves from Maven Central: ``java -cp <jars> kafka.Kafka server.properties`` in a
-private temporary directory, listening on 127.0.0.1 only, on free ports.
+controller, KRaft) from the jars that
+:func:`cdc_sink_testkit.kafka.jars.resolve_kafka_broker_jars` resolves from Maven
+Central: ``java -cp <jars> kafka.Kafka server.properties`` in a private temporary
+directory, listening on 127.0.0.1 only, on free ports.
 
 :func:`start_kafka` (alias :func:`kafka_for_tests`) picks what to use:
 
@@ -22,11 +23,12 @@ die without running it (SIGKILL, SIGTERM) - by a small watchdog process that not
 the end of its stdin pipe from the parent and kills the group.
 
 The pieces live beside this module, which re-exports their public names:
-:mod:`~cdc_sink.kafka.handle` (:class:`KafkaHandle`, :class:`ExternalKafka`),
-:mod:`~cdc_sink.kafka.kraft` (the node's configuration and JVM command),
-:mod:`~cdc_sink.kafka.process` (the process group and its watchdog),
-:mod:`~cdc_sink.kafka.admin` (topics, readiness, free ports) and
-:mod:`~cdc_sink.kafka.container` (:class:`TestcontainersKafka`).
+:mod:`~cdc_sink_testkit.kafka.handle` (:class:`KafkaHandle`, :class:`ExternalKafka`),
+:mod:`~cdc_sink_testkit.kafka.kraft` (the node's configuration and JVM command),
+:mod:`~cdc_sink_testkit.kafka.process` (the process group and its watchdog),
+:mod:`~cdc_sink_testkit.kafka.probes` (free ports, readiness) and
+:mod:`~cdc_sink_testkit.kafka.container` (:class:`TestcontainersKafka`); topics are
+created by the product's :func:`cdc_sink.kafka.admin.create_topic`.
 """
 
 from __future__ import annotations
@@ -45,27 +47,21 @@ from pathlib import Path
 from typing import Literal
 
 from cdc_sink.extras import require
-from cdc_sink.kafka.admin import (
-    admin_client,
-    broker_answers,
-    create_topic,
-    free_port_pair,
-    port_open,
-)
-from cdc_sink.kafka.container import (
+from cdc_sink.kafka.admin import admin_client, create_topic
+from cdc_sink_testkit.kafka.container import (
     IMAGE_ENV,
     TestcontainersKafka,
     docker_available,
     docker_kafka_image,
 )
-from cdc_sink.kafka.handle import (
+from cdc_sink_testkit.kafka.handle import (
     ExternalKafka,
     KafkaHandle,
     KafkaStartError,
     register_live,
     unregister_live,
 )
-from cdc_sink.kafka.kraft import (
+from cdc_sink_testkit.kafka.kraft import (
     KAFKA_MAIN_CLASS,
     LOG4J2,
     STORAGE_TOOL_CLASS,
@@ -74,7 +70,13 @@ from cdc_sink.kafka.kraft import (
     random_cluster_id,
     server_properties,
 )
-from cdc_sink.kafka.process import start_group_watchdog, stop_watchdog, tail, terminate_group
+from cdc_sink_testkit.kafka.probes import broker_answers, free_port_pair, port_open
+from cdc_sink_testkit.kafka.process import (
+    start_group_watchdog,
+    stop_watchdog,
+    tail,
+    terminate_group,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +168,7 @@ class LocalKafka(KafkaHandle):
         with self._lock:
             if self.is_running:
                 return self
-            from cdc_sink.kafka.jars import resolve_kafka_broker_jars
+            from cdc_sink_testkit.kafka.jars import resolve_kafka_broker_jars
 
             jars = self._jars if self._jars is not None else resolve_kafka_broker_jars()
             java = find_java()
@@ -214,7 +216,7 @@ class LocalKafka(KafkaHandle):
         with self._lock:
             if self.workdir is None or self.port is None or self.cluster_id is None:
                 raise RuntimeError("LocalKafka.restart(): not started, or stopped")
-            from cdc_sink.kafka.jars import resolve_kafka_broker_jars
+            from cdc_sink_testkit.kafka.jars import resolve_kafka_broker_jars
 
             jars = self._jars if self._jars is not None else resolve_kafka_broker_jars()
             self._kill()
@@ -376,7 +378,7 @@ def start_kafka(
     ``$CDC_SINK_KAFKA_BOOTSTRAP`` is set, else a container when a Docker engine answers
     and the Kafka image is already there (``"auto"`` never waits for an image build),
     else :class:`LocalKafka`. ``"docker"`` starts the Docker engine if needed
-    (:func:`cdc_sink.docker_engine.ensure_engine`) and builds the image if missing.
+    (:func:`cdc_sink_testkit.docker_engine.ensure_engine`) and builds the image if missing.
     The caller stops the handle.
     """
     chosen = kind or os.environ.get(KIND_ENV) or "auto"
@@ -387,7 +389,7 @@ def start_kafka(
         logger.info("using the external Kafka cluster at %s", bootstrap)
         return ExternalKafka(bootstrap)
     if chosen == "docker":
-        from cdc_sink.docker_engine import ensure_engine
+        from cdc_sink_testkit.docker_engine import ensure_engine
 
         ensure_engine()
         return TestcontainersKafka(num_partitions=num_partitions).start()

@@ -1,7 +1,7 @@
 """What every kind of Kafka cluster offers (:class:`KafkaHandle`), and the registry that
 stops the brokers this process started when it exits.
 
-:mod:`cdc_sink.kafka.broker` (a local KRaft JVM), :mod:`cdc_sink.kafka.container` (a
+:mod:`cdc_sink_testkit.kafka.broker` (a local KRaft JVM), :mod:`cdc_sink_testkit.kafka.container` (a
 Docker container) and :class:`ExternalKafka` (a cluster that runs elsewhere) implement it.
 """
 

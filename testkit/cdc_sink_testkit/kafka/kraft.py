@@ -3,9 +3,9 @@
 One node, listening on 127.0.0.1 only: ``PLAINTEXT`` for clients on ``port``,
 ``CONTROLLER`` on ``controller_port``, replication factor 1 everywhere, no topic
 auto-creation. :func:`server_properties` is that node's ``server.properties`` (for the
-JVM run by :class:`cdc_sink.kafka.broker.LocalKafka`), :func:`container_env` the same as
+JVM run by :class:`cdc_sink_testkit.kafka.broker.LocalKafka`), :func:`container_env` the same as
 ``KAFKA_*`` variables (for images configured like ``apache/kafka``, run by
-:class:`cdc_sink.kafka.container.TestcontainersKafka`).
+:class:`cdc_sink_testkit.kafka.container.TestcontainersKafka`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cdc_sink.kafka.handle import KafkaStartError
+from cdc_sink_testkit.kafka.handle import KafkaStartError
 
 __all__ = [
     "KAFKA_MAIN_CLASS",

@@ -3,7 +3,7 @@ events.
 
 :class:`ReferenceTable` applies native events one at a time, in order, with the semantics
 of docs/architecture.md §3, written independently of the engine (plain dicts, no Arrow in
-the apply path), so the demo (:class:`cdc_sink.demo.ExpectedTable`) and the tests
+the apply path), so the demo (:class:`cdc_sink_testkit.demo.ExpectedTable`) and the tests
 (``tests/model.py``) can check the engine against it:
 
 - validation first (:meth:`ReferenceTable.check`): an unknown op or column, a key column

@@ -1,6 +1,6 @@
 """The demo's reference table: what the table must contain after a stream of events.
 
-:class:`ExpectedTable` is :class:`cdc_sink.reference.ReferenceTable` (the reference
+:class:`ExpectedTable` is :class:`cdc_sink_testkit.reference.ReferenceTable` (the reference
 semantics, docs/architecture.md §3) with the demo's bookkeeping: outcome counts, the
 reasons of refused events, snapshots. An event the reference finds invalid counts as
 ``rejected`` here, like one refused for the table's state.
@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.reference import Key, ReferenceTable, Row, coerce_value, normalize_value
 from cdc_sink.schema import TableSchema
+from cdc_sink_testkit.reference import Key, ReferenceTable, Row, coerce_value, normalize_value
 
 __all__ = ["ExpectedTable", "coerce_value", "diff_rows", "normalize_row", "normalize_value"]
 

@@ -1,8 +1,8 @@
 """A KRaft Kafka broker in a Docker container (testcontainers, host network).
 
-:class:`TestcontainersKafka` runs the project's Kafka image (``docker/kafka/``, see
-:mod:`cdc_sink.docker_images`) or any image configured like ``apache/kafka``, with the
-node configuration of :func:`cdc_sink.kafka.kraft.container_env`.
+:class:`TestcontainersKafka` runs the project's Kafka image (``docker/kafka/``, built by
+``docker/images.py``) or any image configured like ``apache/kafka``, with the
+node configuration of :func:`cdc_sink_testkit.kafka.kraft.container_env`.
 :func:`docker_available` and :func:`docker_kafka_image` tell whether it can run here.
 """
 
@@ -16,10 +16,17 @@ import threading
 import time
 from typing import Any
 
-from cdc_sink.kafka.admin import admin_client, broker_answers, free_port_pair, port_open
-from cdc_sink.kafka.handle import KafkaHandle, KafkaStartError, register_live, unregister_live
-from cdc_sink.kafka.kraft import container_env
-from cdc_sink.kafka.process import WAIT_FOR_PARENT, start_watchdog
+from cdc_sink.kafka.admin import admin_client
+from cdc_sink_testkit.checkout import docker_images, repo_root
+from cdc_sink_testkit.kafka.handle import (
+    KafkaHandle,
+    KafkaStartError,
+    register_live,
+    unregister_live,
+)
+from cdc_sink_testkit.kafka.kraft import container_env
+from cdc_sink_testkit.kafka.probes import broker_answers, free_port_pair, port_open
+from cdc_sink_testkit.kafka.process import WAIT_FOR_PARENT, start_watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +39,14 @@ class TestcontainersKafka(KafkaHandle):
     """A KRaft broker in a Docker container, run with testcontainers on the host network.
 
     The image is the project's own (``docker/kafka/Dockerfile``, built once per machine by
-    :func:`cdc_sink.docker_images.ensure_kafka_image` from the Maven Central jars of
-    ``cdc_sink/kafka/pom.xml``; no registry needed), or ``$CDC_SINK_KAFKA_IMAGE``, or the
-    ``image`` argument: any image configured like ``apache/kafka`` (``KAFKA_*`` variables,
-    ``CLUSTER_ID``). The container uses host networking and listens on 127.0.0.1 only,
-    on free ports. Testcontainers' Ryuk reaper is not used when its image is not present
-    locally; instead, as for :class:`LocalKafka`, ``stop()``, an ``atexit`` handler and a
-    watchdog process (for a killed Python) remove the container.
+    ``ensure_kafka_image`` of ``docker/images.py`` from the Maven Central jars of
+    ``testkit/cdc_sink_testkit/kafka/pom.xml``; no registry needed), or
+    ``$CDC_SINK_KAFKA_IMAGE``, or the ``image`` argument: any image configured like
+    ``apache/kafka`` (``KAFKA_*`` variables, ``CLUSTER_ID``). The container uses host
+    networking and listens on 127.0.0.1 only, on free ports. Testcontainers' Ryuk reaper
+    is not used when its image is not present locally; instead, as for
+    :class:`LocalKafka`, ``stop()``, an ``atexit`` handler and a watchdog process (for a
+    killed Python) remove the container.
 
     Args:
         num_partitions: ``num.partitions``, the default for new topics.
@@ -101,9 +109,7 @@ class TestcontainersKafka(KafkaHandle):
         from testcontainers.core.config import testcontainers_config
         from testcontainers.core.container import DockerContainer
 
-        from cdc_sink.docker_images import image_exists
-
-        if not testcontainers_config.ryuk_disabled and not image_exists(
+        if not testcontainers_config.ryuk_disabled and not _image_exists(
             testcontainers_config.ryuk_image
         ):
             testcontainers_config.ryuk_disabled = True  # it could not be pulled
@@ -185,7 +191,7 @@ if sys.argv[1]:
 
 def docker_available(timeout: float = 10.0) -> bool:
     """True when a Docker engine answers ``docker info`` (a client alone is not enough)."""
-    from cdc_sink.docker_engine import engine_running
+    from cdc_sink_testkit.docker_engine import engine_running
 
     return engine_running(timeout=timeout)
 
@@ -200,13 +206,6 @@ def docker_kafka_image(*, build: bool) -> str | None:
     Raises:
         KafkaStartError: No image is named and this checkout has no ``docker/``.
     """
-    from cdc_sink.docker_images import (
-        ensure_kafka_image,
-        image_exists,
-        kafka_image_tag,
-        repo_root,
-    )
-
     named = os.environ.get(IMAGE_ENV)
     if named:
         return named
@@ -218,7 +217,13 @@ def docker_kafka_image(*, build: bool) -> str | None:
             f"no Kafka image: set ${IMAGE_ENV} (e.g. apache/kafka) or run "
             "from a checkout that has docker/kafka/Dockerfile"
         )
+    images = docker_images()
     if not build:
-        tag = kafka_image_tag(root)
-        return tag if tag is not None and image_exists(tag) else None
-    return ensure_kafka_image(root).tag
+        tag: str | None = images.kafka_image_tag(root)
+        return tag if tag is not None and _image_exists(tag) else None
+    return str(images.ensure_kafka_image(root).tag)
+
+
+def _image_exists(tag: str) -> bool:
+    """True when ``docker image inspect tag`` finds the image."""
+    return bool(docker_images().image_exists(tag))

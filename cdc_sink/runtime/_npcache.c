@@ -1,5 +1,5 @@
 /*
- * A numpy memory handler that keeps freed array buffers for reuse (cdc_sink.numpy_pool).
+ * A numpy memory handler that keeps freed array buffers for reuse (cdc_sink.runtime.numpy_pool).
  *
  * glibc serves a large malloc from fresh mmap'd pages and unmaps them on free, so every
  * micro-batch page-faults its working arrays back in (the kernel zeroes each 4 KB page
@@ -22,7 +22,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "_cmodule.h"
+#include "../_cmodule.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -275,4 +275,4 @@ static PyMethodDef methods[] = {
     {"stats", stats, METH_NOARGS, "(idle bytes, limit, hits, misses)."},
     {NULL, NULL, 0, NULL}};
 
-CDC_SINK_PLAIN_MODULE(_npcache, "numpy buffers kept for reuse (cdc_sink.numpy_pool).")
+CDC_SINK_PLAIN_MODULE(_npcache, "numpy buffers kept for reuse (cdc_sink.runtime.numpy_pool).")

@@ -21,10 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.demo.orders import OrderRecord
 from cdc_sink.formats import FormatName, get_format
 from cdc_sink.kafka.producer import CdcProducer, encode_key
 from cdc_sink.schema import TableSchema
+from cdc_sink_testkit.demo.orders import OrderRecord
 
 __all__ = ["malformed_value", "produce_records"]
 
@@ -77,7 +77,7 @@ def produce_records(
 
     Args:
         producer: The producer (its format and schema decide the encoding).
-        records: Records of :func:`~cdc_sink.demo.orders.generate_orders`.
+        records: Records of :func:`~cdc_sink_testkit.demo.orders.generate_orders`.
         chunk: Events validated and sent together.
         on_progress: Called with the number of records just sent.
     """
