@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink import commit, numpy_pool
+from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import PreparedBucket
+from cdc_sink.runtime import numpy_pool
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._arrow_stream import collect_arrow
 from cdc_sink.spark._batch import (
