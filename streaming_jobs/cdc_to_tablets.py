@@ -384,7 +384,7 @@ def apply_numpy_hugepages(mode: str) -> dict[str, str]:
     load pyarrow; cdc_sink.hugepages); ``numpy`` changes nothing."""
     if mode == "numpy":
         return {}
-    from cdc_sink.hugepages import HUGEPAGE_ENV, MIMALLOC_THP_ENV, set_numpy_hugepages
+    from cdc_sink.runtime.hugepages import HUGEPAGE_ENV, MIMALLOC_THP_ENV, set_numpy_hugepages
 
     set_numpy_hugepages(mode == "on")
     conf = {f"spark.executorEnv.{HUGEPAGE_ENV}": "1" if mode == "on" else "0"}
@@ -621,7 +621,7 @@ def _run(
     from pyspark.sql import SparkSession
 
     import cdc_sink.spark
-    from cdc_sink.arrow_pool import use_arrow_memory_pool
+    from cdc_sink.runtime.arrow_pool import use_arrow_memory_pool
     from cdc_sink.kafka.deadletter import from_uri
     from cdc_sink.metrics import ProgressPoller
     from cdc_sink.metrics.observer import BatchObserver
