@@ -7,4 +7,6 @@ first="${listeners%%,*}"
 hostport="${first#*://}"
 port="${hostport##*:}"
 host="${hostport%:*}"
-exec 3<>"/dev/tcp/${host:-127.0.0.1}/$port"
+case "$host" in "" | 0.0.0.0 | "[::]") host=127.0.0.1 ;; esac  # every interface: loopback too
+host="${host#[}"; host="${host%]}"
+exec 3<>"/dev/tcp/$host/$port"
