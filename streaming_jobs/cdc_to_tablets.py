@@ -24,7 +24,8 @@ print(c()["spark.jars"])')"
 
 Options (``--help`` lists them all): ``--format json|rowv2|debezium`` and
 ``--decoder-option KEY=VALUE`` (repeatable; the value is parsed as JSON when it parses,
-e.g. ``--decoder-option decimal_handling=string``); ``--trigger`` a processing-time
+e.g. ``--decoder-option decimal_handling=string``); ``--allow-truncate`` applies native
+JSON ``{"op": "truncate"}`` events (rejected by default); ``--trigger`` a processing-time
 interval (``"1 second"``) or ``available-now`` (process what is on the topic, then exit);
 ``--apply-mode driver|executors``; ``--dead-letter`` ``kafka://host:port/topic``,
 ``file:///dir`` or a path (Parquet); ``--schema-file`` creates the table when the path
@@ -42,7 +43,9 @@ pyarrow`` pyarrow's allocator there (default auto: jemalloc when pyarrow has it,
 
 Observability (docs/observability.md): ``--metrics-port P`` serves Prometheus metrics on
 ``http://127.0.0.1:P/metrics`` (``--metrics-host`` to bind elsewhere, ``0`` picks a free
-port and logs it; a port in use is an error naming it), labelled with ``--table-name``
+port and logs it; a port in use is an error naming it; ``--metrics-tls-cert``/
+``--metrics-tls-key`` serve HTTPS, ``--metrics-auth-file`` or ``$CDC_SINK_METRICS_AUTH``
+require basic auth, docs/security.md), labelled with ``--table-name``
 (default: the table directory's name) and the app id. The job logs one ``key=value`` line
 per micro-batch (version, events, rejects, seconds per phase, freshness p50/p99) and one
 per compaction (``--compact-every N`` batches) and GC run (``--gc-every N`` batches);
@@ -214,6 +217,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-host",
         default="127.0.0.1",
         help="address the metrics endpoint binds (default 127.0.0.1)",
+    )
+    obs.add_argument(
+        "--metrics-tls-cert",
+        default=None,
+        metavar="PEM",
+        help="serve the metrics over HTTPS with this certificate (chain) file (with "
+        "--metrics-tls-key)",
+    )
+    obs.add_argument(
+        "--metrics-tls-key",
+        default=None,
+        metavar="PEM",
+        help="the private key file of --metrics-tls-cert",
+    )
+    obs.add_argument(
+        "--metrics-auth-file",
+        default=None,
+        metavar="PATH",
+        help="require HTTP basic auth on the metrics: the file's first line is "
+        "'username:password' (default: $CDC_SINK_METRICS_AUTH, same form, when set; the "
+        "password is never taken from the command line)",
     )
     obs.add_argument(
         "--table-name",
@@ -551,7 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         0 after a stop or a finished ``available-now`` run; 1 when the query failed; 2 for
-        bad arguments or a metrics port in use.
+        bad arguments or a metrics endpoint that cannot start (port in use, TLS or auth
+        files).
     """
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
@@ -565,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from prometheus_client import disable_created_metrics
 
     from cdc_sink.metrics import MetricsServerError, SinkMetrics, start_metrics_server
+    from cdc_sink.metrics.server import load_basic_auth
 
     # no *_created series next to every counter and histogram
     disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -578,7 +604,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.metrics_port is not None:
         try:
             server = start_metrics_server(
-                metrics.registry, host=args.metrics_host, port=args.metrics_port
+                metrics.registry,
+                host=args.metrics_host,
+                port=args.metrics_port,
+                tls_cert=args.metrics_tls_cert,
+                tls_key=args.metrics_tls_key,
+                auth=load_basic_auth(args.metrics_auth_file),
             )
         except (MetricsServerError, ValueError) as exc:
             print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
@@ -621,10 +652,10 @@ def _run(
     from pyspark.sql import SparkSession
 
     import cdc_sink.spark
-    from cdc_sink.runtime.arrow_pool import use_arrow_memory_pool
     from cdc_sink.kafka.deadletter import from_uri
     from cdc_sink.metrics import ProgressPoller
     from cdc_sink.metrics.observer import BatchObserver
+    from cdc_sink.runtime.arrow_pool import use_arrow_memory_pool
 
     schema: dict[str, Any] | None = None
     if args.schema_file:
