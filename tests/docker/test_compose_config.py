@@ -1,9 +1,12 @@
-"""docker/compose.yaml: ``docker-compose config`` accepts it, and what it mounts for
-Prometheus and Grafana is where dashboards/ expects it."""
+"""docker/compose.yaml: ``docker-compose config`` accepts it, what it mounts for
+Prometheus and Grafana is where dashboards/ expects it, and its defaults are closed:
+Grafana has no default admin password (compose refuses to start without
+``GRAFANA_ADMIN_PASSWORD``) and every listener binds 127.0.0.1."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 from typing import Any
 
@@ -12,8 +15,8 @@ import yaml
 from tests.docker.engine import COMPOSE_FILE, REPO, require_engine
 
 
-def _config(compose: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = subprocess.run(
+def _run_config(compose: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [*compose, "-f", str(COMPOSE_FILE), "config"],
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -23,6 +26,14 @@ def _config(compose: list[str], env: dict[str, str] | None = None) -> dict[str, 
         check=False,
         env=env,
     )
+
+
+def _config(compose: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``compose config`` of the file (with a random Grafana admin password unless
+    ``env`` names one)."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("GRAFANA_ADMIN_PASSWORD", secrets.token_urlsafe(16))
+    proc = _run_config(compose, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = yaml.safe_load(proc.stdout)
     assert isinstance(data, dict)
@@ -107,3 +118,28 @@ def test_grafana_and_prometheus_mount_what_dashboards_provisions() -> None:
     assert prom_cfg["rule_files"] == ["/etc/prometheus/rules/*.yml"]
     target = prom_cfg["scrape_configs"][0]["static_configs"][0]["targets"][0]
     assert target == f"127.0.0.1:{services['job']['environment']['CDC_SINK_METRICS_PORT']}"
+
+
+def test_grafana_has_no_default_admin_password() -> None:
+    compose = require_engine()
+    env = {k: v for k, v in os.environ.items() if k != "GRAFANA_ADMIN_PASSWORD"}
+    for unset in (env, {**env, "GRAFANA_ADMIN_PASSWORD": ""}):
+        proc = _run_config(compose, unset)
+        assert proc.returncode != 0
+        assert "GRAFANA_ADMIN_PASSWORD" in proc.stdout + proc.stderr
+    password = secrets.token_urlsafe(16)
+    services = _config(compose, {**env, "GRAFANA_ADMIN_PASSWORD": password})["services"]
+    assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == password
+
+
+def test_every_listener_binds_loopback() -> None:
+    services = _config(require_engine())["services"]
+    kafka = services["kafka"]["environment"]
+    for key in ("KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS"):
+        for listener in kafka[key].split(","):
+            assert listener.split("://", 1)[1].startswith("127.0.0.1:"), (key, listener)
+    assert kafka["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith("1@127.0.0.1:")
+    assert services["job"]["environment"]["CDC_SINK_METRICS_HOST"] == "127.0.0.1"
+    assert services["grafana"]["environment"]["GF_SERVER_HTTP_ADDR"] == "127.0.0.1"
+    prometheus = services["prometheus"]["command"]
+    assert any(a.startswith("--web.listen-address=127.0.0.1:") for a in prometheus)

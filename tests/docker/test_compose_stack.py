@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import time
 import urllib.request
@@ -101,6 +102,7 @@ def stack() -> Iterator[Stack]:
         METRICS_PORT=str(metrics_port),
         ORDERS_EVENTS=str(EVENTS),
         ORDERS_SEED=str(SEED),
+        GRAFANA_ADMIN_PASSWORD=secrets.token_urlsafe(24),  # required: no default password
     )
     st = Stack(
         [*compose, "-p", project, "-f", str(COMPOSE_FILE)],

@@ -13,6 +13,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from cdc_sink.metrics.server import (
     load_basic_auth,
     start_metrics_server,
 )
+from tests.dashboards.prometheus_server import PrometheusServer
 
 USER, PASSWORD = "prometheus", "s3cret:with-colon"
 OPENSSL_REQ = (
@@ -256,3 +258,45 @@ def test_the_job_image_health_check_sees_a_tls_and_auth_endpoint_alive(
     with start_metrics_server(registry, port=0) as plain:
         assert check.metrics_ok("127.0.0.1", str(plain.port))
     assert not check.metrics_ok("127.0.0.1", str(plain.port))  # closed now
+
+
+def test_prometheus_scrapes_the_endpoint_with_the_documented_settings(
+    tls_server: MetricsServer, cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A real Prometheus with the scrape settings of dashboards/README.md (``scheme:
+    https``, ``tls_config.ca_file``, ``basic_auth`` with a ``password_file``) scrapes the
+    endpoint; with a wrong password its target is down with a 401."""
+    if shutil.which("prometheus") is None:
+        pytest.skip("no prometheus binary (make install)")
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text(PASSWORD)
+    bad.write_text("wrong")
+    target = f"127.0.0.1:{tls_server.port}"
+    prom = PrometheusServer(tmp_path / "prom", [target])
+    prom.config["scrape_configs"] = [
+        {
+            "job_name": name,
+            "scheme": "https",
+            "tls_config": {"ca_file": str(cert[0])},
+            "basic_auth": {"username": USER, "password_file": str(secret)},
+            "static_configs": [{"targets": [target]}],
+        }
+        for name, secret in (("good", good), ("bad", bad))
+    ]
+    with prom:
+        health = _wait_for_health(prom)
+    assert health["good"] == ("up", "")
+    assert health["bad"][0] == "down" and "401" in health["bad"][1]
+
+
+def _wait_for_health(prom: PrometheusServer) -> dict[str, tuple[str, str]]:
+    """Each scrape job's target health and last error, once every job was scraped
+    (polls Prometheus's targets API: the scrapes run in its own process)."""
+    deadline = time.monotonic() + 60
+    while True:
+        data = prom.api("targets", {"state": "active"})
+        got = {t["labels"]["job"]: (t["health"], t["lastError"]) for t in data["activeTargets"]}
+        if len(got) == 2 and "unknown" not in {h for h, _ in got.values()}:
+            return got
+        assert time.monotonic() < deadline, got
+        time.sleep(0.2)
