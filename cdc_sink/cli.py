@@ -86,7 +86,8 @@ def _add_demo(sub: Any) -> None:
         help="run the end-to-end demo (local Kafka + Spark)",
         description="Produce an orders CDC stream to a local Kafka, apply "
         "it with a Spark Structured Streaming job, query two versions "
-        "and check them against the expected state.",
+        "and check them against the expected state. Needs the test kit "
+        "(from a clone: pip install -e testkit).",
     )
     demo.add_argument(
         "--events", type=int, default=20_000, help="events to produce (default 20000)"
