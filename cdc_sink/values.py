@@ -16,6 +16,13 @@ instance, epoch integers for dates and timestamps). ``strict=True`` returns the 
 the canonical form of the column type and checks it here: integers in range, floats as
 ``float``, decimals quantized to the column's scale and within its precision,
 timestamps timezone-aware UTC, dates ``date`` (not ``datetime``), binary ``bytes``.
+
+Two checks hold in both modes, because pyarrow alone would not give the decoders'
+answer: a float is ``float`` and a finite value beyond float32 is refused for a float32
+column (pyarrow would store ``inf``; an integer beyond every float is refused too), and a
+decimal that fits the column exactly is quantized to its scale, so that ``1.5000…0`` with
+more digits than the type, or ``0E+400``, is stored like ``1.5`` and ``0`` (pyarrow refuses
+those; it refuses every decimal that does not fit, whatever its length).
 The public names are re-exported by :mod:`cdc_sink.schema`.
 """
 
@@ -25,6 +32,8 @@ import base64
 import binascii
 import datetime as dt
 import decimal
+import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -112,7 +121,13 @@ class _Coerce:
     def floating(v: Any, t: pa.DataType, strict: bool) -> Any:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"{v!r} is not a number")
-        return float(v) if strict else v
+        f = float(v)  # OverflowError: an integer beyond every float
+        if t.bit_width == 32 and math.isfinite(f):
+            try:
+                struct.pack("<f", f)  # rounds to nearest, as a float32 cast does
+            except OverflowError:
+                raise ValueError(f"{v!r} is out of range of float32") from None
+        return f
 
     @staticmethod
     def boolean(v: Any, t: pa.DataType, strict: bool) -> Any:
@@ -136,26 +151,22 @@ class _Coerce:
 
     @staticmethod
     def decimal(v: Any, t: pa.DataType, strict: bool) -> Any:
-        if not strict:
-            if isinstance(v, (str, int, float)) and not isinstance(v, bool):
-                return decimal.Decimal(str(v))
-            return v
         if isinstance(v, bool) or not isinstance(v, (str, int, float, decimal.Decimal)):
-            raise TypeError(f"{v!r} is not a decimal")
+            if strict:
+                raise TypeError(f"{v!r} is not a decimal")
+            return v
         try:
             d = decimal.Decimal(str(v))
         except decimal.InvalidOperation as exc:
-            raise ValueError(f"{v!r} is not a decimal") from exc
-        # Quantize with room for every digit of the type (decimal's default context holds
-        # 28, a decimal128 38): a value with more digits than that does not fit anyway.
-        ctx = decimal.Context(prec=t.precision + 2)
-        try:
-            q = d.quantize(decimal.Decimal(1).scaleb(-t.scale), context=ctx)
-        except decimal.InvalidOperation as exc:
-            raise ValueError(f"{v!r} does not fit {t}") from exc
-        if q != d or len(q.as_tuple().digits) > t.precision:
+            if strict:
+                raise ValueError(f"{v!r} is not a decimal") from exc
+            raise
+        q = _exact_decimal(d, t)
+        if q is not None:
+            return q
+        if strict:
             raise ValueError(f"{v!r} does not fit {t}")
-        return q
+        return d  # pyarrow refuses it (with more digits than the type, it never wraps)
 
     @staticmethod
     def timestamp(v: Any, t: pa.DataType, strict: bool) -> Any:
@@ -182,6 +193,22 @@ class _Coerce:
         if strict:
             raise TypeError(f"unsupported column type {t}")
         return v
+
+
+def _exact_decimal(d: decimal.Decimal, t: pa.DataType) -> decimal.Decimal | None:
+    """``d`` at the scale of decimal type ``t`` when that is exact and within its
+    precision, else None (whatever the length or exponent of ``d``: ``1.5000…0`` and
+    ``0E+400`` fit ``decimal128(9, 3)``, ``1E-500`` and ``2**256 + 5`` do not)."""
+    # Quantize with room for every digit of the type (decimal's default context holds
+    # 28, a decimal128 38): a value with more digits than that does not fit anyway.
+    ctx = decimal.Context(prec=t.precision + 2)
+    try:
+        q = d.quantize(decimal.Decimal(1).scaleb(-t.scale), context=ctx)
+    except decimal.InvalidOperation:
+        return None
+    if q != d or len(q.as_tuple().digits) > t.precision:
+        return None
+    return q
 
 
 def coercer(t: pa.DataType, *, strict: bool = False) -> Callable[[Any], Any]:

@@ -21,9 +21,10 @@ timestamp[us, UTC]     ISO 8601 strings (with ``Z``/offset, or naive = UTC; 7 to
                        fraction digits are truncated to microseconds, like nanosecond
                        integers) or integers (microseconds, or the unit of
                        :class:`Hints`), within 0001-01-01..9999-12-31 (UTC)
-decimal128(p, s)       decimal strings or numbers (exact at scale s, at most p digits;
-                       parsed as 76-digit decimals first, so nothing wraps around),
-                       or base64 big-endian unscaled integers (Debezium "precise"); with
+decimal128(p, s)       decimal strings or numbers exact at scale s with at most p
+                       digits, whatever their length or exponent (digits are counted
+                       on the text before any cast, :mod:`._decimaltext`), or
+                       base64 big-endian unscaled integers (Debezium "precise"); with
                        :attr:`Hints.connect`, also ``{"scale": k, "value": base64}``
                        objects (Debezium ``VariableScaleDecimal``)
 =====================  ===============================================================
@@ -53,6 +54,7 @@ from cdc_sink.formats._arrays import (
     fixed_array,
     int_bounds,
 )
+from cdc_sink.formats._decimaltext import decimal_text
 from cdc_sink.formats._jsonarrow import string_values
 from cdc_sink.formats._jsonnumbers import int_values, number_tokens
 from cdc_sink.formats._jsonscan import (
@@ -363,7 +365,7 @@ def _decimals(cv: _Conversion) -> None:
     raw, b = cv.strings()
     plain = np.flatnonzero(~b64)
     arr, b2 = cast_rows(raw.take(pa.array(plain)), pa.string())
-    arr, b3, r3 = _decimal_text(arr, t)
+    arr, b3, r3 = decimal_text(arr, t)
     cv.bad[txt[plain[b2 | b3]]] = True
     cv.oor[txt[plain[r3 & ~b2]]] = True
     cv.bad[txt[b]] = True
@@ -379,7 +381,7 @@ def _decimals(cv: _Conversion) -> None:
         cv.bad[txt[packed[b4]]] = True
         cv.oor[txt[packed[r4]]] = True
         cv.out.put(txt[packed], arr)
-    arr, b5, r5 = _decimal_text(number_tokens(cv.parts, cv.m, cv.sel[num]), t)
+    arr, b5, r5 = decimal_text(number_tokens(cv.parts, cv.m, cv.sel[num]), t)
     cv.bad[num[b5]] = True
     cv.oor[num[r5]] = True
     cv.out.put(num, arr)
@@ -399,29 +401,6 @@ def raw_data(arr: pa.Array) -> np.ndarray:
 def _bounds(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     p = binary_parts(arr)
     return p.starts, p.ends
-
-
-def _decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """Decimal text (strings or JSON number tokens) to ``t``, exactly or not at all.
-
-    Arrow parses a decimal string into 128 bits without an overflow check, so a value of
-    39+ digits wraps around to a small wrong decimal. The text is parsed as a 76-digit
-    ``decimal256`` first (where Arrow does check), then cast to ``t`` with its precision
-    check.
-
-    Returns:
-        The decimals, the mask of bad values, and the mask of those that are numbers out
-        of the range of ``t``.
-    """
-    wide, bad = cast_rows(strs, pa.decimal256(76, t.scale))
-    arr, r = cast_rows(wide, t)
-    r &= ~bad
-    over = decimal_overflow(arr)
-    r |= over
-    bad |= r
-    if over.any():
-        arr = pc.if_else(pa.array(over), pa.nulls(len(arr), t), arr)
-    return arr, bad, r
 
 
 def _variable_scale(
@@ -525,6 +504,22 @@ def _to_micros(v: np.ndarray, unit: np.ndarray | None) -> tuple[np.ndarray, np.n
     return out, bad, unit == UNIT_TIME_OF_DAY
 
 
+def _sign_extension(p: Parts) -> np.ndarray:
+    """Which values longer than 16 bytes are a 16-byte two's-complement integer after
+    redundant sign bytes (``0x00``/``0xFF`` repeating the sign of the 16 last bytes)."""
+    long_ = np.flatnonzero(p.valid & (p.lengths > 16))
+    out = np.zeros(p.n, dtype=bool)
+    if not len(long_):
+        return out
+    start, cut = p.starts[long_], p.ends[long_] - 16
+    fill = np.where(p.data[cut] >= 128, 255, 0)
+    for byte in (0, 255):  # prefix counts of each sign byte over the data
+        cs = np.zeros(len(p.data) + 1, dtype=np.int64)
+        np.cumsum(p.data == byte, out=cs[1:])
+        out[long_] |= (fill == byte) & (cs[cut] - cs[start] == cut - start)
+    return out
+
+
 def unscaled_decimals(
     raw: pa.Array, scale: np.ndarray, target: pa.DataType
 ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
@@ -533,14 +528,15 @@ def unscaled_decimals(
 
     Returns:
         The decimals, the mask of bad values (not base64, empty, an invalid scale, or out
-        of range) and the mask of those out of range (wider than 16 bytes, more than 38
-        digits, or more digits than ``target`` holds).
+        of range) and the mask of those out of range (wider than 16 bytes once redundant
+        sign bytes are dropped, more than 38 digits, or more digits than ``target``
+        holds).
     """
     blob, bad = b64decode(raw)
     p = binary_parts(blob)
     length = p.lengths
     bad |= p.valid & (length == 0)
-    oor = p.valid & ~bad & (length > 16)
+    oor = p.valid & ~bad & (length > 16) & ~_sign_extension(p)
     m = len(length)
     k = np.arange(16)
     last = p.starts + length - 1
