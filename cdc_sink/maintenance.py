@@ -30,6 +30,7 @@ from cdc_sink.storage.snapshot import (
 from cdc_sink.storage.version_log import BucketRef, LogEntry, VersionLog
 from cdc_sink.table_state import TableOptions, TableState, now_ms
 from cdc_sink.tablet import MemTablet
+from cdc_sink.tablet.keyindex import new_seed, seed_to_json
 
 __all__ = [
     "change_schema",
@@ -58,9 +59,11 @@ def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOpt
     if log.latest() is not None:
         raise TableExists(f"a table already exists at {root}")
     # Version 0's log entry is the commit point of creation: files written before it by
-    # a creation that crashed are simply written again.
-    meta = json.dumps({"format": 1, "page_rows": options.page_rows}).encode()
-    atomic_replace(table_file(root), meta)
+    # a creation that crashed are simply written again (with a new seed: no tablet was
+    # built with the old one). The key index's seed is drawn once per table; every
+    # tablet of the table, in any process, hashes keys with it (cdc_sink.tablet.keyindex).
+    meta = {"format": 1, "page_rows": options.page_rows, "index_seed": seed_to_json(new_seed())}
+    atomic_replace(table_file(root), json.dumps(meta).encode())
     remove(schema_file(root, 0), missing_ok=True)
     write_schema(root, schema)
     first = _own_entry(0, now_ms(), 0, "create")

@@ -40,6 +40,7 @@ from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.storage.snapshot import apply_locations, load_snapshot, read_manifest
 from cdc_sink.storage.version_log import VersionLog
 from cdc_sink.tablet import MemTablet, TabletOptions
+from cdc_sink.tablet.keyindex import seed_from_json
 
 __all__ = ["TableOptions", "TableState", "now_ms"]
 
@@ -151,6 +152,10 @@ class TableState:
         with open(table_file(root), "rb") as f:
             meta = json.loads(f.read())
         self.options = replace(options or TableOptions(), page_rows=int(meta["page_rows"]))
+        try:  # None: a table created before the salt keeps the unsalted index hash
+            self.index_seed = seed_from_json(meta.get("index_seed"))
+        except ValueError as exc:
+            raise WalCorruption(str(exc), path=table_file(root), offset=0) from None
         self.log = VersionLog(root)
         self.repaired = False
         self.schemas: dict[int, TableSchema] = {}
@@ -214,8 +219,9 @@ class TableState:
 
     # ------------------------------------------------------------------ tablets
     def empty_tablet(self, bucket: int, version: int) -> MemTablet:
-        """A tablet of ``bucket`` without rows, at ``version``."""
-        opts = TabletOptions(page_rows=self.options.page_rows)
+        """A tablet of ``bucket`` without rows, at ``version`` (its key index salted with
+        the table's seed)."""
+        opts = TabletOptions(page_rows=self.options.page_rows, index_seed=self.index_seed)
         return MemTablet(self.schema_at(version), bucket=bucket, version=version, options=opts)
 
     def load_bucket(self, bucket: int, version: int) -> MemTablet:

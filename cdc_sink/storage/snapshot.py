@@ -45,6 +45,15 @@ A compressed page may hold its fixed-width values byte-split
 (:mod:`cdc_sink.storage.byte_split`). Manifests written since then say
 ``"page_format": 2``; a reader refuses a manifest whose ``page_format`` is newer than
 the one it knows (:data:`PAGE_FORMAT`), instead of misreading its pages.
+
+The row hashes and index slots are those of the tablet's key index, whose hash is
+salted with the table's seed (:mod:`cdc_sink.tablet.keyindex`). The manifest records
+the seed that built them (``"index_seed"``, 16 hex digits; absent: the unsalted hash of
+the tables created before the salt), and loading trusts them only under that same seed:
+otherwise the index is rebuilt from the key pages (and the next snapshot writes its row
+hashes anew). A manifest with an ``index_seed`` says ``"page_format": 3``, so a reader
+from before the salt, which would take salted hashes for its own and miss every stored
+key, refuses it; manifests of unsalted tables stay format 2.
 """
 
 from __future__ import annotations
@@ -81,6 +90,7 @@ from cdc_sink.storage.pages import (
     stored_location,
 )
 from cdc_sink.tablet.column import Base, PageList
+from cdc_sink.tablet.keyindex import seed_from_json, seed_to_json
 from cdc_sink.tablet.memtablet import MemTablet
 from cdc_sink.tablet.page_loads import MIN_PARALLEL, usable_cores
 
@@ -100,8 +110,18 @@ SNAPSHOT_MAGIC = b"CDCSNP\x00\x01"
 #: Page statistics in physical form (see the module docstring).
 STATS_FORMAT = 2
 #: Page blobs as :mod:`cdc_sink.storage.pages` writes them (2: compressed pages may be
-#: byte-split). A manifest without ``page_format`` is format 1.
-PAGE_FORMAT = 2
+#: byte-split; 3: the row hashes and slots are salted with the manifest's
+#: ``index_seed``). A manifest without ``page_format`` is format 1.
+PAGE_FORMAT = 3
+#: The format of a manifest whose index is unsalted (readable from before the salt).
+UNSALTED_PAGE_FORMAT = 2
+
+
+def page_format_for(index_seed: int | None) -> int:
+    """The page format a manifest of an index with ``index_seed`` is written with."""
+    return UNSALTED_PAGE_FORMAT if index_seed is None else PAGE_FORMAT
+
+
 register("snapshot.pages_written", "snapshot.written")
 
 
@@ -122,6 +142,7 @@ class SnapshotManifest:
     index_slots: PageLoc | None = None
     stats_format: int = STATS_FORMAT
     page_format: int = PAGE_FORMAT
+    index_seed: int | None = None
 
     def locations(self) -> list[PageLoc]:
         """Every blob the manifest references: value and key pages, row hashes,
@@ -154,8 +175,10 @@ class SnapshotManifest:
             "files": self.files,
             "index_slots": self.index_slots.to_list() if self.index_slots else None,
             "stats_format": STATS_FORMAT,
-            "page_format": PAGE_FORMAT,
+            "page_format": page_format_for(self.index_seed),
         }
+        if self.index_seed is not None:
+            doc["index_seed"] = seed_to_json(self.index_seed)
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -175,6 +198,7 @@ class SnapshotManifest:
             index_slots=PageLoc.from_list(d["index_slots"]) if d.get("index_slots") else None,
             stats_format=int(d.get("stats_format", 1)),
             page_format=int(d.get("page_format", 1)),
+            index_seed=seed_from_json(d.get("index_seed")),
         )
 
 
@@ -295,10 +319,13 @@ class _SnapshotWriter:
         ]
 
     def row_hashes(self) -> list[_Ref]:
-        """The pages of the rows' index hashes."""
+        """The pages of the rows' index hashes (the previous snapshot's are reused only
+        when they were built with the index's seed)."""
         rh = self.tablet.index.row_hashes()
+        prev = self.previous
+        same_seed = prev is not None and prev.index_seed == self.tablet.index.seed
         return self._append_only_pages(
-            None if self.previous is None else self.previous.row_hash,
+            prev.row_hash if prev is not None and same_seed else None,
             lambda lo, hi: pa.array(rh[lo:hi]),
         )
 
@@ -345,6 +372,8 @@ class _SnapshotWriter:
             row_hash=[at(r) for r in hashes],
             dv=dv_loc,
             index_slots=None if slots is None else at(slots),
+            page_format=page_format_for(self.tablet.index.seed),
+            index_seed=self.tablet.index.seed,
         )
         manifest.files = self._files(manifest, size)
         return manifest
@@ -477,7 +506,15 @@ def load_snapshot(
         else FrozenBitMap()
     )
     slots = np.asarray(reader.array(manifest.index_slots)) if manifest.index_slots else None
-    tablet.restore(v, manifest.row_count, key_cols, hashes.astype(np.uint64, copy=False), dv, slots)
+    tablet.restore(
+        v,
+        manifest.row_count,
+        key_cols,
+        hashes.astype(np.uint64, copy=False),
+        dv,
+        slots,
+        index_seed=manifest.index_seed,
+    )
     return tablet
 
 

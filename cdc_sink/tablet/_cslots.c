@@ -1,5 +1,6 @@
 /*
- * Filling an empty slot array of the key index (cdc_sink.tablet.keyindex), in C.
+ * The key index (cdc_sink.tablet.keyindex) in C: filling its slot array, and its salted
+ * hash (SipHash of each key's bytes, cdc_sink.tablet.keyhash).
  *
  * place(hashes, slots, shift, first): for i = 0, 1, ..., n-1 (hashes[i], uint64), take
  *     the first free slot (a negative value: empty or removed) at or after the home
@@ -14,6 +15,12 @@
  * against 0.12-0.17 s for this loop. The homes are random, so each insert is a cache
  * miss; the home slot of the row 16 ahead is prefetched, so the misses of several rows
  * overlap instead of coming one after another. The GIL is released while placing.
+ *
+ * siphash(k0, k1, c, d, data, offsets, width, out): out[i] (uint64) = SipHash-c-d with
+ *     the 128-bit key (k0, k1) of row i's bytes: data[offsets[i]:offsets[i+1]] (offsets
+ *     int64, n + 1 of them), or with offsets None, data[i*width:(i+1)*width]. Bytes are
+ *     read as little-endian words whatever the host (the reference algorithm, and what
+ *     the numpy version in keyhash.py computes). The GIL is released while hashing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -36,6 +43,107 @@ static Py_ssize_t place(const uint64_t *hashes, Py_ssize_t n, int shift, int32_t
         slots[p] = first + (int32_t)i;
     }
     return n;
+}
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                           \
+    do {                                                                                   \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                         \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                             \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                             \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                         \
+    } while (0)
+
+static inline uint64_t le64(const uint8_t *p) {
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 |
+           (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
+           (uint64_t)p[7] << 56;
+}
+
+/* SipHash-c-d of in[0:len] under the key (k0, k1): the reference algorithm. */
+static uint64_t siphash(uint64_t k0, uint64_t k1, int c, int d, const uint8_t *in,
+                        size_t len) {
+    uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
+    uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
+    const uint8_t *end = in + (len & ~(size_t)7);
+    uint64_t m, b = (uint64_t)len << 56;
+    int i;
+    for (; in != end; in += 8) {
+        m = le64(in);
+        v3 ^= m;
+        for (i = 0; i < c; i++) SIPROUND;
+        v0 ^= m;
+    }
+    switch (len & 7) {
+        case 7: b |= (uint64_t)in[6] << 48; /* fall through */
+        case 6: b |= (uint64_t)in[5] << 40; /* fall through */
+        case 5: b |= (uint64_t)in[4] << 32; /* fall through */
+        case 4: b |= (uint64_t)in[3] << 24; /* fall through */
+        case 3: b |= (uint64_t)in[2] << 16; /* fall through */
+        case 2: b |= (uint64_t)in[1] << 8;  /* fall through */
+        case 1: b |= (uint64_t)in[0];       /* fall through */
+        default: break;
+    }
+    v3 ^= b;
+    for (i = 0; i < c; i++) SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    for (i = 0; i < d; i++) SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* Hashes n rows; returns -1 (nothing more written) at the first bad offset, else 0. */
+static int hash_rows(uint64_t k0, uint64_t k1, int c, int d, const uint8_t *data,
+                     Py_ssize_t size, const int64_t *offs, Py_ssize_t width, uint64_t *out,
+                     Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (offs == NULL) {
+            out[i] = siphash(k0, k1, c, d, data + i * width, (size_t)width);
+        } else {
+            int64_t lo = offs[i], hi = offs[i + 1];
+            if (lo < 0 || hi < lo || hi > size) return -1;
+            out[i] = siphash(k0, k1, c, d, data + lo, (size_t)(hi - lo));
+        }
+    }
+    return 0;
+}
+
+static PyObject *py_siphash(PyObject *self, PyObject *args) {
+    unsigned long long k0, k1;
+    int c, d;
+    Py_buffer data, out, offs = {0};
+    PyObject *offsets;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "KKiiy*Onw*", &k0, &k1, &c, &d, &data, &offsets, &width, &out))
+        return NULL;
+    PyObject *result = NULL;
+    int have_offs = offsets != Py_None;
+    if (have_offs && PyObject_GetBuffer(offsets, &offs, PyBUF_SIMPLE) < 0) goto done_noffs;
+    Py_ssize_t n = out.len / 8;
+    if (c < 1 || c > 8 || d < 1 || d > 8) {
+        PyErr_SetString(PyExc_ValueError, "siphash: rounds must be 1 to 8");
+    } else if (out.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "siphash: out must be uint64");
+    } else if (have_offs ? offs.len != (n + 1) * 8
+                         : (width < 0 || (width > 0 && n > data.len / width))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "siphash: offsets must be n + 1 int64, or width * n bytes of data");
+    } else {
+        int bad;
+        Py_BEGIN_ALLOW_THREADS
+        bad = hash_rows(k0, k1, c, d, data.buf, data.len, have_offs ? offs.buf : NULL, width,
+                        out.buf, n);
+        Py_END_ALLOW_THREADS
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "siphash: an offset is outside the data");
+        else
+            result = Py_NewRef(Py_None);
+    }
+    if (have_offs) PyBuffer_Release(&offs);
+done_noffs:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return result;
 }
 
 static PyObject *py_place(PyObject *self, PyObject *args) {
@@ -71,7 +179,10 @@ static PyMethodDef methods[] = {
     {"place", py_place, METH_VARARGS,
      "place(hashes, slots, shift, first): row first+i into the first free slot at or "
      "after hashes[i] >> shift (linear probing)"},
+    {"siphash", py_siphash, METH_VARARGS,
+     "siphash(k0, k1, c, d, data, offsets, width, out): out[i] = SipHash-c-d under the key "
+     "(k0, k1) of row i's bytes (data[offsets[i]:offsets[i+1]], or rows of width bytes)"},
     {NULL, NULL, 0, NULL},
 };
 
-CDC_SINK_PLAIN_MODULE(_cslots, "Linear-probing placement of the key index's rows.")
+CDC_SINK_PLAIN_MODULE(_cslots, "The key index's slot placement and salted hash.")

@@ -3,18 +3,25 @@
 In memory (nothing here is on disk; a tablet rebuilds it from its key columns)::
 
     slots[2**b]      int32   row id, -1 empty, -2 removed (open addressing, linear probing)
-    row_hash[rows]   uint64  mixed hash of each row's key (cheap first comparison)
+    row_hash[rows]   uint64  index hash of each row's key (cheap first comparison)
     keys[k]          KeyStore per key column: the key values by row id (verification)
 
-A key's hash is Spark's ``xxhash64`` of the key columns (the one that also routes events
-to buckets), re-mixed with splitmix64 because all keys of one bucket share
-``hash mod num_buckets``. A probe compares ``row_hash`` first and then the key values
-themselves, so a 64-bit collision never merges two keys. Lookups work on whole arrays:
-each probing *round* is a handful of numpy operations over the keys still unresolved, and
-the number of rounds is the longest probe sequence (a few at load <= 0.6). Inserts and
-rebuilds place rows in C (``_cslots.c``: linear probing row by row, the home slots of the
-rows ahead prefetched), ~4x faster than numpy's sorted one-pass build, which is the
-fallback when the extension was not built.
+The index hash is *salted*: each table draws a random 64-bit seed at creation (kept in
+its ``_table.json``, :func:`new_seed`), and a key's index hash is SipHash-1-3 of the
+key's bytes under that seed (:func:`~cdc_sink.tablet.keyhash.salted_hash`). Which keys
+share a home slot then depends on a secret, so a producer cannot compute keys that all
+probe one cluster (docs/design-notes.md, "A salted key index"). An index built with
+``seed=None`` (the tables created before the salt) uses the unsalted hash: splitmix64
+of the key's routing hash (Spark's ``xxhash64``, seed 42, the one that routes events to
+buckets; re-mixed because all keys of one bucket share ``hash mod num_buckets``).
+
+A probe compares ``row_hash`` first and then the key values themselves, so a 64-bit
+collision never merges two keys. Lookups work on whole arrays: each probing *round* is a
+handful of numpy operations over the keys still unresolved, and the number of rounds is
+the longest probe sequence (a few at load <= 0.6; :meth:`KeyIndex.probe_stats` measures
+the probe distances). Inserts and rebuilds place rows in C (``_cslots.c``: linear
+probing row by row, the home slots of the rows ahead prefetched), ~4x faster than
+numpy's sorted one-pass build, which is the fallback when the extension was not built.
 
 Row ids are dense and assigned in insertion order; :meth:`KeyIndex.truncate` forgets the
 rows of a rolled-back version.
@@ -22,12 +29,16 @@ rows of a rolled-back version.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from cdc_sink.arrays import one_array
+from cdc_sink.bucketing import spark_xxhash64
+from cdc_sink.tablet.keyhash import salted_hash
 from cdc_sink.tablet.keystore import KeyStore
 
 try:  # built from cdc_sink/tablet/_cslots.c at install; optional
@@ -35,16 +46,25 @@ try:  # built from cdc_sink/tablet/_cslots.c at install; optional
 except ImportError:  # pragma: no cover - no C compiler at install: numpy sorts instead
     _cslots = None  # type: ignore[assignment]
 
-__all__ = ["KeyIndex", "mix64"]
+__all__ = [
+    "KeyIndex",
+    "ProbeStats",
+    "mix64",
+    "new_seed",
+    "salted_hash",
+    "seed_from_json",
+    "seed_to_json",
+]
 
 _EMPTY = -1
 _REMOVED = -2
 _MAX_LOAD = 0.6
+_M64 = (1 << 64) - 1
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
-def mix64(h: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer over an int64/uint64 array (returns uint64)."""
-    x = h.astype(np.uint64, copy=True)
+def _mix64_inplace(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer over a uint64 array, in place (returns it)."""
     with np.errstate(over="ignore"):
         x ^= x >> np.uint64(30)
         x *= np.uint64(0xBF58476D1CE4E5B9)
@@ -54,15 +74,72 @@ def mix64(h: np.ndarray) -> np.ndarray:
     return x
 
 
+def mix64(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer over an int64/uint64 array (returns uint64)."""
+    return _mix64_inplace(h.astype(np.uint64, copy=True))
+
+
+def new_seed() -> int:
+    """A random index seed (64 bits from the operating system's secure source)."""
+    return secrets.randbits(64)
+
+
+def seed_to_json(seed: int | None) -> str | None:
+    """A seed as metadata stores it: 16 hex digits (exact in any JSON reader), or None
+    for the unsalted index."""
+    return None if seed is None else f"{_check_seed(seed):016x}"
+
+
+def seed_from_json(value: object) -> int | None:
+    """The seed a metadata value stores (:func:`seed_to_json`); None stays None.
+
+    Raises:
+        ValueError: The value is not 16 hex digits.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 16 or not set(value) <= _HEX:
+        raise ValueError(f"an index seed is 16 hex digits, got {value!r}")
+    return int(value, 16)
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"an index seed is an int or None, got {type(seed).__name__}")
+    if not 0 <= seed <= _M64:
+        raise ValueError(f"an index seed is an unsigned 64-bit integer, got {seed}")
+    return seed
+
+
+class ProbeStats(NamedTuple):
+    """How far rows sit from their home slots (:meth:`KeyIndex.probe_stats`).
+
+    Attributes:
+        rows: Rows in the index.
+        max_distance: The largest distance, in slots, from a row's home slot to its slot
+            (a lookup of that key takes this many probes plus one).
+        mean_distance: The mean distance (0.0 without rows).
+    """
+
+    rows: int
+    max_distance: int
+    mean_distance: float
+
+
 class KeyIndex:
     """Vectorized key -> row id index with verified keys (see the module docstring).
 
     Args:
         key_types: Arrow types of the key columns, in key order.
         capacity: Expected number of keys (sizes the table; it grows as needed).
+        seed: The table's index seed (:func:`new_seed`), or None for the unsalted hash
+            of the tables created before the salt. Required: every index says which.
     """
 
-    def __init__(self, key_types: Sequence[pa.DataType], capacity: int = 1024) -> None:
+    def __init__(
+        self, key_types: Sequence[pa.DataType], capacity: int = 1024, *, seed: int | None
+    ) -> None:
+        self.seed = None if seed is None else _check_seed(seed)
         self.key_types = list(key_types)
         self.keys = [KeyStore(t, capacity) for t in self.key_types]
         self.count = 0
@@ -86,6 +163,17 @@ class KeyIndex:
 
     def _home(self, hm: np.ndarray) -> np.ndarray:
         return (hm >> self._shift).astype(np.int64)
+
+    def index_hash(self, key_hash: np.ndarray | None, keys: Sequence[pa.Array]) -> np.ndarray:
+        """The index hash of each key (uint64): the salted hash of ``keys`` under the
+        index's seed (:func:`~cdc_sink.tablet.keyhash.salted_hash`); without a seed,
+        splitmix64 of ``key_hash``, the keys' Spark ``xxhash64`` (computed here when
+        None)."""
+        if self.seed is not None:
+            return salted_hash(keys, self.seed)
+        if key_hash is None:
+            key_hash = np.asarray(spark_xxhash64(keys))
+        return mix64(key_hash)
 
     def _ensure(self, extra: int) -> None:
         need = self.count + extra
@@ -161,18 +249,19 @@ class KeyIndex:
                 active = active[~won]
             pos[active] = (pos[active] + 1) & mask
 
-    def lookup(self, key_hash: np.ndarray, keys: Sequence[pa.Array]) -> np.ndarray:
+    def lookup(self, key_hash: np.ndarray | None, keys: Sequence[pa.Array]) -> np.ndarray:
         """Row id of each key, -1 where the key is not in the index.
 
         Args:
-            key_hash: Spark xxhash64 of each key (int64).
-            keys: The key columns (same length as ``key_hash``).
+            key_hash: Spark xxhash64 of each key (int64; the routing hash a batch has),
+                or None. Only an unsalted index uses it (and computes it when None).
+            keys: The key columns (as long as ``key_hash``).
         """
-        n = len(key_hash)
+        n = len(keys[0])
         out = np.full(n, -1, dtype=np.int64)
         if n == 0 or self.count == 0:
             return out
-        hm = mix64(key_hash)
+        hm = self.index_hash(key_hash, keys)
         pos = self._home(hm)
         active = np.arange(n)
         mask = int(self._mask)
@@ -203,18 +292,19 @@ class KeyIndex:
             ok &= store.equals(rows, col.take(sel))
         return ok
 
-    def insert(self, key_hash: np.ndarray, keys: Sequence[pa.Array]) -> np.ndarray:
+    def insert(self, key_hash: np.ndarray | None, keys: Sequence[pa.Array]) -> np.ndarray:
         """Adds keys that are absent and distinct; returns their new row ids.
 
         The caller guarantees absence and distinctness (a tablet deduplicates a batch and
         looks keys up first); row ids are ``count, count+1, ...`` in input order.
+        ``key_hash`` is as for :meth:`lookup`.
         """
-        k = len(key_hash)
+        k = len(keys[0])
         rows = np.arange(self.count, self.count + k, dtype=np.int64)
         if k == 0:
             return rows
         self._ensure(k)
-        hm = mix64(key_hash)
+        hm = self.index_hash(key_hash, keys)
         self._row_hash[self.count : self.count + k] = hm
         for store, col in zip(self.keys, keys, strict=True):
             store.append(col)
@@ -230,8 +320,20 @@ class KeyIndex:
         return rows
 
     def row_hashes(self) -> np.ndarray:
-        """The mixed hash of every row's key (what a snapshot stores to rebuild us)."""
+        """The index hash of every row's key (what a snapshot stores, with the seed, to
+        rebuild us)."""
         return self._row_hash[: self.count]
+
+    def probe_stats(self) -> ProbeStats:
+        """How far the rows sit from their home slots (one vectorized pass over the
+        slots): the longest and the mean distance, which bound the probing rounds of a
+        lookup of present keys."""
+        taken = np.flatnonzero(self._slots >= 0)
+        if taken.size == 0:
+            return ProbeStats(0, 0, 0.0)
+        home = self._home(self._row_hash[self._slots[taken]])
+        dist = (taken - home) & int(self._mask)
+        return ProbeStats(int(taken.size), int(dist.max()), float(dist.mean()))
 
     @property
     def slots(self) -> np.ndarray:
@@ -239,13 +341,26 @@ class KeyIndex:
         return self._slots
 
     def load(
-        self, row_hash: np.ndarray, keys: Sequence[pa.Array], slots: np.ndarray | None = None
+        self,
+        row_hash: np.ndarray,
+        keys: Sequence[pa.Array],
+        slots: np.ndarray | None = None,
+        *,
+        seed: int | None,
     ) -> None:
         """Rebuilds an empty index from stored row hashes and key columns (row ids
         ``0..len-1``), without rehashing the keys; with the stored ``slots`` array (a
         power-of-two length) without probing either. A ``row_hash`` array that owns its
-        writable uint64 memory is taken over, not copied (the caller gives it up)."""
+        writable uint64 memory is taken over, not copied (the caller gives it up).
+
+        ``seed`` is the seed the stored hashes and slots were built with (None:
+        unsalted). When it is not the index's own, neither is trusted: the keys are
+        hashed again under the index's seed and the slots rebuilt.
+        """
         assert self.count == 0
+        if seed != self.seed:
+            row_hash = self.index_hash(None, keys)
+            slots = None
         k = len(row_hash)
         with_slots = False
         if slots is not None and len(slots) & (len(slots) - 1) == 0:

@@ -25,7 +25,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -50,7 +50,7 @@ from cdc_sink.tablet.apply import (
 )
 from cdc_sink.tablet.column import ColumnStore, Delta
 from cdc_sink.tablet.fold import SEQ_NONE, FoldResult
-from cdc_sink.tablet.keyindex import KeyIndex
+from cdc_sink.tablet.keyindex import KeyIndex, new_seed
 from cdc_sink.tablet.reads import lookup, read_columns, scan
 
 __all__ = ["ApplyResult", "MemTablet", "TabletOptions"]
@@ -63,10 +63,14 @@ class TabletOptions:
     Attributes:
         page_rows: Rows per page (64K; tests use tiny pages to force many pages).
         initial_capacity: Expected rows (sizes the index up front).
+        index_seed: The key index's seed (:mod:`cdc_sink.tablet.keyindex`): a table
+            passes the one its metadata holds (None for a table created before the
+            salt); by default a fresh random one.
     """
 
     page_rows: int = 65536
     initial_capacity: int = 1024
+    index_seed: int | None = field(default_factory=new_seed)
 
     @classmethod
     def for_tests(cls) -> TabletOptions:
@@ -113,7 +117,9 @@ class MemTablet:
         self.bucket = bucket
         self.options = options or TabletOptions()
         cap = self.options.initial_capacity
-        self.index = KeyIndex([c.type for c in schema.key_columns], cap)
+        self.index = KeyIndex(
+            [c.type for c in schema.key_columns], cap, seed=self.options.index_seed
+        )
         self.columns: dict[int, ColumnStore] = {
             c.id: ColumnStore(c, self.options.page_rows, version) for c in schema.value_columns
         }
@@ -196,10 +202,14 @@ class MemTablet:
         row_hash: np.ndarray,
         dv: FrozenBitMap,
         slots: np.ndarray | None = None,
+        *,
+        index_seed: int | None,
     ) -> None:
         """Completes a tablet whose column bases were loaded from a snapshot at
-        ``version``: rebuilds the index, the dense live/seq state and the version state."""
-        self.index.load(row_hash, keys, slots)
+        ``version``: rebuilds the index, the dense live/seq state and the version state.
+        ``index_seed`` is the seed ``row_hash`` and ``slots`` were built with (the
+        index rebuilds them from the keys when it is not its own)."""
+        self.index.load(row_hash, keys, slots, seed=index_seed)
         self._live.ensure(row_count)
         self._live.a[:row_count] = True
         if len(dv):

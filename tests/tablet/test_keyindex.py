@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdc_sink.bucketing import spark_xxhash64
-from cdc_sink.tablet import keyindex
+from cdc_sink.tablet import keyhash, keyindex
 from cdc_sink.tablet.keyindex import KeyIndex, mix64
 from cdc_sink.tablet.keystore import KeyStore
 
@@ -33,15 +33,16 @@ SEED_IDS = ["unsalted", "salted"]
 
 @contextlib.contextmanager
 def _placement(kind: str) -> Iterator[None]:
-    """Runs the block with the index placing rows in C or in numpy."""
+    """Runs the block with the index placing rows (and computing salted hashes) in C or
+    in numpy."""
     saved = keyindex._cslots
     if saved is None:
         pytest.fail("cdc_sink.tablet._cslots is not built (make install builds it)")
-    keyindex._cslots = saved if kind == "c" else None
+    keyindex._cslots = keyhash._cslots = saved if kind == "c" else None
     try:
         yield
     finally:
-        keyindex._cslots = saved
+        keyindex._cslots = keyhash._cslots = saved
 
 
 def _decimal(ids: np.ndarray) -> list[pa.Array]:
