@@ -496,7 +496,8 @@ def _to_micros(v: np.ndarray, unit: np.ndarray | None) -> tuple[np.ndarray, np.n
     for u, factor in ((UNIT_MS, 1000), (UNIT_DAYS, 86_400_000_000)):
         sel = unit == u
         if sel.any():
-            over = sel & (np.abs(v) > np.iinfo(np.int64).max // factor)
+            limit = np.iinfo(np.int64).max // factor  # (not np.abs: abs(-2**63) < 0)
+            over = sel & ((v > limit) | (v < -limit))
             bad |= over
             out[sel] = np.where(over[sel], 0, v[sel]) * factor
     ns = unit == UNIT_NS
