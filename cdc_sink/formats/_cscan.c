@@ -1,21 +1,30 @@
 /* The JSON structural index in one compiled pass (private; see _cscan.py).
  *
- * scan(data, starts, ends, max_level, event, level, parent, name_start, name_end,
- *      name_escaped, kind, value_start, value_end, value_escaped, verified) -> int
+ * scan(data, starts, ends, max_level, max_members, max_depth, event, level, parent,
+ *      name_start, name_end, name_escaped, kind, value_start, value_end, value_escaped,
+ *      status) -> int
  *
  * Indexes the object members of events data[starts[i]:ends[i]] exactly as the numpy
  * scanner of _jsonscan.py does for an event that is well-formed JSON, writing one entry
  * per member (levels 1..max_level, document order) into the output buffers. Returns the
  * number of members, or -1 - i when event i is anything this strict parser does not
- * accept (bad grammar, a raw line break in a string, nesting deeper than MAX_DEPTH, ...)
- * or the outputs would overflow: the caller then indexes the chunk with the numpy
- * scanner, which gives every such event its exact reason. So this pass never decides a
- * reject; it only makes the common case fast. Runs without the GIL.
+ * accept (bad grammar, a raw line break in a string, ...) or the outputs would overflow
+ * (status[i] = ST_ROOM, so the caller can retry with room for more): the caller then
+ * indexes the chunk with the numpy scanner, which gives every such event its exact
+ * reason. Runs without the GIL.
  *
- * verified[i] is set to 1 when event i is also valid JSON text as a whole (RFC 8259
+ * The budgets (issue 38): an accepted event holding more than max_members members at
+ * levels 1..max_level, or nested deeper than max_depth (0: no bound), gets status
+ * ST_DEEP or ST_MEMBERS (depth first) and no members in the outputs: it is parsed to its
+ * end (so a malformed event is still refused as above, and the numpy scanner, which
+ * checks the structure before the budgets, agrees), but what it writes is bounded by
+ * max_members whatever its size. Nesting has no other limit: the open containers are
+ * kept one bit each, and what is recorded per level only down to max_level + 1.
+ *
+ * status[i] = ST_VERIFIED when event i is also valid JSON text as a whole (RFC 8259
  * grammar of every value, UTF-8 strings, no surrogate escape): such an event needs no
- * further grammar check. 0 leaves it to grammar() below, which gives the reason of a
- * refused event.
+ * further grammar check. ST_ACCEPTED leaves it to grammar() below, which gives the
+ * reason of a refused event.
  *
  * grammar() is the grammar check of the events the scan did not verify: the verdict
  * Arrow's JSON reader would reach, computed without it (see _cgrammar.h); unescape()
@@ -34,7 +43,10 @@
 #include "_cgrammar.h"
 #include "_cjson.h"
 
-#define MAX_DEPTH 256
+#define MAX_LEVEL 16 /* deepest member level indexed (the decoders use 1, 2 and 4) */
+
+/* status[i] of event i */
+enum { ST_ACCEPTED = 0, ST_VERIFIED = 1, ST_MEMBERS = 2, ST_DEEP = 3, ST_ROOM = 4 };
 
 /* the KIND_* codes of _jsonscan.py */
 enum { K_BAD = 0, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_TRUE, K_FALSE, K_NULL };
@@ -172,17 +184,29 @@ static int64_t scalar_end(const uint8_t *d, int64_t p, int64_t e) {
     return p;
 }
 
-/* Indexes one event; returns the new member count, or -1 if the event is not accepted.
- * Clears *ok unless the event is valid JSON text as a whole (every value's grammar
- * checked, UTF-8 in strings; see string_end). */
-static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, int max_level,
-                          Out *o, int64_t n, int *ok) {
-    char type[MAX_DEPTH + 1];
-    int64_t owner[MAX_DEPTH + 1];
-    int depth = 0;
+/* The limits of a scan: levels indexed, the budgets, and the stack of open containers
+ * (one bit per level: 1 for an array; room for the longest event). */
+typedef struct {
+    int max_level;
+    int64_t max_members, max_depth;
+    uint64_t *arrays;
+} Limits;
+
+#define IS_ARRAY(l, d) (((l)->arrays[(d) >> 6] >> ((d) & 63)) & 1)
+
+/* Indexes one event; returns the new member count, -1 if the event is not accepted, -2
+ * if the outputs are full. Clears *ok unless the event is valid JSON text as a whole
+ * (every value's grammar checked, UTF-8 in strings; see string_end); sets *over to
+ * ST_DEEP or ST_MEMBERS for an accepted event beyond a budget (its members dropped). */
+static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, const Limits *lim,
+                          Out *o, int64_t n, int *ok, int *over) {
+    int64_t owner[MAX_LEVEL + 2]; /* the member owning the container open at each level */
+    int64_t depth = 0, deepest = 0, n0 = n;
     int64_t cur = -1; /* the member whose value comes next (-1: none recorded) */
-    int esc;
+    int esc, full = 0; /* full: the member budget is spent, nothing more is recorded */
+    const int max_level = lim->max_level;
     int64_t p = skip_ws(d, s, e);
+    *over = 0;
     if (p >= e || d[p] != '{') return -1;
     for (;;) {
         /* a value starts at p (blanks skipped) */
@@ -190,10 +214,11 @@ static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, in
         if (p >= e) return -1;
         uint8_t c = d[p];
         if (c == '{' || c == '[') {
-            if (depth == MAX_DEPTH) return -1;
             depth++;
-            type[depth] = (char)c;
-            owner[depth] = cur;
+            if (depth > deepest) deepest = depth;
+            if (c == '[') lim->arrays[depth >> 6] |= (uint64_t)1 << (depth & 63);
+            else lim->arrays[depth >> 6] &= ~((uint64_t)1 << (depth & 63));
+            if (depth <= max_level + 1) owner[depth] = cur;
             if (cur >= 0) {
                 o->kind[cur] = c == '{' ? K_OBJECT : K_ARRAY;
                 o->value_start[cur] = p;
@@ -238,18 +263,23 @@ static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, in
         if (p >= e) return -1;
         if (d[p] == ',') {
             p++;
-            if (type[depth] == '[') {
+            if (IS_ARRAY(lim, depth)) {
                 cur = -1;
                 continue;
             }
             goto name;
         }
     close:
-        if (d[p] != (type[depth] == '{' ? '}' : ']')) return -1;
-        if (owner[depth] >= 0) o->value_end[owner[depth]] = p + 1;
+        if (d[p] != (IS_ARRAY(lim, depth) ? ']' : '}')) return -1;
+        if (depth <= max_level + 1 && owner[depth] >= 0) o->value_end[owner[depth]] = p + 1;
         depth--;
         p++;
-        if (depth == 0) return skip_ws(d, p, e) == e ? n : -1;
+        if (depth == 0) {
+            if (skip_ws(d, p, e) != e) return -1;
+            if (lim->max_depth > 0 && deepest > lim->max_depth) *over = ST_DEEP;
+            else if (full) *over = ST_MEMBERS;
+            return *over ? n0 : n;
+        }
         goto after_value;
     name:
         /* a member of the object at `depth`: "name" : value */
@@ -261,18 +291,20 @@ static int64_t scan_event(const uint8_t *d, int64_t s, int64_t e, int64_t ev, in
             if (q < 0) return -1;
             colon = skip_ws(d, q + 1, e);
             if (colon >= e || d[colon] != ':') return -1;
-            if (depth <= max_level) {
-                if (n >= o->cap) return -1;
-                o->event[n] = ev;
-                o->level[n] = depth;
-                o->parent[n] =
-                    depth == 1 ? -1 : (owner[depth] >= 0 ? owner[depth] : -2);
-                o->name_start[n] = p + 1;
-                o->name_end[n] = q;
-                o->name_escaped[n] = (uint8_t)esc;
-                cur = n++;
-            } else {
-                cur = -1;
+            cur = -1;
+            if (depth <= max_level && !full) {
+                if (lim->max_members > 0 && n - n0 >= lim->max_members) {
+                    full = 1; /* one member too many: the event is over budget */
+                } else {
+                    if (n >= o->cap) return -2;
+                    o->event[n] = ev;
+                    o->level[n] = depth;
+                    o->parent[n] = depth == 1 ? -1 : (owner[depth] >= 0 ? owner[depth] : -2);
+                    o->name_start[n] = p + 1;
+                    o->name_end[n] = q;
+                    o->name_escaped[n] = (uint8_t)esc;
+                    cur = n++;
+                }
             }
             p = colon + 1;
         }
@@ -330,16 +362,23 @@ static int open_spans(PyObject *args, int n, const Py_ssize_t *sizes, Py_buffer 
 static PyObject *py_scan(PyObject *self, PyObject *args) {
     PyObject *objs[N_BUF];
     int max_level;
-    /* data, starts, ends, the 10 member outputs, then `verified` (one per event) */
+    long long max_members, max_depth;
+    /* data, starts, ends, the 10 member outputs, then `status` (one per event) */
     static const Py_ssize_t sizes[N_BUF] = {1, 8, 8, 8, 8, 8, 8, 8, 1, 1, 8, 8, 1, 1};
     Py_buffer b[N_BUF];
     int got = 0;
     int64_t n = 0, bad = -1;
+    uint64_t *arrays = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOiOOOOOOOOOOO", &objs[0], &objs[1], &objs[2], &max_level,
-                          &objs[3], &objs[4], &objs[5], &objs[6], &objs[7], &objs[8],
-                          &objs[9], &objs[10], &objs[11], &objs[12], &objs[13]))
+    if (!PyArg_ParseTuple(args, "OOOiLLOOOOOOOOOOO", &objs[0], &objs[1], &objs[2], &max_level,
+                          &max_members, &max_depth, &objs[3], &objs[4], &objs[5], &objs[6],
+                          &objs[7], &objs[8], &objs[9], &objs[10], &objs[11], &objs[12],
+                          &objs[13]))
         return NULL;
+    if (max_level < 1 || max_level > MAX_LEVEL) {
+        PyErr_Format(PyExc_ValueError, "max_level must be in 1..%d", MAX_LEVEL);
+        return NULL;
+    }
     for (; got < N_BUF; got++)
         if (get_buffer(objs[got], &b[got], got >= 3, sizes[got], -1) < 0) goto fail;
     {
@@ -357,15 +396,25 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         o.value_end = b[11].buf;
         o.value_escaped = b[12].buf;
         o.cap = b[3].len / 8;
-        uint8_t *verified = b[13].buf;
+        uint8_t *status = b[13].buf;
         for (int i = 4; i < 13; i++)
             if (b[i].len / b[i].itemsize < o.cap) o.cap = b[i].len / b[i].itemsize;
-        if (!sized(&b[13], sp.n, "verified")) goto fail;
+        if (!sized(&b[13], sp.n, "status")) goto fail;
+        int64_t longest = 0;
+        for (int64_t i = 0; i < sp.n; i++)
+            if (sp.ends[i] - sp.starts[i] > longest) longest = sp.ends[i] - sp.starts[i];
+        /* a level opens with a byte: an event is never deeper than it is long */
+        arrays = PyMem_Calloc((size_t)(longest / 64 + 2), sizeof(uint64_t));
+        if (!arrays) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        Limits lim = {max_level, max_members, max_depth, arrays};
         Py_BEGIN_ALLOW_THREADS
         for (int64_t i = 0; i < sp.n; i++) {
-            int ok = 1;
-            int64_t m = scan_event(sp.data, sp.starts[i], sp.ends[i], i, max_level, &o, n, &ok);
-            verified[i] = (uint8_t)ok;
+            int ok = 1, over = 0;
+            int64_t m = scan_event(sp.data, sp.starts[i], sp.ends[i], i, &lim, &o, n, &ok, &over);
+            status[i] = (uint8_t)(m == -2 ? ST_ROOM : over ? over : ok ? ST_VERIFIED : ST_ACCEPTED);
             if (m < 0) {
                 bad = i;
                 break;
@@ -374,8 +423,10 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
+    PyMem_Free(arrays);
     return released(b, got, PyLong_FromLongLong(bad >= 0 ? -1 - bad : n));
 fail:
+    PyMem_Free(arrays);
     return released(b, got, NULL);
 }
 
@@ -550,7 +601,8 @@ static PyObject *py_unescape(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS,
-     "scan(data, starts, ends, max_level, *outputs, verified) -> members, or -1 - event"},
+     "scan(data, starts, ends, max_level, max_members, max_depth, *outputs, status) -> "
+     "members, or -1 - event"},
     {"match", py_match, METH_VARARGS,
      "match(data, starts, ends, names, codes): the index in names of each span, or -1"},
     {"grammar", py_grammar, METH_VARARGS,

@@ -7,6 +7,8 @@ def scan(
     starts: np.ndarray,
     ends: np.ndarray,
     max_level: int,
+    max_members: int,
+    max_depth: int,
     event: np.ndarray,
     level: np.ndarray,
     parent: np.ndarray,
@@ -17,7 +19,7 @@ def scan(
     value_start: np.ndarray,
     value_end: np.ndarray,
     value_escaped: np.ndarray,
-    verified: np.ndarray,
+    status: np.ndarray,
     /,
 ) -> int: ...
 def match(

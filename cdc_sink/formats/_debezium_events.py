@@ -4,8 +4,9 @@ For :mod:`cdc_sink.formats.debezium`: :func:`event_body` finds each event's body
 ``payload`` when enveloped, else the value itself) and its members (:class:`Body`); the
 decoder then derives each event's op and row object (:class:`Ops`) and reads the row's
 columns (:class:`Row`), completing missing key columns from the Kafka message keys
-(:func:`fill_key`). :func:`event_ts` picks each event's timestamp, and
-:func:`placeholder_forms` the JSON forms of the ``unavailable.value.placeholder`` option.
+(:func:`fill_key`). :func:`event_ts` picks each event's timestamp,
+:func:`placeholder_forms` the JSON forms of the ``unavailable.value.placeholder`` option,
+and :func:`scan_budget` what one message may declare before it is refused unread.
 """
 
 from __future__ import annotations
@@ -20,11 +21,39 @@ import pyarrow.compute as pc
 from cdc_sink.errors import InvalidOption
 from cdc_sink.formats._arrays import Parts, refuse
 from cdc_sink.formats._base import TS_MISSING
+from cdc_sink.formats._debezium_schema import _MAX_SCHEMA_DEPTH
 from cdc_sink.formats._jsonmembers import children, int_member, member_kind, named_members
-from cdc_sink.formats._jsonscan import KIND_NULL, KIND_OBJECT, Members
-from cdc_sink.schema import Column
+from cdc_sink.formats._jsonscan import KIND_NULL, KIND_OBJECT, Budget, Members
+from cdc_sink.schema import Column, TableSchema
 
 _BODY = ("before", "after", "source", "op", "ts_ms")
+
+ENVELOPE_MEMBERS = 512
+"""Members a message may hold besides those of its columns: the envelope, the payload's
+members, ``source`` and ``transaction`` and their field schemas, with room to spare."""
+MEMBERS_PER_COLUMN = 24
+"""Members a message may hold per column, at the levels the decoder indexes: the column
+in ``before`` and ``after`` (a ``VariableScaleDecimal`` holds two more each) and its two
+field schemas (``type``, ``optional``, ``field``, ``name``, ``version``, ``parameters``,
+``default``), with room to spare."""
+UPSTREAM_COLUMNS = 4096
+"""The columns an upstream table may have (MySQL's limit; PostgreSQL's is 1600): the
+budget of a decoder that ignores unknown columns, whose rows may hold more columns than
+the table's schema."""
+
+
+def scan_budget(schema: TableSchema, ignore_unknown_columns: bool) -> Budget:
+    """What one Debezium message (value or key) may declare (issue 38): members for the
+    envelope and for every column the row may hold (the schema's, or
+    :data:`UPSTREAM_COLUMNS` when unknown columns are ignored); nesting one level below an
+    envelope schema's limit. A message beyond is refused before its members are indexed
+    (see :class:`~._jsonscan.Budget`)."""
+    columns = max(len(schema.columns), UPSTREAM_COLUMNS if ignore_unknown_columns else 0)
+    return Budget(
+        members=ENVELOPE_MEMBERS + MEMBERS_PER_COLUMN * columns,
+        depth=_MAX_SCHEMA_DEPTH + 1,
+        what="invalid envelope schema or payload: nested",
+    )
 
 
 @dataclass

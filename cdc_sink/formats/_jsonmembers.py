@@ -4,7 +4,9 @@ The layer between the structural index (:mod:`._jsonscan`) and the value convers
 (:mod:`._jsonvalues`) that both JSON decoders share: the top-level members of every
 event (:func:`index_top`), the member of each event for each name, the children of an
 object member, integer members, a column's array over all events (refusing bad values
-with their reasons). All vectorized; the only per-member loops format reject reasons.
+with their reasons). All vectorized. Reject reasons that quote a member are formatted
+once per refused event, for its first such member (an event keeps its first reason):
+never per member, whatever an event holds (issue 38), and a quoted name is shortened.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.formats._arrays import Parts, int_bounds, no_reason, refuse, refuse_each, scatter
+from cdc_sink.formats._arrays import Parts, int_bounds, no_reason, refuse, scatter
 from cdc_sink.formats._jsonnumbers import int_values
 from cdc_sink.formats._jsonscan import (
     KIND_NULL,
@@ -38,6 +40,9 @@ __all__ = [
     "refuse_range",
     "string_codes",
 ]
+
+_NAME_LIMIT = 120
+"""Longest member name (in bytes of its JSON text) quoted whole in a reject reason."""
 
 _PG_INFINITY = {
     "9223372036825200000": "PostgreSQL 'infinity'",
@@ -167,22 +172,57 @@ def refuse_members(
     *,
     use_name: bool = False,
 ) -> None:
-    """Refuses the events of members ``sel`` with ``template`` formatted with each
-    member's value text (``{raw}``) or decoded name (``{name!r}``) (reject path)."""
-    if not len(sel):
+    """Refuses the events of members ``sel`` with ``template`` formatted with a member's
+    value text (``{raw}``) or decoded name (``{name!r}``): the first member of ``sel``
+    (document order) of each event that has no reason yet, once per event."""
+    first = _first_unrefused(reasons, m, sel)
+    if not len(first):
         return
-    texts = []
-    for i in sel.tolist():
-        if use_name:
-            name = decode_string(parts.data, int(m.name_start[i]), int(m.name_end[i]))
-            texts.append(template.format(name=name))
-        else:
-            texts.append(
-                template.format(
-                    raw=raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))
-                )
-            )
-    refuse_each(reasons, m.event[sel], texts)
+    data = parts.data
+    if use_name:
+        texts = [
+            template.format(name=_name_text(data, int(a), int(b)))
+            for a, b in zip(m.name_start[first].tolist(), m.name_end[first].tolist(), strict=True)
+        ]
+    else:
+        texts = [
+            template.format(raw=raw_text(data, int(a), int(b)))
+            for a, b in zip(m.value_start[first].tolist(), m.value_end[first].tolist(), strict=True)
+        ]
+    _give(reasons, m.event[first], texts)
+
+
+def _first_unrefused(reasons: np.ndarray, m: Members, sel: np.ndarray) -> np.ndarray:
+    """The first member of ``sel`` (in document order) of each event, for the events
+    that have no reason yet (vectorized: no work per member beyond a sort)."""
+    if not len(sel):
+        return sel
+    sel = np.sort(sel, kind="stable")  # usually sorted already: a linear pass
+    ev = m.event[sel]
+    first = np.ones(len(sel), dtype=bool)
+    first[1:] = ev[1:] != ev[:-1]
+    cand = sel[first]
+    fresh: np.ndarray = cand[no_reason(reasons[m.event[cand]])]
+    return fresh
+
+
+def _give(reasons: np.ndarray, events: np.ndarray, texts: list[str]) -> None:
+    """Gives ``texts[i]`` to event ``events[i]`` (distinct events without a reason)."""
+    out = np.empty(len(texts), dtype=object)
+    out[:] = texts
+    reasons[events] = out
+
+
+def _name_text(data: np.ndarray, start: int, end: int) -> str | None:
+    """A member name for a reject reason: decoded (``None`` if invalid); a long one is
+    cut to its first :data:`_NAME_LIMIT` bytes (at a whole escape and character)."""
+    if end - start <= _NAME_LIMIT:
+        return decode_string(data, start, end)
+    for cut in range(start + _NAME_LIMIT, start + _NAME_LIMIT - 8, -1):
+        head = decode_string(data, start, cut)
+        if head is not None:
+            return head + "..."
+    return raw_text(data, start, end, _NAME_LIMIT)
 
 
 def column_array(
@@ -214,7 +254,10 @@ def column_array(
 
 def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray, c: Column) -> None:
     """Refuses the events of members ``sel``, values out of the range of column ``c``
-    (reject path: one reason per member, naming the value and the range)."""
+    (reject path: one reason per event, naming its first such value and the range)."""
+    first = _first_unrefused(reasons, m, sel)
+    if not len(first):
+        return
     t = c.type
     if pa.types.is_timestamp(t) or pa.types.is_date32(t):
         detail = f" ({TEMPORAL_RANGE})"
@@ -224,11 +267,11 @@ def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
         detail = ""
     head = f"column {c.name!r}: value out of range of {type_to_str(t)}{detail}: "
     texts = []
-    for i in sel.tolist():
-        raw = raw_text(parts.data, int(m.value_start[i]), int(m.value_end[i]))
+    for a, b in zip(m.value_start[first].tolist(), m.value_end[first].tolist(), strict=True):
+        raw = raw_text(parts.data, int(a), int(b))
         note = _PG_INFINITY.get(raw)
         texts.append(head + raw + (f" ({note})" if note else ""))
-    refuse_each(reasons, m.event[sel], texts)
+    _give(reasons, m.event[first], texts)
 
 
 def int_member(

@@ -33,6 +33,16 @@ grammar check. ``tests/formats/test_compiled_scan.py`` checks both against numpy
 Grammar details it does not check (a missing comma, a bad literal in an ignored member,
 a bad escape) are checked by :func:`._jsongrammar.check_grammar`, which gives the verdict
 of Arrow's JSON reader (compiled, or Arrow's reader itself when the pass is not built).
+
+**Budgets (issue 38).** A decoder passes a :class:`Budget`: the most members an event may
+hold at the levels it indexes (what its schema can use, and a margin for ignored
+members), and the deepest nesting it accepts. An event beyond either is refused with one
+reason (the same string for every such event, built once) and leaves no members in the
+index, so what the decoder then allocates per event is bounded by the schema, not by
+what a message declares. Both scanners check the structure first and the budgets next
+(depth before members), so they give the same reason: the compiled pass parses an event
+over budget to its end without recording more members (its open containers take one bit
+per level), the numpy scanner counts the members it found.
 """
 
 from __future__ import annotations
@@ -84,6 +94,39 @@ _KIND[np.frombuffer(b"-0123456789NI", np.uint8)] = KIND_NUMBER
 _KIND[ord("t")] = KIND_TRUE
 _KIND[ord("f")] = KIND_FALSE
 _KIND[ord("n")] = KIND_NULL
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one event may declare, at most (see the module docstring).
+
+    Attributes:
+        members: Members at the levels the scan indexes (1..``max_level``).
+        depth: Nesting of objects and arrays (the event itself is level 1).
+        what: What is nested too deep, in the reason (the format's words).
+    """
+
+    members: int
+    depth: int
+    what: str = "nested"
+
+    def __post_init__(self) -> None:
+        if self.members < 1 or self.depth < 1:
+            raise ValueError(f"a budget must allow a member and a level, got {self}")
+
+    @property
+    def members_reason(self) -> str:
+        """The reason of an event holding too many members."""
+        return f"event has more than {self.members} members (more than the schema can use)"
+
+    @property
+    def depth_reason(self) -> str:
+        """The reason of an event nested too deep."""
+        return f"{self.what} deeper than {self.depth} levels"
+
+
+# status of each event from the compiled pass (ST_* of _cscan.c)
+_ST_ACCEPTED, _ST_VERIFIED, _ST_MEMBERS, _ST_DEEP, _ST_ROOM = range(5)
 
 
 def _empty_index() -> np.ndarray:
@@ -160,13 +203,17 @@ def _count_in(sorted_pos: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndar
     return counts
 
 
-def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
+def scan(
+    parts: Parts, active: np.ndarray, max_level: int, budget: Budget | None = None
+) -> JsonScan:
     """Indexes the members of every active event (see the module docstring).
 
     Args:
         parts: The message values.
         active: Events to index (others get no members and no reason).
         max_level: Deepest member level to index.
+        budget: Bounds of each event; an event beyond them is refused (no bound when
+            ``None``).
 
     Returns:
         The per-event structure reasons and the members.
@@ -184,7 +231,7 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
         e1 = min(e1, n)
         sel = np.arange(e0, e1)[active[e0:e1]]
         if len(sel):
-            pieces.append(_scan_chunk(parts, sel, max_level, reasons, verified))
+            pieces.append(_scan_chunk(parts, sel, max_level, reasons, verified, budget))
         e0 = e1
     if not pieces:
         empty = np.zeros(0, dtype=np.int64)
@@ -216,16 +263,25 @@ def scan(parts: Parts, active: np.ndarray, max_level: int) -> JsonScan:
 
 
 def _scan_chunk(
-    parts: Parts, events: np.ndarray, max_level: int, reasons: np.ndarray, verified: np.ndarray
+    parts: Parts,
+    events: np.ndarray,
+    max_level: int,
+    reasons: np.ndarray,
+    verified: np.ndarray,
+    budget: Budget | None = None,
 ) -> Members:
     """Indexes the members of ``events`` (one chunk): with the compiled pass when it is
     built and accepts every event of the chunk (marking in ``verified`` those that are
-    valid JSON text), else with numpy (which gives every invalid event its reason)."""
-    found = compiled_chunk(parts, events, max_level)
+    valid JSON text, and refusing those beyond the budget), else with numpy (which gives
+    every invalid event its reason)."""
+    found = _compiled(parts, events, max_level, budget)
     if found is None:
-        return numpy_chunk(parts, events, max_level, reasons)
-    members, ok = found
-    verified[events] = ok
+        return numpy_chunk(parts, events, max_level, reasons, budget)
+    members, status = found
+    verified[events] = status == _ST_VERIFIED
+    if budget is not None:
+        reasons[events[status == _ST_DEEP]] = budget.depth_reason
+        reasons[events[status == _ST_MEMBERS]] = budget.members_reason
     return members
 
 
@@ -235,26 +291,60 @@ def compiled_chunk(
     """The members of ``events`` from the compiled pass (:mod:`._cscan`) and whether
     each event is valid JSON text as a whole; ``None`` when the pass is not built or does
     not accept an event of the chunk (it accepts only well-formed JSON objects, for which
-    its index equals :func:`numpy_chunk`'s)."""
+    its index equals :func:`numpy_chunk`'s). No budget."""
+    found = _compiled(parts, events, max_level, None)
+    return None if found is None else (found[0], found[1] == _ST_VERIFIED)
+
+
+def _compiled(
+    parts: Parts, events: np.ndarray, max_level: int, budget: Budget | None
+) -> tuple[Members, np.ndarray] | None:
+    """:func:`compiled_chunk` with a budget: the members and each event's status."""
     if _cscan is None or not len(events):
         return None
     starts = np.ascontiguousarray(parts.starts[events], dtype=np.int64)
     ends = np.ascontiguousarray(parts.ends[events], dtype=np.int64)
     lo, hi = int(starts.min()), int(ends.max())
-    # a member takes 4 bytes at least ("":0 and a comma or brace); a bound too small
-    # would only send the chunk to numpy (the pass refuses to overflow its outputs)
-    cap = (hi - lo) // 4 + 1
+    # A member takes 4 bytes at least ("":0 and a comma or brace), and within a budget
+    # an event holds so many at most. The first try leaves room for one member every 8
+    # bytes (events of short members run out of it and are scanned again with the bound).
+    bound = (hi - lo) // 4 + 1
+    if budget is not None:
+        bound = min(bound, len(events) * budget.members)
+    cap = min(bound, (hi - lo) // 8 + 4 * len(events) + 64)
+    while True:
+        found = _compiled_run(parts, starts, ends, events, max_level, budget, cap)
+        if not isinstance(found, int):
+            return found
+        if found != _ST_ROOM or cap >= bound:
+            return None
+        cap = bound
+
+
+def _compiled_run(
+    parts: Parts,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    events: np.ndarray,
+    max_level: int,
+    budget: Budget | None,
+    cap: int,
+) -> tuple[Members, np.ndarray] | int:
+    """One run of the compiled pass with room for ``cap`` members: the members and the
+    status of each event, or the status of the event it stopped at."""
     ev, level, parent, name_start, name_end, value_start, value_end = (
         np.empty(cap, dtype=np.int64) for _ in range(7)
     )
     name_escaped, value_escaped = (np.empty(cap, dtype=np.uint8) for _ in range(2))
     kind = np.empty(cap, dtype=np.int8)
-    ok = np.empty(len(events), dtype=np.uint8)
+    status = np.empty(len(events), dtype=np.uint8)
     n = _cscan.scan(
         np.ascontiguousarray(parts.data),
         starts,
         ends,
         max_level,
+        0 if budget is None else budget.members,
+        0 if budget is None else budget.depth,
         ev,
         level,
         parent,
@@ -265,10 +355,10 @@ def compiled_chunk(
         value_start,
         value_end,
         value_escaped,
-        ok,
+        status,
     )
     if n < 0:
-        return None
+        return int(status[-1 - n])
     members = Members(
         event=events[ev[:n]],
         level=level[:n],
@@ -281,20 +371,30 @@ def compiled_chunk(
         value_end=value_end[:n],
         value_escaped=value_escaped[:n].view(bool),
     )
-    return members, ok.view(bool)
+    return members, status
 
 
-def numpy_chunk(parts: Parts, events: np.ndarray, max_level: int, reasons: np.ndarray) -> Members:
+def numpy_chunk(
+    parts: Parts,
+    events: np.ndarray,
+    max_level: int,
+    reasons: np.ndarray,
+    budget: Budget | None = None,
+) -> Members:
     """Indexes the members of ``events`` (one chunk) with numpy, phase by phase as the
-    module docstring numbers them; an event whose structure is invalid gets its reason in
-    ``reasons`` and no members."""
+    module docstring numbers them; an event whose structure is invalid, or that is beyond
+    the ``budget``, gets its reason in ``reasons`` and no members."""
     data = parts.data
     starts, ends = parts.starts[events], parts.ends[events]
     local_reason = np.full(len(events), None, dtype=object)
     t = _tokens(data, starts, ends)
     s = _strings(t, starts, ends, local_reason)
     b = _brackets(data, t, s, starts, ends, local_reason)
+    if budget is not None:
+        _refuse_deep(b, t, budget, local_reason)
     f = _names(data, t, s, b, local_reason, max_level)
+    if budget is not None:
+        _refuse_many(f, budget, local_reason)
     _values(data, s, b, f)
     _parents(f, max_level)
     _drop_malformed(f, local_reason)
@@ -505,17 +605,44 @@ def _names(
     # blanks after a string may run to the end of the data (the last event, or a blank
     # one after it): such a string is no name
     nxt = np.minimum(skip_ws(data, np.minimum(s.sc + 1, size - 1), 1), size - 1)
-    is_name = (data[nxt] == ord(":")) & (s.sc + 1 < size)
-    cum = np.concatenate([[0], np.cumsum(is_name)])
-    mi = np.flatnonzero(is_name)
-    ev = np.repeat(np.arange(len(local_reason)), cum[s.ke] - cum[s.kb])
-    keep = no_reason(local_reason)[ev]
-    mi, ev = mi[keep], ev[keep]
+    mi = np.flatnonzero((data[nxt] == ord(":")) & (s.sc + 1 < size))
     colon = nxt[mi]
+    del nxt
+    ev = np.searchsorted(s.ke, mi, side="right")  # the strings of an event are contiguous
+    keep = no_reason(local_reason)[ev]
+    if not keep.all():  # (no copies when every event is valid, as usual)
+        mi, ev, colon = mi[keep], ev[keep], colon[keep]
     j = b.bcum[s.sc_tok[mi]] - 1  # the last bracket before the name (so before the colon)
     level = b.depth[j].astype(np.int64)
     keep = level <= max_level
-    return _Found(mi=mi[keep], ev=ev[keep], colon=colon[keep], j=j[keep], level=level[keep])
+    if not keep.all():
+        mi, ev, colon, j, level = mi[keep], ev[keep], colon[keep], j[keep], level[keep]
+    return _Found(mi=mi, ev=ev, colon=colon, j=j, level=level)
+
+
+def _refuse_deep(b: _Brackets, t: _Tokens, budget: Budget, local_reason: np.ndarray) -> None:
+    """Refuses the (well-formed) events nested deeper than the budget."""
+    bb, be = b.bcum[t.tb], b.bcum[t.te]
+    has = np.flatnonzero(be > bb)
+    if not len(b.depth) or not len(has):
+        return
+    deepest = np.maximum.reduceat(b.depth, bb[has])
+    deep = has[deepest > budget.depth]
+    local_reason[deep[no_reason(local_reason[deep])]] = budget.depth_reason
+
+
+def _refuse_many(f: _Found, budget: Budget, local_reason: np.ndarray) -> None:
+    """Refuses the events holding more members than the budget, and drops their members
+    (found before their values and parents: nothing to remap)."""
+    counts = np.bincount(f.ev, minlength=len(local_reason))
+    many = np.flatnonzero(counts > budget.members)
+    if not len(many):
+        return
+    local_reason[many[no_reason(local_reason[many])]] = budget.members_reason
+    bad = np.zeros(len(local_reason), dtype=bool)
+    bad[many] = True
+    ok = ~bad[f.ev]
+    f.mi, f.ev, f.colon, f.j, f.level = f.mi[ok], f.ev[ok], f.colon[ok], f.j[ok], f.level[ok]
 
 
 def _values(data: np.ndarray, s: _Strings, b: _Brackets, f: _Found) -> None:

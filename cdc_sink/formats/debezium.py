@@ -120,6 +120,7 @@ from cdc_sink.formats._debezium_events import (
     event_ts,
     fill_key,
     placeholder_forms,
+    scan_budget,
 )
 from cdc_sink.formats._debezium_schema import (
     ENVELOPE,
@@ -146,6 +147,7 @@ from cdc_sink.formats._jsonscan import (
     KIND_OBJECT,
     KIND_STRING,
     RUN_BYTES,
+    Budget,
     Members,
     scan,
 )
@@ -278,7 +280,8 @@ class DebeziumDecoder(Decoder):
         parts, shared = strip_shared_schema(parts)
         reasons = new_reasons(parts.n)
         tomb = ~parts.valid | (parts.lengths == 0) | _is_null_literal(parts)
-        sc = scan(parts, ~tomb, max_level=4)
+        budget = scan_budget(schema, self.ignore_unknown_columns)
+        sc = scan(parts, ~tomb, max_level=4, budget=budget)
         m, (schema_m, payload_m) = index_top(parts, sc, ENVELOPE, reasons)
         body, tomb = event_body(parts, m, schema_m, payload_m, tomb, reasons)
         ops = self._ops(parts, m, body, tomb, reasons)
@@ -485,7 +488,9 @@ class DebeziumDecoder(Decoder):
             valid=kparts.valid[need],
         )
         kreasons = new_reasons(len(need))
-        km, members, hints = self._key_members(kp, kreasons)
+        km, members, hints = self._key_members(
+            kp, kreasons, scan_budget(schema, self.ignore_unknown_columns)
+        )
         kcols = schema.key_columns
         kcode = match_strings(
             kp.data,
@@ -512,13 +517,13 @@ class DebeziumDecoder(Decoder):
         refuse_each(reasons, rows, [str(r) for r in kreasons[hit]])
 
     def _key_members(
-        self, kp: Parts, kreasons: np.ndarray
+        self, kp: Parts, kreasons: np.ndarray, budget: Budget
     ) -> tuple[Members, np.ndarray, SchemaHints]:
         """Indexes message keys: the members of each key object (or of its envelope's
         payload, in document order) and their envelope schema hints."""
         missing = ~kp.valid | (kp.lengths == 0) | _is_null_literal(kp)
         refuse(kreasons, missing, "the row lacks its key and the message key is null")
-        ksc = scan(kp, ~missing, max_level=2)
+        ksc = scan(kp, ~missing, max_level=2, budget=budget)
         km, (kschema_m, kpayload_m) = index_top(
             kp,
             ksc,

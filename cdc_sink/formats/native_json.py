@@ -17,7 +17,9 @@ One JSON object per Kafka message value::
 - ``seq``: the event's sequence number (tables with a ``sequence_column``; without
   ``seq`` the sequence column inside ``set`` is used);
 - ``ts_ms``: optional producer timestamp, exposed as :attr:`Decoded.ts_ms`;
-- other top-level members are ignored.
+- other top-level members are ignored (up to :data:`IGNORED_MEMBERS` of them with what they
+  hold: an event holding more members than its schema can use, or nested deeper than
+  :data:`MAX_DEPTH` levels, is refused before its members are indexed; issue 38).
 
 Values: see :mod:`cdc_sink.formats._jsonvalues` (dates and timestamps as ISO strings
 or integers, decimals as strings or numbers, binaries as base64).
@@ -94,6 +96,7 @@ from cdc_sink.formats._jsonscan import (
     KIND_NULL,
     KIND_OBJECT,
     RUN_BYTES,
+    Budget,
     Members,
     scan,
 )
@@ -103,6 +106,11 @@ from cdc_sink.schema import TableSchema
 __all__ = ["TRUNCATE_REFUSED", "JsonDecoder", "encode_json", "json_encoder", "json_value"]
 
 _TOP = ("op", "key", "set", "seq", "ts_ms")
+IGNORED_MEMBERS = 64
+"""Members an event may hold besides its known ones and its columns (ignored top-level
+members and what they hold); an event holding more is refused (:func:`scan_budget`)."""
+MAX_DEPTH = 16
+"""The deepest nesting an event may have; the format reads two levels."""
 OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
 TRUNCATE_REFUSED = "truncate event rejected: not allowed (decoder option allow_truncate=false)"
 """The reject reason of a truncate the decoder was not told to allow (the JVM decoder of
@@ -200,7 +208,7 @@ class JsonDecoder(Decoder):
         reasons = new_reasons(parts.n)
         refuse(reasons, ~parts.valid, "null message value")
         refuse(reasons, parts.valid & (parts.lengths == 0), "empty message value")
-        sc = scan(parts, no_reason(reasons), max_level=2)
+        sc = scan(parts, no_reason(reasons), max_level=2, budget=scan_budget(schema))
         m, top = index_top(parts, sc, _TOP, reasons)
         ev = _events(parts, m, top, schema, reasons)
         _refuse_ops(parts, m, ev, reasons)
@@ -216,6 +224,14 @@ class JsonDecoder(Decoder):
         if self.strict:
             check_grammar(parts, no_reason(reasons) & ~sc.verified, reasons)
         return Columns(op=ev.op, keys=keys, values=vals, seq=seq, reasons=reasons, ts_ms=ts)
+
+
+def scan_budget(schema: TableSchema) -> Budget:
+    """What one event may declare (issue 38): the known top-level members, every column
+    (key columns in ``key``, value columns in ``set``) and :data:`IGNORED_MEMBERS`;
+    nesting to :data:`MAX_DEPTH`. A message beyond is refused before its members are
+    indexed (see :class:`~._jsonscan.Budget`)."""
+    return Budget(members=len(_TOP) + len(schema.columns) + IGNORED_MEMBERS, depth=MAX_DEPTH)
 
 
 @dataclass

@@ -60,6 +60,13 @@ or duplicate ids, an id both null and not-null, an unknown id, offsets out of or
 out of range, trailing bytes, a value width that does not fit the type, an unknown op)
 becomes a reject; the other rows decode.
 
+What a row declares is checked against the schema before anything is sized by it
+(issue 38): a header declaring more column ids than the schema has columns (a valid
+row names each column once at most) is refused from its 7 header bytes, so the per-slot
+work of the rows that pass is bounded by the schema's width; the id arrays are then
+read once per distinct layout, and every reason is one string shared by the rows it
+refuses.
+
 The encoders (:func:`encode_value`, :func:`pack_row`, :func:`encode_rows`,
 :func:`encode_event` and the registry's :func:`rowv2_encoder`, per row: producer and
 test tools) live in :mod:`._rowv2_encode` and are re-exported here.
@@ -86,7 +93,6 @@ from cdc_sink.formats._arrays import (
     no_reason,
     position_array,
     refuse,
-    refuse_each,
     scatter,
     spans,
     unaligned,
@@ -211,7 +217,7 @@ class Rowv2Decoder(Decoder):
         op = np.zeros(n, dtype=np.int8)
         b = _Bytes(parts.data)
         pieces: list[list[_Piece]] = [[] for _ in schema.columns]
-        h = _headers(parts, b, reasons, op)
+        h = _headers(parts, b, reasons, op, len(schema.columns))
         if len(h.rows):
             self._layout_rows(parts, b, h, reasons, schema, pieces)
         keys, vals, seq = _decode_columns(parts, b, pieces, reasons, schema)
@@ -237,7 +243,9 @@ class Rowv2Decoder(Decoder):
         bad_layout = ~no_reason(lt.reason)
         if bad_layout.any():
             bad_rows = np.flatnonzero(bad_layout[lay])
-            refuse_each(reasons, h.rows[bad_rows], [str(r) for r in lt.reason[lay[bad_rows]]])
+            rows = h.rows[bad_rows]
+            fresh = no_reason(reasons[rows])
+            reasons[rows[fresh]] = lt.reason[lay[bad_rows[fresh]]]
         counts = np.bincount(lay, minlength=n_layouts)
         key = lay.astype(np.uint16) if n_layouts <= 0xFFFF else lay
         order = np.argsort(key, kind="stable")
@@ -250,8 +258,11 @@ class Rowv2Decoder(Decoder):
             _slot_rows(b, h, rest, lay[rest], lt, reasons, pieces)
 
 
-def _headers(parts: Parts, b: _Bytes, reasons: np.ndarray, op_out: np.ndarray) -> _Headers:
-    """Reads the 7-byte header of every row; refuses rows whose header is malformed."""
+def _headers(
+    parts: Parts, b: _Bytes, reasons: np.ndarray, op_out: np.ndarray, n_columns: int
+) -> _Headers:
+    """Reads the 7-byte header of every row; refuses rows whose header is malformed or
+    declares more column ids than the schema's ``n_columns``."""
     rows = np.flatnonzero(no_reason(reasons))
     hs = parts.starts[rows]
     end = parts.ends[rows]
@@ -273,6 +284,10 @@ def _headers(parts: Parts, b: _Bytes, reasons: np.ndarray, op_out: np.ndarray) -
         (codec != CODEC_VERSION, f"bad codec version byte (expected {CODEC_VERSION})"),
         ((flags & (0xFF ^ FLAG_BIG)) != 0, "unknown flag bits in the row header"),
         (op > OP_DELETE, "unknown op byte (expected 0..3)"),
+        (
+            nn + nl > n_columns,
+            f"the header declares more column ids than the schema's {n_columns} columns",
+        ),
         (
             vals_at > end,
             "truncated row: the header declares more column ids and offsets than the row holds",
@@ -320,20 +335,30 @@ def _parse_layouts(b: _Bytes, h: _Headers, reps: np.ndarray, schema: TableSchema
     for i, c in enumerate(schema.columns):
         lut[c.id] = i
     cidx = lut[np.minimum(ids, max_id + 1)]
-    unknown = np.flatnonzero(cidx < 0)
-    for s in unknown[::-1].tolist():  # the first unknown id of each layout wins
-        if reason[lay[s]] is None or str(reason[lay[s]]).startswith("unknown column id"):
-            reason[lay[s]] = f"unknown column id {ids[s]}"
+    _first_reasons(reason, lay, np.flatnonzero(cidx < 0), ids, "unknown column id {}")
 
     key = (lay << 32) | ids
     nn_keys = key[~is_null]
     nl_sel = np.flatnonzero(is_null)
     if len(nn_keys) and len(nl_sel):
         at = np.minimum(np.searchsorted(nn_keys, key[nl_sel]), len(nn_keys) - 1)
-        for s in nl_sel[nn_keys[at] == key[nl_sel]][::-1].tolist():
-            if reason[lay[s]] is None:
-                reason[lay[s]] = f"column id {ids[s]} is both null and not null"
+        both = nl_sel[nn_keys[at] == key[nl_sel]]
+        _first_reasons(reason, lay, both, ids, "column id {} is both null and not null")
     return _Layouts(nn=nn, nl=nl, first=first, cidx=cidx, reason=reason)
+
+
+def _first_reasons(
+    reason: np.ndarray, lay: np.ndarray, slots: np.ndarray, ids: np.ndarray, template: str
+) -> None:
+    """Gives each layout without a reason ``template`` formatted with the id of its first
+    slot among ``slots`` (sorted): once per layout, never per slot."""
+    if not len(slots):
+        return
+    lays, at = np.unique(lay[slots], return_index=True)
+    free = no_reason(reason[lays])
+    texts = np.empty(int(free.sum()), dtype=object)
+    texts[:] = [template.format(i) for i in ids[slots[at[free]]].tolist()]
+    reason[lays[free]] = texts
 
 
 def _offset_reasons(
