@@ -22,10 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.formats import Decoded, _jsonflat, _jsonmembers, _jsonscan, get_decoder
+from cdc_sink.formats import Decoded, FormatName, _jsonflat, _jsonmembers, _jsonscan, get_decoder
 from cdc_sink.formats._arrays import binary_parts
 from cdc_sink.formats._debezium_events import scan_budget as debezium_budget
 from cdc_sink.formats._jsonscan import Budget
+from cdc_sink.formats._jsonstrings import decode_string
 from cdc_sink.formats.debezium import encode_debezium
 from cdc_sink.formats.native_json import scan_budget as native_budget
 from cdc_sink.formats.rowv2 import CODEC_VERSION, encode_event
@@ -107,7 +108,7 @@ def test_rowv2_duplicated_ids_within_the_count_are_refused() -> None:
 
 
 # ====================================================================== JSON (finding 4)
-def _many_members(fmt: str, count: int) -> bytes:
+def _many_members(fmt: FormatName, count: int) -> bytes:
     """One event of ``fmt`` holding ``count`` unknown columns."""
     extra = ",".join(f'"u{j}":{j % 10}' for j in range(count))
     if fmt == "json":
@@ -117,7 +118,7 @@ def _many_members(fmt: str, count: int) -> bytes:
 
 @pytest.mark.parametrize("fmt", ["json", "debezium"])
 def test_an_event_of_a_million_members_is_refused_at_a_cost_linear_in_its_size(
-    fmt: str, scan_mode: str
+    fmt: FormatName, scan_mode: str
 ) -> None:
     """Finding 4: a reason was formatted (and kept in a list) for every unknown member
     of an event, of which one is kept; and the compiled scan sized its outputs by the
@@ -138,12 +139,12 @@ def test_an_event_of_a_million_members_is_refused_at_a_cost_linear_in_its_size(
 
 @pytest.mark.parametrize("fmt", ["json", "debezium"])
 def test_unknown_members_within_the_budget_format_one_reason_per_event(
-    fmt: str, scan_mode: str, monkeypatch: Any
+    fmt: FormatName, scan_mode: str, monkeypatch: Any
 ) -> None:
     """An event refused for its unknown columns gets the reason of its first one,
     formatted once (not once per unknown member)."""
     named: list[int] = []
-    real = _jsonmembers.decode_string
+    real = decode_string
 
     def counting(data: np.ndarray, start: int, end: int) -> str | None:
         named.append(start)
