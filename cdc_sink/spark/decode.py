@@ -12,6 +12,16 @@ columns, and a ``__reason`` column naming why an event is malformed (first reaso
 ``__ts_ms`` is the producer's time of the event: its ``ts_ms`` field, else the Kafka
 record timestamp.
 
+``try_cast`` refuses what does not convert (Spark's decimals never wrap: a value with
+more digits than the type is null), and what it converts only by changing the value is
+refused too, as the Python decoders do: a finite number that overflows a float column
+to infinity, a decimal with a non-zero digit beyond the column's scale (Spark would
+round it). One thing the JVM path cannot see: Jackson reads a JSON number with a point
+or an exponent as a double before Spark has its text, so ``1e400`` arrives as
+``Infinity`` and ``1E-500`` as ``0.0`` (integers keep every digit; decimal *strings*
+keep their text). Producers that need exact wide decimals write them as strings, or
+use the Python decoders (docs/design-notes.md, "Wide values").
+
 A ``truncate`` event is rejected (the reason of the Python decoder,
 :data:`cdc_sink.formats.native_json.TRUNCATE_REFUSED`) unless ``allow_truncate``.
 
@@ -98,6 +108,53 @@ def _cast(raw: SparkColumn, c: Column) -> SparkColumn:
     return raw.try_cast(spark_type_name(t))
 
 
+_DECIMAL_TEXT = r"^\s*[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?\s*$"
+_FINITE_TEXT = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
+
+
+def _beyond(raw: SparkColumn, typed: SparkColumn, c: Column) -> SparkColumn | None:
+    """Where ``try_cast`` gave a value only by changing it, which the Python decoders
+    refuse (None: no such case for the type of ``c``): a finite number that overflowed
+    a float column to infinity, a decimal rounded to the column's scale (its text has a
+    non-zero digit beyond it). Decimals with more digits before the point than the type
+    holds are null already (Spark's decimals never wrap)."""
+    from pyspark.sql import functions as F
+
+    t = c.type
+    if pa.types.is_floating(t):
+        return (F.abs(typed) == F.lit(float("inf"))) & raw.rlike(_FINITE_TEXT)
+    if not pa.types.is_decimal(t):
+        return None
+    whole, frac, exp_text = (F.regexp_extract(raw, _DECIMAL_TEXT, i) for i in (1, 2, 3))
+    digits = F.concat(whole, frac)
+    kept = F.regexp_replace(digits, "0+$", "")
+    exp = F.coalesce(exp_text.try_cast("int"), F.lit(0))
+    # digits after the point, trailing zeros dropped (a huge exponent fails the cast)
+    scale = F.length(frac) - exp - (F.length(digits) - F.length(kept))
+    return typed.isNotNull() & kept.rlike("[1-9]") & (scale > F.lit(t.scale))
+
+
+def _typed(
+    reason: SparkColumn, raw: SparkColumn, c: Column, where: SparkColumn, who: str, bad: str
+) -> tuple[SparkColumn, SparkColumn]:
+    """``raw`` cast to the type of ``c``, and ``reason`` refusing (where ``where``) a value
+    the cast does not take (``who: bad``) or takes only by changing it (:func:`_beyond`)."""
+    from pyspark.sql import functions as F
+
+    typed = _cast(raw, c)
+    reason = reason.when(where & raw.isNotNull() & typed.isNull(), F.lit(f"{who}: {bad}"))
+    beyond = _beyond(raw, typed, c)
+    if beyond is not None:
+        what = type_to_str(c.type)
+        text = (
+            F.concat(F.lit(f"{who}: value out of range of {what}: "), raw)
+            if pa.types.is_floating(c.type)
+            else F.concat(F.lit(f"{who}: "), raw, F.lit(f" is not a valid {what}"))
+        )
+        reason = reason.when(where & beyond, text)
+    return typed, reason
+
+
 def jvm_allow_truncate(decoder_options: Mapping[str, Any] | None) -> bool:
     """The ``allow_truncate`` of a sink's decoder options, the one option the JVM decoder
     takes.
@@ -164,23 +221,15 @@ def decode_native_json(
     if not allow_truncate:
         reason = reason.when(e["op"] == F.lit("truncate"), F.lit(TRUNCATE_REFUSED))
     for k in schema.key_columns:
-        raw = keys[k.name]
-        typed = _cast(raw, k)
+        bad = f"not a valid {type_to_str(k.type)}"
+        typed, reason = _typed(reason, keys[k.name], k, F.lit(True), f"key column {k.name!r}", bad)
         out.append(typed.alias(k.name))
-        reason = reason.when(
-            raw.isNotNull() & typed.isNull(),
-            F.lit(f"key column {k.name!r}: not a valid {type_to_str(k.type)}"),
-        )
     is_delete = e["op"] == F.lit("delete")
     for c in schema.value_columns:
-        raw = sets[c.name]
-        typed = _cast(raw, c)
         present = F.map_contains_key(sets, F.lit(c.name)) & ~F.coalesce(is_delete, F.lit(False))
+        bad = f"value is not a valid {type_to_str(c.type)}"
+        typed, reason = _typed(reason, sets[c.name], c, present, f"column {c.name!r}", bad)
         out += [typed.alias(c.name), present.alias(SET_PREFIX + c.name)]
-        reason = reason.when(
-            present & raw.isNotNull() & typed.isNull(),
-            F.lit(f"column {c.name!r}: value is not a valid {type_to_str(c.type)}"),
-        )
     known = (
         F.array(*[F.lit(c.name) for c in schema.value_columns])
         if schema.value_columns
