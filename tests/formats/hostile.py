@@ -445,7 +445,7 @@ CPU_PER_MB = 1.0
 
 KNOWN_EXCESS: dict[tuple[str, str], tuple[float, str]] = {
     ("numpy", ""): (
-        48.0,
+        64.0,
         "the numpy scanner holds 8-byte positions of every structural token of a chunk "
         "(one per input byte in deep nesting)",
     ),
