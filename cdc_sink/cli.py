@@ -188,29 +188,26 @@ _DEMO_NEEDS_TESTKIT = (
 )
 
 
+#: The entry-point group through which an installed distribution adds a command to
+#: ``cdc-sink`` (the test kit adds ``demo``): the product names no such package.
+COMMANDS_GROUP = "cdc_sink.commands"
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group=COMMANDS_GROUP, name="demo"))
     try:
-        from cdc_sink_testkit.demo.runner import DemoOptions, run_demo
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.partition(".")[0] != "cdc_sink_testkit":
+        run = found[0].load() if found else None
+    except ModuleNotFoundError as exc:  # metadata left behind by an uninstalled kit
+        if exc.name is None or exc.name.partition(".")[0] != found[0].module.partition(".")[0]:
             raise  # the kit is there; something it imports is not
+        run = None
+    if run is None:
         print(f"cdc-sink demo: {_DEMO_NEEDS_TESTKIT}", file=sys.stderr)
         return 1
-
-    opts = DemoOptions(
-        events=args.events,
-        format=args.format,
-        apply_mode=args.apply_mode,
-        workdir=args.workdir,
-        seed=args.seed,
-        partitions=args.partitions,
-        trigger=args.trigger,
-        backend=args.backend,
-        metrics_port=None if args.metrics_port < 0 else args.metrics_port,
-        metrics_host=args.metrics_host,
-        decoder_options=parse_options(args.decoder_option),
-    )
-    return run_demo(opts)
+    args.decoder_options = parse_options(args.decoder_option)
+    return int(run(args))
 
 
 def _cmd_query(args: argparse.Namespace) -> int:

@@ -50,7 +50,7 @@ from cdc_sink_testkit.demo.orders import OrderRecord, generate_orders, orders_sc
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["DemoOptions", "run_demo"]
+__all__ = ["DemoOptions", "run_demo", "run_from_args"]
 
 ApplyMode = Literal["driver", "executors"]
 
@@ -144,6 +144,25 @@ def _workdir(opts: DemoOptions) -> Path:
             f"{wd} holds a previous demo run (orders/, checkpoint/): give an empty --workdir"
         )
     return wd
+
+
+def run_from_args(args: Any) -> int:
+    """``cdc-sink demo``: the demo with the options the CLI parsed (its ``demo``
+    arguments, ``decoder_options`` already parsed into a dict); the exit status."""
+    opts = DemoOptions(
+        events=args.events,
+        format=args.format,
+        apply_mode=args.apply_mode,
+        workdir=args.workdir,
+        seed=args.seed,
+        partitions=args.partitions,
+        trigger=args.trigger,
+        backend=args.backend,
+        metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+        metrics_host=args.metrics_host,
+        decoder_options=args.decoder_options,
+    )
+    return run_demo(opts)
 
 
 def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
