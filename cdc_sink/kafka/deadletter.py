@@ -39,6 +39,9 @@ directly. Both implementations are picklable (a Spark task may carry them):
         batch-000000000007-<attempt>.parquet     attempt = <time_ns>-<pid>-<random>
         .tmp-batch-...parquet                    only while being written
 
+  The files hold the raw message keys and values, so they are created ``0o600`` (the
+  sink's ``file_mode``; the directory, when the sink creates it, ``0o700``).
+
 :func:`from_uri` builds either from ``kafka://host:port[,host:port]/topic``,
 ``file:///dir`` or a plain path.
 
@@ -71,6 +74,7 @@ from cdc_sink.kafka.deadletter_base import (
     records_from_rows,
 )
 from cdc_sink.kafka.deadletter_kafka import KafkaDeadLetter
+from cdc_sink.storage.fsutil import check_file_mode, create_file, dir_mode, makedirs
 
 if TYPE_CHECKING:
     from cdc_sink.table import Table
@@ -96,12 +100,21 @@ class ParquetDeadLetter(DeadLetterSink):
 
     Args:
         path: The directory (created when missing).
+        file_mode: Permission bits of the files written (default ``0o600``: they hold
+            raw message values); a directory the sink creates gets
+            :func:`~cdc_sink.storage.fsutil.dir_mode` of them. The process umask may
+            clear more bits; an existing directory keeps its mode.
+
+    Raises:
+        InvalidOption: ``file_mode`` is not permission bits that let the owner read and
+            write.
     """
 
     exactly_once = True
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, file_mode: int = 0o600) -> None:
         self.path = Path(path)
+        self.file_mode = check_file_mode(file_mode)
 
     def __repr__(self) -> str:
         return f"ParquetDeadLetter({str(self.path)!r})"
@@ -109,7 +122,7 @@ class ParquetDeadLetter(DeadLetterSink):
     def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
         """Publishes ``version-<v>-<app>.parquet`` unless it exists (idempotent)."""
         table = conform(records)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self._makedir()
         name = f"version-{version:020d}-{app_tag(app_id)}.parquet"
         if not (self.path / name).exists():
             self._write_atomic(table, name)
@@ -133,7 +146,7 @@ class ParquetDeadLetter(DeadLetterSink):
         table = conform(records)
         if table.num_rows == 0:
             return
-        self.path.mkdir(parents=True, exist_ok=True)
+        self._makedir()
         batch_ids = table.column("batch_id").fill_null(-1)
         attempt = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         for bid in pc.unique(batch_ids).to_pylist():
@@ -145,13 +158,17 @@ class ParquetDeadLetter(DeadLetterSink):
             )
             self._write_atomic(part, name)
 
+    def _makedir(self) -> None:
+        """Creates the directory (and missing parents) with the sink's directory mode."""
+        makedirs(self.path, mode=dir_mode(self.file_mode))
+
     def _write_atomic(self, table: pa.Table, name: str) -> None:
         """Publishes ``name`` complete and fsynced, or not at all; never replaces a file
         of that name (``link`` is create-if-absent: a concurrent or repeated publish of
         the same name is a no-op)."""
         tmp = self.path / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
-            with open(tmp, "wb") as f:
+            with create_file(tmp, mode=self.file_mode) as f:
                 pq.write_table(table, f, compression="zstd")
                 f.flush()
                 os.fsync(f.fileno())
@@ -263,7 +280,8 @@ def from_uri(uri: str, **options: Any) -> KafkaDeadLetter | ParquetDeadLetter:
 
     Args:
         uri: ``kafka://host:port[,host:port...]/topic``, ``file:///dir`` or a path.
-        **options: Passed to :class:`KafkaDeadLetter` (ignored for Parquet).
+        **options: Passed to :class:`KafkaDeadLetter`; of them a Parquet sink takes only
+            ``file_mode``.
 
     Returns:
         The sink.
@@ -281,9 +299,14 @@ def from_uri(uri: str, **options: Any) -> KafkaDeadLetter | ParquetDeadLetter:
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise ValueError(f"dead-letter URI {uri!r}: file URIs name a local path (file:///dir)")
-        return ParquetDeadLetter(parsed.path)
+        return ParquetDeadLetter(parsed.path, **_parquet_options(options))
     if parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):
-        return ParquetDeadLetter(uri)
+        return ParquetDeadLetter(uri, **_parquet_options(options))
     raise ValueError(
         f"dead-letter URI {uri!r}: scheme {parsed.scheme!r} is not kafka:// or file://"
     )
+
+
+def _parquet_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options of :func:`from_uri` a :class:`ParquetDeadLetter` takes."""
+    return {k: v for k, v in options.items() if k == "file_mode"}

@@ -212,9 +212,8 @@ def read_records(
         if head != magic:
             if magic.startswith(data) or data.count(0) == n:
                 return tail(0, "incomplete file header")
-            raise WalCorruption(
-                f"bad file header {head!r}, expected {magic!r}", path=path, offset=0
-            )
+            # The header read is not shown: the file may be anything (never echo content).
+            raise WalCorruption(f"bad file header: not the expected {magic!r}", path=path, offset=0)
     pos = h
     while pos < n:
         if n - pos < RECORD_HEADER_SIZE:

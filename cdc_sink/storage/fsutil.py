@@ -31,6 +31,13 @@ is always the case outside tests, an operation costs one global lookup more.
 Nothing here knows about tables: these are the POSIX durability rules (fsync the file,
 then fsync the directory that names it) written down once.
 
+Every file and directory created here gets the permission bits it is given (``mode``:
+by default :data:`DEFAULT_FILE_MODE`, ``0o640``, for files and :data:`DEFAULT_DIR_MODE`,
+``0o750``, for directories; :func:`dir_mode` derives a directory's bits from its
+files'), passed to ``open(2)``/``mkdir(2)``, so a file is never readable by others even
+for a moment. The process umask may clear more bits. Existing files and directories are
+never ``chmod``-ed: only what this module creates gets the mode.
+
 A failed fsync is final for the file ("fsyncgate"): Linux may drop the dirty pages it
 could not write and mark them clean, so a later fsync of the same file succeeds without
 making that data durable. Nothing here retries an fsync; a writer whose fsync failed
@@ -50,13 +57,18 @@ import secrets
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
+from cdc_sink.errors import InvalidOption
 from cdc_sink.storage.hookslot import HookSlot
 
 __all__ = [
+    "DEFAULT_DIR_MODE",
+    "DEFAULT_FILE_MODE",
     "TEMP_SUFFIX",
     "Recorder",
     "atomic_replace",
+    "check_file_mode",
     "create_file",
+    "dir_mode",
     "fsync_dir",
     "fsync_file",
     "list_files",
@@ -72,6 +84,39 @@ __all__ = [
 
 TEMP_SUFFIX = ".tmp"
 """Suffix of the in-flight temporary files written by this module."""
+
+DEFAULT_FILE_MODE = 0o640
+"""Permission bits of the files created here unless told otherwise: the owner reads and
+writes, its group reads, others nothing."""
+
+
+def dir_mode(file_mode: int) -> int:
+    """The permission bits of a directory holding files of ``file_mode``: whoever may
+    read the files may also enter the directory, and the owner may do anything
+    (``0o640`` gives ``0o750``, ``0o600`` gives ``0o700``, ``0o644`` gives ``0o755``)."""
+    return file_mode | ((file_mode & 0o444) >> 2) | 0o700
+
+
+DEFAULT_DIR_MODE = dir_mode(DEFAULT_FILE_MODE)
+"""Permission bits of the directories created here unless told otherwise (``0o750``)."""
+
+
+def check_file_mode(mode: object, *, option: str = "file_mode") -> int:
+    """``mode``, once known to be permission bits (an int in ``0o600``..``0o777``, no
+    setuid, setgid or sticky bit) that let the owner read and write.
+
+    Raises:
+        InvalidOption: It is not (the error names ``option``).
+    """
+    if type(mode) is not int or not 0 <= mode <= 0o777 or mode & 0o600 != 0o600:
+        shown = oct(mode) if type(mode) is int else repr(mode)
+        raise InvalidOption(
+            f"{option} must be an int of permission bits in 0o600..0o777 that lets the "
+            f"owner read and write (e.g. 0o640), got {shown}",
+            option=option,
+        )
+    return mode
+
 
 # link(2) errors that mean "this file system has no hard links", not "the name exists".
 _NO_LINK_ERRNOS = frozenset(
@@ -222,7 +267,12 @@ def start_writeback(file: BinaryIO, offset: int, length: int) -> None:
         fn(file.fileno(), offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
-def create_file(path: str | os.PathLike[str], *, buffering: int = -1) -> BinaryIO:
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def create_file(
+    path: str | os.PathLike[str], *, buffering: int = -1, mode: int = DEFAULT_FILE_MODE
+) -> BinaryIO:
     """Create a new file with ``O_CREAT|O_EXCL`` and open it for binary writing.
 
     Nothing is durable until :func:`fsync_file` and then :func:`fsync_dir` of its parent.
@@ -230,6 +280,7 @@ def create_file(path: str | os.PathLike[str], *, buffering: int = -1) -> BinaryI
     Args:
         path: The file name; its directory must exist.
         buffering: As for :func:`open`.
+        mode: The new file's permission bits (the umask may clear more).
 
     Returns:
         The open file.
@@ -239,7 +290,9 @@ def create_file(path: str | os.PathLike[str], *, buffering: int = -1) -> BinaryI
         OSError: Any other I/O failure.
     """
     path = os.fspath(path)
-    f = open(path, "xb", buffering=buffering)  # noqa: SIM115 - the caller closes it
+    f = open(  # noqa: SIM115 - the caller closes it
+        path, "xb", buffering=buffering, opener=lambda p, flags: os.open(p, flags, mode)
+    )
     if _recorder.current is not None:
         _note("create", path, fd=f.fileno())
     return f
@@ -248,7 +301,7 @@ def create_file(path: str | os.PathLike[str], *, buffering: int = -1) -> BinaryI
 _durable_dirs: set[str] = set()
 
 
-def makedirs(path: str | os.PathLike[str]) -> None:
+def makedirs(path: str | os.PathLike[str], *, mode: int = DEFAULT_DIR_MODE) -> None:
     """Create a directory and its missing parents, each one durably.
 
     Every directory this call creates is followed by an fsync of its parent, so its name
@@ -259,6 +312,8 @@ def makedirs(path: str | os.PathLike[str]) -> None:
 
     Args:
         path: The directory.
+        mode: The permission bits of every directory created (the umask may clear more;
+            existing directories keep theirs).
 
     Raises:
         OSError: A directory cannot be created or synced.
@@ -281,7 +336,7 @@ def makedirs(path: str | os.PathLike[str]) -> None:
             fsync_dir(os.path.dirname(parent))
     for d in reversed(missing):
         try:
-            os.mkdir(d)
+            os.mkdir(d, mode)
         except FileExistsError:
             if not os.path.isdir(d):
                 raise
@@ -354,10 +409,10 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[written:]
 
 
-def _write_new_file(path: str, data: bytes | bytearray | memoryview) -> None:
-    """Create ``path`` with O_EXCL, write and fsync it; remove it again on any failure."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags, 0o644)
+def _write_new_file(path: str, data: bytes | bytearray | memoryview, mode: int) -> None:
+    """Create ``path`` with O_EXCL and ``mode``, write and fsync it; remove it again on
+    any failure."""
+    fd = os.open(path, _CREATE_FLAGS, mode)
     try:
         if _recorder.current is not None:
             _note("create", path, fd=fd)
@@ -384,6 +439,7 @@ def write_file_durable(
     *,
     exclusive: bool,
     sync_dir: bool = True,
+    mode: int = DEFAULT_FILE_MODE,
 ) -> None:
     """Write a file under its final name, fsync it, then fsync its directory.
 
@@ -398,6 +454,8 @@ def write_file_durable(
         exclusive: Fail if the name exists (else truncate and overwrite in place).
         sync_dir: Fsync the parent directory (callers that create many files in one
             directory may pass ``False`` and call :func:`fsync_dir` once).
+        mode: The permission bits of a file this creates (an overwritten file keeps
+            its own).
 
     Raises:
         FileExistsError: ``exclusive`` and the name exists.
@@ -405,11 +463,11 @@ def write_file_durable(
     """
     path = os.fspath(path)
     if exclusive:
-        _write_new_file(path, data)
+        _write_new_file(path, data, mode)
     else:
         existed = _recorder.current is not None and os.path.exists(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, mode)
         try:
             if _recorder.current is not None:
                 _note("open" if existed else "create", path, fd=fd)
@@ -428,6 +486,7 @@ def publish_exclusive(
     data: bytes | bytearray | memoryview,
     *,
     sync_dir: bool = True,
+    mode: int = DEFAULT_FILE_MODE,
 ) -> None:
     """Create a file that appears complete and fsynced, or not at all; never replace one.
 
@@ -442,6 +501,7 @@ def publish_exclusive(
         path: The final file name.
         data: The complete content.
         sync_dir: Fsync the parent directory once the name exists.
+        mode: The new file's permission bits.
 
     Raises:
         FileExistsError: The name exists (another writer won).
@@ -449,7 +509,7 @@ def publish_exclusive(
     """
     path = os.fspath(path)
     tmp = _temp_name(path)
-    _write_new_file(tmp, data)
+    _write_new_file(tmp, data, mode)
     try:
         os.link(tmp, path)
         if _recorder.current is not None:
@@ -459,14 +519,19 @@ def publish_exclusive(
     except OSError as exc:
         if exc.errno not in _NO_LINK_ERRNOS:
             raise
-        _write_new_file(path, data)
+        _write_new_file(path, data, mode)
     finally:
         remove(tmp, missing_ok=True)
     if sync_dir:
         fsync_dir(_parent(path))
 
 
-def atomic_replace(path: str | os.PathLike[str], data: bytes | bytearray | memoryview) -> None:
+def atomic_replace(
+    path: str | os.PathLike[str],
+    data: bytes | bytearray | memoryview,
+    *,
+    mode: int = DEFAULT_FILE_MODE,
+) -> None:
     """Replace a file atomically: temporary file, fsync, rename over ``path``, fsync dir.
 
     Readers see the old content or the new, never a mix. Because it replaces, this is
@@ -475,13 +540,15 @@ def atomic_replace(path: str | os.PathLike[str], data: bytes | bytearray | memor
     Args:
         path: The final file name.
         data: The complete content.
+        mode: The permission bits of the new file (the one replaced may have had
+            others).
 
     Raises:
         OSError: Any I/O failure (the temporary file is removed again).
     """
     path = os.fspath(path)
     tmp = _temp_name(path)
-    _write_new_file(tmp, data)
+    _write_new_file(tmp, data, mode)
     try:
         os.replace(tmp, path)
     except BaseException:

@@ -18,6 +18,14 @@ Execution writes the checkpoint at the horizon *first* (it moves the oldest read
 version, so a read that then finds a file gone knows the version was collected), then
 deletes files, fsyncs their directories, and finally drops the log entries below the
 horizon, oldest first.
+
+GC deletes only inside the table: the files it considers come from listing the table's
+own directories (never from a path stored in a file, and never through a directory
+that is a symbolic link), each must be a file name of the layout
+(:func:`~cdc_sink.storage.layout.kind_of`), and :func:`execute_gc` refuses a plan
+holding any other path before it deletes anything. The paths it reads from the log and
+the manifests to know what is live are checked when read
+(:func:`~cdc_sink.storage.layout.checked`).
 """
 
 from __future__ import annotations
@@ -26,10 +34,11 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.fsutil import fsync_dir, list_files, remove
 from cdc_sink.storage.history import History
-from cdc_sink.storage.layout import BUCKET_DIRS, REJECTS_DIR, file_version
+from cdc_sink.storage.layout import BUCKET_DIRS, REJECTS_DIR, file_version, kind_of
 from cdc_sink.storage.snapshot import read_manifest
 from cdc_sink.storage.version_log import VersionLog
 
@@ -161,9 +170,8 @@ def _live_files(scan: _Scan, keep_snap: dict[int, int]) -> set[str]:
 def _doomed_bucket_files(scan: _Scan, live: set[str], grace: float) -> None:
     """Segments, manifests and page files no retained version needs."""
     for sub in BUCKET_DIRS:
-        top = os.path.join(scan.root, sub)
-        for bdir in sorted(os.listdir(top)) if os.path.isdir(top) else []:
-            for name in list_files(os.path.join(top, bdir), ""):
+        for bdir in _bucket_dirs(os.path.join(scan.root, sub)):
+            for name in list_files(os.path.join(scan.root, sub, bdir), ""):
                 rel = f"{sub}/{bdir}/{name}"
                 fv = file_version(name)
                 if rel in live or fv is None:
@@ -174,7 +182,7 @@ def _doomed_bucket_files(scan: _Scan, live: set[str], grace: float) -> None:
 def _doomed_rejects(scan: _Scan, horizon: int, grace: float) -> None:
     """Rejects files of versions below the horizon, and orphans."""
     top = os.path.join(scan.root, REJECTS_DIR)
-    if not os.path.isdir(top):
+    if not _real_dir(top):
         return
     entries = scan.log.entries(from_version=horizon, to_version=scan.latest)
     named = {e.rejects for e in entries if e.rejects is not None}
@@ -190,6 +198,8 @@ def _doom(scan: _Scan, rel: str, version: int, grace: float, reason: str) -> Non
     """Plans to delete ``rel``, a file of ``version`` that nothing retained names: for
     ``reason`` if the version is committed, as an orphan if the version is above the
     latest and the file older than ``grace`` seconds (else a commit may be in flight)."""
+    if kind_of(rel) is None:
+        return  # not a name this layout writes: not ours to delete
     full = os.path.join(scan.root, rel)
     if version <= scan.latest:
         scan.reasons[full] = reason
@@ -205,7 +215,20 @@ def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) 
         history: Its history (for the checkpoint's per-bucket state).
         plan: What :func:`plan_gc` decided.
         oldest: The oldest readable version when the plan was made.
+
+    Raises:
+        WalCorruption: The plan holds a path that is no file of the table's layout
+            (nothing is deleted then).
     """
+    root = os.path.abspath(log.root)
+    for p in plan:
+        rel = os.path.relpath(os.path.abspath(p), root)
+        if kind_of(rel.replace(os.sep, "/")) is None:
+            raise WalCorruption(
+                "GC plan names a path that is no file of the table; deleting nothing",
+                path=p,
+                offset=0,
+            )
     log_oldest = log.oldest()
     prune = log_oldest is not None and plan.horizon > log_oldest
     if plan.horizon > oldest:
@@ -228,6 +251,19 @@ def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) 
         fsync_dir(d)
     if prune:
         log.delete_entries_below(plan.horizon)
+
+
+def _real_dir(path: str) -> bool:
+    """Whether ``path`` is a directory and not a symbolic link to one."""
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _bucket_dirs(top: str) -> list[str]:
+    """The bucket directories (decimal names, not symbolic links) of ``top``, sorted."""
+    if not _real_dir(top):
+        return []
+    with os.scandir(top) as it:
+        return sorted(e.name for e in it if e.name.isdigit() and e.is_dir(follow_symlinks=False))
 
 
 def _older_than(path: str, seconds: float) -> bool:

@@ -15,6 +15,9 @@ replaying segments and must be loaded again.
 Bucket b at version v = newest snapshot s <= v, then the segments in (s, v]. A
 checkpoint (written by GC before it deletes old entries) carries the same lists as of
 its version in ``extra``, so deleting log entries loses nothing a retained version needs.
+Every path of a checkpoint is checked to be a file of its kind inside the table
+(:func:`cdc_sink.storage.layout.checked`) before it joins the history; the log checks
+those of the entries it reads.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_sink.errors import WalCorruption
+from cdc_sink.storage.layout import checked
 from cdc_sink.storage.segments import file_version
 from cdc_sink.storage.version_log import Checkpoint, LogEntry, VersionLog
 
@@ -52,7 +56,7 @@ class History:
         h = cls()
         cp = log.read_checkpoint()
         if cp is not None:
-            h._add_checkpoint(cp)
+            h._add_checkpoint(cp, log.checkpoint_path(cp.version))
         start = cp.version if cp is not None else 0
         oldest = log.oldest()
         if oldest is not None and oldest > start:
@@ -71,14 +75,33 @@ class History:
         h.extend(log)
         return h
 
-    def _add_checkpoint(self, cp: Checkpoint) -> None:
+    def _add_checkpoint(self, cp: Checkpoint, source: str) -> None:
+        """Starts the history with checkpoint ``cp`` (read from the file ``source``).
+
+        Raises:
+            WalCorruption: The checkpoint's ``extra`` is malformed or names a segment
+                that is no segment file of the table.
+        """
         extra = cp.extra or {}
         for b, rel in cp.bucket_snapshots.items():
             if rel:
+                checked("snapshot", rel, source=source, ref=f"bucket {b} snapshot")
                 self.snapshots.setdefault(int(b), []).append((_snap_version(rel), rel))
-        for b, segs in extra.get("segments", {}).items():
-            self.segments.setdefault(int(b), []).extend((int(v), str(r)) for v, r in segs)
-        self.schemas.extend((int(v), int(s)) for v, s in extra.get("schemas", []))
+        try:
+            segments = {
+                int(b): [(int(v), r) for v, r in segs]
+                for b, segs in extra.get("segments", {}).items()
+            }
+            schemas = [(int(v), int(s)) for v, s in extra.get("schemas", [])]
+        except (TypeError, ValueError, AttributeError):
+            raise WalCorruption(
+                "checkpoint holds malformed segment or schema lists", path=source, offset=0
+            ) from None
+        for b, pairs in segments.items():
+            for v, r in pairs:
+                checked("segment", r, source=source, ref=f"bucket {b} segment of version {v}")
+            self.segments.setdefault(b, []).extend(pairs)
+        self.schemas.extend(schemas)
         if not self.schemas:
             self.schemas.append((cp.version, cp.schema_id))
         self.upto = cp.version

@@ -16,6 +16,12 @@ Paths stored in log entries and manifests are relative to the table root and use
 A file name of the three bucket directories starts with the zero-padded version that wrote
 it (:func:`file_version`); ``<attempt>`` is random, so two writers racing for one version
 never write the same file.
+
+Every path read back from a table file (a log entry's segment, snapshot and rejects file,
+a checkpoint's snapshots and segments, a manifest's page files) goes through
+:func:`checked` before anything is opened: it must be one of the names above, of the kind
+the reference is for, so a damaged or tampered file can never make cdc_sink open (or GC
+delete) a file outside the table.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from typing import Final, Literal
+
+from cdc_sink.errors import WalCorruption
 
 __all__ = [
     "BUCKET_DIRS",
@@ -33,17 +42,21 @@ __all__ = [
     "SNAPSHOTS_DIR",
     "TABLE_FILE",
     "WAL_DIR",
+    "PathKind",
     "attempt_stem",
+    "checked",
     "checkpoint_name",
     "entry_name",
     "file_version",
     "is_table",
+    "kind_of",
     "pages_file",
     "rejects_file",
     "schema_file",
     "segment_file",
     "snapshot_manifest",
     "table_file",
+    "table_path",
 ]
 
 TABLE_FILE = "_table.json"
@@ -58,6 +71,20 @@ BUCKET_DIRS: tuple[str, ...] = (WAL_DIR, SNAPSHOTS_DIR, PAGES_DIR)
 """The directories that hold one sub-directory per bucket of version-named files."""
 
 _VERSIONED = re.compile(r"^(\d{20})-[0-9a-f]+\.(?:wal|manifest|pages|arrow)$")
+
+PathKind = Literal["segment", "snapshot", "pages", "rejects", "entry", "checkpoint"]
+"""What a path stored in a table file refers to (see :func:`checked`)."""
+
+_STEM = r"[0-9]{20}-[0-9a-f]+"
+_KIND_PATTERNS: Final[dict[PathKind, re.Pattern[str]]] = {
+    "segment": re.compile(rf"{WAL_DIR}/[0-9]+/{_STEM}\.wal", re.ASCII),
+    "snapshot": re.compile(rf"{SNAPSHOTS_DIR}/[0-9]+/{_STEM}\.manifest", re.ASCII),
+    "pages": re.compile(rf"{PAGES_DIR}/[0-9]+/{_STEM}\.pages", re.ASCII),
+    "rejects": re.compile(rf"{REJECTS_DIR}/{_STEM}\.arrow", re.ASCII),
+    "entry": re.compile(rf"{LOG_DIR}/[0-9]{{20}}\.json", re.ASCII),
+    "checkpoint": re.compile(rf"{LOG_DIR}/_checkpoint\.[0-9]{{20}}\.json", re.ASCII),
+}
+_SHOWN_CHARS = 80  # of a bad path, in an error message
 
 
 def table_file(root: str) -> str:
@@ -118,3 +145,84 @@ def file_version(name: str) -> int | None:
     """
     m = _VERSIONED.match(os.path.basename(name))
     return int(m.group(1)) if m else None
+
+
+def _why_not(kind: str, rel: object) -> str:
+    """Why ``rel`` is not a ``kind`` path of the layout (the wording of the error)."""
+    if not isinstance(rel, str):
+        return f"not a string but {type(rel).__name__}"
+    if "\x00" in rel:
+        return "it holds a NUL character"
+    if "\\" in rel:
+        return "it holds a backslash"
+    if rel.startswith("/") or os.path.isabs(rel):
+        return "it is absolute"
+    parts = rel.split("/")
+    if ".." in parts:
+        return "it climbs out with '..'"
+    if "." in parts or "" in parts:
+        return "it is not normalized"
+    return f"it is not the name of a {kind} file"
+
+
+def _shown(rel: object) -> str:
+    """``rel`` for an error message: escaped (repr) and cut to a few dozen characters."""
+    text = repr(rel)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def checked(kind: PathKind, rel: object, *, source: str, ref: str | None = None) -> str:
+    """``rel``, a path read from the table file ``source``, once it is known to name a
+    ``kind`` file of this layout inside the table.
+
+    A path passes only if it is relative, normalized (no ``.``, ``..`` or empty part),
+    free of NUL and backslash characters, and matches the layout's name of its kind
+    (``_wal/<bucket>/<version>-<attempt>.wal`` for a segment, and so on). Nothing is
+    opened: the check is on the name alone, so a refused path's target is never read.
+
+    Args:
+        kind: What the reference is for: ``"segment"``, ``"snapshot"`` (a manifest),
+            ``"pages"``, ``"rejects"``, ``"entry"`` or ``"checkpoint"``.
+        rel: The path as stored (any JSON value).
+        source: The file that holds the reference (named by the error).
+        ref: Where in ``source`` the reference is (e.g. ``"bucket 3 segment"``).
+
+    Returns:
+        ``rel``.
+
+    Raises:
+        WalCorruption: ``rel`` is not such a path; the message names ``source``, the
+            kind of reference and why, shows ``rel`` escaped and shortened, and holds
+            nothing of any file's content.
+        ValueError: ``kind`` is unknown.
+    """
+    pattern = _KIND_PATTERNS.get(kind)
+    if pattern is None:
+        raise ValueError(f"unknown path kind {kind!r}; expected one of {sorted(_KIND_PATTERNS)}")
+    if isinstance(rel, str) and pattern.fullmatch(rel):
+        return rel
+    where = f" ({ref})" if ref else ""
+    raise WalCorruption(
+        f"a table file names an invalid {kind} path{where} {_shown(rel)}: "
+        f"{_why_not(kind, rel)}; refusing to open it",
+        path=source,
+        offset=0,
+    )
+
+
+def table_path(root: str, kind: PathKind, rel: object, *, source: str) -> str:
+    """The path under ``root`` of ``rel`` (:func:`checked` first).
+
+    Raises:
+        WalCorruption: As :func:`checked`.
+    """
+    return os.path.join(root, checked(kind, rel, source=source))
+
+
+def kind_of(rel: str) -> PathKind | None:
+    """The kind of file ``rel`` (relative to the table root) names, or None when it is
+    no file name of this layout (see :func:`checked`)."""
+    for kind, pattern in _KIND_PATTERNS.items():
+        if pattern.fullmatch(rel):
+            return kind
+    return None

@@ -6,7 +6,9 @@ rejects file and source offsets); a :class:`Checkpoint` is what GC keeps of the 
 deletes. Both serialize to the JSON payload of one framed record
 (:mod:`cdc_sink.storage.version_log` draws the files). Parsing validates every field's
 type, so a record with a valid CRC but wrong content is refused with ``ValueError``
-(the log turns that into :class:`~cdc_sink.errors.WalCorruption`).
+(the log turns that into :class:`~cdc_sink.errors.WalCorruption`). The paths a record
+names are checked by ``check_paths`` (:func:`cdc_sink.storage.layout.checked`), which the
+log calls on every record it reads from disk before anything uses them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
+
+from cdc_sink.storage.layout import checked
 
 __all__ = ["BucketRef", "Checkpoint", "LogEntry"]
 
@@ -192,6 +196,24 @@ class LogEntry(_JsonRecord):
                 _str(part, "source partition")
                 _int(off, f"source_offsets[{topic!r}][{part!r}]")
 
+    def check_paths(self, source: str) -> None:
+        """Checks that every path the entry names is a file of its kind inside the table.
+
+        Args:
+            source: The entry's file (named by the error).
+
+        Raises:
+            WalCorruption: A segment, snapshot or rejects path is not one
+                (:func:`cdc_sink.storage.layout.checked`).
+        """
+        for bucket, ref in self.buckets.items():
+            if ref.segment is not None:
+                checked("segment", ref.segment, source=source, ref=f"bucket {bucket} segment")
+            if ref.snapshot is not None:
+                checked("snapshot", ref.snapshot, source=source, ref=f"bucket {bucket} snapshot")
+        if self.rejects is not None:
+            checked("rejects", self.rejects, source=source, ref="rejects")
+
     def summary(self) -> dict[str, Any]:
         """What :meth:`Table.versions <cdc_sink.table.Table.versions>` lists of it."""
         return {
@@ -272,6 +294,20 @@ class Checkpoint(_JsonRecord):
             _opt_str(snap, f"bucket_snapshots[{bucket}]")
         _int(self.schema_id, "schema_id")
         _dict(self.extra, "extra")
+
+    def check_paths(self, source: str) -> None:
+        """Checks that every snapshot path the checkpoint names is a manifest inside the
+        table (the segments in ``extra`` are the table layer's, which checks them).
+
+        Args:
+            source: The checkpoint's file (named by the error).
+
+        Raises:
+            WalCorruption: A path is not one (:func:`cdc_sink.storage.layout.checked`).
+        """
+        for bucket, snap in self.bucket_snapshots.items():
+            if snap is not None:
+                checked("snapshot", snap, source=source, ref=f"bucket {bucket} snapshot")
 
     def to_json(self) -> str:
         """Compact, key-sorted JSON (bucket ids become decimal strings)."""

@@ -105,6 +105,7 @@ class LogFiles:
             entry = LogEntry.from_json(res.records[0])
         except ValueError as exc:
             raise WalCorruption(f"invalid log entry: {exc}", path=path, offset=0) from None
+        entry.check_paths(path)
         if entry.version != version:
             raise WalCorruption(
                 f"log entry file of version {version} holds version {entry.version}",
@@ -126,6 +127,13 @@ class LogFiles:
         return got
 
     def _load_checkpoint(self, version: int) -> Checkpoint | None:
+        """The checkpoint at ``version``, or None when its file is missing or damaged.
+
+        Raises:
+            WalCorruption: A checkpoint that is intact (its CRC holds) names a path that
+                is no file of the table (:meth:`Checkpoint.check_paths`): tampering, not
+                damage, and never skipped.
+        """
         path = self.checkpoint_path(version)
         try:
             with open(path, "rb") as f:
@@ -136,7 +144,10 @@ class LogFiles:
             ckpt = Checkpoint.from_json(res.records[0])
         except (OSError, ValueError, WalCorruption):
             return None
-        return ckpt if ckpt.version == version else None
+        if ckpt.version != version:
+            return None
+        ckpt.check_paths(path)
+        return ckpt
 
     def repair(self, *, dry_run: bool = False, temp_grace_s: float = 3600.0) -> list[str]:
         """Remove what crashed commits left: an unfinished newest entry, old temp files.

@@ -37,7 +37,9 @@ from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.parallel import ordered_map
 from cdc_sink.storage.byte_split import join_page, split_page
 from cdc_sink.storage.fsutil import (
+    DEFAULT_FILE_MODE,
     create_file,
+    dir_mode,
     fsync_dir,
     fsync_file,
     makedirs,
@@ -242,14 +244,16 @@ class PageFileWriter:
     Args:
         root: Table root.
         rel: The new file, relative to ``root`` (created exclusively).
+        file_mode: Its permission bits (its directories get
+            :func:`~cdc_sink.storage.fsutil.dir_mode` of them).
     """
 
-    def __init__(self, root: str, rel: str) -> None:
+    def __init__(self, root: str, rel: str, *, file_mode: int = DEFAULT_FILE_MODE) -> None:
         self.root = root
         self.rel = rel
         self.path = os.path.join(root, rel)
-        makedirs(os.path.dirname(self.path))
-        self._f = create_file(self.path)  # closed in finish() or abort()
+        makedirs(os.path.dirname(self.path), mode=dir_mode(file_mode))
+        self._f = create_file(self.path, mode=file_mode)  # closed in finish() or abort()
         self.offset = 0
         self._queued: list[PageJob] = []
         self._written_back = 0  # bytes whose writeback was started (start_writeback)

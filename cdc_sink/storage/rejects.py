@@ -33,8 +33,8 @@ import pyarrow as pa
 
 from cdc_sink.changes import Rejects
 from cdc_sink.errors import WalCorruption
-from cdc_sink.storage.fsutil import makedirs, write_file_durable
-from cdc_sink.storage.layout import REJECTS_DIR, attempt_stem, rejects_file
+from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, dir_mode, makedirs, write_file_durable
+from cdc_sink.storage.layout import LOG_DIR, REJECTS_DIR, attempt_stem, rejects_file, table_path
 from cdc_sink.storage.log_entry import LogEntry
 
 __all__ = [
@@ -86,11 +86,14 @@ def conform_rejects(records: pa.Table) -> pa.Table:
     return pa.table(cols, schema=REJECTS_SCHEMA)
 
 
-def write_rejects(root: str, version: int, records: pa.Table) -> str:
+def write_rejects(
+    root: str, version: int, records: pa.Table, *, file_mode: int = DEFAULT_FILE_MODE
+) -> str:
     """Writes one commit attempt's rejects durably; returns the path relative to ``root``.
 
     The file is created exclusively under a name unique to this attempt, fsynced, and its
-    directory fsynced (the directory itself too when this call created it).
+    directory fsynced (the directory itself too when this call created it). It holds raw
+    message keys and values: ``file_mode`` (default ``0o640``) keeps it from other users.
     """
     table = conform_rejects(records)
     sink = pa.BufferOutputStream()
@@ -99,18 +102,23 @@ def write_rejects(root: str, version: int, records: pa.Table) -> str:
         w.write_table(table)
     rel = rejects_file(attempt_stem(version))
     directory = os.path.join(root, REJECTS_DIR)
-    makedirs(directory)  # durably: the root is fsynced when it creates the directory
-    write_file_durable(os.path.join(root, rel), sink.getvalue(), exclusive=True)
+    makedirs(directory, mode=dir_mode(file_mode))  # durably: the root is fsynced too
+    write_file_durable(os.path.join(root, rel), sink.getvalue(), exclusive=True, mode=file_mode)
     return rel
 
 
 def read_rejects(root: str, rel: str) -> pa.Table:
     """Reads a rejects file written by :func:`write_rejects`.
 
+    ``rel`` comes from a log entry, checked when the log read it; it is checked again
+    here (:func:`~cdc_sink.storage.layout.checked`), so nothing outside the table is
+    opened.
+
     Raises:
-        WalCorruption: The file is missing or unreadable although a log entry names it.
+        WalCorruption: The file is missing or unreadable although a log entry names it,
+            or ``rel`` is no rejects path of the table.
     """
-    path = os.path.join(root, rel)
+    path = table_path(root, "rejects", rel, source=os.path.join(root, LOG_DIR))
     try:
         with pa.memory_map(path) as src:
             table = pa.ipc.open_file(src).read_all()
@@ -119,10 +127,15 @@ def read_rejects(root: str, rel: str) -> pa.Table:
             "rejects file named by the log is missing", path=rel, offset=0
         ) from None
     except (pa.ArrowInvalid, OSError) as exc:
-        raise WalCorruption(f"rejects file is unreadable: {exc}", path=rel, offset=0) from exc
+        # The reader's message may quote bytes of the file: only its kind is shown.
+        raise WalCorruption(
+            f"rejects file is unreadable ({type(exc).__name__})", path=rel, offset=0
+        ) from exc
     if not table.schema.equals(REJECTS_SCHEMA):
         raise WalCorruption(
-            f"rejects file has an unexpected schema: {table.schema}", path=rel, offset=0
+            f"rejects file has {table.num_columns} columns that are not the rejects schema",
+            path=rel,
+            offset=0,
         )
     return table
 

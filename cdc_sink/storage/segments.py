@@ -34,8 +34,8 @@ from cdc_sink.storage.change_codec import (
     encode_compact,
     encode_wire,
 )
-from cdc_sink.storage.fsutil import makedirs
-from cdc_sink.storage.layout import attempt_stem, file_version, segment_file
+from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, dir_mode, makedirs
+from cdc_sink.storage.layout import LOG_DIR, attempt_stem, file_version, segment_file, table_path
 from cdc_sink.storage.wal import SegmentWriter, read_segment
 
 __all__ = ["SegmentHeader", "file_version", "read_change_segment", "write_change_segment"]
@@ -70,6 +70,7 @@ def write_change_segment(
     *,
     body_format: int = FORMAT_COMPACT,
     compression: WalCompression = DEFAULT_COMPRESSION,
+    file_mode: int = DEFAULT_FILE_MODE,
 ) -> str:
     """Writes and fsyncs the segment of one bucket's batch; returns its relative path.
 
@@ -82,6 +83,8 @@ def write_change_segment(
         body_format: Body encoding; :data:`~.change_codec.FORMAT_WIRE` only to write segments
             as older versions did (tests of reading them).
         compression: The codec of a format 2 body (``"lz4"``, ``"zstd"`` or None).
+        file_mode: Permission bits of the new file (its directories get
+            :func:`~.fsutil.dir_mode` of it); the process umask may clear more.
 
     Returns:
         The segment's path relative to ``root``.
@@ -90,7 +93,7 @@ def write_change_segment(
         raise ValueError(f"unknown change segment format {body_format}")
     rel = segment_file(bucket, attempt_stem(version))
     path = os.path.join(root, rel)
-    makedirs(os.path.dirname(path))
+    makedirs(os.path.dirname(path), mode=dir_mode(file_mode))
     header: dict[str, int] = {
         "version": version,
         "bucket": bucket,
@@ -102,7 +105,7 @@ def write_change_segment(
         body = encode_compact(batch, compression=compression)
     else:
         body = encode_wire(batch)
-    with SegmentWriter(path) as seg:
+    with SegmentWriter(path, mode=file_mode) as seg:
         seg.append(json.dumps(header).encode())
         seg.append(body)
         seg.finish()
@@ -114,10 +117,15 @@ def read_change_segment(
 ) -> tuple[SegmentHeader, ChangeBatch]:
     """Reads a committed segment back into a batch of ``schema``.
 
+    ``rel`` comes from the table's log, which checked it when it read the entry; it is
+    checked again here (:func:`~.layout.checked`), so no path outside the table is ever
+    opened as a segment.
+
     Raises:
-        WalCorruption: The segment is damaged or incomplete.
+        WalCorruption: The segment is damaged or incomplete, or ``rel`` is no segment
+            path of the table.
     """
-    path = os.path.join(root, rel)
+    path = table_path(root, "segment", rel, source=os.path.join(root, LOG_DIR))
     try:
         records = read_segment(path, repair=False)
     except FileNotFoundError:
@@ -126,14 +134,20 @@ def read_change_segment(
         raise WalCorruption(
             f"change segment has {len(records)} records, expected 2", path=path, offset=0
         )
-    h = json.loads(records[0])
-    header = SegmentHeader(
-        int(h["version"]),
-        int(h["bucket"]),
-        int(h["schema_id"]),
-        int(h["rows"]),
-        int(h.get("format", FORMAT_WIRE)),
-    )
+    try:
+        h = json.loads(records[0])
+        header = SegmentHeader(
+            int(h["version"]),
+            int(h["bucket"]),
+            int(h["schema_id"]),
+            int(h["rows"]),
+            int(h.get("format", FORMAT_WIRE)),
+        )
+    except (ValueError, TypeError, KeyError, AttributeError):
+        # Said without the record's bytes: an error message never shows file content.
+        raise WalCorruption(
+            "change segment header is not the JSON object of a segment", path=path, offset=0
+        ) from None
     if header.format == FORMAT_COMPACT:
         batch = decode_compact(records[1], schema, rows=header.rows, path=path)
     elif header.format == FORMAT_WIRE:

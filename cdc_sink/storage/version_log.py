@@ -41,7 +41,9 @@ An entry file that holds no complete record (empty, torn, zeros) can only be a c
 attempt that never finished. If it is the newest entry it is not committed: readers
 ignore it and :meth:`VersionLog.repair` removes it so that the version can be committed
 again. A damaged entry below the newest, or one with a valid CRC but bad content, is
-:class:`~cdc_sink.errors.WalCorruption`.
+:class:`~cdc_sink.errors.WalCorruption`; so is an entry or checkpoint that names a path
+which is no file of its kind inside the table (absolute, climbing out with ``..``, of
+another kind: :func:`~cdc_sink.storage.layout.checked`), and that path is never opened.
 
 Checkpoints are derived data (the idempotency table and the per-bucket snapshot refs as
 of a version), written with a replacing atomic rename. Entries below the newest
@@ -63,7 +65,9 @@ from cdc_sink.errors import CommitConflict, VersionNotFound, WalCorruption
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import encode_file
 from cdc_sink.storage.fsutil import (
+    DEFAULT_FILE_MODE,
     atomic_replace,
+    dir_mode,
     fsync_dir,
     makedirs,
     publish_exclusive,
@@ -106,13 +110,16 @@ class VersionLog(LogFiles):
     its version's entry or raises :class:`CommitConflict`.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, file_mode: int = DEFAULT_FILE_MODE) -> None:
         """Open the log of the table at ``root``.
 
         Args:
             root: The table's root directory.
+            file_mode: Permission bits of the entries and checkpoints it writes (and
+                :func:`~cdc_sink.storage.fsutil.dir_mode` of them for ``_log``).
         """
         super().__init__(root)
+        self.file_mode = file_mode
         self._latest: int | None = None
         self._txn: tuple[int, dict[str, int]] | None = None
         self._dir_ready = False
@@ -372,7 +379,8 @@ class VersionLog(LogFiles):
     def _ensure_dir(self) -> None:
         if self._dir_ready:
             return
-        makedirs(self.log_dir)  # durably: the root is fsynced when it creates _log
+        # Durably: the root is fsynced when it creates _log.
+        makedirs(self.log_dir, mode=dir_mode(self.file_mode))
         self._dir_ready = True
 
     def commit(self, entry: LogEntry) -> None:
@@ -410,7 +418,7 @@ class VersionLog(LogFiles):
         data = encode_file([entry.to_json().encode("utf-8")], magic=LOG_MAGIC)
         faults.fault_point("log.before_create")
         try:
-            publish_exclusive(self.entry_path(v), data, sync_dir=False)
+            publish_exclusive(self.entry_path(v), data, sync_dir=False, mode=self.file_mode)
         except FileExistsError:
             raise CommitConflict(f"version {v} was committed by another writer") from None
         faults.fault_point("log.created")
@@ -453,7 +461,8 @@ class VersionLog(LogFiles):
             )
         ckpt = Checkpoint(version, expected, dict(bucket_snapshots), schema_id, extra or {})
         path = self.checkpoint_path(version)
-        atomic_replace(path, encode_file([ckpt.to_json().encode("utf-8")], magic=CHECKPOINT_MAGIC))
+        data = encode_file([ckpt.to_json().encode("utf-8")], magic=CHECKPOINT_MAGIC)
+        atomic_replace(path, data, mode=self.file_mode)
         faults.fault_point("log.checkpoint_written")
         return path
 

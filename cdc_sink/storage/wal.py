@@ -36,6 +36,7 @@ import google_crc32c
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import MAX_PAYLOAD, read_records, record_crc
 from cdc_sink.storage.fsutil import (
+    DEFAULT_FILE_MODE,
     create_file,
     fsync_dir,
     fsync_file,
@@ -78,19 +79,26 @@ class SegmentWriter:
             info = w.finish()
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, buffer_size: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        buffer_size: int = 1 << 20,
+        mode: int = DEFAULT_FILE_MODE,
+    ) -> None:
         """Create the segment file and write its header.
 
         Args:
             path: The segment's file name; its directory must exist.
             buffer_size: Write buffer in bytes.
+            mode: The file's permission bits (the umask may clear more).
 
         Raises:
             FileExistsError: The file exists.
             OSError: Any other I/O failure.
         """
         self.path = os.fspath(path)
-        self._file = create_file(self.path, buffering=buffer_size)
+        self._file = create_file(self.path, buffering=buffer_size, mode=mode)
         self._length = 0
         self._records = 0
         self._crc = 0

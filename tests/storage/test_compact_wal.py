@@ -281,7 +281,7 @@ def test_new_segments_say_format_2_and_read_back(tmp_path: Path) -> None:
 
 def _forge(tmp_path: Path, header: dict[str, Any], body: bytes) -> str:
     """A segment with correct CRCs holding whatever header and body it is given."""
-    rel = "_wal/0/forged.wal"
+    rel = f"_wal/0/{1:020d}-f0f0.wal"
     (tmp_path / "_wal" / "0").mkdir(parents=True, exist_ok=True)
     with SegmentWriter(tmp_path / rel) as w:
         w.append(json.dumps(header).encode())

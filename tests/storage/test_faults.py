@@ -28,9 +28,9 @@ CHILD = textwrap.dedent(
 
     root = sys.argv[1]
     log = VersionLog(root)
-    os.makedirs(os.path.join(root, "_wal"), exist_ok=True)
+    os.makedirs(os.path.join(root, "_wal", "0"), exist_ok=True)
     for v in range(3):
-        seg = f"_wal/{v}.wal"
+        seg = f"_wal/0/{v:020d}-a.wal"
         w = SegmentWriter(os.path.join(root, seg))
         w.append(b"payload %d" % v)
         w.finish()
@@ -115,7 +115,7 @@ def test_crash_before_create_leaves_no_entry(tmp_path: Path) -> None:
     assert "fault point log.before_create" in proc.stderr
     assert not os.path.exists(VersionLog(tmp_path).entry_path(0))
     assert VersionLog(tmp_path).latest() is None
-    assert read_segment(tmp_path / "_wal" / "0.wal", repair=False) == [b"payload 0"]
+    assert read_segment(tmp_path / "_wal" / "0" / f"{0:020d}-a.wal", repair=False) == [b"payload 0"]
     assert list_temp_files(tmp_path / "_log") == []
 
 
@@ -139,7 +139,7 @@ def test_crash_in_segment_finish_leaves_segment_but_no_commit(tmp_path: Path, po
     log = VersionLog(tmp_path)
     assert log.latest() == 1  # the third segment was written but never committed
     # The kill spares the page cache: the uncommitted segment is complete, an orphan.
-    assert read_segment(tmp_path / "_wal" / "2.wal", repair=False) == [b"payload 2"]
+    assert read_segment(tmp_path / "_wal" / "0" / f"{2:020d}-a.wal", repair=False) == [b"payload 2"]
 
 
 def test_crash_midway_through_gc_leaves_a_consistent_log(tmp_path: Path) -> None:

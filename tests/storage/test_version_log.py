@@ -32,7 +32,7 @@ def _entry(
         batch_id=(version if batch is None else batch) if app is not None else None,
         commit_time_ms=1_000 * version if t is None else t,
         schema_id=0,
-        buckets={version % 3: BucketRef(f"_wal/{version % 3}/{version}.wal", None)},
+        buckets={version % 3: BucketRef(f"_wal/{version % 3}/{version:020d}-a.wal", None)},
         stats={"rows": version},
     )
 
@@ -49,13 +49,18 @@ def test_entry_json_round_trip() -> None:
         batch_id=3,
         commit_time_ms=1_700_000_000_000,
         schema_id=2,
-        buckets={0: BucketRef("_wal/0/7.wal", None), 11: BucketRef(None, "_snap/11/7.json")},
+        buckets={
+            0: BucketRef(f"_wal/0/{7:020d}-a.wal", None),
+            11: BucketRef(None, f"_snapshots/11/{7:020d}-a.manifest"),
+        },
         stats={"inserted": 5, "rejected": 0},
         kind="data",
     )
     assert LogEntry.from_json(entry.to_json()) == entry
     assert LogEntry.from_json(entry.to_json().encode()) == entry
-    ckpt = Checkpoint(7, {"job": 3}, {0: None, 1: "_snap/1/5.json"}, 2, {"k": [1, 2]})
+    ckpt = Checkpoint(
+        7, {"job": 3}, {0: None, 1: f"_snapshots/1/{5:020d}-a.manifest"}, 2, {"k": [1, 2]}
+    )
     assert Checkpoint.from_json(ckpt.to_json()) == ckpt
     with pytest.raises(ValueError):
         LogEntry.from_json('{"version": 1}')
@@ -152,7 +157,8 @@ def test_last_batch_id_survives_checkpoint_and_gc(tmp_path: Path) -> None:
     assert log.app_transactions(1) == {"a": 10}
     with pytest.raises(ValueError):
         log.write_checkpoint(3, {"a": 10}, {0: None}, 0, {})  # disagrees with the log
-    log.write_checkpoint(3, {"a": 11, "b": 5}, {0: "_snap/0/3.json"}, 0, {"note": 1})
+    snap = f"_snapshots/0/{3:020d}-a.manifest"
+    log.write_checkpoint(3, {"a": 11, "b": 5}, {0: snap}, 0, {"note": 1})
     log.delete_entries_below(3)
     log.commit(_entry(4, app="b", batch=6))
     fresh = VersionLog(tmp_path)
@@ -160,7 +166,7 @@ def test_last_batch_id_survives_checkpoint_and_gc(tmp_path: Path) -> None:
     assert fresh.last_batch_id("a") == 11 and fresh.last_batch_id("b") == 6
     ckpt = fresh.read_checkpoint()
     assert ckpt is not None and ckpt.version == 3
-    assert ckpt.bucket_snapshots == {0: "_snap/0/3.json"} and ckpt.extra == {"note": 1}
+    assert ckpt.bucket_snapshots == {0: snap} and ckpt.extra == {"note": 1}
     with pytest.raises(VersionNotFound):
         fresh.app_transactions(1)
     # A damaged newest checkpoint is skipped for an older valid one.
