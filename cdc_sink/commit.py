@@ -331,6 +331,7 @@ def _write(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
         plan.schema_id,
         plan.batch,
         compression=s.options.wal_compression,
+        file_mode=s.options.file_mode,
     )
     written = [seg]
     pending = PendingBucket(version=version, segment=seg)
@@ -354,7 +355,13 @@ def _write_bulk(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBuck
     nt.commit(version)
     nt.compact(version)
     rel, manifest, updates = write_snapshot(
-        s.root, nt, version, plan.schema_id, previous=None, compression=s.options.page_compression
+        s.root,
+        nt,
+        version,
+        plan.schema_id,
+        previous=None,
+        compression=s.options.page_compression,
+        file_mode=s.options.file_mode,
     )
     apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
     pending = PendingBucket(version=version, segment=None, snapshot=rel, tablet=nt)
@@ -407,7 +414,7 @@ def _commit(
         stats["events"] = events
     rejects_rel = None
     if rejects is not None and rejects.num_rows:
-        rejects_rel = write_rejects(s.root, version, rejects)
+        rejects_rel = write_rejects(s.root, version, rejects, file_mode=s.options.file_mode)
         fault_point("table.rejects_written")
     refs = {p.bucket: BucketRef(segment=p.segment, snapshot=p.snapshot) for p in prepared}
     offsets = {

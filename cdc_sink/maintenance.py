@@ -19,7 +19,14 @@ from typing import Any
 from cdc_sink.errors import CommitConflict, TableExists, VersionNotFound
 from cdc_sink.pending import PendingBucket
 from cdc_sink.schema import TableSchema
-from cdc_sink.storage.fsutil import atomic_replace, makedirs, remove, write_file_durable
+from cdc_sink.storage.fsutil import (
+    DEFAULT_FILE_MODE,
+    atomic_replace,
+    dir_mode,
+    makedirs,
+    remove,
+    write_file_durable,
+)
 from cdc_sink.storage.layout import file_version, schema_file, table_file
 from cdc_sink.storage.snapshot import (
     LocationUpdate,
@@ -53,8 +60,9 @@ def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOpt
         schema = TableSchema.from_dict(schema)
     if schema.schema_id != 0:
         schema = replace(schema, schema_id=0)
-    makedirs(root)
-    log = VersionLog(root)
+    mode = options.file_mode
+    makedirs(root, mode=dir_mode(mode))
+    log = VersionLog(root, file_mode=mode)
     log.repair()
     if log.latest() is not None:
         raise TableExists(f"a table already exists at {root}")
@@ -63,9 +71,9 @@ def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOpt
     # built with the old one). The key index's seed is drawn once per table; every
     # tablet of the table, in any process, hashes keys with it (cdc_sink.tablet.keyindex).
     meta = {"format": 1, "page_rows": options.page_rows, "index_seed": seed_to_json(new_seed())}
-    atomic_replace(table_file(root), json.dumps(meta).encode())
+    atomic_replace(table_file(root), json.dumps(meta).encode(), mode=mode)
     remove(schema_file(root, 0), missing_ok=True)
-    write_schema(root, schema)
+    write_schema(root, schema, file_mode=mode)
     first = _own_entry(0, now_ms(), 0, "create")
     try:
         log.commit(first)
@@ -73,8 +81,14 @@ def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOpt
         raise TableExists(f"a table already exists at {root}") from None
 
 
-def write_schema(root: str, schema: TableSchema, *, committed: bool = False) -> None:
-    """Writes ``_schema/<id>.json``.
+def write_schema(
+    root: str,
+    schema: TableSchema,
+    *,
+    committed: bool = False,
+    file_mode: int = DEFAULT_FILE_MODE,
+) -> None:
+    """Writes ``_schema/<id>.json`` (a new file gets ``file_mode``).
 
     A file of an id no log entry uses yet is left by a schema change that failed before
     its commit, and is replaced; one of a committed id must hold the same schema.
@@ -83,10 +97,10 @@ def write_schema(root: str, schema: TableSchema, *, committed: bool = False) -> 
         CommitConflict: ``committed`` and another writer wrote a different schema there.
     """
     p = schema_file(root, schema.schema_id)
-    makedirs(os.path.dirname(p))
+    makedirs(os.path.dirname(p), mode=dir_mode(file_mode))
     data = json.dumps(schema.to_dict(), indent=1).encode()
     try:
-        write_file_durable(p, data, exclusive=True)
+        write_file_durable(p, data, exclusive=True, mode=file_mode)
     except FileExistsError:
         with open(p, "rb") as f:
             same = TableSchema.from_dict(json.loads(f.read())) == schema
@@ -96,7 +110,7 @@ def write_schema(root: str, schema: TableSchema, *, committed: bool = False) -> 
             raise CommitConflict(
                 f"schema {schema.schema_id} was written by another writer"
             ) from None
-        atomic_replace(p, data)
+        atomic_replace(p, data, mode=file_mode)
 
 
 def maybe_snapshot(
@@ -147,6 +161,7 @@ def snapshot(
         schema_id,
         previous=previous,
         compression=s.options.page_compression,
+        file_mode=s.options.file_mode,
     )
     locations.extend(updates)
     written.append(rel)
@@ -225,7 +240,7 @@ def change_schema(s: TableState, new: TableSchema) -> int:
         s.refresh()
         v = s.version + 1
         committed = new.schema_id <= max(sid for _, sid in s.history.schemas)
-        write_schema(s.root, new, committed=committed)
+        write_schema(s.root, new, committed=committed, file_mode=s.options.file_mode)
         entry = _own_entry(v, s.commit_time(), new.schema_id, "schema")
         s.log.commit(entry)
         s.schemas[new.schema_id] = new

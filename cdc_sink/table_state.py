@@ -32,7 +32,7 @@ from cdc_sink.errors import InvalidOption, TableNotFound, VersionNotFound, WalCo
 from cdc_sink.pending import PendingBucket
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.change_codec import WAL_CODECS, WalCompression
-from cdc_sink.storage.fsutil import remove
+from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, check_file_mode, remove
 from cdc_sink.storage.history import History
 from cdc_sink.storage.layout import schema_file, table_file
 from cdc_sink.storage.pages import PAGE_CODECS, PageCompression
@@ -104,8 +104,16 @@ class TableOptions:
     CPU this process may use, at most one per bucket the batch touches. ``1`` prepares
     the buckets one after another. The version still commits atomically, with one log
     entry, after every bucket is prepared."""
+    file_mode: int = DEFAULT_FILE_MODE
+    """Permission bits of the files this process creates in the table (log entries,
+    checkpoints, WAL segments, snapshot manifests and pages, rejects files, which hold
+    raw message values, and schema files); the directories it creates get the same bits
+    plus search (``x``) wherever reading is allowed: ``0o640`` (the default) gives
+    ``0o750``. The process umask may clear more bits. Files and directories that exist
+    keep their modes, so a table written before keeps working."""
 
     def __post_init__(self) -> None:
+        check_file_mode(self.file_mode)
         threads = self.prepare_threads
         if threads is not None and (type(threads) is not int or threads < 1):
             raise InvalidOption(
@@ -156,7 +164,7 @@ class TableState:
             self.index_seed = seed_from_json(meta.get("index_seed"))
         except ValueError as exc:
             raise WalCorruption(str(exc), path=table_file(root), offset=0) from None
-        self.log = VersionLog(root)
+        self.log = VersionLog(root, file_mode=self.options.file_mode)
         self.repaired = False
         self.schemas: dict[int, TableSchema] = {}
         # The newest version first, then the history: a version committed in between is

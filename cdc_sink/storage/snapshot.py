@@ -76,7 +76,13 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.storage import layout
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.framing import encode_file, read_records
-from cdc_sink.storage.fsutil import makedirs, remove, write_file_durable
+from cdc_sink.storage.fsutil import (
+    DEFAULT_FILE_MODE,
+    dir_mode,
+    makedirs,
+    remove,
+    write_file_durable,
+)
 from cdc_sink.storage.pages import (
     LocationUpdate,
     PageCompression,
@@ -257,6 +263,7 @@ class _SnapshotWriter:
         previous: SnapshotManifest | None,
         pages_rel: str,
         compression: PageCompression,
+        file_mode: int = DEFAULT_FILE_MODE,
     ) -> None:
         self.root = root
         self.compression = compression
@@ -267,7 +274,7 @@ class _SnapshotWriter:
         self.full = _rewrite_all(previous, self.page_rows)
         self.previous = None if self.full else previous
         self.pages_rel = pages_rel
-        self.file = PageFileWriter(root, pages_rel)
+        self.file = PageFileWriter(root, pages_rel, file_mode=file_mode)
         self.reader = PageReader(root)  # loaders of the pages written from memory
         self.written: list[tuple[Base, int, int]] = []  # (base, page, queue index)
         self.updates: list[LocationUpdate] = []
@@ -397,6 +404,7 @@ def write_snapshot(
     *,
     previous: SnapshotManifest | None,
     compression: PageCompression = None,
+    file_mode: int = DEFAULT_FILE_MODE,
 ) -> SnapshotWrite:
     """Writes a snapshot of ``tablet`` at committed ``version``; the tablet must be
     compacted there (:meth:`MemTablet.compact`): writing a snapshot never compacts.
@@ -410,6 +418,8 @@ def write_snapshot(
         compression: The codec of the value pages, key pages and index slots written
             (row hashes, random bits, are never compressed). Uncompressed, loading a
             bucket maps its keys and slots without a copy.
+        file_mode: Permission bits of the manifest and page file (their directories get
+            :func:`~cdc_sink.storage.fsutil.dir_mode` of them).
 
     Returns:
         The manifest's path relative to ``root``, the manifest, and the page locations to
@@ -422,13 +432,22 @@ def write_snapshot(
     stem = layout.attempt_stem(version)
     man_rel = layout.snapshot_manifest(tablet.bucket, stem)
     writer = _SnapshotWriter(
-        root, tablet, version, previous, layout.pages_file(tablet.bucket, stem), compression
+        root,
+        tablet,
+        version,
+        previous,
+        layout.pages_file(tablet.bucket, stem),
+        compression,
+        file_mode,
     )
     manifest = writer.write(schema_id)
     man_path = os.path.join(root, man_rel)
-    makedirs(os.path.dirname(man_path))
+    makedirs(os.path.dirname(man_path), mode=dir_mode(file_mode))
     write_file_durable(
-        man_path, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC), exclusive=True
+        man_path,
+        encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC),
+        exclusive=True,
+        mode=file_mode,
     )
     fault_point("snapshot.written")
     return SnapshotWrite(man_rel, manifest, writer.updates)
@@ -437,10 +456,15 @@ def write_snapshot(
 def read_manifest(root: str, rel: str) -> SnapshotManifest:
     """Reads and checks a manifest.
 
+    ``rel`` comes from the log (checked when the log read it) and is checked again; so is
+    every page file the manifest names (:func:`~cdc_sink.storage.layout.checked`), so
+    nothing outside the table is ever opened through it.
+
     Raises:
-        WalCorruption: The manifest is damaged.
+        WalCorruption: The manifest is damaged, ``rel`` is no manifest path of the table,
+            or the manifest names a page file that is no page file of the table.
     """
-    path = os.path.join(root, rel)
+    path = layout.table_path(root, "snapshot", rel, source=os.path.join(root, layout.LOG_DIR))
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -451,7 +475,14 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
     res = read_records(data, path=path, magic=SNAPSHOT_MAGIC, allow_torn_tail=False)
     if len(res.records) != 1:
         raise WalCorruption("snapshot manifest must hold one record", path=path, offset=0)
-    manifest = SnapshotManifest.from_json(res.records[0])
+    try:
+        manifest = SnapshotManifest.from_json(res.records[0])
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # Only the kind of error: its message may quote the record's content.
+        raise WalCorruption(
+            f"snapshot manifest is malformed ({type(exc).__name__})", path=path, offset=0
+        ) from None
+    _check_page_files(manifest, path)
     if manifest.page_format > PAGE_FORMAT:
         raise WalCorruption(
             f"snapshot manifest has page format {manifest.page_format}, newer than this"
@@ -460,6 +491,19 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
             offset=0,
         )
     return manifest
+
+
+def _check_page_files(manifest: SnapshotManifest, source: str) -> None:
+    """Checks every page file ``manifest`` (read from ``source``) names: its ``files``
+    and each page location's file (each distinct name once).
+
+    Raises:
+        WalCorruption: One is no page file of the table.
+    """
+    seen: set[str] = set()
+    for rel in [*manifest.files, *(loc.file for loc in manifest.locations())]:
+        if not isinstance(rel, str) or rel not in seen:  # a non-str is refused
+            seen.add(layout.checked("pages", rel, source=source, ref="page file"))
 
 
 def load_snapshot(
