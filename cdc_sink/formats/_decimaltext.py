@@ -4,7 +4,7 @@ Arrow parses decimal text into a fixed number of bits without checking that the 
 fit them: the text of ``2**256 + 5`` cast to ``decimal256`` is ``5``, and the same holds
 for ``decimal128`` beyond 2**128. So no decimal text reaches an Arrow cast here. The
 text's shape is read with numpy over the whole byte buffer at once (a few prefix counts
-per class of byte: digits, non-zero digits, signs, points, exponent marks), which gives
+per class of byte: non-zero digits, signs, points, exponent marks, others), which gives
 for every value its significant digits ``D`` (leading and trailing zeros dropped, on
 either side of the point) and the exponent ``E`` of its last one, so that the value is
 ``±D × 10**E``. It fits ``decimal128(p, s)`` exactly when it is zero, or when
@@ -24,9 +24,16 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.formats._arrays import binary_parts, fixed_array
+from cdc_sink.formats._arrays import (
+    Parts,
+    binary_parts,
+    cast_rows,
+    decimal_overflow,
+    fixed_array,
+    gather,
+)
 
-__all__ = ["decimal_text"]
+__all__ = ["counted", "decimal_text"]
 
 _OTHER, _DIGIT, _SIGN, _POINT, _EXP = 0, 1, 2, 3, 4
 _CLASS = np.zeros(256, dtype=np.uint8)
@@ -45,32 +52,33 @@ _CHUNK_BYTES = 1 << 22
 
 
 class _Marks:
-    """Where the bytes of one class are, as a prefix count (``count``) and their
-    positions (``first``/``last`` occurrence in a byte range), relative to a chunk."""
+    """Where the bytes of one class are (their sorted positions, relative to a chunk),
+    queried per byte range by binary search: how many lie in ``[a, b)``, the first and
+    the last of them."""
 
     def __init__(self, flag: np.ndarray) -> None:
-        self.cs = np.zeros(len(flag) + 1, dtype=np.int64)
-        np.cumsum(flag, out=self.cs[1:])
         self.at = np.flatnonzero(flag)
 
     def count(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """How many bytes of the class lie in ``[a, b)``."""
-        out: np.ndarray = self.cs[b] - self.cs[a]
+        out: np.ndarray = np.searchsorted(self.at, b) - np.searchsorted(self.at, a)
         return out
 
     def first(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The first position of the class in ``[a, b)``, else ``b``."""
         if not len(self.at):
             return b.copy()
-        i = self.cs[a]
-        return np.where(self.cs[b] > i, self.at[np.minimum(i, len(self.at) - 1)], b)
+        i = np.searchsorted(self.at, a)
+        pos = self.at[np.minimum(i, len(self.at) - 1)]
+        return np.where((i < len(self.at)) & (pos < b), pos, b)
 
     def last(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The last position of the class in ``[a, b)``, else ``a - 1``."""
         if not len(self.at):
             return a - 1
-        i = self.cs[b] - 1
-        return np.where(i >= self.cs[a], self.at[np.maximum(i, 0)], a - 1)
+        j = np.searchsorted(self.at, b) - 1
+        pos = self.at[np.maximum(j, 0)]
+        return np.where((j >= 0) & (pos >= a), pos, a - 1)
 
 
 def decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, np.ndarray]:
@@ -90,6 +98,57 @@ def decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, 
     raw = np.zeros((n, 16), dtype=np.uint8)
     bad = np.zeros(n, dtype=bool)
     oor = np.zeros(n, dtype=bool)
+    done = _plain(strs, p, t, raw)
+    rest = np.flatnonzero(p.valid & ~done)
+    if len(rest):
+        sub = strs if len(rest) == n else strs.take(pa.array(rest))
+        raw[rest], bad[rest], oor[rest] = counted(sub, t)
+    return fixed_array(raw, p.valid & ~bad, t), bad, oor
+
+
+def _plain(strs: pa.Array, p: Parts, t: pa.DataType, raw: np.ndarray) -> np.ndarray:
+    """Converts the *plain* values, at most 38 bytes without an exponent mark, by Arrow's
+    casts (a ``decimal256(76, s)`` parse, then ``t``): at most 38 digits, scaled by at
+    most 10**38, cannot wrap 76 digits, and every cast checks what it loses. Writes
+    their unscaled bytes into ``raw``.
+
+    Returns:
+        The mask of the values converted; the others (not plain, or refused by a cast)
+        are left to :func:`counted`, which also says why a value is refused.
+    """
+    plain = p.valid & (p.lengths <= _WIDTH)
+    marks = np.flatnonzero((p.data == ord("e")) | (p.data == ord("E")))
+    if len(marks):  # the value holding each mark
+        owner = np.searchsorted(p.ends, marks, side="right")
+        plain[owner[owner < p.n]] = False
+    at = np.flatnonzero(plain)
+    if not len(at):
+        return plain
+    sub = strs if len(at) == p.n else strs.take(pa.array(at))
+    wide, refused = cast_rows(sub, pa.decimal256(76, t.scale))
+    arr, over = cast_rows(wide, t)
+    ok = ~(refused | over | decimal_overflow(arr))
+    data = arr.buffers()[1]
+    if data is not None and ok.any():
+        whole = np.frombuffer(data, dtype=np.uint8)[arr.offset * 16 : (arr.offset + len(arr)) * 16]
+        raw[at[ok]] = whole.reshape(len(arr), 16)[ok]
+    plain[at[~ok]] = False
+    return plain
+
+
+def counted(strs: pa.Array, t: pa.DataType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`decimal_text` by counting digits only (no Arrow parse of the text as
+    written), for every value of ``strs``.
+
+    Returns:
+        The unscaled values (``(n, 16)`` little-endian bytes), the bad and the out of
+        range masks (nulls are neither).
+    """
+    p = binary_parts(strs)
+    n = p.n
+    raw = np.zeros((n, 16), dtype=np.uint8)
+    bad = np.zeros(n, dtype=bool)
+    oor = np.zeros(n, dtype=bool)
     lo = 0
     total = np.cumsum(p.lengths)
     while lo < n:  # chunks of about _CHUNK_BYTES of text (a long value alone)
@@ -98,9 +157,7 @@ def decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, 
         sel = slice(lo, hi)
         raw[sel], bad[sel], oor[sel] = _chunk(p.data, p.starts[sel], p.ends[sel], t)
         lo = hi
-    bad &= p.valid
-    oor &= p.valid
-    return fixed_array(raw, p.valid & ~bad, t), bad, oor
+    return raw, bad & p.valid, oor & p.valid
 
 
 def _chunk(
@@ -159,10 +216,7 @@ def _chunk(
     raw = np.zeros((k, 16), dtype=np.uint8)
     if len(fit):
         neg = text[a[fit]] == ord("-")
-        digits = _unscaled_digits(
-            text, ms[fit], kf[fit], nd[fit], e[fit] + s, nint[fit], has_dot[fit]
-        )
-        raw[fit] = _to_decimal128(digits, neg)
+        raw[fit] = _unscaled(text, first[fit], last[fit], nd[fit], e[fit] + s, neg)
     return raw, bad, oor
 
 
@@ -186,38 +240,34 @@ def _exponent(
     return x
 
 
-def _unscaled_digits(
+def _unscaled(
     text: np.ndarray,
-    ms: np.ndarray,
-    kf: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
     nd: np.ndarray,
     zeros: np.ndarray,
-    nint: np.ndarray,
-    has_dot: np.ndarray,
+    neg: np.ndarray,
 ) -> np.ndarray:
-    """The unscaled values as ``(k, 38)`` ASCII digits, right-aligned: the ``nd``
-    significant mantissa digits from digit index ``kf``, then ``zeros`` zeros."""
-    j = np.arange(_WIDTH)
-    q = j - (_WIDTH - (nd + zeros))[:, None]  # index among the significant digits
-    take = (q >= 0) & (q < nd[:, None])
-    digit = kf[:, None] + q
-    pos = ms[:, None] + digit + (has_dot[:, None] & (digit >= nint[:, None]))
-    out: np.ndarray = np.where(take, text[np.where(take, pos, 0)], ord("0")).astype(np.uint8)
-    return out
+    """The unscaled values whose significant digits are the ``nd`` digits of
+    ``text[first..last]`` (a point among them skipped), followed by ``zeros`` zeros (at
+    most 38 digits in all), as ``(k, 16)`` little-endian decimal128 bytes.
 
-
-def _to_decimal128(digits: np.ndarray, neg: np.ndarray) -> np.ndarray:
-    """``(k, 38)`` ASCII digits with their signs as ``(k, 16)`` little-endian unscaled
-    decimal128 bytes (Arrow's exact conversion of at most 38 digits)."""
-    k = len(digits)
-    textual = np.empty((k, _WIDTH + 1), dtype=np.uint8)
-    textual[:, 0] = np.where(neg, ord("-"), ord("+"))
-    textual[:, 1:] = digits
-    offsets = np.arange(k + 1, dtype=np.int32) * (_WIDTH + 1)
+    They are written as signed integer text (a sign, then the digits) and converted by
+    Arrow, which is exact for integer text of at most 38 digits."""
+    k = len(first)
+    span = gather(text, first, last - first + 1)
+    digits = span[span != ord(".")]  # nd[i] digits each, in order
+    lengths = 1 + nd + zeros
+    offsets = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    buf = np.full(int(offsets[-1]), ord("0"), dtype=np.uint8)
+    buf[offsets[:-1]] = np.where(neg, ord("-"), ord("+"))
+    before = np.cumsum(nd) - nd
+    buf[np.repeat(offsets[:-1] + 1 - before, nd) + np.arange(len(digits))] = digits
     arr = pa.Array.from_buffers(
-        pa.string(), k, [None, pa.py_buffer(offsets), pa.py_buffer(textual)]
+        pa.string(), k, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(buf)]
     ).cast(pa.decimal128(_WIDTH, 0))
-    buf = arr.buffers()[1]
-    assert buf is not None
-    out: np.ndarray = np.frombuffer(buf, dtype=np.uint8)[: k * 16].reshape(k, 16)
+    data = arr.buffers()[1]
+    assert data is not None
+    out: np.ndarray = np.frombuffer(data, dtype=np.uint8)[: k * 16].reshape(k, 16)
     return out

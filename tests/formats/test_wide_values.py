@@ -20,6 +20,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,13 +29,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.formats import _jsonflat, _jsonscan, get_decoder
+from cdc_sink.formats._decimaltext import counted, decimal_text
 from cdc_sink.formats._jsonvalues import MAX_DAY, MAX_MICROS, MIN_DAY, MIN_MICROS
 from cdc_sink.formats._rowv2_encode import pack_row
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._executors import _decoded
+from tests.formats.fuzz_decoders import ci_settings
 
 UTC = dt.timezone.utc
 D = decimal.Decimal
@@ -534,3 +539,54 @@ def test_debezium_envelope_scale(case: Case, path: str, monkeypatch: Any) -> Non
 @pytest.mark.parametrize("case", ROWV2_CASES, ids=str)
 def test_rowv2(case: Case, path: str, monkeypatch: Any) -> None:
     _check(*_decode("rowv2", _rowv2_event(case), path, {}, monkeypatch), case)
+
+
+# ---------------------------------------------------------------------- decimal text
+DECIMAL_TYPES = [pa.decimal128(p, s) for p, s in ((9, 3), (38, 0), (38, 38), (1, 0), (20, 10))]
+_GRAMMAR = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?")
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+DECIMAL_TEXTS = st.one_of(
+    st.from_regex(
+        r"[+-]?0{0,40}[0-9]{0,45}(\.[0-9]{0,45}0{0,40})?([eE][+-]?0?[0-9]{1,3})?", fullmatch=True
+    ),
+    st.text(alphabet="0123456789+-.eE x", max_size=40),
+)
+
+
+def _exact(text: str, t: pa.DataType) -> tuple[D | None, bool, bool]:
+    """The value, bad and out-of-range flags of decimal text in ``t``, with Python's
+    integers: the digits without leading and trailing zeros, and their exponent."""
+    if not _NUMBER.fullmatch(text):
+        return None, True, False
+    m = _GRAMMAR.fullmatch(text)
+    assert m is not None
+    sign, whole, frac, exp = m.group(1), m.group(2), m.group(3) or "", m.group(4) or "0"
+    digits = (whole + frac).lstrip("0")
+    quantum = D(1).scaleb(-t.scale)
+    if not digits:
+        return D(0).quantize(quantum), False, False
+    kept = digits.rstrip("0")
+    e = int(exp) - len(frac) + len(digits) - len(kept)
+    if len(kept) + e > t.precision - t.scale:
+        return None, True, True
+    if e < -t.scale:
+        return None, True, False
+    value = D(f"{sign}{kept}E{e}").quantize(quantum, context=decimal.Context(prec=80))
+    return value, False, False
+
+
+@ci_settings(300)
+@given(texts=st.lists(DECIMAL_TEXTS, max_size=20), t=st.sampled_from(DECIMAL_TYPES))
+def test_decimal_text_is_exact_or_refused(texts: list[str], t: pa.DataType) -> None:
+    """Every decimal text, by Arrow's casts (plain values) or by counting digits, gives
+    the exact value or a refusal of the right kind; counting alone gives the same."""
+    arr = pa.array(texts, pa.string())
+    got, bad, oor = decimal_text(arr, t)
+    raw, cbad, coor = counted(arr, t)
+    alone = pa.Array.from_buffers(t, len(texts), [None, pa.py_buffer(raw)]).to_pylist()
+    for i, text in enumerate(texts):
+        want, wbad, woor = _exact(text, t)
+        assert (got[i].as_py(), bool(bad[i]), bool(oor[i])) == (want, wbad, woor), text
+        assert (bool(cbad[i]), bool(coor[i])) == (wbad, woor), text
+        if not wbad:
+            assert alone[i] == want, text
