@@ -1,19 +1,26 @@
 """Decimal text to ``decimal128(p, s)``, exactly or not at all, by counting digits (private).
 
 Arrow parses decimal text into a fixed number of bits without checking that the digits
-fit them: the text of ``2**256 + 5`` cast to ``decimal256`` is ``5``, and the same holds
-for ``decimal128`` beyond 2**128. So no decimal text reaches an Arrow cast here. The
-text's shape is read with numpy over the whole byte buffer at once (a few prefix counts
-per class of byte: non-zero digits, signs, points, exponent marks, others), which gives
-for every value its significant digits ``D`` (leading and trailing zeros dropped, on
-either side of the point) and the exponent ``E`` of its last one, so that the value is
-``±D × 10**E``. It fits ``decimal128(p, s)`` exactly when it is zero, or when
-``E >= -s`` (no digit beyond the scale) and ``len(D) + E <= p - s`` (no more digits
-before the point than the type has). Only then are its unscaled digits
-(``D`` followed by ``E + s`` zeros, at most ``p``) written out as fixed-width text of 38
-digits, which Arrow converts without any risk of wrapping. Lengths, exponents and zeros
-are all counted, never parsed as numbers, so a value of any length or exponent
-(``1e400``, ``1E-500``, a thousand leading zeros) is judged by what it is.
+fit them: the text of ``2**256 + 5`` cast to ``decimal256`` is ``5``, the same holds for
+``decimal128`` beyond 2**128, and a direct cast to ``decimal128(p, s)`` also loses what an
+exponent or the rescale to ``s`` pushes past 128 bits. Only *plain* values reach Arrow as
+written: at most 38 bytes and no exponent mark, so at most 38 digits, which its
+``decimal256(76, s)`` parse holds even once scaled by 10**38, and whose every later cast
+checks what it loses (:func:`_plain`; the most common form, one vectorized cast).
+
+Every other value, and every plain one a cast refused, is judged by :func:`counted`. Its
+shape is read with numpy over the byte buffer (the sorted positions of non-zero digits,
+signs, points, exponent marks and other bytes, queried per value by binary search), which
+gives its significant digits ``D`` (leading and trailing zeros dropped, on either side of
+the point) and the exponent ``E`` of the last one, so that the value is ``±D × 10**E``.
+It fits ``decimal128(p, s)`` exactly when it is zero, or when ``E >= -s`` (no digit
+beyond the scale) and ``len(D) + E <= p - s`` (no more digits before the point than the
+type has). Only then are its unscaled digits (``D`` followed by ``E + s`` zeros, at most
+``p``) written out as integer text, which Arrow converts without any risk of wrapping.
+Lengths, exponents and zeros are counted, never parsed as numbers, so a value of any
+length or exponent (``1e400``, ``1E-500``, a thousand leading zeros) is judged by what it
+is. A refused value is *out of range* when it has more digits before the point than
+``p - s``, else *invalid* (not decimal text, or digits beyond the scale).
 
 The accepted text is what Arrow's decimal cast accepts: ``[+-]?(D+(.D*)?|.D+)([eE][+-]?D+)?``
 (no blanks), which covers every JSON number.
@@ -43,7 +50,8 @@ _CLASS[ord(".")] = _POINT
 _CLASS[np.frombuffer(b"eE", np.uint8)] = _EXP
 
 _WIDTH = 38
-"""Digits of the unscaled text handed to Arrow (decimal128's most)."""
+"""decimal128's most digits: the longest plain value, and the most digits of the
+unscaled integer text handed to Arrow."""
 _EXP_DIGITS = 12
 """Exponents with more significant digits than this are saturated (any such exponent
 puts a non-zero value out of every decimal128 type)."""
@@ -52,33 +60,46 @@ _CHUNK_BYTES = 1 << 22
 
 
 class _Marks:
-    """Where the bytes of one class are (their sorted positions, relative to a chunk),
-    queried per byte range by binary search: how many lie in ``[a, b)``, the first and
-    the last of them."""
+    """Where the bytes of one class are in a chunk (their sorted positions ``at``), and
+    how many lie before a position: by binary search for a sparse class, by a prefix
+    count for a dense one (digits). Queried per value range ``[a, b)``."""
 
     def __init__(self, flag: np.ndarray) -> None:
         self.at = np.flatnonzero(flag)
+        self.cs: np.ndarray | None = None
+        if len(self.at) * 8 > len(flag):
+            self.cs = np.zeros(len(flag) + 1, dtype=np.int32)
+            np.cumsum(flag, out=self.cs[1:])
+        self._seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def before(self, x: np.ndarray) -> np.ndarray:
+        """How many bytes of the class lie before each position ``x`` (remembered per
+        array: the same bounds are queried more than once)."""
+        for y, n in self._seen:
+            if y is x:
+                return n
+        n = self.cs[x] if self.cs is not None else np.searchsorted(self.at, x)
+        self._seen.append((x, n))
+        return n
 
     def count(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """How many bytes of the class lie in ``[a, b)``."""
-        out: np.ndarray = np.searchsorted(self.at, b) - np.searchsorted(self.at, a)
+        out: np.ndarray = self.before(b) - self.before(a)
         return out
 
     def first(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The first position of the class in ``[a, b)``, else ``b``."""
         if not len(self.at):
             return b.copy()
-        i = np.searchsorted(self.at, a)
-        pos = self.at[np.minimum(i, len(self.at) - 1)]
-        return np.where((i < len(self.at)) & (pos < b), pos, b)
+        i, j = self.before(a), self.before(b)
+        return np.where(j > i, self.at[np.minimum(i, len(self.at) - 1)], b)
 
     def last(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The last position of the class in ``[a, b)``, else ``a - 1``."""
         if not len(self.at):
             return a - 1
-        j = np.searchsorted(self.at, b) - 1
-        pos = self.at[np.maximum(j, 0)]
-        return np.where((j >= 0) & (pos >= a), pos, a - 1)
+        i, j = self.before(a), self.before(b)
+        return np.where(j > i, self.at[np.maximum(j - 1, 0)], a - 1)
 
 
 def decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, np.ndarray]:
@@ -232,11 +253,13 @@ def _exponent(
     x[big] = 10**_EXP_DIGITS
     small = np.flatnonzero(use & ~big & (sig > 0))
     if len(small):
-        j = np.arange(_EXP_DIGITS)
-        pos = end[small, None] - _EXP_DIGITS + j
-        take = j >= _EXP_DIGITS - sig[small, None]
-        d = np.where(take, text[np.where(take, pos, 0)].astype(np.int64) - ord("0"), 0)
-        x[small] = d @ (10 ** np.arange(_EXP_DIGITS - 1, -1, -1, dtype=np.int64))
+        sig_s, start = sig[small], f[small]
+        acc = np.zeros(len(small), dtype=np.int64)
+        for j in range(int(sig_s.max())):  # digit j of each (at most _EXP_DIGITS rounds)
+            has = j < sig_s
+            d = text[np.where(has, start + j, 0)].astype(np.int64) - ord("0")
+            acc = np.where(has, acc * 10 + d, acc)
+        x[small] = acc
     return x
 
 
