@@ -11,7 +11,8 @@ a tablet has it from its batch:
   * flood: ``--flood`` int64 keys computed so that their *unsalted* index hashes share
     the top 16 bits (every one aims at slot 0 of the index they fill), inserted in
     batches of 1,000 (each looked up first, as a tablet's apply does), then looked up
-    all at once; with the C placement and with numpy's.
+    all at once; with the C extension and without it (numpy places the rows and, in a
+    salted index, hashes the keys).
 
 The index is salted with a random seed when this cdc_sink's KeyIndex takes one (the
 flood keys then collide only under the unsalted hash); an older KeyIndex is unsalted.
@@ -43,6 +44,11 @@ from cdc_sink.bucketing import spark_xxhash64
 from cdc_sink.tablet import keyindex
 from cdc_sink.tablet.keyindex import KeyIndex
 
+try:  # the salted hash's module (absent before the salt)
+    from cdc_sink.tablet import keyhash
+except ImportError:
+    keyhash = None
+
 M64 = (1 << 64) - 1
 P1, P2, P3, P4, P5 = (
     0x9E3779B185EBCA87,
@@ -55,10 +61,11 @@ MIX1, MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 SALTED = "seed" in inspect.signature(KeyIndex).parameters
 
 
-def new_index(capacity: int) -> KeyIndex:
-    """An index of int64 keys: salted with a random seed where KeyIndex takes one."""
+def new_index(capacity: int, seed: int | None = None) -> KeyIndex:
+    """An index of int64 keys: salted (with ``seed``, or a random one) where KeyIndex
+    takes a seed."""
     if SALTED:
-        return KeyIndex([pa.int64()], capacity, seed=secrets.randbits(64))
+        return KeyIndex([pa.int64()], capacity, seed=secrets.randbits(64) if seed is None else seed)
     return KeyIndex([pa.int64()], capacity)
 
 
@@ -141,7 +148,7 @@ def index_round(
     big = new_index(len(keys))
     out["bulk_insert_s"] = timed(lambda: big.insert(h, [keys]))
     out["lookup_s"] = timed(lambda: big.lookup(hp, [probe]))
-    reloaded = new_index(1024)
+    reloaded = new_index(1024, big.seed if SALTED else None)  # same seed: stored slots used
     stored = big.row_hashes().copy()
     if SALTED:
         out["reload_s"] = timed(lambda: reloaded.load(stored, [keys], big.slots, seed=big.seed))
@@ -180,16 +187,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         times.setdefault(name, []).append(seconds)
 
     saved = keyindex._cslots
+    # The numpy runs: slots placed and (where salted) keys hashed without the extension.
+    modules = [keyindex] + ([keyhash] if keyhash is not None else [])
     for _ in range(args.repeat):
         add("growth_s", timed(lambda: growth(keys, h, args.batch)))
         for name, seconds in index_round(keys, h, probe, hp, strs, hs).items():
             add(name, seconds)
         for placement in ("c", "numpy"):
-            keyindex._cslots = saved if placement == "c" else None
+            for m in modules:
+                m._cslots = saved if placement == "c" else None
             try:
                 ins, look = flood(fk, hf)
             finally:
-                keyindex._cslots = saved
+                for m in modules:
+                    m._cslots = saved
             add(f"flood_insert_{placement}_s", ins)
             add(f"flood_lookup_{placement}_s", look)
     return {

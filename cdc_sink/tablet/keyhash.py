@@ -22,8 +22,10 @@ concatenation of its columns' hashes (8 bytes each). The 128-bit SipHash key is 
 64-bit seed and a splitmix64 of it.
 
 The C extension (``_cslots.siphash``) hashes row after row; without it numpy runs the
-same rounds over whole columns, one round of numpy operations per 8-byte word index
-(the rows sorted by length, so the rows still that long are a prefix).
+same rounds over blocks of rows (their temporaries stay in the CPU cache), one round of
+numpy operations per 8-byte word index (the rows sorted by length, so the rows still
+that long are a prefix of a block). The numpy rounds are several times slower than the
+C loop (docs/benchmarks.md, "Salted key index").
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ _M64 = (1 << 64) - 1
 #: Derives the second half of the SipHash key from the seed.
 _SECOND = 0x9E3779B97F4A7C15
 _INIT = (0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x7465646279746573)
+#: Rows per block of the numpy rounds (the temporaries stay in the CPU cache).
+_BLOCK = 16384
 #: ``_TAIL_MASK[t]`` keeps the low ``t`` bytes of a word.
 _TAIL_MASK = np.array([(1 << (8 * t)) - 1 for t in range(8)], dtype=np.uint64)
 
@@ -152,21 +156,40 @@ def _siphash_numpy(
     lens: np.ndarray,
     out: np.ndarray,
 ) -> np.ndarray:
-    """The rounds over whole columns (rows sorted by word count: the rows that have a
-    word ``j`` are a prefix), reading words through a 1-byte-stride uint64 view."""
+    """The rounds over whole columns, in blocks of rows that keep the temporaries in the
+    CPU cache; rows sorted by word count, so in a block the rows that have a word ``j``
+    are a prefix. Words are read through a 1-byte-stride uint64 view."""
     padded = np.concatenate([data, np.zeros(8, np.uint8)])
     words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
     full = lens // 8
     order = np.argsort(-full, kind="stable")
     starts, lens, full = starts[order], lens[order], full[order]
-    n = len(order)
+    h = np.empty(len(order), dtype=np.uint64)
+    for lo in range(0, len(order), _BLOCK):
+        hi = min(lo + _BLOCK, len(order))
+        h[lo:hi] = _block(k0, k1, c, d, words, starts[lo:hi], lens[lo:hi], full[lo:hi])
+    out[order] = h
+    return out
+
+
+def _block(
+    k0: int,
+    k1: int,
+    c: int,
+    d: int,
+    words: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    full: np.ndarray,
+) -> np.ndarray:
+    """SipHash of one block of rows (sorted by word count, most first)."""
+    n = len(starts)
     v = [np.full(n, _INIT[i] ^ (k0 if i % 2 == 0 else k1), dtype=np.uint64) for i in range(4)]
     with np.errstate(over="ignore"):
-        for j in range(int(full[0]) if n else 0):
+        for j in range(int(full[0])):
             k = int(np.searchsorted(-full, -j, side="left"))  # rows with > j words
-            active = [x[:k] for x in v]
             m = words[starts[:k] + 8 * j].astype(np.uint64)
-            _compress(active, m, c)
+            _compress([x[:k] for x in v], m, c)
         tail = lens - 8 * full
         m = words[starts + 8 * full].astype(np.uint64) & _TAIL_MASK[tail]
         m |= lens.astype(np.uint64) << np.uint64(56)
@@ -174,9 +197,8 @@ def _siphash_numpy(
         v[2] ^= np.uint64(0xFF)
         for _ in range(d):
             _round(v)
-    h = v[0] ^ v[1] ^ v[2] ^ v[3]
-    out[order] = h
-    return out
+    h: np.ndarray = v[0] ^ v[1] ^ v[2] ^ v[3]
+    return h
 
 
 def _compress(v: list[np.ndarray], m: np.ndarray, c: int) -> None:
@@ -186,24 +208,28 @@ def _compress(v: list[np.ndarray], m: np.ndarray, c: int) -> None:
     v[0] ^= m
 
 
-def _rotl(x: np.ndarray, b: int) -> np.ndarray:
-    return (x << np.uint64(b)) | (x >> np.uint64(64 - b))
+def _rotl_inplace(x: np.ndarray, b: int, tmp: np.ndarray) -> None:
+    """``x = rotl(x, b)`` through ``tmp`` (same length), without new arrays."""
+    np.right_shift(x, np.uint64(64 - b), out=tmp)
+    x <<= np.uint64(b)
+    x |= tmp
 
 
 def _round(v: list[np.ndarray]) -> None:
     """One SipRound over arrays (in place: each of ``v`` may be a view of a longer one)."""
     v0, v1, v2, v3 = v
+    tmp = np.empty_like(v0)
     v0 += v1
-    v1[:] = _rotl(v1, 13)
+    _rotl_inplace(v1, 13, tmp)
     v1 ^= v0
-    v0[:] = _rotl(v0, 32)
+    _rotl_inplace(v0, 32, tmp)
     v2 += v3
-    v3[:] = _rotl(v3, 16)
+    _rotl_inplace(v3, 16, tmp)
     v3 ^= v2
     v0 += v3
-    v3[:] = _rotl(v3, 21)
+    _rotl_inplace(v3, 21, tmp)
     v3 ^= v0
     v2 += v1
-    v1[:] = _rotl(v1, 17)
+    _rotl_inplace(v1, 17, tmp)
     v1 ^= v2
-    v2[:] = _rotl(v2, 32)
+    _rotl_inplace(v2, 32, tmp)
