@@ -63,9 +63,8 @@ class TabletOptions:
     Attributes:
         page_rows: Rows per page (64K; tests use tiny pages to force many pages).
         initial_capacity: Expected rows (sizes the index up front).
-        index_seed: The key index's seed (:mod:`cdc_sink.tablet.keyindex`): a table
-            passes the one its metadata holds (None for a table created before the
-            salt); by default a fresh random one.
+        index_seed: The key index's seed (:mod:`cdc_sink.tablet.keyindex`; None: the
+            unsalted hash of tables created before the salt); by default a new one.
     """
 
     page_rows: int = 65536
@@ -116,10 +115,8 @@ class MemTablet:
         self.schema = schema
         self.bucket = bucket
         self.options = options or TabletOptions()
-        cap = self.options.initial_capacity
-        self.index = KeyIndex(
-            [c.type for c in schema.key_columns], cap, seed=self.options.index_seed
-        )
+        cap, seed = self.options.initial_capacity, self.options.index_seed
+        self.index = KeyIndex([c.type for c in schema.key_columns], cap, seed=seed)
         self.columns: dict[int, ColumnStore] = {
             c.id: ColumnStore(c, self.options.page_rows, version) for c in schema.value_columns
         }
@@ -206,9 +203,8 @@ class MemTablet:
         index_seed: int | None,
     ) -> None:
         """Completes a tablet whose column bases were loaded from a snapshot at
-        ``version``: rebuilds the index, the dense live/seq state and the version state.
-        ``index_seed`` is the seed ``row_hash`` and ``slots`` were built with (the
-        index rebuilds them from the keys when it is not its own)."""
+        ``version``: rebuilds the index (``row_hash`` and ``slots`` built with
+        ``index_seed``), the dense live/seq state and the version state."""
         self.index.load(row_hash, keys, slots, seed=index_seed)
         self._live.ensure(row_count)
         self._live.a[:row_count] = True
