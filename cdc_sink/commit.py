@@ -1,4 +1,5 @@
-"""The two-phase commit protocol of a table (internal: the executors apply mode uses it).
+"""The steps of the two-phase commit protocol, on one process's :class:`TableState`
+(internal to the table layer: writers go through :class:`cdc_sink.transaction.Transaction`).
 
 A commit of version ``v`` happens in two steps, which may run in different processes::
 
@@ -14,10 +15,7 @@ A commit of version ``v`` happens in two steps, which may run in different proce
              log says v was committed with them after all
 
 What a process prepared and has not seen decided is kept per bucket as a
-:class:`~cdc_sink.pending.PendingBucket`. A user applies batches with
-:meth:`Table.apply <cdc_sink.table.Table.apply>` (or the Spark sink), which runs every
-step itself; the public functions here are for a driver that commits what executors
-prepared.
+:class:`~cdc_sink.pending.PendingBucket`.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -35,22 +32,17 @@ from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.pending import PendingBucket
 from cdc_sink.storage.faults import fault_point, register
-from cdc_sink.storage.rejects import reject_records, sorted_rejects, write_rejects
+from cdc_sink.storage.rejects import write_rejects
 from cdc_sink.storage.segments import write_change_segment
 from cdc_sink.storage.snapshot import apply_locations, write_snapshot
 from cdc_sink.storage.version_log import BucketRef, LogEntry
 from cdc_sink.table_state import TableState
 from cdc_sink.tablet import ApplyResult, MemTablet
 
-if TYPE_CHECKING:
-    from cdc_sink.table import Table
-
 __all__ = [
     "CommitResult",
     "PreparedBucket",
     "abort_prepared",
-    "apply_batch",
-    "bucket_tablet",
     "commit_prepared",
     "prepare_bucket",
     "prepare_buckets",
@@ -110,36 +102,25 @@ class CommitResult:
     buckets: list[int] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------------- public entry points
-def prepare_bucket(table: Table, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
+# ---------------------------------------------------------------------- entry points
+def prepare_bucket(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
     """Prepares ``batch`` (events of one bucket) as pending version ``version``.
-
-    Args:
-        table: The table, opened in the process that owns the bucket.
-        bucket: The bucket every event of ``batch`` routes to.
-        version: The version being committed (the table's newest version + 1).
-        batch: The bucket's events, decoded and validated.
-
-    Returns:
-        What the committer needs: the files written and the apply counts.
 
     Raises:
         CommitConflict: The log is no longer at ``version - 1``.
     """
-    return _prepare(table._state, bucket, version, batch)
+    s.writer_repair()
+    with s.lock:
+        plan = _begin(s, bucket, version, batch)
+        return _finish(s, plan, *_write(s, plan))
 
 
 def prepare_buckets(
-    table: Table, version: int, parts: Sequence[tuple[int, ChangeBatch]]
+    s: TableState, version: int, parts: Sequence[tuple[int, ChangeBatch]]
 ) -> list[PreparedBucket]:
     """Prepares several buckets' events as pending version ``version``, in
     ``prepare_threads`` threads (see :attr:`TableOptions.prepare_threads
     <cdc_sink.table_state.TableOptions.prepare_threads>`).
-
-    Args:
-        table: The table, opened in this process.
-        version: The version being committed (the table's newest version + 1).
-        parts: ``(bucket, events of that bucket)`` pairs, one per bucket.
 
     Returns:
         The prepared buckets, in the order of ``parts``.
@@ -148,18 +129,17 @@ def prepare_buckets(
         CommitConflict: The log is no longer at ``version - 1``. On any error, what was
             prepared is rolled back and its files removed before the error is raised.
     """
-    s = table._state
     prepared: list[PreparedBucket] = []
     try:
         _prepare_buckets(s, version, parts, prepared)
     except BaseException:
-        _abort(s, version, prepared)
+        abort_prepared(s, version, prepared)
         raise
     return prepared
 
 
 def commit_prepared(
-    table: Table,
+    s: TableState,
     version: int,
     prepared: Sequence[PreparedBucket],
     *,
@@ -175,74 +155,13 @@ def commit_prepared(
     durably first and named by the log entry, so they exist exactly when the version
     does; ``source_offsets`` go into the entry.
 
-    Args:
-        table: The table, opened on the driver.
-        version: The version being committed.
-        prepared: Every prepared bucket of the version.
-        app_id: The writing application, for idempotent replays (with ``batch_id``).
-        batch_id: The micro-batch id.
-        events: How many events the batch held (recorded in the version's stats).
-        rejects: The batch's rejected events, stored with the version.
-        source_offsets: Per topic and partition, the offset after the batch's last record.
-
-    Returns:
-        The committed version, its counts and the tablets' rejects.
-
     Raises:
         CommitConflict: Another writer committed ``version`` first (then call
             :func:`abort_prepared`).
     """
-    s = table._state
     s.writer_repair()
     with s.lock:
         return _commit(s, version, prepared, app_id, batch_id, events, rejects, source_offsets)
-
-
-def abort_prepared(table: Table, version: int, prepared: Sequence[PreparedBucket]) -> None:
-    """Rolls back the prepared buckets of a failed commit and removes their files.
-
-    Nothing is done when the log says the version was committed with them after all.
-    """
-    _abort(table._state, version, prepared)
-
-
-def bucket_tablet(table: Table, bucket: int) -> MemTablet | None:
-    """This process's tablet of ``bucket`` (after a prepare: the one holding the pending
-    version), or ``None`` if the process has not loaded the bucket."""
-    return table._state.tablets.get(bucket)
-
-
-def apply_batch(
-    s: TableState,
-    batch: ChangeBatch,
-    rejects: Rejects,
-    *,
-    app_id: str | None,
-    batch_id: int | None,
-    source: pa.Table | None,
-    source_offsets: Mapping[str, Mapping[str, int]] | None,
-) -> CommitResult:
-    """Both steps for a whole batch, in this process, as version ``s.version + 1``.
-
-    ``rejects`` are the events refused before the tablets saw the batch; they are recorded
-    with the version together with the tablets' rejects.
-    """
-    v = s.version + 1
-    prepared: list[PreparedBucket] = []
-    try:
-        _prepare_buckets(s, v, sorted(batch.split_by_bucket().items()), prepared)
-        refused = Rejects()
-        refused.extend(rejects)
-        for p in prepared:
-            refused.extend(p.rejects())
-        records = reject_records(sorted_rejects(refused), source)
-        result = _commit(s, v, prepared, app_id, batch_id, len(batch), records, source_offsets)
-    except BaseException:
-        _abort(s, v, prepared)
-        raise
-    result.rejects.extend(rejects)
-    result.rejects = sorted_rejects(result.rejects)
-    return result
 
 
 # ---------------------------------------------------------------------- prepare
@@ -256,13 +175,6 @@ class _Plan:
     batch: ChangeBatch
     tablet: MemTablet  # the bucket's tablet; for a bulk write, the new empty one
     bulk: bool
-
-
-def _prepare(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
-    s.writer_repair()
-    with s.lock:
-        plan = _begin(s, bucket, version, batch)
-        return _finish(s, plan, *_write(s, plan))
 
 
 def _prepare_buckets(
@@ -495,7 +407,11 @@ def _committed_as(s: TableState, version: int, prepared: Sequence[PreparedBucket
 
 
 # ---------------------------------------------------------------------- abort
-def _abort(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> None:
+def abort_prepared(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> None:
+    """Rolls back the prepared buckets of a failed commit and removes their files.
+
+    Nothing is done when the log says the version was committed with them after all.
+    """
     if _committed_as(s, version, prepared):
         return
     with s.lock:

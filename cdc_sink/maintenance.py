@@ -27,6 +27,7 @@ from cdc_sink.storage.fsutil import (
     remove,
     write_file_durable,
 )
+from cdc_sink.storage.gc import GcPlan, GcPolicy, execute_gc, plan_gc
 from cdc_sink.storage.layout import file_version, schema_file, table_file
 from cdc_sink.storage.snapshot import (
     LocationUpdate,
@@ -268,3 +269,34 @@ def _own_entry(
         buckets=buckets or {},
         kind=kind,
     )
+
+
+def collect_garbage(s: TableState, policy: GcPolicy, *, dry_run: bool) -> GcPlan:
+    """GC of the table (see :meth:`Table.gc <cdc_sink.table.Table.gc>`): plans what no
+    retained version needs and, unless ``dry_run``, deletes it and releases what this
+    process's tablets hold below the new horizon.
+
+    Returns:
+        The plan (:func:`cdc_sink.storage.gc.plan_gc`).
+    """
+    if not dry_run:
+        s.writer_repair()
+    with s.lock:
+        s.refresh()
+        oldest = s.oldest_version()
+        plan = plan_gc(
+            s.root,
+            s.log,
+            s.history,
+            latest=s.version,
+            oldest=oldest,
+            num_buckets=s.schema_at(s.version).num_buckets,
+            policy=policy,
+        )
+        if dry_run:
+            return plan
+        execute_gc(s.log, s.history, plan, oldest=oldest)
+        s.cache.clear()
+        for t in s.tablets.values():
+            t.release(max(t.oldest, min(plan.horizon, t.committed)))
+        return plan

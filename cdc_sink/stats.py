@@ -35,6 +35,7 @@ __all__ = [
     "TableStats",
     "disk_usage",
     "table_stats",
+    "tablet_figures",
     "with_remote_buckets",
 ]
 
@@ -285,6 +286,16 @@ class BucketFigures:
     live_rows: int
     memory_bytes: int
     delta_versions: int
+
+
+def tablet_figures(t: MemTablet) -> dict[str, int]:
+    """A tablet's :class:`BucketFigures` fields: live rows as of its last committed
+    version (a pending one is not readable yet), bytes held, most delta versions."""
+    return {
+        "live_rows": int(t.num_rows()),
+        "memory_bytes": int(t.memory_bytes()),
+        "delta_versions": int(t.delta_versions()),
+    }
 
 
 def with_remote_buckets(stats: TableStats, remote: Mapping[int, BucketFigures]) -> TableStats:

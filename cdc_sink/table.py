@@ -7,8 +7,9 @@ This module is the facade; the work is done by
 
 * :mod:`cdc_sink.table_state` -- the log, history, schemas and bucket tablets of one
   process (loading, replay, following other writers);
-* :mod:`cdc_sink.commit` -- the two-phase commit protocol (prepare per bucket, commit
-  one log entry, abort);
+* :mod:`cdc_sink.transaction` -- the commit object every writer goes through (decide,
+  prepare per bucket, commit one log entry, abort, forward dead letters), over the
+  protocol steps of :mod:`cdc_sink.commit`;
 * :mod:`cdc_sink.maintenance` -- creation, snapshots, compaction, schema changes;
 * :mod:`cdc_sink.storage.gc` -- what GC deletes (a plan) and deleting it.
 
@@ -30,20 +31,17 @@ import pyarrow as pa
 from cdc_sink import commit, maintenance
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import CommitResult, PreparedBucket
-from cdc_sink.errors import (
-    InvalidOption,
-    TableNotFound,
-    VersionNotFound,
-)
+from cdc_sink.errors import InvalidOption, TableNotFound
 from cdc_sink.schema import TableSchema
 from cdc_sink.stats import TableStats
-from cdc_sink.storage.gc import GcPlan, GcPolicy, execute_gc, plan_gc
+from cdc_sink.storage.gc import GcPlan, GcPolicy
 from cdc_sink.storage.layout import is_table
-from cdc_sink.storage.rejects import reject_records, version_rejects
+from cdc_sink.storage.rejects import reject_records, sorted_rejects, version_rejects
 from cdc_sink.storage.version_log import VersionLog
 from cdc_sink.table_inputs import keys_table, timestamp_ms, to_batch
 from cdc_sink.table_state import TableOptions, TableState
 from cdc_sink.tablet import MemTablet
+from cdc_sink.transaction import Transaction
 
 __all__ = [
     "CommitResult",
@@ -51,6 +49,7 @@ __all__ = [
     "PreparedBucket",
     "Table",
     "TableOptions",
+    "Transaction",
     "create_table",
     "open_table",
     "reject_records",
@@ -158,15 +157,7 @@ class Table:
             v = self.log.version_at(timestamp_ms(timestamp))
         else:
             v = s.version if version is None else int(version)
-        oldest = self.oldest_version
-        if not oldest <= v <= s.version:
-            raise VersionNotFound(
-                f"version {v} is not readable: readable versions are {oldest}..{s.version}"
-                f" (the oldest readable version is {oldest})",
-                version=v,
-                oldest=oldest,
-                latest=s.version,
-            )
+        s.check_readable(v)
         return v
 
     # ------------------------------------------------------------------ reads
@@ -183,10 +174,7 @@ class Table:
             VersionNotFound: GC collected the version during the read.
         """
         schema = self.schema_at(version)
-        with self._state.collected_means_gone(version):
-            t = self._state.reader_tablet(bucket, version)
-            with t.pin(version):
-                yield from t.batches(version, columns, filter, schema=schema)
+        yield from self._state.bucket_batches(bucket, version, columns, filter, schema)
 
     def read(
         self,
@@ -242,11 +230,8 @@ class Table:
         buckets = bucket_ids(key_arrays, schema.num_buckets)
         parts = []
         for b in np.unique(buckets).tolist():
-            sel = np.flatnonzero(buckets == b)
-            with self._state.collected_means_gone(v):
-                t = self._state.reader_tablet(b, v)
-                with t.pin(v):
-                    parts.append(t.get(kt.take(pa.array(sel)), v, columns, schema=schema))
+            sel = pa.array(np.flatnonzero(buckets == b))
+            parts.append(self._state.lookup(b, kt.take(sel), v, columns, schema))
         names = list(columns) if columns is not None else schema.names
         if not parts:
             return schema.arrow_schema(names).empty_table()
@@ -267,11 +252,7 @@ class Table:
         with s.lock:
             s.refresh()
             v = s.version if version is None else version
-            if v < self.oldest_version or v > s.version:
-                raise VersionNotFound(
-                    f"version {v} is not readable: retained versions are "
-                    f"{self.oldest_version}..{s.version}"
-                )
+            s.check_readable(v)
             entry = self.log.read(v)
         return version_rejects(self.root, entry)
 
@@ -312,26 +293,64 @@ class Table:
             CommitConflict: Another writer committed this version first; nothing of this
                 attempt is visible.
         """
-        if (app_id is None) != (batch_id is None):
-            raise InvalidOption("app_id and batch_id go together", option="app_id/batch_id")
         s = self._state
-        s.writer_repair()
-        with s.lock:
-            s.refresh()
-            if self.is_committed(app_id, batch_id):
-                return CommitResult(version=s.version, skipped=True)
-            batch, rejects = to_batch(events, s.schema_at(s.version))
-            if source_rejects is not None:
-                rejects.extend(source_rejects)
-            return commit.apply_batch(
-                s,
-                batch,
-                rejects,
-                app_id=app_id,
-                batch_id=batch_id,
-                source=source,
-                source_offsets=source_offsets,
-            )
+        with s.lock:  # one writer of this process at a time, from decide to commit
+            txn = self.transaction(app_id=app_id, batch_id=batch_id)
+            if txn.skipped:
+                return CommitResult(version=txn.latest, skipped=True)
+            with txn:
+                batch, rejects = to_batch(events, txn.schema)
+                if source_rejects is not None:
+                    rejects.extend(source_rejects)
+                txn.prepare(sorted(batch.split_by_bucket().items()))
+                refused = Rejects()
+                refused.extend(rejects)
+                refused.extend(txn.refused())
+                records = reject_records(sorted_rejects(refused), source)
+                result = txn.commit(
+                    events=len(batch), rejects=records, source_offsets=source_offsets
+                )
+        result.rejects.extend(rejects)
+        result.rejects = sorted_rejects(result.rejects)
+        return result
+
+    def transaction(self, *, app_id: str | None = None, batch_id: int | None = None) -> Transaction:
+        """Opens the next version for writing: the commit object every writer goes through
+        (:mod:`cdc_sink.transaction`; :meth:`apply` is one prepare and one commit of it).
+
+        Args:
+            app_id: Writer id for exactly-once commits (with ``batch_id``).
+            batch_id: Monotonic batch number of ``app_id``; when it is committed already
+                the transaction is ``skipped``.
+
+        Raises:
+            InvalidOption: Only one of ``app_id`` and ``batch_id`` was given.
+        """
+        return Transaction(self, app_id=app_id, batch_id=batch_id)
+
+    def prepare_bucket(self, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
+        """The executor's half of a :class:`Transaction`: prepares one bucket's events as
+        pending ``version`` in this process's tablet, for the driver's
+        :meth:`Transaction.add_prepared`.
+
+        Args:
+            bucket: The bucket every event of ``batch`` routes to.
+            version: The transaction's :attr:`Transaction.version`.
+            batch: The bucket's events, decoded and validated.
+
+        Raises:
+            CommitConflict: The log is no longer at ``version - 1``.
+        """
+        return commit.prepare_bucket(self._state, bucket, version, batch)
+
+    def bucket_figures(self, bucket: int) -> dict[str, int] | None:
+        """Live rows (as of the last committed version), memory bytes and delta versions of
+        this process's tablet of ``bucket`` (:func:`cdc_sink.stats.tablet_figures`);
+        ``None`` when the process holds none."""
+        from cdc_sink.stats import tablet_figures
+
+        t = self._state.tablets.get(bucket)
+        return None if t is None else tablet_figures(t)
 
     def is_committed(self, app_id: str | None, batch_id: int | None) -> bool:
         """Whether ``(app_id, batch_id)`` (or a later batch of ``app_id``) is committed."""
@@ -392,34 +411,13 @@ class Table:
             The plan: the sorted paths deleted (or, with ``dry_run``, that would be
             deleted), each with the reason in ``plan.reasons``.
         """
-        s = self._state
         policy = GcPolicy(
             retain_versions=_default(retain_versions, self.options.retain_versions),
             retain_seconds=_default(retain_seconds, self.options.retain_seconds),
             orphan_grace_seconds=orphan_grace_seconds,
             keep_from=keep_from,
         )
-        if not dry_run:
-            s.writer_repair()
-        with s.lock:
-            s.refresh()
-            oldest = self.oldest_version
-            plan = plan_gc(
-                self.root,
-                self.log,
-                s.history,
-                latest=s.version,
-                oldest=oldest,
-                num_buckets=s.schema_at(s.version).num_buckets,
-                policy=policy,
-            )
-            if dry_run:
-                return plan
-            execute_gc(self.log, s.history, plan, oldest=oldest)
-            s.cache.clear()
-            for t in s.tablets.values():
-                t.release(max(t.oldest, min(plan.horizon, t.committed)))
-            return plan
+        return maintenance.collect_garbage(self._state, policy, dry_run=dry_run)
 
     # ------------------------------------------------------------------ statistics
     def stats(self, *, load: bool = False, disk_max_age: float = 0.0) -> TableStats:

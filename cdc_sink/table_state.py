@@ -26,6 +26,9 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import InvalidOption, TableNotFound, VersionNotFound, WalCorruption
@@ -396,6 +399,47 @@ class TableState:
         t.release(t.committed - self.options.memory_versions + 1)
 
     # ------------------------------------------------------------------ reads
+    def check_readable(self, v: int) -> None:
+        """Raises VersionNotFound, naming the oldest readable version, unless ``v`` is
+        retained (between the oldest readable version and the latest, both included)."""
+        oldest = self.oldest_version()
+        if not oldest <= v <= self.version:
+            raise VersionNotFound(
+                f"version {v} is not readable: readable versions are {oldest}..{self.version}"
+                f" (the oldest readable version is {oldest})",
+                version=v,
+                oldest=oldest,
+                latest=self.version,
+            )
+
+    def bucket_batches(
+        self,
+        bucket: int,
+        version: int,
+        columns: Sequence[str] | None,
+        filter: Any,
+        schema: TableSchema,
+    ) -> Iterator[pa.RecordBatch]:
+        """Record batches of ``bucket`` at ``version``, its tablet pinned meanwhile."""
+        with self.collected_means_gone(version):
+            t = self.reader_tablet(bucket, version)
+            with t.pin(version):
+                yield from t.batches(version, columns, filter, schema=schema)
+
+    def lookup(
+        self,
+        bucket: int,
+        keys: pa.Table,
+        version: int,
+        columns: Sequence[str] | None,
+        schema: TableSchema,
+    ) -> pa.Table:
+        """The rows of ``keys`` (all in ``bucket``) at ``version``; missing keys left out."""
+        with self.collected_means_gone(version):
+            t = self.reader_tablet(bucket, version)
+            with t.pin(version):
+                return t.get(keys, version, columns, schema=schema)
+
     @contextmanager
     def collected_means_gone(self, version: int) -> Iterator[None]:
         """A read that finds a file of ``version`` missing raises VersionNotFound if GC

@@ -45,39 +45,36 @@ directly. Both implementations are picklable (a Spark task may carry them):
 :func:`from_uri` builds either from ``kafka://host:port[,host:port]/topic``,
 ``file:///dir`` or a plain path.
 
-The record schema and the sink contract are in :mod:`cdc_sink.kafka.deadletter_base`, the
+The record schema, the sink contract and :func:`forward` are in :mod:`cdc_sink.dead_letters`, the
 Kafka sink in :mod:`cdc_sink.kafka.deadletter_kafka`; this module re-exports them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cdc_sink.kafka.deadletter_base import (
+from cdc_sink.dead_letters import (
     DEAD_LETTER_SCHEMA,
     HEADER_NAMES,
     DeadLetterSink,
     app_tag,
     conform,
     dedupe,
+    forward,
     records_from_rows,
 )
 from cdc_sink.kafka.deadletter_kafka import KafkaDeadLetter
 from cdc_sink.storage.fsutil import check_file_mode, create_file, dir_mode, makedirs
-
-if TYPE_CHECKING:
-    from cdc_sink.table import Table
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
@@ -207,69 +204,6 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _cursor_path(table_root: str, sink: Any, app_id: str) -> Path:
-    tag = app_tag(f"{app_id}|{sink!r}")
-    return Path(table_root) / "_dead_letters" / f"{tag}.cursor"
-
-
-def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None) -> int:
-    """Copies the rejects of every version ``app_id`` committed to ``sink``, exactly once.
-
-    Versions are forwarded in order, starting after the sink's cursor
-    (:meth:`DeadLetterSink.forwarded_version`, or a cursor file in the table directory for
-    sinks that keep none). Versions that refused nothing are passed over; versions no
-    longer retained by the table (GC) cannot be forwarded and are logged.
-
-    Args:
-        table: The table whose versions hold the rejects.
-        sink: Where the dead letters go: a :class:`DeadLetterSink`, or any object with
-            ``write(records)`` (forwarded at least once, with a cursor file).
-        app_id: The writer whose versions are forwarded.
-        checked: A version up to which this process already forwarded everything (the
-            scan starts after it even when the sink's cursor is older, e.g. because
-            versions since then refused nothing).
-
-    Returns:
-        The number of dead letters written.
-    """
-    exactly_once = bool(getattr(sink, "exactly_once", False))
-    cursor_file = None if exactly_once else _cursor_path(table.root, sink, app_id)
-    if cursor_file is not None:
-        done = int(json.loads(cursor_file.read_text())["version"]) if cursor_file.exists() else None
-    else:
-        done = sink.forwarded_version(app_id)
-    written = 0
-    start = max(table.oldest_version, (done or 0) + 1, (checked or 0) + 1)
-    for entry in table.log.entries(from_version=start):
-        if entry.app_id != app_id or entry.rejects is None:
-            continue
-        rej = table.rejects(entry.version)
-        records = pa.table(
-            {
-                "topic": rej.column("topic"),
-                "partition": rej.column("partition"),
-                "offset": rej.column("offset"),
-                "key": rej.column("key"),
-                "value": rej.column("value"),
-                "reason": rej.column("reason"),
-                "batch_id": rej.column("batch_id"),
-                "app_id": rej.column("app_id"),
-            }
-        )
-        write_version = getattr(sink, "write_version", None)
-        if write_version is not None:
-            write_version(records, app_id=app_id, version=entry.version)
-        else:
-            sink.write(records)
-        written += records.num_rows
-        if cursor_file is not None:
-            from cdc_sink.storage.fsutil import atomic_replace
-
-            cursor_file.parent.mkdir(exist_ok=True)
-            atomic_replace(cursor_file, json.dumps({"version": entry.version}).encode())
-    return written
 
 
 # -- URIs ---------------------------------------------------------------------------------

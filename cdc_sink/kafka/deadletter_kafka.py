@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from cdc_sink import dead_letters as base
 from cdc_sink.extras import require, require_any
-from cdc_sink.kafka import deadletter_base as base
 from cdc_sink.kafka.producer import BackendName, RawProducer
 
 __all__ = ["KafkaDeadLetter"]

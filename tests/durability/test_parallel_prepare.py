@@ -198,16 +198,17 @@ def _files(root: Path) -> set[str]:
 def test_prepare_buckets_then_commit_is_the_driver_modes_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``commit.prepare_buckets`` (what the Spark sink's driver mode calls) prepares in
-    the threads, returns the buckets in order, and rolls all of them back on a failure."""
+    """``Transaction.prepare`` (what the Spark sink's driver mode calls) prepares in the
+    threads, returns the buckets in order, and rolls all of them back on a failure."""
     t = create_table(tmp_path / "t", SCHEMA, options=replace(OPTS, prepare_threads=2))
     model = RefModel(SCHEMA)
     for i in range(3):
         batch = ChangeBatch.from_events(_batch(i), SCHEMA)[0]
         parts = sorted(batch.split_by_bucket().items())
-        prepared = commit.prepare_buckets(t, t.version + 1, parts)
+        txn = t.transaction()
+        prepared = txn.prepare(parts)
         assert [p.bucket for p in prepared] == [b for b, _ in parts]
-        res = commit.commit_prepared(t, t.version + 1, prepared, events=len(batch))
+        res = txn.commit(events=len(batch))
         model.apply(_batch(i))
         model.commit(res.version)
     assert _rows(open_table(tmp_path / "t", options=OPTS)) == model_rows(model.rows, SCHEMA)
@@ -221,9 +222,11 @@ def test_prepare_buckets_then_commit_is_the_driver_modes_path(
 
     monkeypatch.setattr(MemTablet, "apply", apply)
     batch = ChangeBatch.from_events(_batch(3), SCHEMA)[0]
+    txn = t.transaction()
     with pytest.raises(_Boom):
-        commit.prepare_buckets(t, t.version + 1, sorted(batch.split_by_bucket().items()))
+        txn.prepare(sorted(batch.split_by_bucket().items()))
+    assert txn.prepared == []  # nothing of the failed prepare is kept for a commit
     monkeypatch.undo()
     assert _files(tmp_path / "t") == before
-    assert all(commit.bucket_tablet(t, b).pending_version is None for b in range(4))  # type: ignore[union-attr]
+    assert all(t._tablet(b).pending_version is None for b in range(4))
     assert _rows(t) == model_rows(model.rows, SCHEMA)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.model import RefModel, model_rows, table_to_rows
@@ -29,12 +28,13 @@ def _commit_from_worker(
     """What executors mode does: the worker prepares every bucket, the driver commits."""
     batch, rejects = ChangeBatch.from_events(events, driver.schema)
     assert not len(rejects)
-    v = driver.version + 1
+    txn = driver.transaction(app_id="job", batch_id=batch_id)
     prepared = [
-        commit.prepare_bucket(worker, b, v, part)
+        worker.prepare_bucket(b, txn.version, part)
         for b, part in sorted(batch.split_by_bucket().items())
     ]
-    commit.commit_prepared(driver, v, prepared, app_id="job", batch_id=batch_id, events=len(batch))
+    txn.add_prepared(prepared)
+    txn.commit(events=len(batch))
 
 
 def _events(lo: int, hi: int, a: int) -> list[dict[str, Any]]:

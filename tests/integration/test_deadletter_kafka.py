@@ -199,7 +199,7 @@ def _table_with_rejects(tmp_path: Any, batches: int) -> Any:
 def test_forwarding_to_kafka_is_exactly_once_across_replays_and_aborts(
     kafka: KafkaHandle, topic_name: str, tmp_path: Any
 ) -> None:
-    from cdc_sink.kafka.deadletter import forward
+    from cdc_sink.dead_letters import forward
 
     kafka.create_topic(topic_name, partitions=1)
     table = _table_with_rejects(tmp_path, 3)

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from cdc_sink import commit
 from cdc_sink.errors import CommitConflict
 from cdc_sink.schema import TableSchema
 from cdc_sink.table import Table, TableOptions, create_table, open_table
@@ -154,13 +153,14 @@ def test_prepared_in_one_process_committed_in_another(tmp_path: Path) -> None:
     model = _Model()
     for i, evs in enumerate((_load(300), _small(1), _small(2))):
         batch, _ = ChangeBatch.from_events(evs, SCHEMA)
-        v = driver.version + 1
+        txn = driver.transaction()
         prepared = [
-            commit.prepare_bucket(worker, b, v, part)
+            worker.prepare_bucket(b, txn.version, part)
             for b, part in sorted(batch.split_by_bucket().items())
         ]
         assert all((p.segment is None) == (i == 0) for p in prepared)
-        commit.commit_prepared(driver, v, prepared)
+        txn.add_prepared(prepared)
+        txn.commit()
         model.apply(evs)
         assert _rows(driver) == model.states[-1]
         assert _rows(worker) == model.states[-1]

@@ -1,5 +1,5 @@
 """Rejects are durable with the version that refused them, and reach dead-letter sinks
-exactly once (storage/rejects.py, Table.rejects, kafka.deadletter.forward)."""
+exactly once (storage/rejects.py, Table.rejects, dead_letters.forward)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from cdc_sink import commit
+from cdc_sink.dead_letters import forward
 from cdc_sink.errors import CommitConflict, VersionNotFound
-from cdc_sink.kafka.deadletter import ParquetDeadLetter, forward
+from cdc_sink.kafka.deadletter import ParquetDeadLetter
 from cdc_sink.storage.rejects import REJECTS_DIR, REJECTS_SCHEMA
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.fixtures import ID_A
@@ -78,14 +78,12 @@ def test_a_replayed_batch_keeps_the_first_commits_rejects(table: Table) -> None:
 
 def test_a_lost_commit_race_leaves_no_rejects_file(table: Table) -> None:
     other = open_table(table.root)
-    v = table.version + 1
-    batch_prep = commit.prepare_bucket(table, 0, v, _one_event_batch(table))
-    other.apply(BAD[:1], app_id="other", batch_id=0)  # wins version v
+    txn = table.transaction(app_id="job", batch_id=0)
+    txn.prepare([(0, _one_event_batch(table))])
+    other.apply(BAD[:1], app_id="other", batch_id=0)  # wins version txn.version
     with pytest.raises(CommitConflict):
-        commit.commit_prepared(
-            table, v, [batch_prep], app_id="job", batch_id=0, rejects=pa.table({"reason": ["r"]})
-        )
-    commit.abort_prepared(table, v, [batch_prep])
+        txn.commit(rejects=pa.table({"reason": ["r"]}))
+    txn.abort()
     assert os.listdir(os.path.join(table.root, REJECTS_DIR)) == []
 
 
@@ -203,7 +201,7 @@ def test_gc_keeps_versions_whose_rejects_are_not_forwarded(table: Table, tmp_pat
 
 
 def test_the_sinks_gc_floor_follows_what_it_forwarded(table: Table, tmp_path: Path) -> None:
-    from cdc_sink.spark.writer import SinkFunction
+    from cdc_sink.spark.writer import SinkFunction, SinkOptions
 
     class Down(ParquetDeadLetter):
         up = False
@@ -215,13 +213,7 @@ def test_the_sinks_gc_floor_follows_what_it_forwarded(table: Table, tmp_path: Pa
 
     table.apply(BAD, app_id="job", batch_id=0, source=_source(3))
     fn = SinkFunction(
-        table.root,
-        schema=None,
-        fmt="json",
-        app_id="job",
-        apply_mode="driver",
-        dead_letter=Down(tmp_path / "dlq"),
-        table_options=None,
+        table.root, options=SinkOptions(app_id="job"), dead_letter=Down(tmp_path / "dlq")
     )
     assert fn.gc_floor() == fn.table.oldest_version  # nothing known forwarded yet
     fn._forward()  # fails, logged: the rejects stay in the table
@@ -229,13 +221,5 @@ def test_the_sinks_gc_floor_follows_what_it_forwarded(table: Table, tmp_path: Pa
     Down.up = True
     fn._forward()
     assert fn.gc_floor() == fn.table.version + 1
-    no_sink = SinkFunction(
-        table.root,
-        schema=None,
-        fmt="json",
-        app_id="job",
-        apply_mode="driver",
-        dead_letter=None,
-        table_options=None,
-    )
+    no_sink = SinkFunction(table.root, options=SinkOptions(app_id="job"))
     assert no_sink.gc_floor() is None

@@ -1,21 +1,36 @@
-"""The dead-letter record and the contract of a dead-letter sink.
+"""Dead letters: the record, the contract of a sink, and forwarding them exactly once.
 
-Every sink receives the rejects of a micro-batch as one Arrow table of
-:data:`DEAD_LETTER_SCHEMA` (see :mod:`cdc_sink.kafka.deadletter` for the sinks and the
-exactly-once forwarding).
+A micro-batch's rejects are stored in the table, atomically with the version that
+rejected them (:mod:`cdc_sink.storage.rejects`). :func:`forward` -- step 5 of the commit
+protocol, reached through :meth:`Transaction.forward_dead_letters
+<cdc_sink.transaction.Transaction.forward_dead_letters>` -- copies each committed
+version's rejects of one writer to a :class:`DeadLetterSink`, in version order, resuming
+after the last version the sink already holds (:meth:`DeadLetterSink.forwarded_version`).
+A sink that makes ``write_version`` and ``forwarded_version`` durable together
+(``exactly_once``) gets every dead letter exactly once; a sink with only ``write`` gets a
+cursor file in the table directory (``_dead_letters/<tag>.cursor``) and at least once.
+
+Every sink receives one version's rejects as one Arrow table of
+:data:`DEAD_LETTER_SCHEMA`. The sinks themselves (Kafka, Parquet) are in
+:mod:`cdc_sink.kafka.deadletter`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc_sink.storage.rejects import REJECTS_SCHEMA
+
+if TYPE_CHECKING:
+    from cdc_sink.table import Table
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
@@ -24,6 +39,7 @@ __all__ = [
     "app_tag",
     "conform",
     "dedupe",
+    "forward",
     "records_from_rows",
 ]
 
@@ -115,3 +131,55 @@ def app_tag(app_id: str) -> str:
 def records_from_rows(rows: list[Mapping[str, Any]]) -> pa.Table:
     """A dead-letter table from row dicts (missing fields are null); for tests and tools."""
     return pa.Table.from_pylist([dict(r) for r in rows], schema=DEAD_LETTER_SCHEMA)
+
+
+def _cursor_path(table_root: str, sink: Any, app_id: str) -> Path:
+    tag = app_tag(f"{app_id}|{sink!r}")
+    return Path(table_root) / "_dead_letters" / f"{tag}.cursor"
+
+
+def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None) -> int:
+    """Copies the rejects of every version ``app_id`` committed to ``sink``, exactly once.
+
+    Versions are forwarded in order, starting after the sink's cursor
+    (:meth:`DeadLetterSink.forwarded_version`, or a cursor file in the table directory for
+    sinks that keep none). Versions that refused nothing are passed over; versions no
+    longer retained by the table (GC) cannot be forwarded and are logged.
+
+    Args:
+        table: The table whose versions hold the rejects.
+        sink: Where the dead letters go: a :class:`DeadLetterSink`, or any object with
+            ``write(records)`` (forwarded at least once, with a cursor file).
+        app_id: The writer whose versions are forwarded.
+        checked: A version up to which this process already forwarded everything (the
+            scan starts after it even when the sink's cursor is older, e.g. because
+            versions since then refused nothing).
+
+    Returns:
+        The number of dead letters written.
+    """
+    exactly_once = bool(getattr(sink, "exactly_once", False))
+    cursor_file = None if exactly_once else _cursor_path(table.root, sink, app_id)
+    if cursor_file is not None:
+        done = int(json.loads(cursor_file.read_text())["version"]) if cursor_file.exists() else None
+    else:
+        done = sink.forwarded_version(app_id)
+    written = 0
+    start = max(table.oldest_version, (done or 0) + 1, (checked or 0) + 1)
+    for entry in table.log.entries(from_version=start):
+        if entry.app_id != app_id or entry.rejects is None:
+            continue
+        rej = table.rejects(entry.version)
+        records = pa.table({f.name: rej.column(f.name) for f in DEAD_LETTER_SCHEMA})
+        write_version = getattr(sink, "write_version", None)
+        if write_version is not None:
+            write_version(records, app_id=app_id, version=entry.version)
+        else:
+            sink.write(records)
+        written += records.num_rows
+        if cursor_file is not None:
+            from cdc_sink.storage.fsutil import atomic_replace
+
+            cursor_file.parent.mkdir(exist_ok=True)
+            atomic_replace(cursor_file, json.dumps({"version": entry.version}).encode())
+    return written

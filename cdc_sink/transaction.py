@@ -1,0 +1,296 @@
+"""One table version being written: the commit object every writer goes through.
+
+:meth:`Table.apply <cdc_sink.table.Table.apply>`, the Spark sink's apply modes (driver and
+executors) and dead-letter forwarding all write through a :class:`Transaction`, which
+walks the commit protocol of docs/architecture.md §4 step by step::
+
+    txn = table.transaction(app_id="job", batch_id=7)   # 1. decide: skip a replay, fix v
+    if not txn.skipped:
+        with txn:                                        #    any error below: abort
+            txn.prepare(parts)                           # 2. prepare buckets here, or
+            txn.add_prepared(messages)                   #    take what executors prepared
+            res = txn.commit(rejects=..., source_offsets=...)   # 3-4. rejects, log entry
+    txn.forward_dead_letters(sink)                       # 5. forward, exactly once
+
+Preconditions are data, as pyiceberg's table requirements are: a transaction carries the
+:class:`Requirement` values its commit depends on (the log still at ``version - 1``, the
+batch not committed by this ``app_id``), and :meth:`Transaction.commit` checks each before
+it writes anything; a failed one raises :class:`~cdc_sink.errors.CommitConflict` and
+nothing of the attempt becomes visible. The log entry's exclusive create stays the one
+arbiter between processes; the requirements make a conflict that this process can
+already see fail before any write.
+
+An executor task prepares its bucket with :meth:`Table.prepare_bucket
+<cdc_sink.table.Table.prepare_bucket>` in the worker's own table, at the transaction's
+:attr:`Transaction.version`, and sends the :class:`~cdc_sink.commit.PreparedBucket` back
+to the driver, which hands it to :meth:`Transaction.add_prepared`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from cdc_sink import commit
+from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.commit import CommitResult, PreparedBucket
+from cdc_sink.errors import CommitConflict, InvalidOption
+from cdc_sink.schema import TableSchema
+
+if TYPE_CHECKING:
+    from cdc_sink.table import Table
+    from cdc_sink.table_state import TableState
+
+__all__ = [
+    "AssertBatchNotCommitted",
+    "AssertLogAt",
+    "Requirement",
+    "Transaction",
+    "TransactionState",
+]
+
+TransactionState = Literal["open", "committed", "aborted", "skipped"]
+"""Where a :class:`Transaction` stands."""
+
+
+class Requirement:
+    """A precondition of a commit, checked against this process's view of the log."""
+
+    def validate(self, state: TableState) -> None:
+        """Raises :class:`~cdc_sink.errors.CommitConflict` when the precondition fails."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class AssertLogAt(Requirement):
+    """The newest committed version is still ``version`` (the one the commit follows)."""
+
+    version: int
+
+    def validate(self, state: TableState) -> None:
+        """Raises CommitConflict when another version was committed meanwhile."""
+        if state.version != self.version:
+            raise CommitConflict(
+                f"the table moved from version {self.version} to {state.version} "
+                "while this transaction was open"
+            )
+
+
+@dataclass(frozen=True)
+class AssertBatchNotCommitted(Requirement):
+    """``(app_id, batch_id)`` is not committed yet (exactly once per micro-batch)."""
+
+    app_id: str
+    batch_id: int
+
+    def validate(self, state: TableState) -> None:
+        """Raises CommitConflict when the batch was committed meanwhile."""
+        last = state.log.last_batch_id(self.app_id)
+        if last is not None and self.batch_id <= last:
+            raise CommitConflict(
+                f"batch {self.batch_id} of {self.app_id!r} was committed meanwhile "
+                f"(its last committed batch is {last})"
+            )
+
+
+class Transaction:
+    """The next version of a table, from decide to commit or abort (see the module
+    docstring). Made by :meth:`Table.transaction <cdc_sink.table.Table.transaction>`.
+
+    Attributes:
+        version: The version this transaction commits (the newest at decide time + 1).
+        schema: The schema the events are validated and written with.
+        app_id: The writing application (``None``: no exactly-once bookkeeping).
+        batch_id: Its micro-batch id.
+        requirements: What :meth:`commit` checks before writing.
+        state: ``open``, ``committed``, ``aborted``, or ``skipped`` (the batch was
+            committed before: a replay; nothing may be prepared or committed).
+    """
+
+    def __init__(self, table: Table, *, app_id: str | None, batch_id: int | None) -> None:
+        if (app_id is None) != (batch_id is None):
+            raise InvalidOption("app_id and batch_id go together", option="app_id/batch_id")
+        self._table = table
+        self._s = state = table._state
+        self.app_id = app_id
+        self.batch_id = batch_id
+        state.writer_repair()
+        with state.lock:
+            state.refresh()
+            last = state.log.last_batch_id(app_id) if app_id is not None else None
+            replay = batch_id is not None and last is not None and batch_id <= last
+            self.version = state.version + 1
+            self.schema: TableSchema = state.schema_at(state.version)
+        self.state: TransactionState = "skipped" if replay else "open"
+        reqs: list[Requirement] = [AssertLogAt(self.version - 1)]
+        if app_id is not None and batch_id is not None:
+            reqs.append(AssertBatchNotCommitted(app_id, batch_id))
+        self.requirements: tuple[Requirement, ...] = tuple(reqs)
+        self._prepared: list[PreparedBucket] = []
+
+    # ------------------------------------------------------------------ decide
+    @property
+    def skipped(self) -> bool:
+        """The batch was committed before (a replay): there is nothing to write."""
+        return self.state == "skipped"
+
+    @property
+    def latest(self) -> int:
+        """The newest committed version when this transaction was made."""
+        return self.version - 1
+
+    # ------------------------------------------------------------------ prepare
+    def prepare(self, parts: Sequence[tuple[int, ChangeBatch]]) -> list[PreparedBucket]:
+        """Prepares each ``(bucket, events)`` pair in this process as pending
+        :attr:`version`, in the table's prepare threads.
+
+        Returns:
+            The prepared buckets, in the order of ``parts`` (also kept for :meth:`commit`).
+
+        Raises:
+            CommitConflict: The log is no longer at ``version - 1``. On any error, what
+                this call prepared is rolled back before the error is raised.
+        """
+        self._check_open("prepare")
+        got = commit.prepare_buckets(self._s, self.version, parts)
+        self._prepared.extend(got)
+        return got
+
+    def add_prepared(self, prepared: Sequence[PreparedBucket]) -> None:
+        """Takes buckets prepared in other processes (executor tasks) at :attr:`version`.
+
+        Raises:
+            InvalidOption: A bucket was prepared for another version.
+        """
+        self._check_open("add prepared buckets to")
+        for p in prepared:
+            if p.version != self.version:
+                raise InvalidOption(
+                    f"bucket {p.bucket} was prepared for version {p.version}, "
+                    f"this transaction commits {self.version}",
+                    option="prepared",
+                )
+        self._prepared.extend(prepared)
+
+    @property
+    def prepared(self) -> list[PreparedBucket]:
+        """Every bucket prepared so far."""
+        return list(self._prepared)
+
+    def refused(self) -> Rejects:
+        """The events the prepared buckets' tablets refused (positions of their input)."""
+        out = Rejects()
+        for p in self._prepared:
+            out.extend(p.rejects())
+        return out
+
+    def rollback(self) -> None:
+        """Rolls back and removes everything prepared so far; the transaction stays open
+        for another prepare of the same version (the sink's fallback from a
+        bucket-partitioned attempt to a shuffle)."""
+        self._check_open("roll back")
+        done, self._prepared = self._prepared, []
+        commit.abort_prepared(self._s, self.version, done)
+
+    # ------------------------------------------------------------------ commit
+    def commit(
+        self,
+        *,
+        events: int | None = None,
+        rejects: pa.Table | None = None,
+        source_offsets: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> CommitResult:
+        """Makes :attr:`version` visible with every prepared bucket, atomically.
+
+        ``rejects`` (columns of :data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`) are
+        written durably first and named by the log entry, so they exist exactly when the
+        version does.
+
+        Args:
+            events: How many events the batch held (recorded in the version's stats).
+            rejects: The batch's rejected events, stored with the version.
+            source_offsets: Per topic and partition, the offset after the batch's last
+                record (recorded in the log entry).
+
+        Returns:
+            The committed version, its counts and the tablets' rejects.
+
+        Raises:
+            CommitConflict: A requirement failed, or another writer committed
+                :attr:`version` first. Nothing of the attempt is visible: call
+                :meth:`abort` (a ``with`` block does).
+        """
+        self._check_open("commit")
+        s = self._s
+        s.writer_repair()
+        with s.lock:
+            for req in self.requirements:
+                req.validate(s)
+            res = commit.commit_prepared(
+                s,
+                self.version,
+                self._prepared,
+                app_id=self.app_id,
+                batch_id=self.batch_id,
+                events=events,
+                rejects=rejects,
+                source_offsets=source_offsets,
+            )
+        self.state = "committed"
+        return res
+
+    def abort(self) -> None:
+        """Rolls back what was prepared and removes its files, unless the log says the
+        version was committed with them after all. Nothing is done once committed."""
+        if self.state != "open":
+            return
+        self.state = "aborted"
+        commit.abort_prepared(self._s, self.version, self._prepared)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    # ------------------------------------------------------------------ forward
+    def forward_dead_letters(self, sink: Any, *, checked: int | None = None) -> int:
+        """Step 5: copies this writer's committed rejects that ``sink`` does not hold yet
+        to it, in version order, exactly once (:func:`cdc_sink.dead_letters.forward`).
+
+        Works whether this transaction committed or was skipped (a replay forwards what
+        an earlier run still owed).
+
+        Args:
+            sink: A dead-letter sink (:class:`~cdc_sink.dead_letters.DeadLetterSink`).
+            checked: Every version up to this one is known forwarded already.
+
+        Returns:
+            The records written.
+
+        Raises:
+            InvalidOption: The transaction has no ``app_id`` (forwarding is per writer).
+        """
+        if self.app_id is None:
+            raise InvalidOption("forwarding dead letters needs an app_id", option="app_id")
+        from cdc_sink.dead_letters import forward
+
+        return forward(self._table, sink, self.app_id, checked=checked)
+
+    # ------------------------------------------------------------------ internals
+    def _check_open(self, what: str) -> None:
+        if self.state != "open":
+            raise InvalidOption(
+                f"cannot {what} a transaction that is {self.state} (version {self.version})",
+                option="transaction",
+            )
