@@ -11,7 +11,7 @@ events decoded in one compiled pass (``--no-flat``: every event the general way;
 ``--no-compiled``: neither C extension of the JSON decoders, as on an install without a
 C compiler). With
 ``--task``, the body of a decode task instead (driver mode with ``decode_in="executors"``
-and executors mode: ``cdc_sink.spark._executors._decode_partition``): decode, then each
+and executors mode: ``cdc_sink.spark._tasks._decode_partition``): decode, then each
 batch's events packed per bucket as Arrow IPC pieces with their Kafka coordinates. Prints
 us per event, the median of ``--runs`` passes.
 
@@ -33,7 +33,7 @@ from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] whe
 
 from cdc_sink.formats import _jsonflat, _jsonscan, get_decoder
 from cdc_sink.runtime import numpy_pool
-from cdc_sink.spark._executors import _decode_partition
+from cdc_sink.spark._tasks import _decode_partition
 
 
 def main() -> None:

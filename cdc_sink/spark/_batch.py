@@ -1,7 +1,7 @@
 """What both apply modes of the sink do with a micro-batch's records (internal).
 
 - :class:`PreparedBatch`: what an apply mode hands to :class:`~cdc_sink.spark.writer.
-  SinkFunction` to commit (the prepared buckets, the rejects, the Kafka end offsets,
+  SinkFunction` with the transaction it prepared (the rejects, the Kafka end offsets,
   figures for :class:`~cdc_sink.spark.writer.BatchStats`);
 - the Kafka *end offsets* of a batch and their merge;
 - the *rejects*: sorted by position, completed with the raw Kafka key and value bytes;
@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import OP_NAMES, ChangeBatch, Rejects
-from cdc_sink.commit import PreparedBucket
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark.decode import META_COLUMNS
 from cdc_sink.storage.rejects import REJECTS_SCHEMA, conform_rejects
@@ -37,11 +36,10 @@ TS_SAMPLE = 4_096
 
 @dataclass
 class PreparedBatch:
-    """A micro-batch prepared by an apply mode, ready to commit as ``version``.
+    """What an apply mode did with a micro-batch whose buckets it prepared into the
+    sink's :class:`~cdc_sink.transaction.Transaction` (which holds the prepared buckets).
 
     Attributes:
-        version: The version the buckets were prepared as.
-        buckets: Every prepared bucket.
         rejects: The batch's rejects (:data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`).
         events: Kafka records in the batch.
         log_events: Events the version's log entry records.
@@ -52,8 +50,6 @@ class PreparedBatch:
         ts_sample: Producer timestamps of a sample of the batch's events.
     """
 
-    version: int
-    buckets: list[PreparedBucket]
     rejects: pa.Table
     events: int
     log_events: int

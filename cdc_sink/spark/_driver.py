@@ -3,12 +3,14 @@
 The micro-batch comes to the driver and every touched bucket is prepared in the driver's
 :class:`~cdc_sink.table.Table`, whose tablets stay in memory across batches:
 
-- :func:`prepare_in_driver`: the raw Kafka records come over (``toArrow``) and the
-  vectorized decoder of the format decodes them;
-- :func:`prepare_jvm_in_driver`: native JSON is decoded by Spark (``from_json``,
+- :class:`DriverApply`: the raw Kafka records come over (``toArrow``) and the
+  vectorized decoder of the format decodes them (in the driver's thread, or in the
+  mode's decode worker processes: :mod:`~cdc_sink.spark._decode_pool`);
+- :class:`JvmDriverApply`: native JSON is decoded by Spark (``from_json``,
   :mod:`cdc_sink.spark.decode`) and the wire table comes over.
 
-Both hand a :class:`~cdc_sink.spark._batch.PreparedBatch` back for the sink to commit.
+Both prepare the buckets into the sink's transaction and hand a
+:class:`~cdc_sink.spark._batch.PreparedBatch` back for the sink to commit.
 """
 
 from __future__ import annotations
@@ -22,11 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch, Rejects
-from cdc_sink.commit import PreparedBucket
 from cdc_sink.runtime import numpy_pool
-from cdc_sink.schema import TableSchema
 from cdc_sink.spark._arrow_stream import collect_arrow
 from cdc_sink.spark._batch import (
     TS_SAMPLE,
@@ -40,31 +39,19 @@ from cdc_sink.spark._batch import (
     ts_sample,
     with_raw_bytes,
 )
-from cdc_sink.spark._decode_pool import PendingDecode
-from cdc_sink.spark.decode import decode_native_json, jvm_allow_truncate
+from cdc_sink.spark._decode_pool import DecodePool, PendingDecode
+from cdc_sink.spark._mode import ApplyStrategy
+from cdc_sink.spark.decode import decode_native_json
+from cdc_sink.spark.options import SinkOptions
 from cdc_sink.table import Table, reject_records
+from cdc_sink.transaction import Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from cdc_sink.formats import Decoded
-    from cdc_sink.spark.writer import SinkFunction
 
-__all__ = ["prepare_buckets", "prepare_in_driver", "prepare_jvm_in_driver", "raw_columns"]
-
-
-def prepare_buckets(
-    table: Table, parts: list[tuple[int, ChangeBatch]]
-) -> tuple[int, list[PreparedBucket], Rejects]:
-    """Prepares every bucket's events (``(bucket, events)`` pairs) in ``table`` as its next
-    version, in the table's prepare threads (all rolled back if one fails); (version,
-    prepared buckets, events the tablets refused)."""
-    version = table.version + 1
-    prepared = commit.prepare_buckets(table, version, parts)
-    refused = Rejects()
-    for p in prepared:
-        refused.extend(p.rejects())
-    return version, prepared, refused
+__all__ = ["DriverApply", "JvmDriverApply", "raw_columns"]
 
 
 def raw_columns(df: DataFrame) -> DataFrame:
@@ -82,62 +69,84 @@ def raw_columns(df: DataFrame) -> DataFrame:
     )
 
 
-def prepare_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
+class DriverApply(ApplyStrategy):
     """Raw Kafka records to the driver, decoded there by the vectorized decoder of the
     format (each Arrow batch as it arrives, while Spark still reads the others:
-    :func:`~cdc_sink.spark._arrow_stream.collect_arrow`; in the sink's decode worker
-    processes when it has them: :mod:`~cdc_sink.spark._decode_pool`), and prepared."""
-    from cdc_sink.formats import get_decoder
+    :func:`~cdc_sink.spark._arrow_stream.collect_arrow`; in decode worker processes when
+    ``decode.processes`` asks for them: :mod:`~cdc_sink.spark._decode_pool`), and
+    prepared in the driver's tablets.
 
-    t0 = time.perf_counter()
-    raw_df = raw_columns(df)
-    decoder = get_decoder(fn.format, **fn.decoder_options)
-    pool = fn.decode_pool
-    decoding = [0.0]
+    Attributes:
+        decode_pool: The decode worker processes (None: decoding in the driver's thread).
+    """
 
-    def decode(rb: pa.RecordBatch | pa.Table) -> _Piece:
-        d0 = time.perf_counter()
-        n = rb.num_rows
-        dec = decoder.decode_with_meta(
-            rb.column("value"), schema, position=np.arange(n, dtype=np.int64), keys=rb.column("key")
+    def __init__(self, path: str, options: SinkOptions) -> None:
+        super().__init__(path, options)
+        n = options.decode.processes
+        self.decode_pool = (
+            DecodePool(n, options.format, dict(options.decode.options)) if n else None
         )
-        piece = _Piece.of(dec)  # split now, while Spark still reads other partitions
-        decoding[0] += time.perf_counter() - d0
-        return piece
 
-    def hand_over(rb: pa.RecordBatch) -> _Piece | PendingDecode:
-        if pool is None:
-            return decode(rb)
-        return pool.submit(schema, rb.column("value"), rb.column("key"))
+    def close(self) -> None:
+        """Stops the decode worker processes."""
+        if self.decode_pool is not None:
+            self.decode_pool.close()
 
-    with numpy_pool.reusing():  # the decode's working arrays, batch after batch
-        raw, pieces = _collect_and_decode(raw_df, hand_over, decode, decoding)
-        t1 = time.perf_counter()
-        joined = _Joined.of(pieces, raw)
-    t2 = time.perf_counter()
-    version, prepared, more = prepare_buckets(fn.table, joined.parts)
-    refused = joined.refused
-    refused.extend(more)
-    records = reject_records(sorted_rejects(refused), raw)
-    t3 = time.perf_counter()
-    ts = joined.ts
-    step = max(1, len(ts) // TS_SAMPLE)
-    return PreparedBatch(
-        version,
-        prepared,
-        records,
-        events=raw.num_rows,
-        log_events=joined.events,
-        offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
-        ops=joined.ops,
-        phases={
-            "read": t1 - t0 - decoding[0],
-            "decode": t2 - t1 + decoding[0],
-            "apply": t3 - t2,
-        },
-        max_ts_ms=int(ts.max()) if len(ts) else None,
-        ts_sample=ts[::step],
-    )
+    def prepare(self, table: Table, txn: Transaction, df: DataFrame) -> PreparedBatch:
+        """Decodes the batch in the driver and prepares its buckets into ``txn``."""
+        from cdc_sink.formats import get_decoder
+
+        schema = txn.schema
+        t0 = time.perf_counter()
+        raw_df = raw_columns(df)
+        decoder = get_decoder(self.options.format, **self.options.decode.options)
+        pool = self.decode_pool
+        decoding = [0.0]
+
+        def decode(rb: pa.RecordBatch | pa.Table) -> _Piece:
+            d0 = time.perf_counter()
+            n = rb.num_rows
+            dec = decoder.decode_with_meta(
+                rb.column("value"),
+                schema,
+                position=np.arange(n, dtype=np.int64),
+                keys=rb.column("key"),
+            )
+            piece = _Piece.of(dec)  # split now, while Spark still reads other partitions
+            decoding[0] += time.perf_counter() - d0
+            return piece
+
+        def hand_over(rb: pa.RecordBatch) -> _Piece | PendingDecode:
+            if pool is None:
+                return decode(rb)
+            return pool.submit(schema, rb.column("value"), rb.column("key"))
+
+        with numpy_pool.reusing():  # the decode's working arrays, batch after batch
+            raw, pieces = _collect_and_decode(raw_df, hand_over, decode, decoding)
+            t1 = time.perf_counter()
+            joined = _Joined.of(pieces, raw)
+        t2 = time.perf_counter()
+        txn.prepare(joined.parts)
+        refused = joined.refused
+        refused.extend(txn.refused())
+        records = reject_records(sorted_rejects(refused), raw)
+        t3 = time.perf_counter()
+        ts = joined.ts
+        step = max(1, len(ts) // TS_SAMPLE)
+        return PreparedBatch(
+            records,
+            events=raw.num_rows,
+            log_events=joined.events,
+            offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
+            ops=joined.ops,
+            phases={
+                "read": t1 - t0 - decoding[0],
+                "decode": t2 - t1 + decoding[0],
+                "apply": t3 - t2,
+            },
+            max_ts_ms=int(ts.max()) if len(ts) else None,
+            ts_sample=ts[::step],
+        )
 
 
 def _collect_and_decode(
@@ -224,43 +233,37 @@ class _Joined:
         )
 
 
-def prepare_jvm_in_driver(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
-    """Native JSON decoded by Spark (``from_json``), prepared in the driver.
+class JvmDriverApply(ApplyStrategy):
+    """Native JSON decoded by Spark (``from_json``), prepared in the driver's tablets."""
 
-    Raises:
-        InvalidOption: The sink has decoder options other than ``allow_truncate`` (they
-            apply to Python decoders).
-    """
-    allow_truncate = jvm_allow_truncate(fn.decoder_options)
-    t0 = time.perf_counter()
-    arrow = decode_native_json(df, schema, allow_truncate=allow_truncate).toArrow()
-    t1 = time.perf_counter()
-    batch, refused, meta = to_change_batch(arrow, schema)
-    t2 = time.perf_counter()
-    version, prepared, more = prepare_buckets(fn.table, sorted(batch.split_by_bucket().items()))
-    refused.extend(more)
-    source = pa.table(
-        {
-            "topic": meta.column("__topic"),
-            "partition": meta.column("__partition"),
-            "offset": meta.column("__offset"),
-        }
-    )
-    try:
+    def prepare(self, table: Table, txn: Transaction, df: DataFrame) -> PreparedBatch:
+        """Decodes the batch with ``from_json`` and prepares its buckets into ``txn``."""
+        schema = txn.schema
+        t0 = time.perf_counter()
+        wire = decode_native_json(df, schema, allow_truncate=self.options.allow_truncate)
+        arrow = wire.toArrow()
+        t1 = time.perf_counter()
+        batch, refused, meta = to_change_batch(arrow, schema)
+        t2 = time.perf_counter()
+        txn.prepare(sorted(batch.split_by_bucket().items()))
+        refused.extend(txn.refused())
+        source = pa.table(
+            {
+                "topic": meta.column("__topic"),
+                "partition": meta.column("__partition"),
+                "offset": meta.column("__offset"),
+            }
+        )
+        # a Spark join: if it fails, the sink aborts the transaction
         records = with_raw_bytes(reject_records(sorted_rejects(refused), source), df)
-    except BaseException:  # a Spark join: it can fail; leave no pending version behind
-        commit.abort_prepared(fn.table, version, prepared)
-        raise
-    t3 = time.perf_counter()
-    return PreparedBatch(
-        version,
-        prepared,
-        records,
-        events=arrow.num_rows,
-        log_events=arrow.num_rows,
-        offsets=meta_end_offsets(meta),
-        ops=op_counts(batch),
-        phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},  # read: from_json
-        max_ts_ms=max_ts(meta),
-        ts_sample=ts_sample(meta),
-    )
+        t3 = time.perf_counter()
+        return PreparedBatch(
+            records,
+            events=arrow.num_rows,
+            log_events=arrow.num_rows,
+            offsets=meta_end_offsets(meta),
+            ops=op_counts(batch),
+            phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},  # read: from_json
+            max_ts_ms=max_ts(meta),
+            ts_sample=ts_sample(meta),
+        )

@@ -3,7 +3,7 @@
 Driver mode's own decode runs in the driver: the raw Kafka records come over and one
 Python thread (or the sink's decode processes) decodes them, so the driver's cores bound
 the stream however many executors read Kafka. Here the executors decode instead, in
-parallel, exactly as executors mode does (:func:`~cdc_sink.spark._executors.packed_in_spark`:
+parallel, exactly as executors mode does (:func:`~cdc_sink.spark._tasks.packed_in_spark`:
 each task decodes its records and splits the events by bucket), and each task's events
 come to the driver packed per bucket in their compact wire form
 (:mod:`cdc_sink.spark._pieces`): no raw bytes and no shuffle. The driver only joins each
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import (
@@ -31,50 +30,48 @@ from cdc_sink.spark._batch import (
     to_change_batch,
     ts_sample,
 )
-from cdc_sink.spark._driver import prepare_buckets
-from cdc_sink.spark._executors import packed_in_spark, rejected_records
+from cdc_sink.spark._mode import ApplyStrategy
 from cdc_sink.spark._pieces import in_kafka_order, unpack
+from cdc_sink.spark._tasks import packed_in_spark, rejected_records
+from cdc_sink.table import Table
+from cdc_sink.transaction import Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cdc_sink.spark.writer import SinkFunction
-
-__all__ = ["prepare_decoded_in_tasks"]
+__all__ = ["TaskDecodeApply"]
 
 
-def prepare_decoded_in_tasks(fn: SinkFunction, df: DataFrame, schema: TableSchema) -> PreparedBatch:
+class TaskDecodeApply(ApplyStrategy):
     """Decodes the micro-batch in Spark tasks and prepares its buckets in the driver."""
-    t0 = time.perf_counter()
-    packed = packed_in_spark(fn, df, schema).toArrow()
-    t1 = time.perf_counter()
-    buckets = _Buckets.of(unpack(packed.to_batches()), schema)
-    t2 = time.perf_counter()
-    version, prepared, _ = prepare_buckets(fn.table, buckets.parts)
-    try:
+
+    def prepare(self, table: Table, txn: Transaction, df: DataFrame) -> PreparedBatch:
+        """Decodes ``df`` in tasks, then prepares every bucket into ``txn`` here."""
+        schema = txn.schema
+        t0 = time.perf_counter()
+        packed = packed_in_spark(self.options, df, schema).toArrow()
+        t1 = time.perf_counter()
+        buckets = _Buckets.of(unpack(packed.to_batches()), schema)
+        t2 = time.perf_counter()
+        prepared = txn.prepare(buckets.parts)
         rejected = list(buckets.rejected)
         for p in prepared:  # events the tablets refused, by their bucket's coordinates
             rejected.extend(buckets.coordinates(p.bucket, p.reject_positions, p.reject_reasons))
-        records = rejected_records(rejected, df)  # a Spark join: it can fail
-    except BaseException:
-        commit.abort_prepared(fn.table, version, prepared)
-        raise
-    t3 = time.perf_counter()
-    meta = buckets.meta
-    return PreparedBatch(
-        version,
-        prepared,
-        records,
-        events=buckets.records,
-        log_events=sum(len(b) for _, b in buckets.parts),
-        offsets=end_offsets(
-            meta.column("__topic"), meta.column("__partition"), meta.column("__offset")
-        ),
-        ops=dict(buckets.ops),
-        phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},  # read: Spark's decode
-        max_ts_ms=max_ts(meta),
-        ts_sample=ts_sample(meta),
-    )
+        records = rejected_records(rejected, df)  # a Spark join: a failure aborts txn
+        t3 = time.perf_counter()
+        meta = buckets.meta
+        return PreparedBatch(
+            records,
+            events=buckets.records,
+            log_events=sum(len(b) for _, b in buckets.parts),
+            offsets=end_offsets(
+                meta.column("__topic"), meta.column("__partition"), meta.column("__offset")
+            ),
+            ops=dict(buckets.ops),
+            phases={"read": t1 - t0, "decode": t2 - t1, "apply": t3 - t2},  # read: Spark's
+            max_ts_ms=max_ts(meta),
+            ts_sample=ts_sample(meta),
+        )
 
 
 class _Buckets:

@@ -5,27 +5,33 @@ of Kafka CDC events as one table version, exactly once, dead letters included.
              .writeStream.foreachBatch(cdc_sink.spark.sink(path, schema=schema))
              .option("checkpointLocation", ckpt).start())
 
-Per micro-batch ``(df, batch_id)``:
+The sink is configured by one frozen value, :class:`~cdc_sink.spark.options.SinkOptions`
+(the keyword arguments of :func:`sink` build it), and each micro-batch goes through one
+:class:`~cdc_sink.transaction.Transaction` of the table. Per micro-batch ``(df, batch_id)``:
 
-1. *Decide*: if the table already holds ``(app_id, batch_id)`` (a replay after a
-   restart), nothing is applied; only dead letters not yet forwarded are (step 5).
+1. *Decide*: ``table.transaction(app_id, batch_id)``; if the table already holds
+   ``(app_id, batch_id)`` (a replay after a restart), the transaction is skipped and
+   nothing is applied; only dead letters not yet forwarded are (step 5).
 2. *Decode*: by the vectorized decoders of :mod:`cdc_sink.formats` (in the driver, or in
    ``mapInArrow`` tasks in executors mode) with the sink's ``decoder_options`` and the
    Kafka message keys; native JSON can instead be decoded in the JVM with
    ``json_decoder="jvm"`` (:mod:`cdc_sink.spark.decode`). Malformed events get a reason.
-3. *Prepare*: ``apply_mode="driver"`` (default) brings the batch to the driver
-   (``toArrow``) and prepares every touched bucket in the driver's
-   :class:`~cdc_sink.table.Table`, whose tablets stay in memory across batches
-   (:mod:`cdc_sink.spark._driver`).
-   ``apply_mode="executors"`` repartitions by bucket (``pmod(xxhash64(key), N)``, as
-   Python computes it) and prepares each bucket in a Spark task (per-attempt WAL segment,
-   per-worker tablet cache checked against the log; :mod:`cdc_sink.spark._executors`).
+3. *Prepare*: the sink's apply mode (one small class each, one interface:
+   :mod:`cdc_sink.spark._mode`) prepares every touched bucket into the transaction.
+   ``apply_mode="driver"`` (default) brings the batch to the driver (``toArrow``) and
+   prepares in the driver's :class:`~cdc_sink.table.Table`, whose tablets stay in memory
+   across batches (:mod:`cdc_sink.spark._driver`; with ``decode_in="executors"``,
+   :mod:`cdc_sink.spark._task_decode`). ``apply_mode="executors"`` repartitions by bucket
+   (``pmod(xxhash64(key), N)``, as Python computes it) and prepares each bucket in a Spark
+   task (per-attempt WAL segment, per-worker tablet cache checked against the log;
+   :mod:`cdc_sink.spark._executors`), whose messages the transaction takes.
 4. *Commit*: the driver writes the batch's rejects (every refused event with its Kafka
    topic/partition/offset, raw key and value and the reason) into the table, then the
    log entry naming the segments, the rejects and the Kafka end offsets (of every
    partition the writer has read: those without records in the batch carried forward). The
    rejects are thus durable exactly when the version is (:meth:`Table.rejects`).
-5. *Dead letters*: :func:`cdc_sink.kafka.deadletter.forward` copies the rejects of every
+5. *Dead letters*: :meth:`Transaction.forward_dead_letters
+   <cdc_sink.transaction.Transaction.forward_dead_letters>` copies the rejects of every
    committed version of this writer that the dead-letter sink does not hold yet, exactly
    once (idempotent per version; see that module). A failure here is logged and retried
    after the next batch; it never loses the rejects, which stay in the table.
@@ -35,31 +41,34 @@ The commit protocol behind steps 3-4 is described in docs/architecture.md §4.
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink import commit
 from cdc_sink.commit import CommitResult
-from cdc_sink.errors import InvalidArgument, InvalidOption
-from cdc_sink.formats import FORMATS, FormatName
+from cdc_sink.dead_letters import DEAD_LETTER_SCHEMA, forward
+from cdc_sink.errors import InvalidOption
+from cdc_sink.formats import FormatName
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import Offsets, PreparedBatch, merge_offsets
 from cdc_sink.spark._decode_pool import DecodePool
-from cdc_sink.spark._driver import prepare_in_driver, prepare_jvm_in_driver
-from cdc_sink.spark._executors import prepare_in_executors
-from cdc_sink.spark._task_decode import prepare_decoded_in_tasks
-from cdc_sink.spark.decode import jvm_allow_truncate
+from cdc_sink.spark._driver import DriverApply, JvmDriverApply
+from cdc_sink.spark._executors import ExecutorsApply
+from cdc_sink.spark._mode import ApplyStrategy
+from cdc_sink.spark._task_decode import TaskDecodeApply
+from cdc_sink.spark.options import ApplyMode, DecodeIn, DecodeOptions, JsonDecoder, SinkOptions
 from cdc_sink.stats import BucketFigures
 from cdc_sink.storage.layout import is_table
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from cdc_sink.transaction import Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -70,35 +79,24 @@ __all__ = [
     "BatchStats",
     "DeadLetterSink",
     "DecodeIn",
+    "DecodeOptions",
     "JsonDecoder",
     "SinkFunction",
+    "SinkOptions",
     "sink",
 ]
 
 logger = logging.getLogger(__name__)
 
-ApplyMode = Literal["driver", "executors"]
-"""Where the buckets of a micro-batch are prepared: in the driver or in Spark tasks."""
-DecodeIn = Literal["driver", "executors"]
-"""Where driver mode decodes the Kafka values: in the driver or in Spark tasks."""
-JsonDecoder = Literal["python", "jvm"]
-"""Where native JSON is decoded: by :mod:`cdc_sink.formats` or by Spark's ``from_json``."""
 BatchResult = Literal["committed", "skipped", "failed"]
-_APPLY_MODES: tuple[ApplyMode, ...] = get_args(ApplyMode)
-_DECODE_IN: tuple[DecodeIn, ...] = get_args(DecodeIn)
 
-DEAD_LETTER_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("reason", pa.string()),
-        ("batch_id", pa.int64()),
-        ("app_id", pa.string()),
-    ]
-)
+
+class _Unset(enum.Enum):
+    UNSET = "unset"
+
+
+UNSET = _Unset.UNSET
+"""The default of :func:`sink`'s shorthand arguments: not given (``options`` decides)."""
 
 
 class DeadLetterSink(Protocol):
@@ -168,86 +166,84 @@ class SinkFunction:
     Args:
         path: The table directory.
         schema: The schema to create the table with when ``path`` holds none.
-        fmt: Encoding of the Kafka values.
-        app_id: Writer id for exactly-once commits.
-        apply_mode: Where the buckets are prepared.
+        options: The sink's options (checked here; defaults: :class:`SinkOptions`).
         dead_letter: Where rejected events are forwarded (None: kept in the table only).
-        table_options: In-memory, snapshot and retention options.
-        json_decoder: Where native JSON is decoded.
-        decoder_options: Keyword options of the format's decoder.
-        stats_limit: How many :class:`BatchStats` of the last batches :attr:`stats` keeps.
-        decode_processes: Driver mode: worker processes that decode the Kafka values (0:
-            the driver's own thread).
-        decode_in: Where the Kafka values are decoded (executors mode: always in tasks).
-        bucket_partitioned: Executors mode: prepare each batch in the tasks that read it
-            when its buckets are not split across tasks (see :func:`sink`).
 
     Raises:
-        InvalidOption: ``path`` holds no table and no ``schema`` was given.
+        InvalidOption: ``path`` holds no table and no ``schema`` was given, or an option
+            is bad (see :meth:`SinkOptions.checked`).
 
     Attributes:
+        options: The checked options.
+        app_id: The writer id of the sink's commits.
         table: The table, open in the driver.
+        mode: The apply mode (:class:`~cdc_sink.spark._mode.ApplyStrategy`).
         stats: The :class:`BatchStats` of the last batches.
         on_batch: Called with each batch's :class:`BatchStats` (exceptions logged).
         dead_letters: Rejects recorded by this function's commits.
         dead_letters_forwarded: Dead letters this function forwarded.
-        bucket_figures: Executors mode: memory figures of the buckets held by executors,
-            per bucket, as their tasks last reported them (for ``table.stats()`` and the
-            metrics).
-        decode_pool: The decode worker processes (None: decoding in the driver's thread).
-        misaligned_batches: Bucket-partitioned batches found split across tasks (each was
-            shuffled instead).
-        misaligned_in_a_row: Of those, how many in a row up to the last batch.
     """
 
     def __init__(
         self,
         path: str,
         *,
-        schema: TableSchema | None,
-        fmt: FormatName,
-        app_id: str,
-        apply_mode: ApplyMode,
-        dead_letter: DeadLetterSink | None,
-        table_options: TableOptions | None,
-        json_decoder: JsonDecoder = "python",
-        decoder_options: Mapping[str, Any] | None = None,
-        stats_limit: int = 256,
-        decode_processes: int = 0,
-        decode_in: DecodeIn = "driver",
-        bucket_partitioned: bool = False,
+        schema: TableSchema | None = None,
+        options: SinkOptions | None = None,
+        dead_letter: DeadLetterSink | None = None,
     ) -> None:
         self.path = path
-        self.bucket_partitioned = bucket_partitioned
-        self.misaligned_batches = 0
-        self.misaligned_in_a_row = 0
-        self.format: FormatName = fmt
-        self.json_decoder: JsonDecoder = json_decoder
-        self.decoder_options: dict[str, Any] = dict(decoder_options or {})
-        self.app_id = app_id
-        self.apply_mode: ApplyMode = apply_mode
-        self.decode_in: DecodeIn = "executors" if apply_mode == "executors" else decode_in
+        self.options = (options or SinkOptions()).checked()
+        self.app_id = self.options.app_id or default_app_id(path)
         self.dead_letter = dead_letter
-        self.table_options = table_options
         self.table: Table
         if is_table(path):
-            self.table = open_table(path, options=table_options)
+            self.table = open_table(path, options=self.options.table)
         elif schema is not None:
-            self.table = create_table(path, schema, options=table_options)
+            self.table = create_table(path, schema, options=self.options.table)
         else:
             raise InvalidOption(
                 f"no table at {path} and no schema to create it with", option="schema"
             )
-        self.stats: deque[BatchStats] = deque(maxlen=stats_limit)
+        self.mode: ApplyStrategy = _apply_mode(path, self.options)
+        self.stats: deque[BatchStats] = deque(maxlen=self.options.stats_limit)
         self.dead_letters = 0
         self.dead_letters_forwarded = 0
         self.on_batch: Callable[[BatchStats], None] | None = None
         self._forwarded: int | None = None  # every version <= this is forwarded
         self._offsets: Offsets | None = None  # the last commit's
-        self.bucket_figures: dict[int, BucketFigures] = {}
-        self.decode_pool = (
-            DecodePool(decode_processes, fmt, self.decoder_options) if decode_processes else None
-        )
+
+    # ------------------------------------------------------------------ options, read-only
+    @property
+    def format(self) -> FormatName:
+        """Encoding of the Kafka values."""
+        return self.options.format
+
+    @property
+    def apply_mode(self) -> ApplyMode:
+        """Where the buckets are prepared."""
+        return self.options.apply_mode
+
+    @property
+    def decode_in(self) -> DecodeIn:
+        """Where the Kafka values are decoded."""
+        return self.options.decode_in
+
+    @property
+    def decode_pool(self) -> DecodePool | None:
+        """Driver mode's decode worker processes (None: decoding in the driver's thread)."""
+        return self.mode.decode_pool if isinstance(self.mode, DriverApply) else None
+
+    @property
+    def bucket_figures(self) -> dict[int, BucketFigures]:
+        """Executors mode: memory figures of the buckets held by executors, per bucket, as
+        their tasks last reported them (for ``table.stats()`` and the metrics)."""
+        return self.mode.bucket_figures()
+
+    @property
+    def misaligned_batches(self) -> int:
+        """Bucket-partitioned batches found split across tasks (each was shuffled)."""
+        return self.mode.misaligned_batches if isinstance(self.mode, ExecutorsApply) else 0
 
     # ------------------------------------------------------------------ entry point
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -258,16 +254,18 @@ class SinkFunction:
                 retries it.
         """
         t0 = time.perf_counter()
-        if self.table.is_committed(self.app_id, batch_id):  # a replay after a restart
+        txn = self.table.transaction(app_id=self.app_id, batch_id=batch_id)
+        if txn.skipped:  # a replay after a restart
             st = BatchStats(batch_id, None, True, 0, 0, result="skipped")
-            st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward()
+            st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
             self._finish(st, t0)
             return
         try:
-            prepared = self._prepare(df)
-            t1 = time.perf_counter()
-            res = self._commit(prepared, batch_id)
-            prepared.phases["commit"] = time.perf_counter() - t1
+            with txn:  # any error: nothing of the attempt is visible
+                prepared = self.mode.prepare(self.table, txn, df)
+                t1 = time.perf_counter()
+                res = self._commit(txn, prepared)
+                prepared.phases["commit"] = time.perf_counter() - t1
         except BaseException as exc:
             st = BatchStats(
                 batch_id,
@@ -281,19 +279,17 @@ class SinkFunction:
             self._finish(st, t0)
             raise
         st = self._committed_stats(batch_id, prepared, res)
-        st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward()
+        st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
         self._finish(st, t0)
 
-    def _prepare(self, df: DataFrame) -> PreparedBatch:
-        """Decodes the batch and prepares every bucket it touches, as the mode says."""
-        schema = self.table.schema
-        if self.apply_mode == "executors":
-            return prepare_in_executors(self, df, schema)
-        if self.decode_in == "executors":
-            return prepare_decoded_in_tasks(self, df, schema)
-        if self.format == "json" and self.json_decoder == "jvm":
-            return prepare_jvm_in_driver(self, df, schema)
-        return prepare_in_driver(self, df, schema)
+    def _commit(self, txn: Transaction, prepared: PreparedBatch) -> CommitResult:
+        """Commits the transaction: the batch's rejects, then its log entry."""
+        offsets = self._all_offsets(prepared.offsets)
+        res = txn.commit(
+            events=prepared.log_events, rejects=prepared.rejects, source_offsets=offsets
+        )
+        self._offsets = offsets
+        return res
 
     def _committed_stats(
         self, batch_id: int, prepared: PreparedBatch, res: CommitResult
@@ -337,16 +333,18 @@ class SinkFunction:
                 logger.exception("on_batch callback failed for batch %d", st.batch_id)
 
     # ------------------------------------------------------------------ dead letters
-    def _forward(self) -> tuple[int, float]:
-        """Forwards committed rejects to the dead-letter sink; (records, seconds)."""
+    def _forward(self, txn: Transaction | None = None) -> tuple[int, float]:
+        """Forwards committed rejects to the dead-letter sink, after the batch of ``txn``
+        (or, without one, at close); (records, seconds)."""
         if self.dead_letter is None:
             return 0, 0.0
-        from cdc_sink.kafka.deadletter import forward
-
         t0 = time.perf_counter()
         upto = self.table.version
         try:
-            n = forward(self.table, self.dead_letter, self.app_id, checked=self._forwarded)
+            if txn is not None:
+                n = txn.forward_dead_letters(self.dead_letter, checked=self._forwarded)
+            else:
+                n = forward(self.table, self.dead_letter, self.app_id, checked=self._forwarded)
             self._forwarded = upto
         except Exception as exc:
             logger.warning(
@@ -371,37 +369,15 @@ class SinkFunction:
         return self._forwarded + 1
 
     def close(self) -> None:
-        """Forwards what is left, closes the dead-letter sink's clients and stops the
-        decode worker processes."""
-        if self.decode_pool is not None:
-            self.decode_pool.close()
+        """Forwards what is left, closes the dead-letter sink's clients and stops what the
+        apply mode started (decode worker processes)."""
+        self.mode.close()
         self._forward()
         close = getattr(self.dead_letter, "close", None)
         if close is not None:
             close()
 
-    # ------------------------------------------------------------------ commit
-    def _commit(self, prepared: PreparedBatch, batch_id: int) -> CommitResult:
-        """Commits a prepared batch (its rejects, then its log entry), or rolls it back."""
-        version, buckets = prepared.version, prepared.buckets
-        try:
-            offsets = self._all_offsets(prepared.offsets)
-            res = commit.commit_prepared(
-                self.table,
-                version,
-                buckets,
-                app_id=self.app_id,
-                batch_id=batch_id,
-                events=prepared.log_events,
-                rejects=prepared.rejects,
-                source_offsets=offsets,
-            )
-        except BaseException:
-            commit.abort_prepared(self.table, version, buckets)
-            raise
-        self._offsets = offsets
-        return res
-
+    # ------------------------------------------------------------------ offsets
     def _all_offsets(self, batch: Offsets) -> Offsets:
         """The batch's end offsets with every partition this writer read before carried
         forward (a batch has records of only some partitions), so that each version's
@@ -423,164 +399,94 @@ class SinkFunction:
         return {}
 
 
+def default_app_id(path: str | os.PathLike[str]) -> str:
+    """The writer id of a sink that names none: derived from the table's absolute path."""
+    return f"cdc_sink:{os.path.abspath(path)}"
+
+
+def _apply_mode(path: str, options: SinkOptions) -> ApplyStrategy:
+    """The apply mode the (checked) options ask for."""
+    if options.apply_mode == "executors":
+        return ExecutorsApply(path, options)
+    if options.decode_in == "executors":
+        return TaskDecodeApply(path, options)
+    if options.jvm_json:
+        return JvmDriverApply(path, options)
+    return DriverApply(path, options)
+
+
 def sink(
     path: str | os.PathLike[str],
     *,
     schema: TableSchema | Mapping[str, Any] | None = None,
-    format: FormatName = "json",
-    app_id: str | None = None,
-    apply_mode: ApplyMode = "driver",
+    options: SinkOptions | None = None,
     dead_letter: DeadLetterSink | None = None,
-    table_options: TableOptions | None = None,
-    json_decoder: JsonDecoder = "python",
-    decoder_options: Mapping[str, Any] | None = None,
-    decode_processes: int = 0,
-    decode_in: DecodeIn | None = None,
-    bucket_partitioned: bool = False,
+    format: FormatName | _Unset = UNSET,
+    app_id: str | _Unset | None = UNSET,
+    apply_mode: ApplyMode | _Unset = UNSET,
+    table_options: TableOptions | _Unset | None = UNSET,
+    json_decoder: JsonDecoder | _Unset = UNSET,
+    decoder_options: Mapping[str, Any] | _Unset | None = UNSET,
+    decode_processes: int | _Unset = UNSET,
+    decode_in: DecodeIn | _Unset | None = UNSET,
+    bucket_partitioned: bool | _Unset = UNSET,
 ) -> SinkFunction:
     """Returns the ``foreachBatch`` function that commits Kafka CDC micro-batches.
+
+    The sink is configured by one :class:`SinkOptions` value (``options``). The keyword
+    arguments after ``dead_letter`` are shorthands for its fields and, when given, take
+    precedence: ``format``, ``app_id``, ``apply_mode`` and ``bucket_partitioned`` are
+    fields of :class:`SinkOptions`; ``table_options`` is its ``table``; ``json_decoder``,
+    ``decoder_options`` (e.g. ``{"decimal_handling": "string"}`` for Debezium,
+    ``{"allow_truncate": True}`` for native JSON), ``decode_processes`` and ``decode_in``
+    are ``decode.json_decoder``, ``decode.options``, ``decode.processes`` and
+    ``decode.where`` (:class:`DecodeOptions` says what each does).
 
     Args:
         path: The table (created from ``schema`` when missing).
         schema: Table schema (object or dict) used to create the table.
-        format: Encoding of the Kafka values, one of :data:`cdc_sink.formats.FORMATS`
-            (``json``, ``debezium``, ``rowv2``).
-        app_id: Writer id for exactly-once commits (default: derived from ``path``);
-            use one per streaming query (checkpoint).
-        apply_mode: ``driver`` (tablets in the driver) or ``executors`` (one task per
-            bucket).
-        dead_letter: Where rejected events go (None: counted only).
-        table_options: In-memory, snapshot and retention options.
-        json_decoder: Where native JSON is decoded: ``python`` (the vectorized decoder of
-            :mod:`cdc_sink.formats`, the default: measured ~3-9x faster here) or ``jvm``
-            (Spark's ``from_json``, :mod:`cdc_sink.spark.decode`).
-        decoder_options: Keyword options of the format's decoder (e.g.
-            ``{"decimal_handling": "string"}`` for Debezium); see
-            :func:`cdc_sink.formats.get_decoder`. Checked here, before the stream starts.
-        decode_processes: Driver mode with a Python decoder: how many worker processes
-            decode the Kafka values, each Arrow batch as Spark streams it (0, the
-            default: the driver's own thread). The driver's one thread is the bound of
-            driver mode on a driver with cores to spare (docs/benchmarks.md); the workers
-            are spawned on the first batch and stopped by :meth:`SinkFunction.close`.
-        decode_in: Driver mode: ``driver`` (the default: the raw records come to the
-            driver, which decodes them) or ``executors`` (Spark tasks decode them in
-            parallel and send the driver each bucket's events in their compact wire
-            form, with no shuffle; the driver only prepares the buckets). Executors mode
-            always decodes in its tasks (None or ``executors``).
-        bucket_partitioned: Executors mode on a topic partitioned by bucket (producer
-            SDK ``partitioner="bucket"``): each batch is decoded and prepared where it is
-            read, no shuffle; a batch found split is rolled back and shuffled.
+        options: Every option in one value (default: :class:`SinkOptions`).
+        dead_letter: Where rejected events go (None: kept in the table and counted).
 
     Returns:
         A :class:`SinkFunction` (callable ``(df, batch_id)``, with ``.table`` and
         ``.stats``).
 
     Raises:
-        InvalidOption: An unknown format or apply mode, a decoder option that is unknown
-            or has a bad value, no table at ``path`` and no ``schema``, or
-            ``decode_processes`` negative or set outside driver mode's Python decoders
-            in the driver, or ``decode_in`` unknown or ``driver`` in executors mode, or
-            ``bucket_partitioned`` outside executors mode.
+        InvalidOption: No table at ``path`` and no ``schema``, or a bad option or
+            combination of options (:meth:`SinkOptions.checked` lists them), checked
+            before anything is created.
         InvalidArgument: ``decode_processes`` is not an int.
     """
-    where = _checked_modes(
-        format, apply_mode, decode_in, decode_processes, json_decoder, bucket_partitioned
+    opts = _with_shorthands(
+        options or SinkOptions(),
+        format=format,
+        app_id=app_id,
+        apply_mode=apply_mode,
+        table=table_options,
+        bucket_partitioned=bucket_partitioned,
     )
+    decode = _with_shorthands(
+        opts.decode,
+        json_decoder=json_decoder,
+        options=decoder_options,
+        processes=decode_processes,
+        where=decode_in,
+    )
+    opts = replace(opts, decode=decode).checked()
+    if opts.app_id is None:
+        opts = replace(opts, app_id=default_app_id(path))
     if schema is not None and not isinstance(schema, TableSchema):
         schema = TableSchema.from_dict(schema)
-    options = _checked_decoder_options(format, json_decoder, decoder_options)
-    return SinkFunction(
-        os.fspath(path),
-        schema=schema,
-        fmt=format,
-        app_id=app_id or f"cdc_sink:{os.path.abspath(path)}",
-        apply_mode=apply_mode,
-        dead_letter=dead_letter,
-        table_options=table_options,
-        json_decoder=json_decoder,
-        decoder_options=options,
-        decode_processes=decode_processes,
-        decode_in=where,
-        bucket_partitioned=bool(bucket_partitioned),
-    )
+    return SinkFunction(os.fspath(path), schema=schema, options=opts, dead_letter=dead_letter)
 
 
-def _checked_modes(
-    fmt: object,
-    apply_mode: object,
-    decode_in: object,
-    processes: object,
-    json_decoder: str,
-    bucket_partitioned: object = False,
-) -> DecodeIn:
-    """Raises the typed error of a bad format, apply mode, ``decode_in``,
-    ``decode_processes`` or ``bucket_partitioned`` (see :func:`sink`); returns where the
-    sink decodes."""
-    if bucket_partitioned and apply_mode != "executors":
-        raise InvalidOption(
-            "bucket_partitioned applies to apply_mode='executors' (driver mode has no shuffle)",
-            option="bucket_partitioned",
-        )
-    if fmt not in FORMATS:
-        raise InvalidOption(f"format must be {', '.join(FORMATS)}, not {fmt!r}", option="format")
-    if apply_mode not in _APPLY_MODES:
-        raise InvalidOption(
-            f"apply_mode must be 'driver' or 'executors', not {apply_mode!r}", option="apply_mode"
-        )
-    where = _decode_in(decode_in, apply_mode)
-    _check_decode_processes(processes, str(apply_mode), str(fmt), json_decoder)
-    if processes and where == "executors":
-        raise InvalidOption(
-            "decode_processes decodes in the driver; decode_in='executors' in Spark tasks",
-            option="decode_processes",
-        )
-    return where
+_O = TypeVar("_O", SinkOptions, DecodeOptions)
 
 
-def _checked_decoder_options(
-    fmt: FormatName, json_decoder: str, decoder_options: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The sink's decoder options, checked against its decoder (see :func:`sink`)."""
-    options = dict(decoder_options or {})
-    if options:
-        if fmt == "json" and json_decoder == "jvm":
-            jvm_allow_truncate(options)  # the one option it takes
-        from cdc_sink.formats import get_decoder
-
-        get_decoder(fmt, **options)  # raises InvalidOption naming a bad option
-    return options
-
-
-def _decode_in(value: object, apply_mode: ApplyMode) -> DecodeIn:
-    """``decode_in`` of :func:`sink`, checked (None: where ``apply_mode`` decodes)."""
-    if value is None:
-        return "executors" if apply_mode == "executors" else "driver"
-    if value not in _DECODE_IN:
-        raise InvalidOption(
-            f"decode_in must be 'driver' or 'executors', not {value!r}", option="decode_in"
-        )
-    if apply_mode == "executors" and value != "executors":
-        raise InvalidOption(
-            "apply_mode='executors' decodes in its Spark tasks: decode_in='driver' does not "
-            "apply to it",
-            option="decode_in",
-        )
-    return "executors" if value == "executors" else "driver"
-
-
-def _check_decode_processes(
-    processes: object, apply_mode: str, fmt: str, json_decoder: str
-) -> None:
-    """Raises the typed error of a bad ``decode_processes`` (see :func:`sink`)."""
-    if not isinstance(processes, int) or isinstance(processes, bool):
-        raise InvalidArgument(f"decode_processes must be an int, got {processes!r}")
-    if processes < 0:
-        raise InvalidOption(
-            f"decode_processes must be >= 0, got {processes}", option="decode_processes"
-        )
-    if processes and (apply_mode != "driver" or (fmt == "json" and json_decoder == "jvm")):
-        raise InvalidOption(
-            "decode_processes applies to apply_mode='driver' with a Python decoder "
-            "(executors mode decodes in Spark tasks; json_decoder='jvm' in the JVM)",
-            option="decode_processes",
-        )
+def _with_shorthands(value: _O, **fields: Any) -> _O:
+    """``value`` with the fields given (not :data:`UNSET`) replaced."""
+    given = {k: v for k, v in fields.items() if v is not UNSET}
+    if "options" in given:  # decoder options: None is none
+        given["options"] = given["options"] or {}
+    return replace(value, **given) if given else value

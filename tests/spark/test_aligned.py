@@ -15,17 +15,17 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from cdc_sink import commit, create_table, open_table
+from cdc_sink import create_table, open_table
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
 from cdc_sink.spark._executors import (
     _MESSAGE,
     _collect,
-    _decode_partition,
     _decode_prepare_partition,
     _prepare_partition,
 )
+from cdc_sink.spark._tasks import _decode_partition
 from tests.fixtures import ID_A_B
 from tests.model import table_to_rows
 from tests.spark.test_pieces import _decoded_records, decoder_options
@@ -70,7 +70,9 @@ def _committed(tmp: Path, name: str, schema: TableSchema, fmt: str, values: Any)
     got = _collect(_prepared(path, schema, fmt, batches, name == "aligned"), 1)
     table = open_table(path)
     if got.prepared:
-        commit.commit_prepared(table, 1, got.prepared)
+        txn = table.transaction()
+        txn.add_prepared(got.prepared)
+        txn.commit()
     rejects = sorted((r["offset"], r["reason"]) for r in got.rejected)
     return table_to_rows(open_table(path).read(), schema.primary_key), rejects, got
 

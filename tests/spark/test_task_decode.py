@@ -22,9 +22,9 @@ from cdc_sink.formats import REGISTRY
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
 from cdc_sink.spark._batch import end_offsets, op_counts
-from cdc_sink.spark._executors import _decode_partition
 from cdc_sink.spark._pieces import PIECES, unpack
 from cdc_sink.spark._task_decode import _Buckets
+from cdc_sink.spark._tasks import _decode_partition
 from tests.fixtures import ID_A_B
 from tests.spark.test_pieces import _decoded_records, _events, decoder_options
 
@@ -174,8 +174,8 @@ def test_a_failure_after_the_prepare_leaves_no_pending_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rejects' raw bytes come from a Spark join after the buckets are prepared; when
-    it fails, the prepared buckets are rolled back and their files removed."""
-    from cdc_sink import commit
+    it fails, the sink's transaction rolls the prepared buckets back and removes their
+    files."""
     from cdc_sink.spark import _task_decode
 
     schema = TableSchema.from_dict(ID_A_B)
@@ -192,10 +192,10 @@ def test_a_failure_after_the_prepare_leaves_no_pending_version(
     try:
         before = sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file())
         with pytest.raises(RuntimeError, match="the join failed"):
-            _task_decode.prepare_decoded_in_tasks(fn, None, schema)  # type: ignore[arg-type]
+            fn(None, 0)  # type: ignore[arg-type]
+        assert fn.stats[-1].result == "failed"
         for b in range(schema.num_buckets):
-            t = commit.bucket_tablet(fn.table, b)
-            assert t is None or t.pending_version is None
+            assert fn.table._tablet(b).pending_version is None
         assert sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file()) == before
         assert fn.table.version == 0
     finally:

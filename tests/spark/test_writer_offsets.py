@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdc_sink.spark.writer import SinkFunction
+from cdc_sink.spark.writer import SinkFunction, SinkOptions
 from cdc_sink.table import TableOptions, create_table
 
 SCHEMA = {
@@ -16,15 +16,7 @@ SCHEMA = {
 
 
 def _sink(path: Path, app_id: str) -> SinkFunction:
-    return SinkFunction(
-        str(path),
-        schema=None,
-        fmt="json",
-        app_id=app_id,
-        apply_mode="driver",
-        dead_letter=None,
-        table_options=None,
-    )
+    return SinkFunction(str(path), options=SinkOptions(app_id=app_id))
 
 
 def test_partitions_without_records_carry_their_offsets_forward(tmp_path: Path) -> None:

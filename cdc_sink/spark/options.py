@@ -1,0 +1,222 @@
+"""How a streaming sink is configured: one frozen, picklable value, checked once.
+
+    opts = SinkOptions(format="debezium", apply_mode="executors",
+                       decode=DecodeOptions(options={"decimal_handling": "string"}))
+    fn = cdc_sink.spark.sink(path, schema=schema, options=opts)
+
+:class:`SinkOptions` groups what a deployment chooses (the wire format, where buckets are
+prepared, where values are decoded, the table's in-memory and retention options), as
+delta-rs groups a writer's settings in ``WriterProperties``. :meth:`SinkOptions.checked`
+validates every combination once, before the stream starts, and resolves the defaults
+that depend on others (``decode.where`` follows ``apply_mode``); the apply modes of the
+sink read the checked value and never change it.
+
+Importing this module does not import pyspark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal, get_args
+
+from cdc_sink.errors import InvalidArgument, InvalidOption
+from cdc_sink.formats import FORMATS, FormatName
+from cdc_sink.table_state import TableOptions
+
+__all__ = [
+    "ApplyMode",
+    "DecodeIn",
+    "DecodeOptions",
+    "JsonDecoder",
+    "SinkOptions",
+]
+
+ApplyMode = Literal["driver", "executors"]
+"""Where the buckets of a micro-batch are prepared: in the driver or in Spark tasks."""
+DecodeIn = Literal["driver", "executors"]
+"""Where driver mode decodes the Kafka values: in the driver or in Spark tasks."""
+JsonDecoder = Literal["python", "jvm"]
+"""Where native JSON is decoded: by :mod:`cdc_sink.formats` or by Spark's ``from_json``."""
+
+_APPLY_MODES: tuple[ApplyMode, ...] = get_args(ApplyMode)
+_DECODE_IN: tuple[DecodeIn, ...] = get_args(DecodeIn)
+_JSON_DECODERS: tuple[JsonDecoder, ...] = get_args(JsonDecoder)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Where and how the Kafka values are decoded.
+
+    Attributes:
+        json_decoder: Native JSON only: ``python`` (the vectorized decoder of
+            :mod:`cdc_sink.formats`, the default) or ``jvm`` (Spark's ``from_json``,
+            :mod:`cdc_sink.spark.decode`).
+        options: Keyword options of the format's Python decoder (e.g.
+            ``{"decimal_handling": "string"}`` for Debezium; see
+            :func:`cdc_sink.formats.get_decoder`).
+        processes: Driver mode with a Python decoder in the driver: worker processes that
+            decode the Kafka values, each Arrow batch as Spark streams it (0: the driver's
+            own thread). Spawned on the first batch, stopped by ``SinkFunction.close``.
+        where: Driver mode: ``driver`` (the raw records come to the driver, which decodes
+            them) or ``executors`` (Spark tasks decode them and send each bucket's events
+            packed, no shuffle). ``None``: where the apply mode decodes (executors mode
+            always decodes in its tasks).
+    """
+
+    json_decoder: JsonDecoder = "python"
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    processes: int = 0
+    where: DecodeIn | None = None
+
+    def __post_init__(self) -> None:
+        # a read-only copy: the value is frozen all the way down (and stays picklable)
+        object.__setattr__(self, "options", _frozen_mapping(self.options))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _decode_options,
+            (self.json_decoder, dict(self.options), self.processes, self.where),
+        )
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Everything a streaming sink is configured with, but the table path, the schema to
+    create it with and the dead-letter sink (see :func:`cdc_sink.spark.sink`).
+
+    Attributes:
+        format: Encoding of the Kafka values, one of :data:`cdc_sink.formats.FORMATS`.
+        app_id: Writer id for exactly-once commits (``None``: derived from the table
+            path); one per streaming query (checkpoint).
+        apply_mode: ``driver`` (tablets in the driver, the default) or ``executors``
+            (one Spark task per bucket).
+        decode: Where and how values are decoded.
+        bucket_partitioned: Executors mode on a topic partitioned by bucket (producer SDK
+            ``partitioner="bucket"``): each batch is decoded and prepared where it is
+            read, no shuffle; a batch found split is rolled back and shuffled.
+        table: In-memory, snapshot and retention options of the table.
+        stats_limit: How many per-batch stats ``SinkFunction.stats`` keeps.
+    """
+
+    format: FormatName = "json"
+    app_id: str | None = None
+    apply_mode: ApplyMode = "driver"
+    decode: DecodeOptions = field(default_factory=DecodeOptions)
+    bucket_partitioned: bool = False
+    table: TableOptions | None = None
+    stats_limit: int = 256
+
+    @property
+    def decode_in(self) -> DecodeIn:
+        """Where the values are decoded, once :meth:`checked` resolved it."""
+        return self.decode.where or ("executors" if self.apply_mode == "executors" else "driver")
+
+    @property
+    def jvm_json(self) -> bool:
+        """Native JSON decoded by Spark's ``from_json``."""
+        return self.format == "json" and self.decode.json_decoder == "jvm"
+
+    @property
+    def allow_truncate(self) -> bool:
+        """The decoder option ``allow_truncate`` (native JSON's truncate events applied)."""
+        return bool(self.decode.options.get("allow_truncate", False))
+
+    def checked(self) -> SinkOptions:
+        """This value validated, with ``decode.where`` resolved.
+
+        Raises:
+            InvalidOption: An unknown format, apply mode, JSON decoder or ``decode.where``;
+                ``decode.where="driver"`` in executors mode; ``decode.processes``
+                negative, or set outside driver mode's Python decode in the driver;
+                ``bucket_partitioned`` outside executors mode; decoder options with the
+                JVM decoder (but ``allow_truncate``), or unknown to the format's decoder,
+                or with a bad value.
+            InvalidArgument: ``decode.processes`` or ``stats_limit`` is not an int.
+        """
+        if self.format not in FORMATS:
+            raise InvalidOption(
+                f"format must be {', '.join(FORMATS)}, not {self.format!r}", option="format"
+            )
+        if self.apply_mode not in _APPLY_MODES:
+            raise InvalidOption(
+                f"apply_mode must be 'driver' or 'executors', not {self.apply_mode!r}",
+                option="apply_mode",
+            )
+        if self.decode.json_decoder not in _JSON_DECODERS:
+            raise InvalidOption(
+                f"json_decoder must be 'python' or 'jvm', not {self.decode.json_decoder!r}",
+                option="json_decoder",
+            )
+        if self.bucket_partitioned and self.apply_mode != "executors":
+            raise InvalidOption(
+                "bucket_partitioned applies to apply_mode='executors' (driver mode has no shuffle)",
+                option="bucket_partitioned",
+            )
+        if not isinstance(self.stats_limit, int) or isinstance(self.stats_limit, bool):
+            raise InvalidArgument(f"stats_limit must be an int, got {self.stats_limit!r}")
+        where = self._checked_where()
+        self._check_processes(where)
+        self._check_decoder_options()
+        return replace(self, decode=replace(self.decode, where=where))
+
+    # ------------------------------------------------------------------ checks
+    def _checked_where(self) -> DecodeIn:
+        value = self.decode.where
+        if value is None:
+            return "executors" if self.apply_mode == "executors" else "driver"
+        if value not in _DECODE_IN:
+            raise InvalidOption(
+                f"decode_in must be 'driver' or 'executors', not {value!r}", option="decode_in"
+            )
+        if self.apply_mode == "executors" and value != "executors":
+            raise InvalidOption(
+                "apply_mode='executors' decodes in its Spark tasks: decode_in='driver' does "
+                "not apply to it",
+                option="decode_in",
+            )
+        return value
+
+    def _check_processes(self, where: DecodeIn) -> None:
+        processes = self.decode.processes
+        if not isinstance(processes, int) or isinstance(processes, bool):
+            raise InvalidArgument(f"decode_processes must be an int, got {processes!r}")
+        if processes < 0:
+            raise InvalidOption(
+                f"decode_processes must be >= 0, got {processes}", option="decode_processes"
+            )
+        if processes and (self.apply_mode != "driver" or self.jvm_json):
+            raise InvalidOption(
+                "decode_processes applies to apply_mode='driver' with a Python decoder "
+                "(executors mode decodes in Spark tasks; json_decoder='jvm' in the JVM)",
+                option="decode_processes",
+            )
+        if processes and where == "executors":
+            raise InvalidOption(
+                "decode_processes decodes in the driver; decode_in='executors' in Spark tasks",
+                option="decode_processes",
+            )
+
+    def _check_decoder_options(self) -> None:
+        if not self.decode.options:
+            return
+        if self.jvm_json:
+            from cdc_sink.spark.decode import jvm_allow_truncate
+
+            jvm_allow_truncate(self.decode.options)  # the one option it takes
+            return
+        from cdc_sink.formats import get_decoder
+
+        get_decoder(self.format, **self.decode.options)  # raises InvalidOption naming it
+
+
+def _frozen_mapping(m: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(m or {}))
+
+
+def _decode_options(
+    json_decoder: JsonDecoder, options: dict[str, Any], processes: int, where: DecodeIn | None
+) -> DecodeOptions:
+    """Rebuilds a pickled :class:`DecodeOptions` (a mapping proxy does not pickle)."""
+    return DecodeOptions(json_decoder, options, processes, where)
