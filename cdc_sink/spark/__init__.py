@@ -1,6 +1,7 @@
 """Spark: the streaming sink, the ``cdc_sink`` snapshot-read data source, sessions.
 
     fn = cdc_sink.spark.sink(path, schema=schema)        # foreachBatch function
+    fn = cdc_sink.spark.sink(path, options=SinkOptions(apply_mode="executors"))
     cdc_sink.spark.register(spark)                       # format("cdc_sink") reads
 
 Names are imported on first use, so importing this package does not import pyspark
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
         BatchStats,
         DeadLetterSink,
         DecodeIn,
+        DecodeOptions,
         JsonDecoder,
         SinkFunction,
+        SinkOptions,
         sink,
     )
 
@@ -33,8 +36,10 @@ __all__ = [
     "BatchStats",
     "DeadLetterSink",
     "DecodeIn",
+    "DecodeOptions",
     "JsonDecoder",
     "SinkFunction",
+    "SinkOptions",
     "register",
     "sink",
 ]
@@ -44,12 +49,14 @@ require("pyspark", feature="cdc_sink.spark")
 
 _WHERE = {
     "DEAD_LETTER_SCHEMA": "cdc_sink.spark.writer",
-    "ApplyMode": "cdc_sink.spark.writer",
+    "ApplyMode": "cdc_sink.spark.options",
     "BatchStats": "cdc_sink.spark.writer",
     "DeadLetterSink": "cdc_sink.spark.writer",
-    "DecodeIn": "cdc_sink.spark.writer",
-    "JsonDecoder": "cdc_sink.spark.writer",
+    "DecodeIn": "cdc_sink.spark.options",
+    "DecodeOptions": "cdc_sink.spark.options",
+    "JsonDecoder": "cdc_sink.spark.options",
     "SinkFunction": "cdc_sink.spark.writer",
+    "SinkOptions": "cdc_sink.spark.options",
     "sink": "cdc_sink.spark.writer",
     "register": "cdc_sink.spark.source",
 }
