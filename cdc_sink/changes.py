@@ -126,7 +126,7 @@ class ChangeBatch:
     def key_hash(self) -> np.ndarray:
         """Spark ``xxhash64`` of the key columns (int64), computed once."""
         if self._key_hash is None:
-            from cdc_sink.bucketing import spark_xxhash64
+            from cdc_sink.xxhash64 import spark_xxhash64
 
             self._key_hash = np.asarray(spark_xxhash64(list(self.keys)), dtype=np.int64)
         return self._key_hash

@@ -1,4 +1,5 @@
-"""Unit tests of cdc_sink.bucketing: Spark's xxhash64 and pmod bucket ids, without Spark.
+"""Unit tests of cdc_sink.xxhash64 and cdc_sink.bucketing: Spark's xxhash64 and pmod
+bucket ids, without Spark.
 
 The known vectors below were captured from real Spark 4.3.0 (pyspark 4.3.0, OpenJDK 17,
 ``master local[1]``, ``spark.sql.session.timeZone=UTC``) by running
@@ -24,7 +25,7 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc_sink import bucketing
+from cdc_sink import xxhash64
 from cdc_sink.bucketing import (
     SUPPORTED_TYPES,
     bucket_ids,
@@ -397,7 +398,7 @@ def test_row_blocks_do_not_change_the_result(monkeypatch: pytest.MonkeyPatch) ->
     cols = _all_types_columns(500, seed=3)
     chunked = [pa.chunked_array([c.slice(0, 123), c.slice(123)]) for c in cols]
     expected = spark_xxhash64(cols)
-    monkeypatch.setattr(bucketing, "_BLOCK_ROWS", 7)
+    monkeypatch.setattr(xxhash64, "_BLOCK_ROWS", 7)
     assert spark_xxhash64(cols).tolist() == expected.tolist()
     assert spark_xxhash64(chunked).tolist() == expected.tolist()
 

@@ -13,24 +13,19 @@ The value of row r at version v is the value in the newest delta with version in
 ``(bases, deltas)`` tuple once, so compaction (which appends a base) and retention
 (which drops old bases/deltas) never disturb it; nothing is ever mutated in place.
 
-A page that is stored somewhere (``storage/`` writes pages to snapshot files) is a
-:class:`LazyPage`: its row count, a :class:`PageLoader` that reads it (an opaque
-callable: where the page lives on disk is storage's business, never the tablet's), and
-the array once read. A base loaded from a snapshot holds its pages as a :class:`PageList`
-of lazy pages not read yet: a page is read (memory-mapped, checked against its CRC,
-decoded) on first access only, so opening a table touches no value page, and a read of
-some columns never touches the pages of the others. A page's row count is known without
-loading it; compaction shares an untouched page's entry, loaded or not, so the page
-keeps its loader (and storage can tell that it is stored already).
+A page that is stored somewhere is a :class:`~cdc_sink.tablet.lazy_pages.LazyPage`, read
+on first access, and a base loaded from a snapshot holds its pages as a
+:class:`~cdc_sink.tablet.lazy_pages.PageList` (:mod:`cdc_sink.tablet.lazy_pages`;
+re-exported here). Compaction shares an untouched page's entry, loaded or not, so the
+page keeps its loader (and storage can tell that it is stored already).
 """
 
 from __future__ import annotations
 
 import bisect
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias, overload
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -45,129 +40,28 @@ from cdc_sink.tablet.keystore import (
     numpy_to_arrow,
     take,
 )
+from cdc_sink.tablet.lazy_pages import LazyPage, PageEntry, PageList, PageLoader, page_of
 
-__all__ = ["Base", "ColumnStore", "Delta", "LazyPage", "PageList", "PageLoader", "PageSource"]
+__all__ = [
+    "Base",
+    "ColumnStore",
+    "Delta",
+    "LazyPage",
+    "PageEntry",
+    "PageList",
+    "PageLoader",
+    "PageSource",
+]
 
 
 def _is_sorted(a: np.ndarray) -> bool:
     return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
 
 
-class PageLoader(Protocol):
-    """Reads one stored page: reads, verifies and decodes it, raising if it is damaged.
-
-    Storage implements it (and keeps there where the page lives); to the tablet it is
-    opaque.
-    """
-
-    def __call__(self) -> pa.Array:
-        """The page's array."""
-        ...
-
-
-class LazyPage:
-    """A stored page, read on first access (see the module docstring).
-
-    Args:
-        rows: The page's row count (known without reading it).
-        load: Reads the page. Called at most once successfully; a failure is raised
-            again on the next access. Kept for the page's life (storage recognizes its
-            own loaders, e.g. to reuse a page's location in an incremental snapshot).
-        array: The page, when it is in memory already (a page just written).
-    """
-
-    __slots__ = ("_array", "_lock", "loader", "rows")
-
-    def __init__(self, rows: int, load: PageLoader, array: pa.Array | None = None) -> None:
-        self.rows = rows
-        self.loader = load
-        self._array: pa.Array | None = array
-        # Its own lock: pages load in parallel (cdc_sink.tablet.page_loads), and two
-        # readers of one page wait for one read and get the same object.
-        self._lock = threading.Lock()
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the page was read."""
-        return self._array is not None
-
-    @property
-    def array(self) -> pa.Array | None:
-        """The page if it was read, else None (never reads it)."""
-        return self._array
-
-    def get(self) -> pa.Array:
-        """The page, read (and verified) now if it was not yet."""
-        arr = self._array
-        if arr is None:
-            with self._lock:
-                arr = self._array
-                if arr is None:
-                    arr = self.loader()
-                    self._array = arr
-        return arr
-
-
-PageEntry: TypeAlias = "pa.Array | LazyPage"
-
 PageSource: TypeAlias = Callable[[int, bool], pa.Array]
 """``source(p, keep)``: page ``p`` of a column at a version
 (:meth:`ColumnStore.page_source`); ``keep=False`` leaves a stored page it reads out of
 memory (a scan that copies the page anyway)."""
-
-
-class PageList(Sequence[pa.Array]):
-    """The pages of a base, some of which may be :class:`LazyPage` s; indexing or
-    iterating reads them, :meth:`length` and :meth:`entry` do not."""
-
-    __slots__ = ("_entries",)
-
-    def __init__(self, entries: Iterable[PageEntry] = ()) -> None:
-        self._entries: list[PageEntry] = list(entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @overload
-    def __getitem__(self, p: int) -> pa.Array: ...
-
-    @overload
-    def __getitem__(self, p: slice) -> list[pa.Array]: ...
-
-    def __getitem__(self, p: int | slice) -> pa.Array | list[pa.Array]:
-        if isinstance(p, slice):
-            return [_page(e) for e in self._entries[p]]
-        return _page(self._entries[p])
-
-    def __iter__(self) -> Iterator[pa.Array]:
-        return (_page(e) for e in self._entries)
-
-    def entry(self, p: int) -> PageEntry:
-        """Page ``p`` as held: an array or a :class:`LazyPage` (not read)."""
-        return self._entries[p]
-
-    def length(self, p: int) -> int:
-        """Rows of page ``p`` (without reading it)."""
-        e = self._entries[p]
-        return e.rows if isinstance(e, LazyPage) else len(e)
-
-    def loaded(self, p: int) -> bool:
-        """Whether page ``p`` is in memory (read, or never lazy)."""
-        e = self._entries[p]
-        return bool(e.loaded) if isinstance(e, LazyPage) else True
-
-    def set_loader(self, p: int, loader: PageLoader) -> None:
-        """Page ``p`` (in memory) is stored now, where ``loader`` reads it: its entry
-        becomes a :class:`LazyPage` holding the same array (readers see the same data)."""
-        arr = _page(self._entries[p])
-        self._entries[p] = LazyPage(len(arr), loader, arr)
-
-
-def _page(e: PageEntry, keep: bool = True) -> pa.Array:
-    """The page of ``e``; a stored page read now stays in memory only when ``keep``."""
-    if not isinstance(e, LazyPage):
-        return e
-    return e.get() if keep or e.loaded else e.loader()
 
 
 @dataclass(frozen=True)
@@ -310,7 +204,7 @@ class ColumnStore:
         def page_at(p: int, keep: bool = True) -> pa.Array:
             start = p * self.page_rows
             length = min(self.page_rows, num_rows - start)
-            page = _page(base.page_entry(p), keep) if p < len(base.pages) else None
+            page = page_of(base.page_entry(p), keep) if p < len(base.pages) else None
             if not touched_any[p] and page is not None and len(page) == length:
                 return page
             if whole is not None:

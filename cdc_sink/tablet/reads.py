@@ -218,7 +218,7 @@ def _live_rows(
     tablet: MemTablet, arrays: list[pa.Array], version: int, row_count: int
 ) -> np.ndarray:
     """The rows of the probe keys that are live at ``version`` (missing keys left out)."""
-    from cdc_sink.bucketing import spark_xxhash64
+    from cdc_sink.xxhash64 import spark_xxhash64
 
     h = spark_xxhash64(arrays)
     rid = tablet.index.lookup(h, arrays)
