@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_sink.storage.layout import dead_letter_cursor
 from cdc_sink.storage.rejects import REJECTS_SCHEMA
 
 if TYPE_CHECKING:
@@ -134,8 +135,7 @@ def records_from_rows(rows: list[Mapping[str, Any]]) -> pa.Table:
 
 
 def _cursor_path(table_root: str, sink: Any, app_id: str) -> Path:
-    tag = app_tag(f"{app_id}|{sink!r}")
-    return Path(table_root) / "_dead_letters" / f"{tag}.cursor"
+    return Path(dead_letter_cursor(table_root, app_tag(f"{app_id}|{sink!r}")))
 
 
 def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None) -> int:

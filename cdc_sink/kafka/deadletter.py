@@ -32,12 +32,10 @@ directly. Both implementations are picklable (a Spark task may carry them):
   key and value bytes, and headers ``topic``, ``partition``, ``offset``, ``reason``,
   ``batch_id``, ``app_id`` (UTF-8 strings). ``write`` returns once Kafka acknowledged
   every record and raises :class:`~cdc_sink.kafka.producer.DeliveryError` otherwise.
-- :class:`ParquetDeadLetter` writes one Parquet file per batch id per attempt, atomically
-  (a hidden temporary file, fsync, rename, fsync of the directory)::
-
-      <path>/
-        batch-000000000007-<attempt>.parquet     attempt = <time_ns>-<pid>-<random>
-        .tmp-batch-...parquet                    only while being written
+- :class:`ParquetDeadLetter` writes one Parquet file per forwarded table version (and,
+  for records written directly, per batch id per attempt), atomically (a hidden
+  temporary file, fsync, create-if-absent ``link``, fsync of the directory); the file
+  names are drawn in :mod:`cdc_sink.storage.layout`.
 
   The files hold the raw message keys and values, so they are created ``0o600`` (the
   sink's ``file_mode``; the directory, when the sink creates it, ``0o700``).
@@ -75,6 +73,12 @@ from cdc_sink.dead_letters import (
 )
 from cdc_sink.kafka.deadletter_kafka import KafkaDeadLetter
 from cdc_sink.storage.fsutil import check_file_mode, create_file, dir_mode, makedirs
+from cdc_sink.storage.layout import (
+    dead_letter_batch_file,
+    dead_letter_files,
+    dead_letter_version_file,
+    dead_letter_versions,
+)
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
@@ -120,18 +124,14 @@ class ParquetDeadLetter(DeadLetterSink):
         """Publishes ``version-<v>-<app>.parquet`` unless it exists (idempotent)."""
         table = conform(records)
         self._makedir()
-        name = f"version-{version:020d}-{app_tag(app_id)}.parquet"
+        name = dead_letter_version_file(version, app_tag(app_id))
         if not (self.path / name).exists():
             self._write_atomic(table, name)
 
     def forwarded_version(self, app_id: str) -> int | None:
         """The newest version file of ``app_id`` (None: none yet)."""
-        tag = app_tag(app_id)
-        versions = (
-            [int(p.name.split("-")[1]) for p in self.path.glob(f"version-*-{tag}.parquet")]
-            if self.path.is_dir()
-            else []
-        )
+        names = os.listdir(self.path) if self.path.is_dir() else []
+        versions = dead_letter_versions(names, app_tag(app_id))
         return max(versions) if versions else None
 
     def write(self, records: pa.Table) -> None:
@@ -148,11 +148,7 @@ class ParquetDeadLetter(DeadLetterSink):
         attempt = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         for bid in pc.unique(batch_ids).to_pylist():
             part = table.filter(pc.equal(batch_ids, bid))
-            name = (
-                f"batch-{bid:012d}-{attempt}.parquet"
-                if bid >= 0
-                else f"batch-none-{attempt}.parquet"
-            )
+            name = dead_letter_batch_file(bid if bid >= 0 else None, attempt)
             self._write_atomic(part, name)
 
     def _makedir(self) -> None:
@@ -179,12 +175,8 @@ class ParquetDeadLetter(DeadLetterSink):
         """The committed files, oldest first (temporary files are not listed)."""
         if not self.path.is_dir():
             return []
-        return sorted(
-            p
-            for pattern in ("batch-*.parquet", "version-*.parquet")
-            for p in self.path.glob(pattern)
-            if p.is_file()
-        )
+        names = dead_letter_files(os.listdir(self.path))
+        return sorted(p for p in (self.path / n for n in names) if p.is_file())
 
     def read(self, *, deduplicate: bool = True) -> pa.Table:
         """Every dead letter written so far, batch order."""

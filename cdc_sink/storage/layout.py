@@ -1,9 +1,11 @@
-"""Every name of a table's on-disk layout, in one place.
+"""Every name cdc_sink writes on disk, in one place: a table's layout, and the files of
+the Parquet dead-letter sink.
 
 ::
 
     <root>/
-      _table.json                          table id, bucket count, creation time
+      _table.json                          written once at creation: the layout's format,
+                                           page_rows, the key index's seed (index_seed)
       _schema/00000000.json                one file per schema id
       _log/00000000000000000042.json       one log entry per version (storage.version_log)
       _log/_checkpoint.00000000000000000040.json
@@ -11,6 +13,13 @@
       _snapshots/<bucket>/<version>-<attempt>.manifest snapshot manifests (storage.snapshot)
       _pages/<bucket>/<version>-<attempt>.pages        snapshot pages
       _rejects/<version>-<attempt>.arrow               a version's rejected events
+      _dead_letters/<tag>.cursor           forwarding cursor of a dead-letter sink that
+                                           keeps none (cdc_sink.dead_letters)
+
+    <dead-letter dir>/                     ParquetDeadLetter (outside any table)
+      version-<version:020d>-<app tag>.parquet   one table version's dead letters
+      batch-<batch_id:012d>-<attempt>.parquet    records written directly (write())
+      .tmp-<name>-<pid>-<random>                 only while being written
 
 Paths stored in log entries and manifests are relative to the table root and use ``/``.
 A file name of the three bucket directories starts with the zero-padded version that wrote
@@ -35,6 +44,7 @@ from cdc_sink.errors import WalCorruption
 
 __all__ = [
     "BUCKET_DIRS",
+    "DEAD_LETTERS_DIR",
     "LOG_DIR",
     "PAGES_DIR",
     "REJECTS_DIR",
@@ -46,6 +56,11 @@ __all__ = [
     "attempt_stem",
     "checked",
     "checkpoint_name",
+    "dead_letter_batch_file",
+    "dead_letter_cursor",
+    "dead_letter_files",
+    "dead_letter_version_file",
+    "dead_letter_versions",
     "entry_name",
     "file_version",
     "is_table",
@@ -67,6 +82,7 @@ WAL_DIR = "_wal"
 SNAPSHOTS_DIR = "_snapshots"
 PAGES_DIR = "_pages"
 REJECTS_DIR = "_rejects"
+DEAD_LETTERS_DIR = "_dead_letters"
 BUCKET_DIRS: tuple[str, ...] = (WAL_DIR, SNAPSHOTS_DIR, PAGES_DIR)
 """The directories that hold one sub-directory per bucket of version-named files."""
 
@@ -135,6 +151,33 @@ def pages_file(bucket: int, stem: str) -> str:
 def rejects_file(stem: str) -> str:
     """The relative path of a version's rejected events."""
     return f"{REJECTS_DIR}/{stem}.arrow"
+
+
+def dead_letter_cursor(root: str, tag: str) -> str:
+    """The absolute path of the forwarding cursor of the dead-letter sink ``tag``."""
+    return os.path.join(root, DEAD_LETTERS_DIR, f"{tag}.cursor")
+
+
+def dead_letter_version_file(version: int, app_tag: str) -> str:
+    """The file name (in a Parquet dead-letter directory) of one table version's dead
+    letters of the writer tagged ``app_tag``."""
+    return f"version-{version:020d}-{app_tag}.parquet"
+
+
+def dead_letter_batch_file(batch_id: int | None, attempt: str) -> str:
+    """The file name of records of micro-batch ``batch_id`` written directly."""
+    return f"batch-{'none' if batch_id is None else f'{batch_id:012d}'}-{attempt}.parquet"
+
+
+def dead_letter_versions(names: list[str], app_tag: str) -> list[int]:
+    """The versions of the version files among ``names`` of the writer ``app_tag``."""
+    pat = re.compile(rf"^version-(\d{{20}})-{re.escape(app_tag)}\.parquet$")
+    return [int(m.group(1)) for n in names if (m := pat.match(n))]
+
+
+def dead_letter_files(names: list[str]) -> list[str]:
+    """The published dead-letter files among ``names`` (temporary files left out)."""
+    return [n for n in names if re.match(r"^(?:batch|version)-[^/]*\.parquet$", n)]
 
 
 def file_version(name: str) -> int | None:

@@ -9,7 +9,7 @@ integer, float, date and timestamp cases pin the rules that already held.
 
 Paths: the decoders with the compiled passes (``_cscan``, ``_cflat``; declined events
 decoded apart), without them (numpy), inside an executors decode task
-(``cdc_sink.spark._executors._decoded``, no Spark needed), and ``Table.apply``'s
+(``cdc_sink.spark._tasks.decoded_batches``, no Spark needed), and ``Table.apply``'s
 conversion of Python values (``ChangeBatch.from_events``, with ``json.loads``' values;
 decimals parsed as ``Decimal``, as a caller of ``Table.apply`` passes them).
 """
@@ -38,7 +38,7 @@ from cdc_sink.formats._decimaltext import counted, decimal_text
 from cdc_sink.formats._jsonvalues import MAX_DAY, MAX_MICROS, MIN_DAY, MIN_MICROS
 from cdc_sink.formats._rowv2_encode import pack_row
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark._executors import _decoded
+from cdc_sink.spark._tasks import decoded_batches
 from tests.formats.fuzz_decoders import ci_settings
 
 UTC = dt.timezone.utc
@@ -460,7 +460,7 @@ def _decode(
                 "ts_ms": pa.array([0, 0], pa.int64()),
             }
         )
-        batch, rejects, _ = next(_decoded(iter([rb]), fmt, SCHEMA, dict(options)))  # type: ignore[arg-type]
+        batch, rejects, _ = next(decoded_batches(iter([rb]), fmt, SCHEMA, dict(options)))  # type: ignore[arg-type]
         return batch, rejects
     return get_decoder(fmt, **options).decode(values, SCHEMA)  # type: ignore[arg-type]
 
