@@ -5,13 +5,12 @@ pyarrow allocates every Arrow buffer (decoded batches, the WAL segments' IPC bod
 allocation: ``mimalloc`` in the Linux wheels, unless the environment variable
 ``ARROW_DEFAULT_MEMORY_POOL`` names another (``jemalloc``, ``mimalloc`` or ``system``).
 
-Measured on this project's virtual machine (docs/benchmarks.md, "End to end", and
-``benchmarks/apply_batches.py``): with ``mimalloc``, the first apply of a 200K-event
-micro-batch in a new process took 0.40-0.53 s and later ones 0.16-0.20 s, and the
-Kafka -> sink drains spent 0.8-1.2 s applying 700K events; with ``jemalloc`` every apply
-took 0.14-0.18 s and the drains 0.5-0.6 s (the driver's Python CPU was 1.7-1.9 against
-2.2-2.6 us per event). mimalloc takes fewer page faults, not more: the cost is inside
-the allocator, and the numbers are what to go by.
+With ``mimalloc`` a new process's first applies of a micro-batch are slower than its
+later ones, and the sink's applies in a Kafka -> sink run slower than with ``jemalloc``,
+which is as fast from the first batch on. mimalloc takes fewer page faults, not more: the
+cost is inside the allocator, so the choice follows the timings, not the fault counts
+(docs/benchmarks.md, "End to end", "Per format, and pyarrow's allocator": each allocator
+under ``benchmarks/apply_batches.py`` and ``benchmarks/e2e_ceiling.py``).
 
 The streaming job (``streaming_jobs/cdc_to_tablets.py --arrow-memory-pool``) picks
 ``jemalloc`` when pyarrow was built with it, in its driver and, through

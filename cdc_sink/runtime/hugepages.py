@@ -3,19 +3,20 @@
 On Linux, numpy calls ``madvise(MADV_HUGEPAGE)`` on every array of 4 MB or more (when
 ``/sys/kernel/mm/transparent_hugepage/enabled`` is ``madvise``), so the first touch of
 such an array takes 2 MB pages from the kernel. Where that is cheap it saves TLB misses;
-where it is not (measured on this project's virtual machine: the 10M-row reopen took
-2.8-7.3 s with it and 1.6-2.3 s without, docs/benchmarks.md) every fresh array the apply,
-the replay and the cold reads allocate pays for it. Databases commonly advise turning
-transparent huge pages off for the same reason (latency spikes on faults and compaction).
+where it is not, every fresh array the apply, the replay and the cold reads allocate pays
+for it (a virtual machine whose huge-page faults are slow: docs/benchmarks.md, "Reopen of
+10M rows x 20 columns + 100 segments, and cold reads", "numpy's huge pages"). Databases
+commonly advise turning transparent huge pages off for the same reason (latency spikes on
+faults and compaction).
 
 pyarrow's default pool on Linux, the mimalloc Arrow bundles, does the same for its
 arenas: it reserves them 1 GiB at a time with ``madvise(MADV_HUGEPAGE)``, and then
-returns freed parts of them with ``MADV_DONTNEED``, which splits the huge pages again.
-On this project's virtual machine a 10M-row bulk load took 17.7 s with it and 10.1 s
-with ``MIMALLOC_ALLOW_THP=0`` (2,239 huge-page faults against none), a cold read of 10M
-zstd-compressed rows 16.7 s against 10.6 s (docs/benchmarks.md, "The larger
-workload"). mimalloc reads that variable once, when pyarrow's library is loaded, so it
-can only be set for processes started later (:data:`MIMALLOC_THP_ENV`).
+returns freed parts of them with ``MADV_DONTNEED``, which splits the huge pages again;
+``MIMALLOC_ALLOW_THP=0`` stops it asking, which shortens a large bulk load and a cold
+read of zstd-compressed pages where huge-page faults are slow (docs/benchmarks.md, "The
+larger workload: 10M rows, 500K-event micro-batches", "pyarrow's mimalloc and
+transparent huge pages"). mimalloc reads that variable once, when pyarrow's library is
+loaded, so it can only be set for processes started later (:data:`MIMALLOC_THP_ENV`).
 
 numpy reads ``NUMPY_MADVISE_HUGEPAGE`` (``0`` or ``1``) once, at import; this module
 sets the same switch at run time, for a process whose numpy is already imported (a Spark

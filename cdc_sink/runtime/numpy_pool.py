@@ -3,9 +3,9 @@
 Every micro-batch allocates the same working arrays again (the decoder's token and
 column arrays, the bucket split). glibc serves each large one from fresh pages and
 returns them to the kernel on free, so each batch page-faults its arrays back in and
-the kernel zeroes every page again. Measured (docs/benchmarks.md, "numpy buffers
-reused"): the driver's JSON decode of the e2e events takes 1.31-1.42 instead of
-1.48-1.49 us per event, and its phase in the Kafka -> sink run 10% less time.
+the kernel zeroes every page again. Keeping the buffers shortens the driver's decode, on
+its own and in a Kafka -> sink run (docs/benchmarks.md, "End to end", "numpy buffers
+reused, and the fold without a sort").
 
 :func:`reusing` installs, for the current context only (numpy's memory handler is a
 context variable: NEP 49), a handler from the C extension ``cdc_sink.runtime._npcache``: buffers
@@ -18,8 +18,9 @@ inside may live on and be freed anywhere: each remembers its handler.
 
 The sink uses it around the driver's decode of each micro-batch (driver apply mode:
 :mod:`cdc_sink.spark._driver`), whose arrays live for one batch. The prepare is left
-out: the tablets keep what it allocates, and a measured run with it inside gained
-nothing. Without the extension (no C compiler at install) :func:`reusing` does nothing.
+out: the tablets keep what it allocates, and a run with it around the prepare too gained
+nothing (the same section, "The pool around the prepare too"). Without the extension (no
+C compiler at install) :func:`reusing` does nothing.
 """
 
 from __future__ import annotations
