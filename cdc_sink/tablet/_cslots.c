@@ -11,8 +11,9 @@
  *
  * This is linear probing, one row after another, as a scalar hash table inserts. numpy
  * cannot probe row by row, so without this extension the index sorts the rows by home
- * slot and takes a running maximum (KeyIndex._build): 0.46-0.66 s for 10M rows here,
- * against 0.12-0.17 s for this loop. The homes are random, so each insert is a cache
+ * slot and takes a running maximum (KeyIndex._build): several passes over arrays of the
+ * keys' length where this loop makes one (docs/benchmarks.md, "zstd pages by default",
+ * "The key index in C", times the two). The homes are random, so each insert is a cache
  * miss; the home slot of the row 16 ahead is prefetched, so the misses of several rows
  * overlap instead of coming one after another. The GIL is released while placing.
  *

@@ -20,8 +20,9 @@ collision never merges two keys. Lookups work on whole arrays: each probing *rou
 handful of numpy operations over the keys still unresolved, and the number of rounds is
 the longest probe sequence (a few at load <= 0.6; :meth:`KeyIndex.probe_stats` measures
 the probe distances). Inserts and rebuilds place rows in C (``_cslots.c``: linear
-probing row by row, the home slots of the rows ahead prefetched), ~4x faster than
-numpy's sorted one-pass build, which is the fallback when the extension was not built.
+probing row by row, the home slots of the rows ahead prefetched), faster than numpy's
+sorted one-pass build, which is the fallback when the extension was not built
+(docs/benchmarks.md, "zstd pages by default", "The key index in C").
 
 Row ids are dense and assigned in insertion order; :meth:`KeyIndex.truncate` forgets the
 rows of a rolled-back version.
@@ -192,15 +193,16 @@ class KeyIndex:
     def _build(self, hm: np.ndarray) -> None:
         """Puts rows ``0..len(hm)-1`` (hashes ``hm``, distinct keys) into the *empty* slot
         array. With the C extension (``_cslots.place``), row after row by linear probing,
-        prefetching the home slots of the rows ahead (10M rows in 0.12-0.17 s here).
+        prefetching the home slots of the rows ahead.
         Otherwise in numpy, in one pass: in order of home slot, each key takes the first
         free slot at or after its home, ``pos[i] = max(home[i], pos[i-1] + 1)``, a
         running maximum; every slot from a key's home to its own is then taken, which is
         all linear probing asks. Runs that reach the end of the array go on from slot 0
         (:meth:`_place`). One sort and a sequential scatter instead of :meth:`_place`'s
-        random probing rounds, with three temporaries of the keys' length (0.46-0.66 s
-        for 10M rows). The two place keys differently within a cluster; either is a
-        valid linear-probing table."""
+        random probing rounds, with three temporaries of the keys' length (both builds
+        timed in docs/benchmarks.md, "zstd pages by default", "The key index in C"). The
+        two place keys differently within a cluster; either is a valid linear-probing
+        table."""
         n = len(hm)
         if n == 0:
             return
@@ -214,7 +216,7 @@ class KeyIndex:
         packed = hm >> self._shift  # home slot
         packed <<= np.uint64(32)
         packed |= idx
-        packed.sort()  # by home slot, then row id (a vectorized sort: ~10x an argsort)
+        packed.sort()  # by home slot, then row id: a sort of values, no argsort
         pos = packed >> np.uint64(32)
         ipos, iidx = pos.view(np.int64), idx.view(np.int64)
         ipos -= iidx
@@ -310,8 +312,10 @@ class KeyIndex:
             store.append(col)
         if _cslots is not None:  # probes row by row in C, any number of rows
             _cslots.place(hm, self._slots, int(self._shift), self.count)
-        elif k >= self.count:  # as many new keys as old: one sequential rebuild of all is
-            if self.count or self._removed:  # cheaper than probing for the new (~4x/key)
+        elif k >= self.count:  # as many new keys as old: one sequential rebuild of all
+            # is cheaper than probing for the new ones (docs/benchmarks.md, "Bulk load
+            # without probing, sorting or copies", "The key index takes a large insert")
+            if self.count or self._removed:
                 self._alloc(self._bits)
             self._build(self._row_hash[: self.count + k])
         else:
@@ -422,7 +426,9 @@ class KeyIndex:
             return np.empty(0, dtype=np.int64)
         if _increasing_integers(keys):  # distinct keys, seen without a sort (a load)
             return np.arange(n, dtype=np.int64)
-        sorted_hash = np.sort(key_hash)  # a vectorized sort: ~10x a stable argsort's speed
+        # A sort of the values, far cheaper than the stable argsort it may skip
+        # (docs/benchmarks.md, "Page compression and the load path", "Load path").
+        sorted_hash = np.sort(key_hash)
         if not (sorted_hash[1:] == sorted_hash[:-1]).any():
             return np.arange(n, dtype=np.int64)  # distinct hashes: distinct keys
         order = np.argsort(key_hash, kind="stable")

@@ -5,10 +5,9 @@ s, read on first access (memory-mapped, CRC-checked, decoded). A large scan buil
 pages in a pool of threads (:func:`cdc_sink.tablet.reads.scan`), reading them there. A
 scan too small for that (fewer than ``reads.MIN_PARALLEL_CELLS`` cells) still has its
 stored pages read by :func:`load_pages` in a few threads first: Arrow's IPC reader and
-the CRC check release the GIL, and one page of 20 compressed columns is 20 decodes.
-Measured on 2 cores (1M rows x 20 columns, zstd pages, docs/benchmarks.md "Cold reads
-of compressed pages"): the pages' decode went from ~0.18 s in one thread to ~0.10 s in
-two.
+the CRC check release the GIL, and one page of 20 compressed columns is 20 decodes, so
+the decodes of a cold read of compressed pages overlap on the cores (docs/benchmarks.md,
+"Cold reads of compressed pages in parallel").
 
 Only the pages the scan will return as they are loaded this way (its columns, and the
 pages its filter keeps, with no deleted row): a read of some columns still never
