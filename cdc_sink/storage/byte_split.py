@@ -5,10 +5,9 @@ the high bytes of ids, prices or event times repeat from row to row, and floats 
 come from decimal quantities end in zero bytes. A general-purpose codec (zstd, lz4) sees
 those bytes interleaved with the varying ones and finds short matches only. Writing byte
 0 of every value, then byte 1 of every value, and so on (Parquet's ``BYTE_STREAM_SPLIT``
-encoding, Blosc's shuffle filter) puts the repeating bytes in long runs: on the peer
-benchmark's columns zstd then makes float pages 18% smaller in a sixth of the time, and
-integer and timestamp pages 12-17% smaller (docs/benchmarks.md, "Byte-split compressed
-pages").
+encoding, Blosc's shuffle filter) puts the repeating bytes in long runs, which the
+codec then finds: pages come out smaller and zstd encodes them faster
+(docs/benchmarks.md, "Byte-split compressed pages", per codec and per column).
 
 A ``decimal128`` page whose values all fit in 64 bits (every high word the sign of its
 low word, as for any precision up to 18) is split as its low words; other decimal pages
@@ -17,7 +16,8 @@ is slow).
 
 The bytes move in C (``cdc_sink/storage/_cbytesplit.c``: 8x8 byte blocks transposed in
 registers, without the GIL) when the extension was built, else in numpy (one strided
-pass per stream, ~2x slower); both write the same bytes.
+pass per stream, slower: docs/benchmarks.md, "Byte-split compressed pages", "How the
+bytes are moved"); both write the same bytes.
 
 The filter is applied only to pages that are compressed: an uncompressed page stays the
 Arrow layout that is memory-mapped without a copy. A split page is an Arrow array whose
@@ -92,7 +92,7 @@ def _split(values: np.ndarray, width: int) -> np.ndarray:
     if _cbytesplit is not None:
         _cbytesplit.split(values, streams, n, width, stride)
     else:
-        for j in range(width):  # one strided pass per stream: ~3x np.transpose's speed
+        for j in range(width):  # one strided pass per stream beats a copy of the transpose
             streams[j] = values[:, j]
     return streams
 

@@ -71,9 +71,10 @@ WAL_CODECS: tuple[WalCompression, ...] = ("lz4", "zstd", None)
 """Every :data:`WalCompression` value."""
 
 DEFAULT_COMPRESSION: WalCompression = "lz4"
-"""Codec of format 2 bodies: LZ4 decompressed ~3x faster than ZSTD here (replay speed is
-what reopening a table waits for) for ~1.25x ZSTD's bytes on the benchmark's batches;
-both keep a segment under Parquet's size (docs/benchmarks.md, "Compact WAL")."""
+"""Codec of format 2 bodies: LZ4, whose decompression costs less than ZSTD's (replay speed
+is what reopening a table waits for), for somewhat more bytes than ZSTD writes; both keep
+a segment under Parquet's size (docs/benchmarks.md, "Compact WAL", "Where the time
+goes")."""
 
 COMPRESS_MIN_EVENTS = 4096
 """Batches smaller than this are written uncompressed: each compressed buffer (several per

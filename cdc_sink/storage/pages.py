@@ -195,7 +195,7 @@ class EncodedPage(NamedTuple):
 _AHEAD_PER_THREAD = 2
 
 #: A snapshot with fewer rows than this in its queued pages is encoded in the calling
-#: thread: starting a pool (~2.5 ms) costs more than its pages' encoding saves.
+#: thread: starting a pool costs more than spreading so few pages' encoding saves.
 MIN_PARALLEL_ROWS = 65_536
 
 
@@ -232,7 +232,8 @@ def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[EncodedPage
 WRITEBACK_BYTES = 32 << 20
 """A page file's writer starts the disk writes of every this many bytes as it goes
 (:func:`cdc_sink.storage.fsutil.start_writeback`), so the fsync that ends a 2 GB bulk
-load finds little left to write (docs/benchmarks.md)."""
+load finds little left to write (docs/benchmarks.md, "Bulk load without probing, sorting
+or copies", the writeback hint with and without)."""
 
 
 class PageFileWriter:

@@ -22,17 +22,18 @@ rewritten into one new file, so old files can be collected. Writing a snapshot n
 compacts: the caller compacts the tablet at the version first (``MemTablet.compact``).
 
 Pages are written with the table's ``page_compression`` codec (value pages and key
-pages; row hashes never: they are random bits; the index slots never: zstd saves ~40% of
-their bytes, but at every bucket load they were then decompressed into fresh memory,
-0.17 against 0.015 s for a 10M-row bucket), and each blob reads with whatever codec it
-was written with. The pages to write are queued first, then
-compressed in as many threads as the process may use cores and appended in queue order
-(:func:`~cdc_sink.storage.pages.encoded_pages`; a zstd bulk load of 1M rows x 20 columns
-went from ~0.55M to ~0.75M rows/s on 2 cores); the value pages' statistics are computed
-in the same threads. Loading memory-maps the page files (zero-copy Arrow
-arrays for uncompressed blobs); key, row-hash, index and
-deletion-vector blobs are CRC-checked at load, value pages lazily: each when it is first
-read (:class:`~cdc_sink.tablet.column.LazyPage`), before any of its data is returned.
+pages; row hashes never: they are random bits; the index slots never: zstd saves some of
+their bytes, but every bucket load would then decompress them into fresh memory instead
+of mapping them, docs/benchmarks.md, "zstd pages by default", "Index slots
+uncompressed"), and each blob reads with whatever codec it was written with. The pages
+to write are queued first, then compressed in as many threads as the process may use
+cores and appended in queue order (:func:`~cdc_sink.storage.pages.encoded_pages`, so a
+bulk load with compressed pages compresses on every core: docs/benchmarks.md, "Snapshot
+pages compressed in parallel"); the value pages' statistics are computed in the same
+threads. Loading memory-maps the page files (zero-copy Arrow arrays for uncompressed
+blobs); key, row-hash, index and deletion-vector blobs are CRC-checked at load, value
+pages lazily: each when it is first read (:class:`~cdc_sink.tablet.column.LazyPage`),
+before any of its data is returned.
 
 Page statistics (``min``/``max``) are stored in the physical form of
 :func:`cdc_sink.filters.physical_value` (integers for dates, timestamps and decimals; a
@@ -564,7 +565,8 @@ def load_snapshot(
 
 def _arrays(reader: PageReader, locs: list[PageLoc]) -> list[pa.Array]:
     """The pages at ``locs``, CRC-checked and decoded in a few threads (both release the
-    GIL; a 10M-row bucket has 153 key pages, compressed ones take ~1 s in one thread)."""
+    GIL, and a 10M-row bucket has 153 key pages, each decompressed when the table's pages
+    are compressed: docs/benchmarks.md, "Cold reads built page by page")."""
     threads = min(usable_cores(), 8) if len(locs) >= MIN_PARALLEL else 1
     return list(ordered_map(reader.array, locs, threads, name="cdc_sink-load"))
 
