@@ -2,18 +2,19 @@
 decode_processes=N)``).
 
 Driver mode decodes each Arrow batch the moment Spark streams it to the driver
-(:mod:`cdc_sink.spark._arrow_stream`), but in the driver's one Python thread: measured on
-the end-to-end benchmark, that thread (decode, then apply) is the bound while the
-machine's cores are only partly busy (docs/benchmarks.md, "Where the CPU goes"). Threads
-do not help: the decoder is many numpy steps with Python between them, which holds the
-GIL. A :class:`DecodePool` hands each batch to one of N worker processes instead, and the
+(:mod:`cdc_sink.spark._arrow_stream`), but in the driver's one Python thread, and in the
+end-to-end benchmark that thread (decode, then apply) is the bound while the machine's
+cores are only partly busy (docs/benchmarks.md, "End to end", "Where the CPU goes"; the
+pool's own runs follow it, "Decode worker processes"). Threads do not help: the decoder
+is many numpy steps with Python between them, which holds the GIL. A
+:class:`DecodePool` hands each batch to one of N worker processes instead, and the
 results come back in the order the batches were submitted (the caller joins them in
 partition order, as before), so the table, the rejects and their Kafka coordinates are
 exactly those of the in-process decode.
 
 Workers are *spawned*, not forked: the driver holds a JVM gateway, Spark's threads and
 Arrow's thread pools, none of which a fork may copy safely. They start on the first
-batch (importing numpy, pyarrow and the decoders: ~1 s once) and live until
+batch (each imports numpy, pyarrow and the decoders once) and live until
 :meth:`DecodePool.close`. A worker that dies (killed, out of memory) breaks the pool: the
 batches it had are decoded in the driver instead, and the next batch starts a new pool,
 so a worker's death costs time, never events.
