@@ -7,8 +7,9 @@ copies them into :class:`~cdc_sink.metrics.sink.SinkMetrics` gauges. pyspark is 
 only when a listener is attached.
 
 The streaming job does not attach a listener: a PySpark listener makes Spark call back
-into Python over Py4J on every query event (started, progress, idle), which cost 3-7% of
-end-to-end events/s in ``benchmarks/metrics_overhead.py``. It polls instead:
+into Python over Py4J on every query event (started, progress, idle), which costs
+events/s and CPU end to end (``benchmarks/metrics_overhead.py``: docs/benchmarks.md,
+"Metrics overhead"). It polls instead:
 :class:`ProgressPoller` reads ``query.lastProgress`` from the loop that already waits on
 the query, and copies each new progress once.
 """
