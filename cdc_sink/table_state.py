@@ -81,22 +81,21 @@ class TableOptions:
     load."""
     page_compression: PageCompression = "zstd"
     """Codec of the pages snapshots write from now on (Arrow IPC buffer compression, with
-    fixed-width values byte-split first): ``"zstd"`` (the default), ``"lz4"`` or
-    ``None``. It applies to value and key pages; row hashes (random bits) and the index
-    slots (decoded at every bucket load) are never compressed. Any page is read whatever
-    it was written with, so the option can change between opens. On the peer benchmark's
-    1M x 20 load, zstd writes 0.45x the bytes of uncompressed pages and lz4 0.59x. An
-    uncompressed page is mapped without a copy where a compressed one is decompressed
-    when first read, so ``None`` gives the fastest cold reads for the most disk
+    fixed-width values byte-split first): ``"zstd"`` (the default), ``"lz4"`` or ``None``.
+    It applies to value and key pages; row hashes (random bits) and the index slots (decoded
+    at every bucket load) are never compressed. Any page is read whatever it was written
+    with, so the option can change between opens. zstd writes the fewest bytes, lz4 more,
+    uncompressed pages the most (docs/benchmarks.md, "Byte-split compressed pages", "Per
+    codec"). An uncompressed page is mapped without a copy where a compressed one is
+    decompressed when first read, so ``None`` gives the fastest cold reads for the most disk
     (docs/design-notes.md, "Snapshot pages are zstd by default"). In-memory tablets are
     never compressed."""
     wal_compression: WalCompression = "lz4"
     """Codec of the WAL segments written from now on: ``"lz4"`` (the default), ``"zstd"``
-    or ``None``; any segment is read whatever it was written with. On the peer
-    benchmark's 20 micro-batches of 50K events, zstd writes 0.71x lz4's bytes (20.5
-    against 29.0 MB), but a reopen's replay decompresses it slower: 100 segments of 10K
-    events read in 0.60 s against 0.35 s with lz4. Batches under 4,096 events are never
-    compressed."""
+    or ``None``; any segment is read whatever it was written with. zstd writes fewer
+    bytes than lz4, but a reopen's replay waits for its slower decompression
+    (docs/benchmarks.md, "zstd pages by default", "WAL codec", and "Compact WAL", "Where
+    the time goes"). Batches under 4,096 events are never compressed."""
     retain_versions: int = 100
     """GC keeps at least this many newest versions ..."""
     retain_seconds: float = 3600.0

@@ -35,17 +35,17 @@ Semantics (each checked against real Spark 4.3 by ``tests/integration/test_bucke
 See :data:`SUPPORTED_TYPES` for the Arrow -> Spark type mapping.
 
 Implementation: numpy ``uint64`` arithmetic over whole columns (wrap-around multiplication
-is exactly Java's ``long`` arithmetic), in blocks of 65,536 rows so that temporaries stay
-in the CPU cache (2-2.5x faster than whole-column passes). Fixed-width values come straight
-from the Arrow value buffers. Variable-length values (strings, binary, large decimals) are
-read from the Arrow offsets/data buffers: 8- and 4-byte little-endian words at arbitrary
-byte offsets are gathered through a 1-byte-stride ``uint64``/``uint32`` view of the (padded)
-data, 32-byte stripes through a ``V32`` view. The stripe loop of XXH64 runs once per
-*stripe index* over the rows still that long (rows sorted by stripe count, so the active
-rows are a prefix). What follows the stripes (0-3 words, maybe a 4-byte word, 0-3 bytes)
-depends only on ``length % 32``; rows are radix-sorted by that class, so each step runs on
-a few contiguous slices holding exactly the rows that need it. No Python loop runs per row
-(only per stripe index, per step and per length class).
+is exactly Java's ``long`` arithmetic), in blocks of 65,536 rows so that temporaries stay in
+the CPU cache instead of each pass over a whole column going to memory. Fixed-width values
+come straight from the Arrow value buffers. Variable-length values (strings, binary, large
+decimals) are read from the Arrow offsets/data buffers: 8- and 4-byte little-endian words at
+arbitrary byte offsets are gathered through a 1-byte-stride ``uint64``/``uint32`` view of
+the (padded) data, 32-byte stripes through a ``V32`` view. The stripe loop of XXH64 runs
+once per *stripe index* over the rows still that long (rows sorted by stripe count, so the
+active rows are a prefix). What follows the stripes (0-3 words, maybe a 4-byte word, 0-3
+bytes) depends only on ``length % 32``; rows are radix-sorted by that class, so each step
+runs on a few contiguous slices holding exactly the rows that need it. No Python loop runs
+per row (only per stripe index, per step and per length class).
 
 Throughput figures are in docs/benchmarks.md ("Spark bucketing hash").
 """
