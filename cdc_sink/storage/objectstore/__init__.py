@@ -1,0 +1,396 @@
+"""One small object-store interface under the storage layer, with typed errors.
+
+A table lives under one *store*: a local directory or a prefix of an object-store bucket
+(S3, GCS, Azure Blob, any S3-compatible endpoint). Every object is named by a *key*
+relative to the store's root, ``/``-separated (``_log/00000000000000000042.json``).
+The interface is what every one of those can do, and nothing more::
+
+    get(key) -> bytes                    the whole object
+    get_range(key, start, length)        exactly ``length`` bytes at ``start``
+    put(key, data)                       create or replace (atomic: readers see the old
+                                         object or the new one, never a part)
+    put_if_absent(key, data)             create, or raise ObjectExists: the commit point
+    list(prefix) -> [ObjectInfo]         every object under a prefix, sorted by key
+    delete(key), delete_many(keys)       a missing key is no error
+    head(key) -> ObjectInfo              size and modification time
+
+``put_if_absent`` is the one primitive a commit needs: among writers racing for one key,
+exactly one succeeds and every other gets :class:`ObjectExists` (on a POSIX file system
+``link(2)`` of a fsynced temporary file, on an object store a conditional ``PUT`` with
+``If-None-Match: *``). A prefix is matched by whole path segments, as object stores list:
+``_wal/1`` lists ``_wal/1/x`` but not ``_wal/10/x``. There is no rename, no directory and
+no fsync in the interface: what ``put`` returns from is durable.
+
+Backends, beside this module: :class:`~cdc_sink.storage.objectstore.local.LocalStore`
+(files under a directory, today's durability: file and directory fsynced) and
+:class:`~cdc_sink.storage.objectstore.cloud.ObstoreStore` (the ``obstore`` package, the
+``s3`` extra). :func:`store_for` opens the right one for a URL (``s3://bucket/prefix``,
+``gs://``, ``az://``, ``file:///path`` or a plain path).
+
+Every store counts its requests and bytes per call kind in :attr:`ObjectStore.counters`
+(:mod:`~cdc_sink.storage.objectstore.counters`), because object-store requests cost money.
+
+Errors (all :class:`~cdc_sink.errors.CdcSinkError`)::
+
+    ObjectStoreError
+      ObjectNotFound       (also a FileNotFoundError)  get/get_range/head of a missing key
+      ObjectExists         (also a FileExistsError)    put_if_absent lost
+      ShortRead                                        a range past the object's end
+      StoreIOError         (also an OSError)           transport or file-system failure:
+                                                       a write's outcome is then unknown
+      StoreConfigError                                 unknown scheme, bad URL or option
+        BucketNotFound                                 the bucket does not exist
+        StoreAccessDenied                              wrong or missing credentials
+        ConditionalWritesUnsupported                   the endpoint would let two writers
+                                                       both "create" one key
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cdc_sink.errors import CdcSinkError
+from cdc_sink.storage.objectstore.counters import CallKind, StoreCounters
+
+__all__ = [
+    "BucketNotFound",
+    "CallKind",
+    "ConditionalWritesUnsupported",
+    "ObjectExists",
+    "ObjectInfo",
+    "ObjectNotFound",
+    "ObjectStore",
+    "ObjectStoreError",
+    "ShortRead",
+    "StoreAccessDenied",
+    "StoreConfigError",
+    "StoreCounters",
+    "StoreIOError",
+    "check_key",
+    "check_prefix",
+    "store_for",
+]
+
+
+# ---------------------------------------------------------------- errors
+
+
+class ObjectStoreError(CdcSinkError):
+    """A call on an object store failed."""
+
+
+class ObjectNotFound(ObjectStoreError, FileNotFoundError):
+    """The key names no object (a ``FileNotFoundError`` too, for code written for files)."""
+
+
+class ObjectExists(ObjectStoreError, FileExistsError):
+    """``put_if_absent`` found the key taken: another writer created it first."""
+
+
+class ShortRead(ObjectStoreError):
+    """A byte range reaches past the end of its object."""
+
+
+class StoreIOError(ObjectStoreError, OSError):
+    """The store could not be reached or failed (a file-system error, a network error, a
+    server error after the client's retries). The outcome of a write that raised this is
+    unknown: the object may or may not exist."""
+
+
+class StoreConfigError(ObjectStoreError):
+    """The store is misconfigured: an unknown URL scheme, a malformed URL, an unknown
+    option. Never holds the value of an option (it may be a secret)."""
+
+
+class BucketNotFound(StoreConfigError):
+    """The URL names a bucket (or container) that does not exist."""
+
+
+class StoreAccessDenied(StoreConfigError):
+    """The store refused the credentials (wrong, expired or missing), or they do not allow
+    the operation."""
+
+
+class ConditionalWritesUnsupported(StoreConfigError):
+    """The endpoint does not honour conditional creates (``If-None-Match: *``): two
+    writers could both commit one version, so cdc_sink refuses to write there."""
+
+
+# ---------------------------------------------------------------- keys
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store knows of one object."""
+
+    key: str
+    """The key, relative to the store's root."""
+    size: int
+    """Bytes."""
+    last_modified: float
+    """Seconds since the epoch (the store's clock)."""
+
+
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+def check_key(key: object) -> str:
+    """``key`` once it is known to be a key: a non-empty ``/``-separated relative path
+    whose segments are neither empty, ``.`` nor ``..``, without control characters or
+    backslashes.
+
+    Raises:
+        TypeError: ``key`` is not a str.
+        ValueError: It is not a key.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"an object key must be a str, not {type(key).__name__}")
+    if not key or _BAD_CHARS.search(key) or any(s in ("", ".", "..") for s in key.split("/")):
+        raise ValueError(
+            f"{key!r} is not an object key: a relative path of non-empty segments, "
+            "none '.' or '..', without control characters or backslashes"
+        )
+    return key
+
+
+def check_prefix(prefix: object) -> str:
+    """``prefix`` once it is ``""`` (the whole store) or a key (see :func:`check_key`);
+    a trailing ``/`` is dropped.
+
+    Raises:
+        TypeError: ``prefix`` is not a str.
+        ValueError: It is not a prefix.
+    """
+    if not isinstance(prefix, str):
+        raise TypeError(f"a prefix must be a str, not {type(prefix).__name__}")
+    prefix = prefix[:-1] if prefix.endswith("/") else prefix
+    return prefix if prefix == "" else check_key(prefix)
+
+
+def _check_length(start: int, length: int) -> None:
+    if type(start) is not int or type(length) is not int or start < 0 or length < 0:
+        raise ValueError(f"a byte range needs ints start >= 0, length >= 0: {start!r}, {length!r}")
+
+
+# ---------------------------------------------------------------- the interface
+
+
+class ObjectStore(abc.ABC):
+    """The objects of one store (see the module docstring).
+
+    Safe to use from several threads. Subclasses implement the ``_`` methods; the public
+    ones check their arguments and count each call in :attr:`counters` (a request is
+    counted whether it succeeds or not: a refused request costs as much).
+    """
+
+    def __init__(self, url: str) -> None:
+        """Args:
+        url: The store's URL (in messages: never holds a secret).
+        """
+        self.url = url
+        """Where the store is, for messages."""
+        self.counters = StoreCounters()
+        """Requests and bytes per call kind, since the store was opened."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    def get(self, key: str) -> bytes:
+        """The whole object at ``key``.
+
+        Raises:
+            ObjectNotFound: No object there.
+            StoreIOError: The store failed.
+        """
+        check_key(key)
+        data = b""
+        try:
+            data = self._get(key)
+        finally:
+            self.counters.add("GET", len(data))
+        return data
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """Exactly ``length`` bytes of the object at ``key``, from byte ``start`` on.
+
+        Raises:
+            ObjectNotFound: No object there.
+            ShortRead: The object ends before ``start + length``.
+            StoreIOError: The store failed.
+        """
+        check_key(key)
+        _check_length(start, length)
+        if length == 0:
+            return b""
+        data = b""
+        try:
+            data = self._get_range(key, start, length)
+        finally:
+            self.counters.add("GET", len(data))
+        if len(data) != length:
+            raise ShortRead(
+                f"{self.url}: {key} has {start + len(data)} bytes or fewer, "
+                f"a read of {length} bytes at {start} needs {start + length}"
+            )
+        return data
+
+    def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Create or replace the object at ``key`` (atomic, durable on return).
+
+        Never use it for a commit point: it replaces whatever is there.
+
+        Raises:
+            StoreIOError: The store failed (the object may or may not be written).
+        """
+        check_key(key)
+        try:
+            self._put(key, data)
+        finally:
+            self.counters.add("PUT", memoryview(data).nbytes)
+
+    def put_if_absent(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Create the object at ``key`` only if there is none (atomic, durable on return).
+
+        Among writers racing for one key exactly one returns; every other raises
+        :class:`ObjectExists`. Readers never see the object partly written.
+
+        Raises:
+            ObjectExists: The key is taken.
+            StoreIOError: The store failed: the object may or may not have been created
+                by this call (read it back to know).
+        """
+        check_key(key)
+        try:
+            self._put_if_absent(key, data)
+        finally:
+            self.counters.add("PUT", memoryview(data).nbytes)
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """Every object under ``prefix`` (whole segments: see the module), by key.
+
+        An object store's listing may lag behind writes that just returned; use it to
+        find candidates (GC, recovery), never to decide what is committed.
+
+        Raises:
+            StoreIOError: The store failed.
+        """
+        prefix = check_prefix(prefix)
+        infos: list[ObjectInfo] = []
+        requests = 1
+        try:
+            infos, requests = self._list(prefix)
+        finally:
+            self.counters.add("LIST", 0, requests=requests)
+        return sorted(infos, key=lambda i: i.key)
+
+    def delete(self, key: str) -> None:
+        """Remove the object at ``key`` (durable on return; a missing one is no error).
+
+        Raises:
+            StoreIOError: The store failed.
+        """
+        check_key(key)
+        try:
+            self._delete(key)
+        finally:
+            self.counters.add("DELETE", 0)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Remove several objects (missing ones are no error), in as few requests as the
+        store allows.
+
+        Raises:
+            StoreIOError: The store failed (some objects may be gone).
+        """
+        todo = [check_key(k) for k in keys]
+        if not todo:
+            return
+        requests = 1
+        try:
+            requests = self._delete_many(todo)
+        finally:
+            self.counters.add("DELETE", 0, requests=requests)
+
+    def head(self, key: str) -> ObjectInfo:
+        """Size and modification time of the object at ``key``.
+
+        Raises:
+            ObjectNotFound: No object there.
+            StoreIOError: The store failed.
+        """
+        check_key(key)
+        try:
+            return self._head(key)
+        finally:
+            self.counters.add("HEAD", 0)
+
+    # ------------------------------------------------------------ for backends
+
+    @abc.abstractmethod
+    def _get(self, key: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def _get_range(self, key: str, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``start`` (fewer only at the object's end)."""
+
+    @abc.abstractmethod
+    def _put(self, key: str, data: bytes | bytearray | memoryview) -> None: ...
+
+    @abc.abstractmethod
+    def _put_if_absent(self, key: str, data: bytes | bytearray | memoryview) -> None: ...
+
+    @abc.abstractmethod
+    def _list(self, prefix: str) -> tuple[builtins.list[ObjectInfo], int]:
+        """The objects under ``prefix`` (any order) and the requests it took."""
+
+    @abc.abstractmethod
+    def _delete(self, key: str) -> None: ...
+
+    @abc.abstractmethod
+    def _delete_many(self, keys: builtins.list[str]) -> int:
+        """Deletes ``keys``; returns the requests it took."""
+
+    @abc.abstractmethod
+    def _head(self, key: str) -> ObjectInfo: ...
+
+
+def store_for(
+    url: str,
+    storage_options: Mapping[str, str] | None = None,
+    *,
+    check_conditional_writes: bool = True,
+) -> ObjectStore:
+    """The store a table URL names.
+
+    ``s3://bucket/prefix`` (also ``s3a://``), ``gs://bucket/prefix``,
+    ``az://container/prefix`` (also ``abfs[s]://``, ``azure://``) open an
+    :class:`~cdc_sink.storage.objectstore.cloud.ObstoreStore` (needs the ``s3`` extra);
+    ``file:///path`` and a plain path a
+    :class:`~cdc_sink.storage.objectstore.local.LocalStore`.
+
+    Args:
+        url: The URL or path.
+        storage_options: Options of an object store (endpoint, region, credentials...:
+            obstore's configuration keys, e.g. ``endpoint``, ``access_key_id``,
+            ``secret_access_key``, ``region``, ``allow_http``); what they leave unset
+            comes from the usual environment variables (``AWS_ACCESS_KEY_ID``,
+            ``AWS_ENDPOINT_URL``, ``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME``
+            ...). Refused for a local path.
+        check_conditional_writes: Probe once that the endpoint honours conditional
+            creates (an object store only; see
+            :meth:`~cdc_sink.storage.objectstore.cloud.ObstoreStore.check_conditional_writes`).
+
+    Raises:
+        StoreConfigError: An unknown scheme, a malformed URL, options for a local path,
+            an unknown option.
+        BucketNotFound, StoreAccessDenied, ConditionalWritesUnsupported: Found by the
+            probe.
+        cdc_sink.extras.MissingExtra: An object-store URL without ``obstore`` installed.
+    """
+    from cdc_sink.storage.objectstore.urls import open_store
+
+    return open_store(url, storage_options, check_conditional_writes=check_conditional_writes)

@@ -1,0 +1,312 @@
+"""The object-store interface over ``obstore`` (Rust's ``object_store``, as delta-rs uses):
+Amazon S3 and any S3-compatible endpoint, Google Cloud Storage, Azure Blob Storage.
+
+Needs the ``s3`` extra (``pip install 'cdc_sink[s3]'``). Each call is one request
+(``list`` and ``delete_many`` one per 1,000 keys), made by obstore's client, which
+retries server errors and dropped connections itself::
+
+    get            GET                         get_range     GET with Range
+    put            PUT (multipart when large)  put_if_absent PUT with If-None-Match: *
+    list           LIST by prefix              delete(_many) DELETE (bulk: 1,000 a request)
+    head           HEAD
+
+Options come from ``storage_options`` (obstore's configuration keys: ``endpoint``,
+``region``, ``access_key_id``, ``secret_access_key``, ``session_token``,
+``google_service_account``, ``account_name``, ...; its client keys: ``allow_http``,
+``timeout``, ``connect_timeout``, ...; and ``max_retries``, ``retry_timeout`` in
+seconds), and for what they leave unset from the usual environment variables
+(``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME``, ...). An ``http://``
+endpoint implies ``allow_http``. No error message holds an option's value.
+
+Opening a store that will be written checks once that the endpoint honours conditional
+creates (:meth:`ObstoreStore.check_conditional_writes`): a probe object is created
+twice with ``put_if_absent``, and unless the second is refused the store is not used.
+An endpoint that silently ignored ``If-None-Match`` would let two writers both commit
+one version; no commit is safer than that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import obstore
+from obstore.exceptions import (
+    AlreadyExistsError,
+    NotSupportedError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+    UnknownConfigurationKeyError,
+)
+from obstore.store import from_url
+
+from cdc_sink.storage.objectstore import (
+    BucketNotFound,
+    ConditionalWritesUnsupported,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectStore,
+    ObjectStoreError,
+    StoreAccessDenied,
+    StoreConfigError,
+    StoreIOError,
+)
+
+__all__ = ["CLIENT_OPTIONS", "PROBE_PREFIX", "ObstoreStore"]
+
+_T = TypeVar("_T")
+
+CLIENT_OPTIONS: frozenset[str] = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "connect_timeout",
+        "default_content_type",
+        "http1_only",
+        "http2_keep_alive_interval",
+        "http2_keep_alive_timeout",
+        "http2_keep_alive_while_idle",
+        "http2_only",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "proxy_url",
+        "proxy_ca_certificate",
+        "proxy_excludes",
+        "randomize_addresses",
+        "read_timeout",
+        "timeout",
+        "user_agent",
+    }
+)
+"""The ``storage_options`` keys that configure obstore's HTTP client, not the store."""
+
+_BOOL_CLIENT_OPTIONS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "http1_only",
+        "http2_only",
+        "http2_keep_alive_while_idle",
+        "randomize_addresses",
+    }
+)
+
+PROBE_PREFIX = "_cdc_sink_probe"
+"""Where under the store's root the conditional-create probe writes (and removes) one
+object."""
+
+_PAGE = 1000  # keys per LIST or bulk DELETE request (S3's, GCS's and Azure's maximum)
+
+
+def _first_line(exc: BaseException) -> str:
+    """obstore's message without its debug dump."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _split_options(
+    options: Mapping[str, str], url: str
+) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+    """``storage_options`` as obstore's store config, client options and retry config."""
+    config: dict[str, str] = {}
+    client: dict[str, Any] = {}
+    retry: dict[str, Any] = {}
+    for key, value in options.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise StoreConfigError(
+                f"storage_options for {url} must map str to str; key {key!r} does not"
+            )
+        low = key.lower()
+        if low in _BOOL_CLIENT_OPTIONS:
+            client[low] = value.strip().lower() in ("1", "true", "yes", "on")
+        elif low in CLIENT_OPTIONS:
+            client[low] = value
+        elif low == "max_retries":
+            retry["max_retries"] = _number(value, key, url, int)
+        elif low == "retry_timeout":
+            retry["retry_timeout"] = timedelta(seconds=_number(value, key, url, float))
+        else:
+            config[low] = value
+    endpoint = config.get("endpoint") or config.get("aws_endpoint") or ""
+    if endpoint.startswith("http://"):
+        client.setdefault("allow_http", True)
+    return config, client, retry
+
+
+def _number(value: str, key: str, url: str, kind: Callable[[str], _T]) -> _T:
+    try:
+        return kind(value)
+    except ValueError:
+        raise StoreConfigError(f"storage option {key!r} for {url} must be a number") from None
+
+
+class ObstoreStore(ObjectStore):
+    """The objects under one URL of an object store (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        storage_options: Mapping[str, str] | None = None,
+        *,
+        check_conditional_writes: bool = True,
+    ) -> None:
+        """Open ``url`` (``s3://bucket/prefix``, ``gs://...``, ``az://...``).
+
+        Args:
+            url: The store's root.
+            storage_options: See the module docstring.
+            check_conditional_writes: Run :meth:`check_conditional_writes` now (pass
+                ``False`` only for a store that will not be written, or whose endpoint
+                an earlier open in this deployment checked).
+
+        Raises:
+            StoreConfigError: A malformed URL or an unknown option.
+            BucketNotFound, StoreAccessDenied, ConditionalWritesUnsupported: The probe
+                found so.
+        """
+        super().__init__(url)
+        config, client, retry = _split_options(storage_options or {}, url)
+        try:
+            self._store = from_url(
+                url,
+                config=config or None,  # type: ignore[arg-type]
+                client_options=client or None,  # type: ignore[arg-type]
+                retry_config=retry or None,  # type: ignore[arg-type]
+            )
+        except UnknownConfigurationKeyError as exc:
+            raise StoreConfigError(f"{url}: {_first_line(exc)}") from None
+        except Exception as exc:
+            raise StoreConfigError(f"cannot open {url}: {_first_line(exc)}") from None
+        if check_conditional_writes:
+            self.check_conditional_writes()
+
+    def check_conditional_writes(self) -> None:
+        """Proves that the endpoint refuses a second create of one key.
+
+        Creates ``_cdc_sink_probe/<random>`` with :meth:`put_if_absent`, creates it again
+        (which must raise :class:`ObjectExists`), then deletes it. Three or four requests;
+        they also prove the bucket exists and the credentials may write.
+
+        Raises:
+            ConditionalWritesUnsupported: The second create succeeded, or the endpoint
+                does not implement conditional creates.
+            BucketNotFound, StoreAccessDenied, StoreConfigError: The first create
+                failed so.
+        """
+        key = f"{PROBE_PREFIX}/{secrets.token_hex(8)}"
+        try:
+            self.put_if_absent(key, b"first")
+            try:
+                self.put_if_absent(key, b"second")
+            except ObjectExists:
+                return
+            raise ConditionalWritesUnsupported(
+                f"{self.url}: the endpoint accepted a second conditional create "
+                "(If-None-Match: *) of one object, so two writers could both commit one "
+                "version; refusing to write to it"
+            )
+        finally:
+            # (fails when the probe failed before creating anything, or the store is down)
+            with contextlib.suppress(ObjectStoreError):
+                self.delete(key)
+
+    # ------------------------------------------------------------ errors
+
+    def _call(self, key: str, fn: Callable[[], _T], *, create: bool = False) -> _T:
+        """``fn()``, obstore's errors turned into this interface's."""
+        try:
+            return fn()
+        except (AlreadyExistsError, PreconditionError) as exc:
+            raise ObjectExists(f"{key} exists in {self.url}") from exc
+        except FileNotFoundError as exc:
+            msg = _first_line(exc)
+            if "NoSuchBucket" in str(exc) or "ContainerNotFound" in str(exc):
+                raise BucketNotFound(f"{self.url}: the bucket does not exist ({msg})") from None
+            raise ObjectNotFound(f"no object {key} in {self.url}") from exc
+        except (PermissionDeniedError, UnauthenticatedError) as exc:
+            raise StoreAccessDenied(
+                f"{self.url}: the store refused the credentials: {_first_line(exc)}"
+            ) from None
+        except (NotSupportedError, NotImplementedError) as exc:
+            if create:
+                raise ConditionalWritesUnsupported(
+                    f"{self.url}: the store does not support conditional creates "
+                    f"({_first_line(exc)}); refusing to write to it"
+                ) from None
+            raise StoreIOError(f"{self.url}: {_first_line(exc)}") from exc
+        except UnknownConfigurationKeyError as exc:
+            raise StoreConfigError(f"{self.url}: {_first_line(exc)}") from None
+        except Exception as exc:  # obstore's GenericError and its other BaseErrors
+            raise _classify(self.url, exc) from exc
+
+    # ------------------------------------------------------------ the interface
+
+    def _get(self, key: str) -> bytes:
+        return self._call(key, lambda: bytes(obstore.get(self._store, key).bytes()))
+
+    def _get_range(self, key: str, start: int, length: int) -> bytes:
+        def read() -> bytes:
+            try:
+                return bytes(obstore.get_range(self._store, key, start=start, length=length))
+            except Exception as exc:
+                if "416" in str(exc) or "Range Not Satisfiable" in str(exc):
+                    return b""  # starts at or past the end: ObjectStore raises ShortRead
+                raise
+
+        return self._call(key, read)
+
+    def _put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        self._call(key, lambda: obstore.put(self._store, key, data, mode="overwrite"))
+
+    def _put_if_absent(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        self._call(
+            key,
+            lambda: obstore.put(self._store, key, data, mode="create", use_multipart=False),
+            create=True,
+        )
+
+    def _list(self, prefix: str) -> tuple[list[ObjectInfo], int]:
+        def collect() -> list[ObjectInfo]:
+            stream = obstore.list(self._store, prefix=prefix or None, chunk_size=_PAGE)
+            return [
+                ObjectInfo(m["path"], m["size"], m["last_modified"].timestamp())
+                for chunk in stream
+                for m in chunk
+            ]
+
+        infos = self._call(prefix or "/", collect)
+        return infos, max(1, math.ceil(len(infos) / _PAGE))
+
+    def _delete(self, key: str) -> None:
+        self._call(key, lambda: obstore.delete(self._store, key))
+
+    def _delete_many(self, keys: list[str]) -> int:
+        self._call(keys[0], lambda: obstore.delete(self._store, keys))
+        return math.ceil(len(keys) / _PAGE)
+
+    def _head(self, key: str) -> ObjectInfo:
+        meta = self._call(key, lambda: obstore.head(self._store, key))
+        return ObjectInfo(key, meta["size"], meta["last_modified"].timestamp())
+
+
+_CREDENTIAL_HINTS = ("169.254.169.254", "credential", "InvalidAccessKeyId", "SignatureDoesNotMatch")
+
+
+def _classify(url: str, exc: Exception) -> ObjectStoreError:
+    """An error obstore did not type: credentials, configuration, or I/O."""
+    text = str(exc)
+    msg = _first_line(exc)
+    if any(h in text for h in _CREDENTIAL_HINTS):
+        return StoreAccessDenied(f"{url}: no usable credentials: {msg}")
+    if "NoSuchBucket" in text:
+        return BucketNotFound(f"{url}: the bucket does not exist ({msg})")
+    if "Config error" in text:
+        return StoreConfigError(f"{url}: {msg}")
+    return StoreIOError(f"{url}: {msg}")

@@ -1,0 +1,166 @@
+"""The object-store interface over a directory of a POSIX file system.
+
+A key is a file under the root (``_log/00000000000000000042.json`` is
+``<root>/_log/00000000000000000042.json``); directories are created as objects need them
+and never reported. Every write has the durability of :mod:`cdc_sink.storage.fsutil`::
+
+    put(key, data)            temporary file, fsync, rename over the name, fsync the dir
+    put_if_absent(key, data)  temporary file, fsync, link(2) to the name (EEXIST: the key
+                              is taken), fsync the dir: the object appears complete and
+                              durable, or not at all, and exactly one racing writer wins
+    delete(key)               unlink, fsync the dir
+
+Temporary files (``.<name>.<pid>.<random>.tmp``, fsutil's) are never listed. Errors keep
+their ``errno`` and file name: a missing file is :class:`ObjectNotFound`, a taken name
+:class:`ObjectExists`, any other failure :class:`StoreIOError` (an ``OSError``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from cdc_sink.storage.fsutil import (
+    DEFAULT_FILE_MODE,
+    TEMP_SUFFIX,
+    atomic_replace,
+    dir_mode,
+    fsync_dir,
+    makedirs,
+    publish_exclusive,
+    remove,
+)
+from cdc_sink.storage.objectstore import (
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectStore,
+    StoreIOError,
+)
+
+__all__ = ["LocalStore"]
+
+_T = TypeVar("_T")
+
+_NOT_AN_OBJECT = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR)
+"""errnos that mean "no object there" (a directory is no object)."""
+
+
+class LocalStore(ObjectStore):
+    """Files under one directory (see the module docstring)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, file_mode: int = DEFAULT_FILE_MODE):
+        """Args:
+        root: The directory (created, durably, by the first write under it).
+        file_mode: Permission bits of the files it creates (directories get
+            :func:`~cdc_sink.storage.fsutil.dir_mode` of them).
+        """
+        self.root = os.path.abspath(os.fspath(root))
+        super().__init__(f"file://{self.root}")
+        self.file_mode = file_mode
+
+    def path(self, key: str) -> str:
+        """The file of ``key`` (checked by the public methods, not here)."""
+        return os.path.join(self.root, *key.split("/"))
+
+    def _call(self, key: str, fn: Callable[[], _T]) -> _T:
+        """``fn()``, its OSError turned into this interface's errors."""
+        try:
+            return fn()
+        except FileExistsError as exc:
+            name = exc.filename2 or exc.filename  # link(2) names the temporary file first
+            raise ObjectExists(exc.errno, f"{key} exists in {self.url}", name) from exc
+        except OSError as exc:
+            if isinstance(exc, (ObjectNotFound, StoreIOError)):
+                raise
+            if exc.errno in _NOT_AN_OBJECT:
+                raise ObjectNotFound(
+                    errno.ENOENT, f"no object {key} in {self.url}", exc.filename
+                ) from exc
+            raise StoreIOError(exc.errno, exc.strerror, exc.filename) from exc
+
+    def _read(self, path: str, start: int, length: int | None) -> bytes:
+        with open(path, "rb") as f:
+            if length is None:
+                return f.read()
+            f.seek(start)
+            return f.read(length)
+
+    def _get(self, key: str) -> bytes:
+        return self._call(key, lambda: self._read(self.path(key), 0, None))
+
+    def _get_range(self, key: str, start: int, length: int) -> bytes:
+        return self._call(key, lambda: self._read(self.path(key), start, length))
+
+    def _ensure_parent(self, path: str) -> None:
+        makedirs(os.path.dirname(path), mode=dir_mode(self.file_mode))
+
+    def _put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        def write() -> None:
+            path = self.path(key)
+            self._ensure_parent(path)
+            atomic_replace(path, data, mode=self.file_mode)
+
+        self._call(key, write)
+
+    def _put_if_absent(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        def write() -> None:
+            path = self.path(key)
+            self._ensure_parent(path)
+            publish_exclusive(path, data, mode=self.file_mode)
+
+        self._call(key, write)
+
+    def _walk(self, directory: str, rel: str) -> Iterator[ObjectInfo]:
+        try:
+            it = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        with it:
+            entries = list(it)
+        for e in entries:
+            key = f"{rel}/{e.name}" if rel else e.name
+            if e.is_dir(follow_symlinks=False):
+                yield from self._walk(e.path, key)
+            elif e.is_file(follow_symlinks=False):
+                if e.name.startswith(".") and e.name.endswith(TEMP_SUFFIX):
+                    continue  # a write in flight, or an orphan of a crashed one
+                with contextlib.suppress(FileNotFoundError):  # deleted while listing
+                    st = e.stat(follow_symlinks=False)
+                    yield ObjectInfo(key, st.st_size, st.st_mtime)
+
+    def _list(self, prefix: str) -> tuple[list[ObjectInfo], int]:
+        start = self.path(prefix) if prefix else self.root
+        return self._call(prefix or ".", lambda: list(self._walk(start, prefix))), 1
+
+    def _delete(self, key: str) -> None:
+        self._delete_many([key])
+
+    def _delete_many(self, keys: list[str]) -> int:
+        def unlink_all() -> None:
+            touched: set[str] = set()
+            for key in keys:
+                path = self.path(key)
+                try:
+                    if remove(path, missing_ok=True):
+                        touched.add(os.path.dirname(path))
+                except (IsADirectoryError, NotADirectoryError):
+                    continue  # no object there
+            for directory in sorted(touched):
+                fsync_dir(directory)
+
+        self._call(keys[0], unlink_all)
+        return len(keys)
+
+    def _head(self, key: str) -> ObjectInfo:
+        def lookup() -> ObjectInfo:
+            st = os.stat(self.path(key))
+            if not stat.S_ISREG(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "not a file", self.path(key))
+            return ObjectInfo(key, st.st_size, st.st_mtime)
+
+        return self._call(key, lookup)
