@@ -21,19 +21,18 @@ references fall under half of the bytes of the files it references, every page i
 rewritten into one new file, so old files can be collected. Writing a snapshot never
 compacts: the caller compacts the tablet at the version first (``MemTablet.compact``).
 
-Pages are written with the table's ``page_compression`` codec (value pages and key
-pages; row hashes never: they are random bits; the index slots never: zstd saves some of
-their bytes, but every bucket load would then decompress them into fresh memory instead
-of mapping them, docs/benchmarks.md, "zstd pages by default", "Index slots
-uncompressed"), and each blob reads with whatever codec it was written with. The pages
-to write are queued first, then compressed in as many threads as the process may use
-cores and appended in queue order (:func:`~cdc_sink.storage.pages.encoded_pages`, so a
-bulk load with compressed pages compresses on every core: docs/benchmarks.md, "Snapshot
-pages compressed in parallel"); the value pages' statistics are computed in the same
-threads. Loading memory-maps the page files (zero-copy Arrow arrays for uncompressed
-blobs); key, row-hash, index and deletion-vector blobs are CRC-checked at load, value
-pages lazily: each when it is first read (:class:`~cdc_sink.tablet.column.LazyPage`),
-before any of its data is returned.
+Pages are written with the table's ``page_compression`` codec (value pages and key pages;
+row hashes never: they are random bits; the index slots never: every bucket load would
+decompress them into fresh memory instead of mapping them, for the bytes zstd saves:
+docs/benchmarks.md, "zstd pages by default", "Index slots uncompressed"), and each blob
+reads with whatever codec it was written with. The pages to write are queued, compressed
+in as many threads as the process may use cores and appended in queue order
+(:func:`~cdc_sink.storage.pages.encoded_pages`; docs/benchmarks.md, "Snapshot pages
+compressed in parallel"), the value pages' statistics computed in the same threads.
+Loading memory-maps the page files (zero-copy Arrow arrays for uncompressed blobs); key,
+row-hash, index and deletion-vector blobs are CRC-checked at load, value pages lazily:
+each when it is first read (:class:`~cdc_sink.tablet.column.LazyPage`), before any of its
+data is returned.
 
 Page statistics (``min``/``max``) are stored in the physical form of
 :func:`cdc_sink.filters.physical_value` (integers for dates, timestamps and decimals; a
@@ -565,8 +564,7 @@ def load_snapshot(
 
 def _arrays(reader: PageReader, locs: list[PageLoc]) -> list[pa.Array]:
     """The pages at ``locs``, CRC-checked and decoded in a few threads (both release the
-    GIL, and a 10M-row bucket has 153 key pages, each decompressed when the table's pages
-    are compressed: docs/benchmarks.md, "Cold reads built page by page")."""
+    GIL: docs/benchmarks.md, "Cold reads built page by page")."""
     threads = min(usable_cores(), 8) if len(locs) >= MIN_PARALLEL else 1
     return list(ordered_map(reader.array, locs, threads, name="cdc_sink-load"))
 
