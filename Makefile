@@ -1,6 +1,7 @@
 # cdc_sink: two commands do all the set-up on a fresh machine.
 #   make demo   - the main job on embedded defaults (local Kafka + Spark)
-#   make test   - every test: unit, model-based, crash, integration (real Kafka + Spark)
+#   make test   - make lint, then every test: unit, model-based, crash, integration
+#                 (real Kafka + Spark)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -13,7 +14,8 @@ STAMP   = $(VENV)/.installed
 # the JSON decoders' C scan (cdc_sink/formats/_cscan.c), the flat JSON pass
 # (cdc_sink/formats/_cflat.c), the numpy buffer cache (cdc_sink/runtime/_npcache.c), the
 # byte split of compressed pages (cdc_sink/storage/_cbytesplit.c) and the key index's slot
-# placement (cdc_sink/tablet/_cslots.c) in place, so a change to any of them reinstalls.
+# placement and salted key hash (cdc_sink/tablet/_cslots.c) in place, so a change to any
+# of them reinstalls.
 # Then the test kit (testkit/: the local Kafka broker, Docker tooling, reference model,
 # demo), a distribution of its own that the tests, benchmarks and `make demo` need.
 $(STAMP): pyproject.toml testkit/pyproject.toml cdc_sink/formats/_cscan.c \
@@ -29,12 +31,12 @@ $(STAMP): pyproject.toml testkit/pyproject.toml cdc_sink/formats/_cscan.c \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends prometheus >/dev/null; }
 	@command -v cc >/dev/null || { \
-	  echo "installing a C compiler with apt (the JSON scan; the chaos suite's fsync fault)"; \
+	  echo "installing a C compiler with apt (the C extensions; the chaos suite's fsync fault)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends gcc libc6-dev >/dev/null; }
 	@$(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join( \
 	    sysconfig.get_paths()['include'], 'Python.h')))" || { \
-	  echo "installing Python's C headers with apt (the JSON scan)"; \
+	  echo "installing Python's C headers with apt (the C extensions)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends python3-dev >/dev/null; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,7 +48,8 @@ $(STAMP): pyproject.toml testkit/pyproject.toml cdc_sink/formats/_cscan.c \
 install: $(STAMP)
 
 # lint-imports checks the import contracts of pyproject.toml's [tool.importlinter]: the
-# product never imports the test kit, lower layers never import higher ones.
+# product never imports the test kit, lower layers never import higher ones, the engine
+# never imports Spark or a Kafka client, the sink's apply modes never import each other.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check cdc_sink testkit tests benchmarks streaming_jobs dashboards docker
 	$(VENV)/bin/ruff format --check cdc_sink testkit tests benchmarks streaming_jobs dashboards docker
