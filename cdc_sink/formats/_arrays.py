@@ -266,22 +266,22 @@ def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
         return out0
     ends = starts + lengths
     if (starts[1:] >= ends[:-1]).all():
-        # Spans in order and apart (as events are): Arrow copies them one memcpy each, a
-        # take of the even elements of an array whose offsets interleave every span with
-        # the gap after it, with no index array of one entry per byte (issue 38).
-        bounds = np.empty(2 * len(starts), dtype=np.int64)
-        bounds[0::2], bounds[1::2] = starts, ends
-        spans_gaps = pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(),
-            len(bounds) - 1,
-            [None, pa.py_buffer(bounds), pa.py_buffer(np.ascontiguousarray(data))],
-        )
-        picked = spans_gaps.take(pa.array(np.arange(0, len(bounds) - 1, 2)))
+        # Spans in order and apart (as events are): Arrow copies them one memcpy each
+        # (issue 38: no index array of one entry per byte).
+        picked = _pack_spans(data, starts, ends)
         copied: np.ndarray = np.frombuffer(picked.buffers()[2], np.uint8, count=total).copy()
         return copied
-    before = np.cumsum(lengths) - lengths
-    idx = np.repeat(np.asarray(starts, np.int64) - before, lengths) + np.arange(total)
-    out: np.ndarray = data[idx]
+    # Spans in any order, overlapping: views of them, gathered by Arrow's cast.
+    whole = Parts(
+        buffer=pa.py_buffer(np.ascontiguousarray(data)),
+        data=data,
+        starts=starts,
+        ends=ends,
+        valid=np.ones(len(starts), dtype=bool),
+    )
+    target = pa.binary() if total < 2**31 else pa.large_binary()
+    views = spans(whole, starts, ends).cast(target)
+    out: np.ndarray = np.frombuffer(views.buffers()[2], np.uint8, count=total).copy()
     return out
 
 
@@ -329,11 +329,20 @@ _B64[
 _B64[ord("=")] = 64
 
 
+_B64_QUADS = 1 << 14
+"""Quads of base64 text decoded at once (bounds the temporaries of a decode)."""
+
+
 def b64decode(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """Decodes a binary/string array of standard padded base64, vectorized.
 
     Nulls stay null. A value that is not valid base64 (length not a multiple of 4, a
     character outside the alphabet, misplaced padding) becomes null and is flagged.
+
+    The quads of all the values are decoded in blocks of :data:`_B64_QUADS` (a long value
+    is cut between quads), three bytes each into one buffer, which one copy then packs
+    (the padding of each value's last quad left out): what a decode holds is the output
+    twice, whatever the values' lengths.
 
     Returns:
         The decoded ``binary`` array and the mask of bad values.
@@ -346,35 +355,70 @@ def b64decode(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     out_len = np.zeros(n, dtype=np.int64)
     if len(use) == 0:
         return var_array(np.zeros(0, np.uint8), out_len, parts.valid & ~bad, pa.binary()), bad
-    nq = lengths[use] // 4
-    chars = gather(parts.data, parts.starts[use], lengths[use]).reshape(-1, 4)
-    v = _B64[chars]
-    owner = np.repeat(np.arange(len(use)), nq)
-    last = np.cumsum(nq) - 1
-    is_pad = v == 64
-    is_last = np.zeros(len(v), dtype=bool)
-    is_last[last] = True
-    quad_bad = (v == 255).any(axis=1) | (is_pad.any(axis=1) & ~is_last)
-    lp = is_pad[last]
-    npad = lp.sum(axis=1)
-    # Allowed padding in a final quad: none, "x===" never, "xx==", "xxx=".
-    pattern_ok = (npad == 0) | ((npad == 1) & lp[:, 3]) | ((npad == 2) & lp[:, 2] & lp[:, 3])
-    value_bad = np.zeros(len(use), dtype=bool)
-    value_bad[owner[quad_bad]] = True
-    value_bad |= ~pattern_ok
-    v = np.where(is_pad, 0, v).astype(np.uint32)
-    word = (v[:, 0] << 18) | (v[:, 1] << 12) | (v[:, 2] << 6) | v[:, 3]
-    out3 = np.empty((len(v), 3), dtype=np.uint8)
-    out3[:, 0] = word >> 16
-    out3[:, 1] = (word >> 8) & 0xFF
-    out3[:, 2] = word & 0xFF
-    keep = np.ones((len(v), 3), dtype=bool)
-    keep[last, 2] = npad < 1
-    keep[last, 1] = npad < 2
-    keep &= ~value_bad[owner][:, None]
-    out_len[use] = np.where(value_bad, 0, 3 * nq - npad)
+    starts, ends = parts.starts[use], parts.ends[use]
+    nq = (ends - starts) // 4
+    first_q = np.cumsum(nq) - nq
+    raw = np.empty(3 * int(nq.sum()), dtype=np.uint8)
+    value_bad = _b64_quads(parts.data, starts, nq, first_q, raw)
+    data = parts.data
+    pad2, pad3 = data[ends - 2] == ord("="), data[ends - 1] == ord("=")
+    value_bad |= pad2 & ~pad3  # "xx=y": padding then a character
+    out_len[use] = np.where(value_bad, 0, 3 * nq - pad2 - pad3)
     bad[use[value_bad]] = True
-    return var_array(out3[keep], out_len, parts.valid & ~bad, pa.binary()), bad
+    q_all = np.zeros(n, dtype=np.int64)
+    q_all[use] = nq
+    begin = 3 * (np.cumsum(q_all) - q_all)
+    packed = _pack_spans(raw, begin, begin + out_len).cast(pa.binary())
+    bufs = packed.buffers()
+    out = pa.Array.from_buffers(
+        pa.binary(), n, [_bitmap(parts.valid & ~bad), bufs[1], bufs[2]], offset=packed.offset
+    )
+    return out, bad
+
+
+def _b64_quads(
+    data: np.ndarray, starts: np.ndarray, nq: np.ndarray, first_q: np.ndarray, raw: np.ndarray
+) -> np.ndarray:
+    """Decodes the ``nq[i]`` quads of value ``i`` (from ``data[starts[i]]``) into ``raw``
+    (three bytes a quad, quad ``first_q[i]`` first), in blocks; returns the mask of the
+    values holding a character outside the alphabet or padding anywhere but in the last
+    two places of their last quad."""
+    value_bad = np.zeros(len(starts), dtype=bool)
+    u4 = unaligned(data, "<u4")
+    total = len(raw) // 3
+    for q0 in range(0, total, _B64_QUADS):
+        q1 = min(q0 + _B64_QUADS, total)
+        qi = np.arange(q0, q1, dtype=np.int64)
+        owner = np.searchsorted(first_q, qi, side="right") - 1
+        k = qi - first_q[owner]
+        v = _B64[u4[starts[owner] + 4 * k].view(np.uint8).reshape(-1, 4)]
+        pad = v == 64
+        last = k == nq[owner] - 1
+        quad_bad = (v == 255).any(axis=1) | pad[:, 0] | pad[:, 1]
+        quad_bad |= (pad[:, 2] | pad[:, 3]) & ~last
+        value_bad[owner[quad_bad]] = True
+        v[pad] = 0
+        w = v.astype(np.uint32)
+        word = (w[:, 0] << 18) | (w[:, 1] << 12) | (w[:, 2] << 6) | w[:, 3]
+        out = raw[3 * q0 : 3 * q1].reshape(-1, 3)
+        out[:, 0] = word >> 16
+        out[:, 1] = (word >> 8) & 0xFF
+        out[:, 2] = word & 0xFF
+    return value_bad
+
+
+def _pack_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The spans ``data[starts[i]:ends[i]]`` (in order and apart) as one ``large_binary``
+    array, packed by Arrow one memcpy a span: a take of the even elements of an array
+    whose offsets interleave every span with the gap after it (no index per byte)."""
+    bounds = np.empty(2 * len(starts), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = starts, ends
+    spans_gaps = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        len(bounds) - 1,
+        [None, pa.py_buffer(bounds), pa.py_buffer(np.ascontiguousarray(data))],
+    )
+    return spans_gaps.take(pa.array(np.arange(0, len(bounds) - 1, 2)))
 
 
 def decimal_fits(raw: np.ndarray, precision: int) -> np.ndarray:
