@@ -102,6 +102,13 @@ def test_list_by_prefix_matches_whole_segments_sorted_by_key(store: ObjectStore)
     assert [i.key for i in store.list("")] == sorted(keys)
 
 
+def test_list_keys_lists_the_keys_of_list(store: ObjectStore) -> None:
+    for key in ["x/2", "x/1", "x/sub/3", "y/4"]:
+        store.put(key, b"v")
+    for prefix in ["", "x", "x/sub", "none"]:
+        assert store.list_keys(prefix) == [i.key for i in store.list(prefix)]
+
+
 def test_list_of_a_prefix_with_nothing_under_it_is_empty(store: ObjectStore) -> None:
     store.put("a/b", b"x")
     assert store.list("nothing") == []

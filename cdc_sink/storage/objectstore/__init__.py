@@ -11,6 +11,7 @@ The interface is what every one of those can do, and nothing more::
                                          object or the new one, never a part)
     put_if_absent(key, data)             create, or raise ObjectExists: the commit point
     list(prefix) -> [ObjectInfo]         every object under a prefix, sorted by key
+    list_keys(prefix) -> [str]           the same keys, without sizes
     delete(key), delete_many(keys)       a missing key is no error
     head(key) -> ObjectInfo              size and modification time
 
@@ -287,6 +288,22 @@ class ObjectStore(abc.ABC):
             self.counters.add("LIST", 0, requests=requests)
         return sorted(infos, key=lambda i: i.key)
 
+    def list_keys(self, prefix: str = "") -> builtins.list[str]:
+        """The keys of :meth:`list`, sorted, without sizes or times (a file system then
+        reads only its directories; an object store makes the same requests).
+
+        Raises:
+            StoreIOError: The store failed.
+        """
+        prefix = check_prefix(prefix)
+        keys: builtins.list[str] = []
+        requests = 1
+        try:
+            keys, requests = self._list_keys(prefix)
+        finally:
+            self.counters.add("LIST", 0, requests=requests)
+        return sorted(keys)
+
     def delete(self, key: str) -> None:
         """Remove the object at ``key`` (durable on return; a missing one is no error).
 
@@ -346,6 +363,11 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def _list(self, prefix: str) -> tuple[builtins.list[ObjectInfo], int]:
         """The objects under ``prefix`` (any order) and the requests it took."""
+
+    def _list_keys(self, prefix: str) -> tuple[builtins.list[str], int]:
+        """The keys under ``prefix`` (any order) and the requests it took."""
+        infos, requests = self._list(prefix)
+        return [i.key for i in infos], requests
 
     @abc.abstractmethod
     def _delete(self, key: str) -> None: ...

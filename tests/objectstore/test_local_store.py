@@ -1,0 +1,96 @@
+"""What only the local backend has to show: its writes keep fsutil's durability (the
+object is fsynced, then named by link or rename, then its directory fsynced), in-flight
+temporary files and directories are never objects, and created files get the mode."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cdc_sink.storage import fsutil
+from cdc_sink.storage.objectstore import ObjectNotFound
+from cdc_sink.storage.objectstore.local import LocalStore
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str]] = []
+
+    def observe(
+        self, kind: str, path: str, *, fd: int | None = None, source: str | None = None
+    ) -> None:
+        self.ops.append((kind, path))
+
+
+@pytest.fixture
+def recorded() -> Iterator[_Log]:
+    log = _Log()
+    previous = fsutil.set_recorder(log)
+    yield log
+    fsutil.set_recorder(previous)
+
+
+def _kinds(log: _Log, root: Path) -> list[tuple[str, str]]:
+    """The operations, each path shown relative to ``root`` (temporary names as 'tmp')."""
+    out = []
+    for kind, path in log.ops:
+        rel = os.path.relpath(path, root)
+        name = os.path.basename(rel)
+        shown = "tmp" if name.startswith(".") and name.endswith(fsutil.TEMP_SUFFIX) else rel
+        out.append((kind, shown))
+    return out
+
+
+def test_put_if_absent_fsyncs_the_object_before_linking_it_then_fsyncs_its_directory(
+    tmp_path: Path, recorded: _Log
+) -> None:
+    store = LocalStore(tmp_path)
+    os.makedirs(tmp_path / "_log")
+    store.put_if_absent("_log/1.json", b"entry")
+    ops = [op for op in _kinds(recorded, tmp_path) if op[0] != "fsync_dir" or op[1] == "_log"]
+    assert ops == [
+        ("create", "tmp"),
+        ("fsync", "tmp"),
+        ("link", "_log/1.json"),
+        ("unlink", "tmp"),
+        ("fsync_dir", "_log"),
+    ]
+
+
+def test_put_fsyncs_a_temporary_file_then_renames_it_over_the_key(
+    tmp_path: Path, recorded: _Log
+) -> None:
+    store = LocalStore(tmp_path)
+    os.makedirs(tmp_path / "d")
+    store.put("d/k", b"1")
+    ops = [op for op in _kinds(recorded, tmp_path) if op[0] != "fsync_dir" or op[1] == "d"]
+    assert ops == [("create", "tmp"), ("fsync", "tmp"), ("rename", "d/k"), ("fsync_dir", "d")]
+
+
+def test_temporary_files_and_directories_are_not_objects(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("d/k", b"1")
+    (tmp_path / "d" / ".k.123.abcdef.tmp").write_bytes(b"in flight")
+    (tmp_path / "d" / "empty").mkdir()
+    assert store.list_keys("") == ["d/k"]
+    assert [i.key for i in store.list("")] == ["d/k"]
+    with pytest.raises(ObjectNotFound):
+        store.get("d/empty")
+    with pytest.raises(ObjectNotFound):
+        store.head("d")
+    store.delete("d/empty")  # a directory is no object: nothing to delete
+    assert (tmp_path / "d" / "empty").is_dir()
+
+
+def test_created_files_and_directories_get_the_store_mode(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        LocalStore(tmp_path / "t", file_mode=0o600).put_if_absent("a/b", b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "t" / "a" / "b").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "t" / "a").st_mode) == fsutil.dir_mode(0o600)
