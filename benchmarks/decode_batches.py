@@ -15,9 +15,17 @@ and executors mode: ``cdc_sink.spark._tasks._decode_partition``): decode, then e
 batch's events packed per bucket as Arrow IPC pieces with their Kafka coordinates. Prints
 us per event, the median of ``--runs`` passes.
 
+With ``--double-decimals``, another workload: Debezium events (no envelope) of a table
+``(id int64, price decimal128(20, 2))`` in ``decimal.handling.mode=double``, whose prices
+are at least 1e7 and so written with an exponent, as Java's ``Double.toString`` writes
+them (``1.2345678912E9``); decoded by ``get_decoder("debezium",
+decimal_handling="double")`` in batches of ``--batch``. Only the public decoder is
+called, so the same command times any commit (``PYTHONPATH=<checkout>``).
+
 Run::
 
     NUMPY_MADVISE_HUGEPAGE=0 .venv/bin/python benchmarks/decode_batches.py [--batch 10000]
+    .venv/bin/python benchmarks/decode_batches.py --double-decimals --events 400000
 """
 
 from __future__ import annotations
@@ -33,7 +41,6 @@ from e2e import FORMATS, SCHEMA, encode_events  # benchmarks/ is sys.path[0] whe
 
 from cdc_sink.formats import _jsonflat, _jsonscan, get_decoder
 from cdc_sink.runtime import numpy_pool
-from cdc_sink.spark._tasks import _decode_partition
 
 
 def main() -> None:
@@ -66,7 +73,15 @@ def main() -> None:
     ap.add_argument(
         "--task", action="store_true", help="a decode task's body: decode and pack per bucket"
     )
+    ap.add_argument(
+        "--double-decimals",
+        action="store_true",
+        help="Debezium events of decimals >= 1e7 in decimal.handling.mode=double",
+    )
     args = ap.parse_args()
+    if args.double_decimals:
+        double_decimals(args.events, args.batch, args.runs)
+        return
     if not args.flat or not args.compiled:
         _jsonflat._cflat = None  # type: ignore[assignment]
     if not args.compiled:
@@ -82,6 +97,8 @@ def main() -> None:
             decode_task() if args.task else decode_all()
 
     def decode_task() -> None:  # the Kafka source's columns, as the decode task selects them
+        from cdc_sink.spark._tasks import _decode_partition
+
         n = len(values)
         records = pa.RecordBatch.from_pydict(
             {
@@ -119,6 +136,59 @@ def main() -> None:
         f"{'on' if _jsonflat._cflat is not None else 'off'}; compiled scan "
         f"{'on' if _jsonscan._cscan is not None else 'off'}"
         f"{'; a decode task (decode and pack per bucket)' if args.task else ''}"
+    )
+
+
+def java_double(x: float) -> str:
+    """``Double.toString(x)`` of Java for ``1e7 <= x < 1e21``: the shortest digits that
+    read back as ``x``, as ``d.ddd...E<n>``."""
+    text = repr(float(x))
+    whole = text.split(".")[0]
+    digits = text.replace(".", "").rstrip("0")
+    return f"{digits[0]}.{digits[1:] or '0'}E{len(whole) - 1}"
+
+
+def double_decimals(events: int, batch: int, runs: int) -> None:
+    """Times the decode of Debezium events whose decimal is written with an exponent."""
+    from cdc_sink.schema import TableSchema
+
+    schema = TableSchema.from_dict(
+        {
+            "columns": [
+                {"name": "id", "type": "int64"},
+                {"name": "price", "type": "decimal128(20, 2)"},
+            ],
+            "primary_key": ["id"],
+        }
+    )
+    rng = np.random.default_rng(1)
+    cents = rng.integers(10**9, 10**14, events)
+    values = pa.array(
+        [
+            f'{{"before":null,"after":{{"id":{i},"price":{java_double(c / 100)}}},'
+            f'"op":"u","ts_ms":1718000000000}}'.encode()
+            for i, c in enumerate(cents.tolist())
+        ],
+        pa.binary(),
+    )
+    decoder = get_decoder("debezium", decimal_handling="double")
+
+    def one_pass() -> None:
+        for lo in range(0, events, batch):
+            dec = decoder.decode_with_meta(values.slice(lo, batch), schema)
+            assert not len(dec.rejects), dec.rejects.reasons[:3]
+
+    one_pass()  # warm-up
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        one_pass()
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    print(
+        f"debezium, decimal.handling.mode=double, decimals >= 1e7 with an exponent "
+        f"(e.g. {java_double(int(cents[0]) / 100)}): {events:,} events in batches of "
+        f"{batch:,}: {med:.3f} s, {med / events * 1e6:.2f} us/event (median of {runs})"
     )
 
 

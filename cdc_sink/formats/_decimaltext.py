@@ -3,12 +3,17 @@
 Arrow parses decimal text into a fixed number of bits without checking that the digits
 fit them: the text of ``2**256 + 5`` cast to ``decimal256`` is ``5``, the same holds for
 ``decimal128`` beyond 2**128, and a direct cast to ``decimal128(p, s)`` also loses what an
-exponent or the rescale to ``s`` pushes past 128 bits. Only *plain* values reach Arrow as
-written: at most 38 bytes and no exponent mark, so at most 38 digits, which its
-``decimal256(76, s)`` parse holds even once scaled by 10**38, and whose every later cast
-checks what it loses (:func:`_plain`; the most common form, one vectorized cast).
+exponent or the rescale to ``s`` pushes past 128 bits. So a value reaches Arrow as
+written only when its unscaled value cannot wrap a ``decimal256(76, s)`` parse, whose
+every later cast checks what it loses (:func:`_by_casts`; one vectorized cast): at most
+38 bytes, so at most 38 digits, and either *plain* (no exponent mark: scaled by 10**s,
+at most 10**38) or with an exponent ``x`` of at most four digits that leaves
+``m + x + s <= 76`` for its ``m`` mantissa bytes. The exponent marks are found by
+Arrow's substring search and the exponents read from each value's last four bytes, so
+the values Debezium's ``double`` mode and JSON writers of doubles write (``1.2345E7``)
+take the casts too.
 
-Every other value, and every plain one a cast refused, is judged by :func:`counted`. Its
+Every other value, and every one a cast refused, is judged by :func:`counted`. Its
 shape is read with numpy over the byte buffer (the sorted positions of non-zero digits,
 signs, points, exponent marks and other bytes, queried per value by binary search), which
 gives its significant digits ``D`` (leading and trailing zeros dropped, on either side of
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdc_sink.formats._arrays import (
     Parts,
@@ -38,6 +44,7 @@ from cdc_sink.formats._arrays import (
     decimal_overflow,
     fixed_array,
     gather,
+    unaligned,
 )
 
 __all__ = ["counted", "decimal_text"]
@@ -57,6 +64,8 @@ _EXP_DIGITS = 12
 puts a non-zero value out of every decimal128 type)."""
 _CHUNK_BYTES = 1 << 22
 """Bytes of text read at once (bounds the per-byte temporaries)."""
+_EXP_DIGITS_CAST = 4
+"""The most exponent digits of a value converted by Arrow's casts."""
 
 
 class _Marks:
@@ -102,6 +111,28 @@ class _Marks:
         return np.where(j > i, self.at[np.maximum(j - 1, 0)], a - 1)
 
 
+def _marks(strs: pa.Array, p: Parts) -> np.ndarray:
+    """Per value, the position of its first exponent mark (``e`` or ``E``), -1 where none:
+    by Arrow's substring search over the values (no array of the data's length)."""
+    values = strs
+    if not (pa.types.is_binary(strs.type) or pa.types.is_string(strs.type)):
+        if p.buffer is None or not p.n:
+            return np.full(p.n, -1, dtype=np.int64)
+        offsets = np.append(p.starts[:1], p.ends)
+        values = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), p.n, [None, pa.py_buffer(offsets), p.buffer]
+        )
+    lower, upper = (
+        pc.find_substring(values, m).fill_null(-1).to_numpy(zero_copy_only=False)
+        for m in ("e", "E")
+    )
+    first = np.where(
+        (lower >= 0) & (upper >= 0), np.minimum(lower, upper), np.maximum(lower, upper)
+    )
+    out: np.ndarray = np.where(first >= 0, p.starts + first, -1)
+    return out
+
+
 def decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Decimal text (strings or JSON number tokens) to ``t``, exactly or not at all.
 
@@ -116,10 +147,18 @@ def decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, 
     """
     p = binary_parts(strs)
     n = p.n
-    raw = np.zeros((n, 16), dtype=np.uint8)
     bad = np.zeros(n, dtype=bool)
     oor = np.zeros(n, dtype=bool)
-    done = _plain(strs, p, t, raw)
+    at, arr, ok = _by_casts(strs, p, t)
+    if len(at) == n and ok.all():  # every value (nulls too) converted by the casts
+        return arr, bad, oor
+    raw = np.zeros((n, 16), dtype=np.uint8)
+    data = arr.buffers()[1] if len(arr) else None
+    if data is not None and ok.any():
+        whole = np.frombuffer(data, dtype=np.uint8)[arr.offset * 16 : (arr.offset + len(arr)) * 16]
+        raw[at[ok]] = whole.reshape(len(arr), 16)[ok]
+    done = np.zeros(n, dtype=bool)
+    done[at[ok]] = True
     rest = np.flatnonzero(p.valid & ~done)
     if len(rest):
         sub = strs if len(rest) == n else strs.take(pa.array(rest))
@@ -127,34 +166,61 @@ def decimal_text(strs: pa.Array, t: pa.DataType) -> tuple[pa.Array, np.ndarray, 
     return fixed_array(raw, p.valid & ~bad, t), bad, oor
 
 
-def _plain(strs: pa.Array, p: Parts, t: pa.DataType, raw: np.ndarray) -> np.ndarray:
-    """Converts the *plain* values, at most 38 bytes without an exponent mark, by Arrow's
-    casts (a ``decimal256(76, s)`` parse, then ``t``): at most 38 digits, scaled by at
-    most 10**38, cannot wrap 76 digits, and every cast checks what it loses. Writes
-    their unscaled bytes into ``raw``.
+def _by_casts(strs: pa.Array, p: Parts, t: pa.DataType) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """Converts by Arrow's casts (a ``decimal256(76, s)`` parse, then ``t``) the values
+    whose unscaled value cannot wrap 76 digits: those of at most 38 bytes (so at most 38
+    digits) that are *plain* (no exponent mark: scaled by at most 10**38), or whose
+    exponent ``x`` (at most :data:`_EXP_DIGITS_CAST` digits, read here) shifts their
+    ``m`` mantissa bytes by at most what leaves 76 digits (``m + x + s <= 76``). Every
+    cast checks what it loses (a digit beyond the scale, a digit beyond the precision).
+    Nulls are cast too (they stay null).
 
     Returns:
-        The mask of the values converted; the others (not plain, or refused by a cast)
-        are left to :func:`counted`, which also says why a value is refused.
+        The values cast (their indices), the cast array (of those values) and which of
+        them converted; the others (not such values, or refused by a cast) are left to
+        :func:`counted`, which also says why a value is refused.
     """
-    plain = p.valid & (p.lengths <= _WIDTH)
-    marks = np.flatnonzero((p.data == ord("e")) | (p.data == ord("E")))
-    if len(marks):  # the value holding each mark
-        owner = np.searchsorted(p.ends, marks, side="right")
-        plain[owner[owner < p.n]] = False
-    at = np.flatnonzero(plain)
+    short = p.lengths <= _WIDTH
+    mark = _marks(strs, p)
+    use = ~p.valid | (short & (mark < 0))
+    expo = np.flatnonzero(p.valid & short & (mark >= 0))
+    if len(expo):
+        use[expo[_shift_fits(p, expo, mark[expo], t.scale)]] = True
+    at = np.flatnonzero(use)
     if not len(at):
-        return plain
+        return at, pa.nulls(0, t), np.zeros(0, dtype=bool)
     sub = strs if len(at) == p.n else strs.take(pa.array(at))
     wide, refused = cast_rows(sub, pa.decimal256(76, t.scale))
     arr, over = cast_rows(wide, t)
     ok = ~(refused | over | decimal_overflow(arr))
-    data = arr.buffers()[1]
-    if data is not None and ok.any():
-        whole = np.frombuffer(data, dtype=np.uint8)[arr.offset * 16 : (arr.offset + len(arr)) * 16]
-        raw[at[ok]] = whole.reshape(len(arr), 16)[ok]
-    plain[at[~ok]] = False
-    return plain
+    return at, arr, ok
+
+
+def _shift_fits(p: Parts, rows: np.ndarray, mark: np.ndarray, scale: int) -> np.ndarray:
+    """Whether the values ``rows``, each with its exponent mark at ``mark``, have an
+    exponent ``x`` of at most :data:`_EXP_DIGITS_CAST` digits (after an optional sign)
+    with ``m + x + s <= 76`` for ``m`` mantissa bytes: their unscaled value, ``m`` digits
+    at most shifted by at most ``x + s``, cannot wrap 76 digits (see :func:`_by_casts`).
+    A value that is not decimal text may pass: Arrow's parse refuses it."""
+    data = p.data
+    if len(data) < 4:
+        return np.zeros(len(rows), dtype=bool)
+    start, end = p.starts[rows], p.ends[rows]
+    after = data[np.minimum(mark + 1, end - 1)]
+    sign = (mark + 1 < end) & ((after == ord("+")) | (after == ord("-")))
+    n = end - (mark + 1 + sign)  # exponent digits
+    # the last 4 bytes of each value in one unaligned read (byte 3 is the last digit)
+    tail = unaligned(data, "<u4")[np.maximum(end - 4, 0)].view(np.uint8).reshape(-1, 4)
+    ok = (n >= 1) & (n <= _EXP_DIGITS_CAST) & (end >= 4)
+    x = np.zeros(len(rows), dtype=np.int64)
+    for j in range(_EXP_DIGITS_CAST):  # digit j from the end
+        has = n > j
+        d = tail[:, 3 - j] - np.uint8(ord("0"))  # wraps below "0": > 9 as well
+        ok &= ~has | (d <= 9)
+        x += np.where(has, d, 0).astype(np.int64) * 10**j
+    x = np.where(sign & (after == ord("-")), -x, x)
+    fits: np.ndarray = ok & ((mark - start) + np.maximum(x + scale, 0) <= 76)
+    return fits
 
 
 def counted(strs: pa.Array, t: pa.DataType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -590,3 +590,60 @@ def test_decimal_text_is_exact_or_refused(texts: list[str], t: pa.DataType) -> N
         assert (bool(cbad[i]), bool(coor[i])) == (wbad, woor), text
         if not wbad:
             assert alone[i] == want, text
+
+
+def _java_double(x: float) -> str:
+    """Java's ``Double.toString`` (what Debezium's ``double`` decimal mode writes): the
+    shortest digits that read back as ``x``, plain from 1e-3 to 1e7, else ``d.ddd...E<n>``."""
+    if x == 0 or not 1e-3 <= abs(x) < 1e7:
+        digits, exp = f"{x:.16e}".split("e")
+        mant = repr(float(f"{digits}e{exp}"))  # shortest digits of x
+        sig = D(mant).normalize()
+        head, *rest = format(abs(sig).scaleb(-sig.adjusted()), "f").split(".")
+        sign = "-" if x < 0 else ""
+        return f"{sign}{head}.{(rest[0] if rest else '') or '0'}E{sig.adjusted()}"
+    return repr(x)
+
+
+EXPONENT_TEXTS = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(_java_double),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.from_regex(r"[+-]?0{0,3}[0-9]{1,20}(\.[0-9]{0,20})?[eE][+-]?0?[0-9]{1,4}", fullmatch=True),
+)
+
+
+@ci_settings(300)
+@given(texts=st.lists(EXPONENT_TEXTS, max_size=20), t=st.sampled_from(DECIMAL_TYPES))
+def test_decimal_text_with_an_exponent_is_exact_or_refused(
+    texts: list[str], t: pa.DataType
+) -> None:
+    """Values written with an exponent (doubles as Java and Python write them, and any
+    short mantissa with an exponent of up to five digits), which the casts take when
+    their shift cannot wrap: the exact value or a refusal of the right kind, as Python's
+    decimal arithmetic says."""
+    got, bad, oor = decimal_text(pa.array(texts, pa.string()), t)
+    for i, text in enumerate(texts):
+        want, wbad, woor = _exact(text, t)
+        assert (got[i].as_py(), bool(bad[i]), bool(oor[i])) == (want, wbad, woor), text
+
+
+def test_debezium_doubles_are_converted_without_counting_digits(monkeypatch: Any) -> None:
+    """Debezium's ``double`` mode writes decimals of 1e7 and more with an exponent
+    (``1.2345E7``): they take the vectorized casts, not the digit counting (which is
+    exact too, but reads every byte several times)."""
+    from cdc_sink.formats import _decimaltext
+
+    def no_counting(*_: Any) -> Any:
+        raise AssertionError("counted() called")
+
+    monkeypatch.setattr(_decimaltext, "counted", no_counting)
+    rng = np.random.default_rng(7)
+    cents = rng.integers(10**9, 10**14, 2000).tolist()
+    texts = [_java_double(c / 100) for c in cents] + ["-1.5E7", "1.0E-2", "9.9999999E7"]
+    t = pa.decimal128(20, 2)
+    got, bad, oor = decimal_text(pa.array(texts, pa.string()), t)
+    assert "E" in texts[0]
+    assert not bad.any() and not oor.any()
+    quantum = D(1).scaleb(-2)
+    want = [D(x).quantize(quantum) for x in texts]
+    assert got.to_pylist() == want
