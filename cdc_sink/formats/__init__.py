@@ -16,6 +16,9 @@ name            value                                                module
 ``debezium``    Debezium JSON, with or without the schema/payload    :mod:`.debezium`
                 envelope
 ``rowv2``       one op byte + a TiDB row format v2 row               :mod:`.rowv2`
+``debezium-     Debezium in Avro: Confluent's wire format, schemas   :mod:`.debezium_avro`
+avro``          from a schema registry (decoder option
+                ``registry_url``)
 ==============  ===================================================  ======================
 
 :data:`REGISTRY` holds one :class:`Format` per name (its decoder class and encoder);
@@ -48,6 +51,7 @@ from cdc_sink.formats._base import (
     FormatName,
 )
 from cdc_sink.formats.debezium import DebeziumDecoder, debezium_encoder
+from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder, debezium_avro_encoder
 from cdc_sink.formats.native_json import JsonDecoder, json_encoder
 from cdc_sink.formats.rowv2 import Rowv2Decoder, rowv2_encoder
 from cdc_sink.schema import TableSchema
@@ -130,6 +134,7 @@ REGISTRY: Mapping[str, Format] = MappingProxyType(
         "json": Format("json", JsonDecoder, json_encoder),
         "debezium": Format("debezium", DebeziumDecoder, debezium_encoder),
         "rowv2": Format("rowv2", Rowv2Decoder, rowv2_encoder),
+        "debezium-avro": Format("debezium-avro", DebeziumAvroDecoder, debezium_avro_encoder),
     }
 )
 """Every format by name, in the order of :data:`FORMATS`."""

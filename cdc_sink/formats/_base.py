@@ -19,7 +19,7 @@ from cdc_sink.schema import TableSchema
 
 __all__ = ["FORMATS", "TS_MISSING", "Decoded", "Decoder", "EventEncoder", "FormatName"]
 
-FormatName = Literal["json", "debezium", "rowv2"]
+FormatName = Literal["json", "debezium", "rowv2", "debezium-avro"]
 """The name of an event format."""
 
 FORMATS: tuple[FormatName, ...] = get_args(FormatName)

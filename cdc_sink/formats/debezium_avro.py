@@ -59,6 +59,7 @@ from cdc_sink.formats._arrays import (
     sub_parts,
 )
 from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
+from cdc_sink.formats._avro_encode import debezium_avro_encoder
 from cdc_sink.formats._avro_read import Reader, Val, padded
 from cdc_sink.formats._avro_rows import (
     RunColumns,
@@ -82,7 +83,7 @@ from cdc_sink.formats.avro_wire import (
 from cdc_sink.formats.debezium import UNAVAILABLE_VALUE
 from cdc_sink.schema import TableSchema
 
-__all__ = ["DebeziumAvroDecoder"]
+__all__ = ["DebeziumAvroDecoder", "debezium_avro_encoder"]
 
 OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
 _OPS = b"crudtm"
@@ -115,7 +116,7 @@ class DebeziumAvroDecoder(Decoder):
         InvalidOption: An option value is invalid (the error names the option).
     """
 
-    name: ClassVar[FormatName] = "debezium-avro"  # type: ignore[assignment]
+    name: ClassVar[FormatName] = "debezium-avro"
     reads_keys: ClassVar[bool] = True
 
     def __init__(

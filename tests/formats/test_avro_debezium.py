@@ -354,3 +354,37 @@ def test_options_are_checked_and_the_decoder_pickles(registry: LocalRegistry):
     assert np.array_equal(
         DebeziumAvroDecoder().decode(pa.array([None, b""], binary), MYSQL_CUSTOMERS)[0].op, []
     )
+
+
+# ============================================================ the registry of formats
+def test_the_format_is_registered_with_its_decoder_and_encoder(registry: LocalRegistry):
+    from cdc_sink.changes import ChangeBatch
+    from cdc_sink.formats import get_decoder, get_format
+    from tests.formats.support import ALL_TYPES
+
+    fmt = get_format("debezium-avro")
+    assert fmt.decoder is DebeziumAvroDecoder and fmt.decoder.reads_keys
+    assert {"registry_url", "registry_timeout", "registry_auth", "registry_ssl"} <= (
+        fmt.decoder_options
+    )
+    full = {c.name: None for c in ALL_TYPES.value_columns} | {"name": "x", "i32": 2}
+    no_blob = {k: v for k, v in full.items() if k != "blob"} | {"name": "y"}
+    events = [
+        {"op": "insert", "key": {"id": 1}, "set": full},
+        {"op": "upsert", "key": {"id": 2}, "set": no_blob},  # blob: the placeholder
+        {"op": "delete", "key": {"id": 1}, "ts_ms": 5},
+    ]
+    subject = f"registered-{uuid.uuid4().hex[:8]}-value"
+    values = fmt.encode(events, ALL_TYPES, registry_url=registry.url, subject=subject)
+    dec = get_decoder("debezium-avro", registry_url=registry.url)
+    out = dec.decode_with_meta(pa.array(values, binary), ALL_TYPES)
+    assert len(out.rejects) == 0, out.rejects.reasons
+    want, _ = ChangeBatch.from_events(
+        [{**events[0], "op": "upsert"}, events[1], events[2]], ALL_TYPES
+    )
+    want.position = out.batch.position
+    assert_same_batch(out.batch, want)  # the placeholder decodes as absent
+    assert out.ts_ms is not None and out.ts_ms.tolist()[2] == 5
+    partial = [{"op": "upsert", "key": {"id": 3}, "set": {"name": "z", "i32": 3}}]
+    with pytest.raises(ValueError, match="full rows: column 'i8'"):
+        fmt.encode(partial, ALL_TYPES, registry_url=registry.url, subject=subject)

@@ -149,7 +149,8 @@ def decoder_options(fmt: str) -> dict[str, Any]:
 @st.composite
 def _decoded_records(draw: st.DrawFn) -> tuple[TableSchema, str, list[bytes | None]]:
     schema = draw(schemas())
-    fmt = draw(st.sampled_from(list(REGISTRY)))
+    # debezium-avro needs a schema registry: its own tests are tests/formats/test_avro_*.py
+    fmt = draw(st.sampled_from([f for f in REGISTRY if f != "debezium-avro"]))
     evs = draw(events(schema, draw(key_pool(schema)), max_size=40, truncates=True))
     values: list[bytes | None] = []
     encode = REGISTRY[fmt].new_encoder(schema)
