@@ -168,25 +168,52 @@ def spans(
     """Byte ranges ``[starts, ends)`` of ``parts.data`` as a ``binary_view`` array.
 
     The views point into the input buffer (no copy); ``.cast(pa.binary())`` or
-    ``.cast(pa.string())`` gathers them in C++ (the latter validates UTF-8).
+    ``.cast(pa.string())`` gathers them in C++ (the latter validates UTF-8). The views are
+    written in blocks of :data:`_SPAN_BLOCK` (the temporaries of a block are all a call
+    holds besides the views).
     """
     m = len(starts)
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.maximum(np.asarray(ends, dtype=np.int64) - starts, 0)
-    if valid is not None:
-        lengths = np.where(valid, lengths, 0)
-        starts = np.where(valid, starts, 0)
-    if len(starts) and (starts.min() < 0 or (starts + lengths).max() > len(parts.data)):
-        raise ValueError("span outside the data buffer")
     data = parts.data
+    views = np.empty((m, 4), dtype=np.uint32)
+    windows = 0
+    for a in range(0, m, _SPAN_BLOCK):
+        b = min(a + _SPAN_BLOCK, m)
+        st = np.asarray(starts[a:b], dtype=np.int64)
+        lengths = np.maximum(np.asarray(ends[a:b], dtype=np.int64) - st, 0)
+        if valid is not None:
+            lengths = np.where(valid[a:b], lengths, 0)
+            st = np.where(valid[a:b], st, 0)
+        if len(st) and (st.min() < 0 or (st + lengths).max() > len(data)):
+            raise ValueError("span outside the data buffer")
+        windows = max(windows, _views(data, st, lengths, views[a:b]))
+    buffers: list[pa.Buffer | None] = [
+        None if valid is None else _bitmap(valid),
+        pa.py_buffer(views),
+    ]
+    if windows:
+        assert parts.buffer is not None
+        size = parts.buffer.size
+        for w in range(windows):
+            lo = w * _VIEW_WINDOW
+            buffers.append(parts.buffer.slice(lo, min(size - lo, 2 * _VIEW_WINDOW)))
+    return pa.Array.from_buffers(pa.binary_view(), m, buffers)
+
+
+_SPAN_BLOCK = 1 << 16
+"""Views :func:`spans` writes at once."""
+
+
+def _views(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, views: np.ndarray) -> int:
+    """Writes the binary views of ``data[starts:starts + lengths]`` into ``views`` (``(k,
+    4)`` uint32); returns how many data buffer windows the long ones need (0: none)."""
+    k = len(starts)
     u4 = unaligned(data, "<u4")
     short = lengths <= 12
     # Three unaligned 4-byte reads per value: the inline bytes of a short value (bytes past
     # its end masked off), or the 4-byte prefix of a long one.
     safe = starts + 12 <= len(data)
     at = np.where(safe, starts, 0)
-    w0 = u4[at] if len(data) >= 12 else np.zeros(m, np.uint32)
-    views = np.empty((m, 4), dtype=np.uint32)
+    w0 = u4[at] if len(data) >= 12 else np.zeros(k, np.uint32)
     views[:, 0] = lengths
     views[:, 1] = w0 & _MASKS[np.clip(lengths, 0, 4)]
     if short.any() and len(data) >= 12:
@@ -196,27 +223,19 @@ def spans(
         views[:, 2:] = 0
     slow = ~safe
     if slow.any():  # values in the last 12 bytes of the buffer: byte by byte
-        raw = views.view(np.uint8).reshape(m, 16)
-        k = np.arange(12)
+        raw = views.view(np.uint8).reshape(k, 16)
+        col = np.arange(12)
         s_start = starts[slow]
-        idx = np.minimum(s_start[:, None] + k, max(len(data) - 1, 0))
-        raw[slow, 4:16] = np.where(k < lengths[slow][:, None], data[idx], 0) if len(data) else 0
+        idx = np.minimum(s_start[:, None] + col, max(len(data) - 1, 0))
+        raw[slow, 4:16] = np.where(col < lengths[slow][:, None], data[idx], 0) if len(data) else 0
     long_ = ~short
-    buffers: list[pa.Buffer | None] = [
-        None if valid is None else _bitmap(valid),
-        pa.py_buffer(views),
-    ]
-    if long_.any():
-        assert parts.buffer is not None
-        l_start = starts[long_]
-        window = l_start // _VIEW_WINDOW
-        views[long_, 2] = window
-        views[long_, 3] = l_start - window * _VIEW_WINDOW
-        size = parts.buffer.size
-        for w in range(int(window.max()) + 1):
-            lo = w * _VIEW_WINDOW
-            buffers.append(parts.buffer.slice(lo, min(size - lo, 2 * _VIEW_WINDOW)))
-    return pa.Array.from_buffers(pa.binary_view(), m, buffers)
+    if not long_.any():
+        return 0
+    l_start = starts[long_]
+    window = l_start // _VIEW_WINDOW
+    views[long_, 2] = window
+    views[long_, 3] = l_start - window * _VIEW_WINDOW
+    return int(window.max()) + 1
 
 
 def _bitmap(mask: np.ndarray) -> pa.Buffer | None:

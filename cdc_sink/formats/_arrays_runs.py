@@ -88,7 +88,7 @@ def decode_guarded(
 
 def decode_in_runs(
     parts: Parts,
-    position: np.ndarray,
+    position: np.ndarray | None,
     schema: TableSchema,
     run_bytes: int,
     decode_run: Callable[[int, int], Columns],
@@ -170,7 +170,7 @@ def merge_columns(pieces: list[Columns], schema: TableSchema) -> Columns:
     )
 
 
-def assemble(schema: TableSchema, cols: Columns, position: np.ndarray) -> Decoded:
+def assemble(schema: TableSchema, cols: Columns, position: np.ndarray | None) -> Decoded:
     """Builds the wire form of the events without a reason and validates it.
 
     Events with a reason are left out and reported as rejects; skipped events are left
@@ -179,7 +179,7 @@ def assemble(schema: TableSchema, cols: Columns, position: np.ndarray) -> Decode
     Args:
         schema: The table schema.
         cols: The decoded columns of every event.
-        position: Source position per event.
+        position: Source position per event (``None``: the event's index).
 
     Returns:
         The decoded batch (positions are source positions) and all rejects, sorted by
@@ -213,19 +213,25 @@ def assemble(schema: TableSchema, cols: Columns, position: np.ndarray) -> Decode
     batch, rej = ChangeBatch.from_arrow(pa.table(table), schema, position=idx)
     inner = batch.positions
     bad = np.flatnonzero(~no_reason(reasons) & ~skip)
-    all_pos = np.concatenate([bad, rej.positions])
-    all_reasons = [str(r) for r in reasons[bad]] + rej.reasons
-    order = np.argsort(all_pos, kind="stable")
-    rejects = Rejects(
-        positions=position[all_pos[order]], reasons=[all_reasons[i] for i in order.tolist()]
-    )
+    texts = reasons[bad]  # the decoder's reasons are str
+    if len(rej.positions):  # merged in input order with the validation's rejects
+        all_pos = np.concatenate([bad, rej.positions])
+        texts = np.concatenate([texts, np.array(rej.reasons, dtype=object)])
+        order = np.argsort(all_pos, kind="stable")
+        bad, texts = all_pos[order], texts[order]
+    rejects = Rejects(positions=_at(position, bad), reasons=texts.tolist())
     out_ts = None
     if cols.ts_ms is not None:
         sel = cols.ts_ms[inner]
         if (sel != TS_MISSING).any():
             out_ts = sel
-    batch.position = position[inner]
+    batch.position = _at(position, inner)
     messages = 0 if cols.messages is None else int((cols.messages & skip).sum())
     return Decoded(
         batch=batch, rejects=rejects, ts_ms=out_ts, skipped=int(skip.sum()), messages=messages
     )
+
+
+def _at(position: np.ndarray | None, idx: np.ndarray) -> np.ndarray:
+    """The source positions of the events ``idx`` (``idx`` itself without positions)."""
+    return idx if position is None else position[idx]

@@ -255,7 +255,7 @@ class DebeziumDecoder(Decoder):
         each vectorized, then validated together.
         """
         parts = binary_parts(values)
-        pos = position_array(position, parts.n)
+        pos = None if position is None else position_array(position, parts.n)
         kparts = None
         if keys is not None:
             kparts = binary_parts(keys)

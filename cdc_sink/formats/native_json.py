@@ -190,7 +190,7 @@ class JsonDecoder(Decoder):
         """
         del keys
         parts = binary_parts(values)
-        pos = position_array(position, parts.n)
+        pos = None if position is None else position_array(position, parts.n)
 
         def run(lo: int, hi: int) -> Columns:
             return self._decode_run(sub_parts(parts, lo, hi), schema)

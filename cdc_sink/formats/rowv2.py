@@ -55,10 +55,10 @@ Decoding (:class:`Rowv2Decoder`) is vectorized: the headers of all rows are read
 once with numpy from the Arrow offsets and data buffers, column ids and value offsets
 are gathered for every (row, column) slot at once, slots are grouped by column with a
 stable radix sort, and each column's values are gathered by their computed offsets for
-all rows together. A malformed row (truncated, bad codec byte, unknown flags, unsorted
-or duplicate ids, an id both null and not-null, an unknown id, offsets out of order or
-out of range, trailing bytes, a value width that does not fit the type, an unknown op)
-becomes a reject; the other rows decode.
+all rows together (:mod:`._rowv2_values`). A malformed row (truncated, bad codec byte,
+unknown flags, unsorted or duplicate ids, an id both null and not-null, an unknown id,
+offsets out of order or out of range, trailing bytes, a value width that does not fit
+the type, an unknown op) becomes a reject; the other rows decode.
 
 What a row declares is checked against the schema before anything is sized by it
 (issue 38): a header declaring more column ids than the schema has columns (a valid
@@ -85,17 +85,11 @@ from cdc_sink.changes import OP_DELETE
 from cdc_sink.formats._arrays import (
     Parts,
     binary_parts,
-    cast_rows,
-    decimal_fits,
-    fixed_array,
-    int_bounds,
     new_reasons,
     no_reason,
     position_array,
     refuse,
-    scatter,
     spans,
-    unaligned,
 )
 from cdc_sink.formats._arrays_runs import Columns, assemble
 from cdc_sink.formats._base import Decoded, Decoder, FormatName
@@ -108,7 +102,8 @@ from cdc_sink.formats._rowv2_encode import (
     pack_row,
     rowv2_encoder,
 )
-from cdc_sink.schema import Column, TableSchema, type_to_str
+from cdc_sink.formats._rowv2_values import Bytes, Piece, decode_columns, full_mask
+from cdc_sink.schema import TableSchema
 
 __all__ = [
     "CODEC_VERSION",
@@ -127,20 +122,6 @@ _HEADER = 7  # op, codec, flags, u16 n_not_null, u16 n_null
 
 # ====================================================================== decoding
 _GROUP_MIN = 256  # a layout shared by this many rows is decoded as one (rows x columns) matrix
-
-
-class _Bytes:
-    """Unaligned little-endian views of the data buffer (one gather per read)."""
-
-    def __init__(self, data: np.ndarray) -> None:
-        self.u1 = data
-        self.i1 = data.view(np.int8)
-        self.u2 = unaligned(data, "<u2")
-        self.i2 = unaligned(data, "<i2")
-        self.u4 = unaligned(data, "<u4")
-        self.i4 = unaligned(data, "<i4")
-        self.i8 = unaligned(data, "<i8")
-        self.f8 = unaligned(data, "<f8")
 
 
 @dataclass
@@ -166,16 +147,6 @@ class _Layouts:
     first: np.ndarray  # per layout: index of its first slot
     cidx: np.ndarray  # per slot: schema column index
     reason: np.ndarray  # per layout: why its rows are refused, or None
-
-
-@dataclass
-class _Piece:
-    """Some rows' slots of one column: all null, or values at ``pos`` of ``width``."""
-
-    rows: np.ndarray
-    null: bool
-    pos: np.ndarray | None = None
-    width: np.ndarray | None = None
 
 
 class Rowv2Decoder(Decoder):
@@ -206,7 +177,7 @@ class Rowv2Decoder(Decoder):
         del keys
         parts = binary_parts(values)
         n = parts.n
-        pos = position_array(position, n)
+        pos = None if position is None else position_array(position, n)
         reasons = new_reasons(n)
         refuse(reasons, ~parts.valid, "null message value")
         refuse(
@@ -215,12 +186,13 @@ class Rowv2Decoder(Decoder):
             f"truncated row: shorter than the {_HEADER}-byte header",
         )
         op = np.zeros(n, dtype=np.int8)
-        b = _Bytes(parts.data)
-        pieces: list[list[_Piece]] = [[] for _ in schema.columns]
+        b = Bytes(parts.data)
+        pieces: list[list[Piece]] = [[] for _ in schema.columns]
         h = _headers(parts, b, reasons, op, len(schema.columns))
         if len(h.rows):
             self._layout_rows(parts, b, h, reasons, schema, pieces)
-        keys, vals, seq = _decode_columns(parts, b, pieces, reasons, schema)
+        del h
+        keys, vals, seq = decode_columns(parts, b, pieces, reasons, schema)
         return assemble(
             schema, Columns(op=op, keys=keys, values=vals, seq=seq, reasons=reasons), pos
         )
@@ -228,14 +200,14 @@ class Rowv2Decoder(Decoder):
     @staticmethod
     def _layout_rows(
         parts: Parts,
-        b: _Bytes,
+        b: Bytes,
         h: _Headers,
         reasons: np.ndarray,
         schema: TableSchema,
-        pieces: list[list[_Piece]],
+        pieces: list[list[Piece]],
     ) -> None:
         sig = pc.dictionary_encode(spans(parts, parts.starts[h.rows] + 1, h.offs_at))
-        lay = np.asarray(sig.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        lay = sig.indices.to_numpy(zero_copy_only=False)
         n_layouts = len(sig.dictionary)
         reps = np.full(n_layouts, -1, dtype=np.int64)
         reps[lay[::-1]] = np.arange(len(lay) - 1, -1, -1)  # first row of each layout
@@ -259,23 +231,25 @@ class Rowv2Decoder(Decoder):
 
 
 def _headers(
-    parts: Parts, b: _Bytes, reasons: np.ndarray, op_out: np.ndarray, n_columns: int
+    parts: Parts, b: Bytes, reasons: np.ndarray, op_out: np.ndarray, n_columns: int
 ) -> _Headers:
     """Reads the 7-byte header of every row; refuses rows whose header is malformed or
     declares more column ids than the schema's ``n_columns``."""
-    rows = np.flatnonzero(no_reason(reasons))
-    hs = parts.starts[rows]
-    end = parts.ends[rows]
+    pt = _pos_type(parts)
+    rows = np.flatnonzero(no_reason(reasons)).astype(pt)
+    hs = parts.starts[rows].astype(pt)
+    end = parts.ends[rows].astype(pt)
     op = b.u1[hs]
     codec = b.u1[hs + 1]
     flags = b.u1[hs + 2]
-    nn = b.u2[hs + 3].astype(np.int64)
-    nl = b.u2[hs + 5].astype(np.int64)
+    nn = b.u2[hs + 3].astype(pt)
+    nl = b.u2[hs + 5].astype(pt)
     big = (flags & FLAG_BIG) != 0
-    ids_at = hs + _HEADER
+    ids_at = hs + pt(_HEADER)
+    del hs
     if big.any():
-        offs_at = ids_at + (nn + nl) * np.where(big, 4, 1)
-        vals_at = offs_at + nn * np.where(big, 4, 2)
+        offs_at = ids_at + (nn + nl) * np.where(big, pt(4), pt(1))
+        vals_at = offs_at + nn * np.where(big, pt(4), pt(2))
     else:
         offs_at = ids_at + nn + nl
         vals_at = offs_at + 2 * nn
@@ -293,9 +267,11 @@ def _headers(
             "truncated row: the header declares more column ids and offsets than the row holds",
         ),
     ):
-        refuse(reasons, _full(mask & ~bad, rows, len(reasons)), reason)
+        refuse(reasons, full_mask(mask & ~bad, rows, len(reasons)), reason)
         bad |= mask
     op_out[rows] = np.where(bad, 0, op).astype(np.int8)
+    if not bad.any():  # (no copies when every header is well formed, as usual)
+        return _Headers(rows, nn, nl, big, ids_at, offs_at, vals_at, end)
     g = np.flatnonzero(~bad)
     return _Headers(
         rows=rows[g],
@@ -309,7 +285,7 @@ def _headers(
     )
 
 
-def _parse_layouts(b: _Bytes, h: _Headers, reps: np.ndarray, schema: TableSchema) -> _Layouts:
+def _parse_layouts(b: Bytes, h: _Headers, reps: np.ndarray, schema: TableSchema) -> _Layouts:
     """Parses and validates the id arrays of each layout, from one row per layout."""
     nn, nl, big, ids_at = h.nn[reps], h.nl[reps], h.big[reps], h.ids_at[reps]
     n_layouts = len(reps)
@@ -347,6 +323,13 @@ def _parse_layouts(b: _Bytes, h: _Headers, reps: np.ndarray, schema: TableSchema
     return _Layouts(nn=nn, nl=nl, first=first, cidx=cidx, reason=reason)
 
 
+def _pos_type(parts: Parts) -> type[np.signedinteger]:
+    """int32 for the positions and indices of rows (int64 for data of nearly 2 GiB or
+    more): a header's positions reach at most a few hundred KB past its row."""
+    small = len(parts.data) + (1 << 22) < 2**31 and parts.n < 2**31
+    return np.int32 if small else np.int64
+
+
 def _first_reasons(
     reason: np.ndarray, lay: np.ndarray, slots: np.ndarray, ids: np.ndarray, template: str
 ) -> None:
@@ -368,20 +351,22 @@ def _offset_reasons(
     bad: np.ndarray = dec | beyond | trailing
     if bad.any():
         n = len(reasons)
-        refuse(reasons, _full(dec, rows, n), "value offsets are not increasing")
-        refuse(reasons, _full(beyond, rows, n), "a value offset points beyond the end of the row")
-        refuse(reasons, _full(trailing, rows, n), "trailing bytes after the last value")
+        refuse(reasons, full_mask(dec, rows, n), "value offsets are not increasing")
+        refuse(
+            reasons, full_mask(beyond, rows, n), "a value offset points beyond the end of the row"
+        )
+        refuse(reasons, full_mask(trailing, rows, n), "trailing bytes after the last value")
     return bad
 
 
 def _matrix_layout(
-    b: _Bytes,
+    b: Bytes,
     h: _Headers,
     sel: np.ndarray,
     u: int,
     lt: _Layouts,
     reasons: np.ndarray,
-    pieces: list[list[_Piece]],
+    pieces: list[list[Piece]],
 ) -> None:
     """Decodes the offsets of all rows of one frequent layout as an (m, nn) matrix."""
     rows = h.rows[sel]
@@ -391,8 +376,10 @@ def _matrix_layout(
     if nn:
         big = bool(h.big[sel[0]])
         # (nn, m): row j holds the end offset of the layout's j-th value for every row.
-        at = (np.arange(nn) * (4 if big else 2))[:, None] + h.offs_at[sel][None, :]
-        ends = (b.u4[at] if big else b.u2[at]).astype(np.int64)
+        pt = h.offs_at.dtype.type
+        at = (np.arange(nn, dtype=pt) * pt(4 if big else 2))[:, None] + h.offs_at[sel][None, :]
+        ends = b.u4[at].astype(np.int64) if big else b.u2[at].astype(pt)
+        del at
         dec = np.zeros(len(sel), dtype=bool)
         for j in range(1, nn):
             dec |= ends[j] < ends[j - 1]
@@ -406,23 +393,24 @@ def _matrix_layout(
     if bad.any():
         good = ~bad
         rows, vals_at, ends = rows[good], vals_at[good], ends[:, good]
+    ends = ends.astype(vals_at.dtype, copy=False)  # within the row now
     start = vals_at
     for j in range(nn):
         stop = vals_at + ends[j]
-        pieces[lt.cidx[first + j]].append(_Piece(rows, False, start, stop - start))
+        pieces[lt.cidx[first + j]].append(Piece(rows, False, start, stop - start))
         start = stop
     for j in range(nl):
-        pieces[lt.cidx[first + nn + j]].append(_Piece(rows, True))
+        pieces[lt.cidx[first + nn + j]].append(Piece(rows, True))
 
 
 def _slot_rows(
-    b: _Bytes,
+    b: Bytes,
     h: _Headers,
     sel: np.ndarray,
     lay: np.ndarray,
     lt: _Layouts,
     reasons: np.ndarray,
-    pieces: list[list[_Piece]],
+    pieces: list[list[Piece]],
 ) -> None:
     """Decodes rows of rare layouts together, one entry per (row, column) slot."""
     rows = h.rows[sel]
@@ -459,8 +447,10 @@ def _slot_rows(
     cidx = np.concatenate([lt.cidx[first[sr] + j][keep], lt.cidx[(first + nn)[srn] + jn][keep_n]])
     slot_rows = np.concatenate([rows[sr][keep], rows[srn][keep_n]])
     is_null = np.concatenate([np.zeros(int(keep.sum()), bool), np.ones(int(keep_n.sum()), bool)])
-    vpos = np.concatenate([(vals_at[sr] + starts)[keep], np.zeros(int(keep_n.sum()), np.int64)])
-    width = np.concatenate([(ends - starts)[keep], np.zeros(int(keep_n.sum()), np.int64)])
+    pt = vals_at.dtype
+    none = np.zeros(int(keep_n.sum()), pt)
+    vpos = np.concatenate([(vals_at[sr] + starts)[keep].astype(pt), none])
+    width = np.concatenate([(ends - starts)[keep].astype(pt), none])
     order = np.argsort(cidx, kind="stable")
     bounds = np.searchsorted(cidx[order], np.arange(len(pieces) + 1))
     for ci in range(len(pieces)):
@@ -469,147 +459,7 @@ def _slot_rows(
             continue
         nulls = is_null[s]
         if nulls.any():
-            pieces[ci].append(_Piece(slot_rows[s[nulls]], True))
+            pieces[ci].append(Piece(slot_rows[s[nulls]], True))
         s = s[~nulls]
         if len(s):
-            pieces[ci].append(_Piece(slot_rows[s], False, vpos[s], width[s]))
-
-
-# ---------------------------------------------------------------------- values
-def _decode_columns(
-    parts: Parts, b: _Bytes, pieces: list[list[_Piece]], reasons: np.ndarray, schema: TableSchema
-) -> tuple[dict[str, pa.Array], dict[str, tuple[pa.Array, np.ndarray]], pa.Array | None]:
-    """Builds one array of all rows per column from its pieces."""
-    n = parts.n
-    key_names = set(schema.primary_key)
-    keys: dict[str, pa.Array] = {}
-    vals: dict[str, tuple[pa.Array, np.ndarray]] = {}
-    seq: pa.Array | None = None
-    empty = np.zeros(0, dtype=np.int64)
-    for i, c in enumerate(schema.columns):
-        present = np.zeros(n, dtype=bool)
-        for p in pieces[i]:
-            present[p.rows] = True
-        vp = [p for p in pieces[i] if not p.null]
-        rows = np.concatenate([p.rows for p in vp]) if vp else empty
-        pos = np.concatenate([p.pos for p in vp if p.pos is not None]) if vp else empty
-        width = np.concatenate([p.width for p in vp if p.width is not None]) if vp else empty
-        is_seq = c.name == schema.sequence_column
-        target = pa.int64() if is_seq else c.type
-        arr = _column(parts, b, c, target, rows, pos, width, reasons)
-        if c.name in key_names:
-            keys[c.name] = arr
-        elif is_seq:
-            seq = arr
-        else:
-            vals[c.name] = (arr, present)
-    return keys, vals, seq
-
-
-def _read_ints(b: _Bytes, pos: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reads signed little-endian integers of width 1/2/4/8; other widths are flagged."""
-    if len(width) and (width == width[0]).all() and int(width[0]) in (1, 2, 4, 8):
-        view = {1: b.i1, 2: b.i2, 4: b.i4, 8: b.i8}[int(width[0])]
-        return view[pos].astype(np.int64), np.zeros(len(pos), dtype=bool)
-    vals = np.zeros(len(pos), dtype=np.int64)
-    bad = (width != 1) & (width != 2) & (width != 4) & (width != 8)
-    for w, view in ((1, b.i1), (2, b.i2), (4, b.i4), (8, b.i8)):
-        sel = np.flatnonzero(width == w)
-        if len(sel):
-            vals[sel] = view[pos[sel]]
-    return vals, bad
-
-
-def _column(
-    parts: Parts,
-    b: _Bytes,
-    c: Column,
-    target: pa.DataType,
-    rows: np.ndarray,
-    pos: np.ndarray,
-    width: np.ndarray,
-    reasons: np.ndarray,
-) -> pa.Array:
-    """Decodes the not-null values of one column into an array of all ``n`` rows (null
-    elsewhere); a bad value refuses its row."""
-    n = parts.n
-    tname = type_to_str(c.type)
-    valid = np.zeros(n, dtype=bool)
-    t = c.type
-
-    def fail(mask: np.ndarray, reason: str) -> np.ndarray:
-        if mask.any():
-            refuse(reasons, _full(mask, rows, n), f"column {c.name!r}: {reason}")
-        return mask
-
-    if (
-        pa.types.is_integer(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_timestamp(t)
-    ):
-        v, bad = _read_ints(b, pos, width)
-        fail(bad, f"a value of a width other than 1, 2, 4 or 8 bytes is not a valid {tname}")
-        if pa.types.is_boolean(t):
-            bad |= fail(~bad & (v != 0) & (v != 1), "a bool must be 0 or 1")
-            store: type[np.generic] = np.bool_
-        else:
-            lo, hi = int_bounds(t)
-            bad |= fail(~bad & ((v < lo) | (v > hi)), f"value out of range of {tname}")
-            store = _int_store(target)
-        full: np.ndarray = np.zeros(n, dtype=store)
-        full[rows] = v.astype(store)
-        valid[rows[~bad]] = True
-        return fixed_array(full, valid, target)
-    if pa.types.is_floating(t):
-        bad = fail(width != 8, f"a {tname} value must take 8 bytes")
-        f = np.where(bad, 0.0, b.f8[np.where(bad, 0, pos)]) if len(pos) else np.zeros(0)
-        if t == pa.float32():
-            with np.errstate(over="ignore"):
-                f32 = f.astype(np.float32)
-            bad |= fail(~bad & np.isfinite(f) & ~np.isfinite(f32), "out of range of float32")
-            full = np.zeros(n, dtype=np.float32)
-            full[rows] = f32
-        else:
-            full = np.zeros(n, dtype=np.float64)
-            full[rows] = f
-        valid[rows[~bad]] = True
-        return fixed_array(full, valid, t)
-    if pa.types.is_decimal(t):
-        bad = fail(width != 16, f"a {tname} value must take 16 bytes")
-        ok = np.flatnonzero(~bad)
-        raw = np.empty((len(ok), 2), dtype=np.int64)
-        raw[:, 0] = b.i8[pos[ok]]
-        raw[:, 1] = b.i8[pos[ok] + 8]
-        raw16 = raw.view(np.uint8).reshape(len(ok), 16)
-        too_big = np.zeros(len(pos), dtype=bool)
-        too_big[ok] = ~decimal_fits(raw16, t.precision)
-        bad |= fail(too_big, f"value does not fit {tname}")
-        full = np.zeros((n, 16), dtype=np.uint8)
-        full[rows[ok]] = raw16
-        valid[rows[~bad]] = True
-        return fixed_array(full, valid, t)
-    # string / binary: the raw bytes
-    arr = spans(parts, pos, pos + width).cast(pa.binary())
-    if pa.types.is_string(t):
-        arr, bad_utf8 = cast_rows(arr, pa.string())
-        fail(bad_utf8, "value is not valid UTF-8")
-    return scatter(arr, rows, n)
-
-
-def _int_store(target: pa.DataType) -> type[np.generic]:
-    """The numpy type that holds the integers (or days, or timestamps) of ``target``."""
-    if pa.types.is_date32(target) or target == pa.int32():
-        return np.int32
-    if target == pa.int16():
-        return np.int16
-    if target == pa.int8():
-        return np.int8
-    return np.int64
-
-
-def _full(mask: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    """Expands ``mask`` over ``rows`` to a mask of all ``n`` rows."""
-    out = np.zeros(n, dtype=bool)
-    out[rows[mask]] = True
-    return out
+            pieces[ci].append(Piece(slot_rows[s], False, vpos[s], width[s]))
