@@ -343,11 +343,10 @@ def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _commit_without_log_dir_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cdc_sink.storage.version_log as version_log
-
-    real = version_log.fsync_dir
+    """The commit's fsync of _log skipped (fsutil's: the local store's put_if_absent)."""
+    real = fsutil.fsync_dir
     monkeypatch.setattr(
-        version_log, "fsync_dir", lambda p: None if os.fspath(p).endswith("_log") else real(p)
+        fsutil, "fsync_dir", lambda p: None if os.fspath(p).endswith("_log") else real(p)
     )
 
 
