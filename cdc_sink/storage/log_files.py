@@ -5,6 +5,12 @@
 files of ``<root>/_log`` are entries and checkpoints, loads and validates one, tells an
 unfinished commit (the newest entry holds no complete record) from damage, and removes
 what a crashed commit left.
+
+Entries and checkpoints are objects of the table's store
+(:class:`~cdc_sink.storage.objectstore.ObjectStore`, keys ``_log/<name>``): a
+:class:`~cdc_sink.storage.objectstore.local.LocalStore` on the table's directory unless
+another store is given. Listing, loading and existence checks go through it; what only a
+file system has - the temporary files of commits in flight - is looked for only there.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import time
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import read_records
-from cdc_sink.storage.fsutil import fsync_dir, list_files, list_temp_files, remove
+from cdc_sink.storage.fsutil import fsync_dir, list_temp_files, remove
 from cdc_sink.storage.layout import LOG_DIR, checkpoint_name, entry_name
 from cdc_sink.storage.log_entry import Checkpoint, LogEntry
+from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
+from cdc_sink.storage.objectstore.local import LocalStore
 
 __all__ = ["CHECKPOINT_MAGIC", "LOG_MAGIC", "LogFiles"]
 
@@ -30,8 +38,8 @@ LOG_MAGIC = b"CDCLOG\x00\x01"
 CHECKPOINT_MAGIC = b"CDCCKP\x00\x01"
 """Header of a checkpoint file: ``CDCCKP`` + format version 1."""
 
-_ENTRY_RE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
+_ENTRY_RE = re.compile(rf"^{LOG_DIR}/(\d{{20}})\.json$")
+_CHECKPOINT_RE = re.compile(rf"^{LOG_DIR}/_checkpoint\.(\d{{20}})\.json$")
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +59,18 @@ class LogFiles:
     Construction does no I/O. Validated entries are cached (they are immutable).
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, store: ObjectStore | None = None) -> None:
         """Open the log files of the table at ``root``.
 
         Args:
-            root: The table's root directory.
+            root: The table's root directory (or URL, for messages, when ``store`` is
+                given).
+            store: The store holding the table (default: a
+                :class:`~cdc_sink.storage.objectstore.local.LocalStore` on ``root``).
         """
         self.root = os.fspath(root)
         self.log_dir = os.path.join(self.root, LOG_DIR)
+        self.store: ObjectStore = LocalStore(self.root) if store is None else store
         self._entries: dict[int, LogEntry] = {}
 
     def entry_path(self, version: int) -> str:
@@ -69,27 +81,44 @@ class LogFiles:
         """The file of the checkpoint at ``version``."""
         return os.path.join(self.log_dir, checkpoint_name(version))
 
+    @staticmethod
+    def entry_key(version: int) -> str:
+        """The store key of version ``version``'s entry."""
+        return f"{LOG_DIR}/{entry_name(version)}"
+
+    @staticmethod
+    def checkpoint_key(version: int) -> str:
+        """The store key of the checkpoint at ``version``."""
+        return f"{LOG_DIR}/{checkpoint_name(version)}"
+
     def _entry_versions(self) -> list[int]:
-        names = list_files(self.log_dir, ".json")
-        return sorted(int(m.group(1)) for n in names if (m := _ENTRY_RE.match(n)))
+        keys = self.store.list_keys(LOG_DIR)
+        return sorted(int(m.group(1)) for k in keys if (m := _ENTRY_RE.match(k)))
 
     def _checkpoint_versions(self) -> list[int]:
-        names = list_files(self.log_dir, ".json")
-        return sorted(int(m.group(1)) for n in names if (m := _CHECKPOINT_RE.match(n)))
+        keys = self.store.list_keys(LOG_DIR)
+        return sorted(int(m.group(1)) for k in keys if (m := _CHECKPOINT_RE.match(k)))
+
+    def _entry_exists(self, version: int) -> bool:
+        """Whether an entry object (finished or not) exists for ``version``."""
+        try:
+            self.store.head(self.entry_key(version))
+        except ObjectNotFound:
+            return False
+        return True
 
     def _load(self, version: int) -> LogEntry | int:
         """The validated entry, or the offset where an unfinished entry file ends.
 
         Raises:
-            FileNotFoundError: No entry file.
+            FileNotFoundError: No entry file (:class:`ObjectNotFound`).
             WalCorruption: The file is damaged in a way no unfinished commit leaves.
         """
         cached = self._entries.get(version)
         if cached is not None:
             return cached
         path = self.entry_path(version)
-        with open(path, "rb") as f:
-            data = f.read()
+        data = self.store.get(self.entry_key(version))
         res = read_records(data, path=path, magic=LOG_MAGIC, allow_torn_tail=True)
         if not res.records:
             if _complete_record(data):
@@ -136,13 +165,12 @@ class LogFiles:
         """
         path = self.checkpoint_path(version)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = self.store.get(self.checkpoint_key(version))
             res = read_records(data, path=path, magic=CHECKPOINT_MAGIC, allow_torn_tail=False)
             if len(res.records) != 1:
                 return None
             ckpt = Checkpoint.from_json(res.records[0])
-        except (OSError, ValueError, WalCorruption):
+        except (OSError, ObjectStoreError, ValueError, WalCorruption):
             return None
         if ckpt.version != version:
             return None
@@ -155,8 +183,8 @@ class LogFiles:
         Call it from the writer before committing after a crash. An unfinished newest
         entry cannot belong to a live writer when hard links are available (the entry
         appears complete); without them (see fsutil) call it only when no other writer
-        runs. Temporary files younger than ``temp_grace_s`` may belong to a commit in
-        flight and are kept.
+        runs. Temporary files (a local store's only: an object store's ``put`` is atomic)
+        younger than ``temp_grace_s`` may belong to a commit in flight and are kept.
 
         Args:
             dry_run: Only list what would be removed.
@@ -168,27 +196,34 @@ class LogFiles:
         Raises:
             WalCorruption: The newest entry is damaged in a way no crash leaves.
         """
-        doomed: list[str] = []
+        names: list[str] = []  # in _log
         versions = self._entry_versions()
         if versions:
             with contextlib.suppress(FileNotFoundError):
                 if isinstance(self._load(versions[-1]), int):
-                    doomed.append(self.entry_path(versions[-1]))
-        now = time.time()
-        for name in list_temp_files(self.log_dir):
-            path = os.path.join(self.log_dir, name)
-            with contextlib.suppress(FileNotFoundError):
-                if now - os.stat(path).st_mtime >= temp_grace_s:
-                    doomed.append(path)
+                    names.append(entry_name(versions[-1]))
+        local = self.store if isinstance(self.store, LocalStore) else None
+        if local is not None:  # only a file system has commits' temporary files
+            now = time.time()
+            local_dir = os.path.join(local.root, LOG_DIR)
+            for name in list_temp_files(local_dir):
+                with contextlib.suppress(FileNotFoundError):
+                    if now - os.stat(os.path.join(local_dir, name)).st_mtime >= temp_grace_s:
+                        names.append(name)
+        doomed = [os.path.join(self.log_dir, name) for name in names]
         if dry_run or not doomed:
             return doomed
         logger.warning(
             "repairing the log of %s: removing what a crashed commit left: %s",
             self.log_dir,
-            ", ".join(os.path.basename(p) for p in doomed),
+            ", ".join(names),
         )
-        for path in doomed:
+        for name in names:
             faults.fault_point("log.repair_removing")
-            remove(path, missing_ok=True)
-        fsync_dir(self.log_dir)
+            if local is not None:
+                remove(os.path.join(local.root, LOG_DIR, name), missing_ok=True)
+            else:
+                self.store.delete(f"{LOG_DIR}/{name}")
+        if local is not None:
+            fsync_dir(os.path.join(local.root, LOG_DIR))
         return doomed

@@ -20,22 +20,23 @@ payload is UTF-8 JSON. Despite the ``.json`` name the file is *not* plain JSON::
                 "bucket_snapshots": {"0": "_snapshots/0/...", ...}, "schema_id": 0, "extra": {...}}
 
 Committing version 43 (:meth:`VersionLog.commit`), after the WAL segments it names are
-durable::
+durable, is one create-if-absent of the key ``_log/00000000000000000043.json`` in the
+table's store (:meth:`~cdc_sink.storage.objectstore.ObjectStore.put_if_absent`)::
 
     entry 42 exists and is valid?           no -> ValueError (gap) / CommitConflict (unfinished)
     [log.before_create]
-    write .00000000000000000043.json.<pid>.<rand>.tmp, fsync it
-    link(tmp, 00000000000000000043.json)    EEXIST -> CommitConflict: another writer won
-    unlink(tmp)                             -- version 43 is now visible, complete
-    [log.created]
-    fsync(_log/)                            -- and now durable
+    put_if_absent(_log/00000000000000000043.json)   taken -> CommitConflict: another writer won
+      local store: write .00000000000000000043.json.<pid>.<rand>.tmp, fsync it,
+                   link(tmp, 00000000000000000043.json) (EEXIST: taken), unlink(tmp),
+                   fsync(_log/)
+      object store: PUT with If-None-Match: * (412: taken)
+    [log.created]                           -- version 43 is visible, complete and durable
     [log.dir_fsynced]
 
-``link(2)`` is the create-if-absent: the entry appears complete and fsynced or not at
-all, never replaces anything, and exactly one of several racing writers wins. (On a
-file system without hard links, fsutil falls back to writing the final name with
-``O_CREAT|O_EXCL``; readers may then briefly see an unfinished newest entry, which they
-treat as not committed.)
+The create-if-absent never replaces anything, and exactly one of several racing writers
+wins; the entry appears complete and durable or not at all. (On a file system without
+hard links, fsutil falls back to writing the final name with ``O_CREAT|O_EXCL``; readers
+may then briefly see an unfinished newest entry, which they treat as not committed.)
 
 An entry file that holds no complete record (empty, torn, zeros) can only be a commit
 attempt that never finished. If it is the newest entry it is not committed: readers
@@ -51,8 +52,12 @@ checkpoint may be deleted (:meth:`VersionLog.delete_entries_below`), oldest firs
 the retained entries are always one contiguous run ending at the latest version.
 
 In memory, a :class:`VersionLog` caches the entries it has validated (they are
-immutable) and the latest version; finding newer versions costs one ``stat`` per
-version. Returned :class:`LogEntry` objects are shared with the cache: do not mutate.
+immutable) and the latest version; finding newer versions costs one ``stat`` (a ``HEAD``
+or ``GET`` on an object store) per version. The log reads, lists, creates and deletes
+its objects through its store; only on a local store, deleting old entries and repairing
+after a crash remove the files with :mod:`~cdc_sink.storage.fsutil` and fsync the
+directory once for the whole batch (and repair looks for commits' temporary files).
+Returned :class:`LogEntry` objects are shared with the cache: do not mutate.
 """
 
 from __future__ import annotations
@@ -64,18 +69,12 @@ from typing import Any
 from cdc_sink.errors import CommitConflict, VersionNotFound, WalCorruption
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import encode_file
-from cdc_sink.storage.fsutil import (
-    DEFAULT_FILE_MODE,
-    atomic_replace,
-    dir_mode,
-    fsync_dir,
-    makedirs,
-    publish_exclusive,
-    remove,
-)
+from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, fsync_dir, remove
 from cdc_sink.storage.layout import LOG_DIR
 from cdc_sink.storage.log_entry import BucketRef, Checkpoint, LogEntry
 from cdc_sink.storage.log_files import CHECKPOINT_MAGIC, LOG_MAGIC, LogFiles
+from cdc_sink.storage.objectstore import ObjectExists, ObjectStore
+from cdc_sink.storage.objectstore.local import LocalStore
 
 __all__ = [
     "CHECKPOINT_MAGIC",
@@ -110,19 +109,30 @@ class VersionLog(LogFiles):
     its version's entry or raises :class:`CommitConflict`.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, file_mode: int = DEFAULT_FILE_MODE) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        file_mode: int = DEFAULT_FILE_MODE,
+        store: ObjectStore | None = None,
+    ) -> None:
         """Open the log of the table at ``root``.
 
         Args:
-            root: The table's root directory.
+            root: The table's root directory (or, with ``store``, its URL: for messages).
             file_mode: Permission bits of the entries and checkpoints it writes (and
-                :func:`~cdc_sink.storage.fsutil.dir_mode` of them for ``_log``).
+                :func:`~cdc_sink.storage.fsutil.dir_mode` of them for ``_log``) in the
+                default store.
+            store: The store holding the table (default: a
+                :class:`~cdc_sink.storage.objectstore.local.LocalStore` on ``root``
+                creating files with ``file_mode``).
         """
-        super().__init__(root)
+        if store is None:
+            store = LocalStore(root, file_mode=file_mode)
+        super().__init__(root, store=store)
         self.file_mode = file_mode
         self._latest: int | None = None
         self._txn: tuple[int, dict[str, int]] | None = None
-        self._dir_ready = False
 
     # ------------------------------------------------------------ names
 
@@ -169,15 +179,11 @@ class VersionLog(LogFiles):
             except FileNotFoundError:
                 break
             if isinstance(got, int):
-                if os.path.exists(self.entry_path(nxt + 1)):
+                if self._entry_exists(nxt + 1):
                     self._load_committed(nxt)  # raises: damaged below the newest
                 break
             v = nxt
-        if (
-            self._latest is not None
-            and v == self._latest
-            and not os.path.exists(self.entry_path(v))
-        ):
+        if self._latest is not None and v == self._latest and not self._entry_exists(v):
             # GC (of another process) deleted entries up to and past the newest one this
             # log had seen, so probing from it finds nothing: list the directory again.
             self._latest = None
@@ -228,7 +234,7 @@ class VersionLog(LogFiles):
             return got
         if got is None:
             why = f"version {version} has no log entry"
-        elif os.path.exists(self.entry_path(version + 1)):
+        elif self._entry_exists(version + 1):
             return self._load_committed(version)  # raises: damaged below the newest
         else:
             why = f"version {version} is not committed (its log entry is unfinished)"
@@ -376,13 +382,6 @@ class VersionLog(LogFiles):
 
     # ------------------------------------------------------------ commit
 
-    def _ensure_dir(self) -> None:
-        if self._dir_ready:
-            return
-        # Durably: the root is fsynced when it creates _log.
-        makedirs(self.log_dir, mode=dir_mode(self.file_mode))
-        self._dir_ready = True
-
     def commit(self, entry: LogEntry) -> None:
         """Commit ``entry.version``: create its entry file, exclusively and durably.
 
@@ -397,7 +396,10 @@ class VersionLog(LogFiles):
             CommitConflict: Another writer committed this version (or is committing the
                 one before it, or left it unfinished: see :meth:`repair`).
             ValueError: The previous version has no entry (a version gap).
-            OSError: An I/O failure.
+            OSError: An I/O failure (a local store's
+                :class:`~cdc_sink.storage.objectstore.StoreIOError` keeps its errno and
+                file name).
+            cdc_sink.storage.objectstore.ObjectStoreError: The store failed otherwise.
         """
         v = entry.version
         if v > 0:
@@ -414,15 +416,15 @@ class VersionLog(LogFiles):
                 )
         elif self._entry_versions() or self._checkpoint_versions():
             raise CommitConflict("cannot commit version 0: the log is not empty")
-        self._ensure_dir()
         data = encode_file([entry.to_json().encode("utf-8")], magic=LOG_MAGIC)
         faults.fault_point("log.before_create")
         try:
-            publish_exclusive(self.entry_path(v), data, sync_dir=False, mode=self.file_mode)
-        except FileExistsError:
+            # The commit point. A local store creates _log durably first, and fsyncs it
+            # once the entry is linked: the entry is durable before the points below.
+            self.store.put_if_absent(self.entry_key(v), data)
+        except ObjectExists:
             raise CommitConflict(f"version {v} was committed by another writer") from None
         faults.fault_point("log.created")
-        fsync_dir(self.log_dir)
         faults.fault_point("log.dir_fsynced")
         self._entries[v] = entry
 
@@ -460,11 +462,10 @@ class VersionLog(LogFiles):
                 f"app_ids {app_ids!r} disagree with the log as of version {version}: {expected!r}"
             )
         ckpt = Checkpoint(version, expected, dict(bucket_snapshots), schema_id, extra or {})
-        path = self.checkpoint_path(version)
         data = encode_file([ckpt.to_json().encode("utf-8")], magic=CHECKPOINT_MAGIC)
-        atomic_replace(path, data, mode=self.file_mode)
+        self.store.put(self.checkpoint_key(version), data)  # locally: temp, fsync, rename
         faults.fault_point("log.checkpoint_written")
-        return path
+        return self.checkpoint_path(version)
 
     def newest_checkpoint_version(self) -> int | None:
         """Version of the newest checkpoint file (valid or not), None if there is none."""
@@ -512,14 +513,20 @@ class VersionLog(LogFiles):
             raise ValueError(
                 f"cannot delete log entries below {version}: the newest checkpoint is {newest}"
             )
-        doomed = [self.entry_path(v) for v in self._entry_versions() if v < version]
-        doomed += [self.checkpoint_path(v) for v in self._checkpoint_versions() if v < version]
+        keys = [self.entry_key(v) for v in self._entry_versions() if v < version]
+        keys += [self.checkpoint_key(v) for v in self._checkpoint_versions() if v < version]
+        doomed = [os.path.join(self.root, *key.split("/")) for key in keys]
         if dry_run or not doomed:
             return doomed
-        for path in doomed:
+        local = self.store if isinstance(self.store, LocalStore) else None
+        for key in keys:
             faults.fault_point("log.gc_deleting")
-            remove(path, missing_ok=True)
-        fsync_dir(self.log_dir)
+            if local is not None:  # one directory fsync for all, at the end
+                remove(local.path(key), missing_ok=True)
+            else:
+                self.store.delete(key)
+        if local is not None:
+            fsync_dir(os.path.join(local.root, LOG_DIR))
         for v in [v for v in self._entries if v < version]:
             del self._entries[v]
         return doomed

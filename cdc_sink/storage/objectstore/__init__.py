@@ -136,7 +136,8 @@ class ObjectInfo:
     """Seconds since the epoch (the store's clock)."""
 
 
-_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+_NOT_A_KEY = re.compile(r"[\x00-\x1f\x7f\\]|//|^/|/$|(?:^|/)\.\.?(?:/|$)")
+"""A control character, a backslash, an empty segment, a ``.`` or ``..`` segment."""
 
 
 def check_key(key: object) -> str:
@@ -150,7 +151,7 @@ def check_key(key: object) -> str:
     """
     if not isinstance(key, str):
         raise TypeError(f"an object key must be a str, not {type(key).__name__}")
-    if not key or _BAD_CHARS.search(key) or any(s in ("", ".", "..") for s in key.split("/")):
+    if not key or _NOT_A_KEY.search(key):
         raise ValueError(
             f"{key!r} is not an object key: a relative path of non-empty segments, "
             "none '.' or '..', without control characters or backslashes"

@@ -139,15 +139,18 @@ class LocalStore(ObjectStore):
             it = os.scandir(directory)
         except (FileNotFoundError, NotADirectoryError):
             return
+        base = f"{rel}/" if rel else ""
+        subdirs = []
         with it:
             for e in it:
-                key = f"{rel}/{e.name}" if rel else e.name
-                if e.is_dir(follow_symlinks=False):
-                    self._walk_keys(e.path, key, out)
-                elif e.is_file(follow_symlinks=False) and not (
-                    e.name.startswith(".") and e.name.endswith(TEMP_SUFFIX)
-                ):
-                    out.append(key)
+                name = e.name
+                if e.is_file(follow_symlinks=False):
+                    if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+                        out.append(base + name)
+                elif e.is_dir(follow_symlinks=False):
+                    subdirs.append(e)
+        for d in subdirs:
+            self._walk_keys(d.path, base + d.name, out)
 
     def _list_keys(self, prefix: str) -> tuple[list[str], int]:
         start = self.path(prefix) if prefix else self.root
