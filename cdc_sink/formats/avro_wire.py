@@ -126,8 +126,8 @@ class RegistrySettings:
             ctx.load_cert_chain(self.certificate_location, self.key_location)
         return ctx
 
-    def get(self, path: str) -> dict[str, object] | None:
-        """``GET`` one resource of the API; ``None`` when the registry says 404.
+    def get(self, path: str) -> object:
+        """``GET`` one resource of the API (its JSON); ``None`` when the registry says 404.
 
         Raises:
             SchemaRegistryUnavailable: Not reachable, timed out, or any other error.
@@ -155,7 +155,7 @@ class RegistrySettings:
             raise SchemaRegistryUnavailable(
                 f"schema registry {self.url}: GET {path} did not answer JSON"
             ) from exc
-        return got if isinstance(got, dict) else {}
+        return got
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ def _lookup(settings: RegistrySettings, sid: int) -> SchemaLookup:
 def _fetch(settings: RegistrySettings, sid: int) -> SchemaLookup:
     got = settings.get(f"/schemas/ids/{sid}")
     now = time.monotonic()
-    if got is None:
+    if not isinstance(got, dict):
         return SchemaLookup(None, f"unknown schema id {sid} (the registry has none)", now)
     kind = got.get("schemaType", "AVRO")
     if kind not in (None, "AVRO"):

@@ -37,7 +37,7 @@ its schema, names an unknown schema id or is not in the wire format is a reject.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -60,6 +60,7 @@ from cdc_sink.formats._arrays import (
 )
 from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
 from cdc_sink.formats._avro_encode import debezium_avro_encoder
+from cdc_sink.formats._avro_evolution import SchemaEvolutionError, schema_changes
 from cdc_sink.formats._avro_read import Reader, Val, padded
 from cdc_sink.formats._avro_rows import (
     RunColumns,
@@ -83,7 +84,7 @@ from cdc_sink.formats.avro_wire import (
 from cdc_sink.formats.debezium import UNAVAILABLE_VALUE
 from cdc_sink.schema import TableSchema
 
-__all__ = ["DebeziumAvroDecoder", "debezium_avro_encoder"]
+__all__ = ["DebeziumAvroDecoder", "SchemaEvolutionError", "debezium_avro_encoder"]
 
 OP_TRUNCATE: int = OP_CODES.get("truncate", -1)
 _OPS = b"crudtm"
@@ -111,6 +112,9 @@ class DebeziumAvroDecoder(Decoder):
         truncate: ``"apply"`` or ``"reject"`` (as the JSON decoder's).
         sequence_source: ``"column"``, ``"lsn"``, ``"binlog"`` or ``"ts_ms"`` (as the JSON
             decoder's).
+        schema_evolution: ``"none"`` (a field the table lacks is an unknown column) or
+            ``"add_columns"``: the sink adds the new optional fields of the registry's
+            schemas to the table before it decodes a batch (:meth:`schema_changes`).
 
     Raises:
         InvalidOption: An option value is invalid (the error names the option).
@@ -131,6 +135,7 @@ class DebeziumAvroDecoder(Decoder):
         unavailable_value_placeholder: str | bytes | None = UNAVAILABLE_VALUE,
         truncate: Literal["apply", "reject"] = "apply",
         sequence_source: Literal["column", "lsn", "binlog", "ts_ms"] = "column",
+        schema_evolution: Literal["none", "add_columns"] = "none",
     ) -> None:
         self.registry: RegistrySettings | None = None
         if registry_url is not None:
@@ -144,6 +149,31 @@ class DebeziumAvroDecoder(Decoder):
         self._raw_placeholder = _raw(unavailable_value_placeholder)
         self.truncate = check_choice("truncate", truncate, ("apply", "reject"))
         self.sequence_source = check_choice("sequence_source", sequence_source, _SEQUENCE_SOURCES)
+        self.schema_evolution = check_choice(
+            "schema_evolution", schema_evolution, ("none", "add_columns")
+        )
+
+    def schema_changes(self, ids: Iterable[int], schema: TableSchema) -> list[tuple[str, str]]:
+        """The columns (name, type) the table must gain to take the rows of the schemas
+        ``ids`` (the optional fields it lacks); empty unless ``schema_evolution`` is
+        ``"add_columns"``.
+
+        Raises:
+            SchemaRegistryUnavailable: The registry could not be reached.
+            SchemaEvolutionError: A change the table cannot take (a type change, a key
+                column missing from the rows, a new required field), naming the schema's
+                subjects and versions and the field.
+        """
+        wanted = sorted(set(int(i) for i in ids))
+        if self.schema_evolution != "add_columns" or not wanted:
+            return []
+        if self.registry is None:
+            raise InvalidOption(
+                "the 'debezium-avro' decoder needs the decoder option 'registry_url'",
+                option="registry_url",
+            )
+        lookups = fetch_schemas(self.registry, wanted)
+        return schema_changes(self.registry, lookups, wanted, schema)
 
     def decode_with_meta(
         self,

@@ -254,6 +254,7 @@ class SinkFunction:
                 retries it.
         """
         t0 = time.perf_counter()
+        self._evolve_schema(df)
         txn = self.table.transaction(app_id=self.app_id, batch_id=batch_id)
         if txn.skipped:  # a replay after a restart
             st = BatchStats(batch_id, None, True, 0, 0, result="skipped")
@@ -281,6 +282,22 @@ class SinkFunction:
         st = self._committed_stats(batch_id, prepared, res)
         st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
         self._finish(st, t0)
+
+    def _evolve_schema(self, df: DataFrame) -> None:
+        """Schema evolution from the registry (``debezium-avro`` with the decoder option
+        ``schema_evolution="add_columns"``): the optional fields the batch's schemas add
+        become columns, each added in a version of its own, before the batch is decided.
+        A change the table cannot take raises (the batch fails, nothing is rejected)."""
+        from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder
+
+        if self.format != "debezium-avro":
+            return
+        decoder = DebeziumAvroDecoder(**self.options.decode.options)
+        if decoder.schema_evolution == "none":
+            return
+        for name, type_ in decoder.schema_changes(_schema_ids(df), self.table.schema):
+            logger.info("schema evolution: adding column %s %s", name, type_)
+            self.table.add_column(name, type_)
 
     def _commit(self, txn: Transaction, prepared: PreparedBatch) -> CommitResult:
         """Commits the transaction: the batch's rejects, then its log entry."""
@@ -397,6 +414,21 @@ class SinkFunction:
             if entry.kind == "data" and entry.app_id == self.app_id:
                 return entry.source_offsets
         return {}
+
+
+def _schema_ids(df: DataFrame) -> list[int]:
+    """The schema ids the batch's values in Confluent's wire format name (one small
+    distinct query in Spark)."""
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    ids = (
+        df.where((F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == F.lit("00")))
+        .select(F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long").alias("id"))
+        .distinct()
+        .collect()
+    )
+    return [int(r["id"]) for r in ids]
 
 
 def default_app_id(path: str | os.PathLike[str]) -> str:
