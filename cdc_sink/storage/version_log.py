@@ -385,9 +385,11 @@ class VersionLog(LogFiles):
     def commit(self, entry: LogEntry) -> None:
         """Commit ``entry.version``: create its entry file, exclusively and durably.
 
-        On return the version is visible and durable. On :class:`CommitConflict`
-        nothing of this attempt is visible. On any other error the outcome is unknown
-        (the entry may exist): re-read the log before deciding.
+        On return the version is visible and durable (also when the store reports the
+        entry taken but it holds exactly this entry: a retried create whose first attempt
+        landed). On :class:`CommitConflict` nothing of this attempt is visible. On any
+        other error the outcome is unknown (the entry may exist): re-read the log before
+        deciding.
 
         Args:
             entry: The entry; its version must be the latest committed version + 1.
@@ -423,10 +425,21 @@ class VersionLog(LogFiles):
             # once the entry is linked: the entry is durable before the points below.
             self.store.put_if_absent(self.entry_key(v), data)
         except ObjectExists:
-            raise CommitConflict(f"version {v} was committed by another writer") from None
+            if not self._is_ours(v, data):
+                raise CommitConflict(f"version {v} was committed by another writer") from None
         faults.fault_point("log.created")
         faults.fault_point("log.dir_fsynced")
         self._entries[v] = entry
+
+    def _is_ours(self, version: int, data: bytes) -> bool:
+        """Whether the entry found at ``version`` is byte for byte the one this commit
+        wrote: an object store's client retries a create whose answer was lost, and the
+        retry finds the first attempt's object. (The entry names this attempt's files,
+        unique to it, so no other writer writes the same bytes.)"""
+        try:
+            return self.store.get(self.entry_key(version)) == data
+        except FileNotFoundError:
+            return False
 
     # ------------------------------------------------------------ checkpoints
 
