@@ -244,6 +244,18 @@ def _bitmap(mask: np.ndarray) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(mask.astype(bool), bitorder="little"))
 
 
+def with_nulls(arr: pa.Array, mask: np.ndarray) -> pa.Array:
+    """``arr`` with its values at ``mask`` made null: the same value buffers under a new
+    validity bitmap (no copy of the values)."""
+    valid = ~np.asarray(mask, dtype=bool)
+    if arr.null_count:
+        valid &= np.asarray(arr.is_valid(), dtype=bool)
+    if arr.offset:  # the bitmap starts where the buffers start
+        valid = np.concatenate([np.zeros(arr.offset, dtype=bool), valid])
+    bits = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(arr.type, len(arr), [bits, *arr.buffers()[1:]], offset=arr.offset)
+
+
 def fixed_array(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
     """An Arrow array of a fixed-width type from numpy values and a validity mask.
 
@@ -325,7 +337,8 @@ def cast_rows(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]
     """Casts ``arr`` to ``target``, refusing only the rows that do not convert.
 
     A failing cast is bisected until the bad rows are isolated (``O(k log n)`` casts for
-    ``k`` bad rows), so a clean array costs one vectorized cast.
+    ``k`` bad rows), so a clean array costs one vectorized cast; the pieces that convert
+    are concatenated once, at the end.
 
     Returns:
         The cast array (null at the bad rows) and the mask of bad rows.
@@ -335,10 +348,22 @@ def cast_rows(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]
     except pa.ArrowInvalid:
         if len(arr) <= 1:
             return pa.nulls(len(arr), target), np.ones(len(arr), dtype=bool)
-    mid = len(arr) // 2
-    a, bad_a = cast_rows(arr.slice(0, mid), target)
-    b, bad_b = cast_rows(arr.slice(mid), target)
-    return pa.concat_arrays([a, b]), np.concatenate([bad_a, bad_b])
+    bad = np.zeros(len(arr), dtype=bool)
+    pieces: list[pa.Array] = []
+    todo = [(len(arr) // 2, len(arr)), (0, len(arr) // 2)]  # a stack: the first half next
+    while todo:
+        lo, hi = todo.pop()
+        try:
+            pieces.append(arr.slice(lo, hi - lo).cast(target))
+            continue
+        except pa.ArrowInvalid:
+            if hi - lo <= 1:
+                pieces.append(pa.nulls(hi - lo, target))
+                bad[lo:hi] = True
+                continue
+        mid = (lo + hi) // 2
+        todo += [(mid, hi), (lo, mid)]
+    return pa.concat_arrays(pieces), bad
 
 
 _B64 = np.full(256, 255, dtype=np.uint8)

@@ -102,7 +102,9 @@ def decode_in_runs(
     ]
     if not pieces:  # no event
         pieces = [decode_run(0, parts.n)]
-    return assemble(schema, merge_columns(pieces, schema), position)
+    cols = merge_columns(pieces, schema)
+    pieces.clear()  # the runs' columns, once merged, are not held while assembling
+    return assemble(schema, cols, position)
 
 
 def event_ranges(parts: Parts, chunk_bytes: int) -> list[tuple[int, int]]:
@@ -174,7 +176,8 @@ def assemble(schema: TableSchema, cols: Columns, position: np.ndarray | None) ->
     """Builds the wire form of the events without a reason and validates it.
 
     Events with a reason are left out and reported as rejects; skipped events are left
-    out of both and counted.
+    out of both and counted. The columns are consumed: each is dropped from ``cols`` once
+    the events it keeps are taken from it.
 
     Args:
         schema: The table schema.
@@ -200,11 +203,11 @@ def assemble(schema: TableSchema, cols: Columns, position: np.ndarray | None) ->
     if cols.seq is not None:
         table["__seq"] = pick(cols.seq)
     for kc in schema.key_columns:
-        table[kc.name] = pick(cols.keys[kc.name])
+        table[kc.name] = pick(cols.keys.pop(kc.name))
     for c in schema.value_columns:
         if c.name not in cols.values:
             continue
-        arr, present = cols.values[c.name]
+        arr, present = cols.values.pop(c.name)
         mask = present if everything else present[idx]
         if not mask.any():
             continue

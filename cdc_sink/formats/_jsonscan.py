@@ -69,7 +69,7 @@ __all__ = [  # the scan, and the index it produces (re-exported for the decoders
     "skip_ws",
 ]
 
-RUN_BYTES = 4 << 20
+RUN_BYTES = 1 << 20
 """The JSON decoders process runs of events of about this many bytes at a time."""
 _CHUNK_BYTES = RUN_BYTES  # scan chunks (Arrow validation uses the same size)
 

@@ -53,6 +53,7 @@ from cdc_sink.formats._arrays import (
     decimal_overflow,
     fixed_array,
     int_bounds,
+    with_nulls,
 )
 from cdc_sink.formats._decimaltext import decimal_text
 from cdc_sink.formats._jsonarrow import string_values
@@ -130,7 +131,7 @@ class _Out:
     def result(self) -> pa.Array:
         if not self.arrays:
             return pa.nulls(self.m, self.target)
-        merged = pa.concat_arrays(self.arrays)
+        merged = self.arrays[0] if len(self.arrays) == 1 else pa.concat_arrays(self.arrays)
         idx = self.index
         if self.size == self.m and (idx == np.arange(self.m)).all():
             return merged
@@ -175,7 +176,7 @@ def column_values(
         bad |= over
         oor |= over
     if bad.any():
-        values = pc.if_else(pa.array(bad), pa.nulls(len(sel), target), values)
+        values = with_nulls(values, bad)
     return values, bad, oor & bad
 
 
