@@ -62,23 +62,27 @@ unscaled integer text handed to Arrow."""
 _EXP_DIGITS = 12
 """Exponents with more significant digits than this are saturated (any such exponent
 puts a non-zero value out of every decimal128 type)."""
-_CHUNK_BYTES = 1 << 22
-"""Bytes of text read at once (bounds the per-byte temporaries)."""
+_CHUNK_BYTES = 1 << 20
+"""Bytes of text read at once (bounds the per-byte temporaries: a long value alone)."""
 _EXP_DIGITS_CAST = 4
 """The most exponent digits of a value converted by Arrow's casts."""
 
 
 class _Marks:
-    """Where the bytes of one class are in a chunk (their sorted positions ``at``), and
-    how many lie before a position: by binary search for a sparse class, by a prefix
-    count for a dense one (digits). Queried per value range ``[a, b)``."""
+    """Where the bytes of one class are in a chunk, and how many lie before a position:
+    for a sparse class its sorted positions (searched by binary search), for a dense one
+    (digits) a prefix count alone, whose steps are its positions. Queried per value
+    range ``[a, b)``."""
 
     def __init__(self, flag: np.ndarray) -> None:
-        self.at = np.flatnonzero(flag)
+        self.total = int(np.count_nonzero(flag))
+        self.at: np.ndarray | None = None
         self.cs: np.ndarray | None = None
-        if len(self.at) * 8 > len(flag):
+        if self.total * 8 > len(flag):
             self.cs = np.zeros(len(flag) + 1, dtype=np.int32)
             np.cumsum(flag, out=self.cs[1:])
+        else:
+            self.at = np.flatnonzero(flag)
         self._seen: list[tuple[np.ndarray, np.ndarray]] = []
 
     def before(self, x: np.ndarray) -> np.ndarray:
@@ -87,9 +91,21 @@ class _Marks:
         for y, n in self._seen:
             if y is x:
                 return n
-        n = self.cs[x] if self.cs is not None else np.searchsorted(self.at, x)
+        if self.cs is not None:
+            n = self.cs[x]
+        else:
+            assert self.at is not None
+            n = np.searchsorted(self.at, x)
         self._seen.append((x, n))
         return n
+
+    def _position(self, k: np.ndarray) -> np.ndarray:
+        """The position of the ``k``-th byte of the class (from 0)."""
+        if self.at is not None:
+            out: np.ndarray = self.at[k]
+            return out
+        assert self.cs is not None
+        return np.searchsorted(self.cs, k + 1, side="left") - 1
 
     def count(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """How many bytes of the class lie in ``[a, b)``."""
@@ -98,17 +114,17 @@ class _Marks:
 
     def first(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The first position of the class in ``[a, b)``, else ``b``."""
-        if not len(self.at):
+        if not self.total:
             return b.copy()
         i, j = self.before(a), self.before(b)
-        return np.where(j > i, self.at[np.minimum(i, len(self.at) - 1)], b)
+        return np.where(j > i, self._position(np.minimum(i, self.total - 1)), b)
 
     def last(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The last position of the class in ``[a, b)``, else ``a - 1``."""
-        if not len(self.at):
+        if not self.total:
             return a - 1
         i, j = self.before(a), self.before(b)
-        return np.where(j > i, self.at[np.maximum(j - 1, 0)], a - 1)
+        return np.where(j > i, self._position(np.maximum(j - 1, 0)), a - 1)
 
 
 def _marks(strs: pa.Array, p: Parts) -> np.ndarray:
