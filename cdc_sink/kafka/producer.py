@@ -279,6 +279,9 @@ class CdcProducer:
         on_error: Receives failed deliveries instead of :meth:`flush` raising them.
         debezium_envelope: With ``format="debezium"``, wrap events in the Kafka Connect
             envelope (see :func:`value_encoder`).
+        encoder_options: More options of the format's encoder, e.g. for
+            ``"debezium-avro"`` ``{"registry_url": ...}`` (its ``subject`` defaults to
+            ``<topic>-value``, Confluent's topic name strategy).
         partitioner: ``"key"`` (the default: Kafka's murmur2 hash of the message key) or
             ``"bucket"``: partition = the key's table bucket modulo the topic's partition
             count, read from the cluster on the first send (see the module docstring);
@@ -302,10 +305,14 @@ class CdcProducer:
         validate: bool = True,
         on_error: Callable[[DeliveryFailure], None] | None = None,
         debezium_envelope: bool = True,
+        encoder_options: Mapping[str, Any] | None = None,
         partitioner: Partitioner = "key",
         **producer_config: Any,
     ) -> None:
-        get_format(format)  # an unknown format is an InvalidOption naming the valid ones
+        fmt = get_format(format)  # an unknown format is an InvalidOption naming the valid ones
+        encoder_options = dict(encoder_options or {})
+        if "subject" in fmt.encoder_options:
+            encoder_options.setdefault("subject", f"{topic}-value")
         if partitioner not in ("key", "bucket"):
             raise InvalidOption(
                 f"partitioner must be 'key' or 'bucket', not {partitioner!r}",
@@ -318,7 +325,12 @@ class CdcProducer:
         self.format: FormatName = format
         self.stamp_ts = stamp_ts
         self.validate = validate
-        self._encode = value_encoder(format, self.schema, debezium_envelope=debezium_envelope)
+        self._encode = value_encoder(
+            format,
+            self.schema,
+            debezium_envelope=debezium_envelope,
+            encoder_options=encoder_options,
+        )
         self.sent = 0
         self._raw = RawProducer(
             bootstrap_servers, backend=backend, on_error=on_error, **producer_config
@@ -476,7 +488,11 @@ def _event(op: str, key: Any, sets: Mapping[str, Any] | None, seq: int | None) -
 
 
 def value_encoder(
-    format: FormatName, schema: TableSchema, *, debezium_envelope: bool = True
+    format: FormatName,
+    schema: TableSchema,
+    *,
+    debezium_envelope: bool = True,
+    encoder_options: Mapping[str, Any] | None = None,
 ) -> EventEncoder:
     """The value encoder of a wire format, for native events: the encoder of the format in
     the registry of :mod:`cdc_sink.formats` (:meth:`~cdc_sink.formats.Format.new_encoder`).
@@ -496,6 +512,8 @@ def value_encoder(
         debezium_envelope: Wrap Debezium events in the Kafka Connect ``schema``/``payload``
             envelope (``value.converter.schemas.enable=true``, Debezium's default; other
             formats ignore it).
+        encoder_options: More keyword options of the format's encoder (``debezium-avro``:
+            ``registry_url``, ``subject``...; see :mod:`cdc_sink.formats`).
 
     Returns:
         A function from one native event to its message value.
@@ -505,4 +523,4 @@ def value_encoder(
     """
     fmt = get_format(format)
     options = {"envelope": debezium_envelope} if "envelope" in fmt.encoder_options else {}
-    return fmt.new_encoder(schema, **options)
+    return fmt.new_encoder(schema, **options, **dict(encoder_options or {}))
