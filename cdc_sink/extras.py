@@ -10,6 +10,10 @@ spark      pyspark (4.1.3 to 4.3), pandas < 3       :mod:`cdc_sink.spark`: the s
 kafka      confluent-kafka, kafka-python            producer, Kafka dead letters, brokers
 metrics    prometheus-client                        :mod:`cdc_sink.metrics`
 cli        rich                                     the ``cdc-sink`` command's tables, demo
+s3         obstore                                  tables on object stores (s3://, gs://,
+                                                    az://: :mod:`cdc_sink.storage.objectstore`)
+avro       fastavro, confluent-kafka[avro]          writing ``debezium-avro`` (the encoder);
+                                                    the decoder needs only the core
 all        every one of the above
 =========  =======================================  =====================================
 
@@ -32,6 +36,8 @@ EXTRA_OF: dict[str, str] = {
     "kafka": "kafka",
     "prometheus_client": "metrics",
     "rich": "cli",
+    "obstore": "s3",
+    "fastavro": "avro",
 }
 """The extra that installs each optional top-level module."""
 
