@@ -434,40 +434,16 @@ CASES: tuple[HostileCase, ...] = (
 
 
 MEMORY_RATIO = 10.0
-"""Peak memory of a decode, at most, per byte of input (issue 38)."""
-PER_MESSAGE_BYTES = 512
-"""Memory a decode may take per message besides :data:`MEMORY_RATIO` (the columnar batch
-holds one row of every column per message, whatever its size, with its working arrays:
-tiny messages, such as many small events on one key, cost that and not per byte)."""
+"""Peak memory of a decode, at most, per byte of input (issue 38), for every case and
+path: no allowance per message (the smallest messages, 17-byte rowv2 rows, decode to a
+row of every column of about 64 bytes, and stay within it) and no exception."""
 CPU_PER_MB = 1.0
 """CPU seconds of a decode, at most, per MB (2**20 bytes) of input."""
 
 
-KNOWN_EXCESS: dict[tuple[str, str], tuple[float, str]] = {
-    ("numpy", ""): (
-        64.0,
-        "the numpy scanner holds 8-byte positions of every structural token of a chunk "
-        "(one per input byte in deep nesting)",
-    ),
-    ("compiled", ":huge_numbers"): (20.0, "decimal text conversion (_decimaltext)"),
-    ("compiled", ":many_events_one_key"): (32.0, "decimal text conversion (_decimaltext)"),
-    ("compiled", ":long_base64"): (20.0, "base64 decoding (_arrays.b64decode)"),
-}
-"""Known exceedances of :data:`MEMORY_RATIO` (issue 38, left open): per decoder path and
-case label part, the ratio a decode stays within and where the memory goes. Each is a
-bound that still catches a regression, and the report (``benchmarks/hostile_input.py``)
-shows the measured ratio of every case."""
-
-
-def memory_limit(case: HostileCase, mode: str, bytes_in: int, messages: int) -> int:
-    """The most a decode of case ``case`` on path ``mode``, of ``messages`` messages and
-    ``bytes_in`` bytes, may take: :data:`MEMORY_RATIO` per byte (or its known excess)
-    and :data:`PER_MESSAGE_BYTES` per message."""
-    ratio = MEMORY_RATIO
-    for (m, part), (known, _) in KNOWN_EXCESS.items():
-        if m == mode and part in case.label and case.fmt != "rowv2":
-            ratio = max(ratio, known)
-    return int(ratio * bytes_in) + PER_MESSAGE_BYTES * messages
+def memory_limit(bytes_in: int) -> int:
+    """The most a decode of ``bytes_in`` bytes may take: :data:`MEMORY_RATIO` per byte."""
+    return int(MEMORY_RATIO * bytes_in)
 
 
 def modes(case: HostileCase) -> tuple[str, ...]:
