@@ -19,8 +19,9 @@ With ``--double-decimals``, another workload: Debezium events (no envelope) of a
 ``(id int64, price decimal128(20, 2))`` in ``decimal.handling.mode=double``, whose prices
 are at least 1e7 and so written with an exponent, as Java's ``Double.toString`` writes
 them (``1.2345678912E9``); decoded by ``get_decoder("debezium",
-decimal_handling="double")`` in batches of ``--batch``. Only the public decoder is
-called, so the same command times any commit (``PYTHONPATH=<checkout>``).
+decimal_handling="double")`` in batches of ``--batch``, and the decimal texts alone by
+``cdc_sink.formats._decimaltext.decimal_text`` (all at once). The same command times any
+commit that has both (``PYTHONPATH=<checkout>``).
 
 Run::
 
@@ -150,6 +151,7 @@ def java_double(x: float) -> str:
 
 def double_decimals(events: int, batch: int, runs: int) -> None:
     """Times the decode of Debezium events whose decimal is written with an exponent."""
+    from cdc_sink.formats._decimaltext import decimal_text
     from cdc_sink.schema import TableSchema
 
     schema = TableSchema.from_dict(
@@ -171,6 +173,7 @@ def double_decimals(events: int, batch: int, runs: int) -> None:
         ],
         pa.binary(),
     )
+    texts = pa.array([java_double(c / 100) for c in cents.tolist()], pa.string())
     decoder = get_decoder("debezium", decimal_handling="double")
 
     def one_pass() -> None:
@@ -178,18 +181,23 @@ def double_decimals(events: int, batch: int, runs: int) -> None:
             dec = decoder.decode_with_meta(values.slice(lo, batch), schema)
             assert not len(dec.rejects), dec.rejects.reasons[:3]
 
-    one_pass()  # warm-up
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        one_pass()
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
-    print(
-        f"debezium, decimal.handling.mode=double, decimals >= 1e7 with an exponent "
-        f"(e.g. {java_double(int(cents[0]) / 100)}): {events:,} events in batches of "
-        f"{batch:,}: {med:.3f} s, {med / events * 1e6:.2f} us/event (median of {runs})"
-    )
+    def texts_alone() -> None:  # the decimal column's conversion alone, all at once
+        decimal_text(texts, pa.decimal128(20, 2))
+
+    for name, work in (("decode", one_pass), ("decimal_text alone", texts_alone)):
+        work()  # warm-up
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - t0)
+        med = statistics.median(times)
+        how = f"in batches of {batch:,}" if work is one_pass else "at once"
+        print(
+            f"debezium, decimal.handling.mode=double, decimals >= 1e7 with an exponent "
+            f"(e.g. {java_double(int(cents[0]) / 100)}), {name}: {events:,} events {how}: "
+            f"{med:.3f} s, {med / events * 1e6:.2f} us/event (median of {runs})"
+        )
 
 
 if __name__ == "__main__":

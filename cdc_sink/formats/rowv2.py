@@ -193,6 +193,7 @@ class Rowv2Decoder(Decoder):
             self._layout_rows(parts, b, h, reasons, schema, pieces)
         del h
         keys, vals, seq = decode_columns(parts, b, pieces, reasons, schema)
+        del parts, b, pieces  # the offsets as int64, the slots: not held while assembling
         return assemble(
             schema, Columns(op=op, keys=keys, values=vals, seq=seq, reasons=reasons), pos
         )
