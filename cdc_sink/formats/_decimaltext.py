@@ -8,10 +8,12 @@ written only when its unscaled value cannot wrap a ``decimal256(76, s)`` parse, 
 every later cast checks what it loses (:func:`_by_casts`; one vectorized cast): at most
 38 bytes, so at most 38 digits, and either *plain* (no exponent mark: scaled by 10**s,
 at most 10**38) or with an exponent ``x`` of at most four digits that leaves
-``m + x + s <= 76`` for its ``m`` mantissa bytes. The exponent marks are found by
-Arrow's substring search and the exponents read from each value's last four bytes, so
-the values Debezium's ``double`` mode and JSON writers of doubles write (``1.2345E7``)
-take the casts too.
+``m + |x + s| <= 76`` for its ``m`` mantissa bytes: the parse's rescale to ``s`` then
+multiplies within 76 digits or divides by at most 10**76 (further, Arrow's check of what
+a division loses does not hold: ``5.397555239464236e-180`` became ``0.000``). The
+exponent marks are found by Arrow's substring search and the exponents read from each
+value's last four bytes, so the values Debezium's ``double`` mode and JSON writers of
+doubles write (``1.2345E7``) take the casts too.
 
 Every other value, and every one a cast refused, is judged by :func:`counted`. Its
 shape is read with numpy over the byte buffer (the sorted positions of non-zero digits,
@@ -187,7 +189,7 @@ def _by_casts(strs: pa.Array, p: Parts, t: pa.DataType) -> tuple[np.ndarray, pa.
     whose unscaled value cannot wrap 76 digits: those of at most 38 bytes (so at most 38
     digits) that are *plain* (no exponent mark: scaled by at most 10**38), or whose
     exponent ``x`` (at most :data:`_EXP_DIGITS_CAST` digits, read here) shifts their
-    ``m`` mantissa bytes by at most what leaves 76 digits (``m + x + s <= 76``). Every
+    ``m`` mantissa bytes within 76 digits either way (``m + |x + s| <= 76``). Every
     cast checks what it loses (a digit beyond the scale, a digit beyond the precision).
     Nulls are cast too (they stay null).
 
@@ -215,8 +217,9 @@ def _by_casts(strs: pa.Array, p: Parts, t: pa.DataType) -> tuple[np.ndarray, pa.
 def _shift_fits(p: Parts, rows: np.ndarray, mark: np.ndarray, scale: int) -> np.ndarray:
     """Whether the values ``rows``, each with its exponent mark at ``mark``, have an
     exponent ``x`` of at most :data:`_EXP_DIGITS_CAST` digits (after an optional sign)
-    with ``m + x + s <= 76`` for ``m`` mantissa bytes: their unscaled value, ``m`` digits
-    at most shifted by at most ``x + s``, cannot wrap 76 digits (see :func:`_by_casts`).
+    with ``m + |x + s| <= 76`` for ``m`` mantissa bytes: their unscaled value, ``m``
+    digits at most shifted up by at most ``x + s``, cannot wrap 76 digits, nor be shifted
+    down by more than 76 (see :func:`_by_casts`).
     A value that is not decimal text may pass: Arrow's parse refuses it."""
     data = p.data
     if len(data) < 4:
@@ -235,7 +238,7 @@ def _shift_fits(p: Parts, rows: np.ndarray, mark: np.ndarray, scale: int) -> np.
         ok &= ~has | (d <= 9)
         x += np.where(has, d, 0).astype(np.int64) * 10**j
     x = np.where(sign & (after == ord("-")), -x, x)
-    fits: np.ndarray = ok & ((mark - start) + np.maximum(x + scale, 0) <= 76)
+    fits: np.ndarray = ok & ((mark - start) + np.abs(x + scale) <= 76)
     return fits
 
 
