@@ -2,9 +2,14 @@
 
 Native JSON is parsed by Spark's ``from_json`` with ``key`` and ``set`` read as
 ``map<string,string>``: a map keeps every key the event wrote, with JSON ``null`` as a
-null value, so *absent vs null* survives; each value is then ``try_cast`` to its column
-type. The result has the wire-form columns of :mod:`cdc_sink.changes` plus bookkeeping
-columns, and a ``__reason`` column naming why an event is malformed (first reason wins)::
+null value, so *absent vs null* survives. Each value is then judged as the Python
+decoders judge it, with Spark SQL expressions only (:mod:`._jvm_values`): a number with
+a point or an exponent, which Jackson reads as a double before Spark has its text, is
+judged on its own token, read from the message (:mod:`._json_tokens`), so a decimal is
+stored exactly or rejected, never rounded or wrapped, and a finite float beyond its type
+is rejected, not stored as an infinity. The result has the wire-form columns of
+:mod:`cdc_sink.changes` plus bookkeeping columns, and a ``__reason`` column naming why an
+event is malformed (first reason wins)::
 
     __op, __seq, <key columns>, <col>, __set__<col>, ...,
     __reason, __topic, __partition, __offset, __ts_ms
@@ -12,15 +17,12 @@ columns, and a ``__reason`` column naming why an event is malformed (first reaso
 ``__ts_ms`` is the producer's time of the event: its ``ts_ms`` field, else the Kafka
 record timestamp.
 
-``try_cast`` refuses what does not convert (Spark's decimals never wrap: a value with
-more digits than the type is null), and what it converts only by changing the value is
-refused too, as the Python decoders do: a finite number that overflows a float column
-to infinity, a decimal with a non-zero digit beyond the column's scale (Spark would
-round it). One thing the JVM path cannot see: Jackson reads a JSON number with a point
-or an exponent as a double before Spark has its text, so ``1e400`` arrives as
-``Infinity`` and ``1E-500`` as ``0.0`` (integers keep every digit; decimal *strings*
-keep their text). Producers that need exact wide decimals write them as strings, or
-use the Python decoders (docs/design-notes.md, "Wide values").
+Rejects carry the Python decoders' reasons (``column 'c': value out of range of <type>
+...: <text>``, ``column 'c': <text> is not a valid <type>``, the member's JSON text cut
+at 60 characters). A value whose text decides but whose member cannot be found in the
+message (its name written with escapes, or repeated) is rejected, never guessed
+(:data:`NOT_READ`). ``from_json`` runs with single-quoted strings refused, as JSON and
+the Python decoders refuse them.
 
 A ``truncate`` event is rejected (the reason of the Python decoder,
 :data:`cdc_sink.formats.native_json.TRUNCATE_REFUSED`) unless ``allow_truncate``.
@@ -39,8 +41,19 @@ import pyarrow as pa
 
 from cdc_sink.changes import SET_PREFIX
 from cdc_sink.errors import InvalidOption
+from cdc_sink.formats._jsonmembers import _PG_INFINITY
+from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE
 from cdc_sink.formats.native_json import TRUNCATE_REFUSED
-from cdc_sink.schema import Column, TableSchema, type_to_str
+from cdc_sink.schema import TableSchema, type_to_str
+from cdc_sink.spark._json_tokens import member_anywhere
+from cdc_sink.spark._jvm_values import (
+    Member,
+    judge,
+    schema_members,
+    with_steps,
+    with_tokens,
+    with_values,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -48,6 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "META_COLUMNS",
+    "NOT_READ",
     "decode_native_json",
     "jvm_allow_truncate",
     "spark_type_name",
@@ -56,6 +70,13 @@ __all__ = [
 ]
 
 META_COLUMNS = ("__reason", "__topic", "__partition", "__offset", "__ts_ms")
+NOT_READ = "value not read exactly: json_decoder='jvm' finds no single plain member"
+"""The reason (after ``column 'c': ``) of a value whose JSON text decides but whose member
+the JVM decoder cannot find in the event's text (followed by the member's name and
+object): its name written with escapes, or repeated."""
+_EVENT = "struct<op:string,key:map<string,string>,set:map<string,string>,seq:bigint,ts_ms:bigint>"
+_REASON_TEXT = 60
+"""Characters of a member's text quoted in a reason (the Python decoders' limit)."""
 
 
 def spark_type_name(t: pa.DataType) -> str:
@@ -97,62 +118,153 @@ def wire_schema(schema: TableSchema) -> str:
     return ", ".join(cols)
 
 
-def _cast(raw: SparkColumn, c: Column) -> SparkColumn:
+def _parsed(df: DataFrame, members: list[Member]) -> DataFrame:
+    """The Kafka rows with the message text ``__v``, the parsed event ``e`` and each
+    member's value text and whether the event sets it."""
     from pyspark.sql import functions as F
 
-    t = c.type
-    if pa.types.is_string(t):
-        return raw
-    if pa.types.is_binary(t):
-        return F.try_to_binary(raw, F.lit("base64"))
-    return raw.try_cast(spark_type_name(t))
+    text = df.select(
+        F.col("value").cast("string").alias("__v"),
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("__kafka_ms"),
+    )
+    options = {"mode": "PERMISSIVE", "allowSingleQuotes": "false"}
+    base = text.select("*", F.from_json(F.col("__v"), _EVENT, options).alias("e"))
+    return with_values(base, members)
 
 
-_DECIMAL_TEXT = r"^\s*[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?\s*$"
-_FINITE_TEXT = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
-
-
-def _beyond(raw: SparkColumn, typed: SparkColumn, c: Column) -> SparkColumn | None:
-    """Where ``try_cast`` gave a value only by changing it, which the Python decoders
-    refuse (None: no such case for the type of ``c``): a finite number that overflowed
-    a float column to infinity, a decimal rounded to the column's scale (its text has a
-    non-zero digit beyond it). Decimals with more digits before the point than the type
-    holds are null already (Spark's decimals never wrap)."""
+# ---------------------------------------------------------------------- reasons
+def _noted(raw: SparkColumn) -> SparkColumn:
+    """``raw`` with the note of a PostgreSQL infinity, as the Python decoders add it."""
     from pyspark.sql import functions as F
 
-    t = c.type
-    if pa.types.is_floating(t):
-        return (F.abs(typed) == F.lit(float("inf"))) & raw.rlike(_FINITE_TEXT)
-    if not pa.types.is_decimal(t):
-        return None
-    whole, frac, exp_text = (F.regexp_extract(raw, _DECIMAL_TEXT, i) for i in (1, 2, 3))
-    digits = F.concat(whole, frac)
-    kept = F.regexp_replace(digits, "0+$", "")
-    exp = F.coalesce(exp_text.try_cast("int"), F.lit(0))
-    # digits after the point, trailing zeros dropped (a huge exponent fails the cast)
-    scale = F.length(frac) - exp - (F.length(digits) - F.length(kept))
-    return typed.isNotNull() & kept.rlike("[1-9]") & (scale > F.lit(t.scale))
+    for note in sorted(set(_PG_INFINITY.values())):
+        texts = "|".join(k for k, v in _PG_INFINITY.items() if v == note)
+        raw = F.regexp_replace(raw, f"^({texts})\\z", f"$1 ({note})")
+    return raw
 
 
-def _typed(
-    reason: SparkColumn, raw: SparkColumn, c: Column, where: SparkColumn, who: str, bad: str
-) -> tuple[SparkColumn, SparkColumn]:
-    """``raw`` cast to the type of ``c``, and ``reason`` refusing (where ``where``) a value
-    the cast does not take (``who: bad``) or takes only by changing it (:func:`_beyond`)."""
+_UNREAD, _BEYOND, _INVALID = 0, 1, 2
+"""Kinds of refused value: its member not found (:data:`NOT_READ`), out of range, invalid."""
+
+
+def _wording(m: Member) -> tuple[str, str, str, str]:
+    """The Python decoders' words for a refused value of ``m``: the reason where it was
+    not read, the head of an out-of-range reason, the head and tail of an invalid one."""
+    t, name = m.column.type, m.column.name
+    what, label = type_to_str(t), f"column {name!r}"
+    if pa.types.is_decimal(t):
+        detail = f" (at most {t.precision} digits, {t.scale} after the point)"
+    elif pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        detail = f" ({TEMPORAL_RANGE})"
+    else:
+        detail = ""
+    return (
+        f"{label}: {NOT_READ} {name!r} of {m.where!r}",
+        f"{label}: value out of range of {what}{detail}: ",
+        f"{label}: ",
+        f" is not a valid {what}",
+    )
+
+
+def _with_refused(df: DataFrame, members: list[Member]) -> DataFrame:
+    """``df`` with what the reason of a refused value is made of, each once per event:
+    ``__bad`` the first member whose value the event has and is refused (its typed value
+    is null; null: none), then for that member the kind of refusal ``__kind`` and its
+    JSON text ``__raw`` (its token, else the first member of its name in the event, else
+    Jackson's text; cut at 60 characters as the Python decoders cut it)."""
     from pyspark.sql import functions as F
 
-    typed = _cast(raw, c)
-    reason = reason.when(where & raw.isNotNull() & typed.isNull(), F.lit(f"{who}: {bad}"))
-    beyond = _beyond(raw, typed, c)
-    if beyond is not None:
-        what = type_to_str(c.type)
-        text = (
-            F.concat(F.lit(f"{who}: value out of range of {what}: "), raw)
-            if pa.types.is_floating(c.type)
-            else F.concat(F.lit(f"{who}: "), raw, F.lit(f" is not a valid {what}"))
-        )
-        reason = reason.when(where & beyond, text)
-    return typed, reason
+    bad = F.lit(None).cast("int")
+    for i, m in enumerate(members):
+        bad = F.when(m.judged & m.val.isNotNull() & m.part("v").isNull(), F.lit(i)).otherwise(bad)
+    df = df.select("*", bad.alias("__bad"))
+
+    def pick(values: list[SparkColumn]) -> SparkColumn:  # values[__bad]
+        out = F.lit(None)
+        for i, v in reversed(list(enumerate(values))):
+            out = F.when(F.col("__bad") == F.lit(i), v).otherwise(out)
+        return out
+
+    kinds = []
+    for m in members:
+        j = judge(m)  # (its flags only)
+        kinds.append(F.when(j.unread, _UNREAD).when(j.out_of_range, _BEYOND).otherwise(_INVALID))
+    patterns = [member_anywhere(m.column.name) for m in members]
+    anywhere = F.call_function("regexp_extract", F.col("__v"), _picked(patterns), F.lit(1))
+    empty = F.lit("")
+    raw = F.coalesce(
+        F.nullif(pick([m.token() for m in members]), empty),
+        F.nullif(anywhere, empty),
+        pick([m.val for m in members]),
+    )
+    cut = F.regexp_replace(raw, f"(?s)^(.{{{_REASON_TEXT}}}).+", "$1...")
+    bad_one = F.col("__bad").isNotNull()
+    return df.select(
+        "*", F.when(bad_one, pick(kinds)).alias("__kind"), F.when(bad_one, cut).alias("__raw")
+    )
+
+
+def _picked(texts: list[str]) -> SparkColumn:
+    """``texts[__bad]``."""
+    from pyspark.sql import functions as F
+
+    return F.element_at(F.array(*[F.lit(t) for t in texts]), F.col("__bad") + 1)
+
+
+def _member_reason(members: list[Member]) -> SparkColumn:
+    """The reason of the refused value of member ``__bad`` (:func:`_with_refused`), in the
+    words of the Python decoders."""
+    from pyspark.sql import functions as F
+
+    words = [_wording(m) for m in members]
+    unread, beyond, head, tail = (_picked([w[i] for w in words]) for i in range(4))
+    kind, raw = F.col("__kind"), F.col("__raw")
+    return (
+        F.when(kind == _UNREAD, unread)
+        .when(kind == _BEYOND, F.concat(beyond, _noted(raw)))
+        .otherwise(F.concat(head, raw, tail))
+    )
+
+
+def _event_reason(e: SparkColumn, allow_truncate: bool) -> SparkColumn:
+    """The reason of an event that is no JSON object with an op, or a refused truncate."""
+    from pyspark.sql import functions as F
+
+    reason = F.when(
+        e.isNull() | e["op"].isNull(), F.lit("malformed event: not a JSON object with an 'op'")
+    )
+    if not allow_truncate:
+        reason = reason.when(e["op"] == F.lit("truncate"), F.lit(TRUNCATE_REFUSED))
+    return reason
+
+
+def _unknown_members(reason: SparkColumn, e: SparkColumn, schema: TableSchema) -> SparkColumn:
+    """``reason`` refusing events that set unknown columns (but deletes) or name unknown
+    key columns."""
+    from pyspark.sql import functions as F
+
+    empty = F.create_map().cast("map<string,string>")
+    sets, keys = F.coalesce(e["set"], empty), F.coalesce(e["key"], empty)
+    is_delete = F.coalesce(e["op"] == F.lit("delete"), F.lit(False))
+    known = (
+        F.array(*[F.lit(c.name) for c in schema.value_columns])
+        if schema.value_columns
+        else F.array().cast("array<string>")
+    )
+    unknown = F.array_except(F.map_keys(sets), known)
+    reason = reason.when(
+        ~is_delete & (F.size(unknown) > 0),
+        F.concat(F.lit("unknown column(s) in 'set': "), F.array_join(unknown, ", ")),
+    )
+    key_names = F.array(*[F.lit(k.name) for k in schema.key_columns])
+    extra_keys = F.array_except(F.map_keys(keys), key_names)
+    return reason.when(
+        F.size(extra_keys) > 0,
+        F.concat(F.lit("unknown key column(s): "), F.array_join(extra_keys, ", ")),
+    )
 
 
 def jvm_allow_truncate(decoder_options: Mapping[str, Any] | None) -> bool:
@@ -195,62 +307,28 @@ def decode_native_json(
     """
     from pyspark.sql import functions as F
 
-    ev = F.from_json(
-        F.col("value").cast("string"),
-        "struct<op:string,key:map<string,string>,set:map<string,string>,seq:bigint,ts_ms:bigint>",
-        {"mode": "PERMISSIVE"},
-    )
-    base = df.select(
-        ev.alias("e"),
-        "topic",
-        "partition",
-        "offset",
-        F.unix_millis("timestamp").alias("__kafka_ms"),
-    )
+    members = schema_members(schema)
+    staged = with_steps(with_tokens(_parsed(df, members), members), members)
+    # the typed values in a projection of their own: the reasons only refer to them
+    staged = staged.select("*", *[judge(m).typed.alias(m.tag + "v") for m in members])
+    staged = _with_refused(staged, members)
     e = F.col("e")
-    sets = F.coalesce(e["set"], F.create_map().cast("map<string,string>"))
-    keys = F.coalesce(e["key"], F.create_map().cast("map<string,string>"))
-    out: list[SparkColumn] = [e["op"].alias("__op")]
     seq = e["seq"]
     if schema.sequence_column is not None:
-        seq = F.coalesce(seq, sets[schema.sequence_column].try_cast("bigint"))
-    out.append(seq.alias("__seq"))
-    reason = F.when(
-        e.isNull() | e["op"].isNull(), F.lit("malformed event: not a JSON object with an 'op'")
-    )
-    if not allow_truncate:
-        reason = reason.when(e["op"] == F.lit("truncate"), F.lit(TRUNCATE_REFUSED))
-    for k in schema.key_columns:
-        bad = f"not a valid {type_to_str(k.type)}"
-        typed, reason = _typed(reason, keys[k.name], k, F.lit(True), f"key column {k.name!r}", bad)
-        out.append(typed.alias(k.name))
-    is_delete = e["op"] == F.lit("delete")
-    for c in schema.value_columns:
-        present = F.map_contains_key(sets, F.lit(c.name)) & ~F.coalesce(is_delete, F.lit(False))
-        bad = f"value is not a valid {type_to_str(c.type)}"
-        typed, reason = _typed(reason, sets[c.name], c, present, f"column {c.name!r}", bad)
-        out += [typed.alias(c.name), present.alias(SET_PREFIX + c.name)]
-    known = (
-        F.array(*[F.lit(c.name) for c in schema.value_columns])
-        if schema.value_columns
-        else F.array().cast("array<string>")
-    )
-    unknown = F.array_except(F.map_keys(sets), known)
-    reason = reason.when(
-        ~F.coalesce(is_delete, F.lit(False)) & (F.size(unknown) > 0),
-        F.concat(F.lit("unknown column(s) in 'set': "), F.array_join(unknown, ", ")),
-    )
-    key_names = F.array(*[F.lit(k.name) for k in schema.key_columns])
-    extra_keys = F.array_except(F.map_keys(keys), key_names)
-    reason = reason.when(
-        F.size(extra_keys) > 0,
-        F.concat(F.lit("unknown key column(s): "), F.array_join(extra_keys, ", ")),
-    )
+        seq = F.coalesce(seq, e["set"][schema.sequence_column].try_cast("bigint"))
+    out: list[SparkColumn] = [e["op"].alias("__op"), seq.alias("__seq")]
+    reason = _event_reason(e, allow_truncate)
+    if members:
+        reason = reason.when(F.col("__bad").isNotNull(), _member_reason(members))
+    for m in members:
+        out.append(m.part("v").alias(m.column.name))
+        if m.where == "set":
+            out.append(m.judged.alias(SET_PREFIX + m.column.name))
     out += [
-        reason.alias("__reason"),
+        _unknown_members(reason, e, schema).alias("__reason"),
         F.col("topic").alias("__topic"),
         F.col("partition").alias("__partition"),
         F.col("offset").alias("__offset"),
         F.coalesce(e["ts_ms"], F.col("__kafka_ms")).alias("__ts_ms"),
     ]
-    return base.select(*out)
+    return staged.select(*out)
