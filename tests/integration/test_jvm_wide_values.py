@@ -132,6 +132,19 @@ def test_jvm_decode_equals_the_python_decoders(
     assert _same(jvm, python), (str(case), python, jvm)
 
 
+def test_generated_code_compiles(spark: SparkSession) -> None:
+    """Spark compiles the whole-stage code of the decode of the wide-value table (twelve
+    columns of every kind): no method beyond the JVM's 64 KB, so no fallback (which Spark
+    logs as an error with the generated code, every micro-batch)."""
+    df = spark.createDataFrame(
+        [(b"{}", "t", 0, 0, None)],
+        "value binary, topic string, partition int, offset long, timestamp timestamp",
+    )
+    generated = decode_native_json(df, SCHEMA)._jdf.queryExecution().debug().codegenToSeq()
+    sizes = [generated.apply(i)._3().maxMethodCodeSize() for i in range(generated.size())]
+    assert sizes and all(0 < size < 65_536 for size in sizes), sizes
+
+
 KEYED = TableSchema.from_dict(
     {
         "columns": [{"name": "k", "type": "decimal128(9, 3)"}, {"name": "v", "type": "int8"}],
