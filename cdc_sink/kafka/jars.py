@@ -48,9 +48,12 @@ __all__ = [
     "cache_root",
     "choose_spark_kafka_version",
     "connector_version",
+    "exclusive_lock",
+    "find_mvn",
     "pyspark_version",
     "resolve_pom_profile",
     "resolve_spark_kafka_jars",
+    "run_maven",
     "spark_kafka_conf",
 ]
 
@@ -254,7 +257,16 @@ def _pom_digest(pom: Path) -> str:
     return hashlib.sha256(pom.read_bytes()).hexdigest()
 
 
-def _find_mvn() -> str:
+def find_mvn(purpose: str = "the Kafka jars") -> str:
+    """The ``mvn`` to run: ``$CDC_SINK_MVN``, else on PATH, else under ``$MAVEN_HOME`` or
+    ``$M2_HOME``.
+
+    Args:
+        purpose: What Maven downloads, for the error message.
+
+    Raises:
+        MavenNotFound: No Maven was found.
+    """
     override = os.environ.get("CDC_SINK_MVN")
     if override:
         return override
@@ -265,14 +277,16 @@ def _find_mvn() -> str:
         if home and (Path(home) / "bin" / "mvn").is_file():
             return str(Path(home) / "bin" / "mvn")
     raise MavenNotFound(
-        "Apache Maven ('mvn') is needed once to download the Kafka jars from Maven "
+        f"Apache Maven ('mvn') is needed once to download {purpose} from Maven "
         "Central, and it is not on PATH. Install it (e.g. 'apt-get install maven'), or set "
-        "CDC_SINK_MVN to its path, or CDC_SINK_CACHE to a cache that already holds the jars."
+        "CDC_SINK_MVN to its path, or CDC_SINK_CACHE to a cache that already holds them."
     )
 
 
 @contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Holds an exclusive ``flock`` on ``path`` (created if missing): one process at a time
+    fills a cache directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
@@ -326,7 +340,7 @@ def resolve_pom_profile(
     jars = _read_marker(directory, digest)
     if jars is not None:
         return jars
-    with _exclusive_lock(directory.with_name(directory.name + ".lock")):
+    with exclusive_lock(directory.with_name(directory.name + ".lock")):
         jars = _read_marker(directory, digest)  # another process may have finished it
         if jars is not None:
             return jars
@@ -337,7 +351,7 @@ def _copy_first_working(
     pom: Path, directory: Path, profile: str, digest: str, attempts: list[dict[str, str]]
 ) -> list[Path]:
     """Runs Maven with each property set in turn until one copies the jars."""
-    mvn = _find_mvn()
+    mvn = find_mvn()
     failures: list[str] = []
     for i, props in enumerate(attempts):
         if directory.exists():
@@ -383,23 +397,41 @@ def _copy_dependencies(
     mvn: str, source_pom: Path, profile: str, props: Mapping[str, str], directory: Path
 ) -> str | None:
     """Run mvn; return None on success, else a description of the failure."""
-    # Run on a private copy of the pom so mvn writes nothing next to the package.
+    goals = [
+        f"-P{profile}",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={directory}",
+        *(f"-D{k}={v}" for k, v in props.items()),
+    ]
+    return run_maven(source_pom, goals, mvn=mvn, what=f"{profile} jars")
+
+
+def run_maven(
+    source_pom: Path, goals: Sequence[str], *, mvn: str | None = None, what: str = "artifacts"
+) -> str | None:
+    """Runs ``mvn -q -B -f <pom> <goals>`` on a private copy of ``source_pom`` (so Maven
+    writes nothing next to it), in a temporary directory, with a timeout.
+
+    Args:
+        source_pom: The pom to run.
+        goals: Profiles, goals and ``-D`` properties.
+        mvn: The Maven to run (default: :func:`find_mvn`).
+        what: What is resolved, for the log.
+
+    Returns:
+        None on success, else a description of the failure (the command and its
+        ``[ERROR]`` lines, or the output's tail).
+
+    Raises:
+        MavenNotFound: Maven cannot be run.
+    """
+    mvn = mvn or find_mvn()
     with tempfile.TemporaryDirectory(prefix="cdc_sink-mvn-") as work:
         pom = Path(work) / "pom.xml"
         shutil.copyfile(source_pom, pom)
-        cmd = [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(pom),
-            f"-P{profile}",
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={directory}",
-            *(f"-D{k}={v}" for k, v in props.items()),
-        ]
-        log.info("resolving %s jars: %s", profile, " ".join(cmd))
+        cmd = [mvn, "-q", "-B", "-f", str(pom), *goals]
+        log.info("resolving %s: %s", what, " ".join(cmd))
         try:
             proc = subprocess.run(
                 cmd,

@@ -17,7 +17,6 @@ keeps two processes from unpacking into the same directory at once.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -25,16 +24,19 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from cdc_sink.errors import CdcSinkError
-from cdc_sink.kafka.jars import JarResolutionError, MavenNotFound, cache_root
+from cdc_sink.kafka.jars import (
+    JarResolutionError,
+    cache_root,
+    exclusive_lock,
+    find_mvn,
+    run_maven,
+)
 
 __all__ = [
     "JAVA_ENV",
@@ -55,7 +57,6 @@ JAVA_ENV = "CDC_SINK_REGISTRY_JAVA"
 """A ``java`` executable to run the registry with (else the newest one found)."""
 _POM_NS = "{http://maven.apache.org/POM/4.0.0}"
 _MARKER = ".cdc_sink-unpacked.json"
-_MVN_TIMEOUT_S = 1800.0
 _JVM_DIRS = (Path("/usr/lib/jvm"), Path("/usr/java"), Path("/opt/java"))
 _VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
 
@@ -219,17 +220,6 @@ def _unpacked(directory: Path, profile: str, digest: str) -> bool:
     )
 
 
-@contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def unpack(profile: str, directory: Path) -> None:
     """Unpacks the archive of ``profile`` into ``directory`` unless already there.
 
@@ -240,7 +230,7 @@ def unpack(profile: str, directory: Path) -> None:
     digest = _digest()
     if _unpacked(directory, profile, digest):
         return
-    with _exclusive_lock(directory.with_name(directory.name + ".lock")):
+    with exclusive_lock(directory.with_name(directory.name + ".lock")):
         if _unpacked(directory, profile, digest):
             return
         if directory.exists():
@@ -252,52 +242,17 @@ def unpack(profile: str, directory: Path) -> None:
         tmp.replace(directory / _MARKER)
 
 
-def _mvn() -> str:
-    found = os.environ.get("CDC_SINK_MVN") or shutil.which("mvn")
-    if not found:
-        raise MavenNotFound(
-            "Apache Maven ('mvn') is needed once to download the schema registry from Maven "
-            "Central, and it is not on PATH (e.g. 'apt-get install maven', or set CDC_SINK_MVN)"
-        )
-    return found
-
-
 def _run_maven(profile: str, directory: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="cdc_sink-mvn-") as work:
-        pom = Path(work) / "pom.xml"
-        shutil.copyfile(POM_PATH, pom)
-        cmd = [
-            _mvn(),
-            "-q",
-            "-B",
-            "-f",
-            str(pom),
-            f"-P{profile}",
-            "dependency:unpack-dependencies",
-            "-DincludeScope=runtime",
-            "-DexcludeTransitive=true",
-            f"-DoutputDirectory={directory}",
-        ]
-        log.info("resolving the schema registry: %s", " ".join(cmd))
-        try:
-            proc = subprocess.run(
-                cmd,
-                cwd=work,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=_MVN_TIMEOUT_S,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise MavenNotFound(f"cannot run Maven: {exc}") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise JarResolutionError(f"{' '.join(cmd)}: timed out") from exc
-    if proc.returncode != 0:
+    goals = [
+        f"-P{profile}",
+        "dependency:unpack-dependencies",
+        "-DincludeScope=runtime",
+        "-DexcludeTransitive=true",
+        f"-DoutputDirectory={directory}",
+    ]
+    error = run_maven(
+        POM_PATH, goals, mvn=find_mvn("the schema registry"), what="the schema registry"
+    )
+    if error is not None:
         shutil.rmtree(directory, ignore_errors=True)
-        text = proc.stdout + proc.stderr
-        errors = [ln for ln in text.splitlines() if "[ERROR]" in ln and ln.strip() != "[ERROR]"]
-        raise JarResolutionError(
-            f"{' '.join(cmd)} exited with {proc.returncode}:\n"
-            + ("\n".join(errors[:8]) if errors else text[-4000:])
-        )
+        raise JarResolutionError(error)
