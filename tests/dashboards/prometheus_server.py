@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -24,6 +21,8 @@ from types import TracebackType
 from typing import Any
 
 import yaml
+
+from cdc_sink_testkit.process import ChildServer
 
 __all__ = ["PrometheusError", "PrometheusServer", "finite_series", "free_port"]
 
@@ -88,8 +87,7 @@ class PrometheusServer:
                 {"job_name": "cdc_sink", "static_configs": [{"targets": list(targets)}]}
             ],
         }
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
+        self._child = ChildServer()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 60.0) -> PrometheusServer:
@@ -97,8 +95,8 @@ class PrometheusServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "prometheus.yml"
         config.write_text(yaml.safe_dump(self.config), encoding="utf-8")
-        self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115
-        self._proc = subprocess.Popen(
+        (self.workdir / "prometheus.log").unlink(missing_ok=True)
+        self._child.launch(
             [
                 self.binary,
                 f"--config.file={config}",
@@ -107,17 +105,16 @@ class PrometheusServer:
                 "--storage.tsdb.retention.time=1h",
                 "--web.enable-lifecycle",
             ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            cwd=self.workdir,
+            log=self.workdir / "prometheus.log",
+            grace=20.0,
+            workdir=None,  # the test's directory: its fixture removes it
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise PrometheusError(
-                    f"prometheus exited with {self._proc.returncode}:\n{self.log_tail()}"
-                )
+            code = self._child.exit_code()
+            if code is not None:
+                raise PrometheusError(f"prometheus exited with {code}:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
                     if r.status == 200:
@@ -129,18 +126,8 @@ class PrometheusServer:
         raise PrometheusError(f"prometheus not ready after {timeout}s:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """Stops Prometheus (SIGTERM, then SIGKILL after 20 s); idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        """Stops Prometheus (SIGTERM to its group, SIGKILL after 20 s); idempotent."""
+        self._child.stop(20.0)
 
     def __enter__(self) -> PrometheusServer:
         return self.start()

@@ -25,7 +25,7 @@ the end of its stdin pipe from the parent and kills the group.
 The pieces live beside this module, which re-exports their public names:
 :mod:`~cdc_sink_testkit.kafka.handle` (:class:`KafkaHandle`, :class:`ExternalKafka`),
 :mod:`~cdc_sink_testkit.kafka.kraft` (the node's configuration and JVM command),
-:mod:`~cdc_sink_testkit.kafka.process` (the process group and its watchdog),
+:mod:`~cdc_sink_testkit.process` (the process group and its watchdog),
 :mod:`~cdc_sink_testkit.kafka.probes` (free ports, readiness) and
 :mod:`~cdc_sink_testkit.kafka.container` (:class:`TestcontainersKafka`); topics are
 created by the product's :func:`cdc_sink.kafka.admin.create_topic`.
@@ -33,11 +33,9 @@ created by the product's :func:`cdc_sink.kafka.admin.create_topic`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -71,12 +69,7 @@ from cdc_sink_testkit.kafka.kraft import (
     server_properties,
 )
 from cdc_sink_testkit.kafka.probes import broker_answers, free_port_pair, port_open
-from cdc_sink_testkit.kafka.process import (
-    start_group_watchdog,
-    stop_watchdog,
-    tail,
-    terminate_group,
-)
+from cdc_sink_testkit.process import ChildServer, tail
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +131,7 @@ class LocalKafka(KafkaHandle):
         self.controller_port: int | None = None
         self.cluster_id: str | None = None
         self.workdir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._child = ChildServer()
         self._lock = threading.Lock()
 
     # -- public API --------------------------------------------------------------------
@@ -152,11 +144,11 @@ class LocalKafka(KafkaHandle):
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid
 
     @property
     def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
 
     @property
     def log_path(self) -> Path | None:
@@ -280,27 +272,17 @@ class LocalKafka(KafkaHandle):
         """Starts the broker JVM on the formatted ``workdir`` and its watchdog."""
         assert self.workdir is not None
         props_file = self.workdir / "server.properties"
-        out = open(self.workdir / "stdout.log", "ab")  # noqa: SIM115 - owned by the child
-        try:
-            self._proc = subprocess.Popen(
-                [*jvm, KAFKA_MAIN_CLASS, str(props_file)],
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group
-            )
-        finally:
-            out.close()
-        register_live(self)
-        # The watchdog holds the read end of a pipe whose write end only this process
-        # has (close-on-exec): when this process dies, it sees EOF and kills the group.
-        self._watchdog = start_group_watchdog(
-            self._proc.pid, self.stop_timeout, None if self.keep_dir else self.workdir
+        self._child.launch(
+            [*jvm, KAFKA_MAIN_CLASS, str(props_file)],
+            cwd=self.workdir,
+            log=self.workdir / "stdout.log",
+            grace=self.stop_timeout,
+            workdir=None if self.keep_dir else self.workdir,
         )
+        register_live(self)
 
     def _wait_ready(self) -> None:
-        assert self._proc is not None and self.port is not None
+        assert self.port is not None
         deadline = time.monotonic() + self.startup_timeout
         # Poll the socket first, so librdkafka does not log "connection refused".
         while not port_open(self.host, self.port):
@@ -332,8 +314,7 @@ class LocalKafka(KafkaHandle):
             time.sleep(0.1)
 
     def _check_alive(self) -> None:
-        assert self._proc is not None
-        code = self._proc.poll()
+        code = self._child.exit_code()
         if code is not None:
             self._fail(f"the broker exited with code {code} while starting")
 
@@ -346,23 +327,10 @@ class LocalKafka(KafkaHandle):
         )
 
     def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        self._stop_watchdog()
-        if proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=10)
-
-    def _stop_watchdog(self) -> None:
-        watchdog, self._watchdog = self._watchdog, None
-        stop_watchdog(watchdog)
+        self._child.kill()
 
     def _teardown(self) -> None:
-        proc, self._proc = self._proc, None
-        self._stop_watchdog()
-        if proc is not None:
-            terminate_group(proc, self.stop_timeout)
+        self._child.stop(self.stop_timeout)
         unregister_live(self)
         if self.workdir is not None and not self.keep_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)

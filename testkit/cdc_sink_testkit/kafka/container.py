@@ -26,7 +26,7 @@ from cdc_sink_testkit.kafka.handle import (
 )
 from cdc_sink_testkit.kafka.kraft import container_env
 from cdc_sink_testkit.kafka.probes import broker_answers, free_port_pair, port_open
-from cdc_sink_testkit.kafka.process import WAIT_FOR_PARENT, start_watchdog
+from cdc_sink_testkit.process import WAIT_FOR_PARENT, start_watchdog
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ Java 17 fallback) keeps them in memory, and a restart starts empty.
 
 The JVM runs in its own process group, stopped by :meth:`LocalRegistry.stop` (by pid) or,
 should this process die first, by the same watchdog as the local Kafka broker
-(:mod:`cdc_sink_testkit.kafka.process`).
+(:mod:`cdc_sink_testkit.process`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -28,12 +27,7 @@ from pathlib import Path
 from types import TracebackType
 
 from cdc_sink_testkit.kafka.probes import free_port_pair
-from cdc_sink_testkit.kafka.process import (
-    start_group_watchdog,
-    stop_watchdog,
-    tail,
-    terminate_group,
-)
+from cdc_sink_testkit.process import ChildServer, tail
 from cdc_sink_testkit.registry.dist import RegistryStartError, Release, resolve_release
 
 __all__ = ["CCOMPAT_PATH", "LocalRegistry", "start_registry"]
@@ -76,8 +70,7 @@ class LocalRegistry:
         self.port: int | None = None
         self.management_port: int | None = None
         self.workdir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._child = ChildServer()
         self._lock = threading.Lock()
 
     # -- public API --------------------------------------------------------------------
@@ -91,12 +84,12 @@ class LocalRegistry:
     @property
     def pid(self) -> int | None:
         """The JVM's pid while it runs."""
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid
 
     @property
     def is_running(self) -> bool:
         """Whether the JVM runs."""
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
 
     @property
     def persistent(self) -> bool:
@@ -238,26 +231,19 @@ class LocalRegistry:
 
     def _spawn(self) -> None:
         assert self.workdir is not None and self.release is not None
-        out = open(self.workdir / "registry.log", "ab")  # noqa: SIM115 - owned by the child
-        try:
-            self._proc = subprocess.Popen(
-                self._command(),
-                cwd=self.release.directory,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group
-            )
-        finally:
-            out.close()
-        self._watchdog = start_group_watchdog(self._proc.pid, self.stop_timeout, self.workdir)
+        self._child.launch(
+            self._command(),
+            cwd=self.release.directory,
+            log=self.workdir / "registry.log",
+            grace=self.stop_timeout,
+            workdir=self.workdir,
+        )
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         last: Exception | None = None
         while True:
-            assert self._proc is not None
-            code = self._proc.poll()
+            code = self._child.exit_code()
             if code is not None:
                 self._fail(f"the registry exited with code {code} while starting")
             try:
@@ -281,11 +267,7 @@ class LocalRegistry:
         raise RegistryStartError(f"{why}.\n--- tail of {log} ---\n{text}")
 
     def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        watchdog, self._watchdog = self._watchdog, None
-        stop_watchdog(watchdog)
-        if proc is not None:
-            terminate_group(proc, self.stop_timeout)
+        self._child.stop(self.stop_timeout)
 
     def _teardown(self) -> None:
         self._kill()

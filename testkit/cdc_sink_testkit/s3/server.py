@@ -18,7 +18,7 @@ creates (``If-None-Match: *``).
 
 Ready when a signed ``PUT /<bucket>`` of the first bucket succeeds (the filer is up).
 Stopped by its pid (SIGTERM to its process group, SIGKILL after a grace period), and
-should Python die first, by the kit's watchdog (:mod:`cdc_sink_testkit.kafka.process`),
+should Python die first, by the kit's watchdog (:mod:`cdc_sink_testkit.process`),
 which also removes the directory.
 """
 
@@ -31,19 +31,13 @@ import os
 import secrets
 import shutil
 import socket
-import subprocess
 import sysconfig
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 
-from cdc_sink_testkit.kafka.process import (
-    start_group_watchdog,
-    stop_watchdog,
-    tail,
-    terminate_group,
-)
+from cdc_sink_testkit.process import ChildServer, tail
 from cdc_sink_testkit.s3.sigv4 import signed_request
 
 __all__ = ["WEED_ENV", "S3StartError", "SeaweedS3", "find_weed"]
@@ -134,8 +128,7 @@ class SeaweedS3:
         self.secret_key = secrets.token_hex(20)
         self.ports: dict[str, int] = {}
         self.workdir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._child = ChildServer()
 
     # ------------------------------------------------------------ for clients
 
@@ -204,11 +197,7 @@ class SeaweedS3:
 
     def stop(self) -> None:
         """Stops the server (by its pid) and removes its directory. Idempotent."""
-        proc, self._proc = self._proc, None
-        stop_watchdog(self._watchdog)
-        self._watchdog = None
-        if proc is not None:
-            terminate_group(proc, self.stop_timeout)
+        self._child.stop(self.stop_timeout)
         for port in self.ports.values():  # the gRPC sockets weed leaves in the temp dir
             for d in {tempfile.gettempdir(), "/tmp"}:
                 for path in glob.glob(os.path.join(d, f"seaweedfs-*-{port}.sock")):
@@ -273,27 +262,20 @@ class SeaweedS3:
 
     def _spawn(self, weed: str, config: Path) -> None:
         assert self.workdir is not None
-        log = open(self.workdir / "weed.log", "ab")  # noqa: SIM115 - owned by the child
-        try:
-            self._proc = subprocess.Popen(
-                self._command(weed, config),
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, stopped as one
-            )
-        finally:
-            log.close()
-        self._watchdog = start_group_watchdog(self._proc.pid, self.stop_timeout, self.workdir)
+        self._child.launch(
+            self._command(weed, config),
+            cwd=self.workdir,
+            log=self.workdir / "weed.log",
+            grace=self.stop_timeout,
+            workdir=self.workdir,
+        )
 
     def _wait_ready(self) -> None:
         """Polls until the first bucket can be created (the gateway and the filer are up)."""
         deadline = time.monotonic() + self.startup_timeout
         last = "no answer"
         while True:
-            assert self._proc is not None
-            code = self._proc.poll()
+            code = self._child.exit_code()
             if code is not None:
                 self._fail(f"weed exited with code {code} while starting")
             try:

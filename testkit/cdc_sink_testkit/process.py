@@ -1,10 +1,11 @@
-"""A child process group that never outlives this Python process.
+"""A server process group that never outlives this Python process.
 
-The broker JVM runs in a process group of its own (``start_new_session=True``), stopped by
-:func:`terminate_group` and - should Python die without doing so (SIGKILL, SIGTERM) - by
-a watchdog (:func:`start_watchdog`): a small Python process holding the read end of a pipe
+Each server the kit starts (the Kafka broker JVM, the schema registry JVM, SeaweedFS) is a
+:class:`ChildServer`: a process group of its own (``start_new_session=True``), stopped by
+:func:`terminate_group` and - should Python die without doing so (SIGKILL, SIGTERM) - by a
+watchdog (:func:`start_watchdog`): a small Python process holding the read end of a pipe
 whose write end only this process has; at EOF it stops the group and removes the
-broker's directory.
+server's directory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "WAIT_FOR_PARENT",
+    "ChildServer",
     "start_group_watchdog",
     "start_watchdog",
     "stop_watchdog",
@@ -122,3 +124,72 @@ def tail(path: Path, lines: int) -> str:
     except OSError:
         return f"(no {path.name})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+class ChildServer:
+    """One server process this process launched, with its group's watchdog.
+
+    Attributes:
+        proc: The server's process (None before :meth:`launch` and after a stop).
+    """
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid while it is launched."""
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        """The server's exit code once it exited (None while it runs)."""
+        assert self.proc is not None
+        return self.proc.poll()
+
+    def launch(
+        self, cmd: list[str], *, cwd: Path, log: Path, grace: float, workdir: Path | None
+    ) -> None:
+        """Starts ``cmd`` in a process group of its own, its output appended to ``log``,
+        and its watchdog (which stops the group after ``grace`` seconds of SIGTERM and
+        removes ``workdir``, None: keeps it, should this process die first)."""
+        out = open(log, "ab")  # noqa: SIM115 - owned by the child
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group, stopped as one
+            )
+        finally:
+            out.close()
+        self._watchdog = start_group_watchdog(self.proc.pid, grace, workdir)
+
+    def stop(self, grace: float) -> None:
+        """Stops the watchdog, then the group (SIGTERM, SIGKILL after ``grace``). Idempotent."""
+        proc, self.proc = self.proc, None
+        self.stop_watchdog()
+        if proc is not None:
+            terminate_group(proc, grace)
+
+    def kill(self) -> None:
+        """SIGKILLs the group at once (a crash, for tests). Idempotent."""
+        proc, self.proc = self.proc, None
+        self.stop_watchdog()
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=10)
+
+    def stop_watchdog(self) -> None:
+        """Stops only the watchdog (the server keeps running)."""
+        watchdog, self._watchdog = self._watchdog, None
+        stop_watchdog(watchdog)
