@@ -123,6 +123,20 @@ def position_array(position: np.ndarray | None, n: int) -> np.ndarray:
     return pos
 
 
+def key_parts(keys: pa.Array | pa.ChunkedArray | None, n: int) -> Parts | None:
+    """The Kafka message keys' buffers (:func:`binary_parts`), one per value, or None.
+
+    Raises:
+        ValueError: ``keys`` does not have ``n`` entries.
+    """
+    if keys is None:
+        return None
+    kparts = binary_parts(keys)
+    if kparts.n != n:
+        raise ValueError(f"keys must have one entry per value ({n}), got {kparts.n}")
+    return kparts
+
+
 # ---------------------------------------------------------------------- reasons
 def new_reasons(n: int) -> np.ndarray:
     """An object array of ``n`` reasons, all ``None`` (no reason = not rejected)."""

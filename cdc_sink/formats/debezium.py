@@ -102,6 +102,7 @@ from cdc_sink.formats._arrays import (
     binary_parts,
     check_bool,
     check_choice,
+    key_parts,
     new_reasons,
     no_reason,
     position_array,
@@ -256,11 +257,7 @@ class DebeziumDecoder(Decoder):
         """
         parts = binary_parts(values)
         pos = None if position is None else position_array(position, parts.n)
-        kparts = None
-        if keys is not None:
-            kparts = binary_parts(keys)
-            if kparts.n != parts.n:
-                raise ValueError(f"keys must have one entry per value ({parts.n}), got {kparts.n}")
+        kparts = key_parts(keys, parts.n)
         # Envelope schemas are cut off each run (see strip_shared_schema): a run of
         # enveloped events holds about a quarter as much event data per byte.
         live = np.flatnonzero(parts.valid & (parts.lengths > 10))

@@ -51,6 +51,7 @@ from cdc_sink.formats._arrays import (
     binary_parts,
     check_bool,
     check_choice,
+    key_parts,
     new_reasons,
     no_reason,
     position_array,
@@ -192,11 +193,7 @@ class DebeziumAvroDecoder(Decoder):
         """
         parts = binary_parts(values)
         pos = position_array(position, parts.n)
-        kparts = None
-        if keys is not None:
-            kparts = binary_parts(keys)
-            if kparts.n != parts.n:
-                raise ValueError(f"keys must have one entry per value ({parts.n}), got {kparts.n}")
+        kparts = key_parts(keys, parts.n)
         lookups = self._schemas(parts, kparts)
         data = padded(parts.data)
         kdata = None if kparts is None else padded(kparts.data)
