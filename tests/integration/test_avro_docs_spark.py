@@ -18,6 +18,7 @@ once the registry is back applies it, with no dead letter and nothing lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ from tests.formats.test_debezium_docs import (
     row,
     types_schema,
 )
+from tests.integration.streams import start_sink_query
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
 
@@ -96,15 +98,8 @@ class Stream:
         self.query = self.start()
 
     def start(self) -> Any:
-        return (
-            self.spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", self.kafka.bootstrap_servers)
-            .option("subscribe", self.topic)
-            .option("startingOffsets", "earliest")
-            .load()
-            .writeStream.foreachBatch(self.fn)
-            .option("checkpointLocation", str(self.tmp / "ckpt"))
-            .start()
+        return start_sink_query(
+            self.spark, self.kafka.bootstrap_servers, self.topic, self.fn, self.tmp / "ckpt"
         )
 
     def produce(self, *changes: tuple[Any, Any]) -> None:
@@ -146,6 +141,27 @@ class Stream:
         self.query.stop()
 
 
+OpenStream = Callable[..., Stream]
+"""``open_stream(schema, mode, connect, key_schema, **decoder_options)``: a :class:`Stream`
+on the test's topic, registry and directory, stopped when the test ends."""
+
+
+@pytest.fixture
+def open_stream(
+    spark: Any, kafka: Any, schema_registry: LocalRegistry, topic_name: str, tmp_path: Path
+) -> Iterator[OpenStream]:
+    opened: list[Stream] = []
+
+    def open_(*args: Any, **options: Any) -> Stream:
+        s = Stream(spark, kafka, schema_registry, topic_name, tmp_path, *args, **options)
+        opened.append(s)
+        return s
+
+    yield open_
+    for s in opened:
+        s.stop()
+
+
 def _rows(table: pa.Table) -> dict[Any, dict[str, Any]]:
     """Rows by id (a NaN as the text "NaN": NaN != NaN in comparisons)."""
     return {
@@ -158,44 +174,19 @@ ANNE = {"first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer
 
 
 @MODES
-def test_mysql_tutorial_customers_through_spark(
-    spark: Any,
-    kafka: Any,
-    schema_registry: LocalRegistry,
-    topic_name: str,
-    tmp_path: Path,
-    mode: str,
-) -> None:
-    s = Stream(
-        spark,
-        kafka,
-        schema_registry,
-        topic_name,
-        tmp_path,
-        MYSQL_CUSTOMERS,
-        mode,
-        MYSQL_SCHEMA,
-        MYSQL_KEY_SCHEMA,
-    )
-    try:
-        key = {"id": 1004}
-        assert s.send((key, MYSQL_CREATE["payload"])) == {1004: ANNE}
-        rows = s.send((key, doc("mysql_customers_update_payload.json")))
-        assert rows[1004]["first_name"] == "Anne Marie"
-        # the delete, then the tombstone (a null value): skipped, not a dead letter
-        assert s.send((key, doc("mysql_customers_delete_payload.json")), (key, None)) == {}
-    finally:
-        s.stop()
+def test_mysql_tutorial_customers_through_spark(open_stream: OpenStream, mode: str) -> None:
+    s = open_stream(MYSQL_CUSTOMERS, mode, MYSQL_SCHEMA, MYSQL_KEY_SCHEMA)
+    key = {"id": 1004}
+    assert s.send((key, MYSQL_CREATE["payload"])) == {1004: ANNE}
+    rows = s.send((key, doc("mysql_customers_update_payload.json")))
+    assert rows[1004]["first_name"] == "Anne Marie"
+    # the delete, then the tombstone (a null value): skipped, not a dead letter
+    assert s.send((key, doc("mysql_customers_delete_payload.json")), (key, None)) == {}
 
 
 @MODES
 def test_postgres_customers_deletes_truncate_and_messages_through_spark(
-    spark: Any,
-    kafka: Any,
-    schema_registry: LocalRegistry,
-    topic_name: str,
-    tmp_path: Path,
-    mode: str,
+    open_stream: OpenStream, mode: str
 ) -> None:
     """Sequence from source.lsn, so the key-only deletes apply on a sequence table."""
     schema = TableSchema.from_dict(
@@ -206,18 +197,7 @@ def test_postgres_customers_deletes_truncate_and_messages_through_spark(
             "num_buckets": 4,
         }
     )
-    s = Stream(
-        spark,
-        kafka,
-        schema_registry,
-        topic_name,
-        tmp_path,
-        schema,
-        mode,
-        PG_AVRO_SCHEMA,
-        PG_KEY_SCHEMA,
-        sequence_source="lsn",
-    )
+    s = open_stream(schema, mode, PG_AVRO_SCHEMA, PG_KEY_SCHEMA, sequence_source="lsn")
 
     def create(i: int, lsn: int) -> dict[str, Any]:
         p = json.loads(json.dumps(PG_CREATE["payload"]))
@@ -225,67 +205,47 @@ def test_postgres_customers_deletes_truncate_and_messages_through_spark(
         p["source"]["lsn"] = lsn
         return p
 
-    try:
-        assert s.send(({"id": 1}, PG_CREATE["payload"]))[1]["lsn"] == 24023128
-        assert s.send(({"id": 1}, doc("pg_customers_update_payload.json")))[1]["first_name"] == (
-            "Anne Marie"
-        )
-        assert s.send(({"id": 1}, doc("pg_customers_delete_payload.json"))) == {}
-        rows = s.send(*[({"id": i}, create(i, 50_000_000 + i)) for i in range(2, 12)])
-        assert sorted(rows) == list(range(2, 12))
-        nothing = delete_payload(None)  # REPLICA IDENTITY NOTHING: the key names the row
-        nothing["source"]["lsn"] = 60_000_000
-        assert sorted(s.send(({"id": 2}, nothing))) == list(range(3, 12))
-        rows = s.send(
-            (None, doc("pg_customers_truncate_payload.json")),
-            (None, doc("pg_message_transactional_payload.json")),
-            (None, doc("pg_message_nontransactional_payload.json")),
-        )
-        assert rows == {}
-    finally:
-        s.stop()
+    assert s.send(({"id": 1}, PG_CREATE["payload"]))[1]["lsn"] == 24023128
+    assert s.send(({"id": 1}, doc("pg_customers_update_payload.json")))[1]["first_name"] == (
+        "Anne Marie"
+    )
+    assert s.send(({"id": 1}, doc("pg_customers_delete_payload.json"))) == {}
+    rows = s.send(*[({"id": i}, create(i, 50_000_000 + i)) for i in range(2, 12)])
+    assert sorted(rows) == list(range(2, 12))
+    nothing = delete_payload(None)  # REPLICA IDENTITY NOTHING: the key names the row
+    nothing["source"]["lsn"] = 60_000_000
+    assert sorted(s.send(({"id": 2}, nothing))) == list(range(3, 12))
+    rows = s.send(
+        (None, doc("pg_customers_truncate_payload.json")),
+        (None, doc("pg_message_transactional_payload.json")),
+        (None, doc("pg_message_nontransactional_payload.json")),
+    )
+    assert rows == {}
 
 
 def test_registry_outage_mid_stream_fails_the_batch_then_resumes(
-    spark: Any,
-    kafka: Any,
-    schema_registry: LocalRegistry,
-    topic_name: str,
-    tmp_path: Path,
+    open_stream: OpenStream, schema_registry: LocalRegistry, tmp_path: Path
 ) -> None:
-    s = Stream(
-        spark,
-        kafka,
-        schema_registry,
-        topic_name,
-        tmp_path,
-        MYSQL_CUSTOMERS,
-        "driver",
-        MYSQL_SCHEMA,
-        MYSQL_KEY_SCHEMA,
-    )
+    s = open_stream(MYSQL_CUSTOMERS, "driver", MYSQL_SCHEMA, MYSQL_KEY_SCHEMA)
+    assert s.send(({"id": 1004}, MYSQL_CREATE["payload"])) == {1004: ANNE}
+    later = dict(MYSQL_CREATE["payload"], after={**ANNE, "id": 7})
+    schema_registry.kill()
+    cache_clear()  # as a driver that never fetched the schema: the batch needs the registry
     try:
-        assert s.send(({"id": 1004}, MYSQL_CREATE["payload"])) == {1004: ANNE}
-        later = dict(MYSQL_CREATE["payload"], after={**ANNE, "id": 7})
-        schema_registry.kill()
-        cache_clear()  # as a driver that never fetched the schema: the batch needs the registry
-        try:
-            s.produce(({"id": 7}, later))
-            with pytest.raises(Exception, match=r"SchemaRegistryUnavailable|unreachable"):
-                s.query.processAllAvailable()
-        finally:
-            schema_registry.restart()
-        assert open_table(tmp_path / "t").read().num_rows == 1  # nothing applied meanwhile
-        assert s.dlq.read().num_rows == 0  # and nothing dead-lettered
-        if not schema_registry.persistent:  # Apicurio 2 restarts empty: write it again
-            pytest.skip("the Java 17 registry keeps no schemas across a restart")
-        s.query = s.start()  # the query restarted from its checkpoint
-        s.query.processAllAvailable()
-        got = _rows(open_table(tmp_path / "t").read())
-        assert got == _rows(open_table(tmp_path / "json").read()) == {1004: ANNE, 7: ANNE}
-        assert s.dlq.read().num_rows == 0
+        s.produce(({"id": 7}, later))
+        with pytest.raises(Exception, match=r"SchemaRegistryUnavailable|unreachable"):
+            s.query.processAllAvailable()
     finally:
-        s.stop()
+        schema_registry.restart()
+    assert open_table(tmp_path / "t").read().num_rows == 1  # nothing applied meanwhile
+    assert s.dlq.read().num_rows == 0  # and nothing dead-lettered
+    if not schema_registry.persistent:  # Apicurio 2 restarts empty: write it again
+        pytest.skip("the Java 17 registry keeps no schemas across a restart")
+    s.query = s.start()  # the query restarted from its checkpoint
+    s.query.processAllAvailable()
+    got = _rows(open_table(tmp_path / "t").read())
+    assert got == _rows(open_table(tmp_path / "json").read()) == {1004: ANNE, 7: ANNE}
+    assert s.dlq.read().num_rows == 0
 
 
 TYPES_KEY_SCHEMA = {
@@ -297,35 +257,15 @@ TYPES_KEY_SCHEMA = {
 
 
 @MODES
-def test_postgres_type_mappings_and_toast_through_spark(
-    spark: Any,
-    kafka: Any,
-    schema_registry: LocalRegistry,
-    topic_name: str,
-    tmp_path: Path,
-    mode: str,
-) -> None:
+def test_postgres_type_mappings_and_toast_through_spark(open_stream: OpenStream, mode: str) -> None:
     """Every PostgreSQL type mapping of the documentation, then an update whose TOASTed
     text and bytea did not change (the placeholder: the table keeps their values)."""
-    s = Stream(
-        spark,
-        kafka,
-        schema_registry,
-        topic_name,
-        tmp_path,
-        TYPES,
-        mode,
-        types_schema("precise"),
-        TYPES_KEY_SCHEMA,
+    s = open_stream(TYPES, mode, types_schema("precise"), TYPES_KEY_SCHEMA)
+    rows = s.send(
+        ({"id": 1}, create(row(price=PRICE["precise"]))),
+        ({"id": 2}, create(row(id=2, r="Infinity", d="NaN", price=None))),
     )
-    try:
-        rows = s.send(
-            ({"id": 1}, create(row(price=PRICE["precise"]))),
-            ({"id": 2}, create(row(id=2, r="Infinity", d="NaN", price=None))),
-        )
-        assert rows[1]["t"] == "hello" and rows[1]["b"] == b"\x01\x02\x03"
-        toast = {"id": 1, "t": PLACEHOLDER, "b": PLACEHOLDER_B64, "small": 7}
-        rows = s.send(({"id": 1}, {"before": None, "after": toast, "op": "u"}))
-        assert (rows[1]["t"], rows[1]["b"], rows[1]["small"]) == ("hello", b"\x01\x02\x03", 7)
-    finally:
-        s.stop()
+    assert rows[1]["t"] == "hello" and rows[1]["b"] == b"\x01\x02\x03"
+    toast = {"id": 1, "t": PLACEHOLDER, "b": PLACEHOLDER_B64, "small": 7}
+    rows = s.send(({"id": 1}, {"before": None, "after": toast, "op": "u"}))
+    assert (rows[1]["t"], rows[1]["b"], rows[1]["small"]) == ("hello", b"\x01\x02\x03", 7)

@@ -24,6 +24,7 @@ from cdc_sink_testkit.registry import LocalRegistry
 from tests.avro.connect import avro_datum, avro_schema
 from tests.avro.produce import AvroWriter
 from tests.formats.test_debezium_docs import MYSQL_CREATE, MYSQL_CUSTOMERS, MYSQL_SCHEMA, doc
+from tests.integration.streams import start_sink_query
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
 
@@ -65,16 +66,7 @@ class Evolving:
             decoder_options={"registry_url": registry.url, "schema_evolution": "add_columns"},
         )
         self.keys = AvroWriter(registry.url, topic, avro_schema(KEY_SCHEMA), key=True)
-        self.query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
-            .writeStream.foreachBatch(fn)
-            .option("checkpointLocation", str(tmp / "ckpt"))
-            .start()
-        )
+        self.query = start_sink_query(spark, kafka.bootstrap_servers, topic, fn, tmp / "ckpt")
 
     def send(self, connect: dict[str, Any], *rows: dict[str, Any], subject: str | None = None):
         from confluent_kafka import Producer

@@ -32,6 +32,7 @@ from tests.formats.test_debezium_docs import (
     doc,
     value,
 )
+from tests.integration.streams import start_sink_query
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
 
@@ -67,16 +68,7 @@ class Stream:
             dead_letter=self.dlq,
             decoder_options=decoder_options,
         )
-        self.query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
-            .writeStream.foreachBatch(fn)
-            .option("checkpointLocation", str(tmp / "ckpt"))
-            .start()
-        )
+        self.query = start_sink_query(spark, kafka.bootstrap_servers, topic, fn, tmp / "ckpt")
 
     def send(self, *records: tuple[bytes | None, bytes | None]) -> dict[Any, dict[str, Any]]:
         """Produces (key, value) records, waits until processed; the table's rows by id."""

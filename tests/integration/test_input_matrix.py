@@ -30,6 +30,7 @@ from cdc_sink.formats.rowv2 import encode_event, pack_row
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
+from tests.integration.streams import kafka_stream, start_sink_query
 from tests.model import RefModel, model_rows, table_to_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
@@ -251,12 +252,7 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> N
 
 def run_available_now(spark: Any, bootstrap: str, topic: str, fn: Any, ckpt: Path) -> None:
     q = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", BATCH)
-        .load()
+        kafka_stream(spark, bootstrap, topic, max_offsets=BATCH)
         .writeStream.foreachBatch(fn)
         .option("checkpointLocation", str(ckpt))
         .trigger(availableNow=True)
@@ -356,16 +352,7 @@ def test_poison_messages_never_stop_a_live_stream(
         dead_letter=dlq,
         **mode_options(mode),
     )
-    q = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic_name)
-        .option("startingOffsets", "earliest")
-        .load()
-        .writeStream.foreachBatch(fn)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
-    )
+    q = start_sink_query(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / "ckpt")
     try:
         good = workload(seed=3, seq=False)[:60]
         good = [ev for ev in good if ev["kind"] in ("upsert", "delete")]

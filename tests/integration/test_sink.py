@@ -19,6 +19,7 @@ from cdc_sink import open_table
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark import sink
 from cdc_sink.table import TableOptions
+from tests.integration.streams import kafka_stream, start_sink_query
 from tests.model import RefModel, model_rows, table_to_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
@@ -146,15 +147,7 @@ def _typed(e: dict[str, Any]) -> dict[str, Any]:
 
 
 def start_query(spark: Any, bootstrap: str, topic: str, fn: Any, ckpt: Path) -> Any:
-    df = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 400)
-        .load()
-    )
-    return df.writeStream.foreachBatch(fn).option("checkpointLocation", str(ckpt)).start()
+    return start_sink_query(spark, bootstrap, topic, fn, ckpt, max_offsets=400)
 
 
 def expected(events: list[Any]) -> dict[Any, Any]:
@@ -359,14 +352,7 @@ def test_batch_query_of_a_version_is_repeatable_while_the_stream_commits(
     produce(kafka.bootstrap_servers, topic_name, first)
     path = str(tmp_path / "t")
     fn = sink(path, schema=SCHEMA, app_id="live")
-    df = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic_name)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 200)
-        .load()
-    )
+    df = kafka_stream(spark, kafka.bootstrap_servers, topic_name, max_offsets=200)
     q = (
         df.writeStream.foreachBatch(fn)
         .trigger(processingTime="200 milliseconds")
