@@ -65,6 +65,7 @@ from cdc_sink.formats._jsonvalues import (
     UNIT_TIME_OF_DAY,
     UNIT_US,
     parse_timestamps,
+    sign_extended,
 )
 
 __all__ = ["Converted", "column_values", "raw_text", "ts_unit"]
@@ -363,7 +364,7 @@ def unscaled_decimals(
     src = np.clip(last[:, None] - k, 0, len(data) - 1)
     sign = np.where(data[np.clip(p.starts, 0, len(data) - 1)] >= 128, 255, 0)
     le = np.where(k < length[:, None], data[src], sign[:, None]).astype(np.uint8)
-    oor = ~bad & (length > 16) & ~_sign_extended(p)
+    oor = ~bad & (length > 16) & ~sign_extended(p)
     oor |= ~bad & ~decimal_fits(le, 38)
     bad |= oor
     out: list[pa.Array] = []
@@ -389,23 +390,6 @@ def _parts(arr: pa.Array) -> Parts:
     from cdc_sink.formats._arrays import binary_parts
 
     return binary_parts(arr)
-
-
-def _sign_extended(p: Parts) -> np.ndarray:
-    """Which values longer than 16 bytes only repeat their sign before their 16 last
-    bytes (``0x00``/``0xFF`` runs: a 16-byte integer, redundantly sign-extended)."""
-    length = p.ends - p.starts
-    out = np.zeros(len(length), dtype=bool)
-    long_ = np.flatnonzero(length > 16)
-    if not len(long_):
-        return out
-    start, cut = p.starts[long_], p.ends[long_] - 16
-    fill = np.where(p.data[cut] >= 128, 255, 0)
-    for byte in (0, 255):  # prefix counts of each sign byte over the data
-        cs = np.zeros(len(p.data) + 1, dtype=np.int64)
-        np.cumsum(p.data == byte, out=cs[1:])
-        out[long_] |= (fill == byte) & (cs[cut] - cs[start] == cut - start)
-    return out
 
 
 def raw_text(val: Val, i: int, parts: Parts) -> str:

@@ -506,7 +506,7 @@ def _to_micros(v: np.ndarray, unit: np.ndarray | None) -> tuple[np.ndarray, np.n
     return out, bad, unit == UNIT_TIME_OF_DAY
 
 
-def _sign_extension(p: Parts) -> np.ndarray:
+def sign_extended(p: Parts) -> np.ndarray:
     """Which values longer than 16 bytes are a 16-byte two's-complement integer after
     redundant sign bytes (``0x00``/``0xFF`` repeating the sign of the 16 last bytes)."""
     long_ = np.flatnonzero(p.valid & (p.lengths > 16))
@@ -538,7 +538,7 @@ def unscaled_decimals(
     p = binary_parts(blob)
     length = p.lengths
     bad |= p.valid & (length == 0)
-    oor = p.valid & ~bad & (length > 16) & ~_sign_extension(p)
+    oor = p.valid & ~bad & (length > 16) & ~sign_extended(p)
     m = len(length)
     k = np.arange(16)
     last = p.starts + length - 1
