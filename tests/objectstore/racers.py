@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cdc_sink.errors import CommitConflict
 from cdc_sink.storage.log_entry import BucketRef, LogEntry
 from cdc_sink.storage.objectstore import ObjectExists, store_for
 from cdc_sink.storage.version_log import VersionLog
+
+Outcome = tuple[Any, int, str]
+"""``(round, racer, "won" | "lost" | "error: ...")``: one racer's outcome of one round."""
+
+
+def run_race(
+    race: Callable[..., None],
+    url: str,
+    options: dict[str, str] | None,
+    rounds: Sequence[Any] | int,
+    racers: int,
+) -> list[Outcome]:
+    """Runs ``race(url, options, rounds, racer, barrier, results)`` in ``racers`` spawned
+    processes that meet at a barrier before each round; every outcome, once every racer
+    exited with 0."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(racers)
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=race, args=(url, options, rounds, racer, barrier, results))
+        for racer in range(racers)
+    ]
+    for p in procs:
+        p.start()
+    n = rounds if isinstance(rounds, int) else len(rounds)
+    outcomes = [results.get(timeout=300) for _ in range(racers * n)]
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0] * racers
+    return outcomes
 
 
 def race_put_if_absent(

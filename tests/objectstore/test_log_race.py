@@ -5,12 +5,11 @@ winner's entry."""
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import Counter
 
 from cdc_sink.storage.version_log import VersionLog
 from tests.objectstore.conftest import Target
-from tests.objectstore.racers import log_entry, race_log_commits
+from tests.objectstore.racers import log_entry, race_log_commits, run_race
 
 RACERS = 16
 VERSIONS = 4
@@ -18,22 +17,7 @@ VERSIONS = 4
 
 def test_exactly_one_of_16_racing_writers_commits_each_version(target: Target) -> None:
     store = target.open()
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(RACERS)
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=race_log_commits,
-            args=(target.url, target.options or None, VERSIONS, racer, barrier, results),
-        )
-        for racer in range(RACERS)
-    ]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=300) for _ in range(RACERS * VERSIONS)]
-    for p in procs:
-        p.join(timeout=60)
-    assert [p.exitcode for p in procs] == [0] * RACERS
+    outcomes = run_race(race_log_commits, target.url, target.options or None, VERSIONS, RACERS)
     assert not [o for o in outcomes if o[2] not in ("won", "lost")]
     reader = VersionLog(target.url, store=store)
     assert reader.latest() == VERSIONS - 1

@@ -3,11 +3,10 @@ keys at once, on each backend (a local directory; a real S3 server's conditional
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import Counter
 
 from tests.objectstore.conftest import Target
-from tests.objectstore.racers import payload, race_put_if_absent
+from tests.objectstore.racers import payload, race_put_if_absent, run_race
 
 RACERS = 16
 KEYS = [f"_log/{v:020d}.json" for v in range(5)]
@@ -15,22 +14,7 @@ KEYS = [f"_log/{v:020d}.json" for v in range(5)]
 
 def test_exactly_one_of_16_racing_processes_creates_each_key(target: Target) -> None:
     store = target.open()  # on S3 the probe runs once here, not in every racer
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(RACERS)
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=race_put_if_absent,
-            args=(target.url, target.options or None, KEYS, racer, barrier, results),
-        )
-        for racer in range(RACERS)
-    ]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=300) for _ in range(RACERS * len(KEYS))]
-    for p in procs:
-        p.join(timeout=60)
-    assert [p.exitcode for p in procs] == [0] * RACERS
+    outcomes = run_race(race_put_if_absent, target.url, target.options or None, KEYS, RACERS)
     errors = [o for o in outcomes if o[2] not in ("won", "lost")]
     assert not errors
     for key in KEYS:
