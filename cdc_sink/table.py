@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink import commit, maintenance
+from cdc_sink import changefeed, commit, maintenance
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import CommitResult, PreparedBucket
 from cdc_sink.errors import InvalidOption, TableNotFound
@@ -102,8 +102,7 @@ def open_table(path: str | os.PathLike[str], *, options: TableOptions | None = N
 
 
 class Table:
-    """A cdc_sink table (see the module docstring). Use :func:`create_table` or
-    :func:`open_table` to get one."""
+    """A cdc_sink table (see the module docstring), from :func:`create_table`/:func:`open_table`."""
 
     def __init__(self, root: str, *, options: TableOptions | None = None) -> None:
         self._state = TableState(root, options)
@@ -256,6 +255,8 @@ class Table:
             entry = self.log.read(v)
         return version_rejects(self.root, entry)
 
+    changes = changefeed.changes  # the changes of versions (start, end]: cdc_sink.changefeed
+
     # ------------------------------------------------------------------ writes
     def apply(
         self,
@@ -344,9 +345,8 @@ class Table:
         return commit.prepare_bucket(self._state, bucket, version, batch)
 
     def bucket_figures(self, bucket: int) -> dict[str, int] | None:
-        """Live rows (as of the last committed version), memory bytes and delta versions of
-        this process's tablet of ``bucket`` (:func:`cdc_sink.stats.tablet_figures`);
-        ``None`` when the process holds none."""
+        """Live rows (at the last committed version), memory bytes and delta versions of this
+        process's tablet of ``bucket`` (:func:`cdc_sink.stats.tablet_figures`; ``None``: none)."""
         from cdc_sink.stats import tablet_figures
 
         t = self._state.tablets.get(bucket)
