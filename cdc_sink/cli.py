@@ -2,7 +2,7 @@
 
 ::
 
-    cdc-sink demo [--events N] [--format json|rowv2|debezium]
+    cdc-sink demo [--events N] [--format json|rowv2|debezium|debezium-avro]
                   [--apply-mode driver|executors] [--workdir DIR] [--seed S]
     cdc-sink query PATH [--version V | --timestamp T] [--columns a,b] [--limit N]
     cdc-sink versions PATH
@@ -138,6 +138,12 @@ def _add_demo(sub: Any) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="option of the format's decoder (repeatable; VALUE parsed as JSON when it parses)",
+    )
+    demo.add_argument(
+        "--registry-url",
+        default=None,
+        help="schema registry (Confluent API) for --format debezium-avro (default: start "
+        "the test kit's Apicurio registry for the run)",
     )
 
 

@@ -323,6 +323,8 @@ class CdcProducer:
         self.topic = topic
         self.schema = schema if isinstance(schema, TableSchema) else TableSchema.from_dict(schema)
         self.format: FormatName = format
+        #: The options the format's encoder was built with (``subject`` filled in).
+        self.encoder_options: Mapping[str, Any] = dict(encoder_options)
         self.stamp_ts = stamp_ts
         self.validate = validate
         self._encode = value_encoder(

@@ -68,9 +68,15 @@ def test_demo_json_driver_mode_passes_every_check(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fmt", "mode"), [("rowv2", "executors"), ("debezium", "driver")])
+@pytest.mark.parametrize(
+    ("fmt", "mode"),
+    [("rowv2", "executors"), ("debezium", "driver"), ("debezium-avro", "executors")],
+)
 def test_demo_other_formats_and_modes(tmp_path: Path, fmt: str, mode: str) -> None:
-    _assert_checks(_run_demo(tmp_path, "--format", fmt, "--apply-mode", mode))
+    out = _run_demo(tmp_path, "--format", fmt, "--apply-mode", mode)
+    _assert_checks(out)
+    if fmt == "debezium-avro":  # the demo started its own registry
+        assert re.search(r"registry http://127\.0\.0\.1:\d+/apis/ccompat/v7 ", out), out
 
 
 @pytest.mark.slow

@@ -86,6 +86,18 @@ def test_expected_state_equals_the_engine(tmp_path: Path, style: str) -> None:
         assert {r.event["op"] for r in recs if r.kind == "valid"} == {"upsert", "delete"}
 
 
+def test_full_rows_malformed_changes_carry_the_whole_row() -> None:
+    """A Debezium connector sends whole rows, so a malformed change in ``full_rows`` style
+    must too: formats that carry full rows (Avro) can only encode it that way."""
+    recs = generate_orders(3000, seed=5, style="full_rows")
+    columns = {c.name for c in orders_schema().columns} - {"order_id"}
+    bad = [r for r in recs if r.kind in ("bad_json", "unknown_column", "wrong_type")]
+    assert {r.kind for r in bad} == {"bad_json", "unknown_column", "wrong_type"}
+    for r in bad:
+        assert r.event["op"] == "upsert"
+        assert columns <= set(r.event["set"]), r
+
+
 def test_reference_applier_semantics() -> None:
     schema = orders_schema()
     t = ExpectedTable(schema)

@@ -257,19 +257,9 @@ def _malformed(st: _State, kind: str) -> dict[str, Any]:
     seq, now = st.tick()
     oid = st.pick() or _FIRST_ORDER_ID
     if kind == "unknown_column":
-        return {
-            "op": "update",
-            "key": {"order_id": oid},
-            "seq": seq,
-            "set": {"coupon_code": "SPRING25", "updated_at": now},
-        }
+        return _malformed_update(st, oid, {"coupon_code": "SPRING25", "updated_at": now}, seq)
     if kind == "wrong_type":
-        return {
-            "op": "update",
-            "key": {"order_id": oid},
-            "seq": seq,
-            "set": {"items": "three", "updated_at": now},
-        }
+        return _malformed_update(st, oid, {"items": "three", "updated_at": now}, seq)
     if kind == "missing_key":
         st.missing_next += 1
         return {
@@ -279,12 +269,18 @@ def _malformed(st: _State, kind: str) -> dict[str, Any]:
             "set": {"status": "shipped", "updated_at": now},
         }
     # bad_json: a plausible event whose bytes get truncated on the wire
-    return {
-        "op": "update",
-        "key": {"order_id": oid},
-        "seq": seq,
-        "set": {"status": "paid", "updated_at": now},
-    }
+    return _malformed_update(st, oid, {"status": "paid", "updated_at": now}, seq)
+
+
+def _malformed_update(st: _State, oid: int, sets: dict[str, Any], seq: int) -> dict[str, Any]:
+    """A malformed change of a live order: the columns ``sets`` (in ``full_rows`` style,
+    the order's whole row with them, as a Debezium connector sends). The order's state
+    is unchanged: the sink rejects the change."""
+    if st.style == "full_rows" and oid in st.live:
+        full = {k: v for k, v in st.live[oid].items() if k != "order_id"}
+        full.update(sets, seq=seq)
+        return {"op": "upsert", "key": {"order_id": oid}, "set": full, "seq": seq}
+    return {"op": "update", "key": {"order_id": oid}, "seq": seq, "set": sets}
 
 
 def generate_orders(

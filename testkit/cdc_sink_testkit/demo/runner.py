@@ -21,6 +21,7 @@ Kafka, the streaming query and Spark are stopped at the end, whatever happens.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import sys
 import tempfile
@@ -73,6 +74,8 @@ class DemoOptions:
             runs (0: a free port; ``None``: none).
         metrics_host: Address the metrics endpoint binds.
         decoder_options: Options of the format's decoder.
+        registry_url: The schema registry's Confluent API for ``debezium-avro``; ``None``
+            starts the test kit's registry (Apicurio) for the demo's run.
     """
 
     events: int = 20_000
@@ -86,6 +89,7 @@ class DemoOptions:
     metrics_port: int | None = 0
     metrics_host: str = "127.0.0.1"
     decoder_options: dict[str, Any] = field(default_factory=dict)
+    registry_url: str | None = None
 
 
 @dataclass
@@ -161,6 +165,7 @@ def run_from_args(args: Any) -> int:
         metrics_port=None if args.metrics_port < 0 else args.metrics_port,
         metrics_host=args.metrics_host,
         decoder_options=args.decoder_options,
+        registry_url=getattr(args, "registry_url", None),
     )
     return run_demo(opts)
 
@@ -178,7 +183,8 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
     rep = _Report(console)
     t_start = time.perf_counter()
     workdir = _workdir(opts)
-    style: Literal["partial", "full_rows"] = "full_rows" if opts.format == "debezium" else "partial"
+    full_rows = opts.format in ("debezium", "debezium-avro")
+    style: Literal["partial", "full_rows"] = "full_rows" if full_rows else "partial"
     records = generate_orders(opts.events, seed=opts.seed, style=style)
     console.print(
         f"[bold]cdc_sink demo[/]: {len(records)} order events "
@@ -204,6 +210,7 @@ class _Running:
     spark: SparkSession | None = None
     query: Any = None
     metrics_server: Any = None
+    registry: Any = None
 
     def stop(self, console: Console) -> None:
         """Stops the query, Spark, Kafka and the metrics endpoint (those started)."""
@@ -216,6 +223,8 @@ class _Running:
             self.spark.stop()
         if self.kafka is not None:
             self.kafka.stop()
+        if self.registry is not None:
+            self.registry.stop()
         if self.metrics_server is not None:
             self.metrics_server.close()
 
@@ -232,7 +241,19 @@ def _run_pipeline(
     schema = orders_schema()
     metrics = _start_metrics(opts, rep.console, run)
     bootstrap, topic, dlq_topic = _start_kafka(opts, rep, run)
-    producer = CdcProducer(bootstrap, topic, schema, format=opts.format, backend=opts.backend)
+    registry = _start_registry(opts, rep, run)
+    if registry is not None:
+        opts = dataclasses.replace(
+            opts, decoder_options={"registry_url": registry, **opts.decoder_options}
+        )
+    producer = CdcProducer(
+        bootstrap,
+        topic,
+        schema,
+        format=opts.format,
+        backend=opts.backend,
+        encoder_options=None if registry is None else {"registry_url": registry},
+    )
     dead_letter = KafkaDeadLetter(bootstrap, dlq_topic)
     with rep.step("Spark"):
         run.spark, run.query, sink_fn = _start_query(
@@ -294,6 +315,22 @@ def _start_kafka(opts: DemoOptions, rep: _Report, run: _Running) -> tuple[str, s
             f"{topic!r} ({opts.partitions} partitions), {dlq_topic!r}"
         )
     return bootstrap, topic, dlq_topic
+
+
+def _start_registry(opts: DemoOptions, rep: _Report, run: _Running) -> str | None:
+    """The schema registry's URL when the format needs one (``debezium-avro``): the given
+    one, or the test kit's registry started for this run."""
+    if opts.format != "debezium-avro":
+        return None
+    if opts.registry_url is not None:
+        return opts.registry_url
+    from cdc_sink_testkit.registry import start_registry
+
+    with rep.step("Schema registry"):
+        run.registry = start_registry()
+        rep.console.print(f"registry {run.registry.url} (Apicurio, Confluent's API)")
+    url: str = run.registry.url
+    return url
 
 
 def _process_phases(

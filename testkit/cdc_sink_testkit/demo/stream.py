@@ -11,6 +11,11 @@ a valid record of the format only in what makes them malformed:
 - ``wrong_type``: encoded with ``items`` declared as a string (rowv2: five bytes of text
   where an int32 belongs);
 - ``missing_key``: a valid event (only the table can tell the key is missing).
+
+Formats whose encoder registers its schema (``debezium-avro``) register each malformed
+kind's schema under a subject of its own (``<subject>-<kind>``): a registry that checks
+compatibility would refuse the changed types under the stream's subject, while a
+writer schema is all the decoder reads by a message's schema id.
 """
 
 from __future__ import annotations
@@ -29,9 +34,14 @@ from cdc_sink_testkit.demo.orders import OrderRecord
 __all__ = ["malformed_value", "produce_records"]
 
 
-def _encode(fmt: FormatName, event: Mapping[str, Any], schema: TableSchema) -> bytes:
-    """``event`` encoded by the format's encoder in the registry (default options)."""
-    return get_format(fmt).new_encoder(schema)(event)
+def _encode(
+    fmt: FormatName,
+    event: Mapping[str, Any],
+    schema: TableSchema,
+    options: Mapping[str, Any],
+) -> bytes:
+    """``event`` encoded by the format's encoder in the registry with ``options``."""
+    return get_format(fmt).new_encoder(schema, **options)(event)
 
 
 def _with_column_type(schema: TableSchema, name: str, t: pa.DataType) -> TableSchema:
@@ -43,9 +53,22 @@ def _with_column_type(schema: TableSchema, name: str, t: pa.DataType) -> TableSc
 
 
 def malformed_value(
-    record: OrderRecord, fmt: FormatName, schema: TableSchema, *, ts_ms: int | None = None
+    record: OrderRecord,
+    fmt: FormatName,
+    schema: TableSchema,
+    *,
+    ts_ms: int | None = None,
+    encoder_options: Mapping[str, Any] | None = None,
 ) -> bytes:
     """The value bytes of a malformed record (see the module docstring).
+
+    Args:
+        record: The record (its ``kind`` says how it is malformed).
+        fmt: The wire format.
+        schema: The table schema.
+        ts_ms: The event time to stamp, if any.
+        encoder_options: Options of the format's encoder (``debezium-avro``: the
+            ``registry_url`` and the stream's ``subject``).
 
     Raises:
         InvalidOption: ``fmt`` is not a known format.
@@ -53,17 +76,20 @@ def malformed_value(
     event = dict(record.event)
     if ts_ms is not None:
         event["ts_ms"] = ts_ms
+    options = dict(encoder_options or {})
+    if "subject" in options:
+        options["subject"] = f"{options['subject']}-{record.kind}"
     if record.kind == "unknown_column":
         wider = schema.add_column("coupon_code", "string")
-        return _encode(fmt, event, wider)
+        return _encode(fmt, event, wider, options)
     if record.kind == "wrong_type":
-        return _encode(fmt, event, _with_column_type(schema, "items", pa.string()))
+        return _encode(fmt, event, _with_column_type(schema, "items", pa.string()), options)
     if record.kind == "bad_json":
-        good = _encode(fmt, event, schema)
+        good = _encode(fmt, event, schema, options)
         if fmt == "rowv2":
             return good[:1] + b"\x7f" + good[2:]  # codec byte 127: not a row v2
         return good[: len(good) // 2]
-    return _encode(fmt, event, schema)
+    return _encode(fmt, event, schema, options)
 
 
 def produce_records(
@@ -95,7 +121,13 @@ def produce_records(
             send_pending()
             key = encode_key([rec.event["key"][k] for k in producer.schema.primary_key])
             producer.send_raw(
-                key, malformed_value(rec, producer.format, producer.schema, ts_ms=None)
+                key,
+                malformed_value(
+                    rec,
+                    producer.format,
+                    producer.schema,
+                    encoder_options=producer.encoder_options,
+                ),
             )
             if on_progress is not None:
                 on_progress(1)
