@@ -138,9 +138,9 @@ def _adds_values(state: TableState, version: int, plan: FeedPlan) -> bool:
     """Whether schema change ``version`` adds an output column with a non-null default
     (every live row then changes: null before the column existed, the default after)."""
     before = {c.id for c in state.schema_at(version - 1).columns}
-    now = state.schema_at(version)
+    now = {c.id: c for c in state.schema_at(version).columns}
     return any(
-        c.id not in before and now.column_by_id(c.id).has_default
+        c.id not in before and c.id in now and now[c.id].has_default
         for c in plan.columns[plan.nkeys :]
     )
 
