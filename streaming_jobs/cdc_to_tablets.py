@@ -72,6 +72,8 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
+from cdc_sink.kafka.properties import ClientProperties
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -204,6 +206,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="extra Kafka source option, e.g. kafka.security.protocol=SSL",
     )
+    p.add_argument(
+        "--client-properties",
+        default=None,
+        metavar="FILE",
+        help="Kafka and schema-registry connection settings (a client.properties file: "
+        "security.protocol, sasl.*, ssl.*, schema.registry.url, basic.auth.user.info...; "
+        "secrets as ${env:NAME}, ${file:PATH:KEY} or ${dir:DIR:NAME}) for the Kafka "
+        "source, the Kafka dead-letter sink and the debezium-avro decoder; default: the "
+        "file $CDC_SINK_CLIENT_PROPERTIES names",
+    )
     p.add_argument("--query-name", default="cdc_to_tablets", help="streaming query name")
     obs = p.add_argument_group("observability")
     obs.add_argument(
@@ -334,8 +346,11 @@ def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
     return dict(_pairs(items, "--kafka-option"))
 
 
-def job_decoder_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The decoder options of the job: ``--decoder-option`` items, and
+def job_decoder_options(
+    args: argparse.Namespace, client_properties: ClientProperties | None = None
+) -> dict[str, Any]:
+    """The decoder options of the job: the schema registry's settings of the client
+    properties (``debezium-avro``), ``--decoder-option`` items (they win), and
     ``allow_truncate=True`` with ``--allow-truncate``.
 
     Raises:
@@ -343,6 +358,8 @@ def job_decoder_options(args: argparse.Namespace) -> dict[str, Any]:
             other than ``json``.
     """
     options = parse_decoder_options(args.decoder_option)
+    if client_properties is not None and args.format == "debezium-avro":
+        options = {**client_properties.registry_options(), **options}
     if args.allow_truncate:
         if args.format != "json":
             raise ValueError(
@@ -581,8 +598,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
     try:
-        kafka_options = parse_kafka_options(args.kafka_option)
-        decoder_options = job_decoder_options(args)
+        client_properties = ClientProperties.load(args.client_properties)
+        kafka_options = {
+            **client_properties.spark_options(),
+            **parse_kafka_options(args.kafka_option),
+        }
+        decoder_options = job_decoder_options(args, client_properties)
     except ValueError as exc:
         print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -626,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics=metrics,
             kafka_options=kafka_options,
             decoder_options=decoder_options,
+            client_properties=client_properties,
             stop=stop,
         )
     except Exception as exc:
@@ -646,6 +668,7 @@ def _run(
     metrics: SinkMetrics,
     kafka_options: dict[str, str],
     decoder_options: dict[str, Any],
+    client_properties: ClientProperties,
     stop: _StopRequest,
 ) -> int:
     from pyspark.errors import StreamingQueryException
@@ -661,7 +684,11 @@ def _run(
     if args.schema_file:
         with open(args.schema_file, encoding="utf-8") as f:
             schema = json.load(f)
-    dead_letter = from_uri(args.dead_letter) if args.dead_letter else None
+    dead_letter = (
+        from_uri(args.dead_letter, client_properties=client_properties)
+        if args.dead_letter
+        else None
+    )
 
     conf = apply_numpy_hugepages(args.numpy_hugepages) | use_arrow_memory_pool(
         args.arrow_memory_pool

@@ -177,6 +177,7 @@ def debezium_avro_encoder(
     subject: str,
     registry_timeout: float = 10.0,
     registry_auth: str | None = None,
+    registry_ssl: Mapping[str, str] | None = None,
 ) -> EventEncoder:
     """The ``debezium-avro`` encoder of native events (registers the schema first).
 
@@ -190,6 +191,8 @@ def debezium_avro_encoder(
         subject: The subject to register the schema under (``<topic>-value``).
         registry_timeout: Seconds each registry call may take.
         registry_auth: ``"user:password"`` for HTTP basic auth.
+        registry_ssl: TLS files: ``ca_location``, ``certificate_location``,
+            ``key_location``.
 
     Raises:
         InvalidOption: A registry option is invalid.
@@ -201,7 +204,9 @@ def debezium_avro_encoder(
     require("fastavro", feature="the 'debezium-avro' encoder")
     import fastavro
 
-    settings = RegistrySettings.from_options(registry_url, registry_timeout, registry_auth, None)
+    settings = RegistrySettings.from_options(
+        registry_url, registry_timeout, registry_auth, registry_ssl
+    )
     avro = envelope_schema(schema)
     parsed = fastavro.parse_schema(avro)
     header = b"\x00" + _register(settings, subject, avro).to_bytes(4, "big")

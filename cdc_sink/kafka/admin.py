@@ -37,14 +37,18 @@ def create_topic(
     replication_factor: int = 1,
     config: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    client_config: Mapping[str, Any] | None = None,
 ) -> None:
     """Create a topic with confluent-kafka's AdminClient and wait for its leaders.
+
+    ``config`` is the topic's configuration; ``client_config`` the admin client's (the
+    cluster's security settings: librdkafka names).
 
     Raises:
         CdcSinkError: The topic could not be created, or has no leader in time.
         MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
     """
-    admin = admin_client(bootstrap_servers)
+    admin = admin_client(bootstrap_servers, **dict(client_config or {}))
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # re-exported
 

@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from cdc_sink import dead_letters as base
 from cdc_sink.extras import require, require_any
-from cdc_sink.kafka.producer import BackendName, RawProducer
+from cdc_sink.kafka.producer import BackendName, RawProducer, resolve_backend
+from cdc_sink.kafka.properties import ClientProperties
 
 __all__ = ["KafkaDeadLetter"]
 
@@ -45,7 +46,10 @@ class KafkaDeadLetter(base.DeadLetterSink):
             beforehand.
         backend: Kafka client, see :class:`~cdc_sink.kafka.producer.RawProducer`.
         timeout: Seconds ``write`` waits for Kafka to acknowledge the records.
-        **config: Client settings passed to the producer.
+        client_properties: The cluster's connection settings (SASL, TLS;
+            :class:`~cdc_sink.kafka.properties.ClientProperties`), given to every client
+            the sink makes: producers, the cursor consumer, the admin client, readers.
+        **config: More client settings passed to the producer (they win).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class KafkaDeadLetter(base.DeadLetterSink):
         *,
         backend: BackendName = "auto",
         timeout: float = 60.0,
+        client_properties: ClientProperties | None = None,
         **config: Any,
     ) -> None:
         _require_client(backend)
@@ -62,14 +67,18 @@ class KafkaDeadLetter(base.DeadLetterSink):
         self.topic = topic
         self.backend: BackendName = backend
         self.timeout = timeout
-        self.config = dict(config)
+        self.client_properties = client_properties or ClientProperties()
+        self.config = {**self._security(resolve_backend(backend)), **config}
         self._producer: RawProducer | None = None
         self._txn: dict[str, Any] = {}  # app_id -> (transactional producer, consumer)
         self._pid = os.getpid()
         self._topic_checked = False
-        from cdc_sink.kafka.producer import resolve_backend
-
         self.exactly_once = resolve_backend(backend) == "confluent"
+
+    def _security(self, backend: str) -> dict[str, Any]:
+        """The connection settings in ``backend``'s names (``confluent``: librdkafka's)."""
+        props = self.client_properties
+        return props.confluent_config() if backend == "confluent" else props.kafka_python_config()
 
     def __repr__(self) -> str:
         return f"KafkaDeadLetter({self.bootstrap_servers!r}, {self.topic!r})"
@@ -100,7 +109,8 @@ class KafkaDeadLetter(base.DeadLetterSink):
         from cdc_sink.errors import CdcSinkError
         from cdc_sink.kafka.admin import create_topic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        security = self._security("confluent")
+        admin = AdminClient({**security, "bootstrap.servers": self.bootstrap_servers})
         try:
             md = admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
@@ -115,6 +125,7 @@ class KafkaDeadLetter(base.DeadLetterSink):
                     1,
                     replication_factor=max(1, min(3, len(md.brokers))),
                     timeout=self.timeout,
+                    client_config=security,
                 )
             except CdcSinkError as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):  # another writer made it
@@ -145,6 +156,7 @@ class KafkaDeadLetter(base.DeadLetterSink):
             producer.init_transactions(self.timeout)  # fences a previous incarnation
             consumer = Consumer(
                 {
+                    **self._security("confluent"),
                     "bootstrap.servers": self.bootstrap_servers,
                     "group.id": self.cursor_group(app_id),
                     "enable.auto.commit": False,
@@ -268,7 +280,7 @@ class KafkaDeadLetter(base.DeadLetterSink):
         Raises:
             TimeoutError: The end offsets were not reached within ``timeout``.
         """
-        rows = _consume_all(self.bootstrap_servers, self.topic, timeout)
+        rows = _consume_all(self.bootstrap_servers, self.topic, timeout, self.client_properties)
         cols: dict[str, list[Any]] = {f.name: [] for f in base.DEAD_LETTER_SCHEMA}
         for key, value, headers in rows:
             h = {k: (v.decode("utf-8") if v is not None else None) for k, v in headers}
@@ -286,17 +298,16 @@ class KafkaDeadLetter(base.DeadLetterSink):
 
 
 def _consume_all(
-    bootstrap_servers: str, topic: str, timeout: float
+    bootstrap_servers: str, topic: str, timeout: float, props: ClientProperties
 ) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     """(key, value, headers) of every record of ``topic``, partition by partition."""
-    from cdc_sink.kafka.producer import resolve_backend
-
     if resolve_backend("auto") == "kafka-python":
-        return _consume_all_kafka_python(bootstrap_servers, topic, timeout)
+        return _consume_all_kafka_python(bootstrap_servers, topic, timeout, props)
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
+            **props.confluent_config(),
             "bootstrap.servers": bootstrap_servers,
             "group.id": "cdc_sink-dlq-read",
             "enable.auto.commit": False,
@@ -338,11 +349,12 @@ def _consume_all(
 
 
 def _consume_all_kafka_python(
-    bootstrap_servers: str, topic: str, timeout: float
+    bootstrap_servers: str, topic: str, timeout: float, props: ClientProperties
 ) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
+        **props.kafka_python_config(),
         bootstrap_servers=bootstrap_servers.split(","),
         enable_auto_commit=False,
         auto_offset_reset="earliest",

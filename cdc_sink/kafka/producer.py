@@ -58,6 +58,7 @@ from cdc_sink.kafka._clients import (
     resolve_backend,
 )
 from cdc_sink.kafka._keys import encode_key, event_keys, keyed_events
+from cdc_sink.kafka.properties import ClientProperties
 from cdc_sink.schema import TableSchema
 
 __all__ = [
@@ -93,9 +94,11 @@ class RawProducer:
             it can be imported).
         on_error: Called with each failed delivery instead of raising them from
             :meth:`flush` (it runs on the client's callback thread).
+        client_properties: The cluster's connection settings (SASL, TLS;
+            :class:`~cdc_sink.kafka.properties.ClientProperties`), in the backend's names.
         **config: Client settings passed through unchanged (librdkafka names such as
             ``"message.max.bytes"`` for confluent-kafka, keyword names such as
-            ``max_request_size`` for kafka-python).
+            ``max_request_size`` for kafka-python); they win over ``client_properties``.
     """
 
     def __init__(
@@ -104,9 +107,17 @@ class RawProducer:
         *,
         backend: BackendName = "auto",
         on_error: Callable[[DeliveryFailure], None] | None = None,
+        client_properties: ClientProperties | None = None,
         **config: Any,
     ) -> None:
         self.backend = resolve_backend(backend)
+        if client_properties is not None:
+            security = (
+                client_properties.confluent_config()
+                if self.backend == "confluent"
+                else client_properties.kafka_python_config()
+            )
+            config = {**security, **config}
         self._on_error = on_error
         self._failures: list[DeliveryFailure] = []
         self._pending = 0
@@ -286,6 +297,10 @@ class CdcProducer:
             ``"bucket"``: partition = the key's table bucket modulo the topic's partition
             count, read from the cluster on the first send (see the module docstring);
             a topic's partition count must not change while it is produced to so.
+        client_properties: The deployment's connection settings
+            (:class:`~cdc_sink.kafka.properties.ClientProperties`): the cluster's SASL and
+            TLS settings for the client, and, for ``"debezium-avro"``, the schema
+            registry's (``encoder_options`` win).
         **producer_config: Client settings, passed through (see :class:`RawProducer`).
 
     Raises:
@@ -307,10 +322,13 @@ class CdcProducer:
         debezium_envelope: bool = True,
         encoder_options: Mapping[str, Any] | None = None,
         partitioner: Partitioner = "key",
+        client_properties: ClientProperties | None = None,
         **producer_config: Any,
     ) -> None:
         fmt = get_format(format)  # an unknown format is an InvalidOption naming the valid ones
         encoder_options = dict(encoder_options or {})
+        if client_properties is not None and "registry_url" in fmt.encoder_options:
+            encoder_options = {**client_properties.registry_options(), **encoder_options}
         if "subject" in fmt.encoder_options:
             encoder_options.setdefault("subject", f"{topic}-value")
         if partitioner not in ("key", "bucket"):
@@ -335,7 +353,11 @@ class CdcProducer:
         )
         self.sent = 0
         self._raw = RawProducer(
-            bootstrap_servers, backend=backend, on_error=on_error, **producer_config
+            bootstrap_servers,
+            backend=backend,
+            on_error=on_error,
+            client_properties=client_properties,
+            **producer_config,
         )
 
     @property
