@@ -8,6 +8,7 @@ snapshots and segments)."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from cdc_sink.table import Table, TableOptions
 from tests.changefeed.diff import feed_records, reference_feed, replay, snapshot
 from tests.strategies import VALUE_TYPES, events, key_pool, schemas, values_of
 
-_FRESH = 0
+_FRESH = itertools.count()  # column names never reused within a run
 
 
 def _schema_change(data: st.DataObject, table: Table) -> None:
@@ -28,16 +29,13 @@ def _schema_change(data: st.DataObject, table: Table) -> None:
     droppable = [c.name for c in schema.value_columns if c.name != schema.sequence_column]
     kind = data.draw(st.sampled_from(["add", "add", "drop", "rename"]))
     if kind == "add" or len(droppable) < 2:
-        global _FRESH
-        _FRESH += 1
         t = data.draw(st.sampled_from(VALUE_TYPES))
         default: Any = data.draw(st.one_of(st.none(), values_of(t)))
-        table.add_column(f"n{_FRESH}", t, default=default)
+        table.add_column(f"n{next(_FRESH)}", t, default=default)
     elif kind == "drop":
         table.drop_column(data.draw(st.sampled_from(droppable)))
     else:
-        _FRESH += 1
-        table.rename_column(data.draw(st.sampled_from(droppable)), f"r{_FRESH}")
+        table.rename_column(data.draw(st.sampled_from(droppable)), f"r{next(_FRESH)}")
 
 
 def _build(data: st.DataObject, root: Path) -> Table:
