@@ -11,7 +11,6 @@ version in a version of kind ``snapshot``; a schema change is a version of kind
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -19,16 +18,10 @@ from typing import Any
 from cdc_sink.errors import CommitConflict, TableExists, VersionNotFound
 from cdc_sink.pending import PendingBucket
 from cdc_sink.schema import TableSchema
-from cdc_sink.storage.fsutil import (
-    DEFAULT_FILE_MODE,
-    atomic_replace,
-    dir_mode,
-    makedirs,
-    remove,
-    write_file_durable,
-)
 from cdc_sink.storage.gc import GcPlan, GcPolicy, execute_gc, plan_gc
-from cdc_sink.storage.layout import file_version, schema_file, table_file
+from cdc_sink.storage.layout import TABLE_FILE, file_version, schema_key
+from cdc_sink.storage.objectstore import ObjectExists, ObjectStore, StoreLike, as_store
+from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.storage.snapshot import (
     LocationUpdate,
     apply_locations,
@@ -50,11 +43,19 @@ __all__ = [
 ]
 
 
-def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOptions) -> None:
-    """Creates an empty table at ``root`` (version 0, kind ``create``).
+def create(
+    where: StoreLike, schema: TableSchema | Mapping[str, Any], options: TableOptions
+) -> None:
+    """Creates an empty table in ``where`` (version 0, kind ``create``).
+
+    Args:
+        where: The table's store (or its local directory).
+        schema: The schema, or its dictionary form.
+        options: The options; ``page_rows`` is fixed here.
 
     Raises:
-        TableExists: ``root`` already holds a table.
+        TableExists: ``where`` already holds a table, or another table is being created
+            there (or its creation crashed) with other options or another schema.
         SchemaError: The schema is invalid.
     """
     if not isinstance(schema, TableSchema):
@@ -62,56 +63,74 @@ def create(root: str, schema: TableSchema | Mapping[str, Any], options: TableOpt
     if schema.schema_id != 0:
         schema = replace(schema, schema_id=0)
     mode = options.file_mode
-    makedirs(root, mode=dir_mode(mode))
-    log = VersionLog(root, file_mode=mode)
+    store = where if isinstance(where, ObjectStore) else LocalStore(where, file_mode=mode)
+    log = VersionLog(store.url, file_mode=options.file_mode, store=store)
     log.repair()
     if log.latest() is not None:
-        raise TableExists(f"a table already exists at {root}")
-    # Version 0's log entry is the commit point of creation: files written before it by
-    # a creation that crashed are simply written again (with a new seed: no tablet was
-    # built with the old one). The key index's seed is drawn once per table; every
-    # tablet of the table, in any process, hashes keys with it (cdc_sink.tablet.keyindex).
+        raise TableExists(f"a table already exists at {store.url}")
+    # Version 0's log entry is the commit point of creation. _table.json and schema 0 are
+    # created with put_if_absent: racing creators (or one retrying after a crash) agree
+    # on the first one's key index seed, drawn once per table; every tablet of the table,
+    # in any process, hashes keys with it (cdc_sink.tablet.keyindex). A creation of other
+    # options or another schema is refused, as entry 0 could name either.
     meta = {"format": 1, "page_rows": options.page_rows, "index_seed": seed_to_json(new_seed())}
-    atomic_replace(table_file(root), json.dumps(meta).encode(), mode=mode)
-    remove(schema_file(root, 0), missing_ok=True)
-    write_schema(root, schema, file_mode=mode)
+    try:
+        store.put_if_absent(TABLE_FILE, json.dumps(meta).encode())
+    except ObjectExists:
+        found = json.loads(store.get(TABLE_FILE))
+        if found.get("format") != 1 or found.get("page_rows") != options.page_rows:
+            raise TableExists(
+                f"another table (other options) is being created at {store.url}, or its "
+                "creation crashed before version 0: remove it to create one there"
+            ) from None
+    write_schema(store, schema, committed=True, creating=True)
     first = _own_entry(0, now_ms(), 0, "create")
     try:
         log.commit(first)
     except CommitConflict:
-        raise TableExists(f"a table already exists at {root}") from None
+        raise TableExists(f"a table already exists at {store.url}") from None
 
 
 def write_schema(
-    root: str,
+    where: StoreLike,
     schema: TableSchema,
     *,
     committed: bool = False,
-    file_mode: int = DEFAULT_FILE_MODE,
+    creating: bool = False,
 ) -> None:
-    """Writes ``_schema/<id>.json`` (a new file gets ``file_mode``).
+    """Creates ``_schema/<id>.json`` (``put_if_absent``).
 
     A file of an id no log entry uses yet is left by a schema change that failed before
     its commit, and is replaced; one of a committed id must hold the same schema.
 
+    Args:
+        where: The table's store (or its local directory).
+        schema: The schema.
+        committed: The id is in use (or may be, by a racing writer): never replace.
+        creating: A creation writes it (a different file is another creator's).
+
     Raises:
         CommitConflict: ``committed`` and another writer wrote a different schema there.
+        TableExists: ``creating`` and another creator wrote a different schema there.
     """
-    p = schema_file(root, schema.schema_id)
-    makedirs(os.path.dirname(p), mode=dir_mode(file_mode))
+    store = as_store(where)
+    key = schema_key(schema.schema_id)
     data = json.dumps(schema.to_dict(), indent=1).encode()
     try:
-        write_file_durable(p, data, exclusive=True, mode=file_mode)
-    except FileExistsError:
-        with open(p, "rb") as f:
-            same = TableSchema.from_dict(json.loads(f.read())) == schema
-        if same:
+        store.put_if_absent(key, data)
+    except ObjectExists:
+        if TableSchema.from_dict(json.loads(store.get(key))) == schema:
             return
+        if creating:
+            raise TableExists(
+                f"another table (another schema) is being created at {store.url}, or its "
+                "creation crashed before version 0: remove it to create one there"
+            ) from None
         if committed:
             raise CommitConflict(
                 f"schema {schema.schema_id} was written by another writer"
             ) from None
-        atomic_replace(p, data, mode=file_mode)
+        store.put(key, data)
 
 
 def maybe_snapshot(
@@ -241,7 +260,7 @@ def change_schema(s: TableState, new: TableSchema) -> int:
         s.refresh()
         v = s.version + 1
         committed = new.schema_id <= max(sid for _, sid in s.history.schemas)
-        write_schema(s.root, new, committed=committed, file_mode=s.options.file_mode)
+        write_schema(s.store, new, committed=committed)
         entry = _own_entry(v, s.commit_time(), new.schema_id, "schema")
         s.log.commit(entry)
         s.schemas[new.schema_id] = new

@@ -1,7 +1,7 @@
 """A durable, versioned cdc_sink table: N bucket tablets, a WAL, a version log, snapshots.
 
-Every file is immutable once written and a version's log entry is its only commit point;
-the on-disk layout is drawn in :mod:`cdc_sink.storage.layout`.
+Every file is immutable once written and a version's log entry is its only commit point
+(:mod:`cdc_sink.storage.layout`); a table lives in a directory or an object store (§10).
 
 This module is the facade; the work is done by
 
@@ -15,8 +15,7 @@ This module is the facade; the work is done by
 
 A :class:`Table` opened for writing keeps one tablet per bucket at the latest version
 (loaded lazily: newest snapshot + the segments after it), retains ``memory_versions``
-versions in them, and serves older versions by loading them from disk
-(docs/architecture.md §4-§8).
+versions in them, and loads older ones from storage (docs/architecture.md §4-§8, §10).
 """
 
 from __future__ import annotations
@@ -31,15 +30,14 @@ import pyarrow as pa
 from cdc_sink import changefeed, commit, maintenance
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.commit import CommitResult, PreparedBucket
-from cdc_sink.errors import InvalidOption, TableNotFound
+from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.stats import TableStats
 from cdc_sink.storage.gc import GcPlan, GcPolicy
-from cdc_sink.storage.layout import is_table
+from cdc_sink.storage.objectstore import ObjectStore
 from cdc_sink.storage.rejects import reject_records, sorted_rejects, version_rejects
-from cdc_sink.storage.version_log import VersionLog
 from cdc_sink.table_inputs import keys_table, timestamp_ms, to_batch
-from cdc_sink.table_state import TableOptions, TableState
+from cdc_sink.table_state import TableOptions, TableState, check_created, open_location
 from cdc_sink.tablet import MemTablet
 from cdc_sink.transaction import Transaction
 
@@ -63,50 +61,54 @@ def create_table(
     schema: TableSchema | Mapping[str, Any],
     *,
     options: TableOptions | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Table:
     """Creates an empty table at ``path`` (version 0).
 
     Args:
-        path: Directory of the table (created if missing; must not hold a table).
+        path: A directory (created if missing), ``file://`` or object-store URL
+            (``s3://bucket/prefix``...: :func:`cdc_sink.storage.objectstore.store_for`).
         schema: The schema, or its dictionary form.
         options: Table options (``page_rows`` is fixed here).
+        storage_options: An object store's endpoint, region, credentials...
 
     Raises:
-        TableExists: ``path`` already holds a table.
-        SchemaError: The schema is invalid.
+        TableExists, SchemaError: ``path`` holds a table; the schema is invalid.
+        cdc_sink.storage.objectstore.StoreConfigError: A bad URL or store.
     """
-    root = os.fspath(path)
-    maintenance.create(root, schema, options or TableOptions())
-    return Table(root, options=options)
+    root, store = open_location(path, storage_options, options)
+    maintenance.create(store, schema, options or TableOptions())
+    return Table(root, options=options, store=store)
 
 
-def open_table(path: str | os.PathLike[str], *, options: TableOptions | None = None) -> Table:
-    """Opens the table at ``path``.
-
-    Args:
-        path: The table directory.
-        options: In-memory and retention options (``page_rows`` comes from the table).
+def open_table(
+    path: str | os.PathLike[str],
+    *,
+    options: TableOptions | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Table:
+    """Opens the table at ``path`` (a directory or URL, with ``storage_options``, as for
+    :func:`create_table`; ``options``: in memory and retention, ``page_rows`` is the
+    table's).
 
     Raises:
         TableNotFound: ``path`` holds no table.
+        cdc_sink.storage.objectstore.StoreConfigError: A bad URL or store.
     """
-    root = os.fspath(path)
-    if not is_table(root):
-        raise TableNotFound(f"no cdc_sink table at {root}")
-    if VersionLog(root).latest() is None:
-        raise TableNotFound(
-            f"the table at {root} was never created completely "
-            "(create_table crashed before committing version 0)"
-        )
-    return Table(root, options=options)
+    root, store = open_location(path, storage_options, options)
+    check_created(root, store)
+    return Table(root, options=options, store=store)
 
 
 class Table:
     """A cdc_sink table (see the module docstring), from :func:`create_table`/:func:`open_table`."""
 
-    def __init__(self, root: str, *, options: TableOptions | None = None) -> None:
-        self._state = TableState(root, options)
+    def __init__(
+        self, root: str, *, options: TableOptions | None = None, store: ObjectStore | None = None
+    ) -> None:
+        self._state = TableState(root, options, store)
         self.root = root
+        self.store = self._state.store
         self.options = self._state.options
         self.log = self._state.log
 

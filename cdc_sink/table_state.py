@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,9 +35,12 @@ from cdc_sink.errors import InvalidOption, TableNotFound, VersionNotFound, WalCo
 from cdc_sink.pending import PendingBucket
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.change_codec import WAL_CODECS, WalCompression
-from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, check_file_mode, remove
+from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, check_file_mode
 from cdc_sink.storage.history import History
-from cdc_sink.storage.layout import schema_file, table_file
+from cdc_sink.storage.layout import TABLE_FILE, schema_key
+from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore, store_for
+from cdc_sink.storage.objectstore.local import LocalStore
+from cdc_sink.storage.objectstore.urls import parse_store_url
 from cdc_sink.storage.pages import PAGE_CODECS, PageCompression
 from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.storage.snapshot import apply_locations, load_snapshot, read_manifest
@@ -45,7 +48,7 @@ from cdc_sink.storage.version_log import VersionLog
 from cdc_sink.tablet import MemTablet, TabletOptions
 from cdc_sink.tablet.keyindex import seed_from_json
 
-__all__ = ["TableOptions", "TableState", "now_ms"]
+__all__ = ["TableOptions", "TableState", "check_created", "now_ms", "open_location"]
 
 
 def now_ms() -> int:
@@ -154,19 +157,61 @@ class TableOptions:
         )
 
 
+def open_location(
+    url: str | os.PathLike[str],
+    storage_options: Mapping[str, str] | None,
+    options: TableOptions | None,
+) -> tuple[str, ObjectStore]:
+    """The root of the table at ``url`` (a local table's path as given, else its URL)
+    and its store (:func:`~cdc_sink.storage.objectstore.store_for`; a local one creates
+    files with ``options.file_mode``)."""
+    where = parse_store_url(os.fspath(url))
+    root = os.fspath(url) if where.kind == "local" else where.url
+    mode = (options or TableOptions()).file_mode
+    return root, store_for(os.fspath(url), storage_options, file_mode=mode)
+
+
+def check_created(root: str, store: ObjectStore) -> None:
+    """Raises TableNotFound unless ``store`` holds a table whose version 0 is committed."""
+    try:
+        store.head(TABLE_FILE)
+    except ObjectNotFound:
+        raise TableNotFound(f"no cdc_sink table at {root}") from None
+    if VersionLog(root, store=store).latest() is None:
+        raise TableNotFound(
+            f"the table at {root} was never created completely "
+            "(create_table crashed before committing version 0)"
+        )
+
+
 class TableState:
     """The state of one open table in one process (see the module docstring)."""
 
-    def __init__(self, root: str, options: TableOptions | None) -> None:
+    def __init__(
+        self, root: str, options: TableOptions | None, store: ObjectStore | None = None
+    ) -> None:
+        """Args:
+        root: The table's directory or URL (for messages).
+        options: The process's options (``page_rows`` comes from the table).
+        store: The store holding the table (default: a
+            :class:`~cdc_sink.storage.objectstore.local.LocalStore` on ``root``).
+        """
         self.root = root
-        with open(table_file(root), "rb") as f:
-            meta = json.loads(f.read())
-        self.options = replace(options or TableOptions(), page_rows=int(meta["page_rows"]))
+        opts = options or TableOptions()
+        self.store: ObjectStore = (
+            LocalStore(root, file_mode=opts.file_mode) if store is None else store
+        )
+        try:
+            meta = json.loads(self.store.get(TABLE_FILE))
+        except ObjectNotFound:
+            raise TableNotFound(f"no cdc_sink table at {root}") from None
+        self.options = replace(opts, page_rows=int(meta["page_rows"]))
         try:  # None: a table created before the salt keeps the unsalted index hash
             self.index_seed = seed_from_json(meta.get("index_seed"))
         except ValueError as exc:
-            raise WalCorruption(str(exc), path=table_file(root), offset=0) from None
-        self.log = VersionLog(root, file_mode=self.options.file_mode)
+            where = self.store.location(TABLE_FILE)
+            raise WalCorruption(str(exc), path=where, offset=0) from None
+        self.log = VersionLog(root, file_mode=self.options.file_mode, store=self.store)
         self.repaired = False
         self.schemas: dict[int, TableSchema] = {}
         # The newest version first, then the history: a version committed in between is
@@ -209,8 +254,7 @@ class TableState:
         """The schema with id ``schema_id``."""
         s = self.schemas.get(schema_id)
         if s is None:
-            with open(schema_file(self.root, schema_id), "rb") as f:
-                s = TableSchema.from_dict(json.loads(f.read()))
+            s = TableSchema.from_dict(json.loads(self.store.get(schema_key(schema_id))))
             self.schemas[schema_id] = s
         return s
 
@@ -219,9 +263,8 @@ class TableState:
         return self.schema_of(self.history.schema_id_at(version))
 
     def discard(self, rels: Sequence[str]) -> None:
-        """Removes files a failed attempt wrote (relative paths; missing ones are fine)."""
-        for rel in rels:
-            remove(os.path.join(self.root, rel), missing_ok=True)
+        """Removes files a failed attempt wrote (keys; missing ones are fine)."""
+        self.store.delete_many(rels)
 
     def commit_time(self) -> int:
         """The commit time of the next version: now, but never before the newest one."""

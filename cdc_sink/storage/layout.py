@@ -68,6 +68,7 @@ __all__ = [
     "pages_file",
     "rejects_file",
     "schema_file",
+    "schema_key",
     "segment_file",
     "snapshot_manifest",
     "table_file",
@@ -115,7 +116,12 @@ def is_table(root: str) -> bool:
 
 def schema_file(root: str, schema_id: int) -> str:
     """The absolute path of schema ``schema_id``'s file."""
-    return os.path.join(root, SCHEMA_DIR, f"{schema_id:08d}.json")
+    return os.path.join(root, *schema_key(schema_id).split("/"))
+
+
+def schema_key(schema_id: int) -> str:
+    """The store key (relative to the table) of schema ``schema_id``'s file."""
+    return f"{SCHEMA_DIR}/{schema_id:08d}.json"
 
 
 def entry_name(version: int) -> str:

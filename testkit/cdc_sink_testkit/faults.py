@@ -41,13 +41,15 @@ from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, StoreIOError
 
 __all__ = ["OPS", "Call", "Fault", "FaultStore", "Op"]
 
-Op = Literal["get", "get_range", "put", "put_if_absent", "list", "delete", "delete_many", "head"]
+Op = Literal[
+    "get", "get_range", "put", "put_if_absent", "put_new", "list", "delete", "delete_many", "head"
+]
 """The calls of the interface a fault can choose."""
 
 OPS: tuple[Op, ...] = get_args(Op)
 """Every :data:`Op`."""
 
-_WRITES = ("put", "put_if_absent")
+_WRITES = ("put", "put_if_absent", "put_new")
 _READS = ("get", "get_range")
 
 KeyMatch = str | Callable[[str], bool] | None
@@ -283,6 +285,13 @@ class FaultStore(ObjectStore):
 
     def _put_if_absent(self, key: str, data: bytes | bytearray | memoryview) -> None:
         self._write("put_if_absent", key, data, self.inner.put_if_absent)
+
+    def _put_new(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        self._write("put_new", key, data, self.inner.put_new)
+
+    def location(self, key: str) -> str:
+        """Where the inner store keeps ``key``."""
+        return self.inner.location(key)
 
     def _list(self, prefix: str) -> tuple[list[ObjectInfo], int]:
         infos = self._around("list", [prefix], lambda: self.inner.list(prefix))

@@ -46,6 +46,16 @@ def test_put_replaces_an_existing_object(store: ObjectStore) -> None:
     assert store.head("k").size == len(b"second")
 
 
+@pytest.mark.parametrize("size", [0, 4096])
+def test_put_new_then_get_returns_the_bytes(store: ObjectStore, size: int) -> None:
+    data = os.urandom(size)
+    before = store.counters.snapshot()
+    store.put_new("attempt/obj.bin", memoryview(data))
+    counted = store.counters.snapshot().minus(before)
+    assert (counted.requests["PUT"], counted.bytes["PUT"]) == (1, size)
+    assert store.get("attempt/obj.bin") == data
+
+
 def test_get_of_a_missing_key_is_object_not_found(store: ObjectStore) -> None:
     with pytest.raises(ObjectNotFound) as err:
         store.get("never/written")

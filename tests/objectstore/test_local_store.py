@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cdc_sink.storage import fsutil
-from cdc_sink.storage.objectstore import ObjectNotFound
+from cdc_sink.storage.objectstore import ObjectExists, ObjectNotFound, local
 from cdc_sink.storage.objectstore.local import LocalStore
 
 
@@ -69,6 +69,41 @@ def test_put_fsyncs_a_temporary_file_then_renames_it_over_the_key(
     store.put("d/k", b"1")
     ops = [op for op in _kinds(recorded, tmp_path) if op[0] != "fsync_dir" or op[1] == "d"]
     assert ops == [("create", "tmp"), ("fsync", "tmp"), ("rename", "d/k"), ("fsync_dir", "d")]
+
+
+def test_put_new_creates_the_name_itself_fsyncs_it_then_its_directory(
+    tmp_path: Path, recorded: _Log
+) -> None:
+    store = LocalStore(tmp_path)
+    os.makedirs(tmp_path / "_wal" / "0")
+    store.put_new("_wal/0/seg.wal", b"segment")
+    ops = [op for op in _kinds(recorded, tmp_path) if op[0] != "fsync_dir" or op[1] == "_wal/0"]
+    assert ops == [
+        ("create", "_wal/0/seg.wal"),
+        ("fsync", "_wal/0/seg.wal"),
+        ("fsync_dir", "_wal/0"),
+    ]
+    assert store.get("_wal/0/seg.wal") == b"segment"
+
+
+def test_put_new_of_a_taken_name_is_object_exists_and_keeps_the_file(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put_new("a/b", b"first")
+    with pytest.raises(ObjectExists):
+        store.put_new("a/b", b"second")
+    assert store.get("a/b") == b"first"
+
+
+def test_put_new_of_a_large_object_starts_its_writeback_piece_by_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[tuple[int, int]] = []
+    monkeypatch.setattr(local, "WRITEBACK_BYTES", 1000)
+    monkeypatch.setattr(local, "start_writeback", lambda f, o, n: started.append((o, n)))
+    data = os.urandom(2500)
+    LocalStore(tmp_path).put_new("big", data)
+    assert started == [(0, 1000), (1000, 1000), (2000, 500)]
+    assert (tmp_path / "big").read_bytes() == data
 
 
 def test_temporary_files_and_directories_are_not_objects(tmp_path: Path) -> None:

@@ -11,6 +11,10 @@ The interface is what every one of those can do, and nothing more::
                                          object or the new one, never a part)
     put_if_absent(key, data)             create, or raise ObjectExists: the commit point
     list(prefix) -> [ObjectInfo]         every object under a prefix, sorted by key
+    put_new(key, data)                   create an object under a name unique to its writer
+                                         and read by no one before this returns (an
+                                         attempt's own file: a local store writes it in
+                                         place, without a temporary file)
     list_keys(prefix) -> [str]           the same keys, without sizes
     delete(key), delete_many(keys)       a missing key is no error
     head(key) -> ObjectInfo              size and modification time
@@ -50,9 +54,11 @@ from __future__ import annotations
 
 import abc
 import builtins
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from cdc_sink.errors import CdcSinkError
 from cdc_sink.storage.objectstore.counters import CallKind, StoreCounters
@@ -71,6 +77,8 @@ __all__ = [
     "StoreConfigError",
     "StoreCounters",
     "StoreIOError",
+    "StoreLike",
+    "as_store",
     "check_key",
     "check_prefix",
     "store_for",
@@ -201,6 +209,10 @@ class ObjectStore(abc.ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
 
+    def location(self, key: str) -> str:
+        """Where the object of ``key`` is, for messages (a file path, or the URL)."""
+        return f"{self.url}/{key}"
+
     def get(self, key: str) -> bytes:
         """The whole object at ``key``.
 
@@ -268,6 +280,26 @@ class ObjectStore(abc.ABC):
         check_key(key)
         try:
             self._put_if_absent(key, data)
+        finally:
+            self.counters.add("PUT", memoryview(data).nbytes)
+
+    def put_new(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Create the object at ``key``, a name unique to this writer that no reader
+        reads before this returns (an attempt's WAL segment, page file, manifest or
+        rejects file: the log entry naming it comes later). Durable on return.
+
+        An object store does a plain ``PUT``; a local store writes the file in place
+        (exclusive create, write, fsync, directory fsync), without the temporary file
+        and rename of :meth:`put`, since no reader can see it partly written.
+
+        Raises:
+            ObjectExists: A local store found the name taken (never on an object store,
+                which would replace it: the name must be unique).
+            StoreIOError: The store failed (the object may or may not be written).
+        """
+        check_key(key)
+        try:
+            self._put_new(key, data)
         finally:
             self.counters.add("PUT", memoryview(data).nbytes)
 
@@ -361,6 +393,10 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def _put_if_absent(self, key: str, data: bytes | bytearray | memoryview) -> None: ...
 
+    def _put_new(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Writes an object no reader reads yet (default: :meth:`_put`)."""
+        self._put(key, data)
+
     @abc.abstractmethod
     def _list(self, prefix: str) -> tuple[builtins.list[ObjectInfo], int]:
         """The objects under ``prefix`` (any order) and the requests it took."""
@@ -381,11 +417,26 @@ class ObjectStore(abc.ABC):
     def _head(self, key: str) -> ObjectInfo: ...
 
 
+StoreLike: TypeAlias = ObjectStore | str | os.PathLike[str]
+"""A table's store, or the directory of a local table (a :class:`LocalStore` on it)."""
+
+
+def as_store(where: StoreLike) -> ObjectStore:
+    """``where`` as a store: a store as it is, a path (never a URL) as a
+    :class:`~cdc_sink.storage.objectstore.local.LocalStore` on that directory."""
+    if isinstance(where, ObjectStore):
+        return where
+    from cdc_sink.storage.objectstore.local import LocalStore
+
+    return LocalStore(where)
+
+
 def store_for(
     url: str,
     storage_options: Mapping[str, str] | None = None,
     *,
     check_conditional_writes: bool = True,
+    file_mode: int | None = None,
 ) -> ObjectStore:
     """The store a table URL names.
 
@@ -406,6 +457,8 @@ def store_for(
         check_conditional_writes: Probe once that the endpoint honours conditional
             creates (an object store only; see
             :meth:`~cdc_sink.storage.objectstore.cloud.ObstoreStore.check_conditional_writes`).
+        file_mode: Permission bits of the files a local store creates (default
+            ``0o640``); an object store has none.
 
     Raises:
         StoreConfigError: An unknown scheme, a malformed URL, options for a local path,
@@ -416,4 +469,9 @@ def store_for(
     """
     from cdc_sink.storage.objectstore.urls import open_store
 
-    return open_store(url, storage_options, check_conditional_writes=check_conditional_writes)
+    return open_store(
+        url,
+        storage_options,
+        check_conditional_writes=check_conditional_writes,
+        file_mode=file_mode,
+    )

@@ -5,6 +5,10 @@ A key is a file under the root (``_log/00000000000000000042.json`` is
 and never reported. Every write has the durability of :mod:`cdc_sink.storage.fsutil`::
 
     put(key, data)            temporary file, fsync, rename over the name, fsync the dir
+    put_new(key, data)        exclusive create of the name itself, write, fsync, fsync
+                              the dir (an attempt's own file: no reader reads it before
+                              the log names it, so no temporary file is needed); the
+                              kernel starts writing a large one back as it goes
     put_if_absent(key, data)  temporary file, fsync, link(2) to the name (EEXIST: the key
                               is taken), fsync the dir: the object appears complete and
                               durable, or not at all, and exactly one racing writer wins
@@ -28,11 +32,15 @@ from cdc_sink.storage.fsutil import (
     DEFAULT_FILE_MODE,
     TEMP_SUFFIX,
     atomic_replace,
+    create_file,
     dir_mode,
     fsync_dir,
+    fsync_file,
     makedirs,
     publish_exclusive,
     remove,
+    start_writeback,
+    write_file_durable,
 )
 from cdc_sink.storage.objectstore import (
     ObjectExists,
@@ -42,7 +50,12 @@ from cdc_sink.storage.objectstore import (
     StoreIOError,
 )
 
-__all__ = ["LocalStore"]
+__all__ = ["WRITEBACK_BYTES", "LocalStore"]
+
+WRITEBACK_BYTES = 32 << 20
+"""``put_new`` writes a larger object in pieces of this many bytes and starts the disk
+writes of each as it goes (:func:`cdc_sink.storage.fsutil.start_writeback`), so the
+final fsync finds little left to write."""
 
 _T = TypeVar("_T")
 
@@ -66,6 +79,10 @@ class LocalStore(ObjectStore):
     def path(self, key: str) -> str:
         """The file of ``key`` (checked by the public methods, not here)."""
         return os.path.join(self.root, *key.split("/"))
+
+    def location(self, key: str) -> str:
+        """The file of ``key``, for messages."""
+        return self.path(key)
 
     def _call(self, key: str, fn: Callable[[], _T]) -> _T:
         """``fn()``, its OSError turned into this interface's errors."""
@@ -112,6 +129,17 @@ class LocalStore(ObjectStore):
             path = self.path(key)
             self._ensure_parent(path)
             publish_exclusive(path, data, mode=self.file_mode)
+
+        self._call(key, write)
+
+    def _put_new(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        def write() -> None:
+            path = self.path(key)
+            self._ensure_parent(path)
+            if memoryview(data).nbytes <= WRITEBACK_BYTES:
+                write_file_durable(path, data, exclusive=True, mode=self.file_mode)
+            else:
+                _write_large(path, memoryview(data).cast("B"), self.file_mode)
 
         self._call(key, write)
 
@@ -189,3 +217,23 @@ class LocalStore(ObjectStore):
             return ObjectInfo(key, st.st_size, st.st_mtime)
 
         return self._call(key, lookup)
+
+
+def _write_large(path: str, view: memoryview, mode: int) -> None:
+    """Creates ``path`` exclusively with ``view``'s bytes, starting the writeback of every
+    :data:`WRITEBACK_BYTES` as it goes, then fsyncs it and its directory; removes it again
+    on any failure."""
+    f = create_file(path, buffering=0, mode=mode)
+    try:
+        for start in range(0, len(view), WRITEBACK_BYTES):
+            piece = view[start : start + WRITEBACK_BYTES]
+            while piece:
+                piece = piece[f.write(piece) or 0 :]
+            start_writeback(f, start, min(WRITEBACK_BYTES, len(view) - start))
+        fsync_file(f, path=path)
+    except BaseException:
+        f.close()
+        remove(path, missing_ok=True)  # created with O_EXCL: the name is ours
+        raise
+    f.close()
+    fsync_dir(os.path.dirname(path))

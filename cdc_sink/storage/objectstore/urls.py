@@ -111,6 +111,7 @@ def open_store(
     storage_options: Mapping[str, str] | None = None,
     *,
     check_conditional_writes: bool = True,
+    file_mode: int | None = None,
 ) -> ObjectStore:
     """The store ``url`` names, opened (see
     :func:`cdc_sink.storage.objectstore.store_for`, which calls this)."""
@@ -121,7 +122,9 @@ def open_store(
                 f"{where.prefix} is a local path: storage_options "
                 f"({', '.join(sorted(storage_options))}) apply to object stores only"
             )
-        return LocalStore(where.prefix)
+        if file_mode is None:
+            return LocalStore(where.prefix)
+        return LocalStore(where.prefix, file_mode=file_mode)
     try:
         from cdc_sink.storage.objectstore.cloud import ObstoreStore
     except ModuleNotFoundError as exc:
