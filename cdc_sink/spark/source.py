@@ -64,6 +64,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from cdc_sink.errors import SchemaMismatch
+from cdc_sink.spark import change_feed
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark.types import arrow_schema, column_value, conform_batch, spark_schema
 
@@ -279,12 +280,14 @@ class CdcSinkDataSource(DataSource):
     committed at or before it), ``columns`` (comma-separated names to read; default all),
     ``pushFilters`` (default ``true``; ``false`` leaves every filter to Spark - for
     sessions where ``spark.sql.python.filterPushdown.enabled`` is off, as Spark refuses
-    to plan a reader that implements ``pushFilters`` there).
+    to plan a reader that implements ``pushFilters`` there). ``readChangeFeed=true``
+    reads the changes between versions instead (:mod:`cdc_sink.spark.change_feed`).
     The version (default: the latest) is fixed when the DataFrame is created; with a
     user-specified schema Spark skips :meth:`schema`, and each query resolves it anew.
     """
 
     _resolved: _Resolved | None = None
+    _feed: change_feed.ChangeFeedRead | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -297,13 +300,18 @@ class CdcSinkDataSource(DataSource):
         Raises:
             VersionNotFound: Not retained; the message names the oldest readable version.
         """
+        if change_feed.wants_feed(self.options):  # readChangeFeed: spark/change_feed.py
+            self._feed = self._feed or change_feed.resolve_feed(self.options)
+            return self._feed.schema
         if self._resolved is None:
             self._resolved = _resolve(self.options)
         return self._resolved.schema
 
-    def reader(self, schema: StructType) -> CdcSinkScan:
+    def reader(self, schema: StructType) -> CdcSinkScan | change_feed.ChangeFeedScan:
         """A reader of the resolved version (resolved here when Spark was given a schema
-        and never called :meth:`schema`)."""
+        and never called :meth:`schema`), or of the resolved change-feed range."""
+        if change_feed.wants_feed(self.options):
+            return change_feed.ChangeFeedScan(self._feed or change_feed.resolve_feed(self.options))
         resolved = self._resolved
         if resolved is None or resolved.schema != schema:
             resolved = _resolve(self.options, user_schema=schema)
