@@ -92,12 +92,14 @@ def changed_rows(t: MemTablet, version: int) -> ChangedRows:
 def all_live_rows(t: MemTablet, version: int, *, before: bool) -> ChangedRows:
     """Every row live at ``version``, as changed rows: live before as well (``before``:
     a schema change that gives existing rows a new value) or not (a bulk load into a
-    bucket that held no rows)."""
+    bucket that held no rows, which wrote every cell)."""
     rows = np.arange(t.row_count_at(version), dtype=np.int64)
     live = _live(t, rows, version)
     rows = rows[live]
     ones = np.ones(len(rows), dtype=bool)
-    return ChangedRows(rows, ones if before else np.zeros(len(rows), dtype=bool), ones, {})
+    if before:
+        return ChangedRows(rows, ones, ones, {})
+    return ChangedRows(rows, np.zeros(len(rows), dtype=bool), ones, dict.fromkeys(t.columns, ones))
 
 
 def _gather(
@@ -212,12 +214,11 @@ def set_images(
     after = ch.after[keep]
     masks = [m[keep] for m in wrote]
     vals = _gather(post[0], rows, post[1], cols[:nkeys], post[2])
-    live_rows = rows[after]
     for c, m in zip(cols[nkeys:], masks, strict=True):
-        got = _gather(post[0], live_rows, post[1], [c], post[2])[0]
+        # Only the written cells: they are in the version's delta, so no page is read.
+        got = _gather(post[0], rows[m], post[1], [c], post[2])[0]
         full = pa.concat_arrays([got, pa.nulls(1, type=c.type)])
-        idx = np.where(after, np.cumsum(after) - 1, len(got))
-        vals.append(pc.if_else(pa.array(m), full.take(pa.array(idx)), pa.nulls(len(rows), c.type)))
+        vals.append(full.take(pa.array(np.where(m, np.cumsum(m) - 1, len(got)))))
     before = ch.before[keep]
     codes = np.where(after, np.where(before, _POST, _INSERT), _DELETE).astype(np.int8)
     return vals, codes, masks

@@ -83,6 +83,15 @@ def test_set_columns_only_gives_the_written_cells_and_their_masks(tmp_path: Path
     assert "update_preimage" not in rows
 
 
+def test_set_columns_only_of_a_bulk_load_gives_every_cell(tmp_path: Path) -> None:
+    t = _table(tmp_path / "t", 6)  # at least bulk_events into an empty bucket
+    want = {r["id"]: r for r in t.read(version=1).to_pylist()}
+    rows = t.changes(0, 1, set_columns_only=True).to_pylist()
+    assert {r["_change_type"] for r in rows} == {"insert"}
+    assert all(r["_set_a"] and r["_set_b"] for r in rows)
+    assert {r["id"]: {"id": r["id"], "a": r["a"], "b": r["b"]} for r in rows} == want
+
+
 def test_several_events_on_a_key_collapse_to_what_the_version_committed(tmp_path: Path) -> None:
     t = _table(tmp_path / "t", 3)
     v = t.apply(
