@@ -636,6 +636,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
             return 2
         logger.info("metrics on %s", server.url)
+    if client_properties.kafka:  # refused credentials: a clear error now, not a hang
+        from cdc_sink.kafka.connection import KafkaUnreachable, check_connection
+
+        try:
+            check_connection(args.bootstrap_servers, client_properties)
+        except KafkaUnreachable as exc:
+            print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
+            if server is not None:
+                server.close()
+            return 2
     stop = _StopRequest()
     stop.install()
     try:

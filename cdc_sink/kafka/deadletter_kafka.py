@@ -94,6 +94,8 @@ class KafkaDeadLetter(base.DeadLetterSink):
         """Creates the dead-letter topic when it does not exist (once per object).
 
         Raises:
+            KafkaAuthenticationFailed: The cluster refused the client properties'
+                credentials (``KafkaUnreachable``: no broker answered in ``timeout``).
             CdcSinkError: The topic neither exists nor could be created (the message
                 names the topic and the broker's reason).
         """
@@ -108,8 +110,13 @@ class KafkaDeadLetter(base.DeadLetterSink):
 
         from cdc_sink.errors import CdcSinkError
         from cdc_sink.kafka.admin import create_topic
+        from cdc_sink.kafka.connection import KafkaUnreachable, check_connection
 
         security = self._security("confluent")
+        try:
+            check_connection(self.bootstrap_servers, self.client_properties, timeout=self.timeout)
+        except KafkaUnreachable as exc:
+            raise type(exc)(f"dead-letter topic {self.topic!r}: {exc}") from exc
         admin = AdminClient({**security, "bootstrap.servers": self.bootstrap_servers})
         try:
             md = admin.list_topics(timeout=self.timeout)

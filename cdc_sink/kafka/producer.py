@@ -300,7 +300,9 @@ class CdcProducer:
         client_properties: The deployment's connection settings
             (:class:`~cdc_sink.kafka.properties.ClientProperties`): the cluster's SASL and
             TLS settings for the client, and, for ``"debezium-avro"``, the schema
-            registry's (``encoder_options`` win).
+            registry's (``encoder_options`` win). With confluent-kafka the connection is
+            checked first (:func:`~cdc_sink.kafka.connection.check_connection`): refused
+            credentials raise ``KafkaAuthenticationFailed`` here, not a timeout later.
         **producer_config: Client settings, passed through (see :class:`RawProducer`).
 
     Raises:
@@ -352,6 +354,10 @@ class CdcProducer:
             encoder_options=encoder_options,
         )
         self.sent = 0
+        if client_properties is not None and resolve_backend(backend) == "confluent":
+            from cdc_sink.kafka.connection import check_connection
+
+            check_connection(bootstrap_servers, client_properties)
         self._raw = RawProducer(
             bootstrap_servers,
             backend=backend,

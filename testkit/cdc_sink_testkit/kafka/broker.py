@@ -68,7 +68,7 @@ from cdc_sink_testkit.kafka.kraft import (
     random_cluster_id,
     server_properties,
 )
-from cdc_sink_testkit.kafka.probes import broker_answers, free_port_pair, port_open
+from cdc_sink_testkit.kafka.probes import broker_answers, free_port, free_port_pair, port_open
 from cdc_sink_testkit.process import ChildServer, tail
 
 logger = logging.getLogger(__name__)
@@ -106,6 +106,10 @@ class LocalKafka(KafkaHandle):
         extra_properties: More ``server.properties`` entries (they win).
         jars: The broker classpath; resolved from Maven Central by default.
         keep_dir: Keep the temporary directory (data, logs) after ``stop()``.
+        sasl_users: User names and passwords of a second listener,
+            ``SASL_PLAINTEXT`` (:attr:`sasl_bootstrap_servers`), that takes SASL/PLAIN,
+            SCRAM-SHA-256 and SCRAM-SHA-512 (the SCRAM credentials are written when the
+            storage is formatted). The PLAINTEXT listener stays, for setting up tests.
 
     Use as a context manager, or ``start()``/``stop()``.
     """
@@ -120,8 +124,11 @@ class LocalKafka(KafkaHandle):
         extra_properties: Mapping[str, str] | None = None,
         jars: Sequence[Path] | None = None,
         keep_dir: bool = False,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self._init_broker(num_partitions, startup_timeout)
+        self.sasl_users = dict(sasl_users or {})
+        self.sasl_port: int | None = None
         self.heap = heap
         self.stop_timeout = stop_timeout
         self.extra_properties = dict(extra_properties or {})
@@ -141,6 +148,13 @@ class LocalKafka(KafkaHandle):
         if self.port is None or not self.is_running:
             raise RuntimeError("LocalKafka is not running: call start() first")
         return f"{self.host}:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """The SASL_PLAINTEXT listener (with ``sasl_users``)."""
+        if self.sasl_port is None or not self.is_running:
+            raise RuntimeError("LocalKafka has no running SASL listener (give sasl_users)")
+        return f"{self.host}:{self.sasl_port}"
 
     @property
     def pid(self) -> int | None:
@@ -234,13 +248,47 @@ class LocalKafka(KafkaHandle):
             controller_port=self.controller_port,
             data_dir=data_dir,
             num_partitions=self.num_partitions,
-            extra=self.extra_properties,
+            extra={**self._sasl_properties(), **self.extra_properties},
         )
+
+    def _sasl_properties(self) -> dict[str, str]:
+        """The SASL_PLAINTEXT listener's entries (none without ``sasl_users``)."""
+        if not self.sasl_users:
+            return {}
+        h, p, cp, sp = self.host, self.port, self.controller_port, self.sasl_port
+        plain_users = " ".join(f'user_{u}="{pw}"' for u, pw in self.sasl_users.items())
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "listeners": f"PLAINTEXT://{h}:{p},CONTROLLER://{h}:{cp},SASL_PLAINTEXT://{h}:{sp}",
+            "advertised.listeners": f"PLAINTEXT://{h}:{p},SASL_PLAINTEXT://{h}:{sp}",
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+            ),
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            ),
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram,
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram,
+        }
+
+    def _scram_arguments(self) -> list[str]:
+        """``kafka-storage format`` arguments writing each SASL user's SCRAM credentials."""
+        return [
+            arg
+            for user, pw in self.sasl_users.items()
+            for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+            for arg in ("--add-scram", f"{mech}=[name={user},password={pw}]")
+        ]
 
     def _launch(self, java: str, jars: Sequence[Path]) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="cdc_sink-kafka-"))
         data_dir = self.workdir / "data"
         self.port, self.controller_port = free_port_pair(self.host)
+        if self.sasl_users:
+            self.sasl_port = free_port(self.host)
+            while self.sasl_port in (self.port, self.controller_port):
+                self.sasl_port = free_port(self.host)
         self.cluster_id = random_cluster_id()
 
         props_file = self.workdir / "server.properties"
@@ -249,7 +297,16 @@ class LocalKafka(KafkaHandle):
         log4j.write_text(LOG4J2.format(log=self.workdir / "broker.log"))
         jvm = self._jvm(java, jars)
         fmt = subprocess.run(
-            [*jvm, STORAGE_TOOL_CLASS, "format", "-t", self.cluster_id, "-c", str(props_file)],
+            [
+                *jvm,
+                STORAGE_TOOL_CLASS,
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(props_file),
+                *self._scram_arguments(),
+            ],
             cwd=self.workdir,
             stdin=subprocess.DEVNULL,
             capture_output=True,

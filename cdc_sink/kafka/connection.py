@@ -1,0 +1,100 @@
+"""A connection check at start-up: refused credentials are a clear error, not a hang.
+
+A Kafka client given a wrong SASL password does not fail: librdkafka logs the broker's
+refusal, reconnects, and a producer's records wait out ``message.timeout.ms`` (five
+minutes by default) before they fail as timed out; a metadata request only says "broker
+transport failure". :func:`check_connection` asks the cluster for its metadata once, with
+the deployment's settings, and turns what the client reported meanwhile into a typed
+error naming the servers, the mechanism and the user (never the password):
+:class:`KafkaAuthenticationFailed` or :class:`KafkaUnreachable`. The streaming job, the
+producer SDK and the Kafka dead-letter sink call it before they start when they are
+given client properties.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cdc_sink.errors import CdcSinkError
+from cdc_sink.kafka.properties import ClientProperties
+
+__all__ = ["KafkaAuthenticationFailed", "KafkaUnreachable", "check_connection"]
+
+
+class KafkaUnreachable(CdcSinkError):
+    """No broker answered a metadata request within the time given."""
+
+
+class KafkaAuthenticationFailed(KafkaUnreachable):
+    """A broker refused the client's credentials (SASL) or its TLS handshake failed."""
+
+
+_AUTH_CODES = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL"})
+
+
+def _who(props: ClientProperties) -> str:
+    """``SASL_SSL, PLAIN as 'alice'`` (what was tried, without the secret)."""
+    conf = props.confluent_config()
+    protocol = conf.get("security.protocol", "PLAINTEXT")
+    if not protocol.upper().startswith("SASL"):
+        return protocol
+    mech = conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "GSSAPI"))
+    user = conf.get("sasl.username")
+    return f"{protocol}, {mech}" + (f" as {user!r}" if user else "")
+
+
+def check_connection(
+    bootstrap_servers: str, props: ClientProperties | None = None, *, timeout: float = 30.0
+) -> None:
+    """Asks the cluster for its metadata with ``props``' settings (confluent-kafka).
+
+    Args:
+        bootstrap_servers: ``host:port[,host:port...]``.
+        props: The connection settings (SASL, TLS); none: plaintext.
+        timeout: Seconds to wait for an answer.
+
+    Raises:
+        KafkaAuthenticationFailed: A broker refused the credentials or the TLS handshake.
+        KafkaUnreachable: No broker answered within ``timeout``.
+        MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
+    """
+    from cdc_sink.extras import require
+
+    require("confluent_kafka", feature="the Kafka connection check")
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    props = props or ClientProperties()
+    reported: list[Any] = []
+    quiet = logging.getLogger("cdc_sink.kafka.connection.librdkafka")
+    quiet.setLevel(logging.CRITICAL)  # the refusals are reported once, below
+    conf: dict[str, Any] = {
+        **props.confluent_config(),
+        "bootstrap.servers": bootstrap_servers,
+        "error_cb": reported.append,
+        "logger": quiet,
+    }
+    admin = AdminClient(conf)
+    deadline = time.monotonic() + timeout
+    auth: list[Any] = []
+    while True:  # short requests, serving the error callbacks between them
+        left = deadline - time.monotonic()
+        try:
+            admin.list_topics(timeout=max(0.1, min(1.0, left)))
+            return
+        except KafkaException as exc:
+            failure: Any = exc.args[0] if exc.args else exc
+        admin.poll(0)
+        auth = [e for e in reported if e.name() in _AUTH_CODES]
+        if auth or time.monotonic() >= deadline:
+            break
+    if auth:
+        raise KafkaAuthenticationFailed(
+            f"Kafka at {bootstrap_servers} refused the connection ({_who(props)}): {auth[-1].str()}"
+        )
+    last = reported[-1].str() if reported else str(failure)
+    raise KafkaUnreachable(
+        f"Kafka at {bootstrap_servers} did not answer within {timeout:g}s ({_who(props)}): {last}"
+    )
