@@ -282,10 +282,13 @@ def changes(
     todo = range(state.schema_at(plan.end).num_buckets) if buckets is None else buckets
     per_bucket = [bucket_changes(state, plan, b) for b in todo]
     by_version = sorted(
-        (int(b.column("_commit_version")[0].as_py()), i, b)
-        for i, batches in enumerate(per_bucket)
-        for b in batches
-        if b.num_rows
+        (
+            (int(b.column("_commit_version")[0].as_py()), i, b)
+            for i, bs in enumerate(per_bucket)
+            for b in bs
+            if b.num_rows
+        ),
+        key=lambda x: x[:2],
     )
     result = pa.Table.from_batches([b for _, _, b in by_version], schema=schema)
     return result.filter(pa.array(evaluate(result, preds))) if preds else result
