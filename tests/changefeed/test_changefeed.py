@@ -140,6 +140,22 @@ def test_a_column_dropped_before_the_end_is_refused_by_name(tmp_path: Path) -> N
         t.changes(0, v, columns=["a"])
 
 
+def test_an_update_of_no_column_read_yields_no_record(tmp_path: Path) -> None:
+    t = _table(tmp_path / "t", 4)
+    v = t.apply(
+        [
+            {"op": "update", "key": {"id": 1}, "set": {"b": 7}},
+            {"op": "update", "key": {"id": 2}, "set": {"a": "z"}},
+        ]
+    ).version
+    feed = t.changes(v - 1, v, columns=["a"])
+    assert feed.column_names[:2] == ["id", "a"] and "b" not in feed.column_names
+    assert feed.select(["id", "a", "_change_type"]).to_pylist() == [
+        {"id": 2, "a": "x2", "_change_type": "update_preimage"},
+        {"id": 2, "a": "z", "_change_type": "update_postimage"},
+    ]
+
+
 def test_filter_applies_to_the_records(tmp_path: Path) -> None:
     t = _table(tmp_path / "t", 6)
     feed = t.changes(0, 1, filter=[("b", ">=", 4)])
