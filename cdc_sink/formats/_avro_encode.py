@@ -20,7 +20,6 @@ import datetime as dt
 import decimal
 import io
 import json
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -154,17 +153,11 @@ def _zero(c: Column) -> Any:
 
 
 def _register(settings: RegistrySettings, subject: str, schema: dict[str, Any]) -> int:
-    body = json.dumps({"schema": json.dumps(schema)}).encode()
-    req = urllib.request.Request(
-        f"{settings.url}/subjects/{subject}/versions",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-    )
+    """Registers ``schema`` under ``subject`` (with the settings' auth and TLS); its id."""
     try:
-        with urllib.request.urlopen(req, timeout=settings.timeout) as resp:
-            return int(json.loads(resp.read())["id"])
-    except (OSError, ValueError, KeyError) as exc:
+        got = settings.post(f"/subjects/{subject}/versions", {"schema": json.dumps(schema)})
+        return int(got["id"])  # type: ignore[index]
+    except (SchemaRegistryUnavailable, TypeError, ValueError, KeyError) as exc:
         raise SchemaRegistryUnavailable(
             f"schema registry {settings.url}: registering {subject!r} failed: {exc}"
         ) from exc

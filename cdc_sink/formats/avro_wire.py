@@ -132,7 +132,33 @@ class RegistrySettings:
         Raises:
             SchemaRegistryUnavailable: Not reachable, timed out, or any other error.
         """
-        req = urllib.request.Request(self.url + path, headers={"Accept": "application/json"})
+        return self._call("GET", path, None)
+
+    def post(self, path: str, body: object) -> object:
+        """``POST`` the JSON ``body`` to the API (e.g. register a schema); its answer.
+
+        Raises:
+            SchemaRegistryUnavailable: Not reachable, timed out, refused (any error
+                status, 404 included), or not JSON.
+        """
+        got = self._call("POST", path, json.dumps(body).encode())
+        if got is None:
+            raise SchemaRegistryUnavailable(
+                f"schema registry {self.url} answered 404 to POST {path}"
+            )
+        return got
+
+    def _call(self, method: str, path: str, data: bytes | None) -> object:
+        """One request with the settings' auth and TLS; its JSON, ``None`` for a 404."""
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={
+                "Accept": "application/json",
+                "Content-Type": "application/vnd.schemaregistry.v1+json",
+            },
+        )
         if self.auth:
             token = base64.b64encode(self.auth.encode()).decode("ascii")
             req.add_header("Authorization", f"Basic {token}")
@@ -143,17 +169,17 @@ class RegistrySettings:
             if exc.code == 404:
                 return None
             raise SchemaRegistryUnavailable(
-                f"schema registry {self.url} answered {exc.code} to GET {path}"
+                f"schema registry {self.url} answered {exc.code} to {method} {path}"
             ) from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise SchemaRegistryUnavailable(
-                f"schema registry {self.url} unreachable (GET {path}): {exc}"
+                f"schema registry {self.url} unreachable ({method} {path}): {exc}"
             ) from exc
         try:
             got = json.loads(body[:_MAX_SCHEMA_BYTES])
         except ValueError as exc:
             raise SchemaRegistryUnavailable(
-                f"schema registry {self.url}: GET {path} did not answer JSON"
+                f"schema registry {self.url}: {method} {path} did not answer JSON"
             ) from exc
         return got
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import ssl
+import subprocess
 import tempfile
 import threading
 import time
@@ -26,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from cdc_sink_testkit.kafka.probes import free_port_pair
+from cdc_sink_testkit.kafka.probes import free_port, free_port_pair
 from cdc_sink_testkit.process import ChildServer, tail
 from cdc_sink_testkit.registry.dist import RegistryStartError, Release, resolve_release
 
@@ -48,6 +50,8 @@ class LocalRegistry:
         stop_timeout: Seconds :meth:`stop` waits after SIGTERM before SIGKILL.
         compatibility: The global compatibility level set once it answers.
         release: What to run (default: :func:`~.dist.resolve_release`).
+        tls: Serve ``https`` only, with a self-signed certificate for ``127.0.0.1``
+            made at start (:attr:`ca_file` is what a client must trust).
 
     Use as a context manager, or :meth:`start` / :meth:`stop`.
     """
@@ -60,7 +64,9 @@ class LocalRegistry:
         stop_timeout: float = 15.0,
         compatibility: str = "BACKWARD",
         release: Release | None = None,
+        tls: bool = False,
     ) -> None:
+        self.tls = tls
         self.heap = heap
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
@@ -79,7 +85,13 @@ class LocalRegistry:
         """The base URL of the Confluent-compatible API (``http://127.0.0.1:<p>/apis/ccompat/v7``)."""
         if self.port is None:
             raise RuntimeError("LocalRegistry is not started: call start() first")
-        return f"http://{self.host}:{self.port}{CCOMPAT_PATH}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{self.host}:{self.port}{CCOMPAT_PATH}"
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The certificate a client must trust (``tls=True``; a self-signed one)."""
+        return None if not self.tls or self.workdir is None else self.workdir / "tls" / "cert.pem"
 
     @property
     def pid(self) -> int | None:
@@ -115,6 +127,8 @@ class LocalRegistry:
             if self.release is None:
                 self.release = resolve_release()
             self.workdir = Path(tempfile.mkdtemp(prefix="cdc_sink-registry-"))
+            if self.tls:
+                self._make_certificate()
             last: RegistryStartError | None = None
             for _attempt in range(3):  # a free port can be taken between probe and bind
                 self.port, self.management_port = free_port_pair(self.host)
@@ -182,7 +196,10 @@ class LocalRegistry:
             method=method,
             headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
         )
-        with urllib.request.urlopen(req, timeout=_REQUEST_TIMEOUT_S) as resp:
+        context = None
+        if self.tls and self.ca_file is not None:
+            context = ssl.create_default_context(cafile=str(self.ca_file))
+        with urllib.request.urlopen(req, timeout=_REQUEST_TIMEOUT_S, context=context) as resp:
             return json.loads(resp.read() or b"null")
 
     def register(self, subject: str, schema: object) -> int:
@@ -213,7 +230,7 @@ class LocalRegistry:
             "-XX:TieredStopAtLevel=1",  # C1 only: starts faster
             "-Djava.net.preferIPv4Stack=true",
             f"-Dquarkus.http.host={self.host}",
-            f"-Dquarkus.http.port={self.port}",
+            *self._listener_properties(),
             f"-Dquarkus.management.host={self.host}",
             f"-Dquarkus.management.port={self.management_port}",
             "-Dquarkus.log.level=WARN",
@@ -228,6 +245,54 @@ class LocalRegistry:
                 "-Dapicurio.datasource.password=sa",
             ]
         return [*cmd, "-jar", str(rel.jar)]
+
+    def _listener_properties(self) -> list[str]:
+        """Where it listens: plain ``http`` on :attr:`port`, or (``tls``) ``https`` only,
+        its plain port moved to a port of its own that refuses requests."""
+        if not self.tls:
+            return [f"-Dquarkus.http.port={self.port}"]
+        assert self.workdir is not None
+        tls = self.workdir / "tls"
+        plain = free_port(self.host)
+        return [
+            f"-Dquarkus.http.port={plain}",
+            f"-Dquarkus.http.ssl-port={self.port}",
+            "-Dquarkus.http.insecure-requests=disabled",
+            f"-Dquarkus.http.ssl.certificate.files={tls / 'cert.pem'}",
+            f"-Dquarkus.http.ssl.certificate.key-files={tls / 'key.pem'}",
+        ]
+
+    def _make_certificate(self) -> None:
+        """A self-signed certificate for ``127.0.0.1`` (openssl), valid for a day."""
+        assert self.workdir is not None
+        tls = self.workdir / "tls"
+        tls.mkdir()
+        done = subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-keyout",
+                str(tls / "key.pem"),
+                "-out",
+                str(tls / "cert.pem"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RegistryStartError(f"openssl could not make a certificate: {done.stderr}")
 
     def _spawn(self) -> None:
         assert self.workdir is not None and self.release is not None
