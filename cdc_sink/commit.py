@@ -237,13 +237,12 @@ def _write(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
         return _write_bulk(s, plan)
     t, version = plan.tablet, plan.version
     seg = write_change_segment(
-        s.root,
+        s.store,
         plan.bucket,
         version,
         plan.schema_id,
         plan.batch,
         compression=s.options.wal_compression,
-        file_mode=s.options.file_mode,
     )
     written = [seg]
     pending = PendingBucket(version=version, segment=seg)
@@ -326,7 +325,7 @@ def _commit(
         stats["events"] = events
     rejects_rel = None
     if rejects is not None and rejects.num_rows:
-        rejects_rel = write_rejects(s.root, version, rejects, file_mode=s.options.file_mode)
+        rejects_rel = write_rejects(s.store, version, rejects)
         fault_point("table.rejects_written")
     refs = {p.bucket: BucketRef(segment=p.segment, snapshot=p.snapshot) for p in prepared}
     offsets = {
