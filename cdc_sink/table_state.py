@@ -318,7 +318,7 @@ class TableState:
                 and self.history.schema_id_at(segs[i + len(run)][0]) == schema.schema_id
             ):
                 run.append(segs[i + len(run)])
-            batches = [read_change_segment(self.root, r, schema)[1] for _, r in run]
+            batches = [read_change_segment(self.store, r, schema)[1] for _, r in run]
             events += sum(len(x) for x in batches)
             last = run[-1][0]
             tablet.apply(ChangeBatch.concat(batches), last)

@@ -9,15 +9,17 @@ On disk, under the table root::
                   1 = the uncompressed wire form (segments written before format 2;
                       their header has no "format")
 
-A segment is written and fsynced (file and directory) *before* the log entry that names
-it is created; a segment no entry names is an orphan of a failed attempt. Committed
-segments are read without repair: damage there is data loss and raises WalCorruption.
+A segment is encoded in memory and written with one ``put_new`` of its unique key in the
+table's store (:mod:`~cdc_sink.storage.objectstore`: a local store creates, writes and
+fsyncs the file and its directory; an object store ``PUT`` s it) *before* the log entry
+that names it is created; a segment no entry names is an orphan of a failed attempt.
+Committed segments are read with one ``get``, without repair: damage there is data loss
+and raises WalCorruption.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import dataclass
 
@@ -34,9 +36,10 @@ from cdc_sink.storage.change_codec import (
     encode_compact,
     encode_wire,
 )
-from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, dir_mode, makedirs
-from cdc_sink.storage.layout import LOG_DIR, attempt_stem, file_version, segment_file, table_path
-from cdc_sink.storage.wal import SegmentWriter, read_segment
+from cdc_sink.storage.faults import fault_point
+from cdc_sink.storage.layout import LOG_DIR, attempt_stem, checked, file_version, segment_file
+from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
+from cdc_sink.storage.wal import decode_segment, encode_segment
 
 __all__ = ["SegmentHeader", "file_version", "read_change_segment", "write_change_segment"]
 
@@ -62,7 +65,7 @@ class SegmentHeader:
 
 
 def write_change_segment(
-    root: str,
+    where: StoreLike,
     bucket: int,
     version: int,
     schema_id: int,
@@ -70,12 +73,12 @@ def write_change_segment(
     *,
     body_format: int = FORMAT_COMPACT,
     compression: WalCompression = DEFAULT_COMPRESSION,
-    file_mode: int = DEFAULT_FILE_MODE,
 ) -> str:
-    """Writes and fsyncs the segment of one bucket's batch; returns its relative path.
+    """Writes the segment of one bucket's batch durably; returns its key.
 
     Args:
-        root: The table directory.
+        where: The table's store (a path: a local store on that directory, whose files
+            get its default mode).
         bucket: The batch's bucket.
         version: The version being prepared.
         schema_id: The schema the batch is of.
@@ -83,17 +86,13 @@ def write_change_segment(
         body_format: Body encoding; :data:`~.change_codec.FORMAT_WIRE` only to write segments
             as older versions did (tests of reading them).
         compression: The codec of a format 2 body (``"lz4"``, ``"zstd"`` or None).
-        file_mode: Permission bits of the new file (its directories get
-            :func:`~.fsutil.dir_mode` of it); the process umask may clear more.
 
     Returns:
-        The segment's path relative to ``root``.
+        The segment's key (its path relative to the table root).
     """
     if body_format not in (FORMAT_WIRE, FORMAT_COMPACT):
         raise ValueError(f"unknown change segment format {body_format}")
     rel = segment_file(bucket, attempt_stem(version))
-    path = os.path.join(root, rel)
-    makedirs(os.path.dirname(path), mode=dir_mode(file_mode))
     header: dict[str, int] = {
         "version": version,
         "bucket": bucket,
@@ -105,15 +104,15 @@ def write_change_segment(
         body = encode_compact(batch, compression=compression)
     else:
         body = encode_wire(batch)
-    with SegmentWriter(path, mode=file_mode) as seg:
-        seg.append(json.dumps(header).encode())
-        seg.append(body)
-        seg.finish()
+    data = encode_segment([json.dumps(header).encode(), body])
+    fault_point("wal.written")
+    as_store(where).put_new(rel, data)
+    fault_point("wal.fsynced")
     return rel
 
 
 def read_change_segment(
-    root: str, rel: str, schema: TableSchema
+    where: StoreLike, rel: str, schema: TableSchema
 ) -> tuple[SegmentHeader, ChangeBatch]:
     """Reads a committed segment back into a batch of ``schema``.
 
@@ -125,10 +124,12 @@ def read_change_segment(
         WalCorruption: The segment is damaged or incomplete, or ``rel`` is no segment
             path of the table.
     """
-    path = table_path(root, "segment", rel, source=os.path.join(root, LOG_DIR))
+    store = as_store(where)
+    checked("segment", rel, source=store.location(LOG_DIR))
+    path = store.location(rel)
     try:
-        records = read_segment(path, repair=False)
-    except FileNotFoundError:
+        records = decode_segment(store.get(rel), path=path)
+    except ObjectNotFound:
         raise WalCorruption("a committed WAL segment is missing", path=path, offset=0) from None
     if len(records) != 2:
         raise WalCorruption(

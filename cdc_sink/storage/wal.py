@@ -44,7 +44,14 @@ from cdc_sink.storage.fsutil import (
     truncate_durable,
 )
 
-__all__ = ["WAL_MAGIC", "SegmentInfo", "SegmentWriter", "read_segment"]
+__all__ = [
+    "WAL_MAGIC",
+    "SegmentInfo",
+    "SegmentWriter",
+    "decode_segment",
+    "encode_segment",
+    "read_segment",
+]
 
 WAL_MAGIC = b"CDCWAL\x00\x01"
 """Header of a WAL segment: ``CDCWAL`` + format version 1 (big-endian u16)."""
@@ -190,6 +197,37 @@ class SegmentWriter:
         tb: types.TracebackType | None,
     ) -> None:
         self.abort()
+
+
+def encode_segment(records: list[bytes]) -> bytearray:
+    """A whole segment in memory (header and framed records, as :class:`SegmentWriter`
+    writes them), for one write of an object store's ``put``: each payload is copied
+    once, into a buffer sized up front.
+
+    Raises:
+        ValueError: A payload is too long.
+    """
+    total = len(WAL_MAGIC) + sum(8 + len(r) for r in records)
+    out = bytearray(total)
+    out[: len(WAL_MAGIC)] = WAL_MAGIC
+    at = len(WAL_MAGIC)
+    for payload in records:
+        if len(payload) > MAX_PAYLOAD:
+            raise ValueError(f"record payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+        length = len(payload).to_bytes(4, "little")
+        out[at : at + 8] = length + record_crc(length, payload).to_bytes(4, "little")
+        out[at + 8 : at + 8 + len(payload)] = payload
+        at += 8 + len(payload)
+    return out
+
+
+def decode_segment(data: bytes, *, path: str) -> list[bytes]:
+    """The records of a committed segment's bytes, every CRC verified (no repair).
+
+    Raises:
+        WalCorruption: The segment is damaged or torn (``path`` names it).
+    """
+    return read_records(data, path=path, magic=WAL_MAGIC, allow_torn_tail=False).records
 
 
 def read_segment(path: str | os.PathLike[str], *, repair: bool) -> list[bytes]:

@@ -32,6 +32,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -331,15 +332,22 @@ def test_power_loss_at_random_instants_recovers_a_committed_version(
 
 
 def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
-    """How the segment and snapshot writers made their directories before fsutil.makedirs."""
-    import cdc_sink.storage.segments as segments
+    """How the segment and snapshot writers made their directories before fsutil.makedirs
+    (the local store's, which now makes every directory of the table)."""
+    import cdc_sink.storage.objectstore.local as local
     import cdc_sink.storage.snapshot as snapshot
 
-    def plain(path: str, **_: object) -> None:
-        os.makedirs(path, exist_ok=True)
+    real = local.makedirs
 
-    monkeypatch.setattr(segments, "makedirs", plain)
-    monkeypatch.setattr(snapshot, "makedirs", plain)
+    def plain(path: str, **kwargs: Any) -> None:
+        if any(f"{os.sep}{d}" in os.fspath(path) for d in ("_wal", "_snapshots", "_pages")):
+            os.makedirs(path, exist_ok=True)
+        else:
+            real(path, **kwargs)
+
+    monkeypatch.setattr(local, "makedirs", plain)
+    if hasattr(snapshot, "makedirs"):  # until snapshots go through the store
+        monkeypatch.setattr(snapshot, "makedirs", plain)
 
 
 def _commit_without_log_dir_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
