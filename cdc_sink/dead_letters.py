@@ -8,7 +8,8 @@ version's rejects of one writer to a :class:`DeadLetterSink`, in version order, 
 after the last version the sink already holds (:meth:`DeadLetterSink.forwarded_version`).
 A sink that makes ``write_version`` and ``forwarded_version`` durable together
 (``exactly_once``) gets every dead letter exactly once; a sink with only ``write`` gets a
-cursor file in the table directory (``_dead_letters/<tag>.cursor``) and at least once.
+cursor in the table's store (``_dead_letters/<tag>.cursor``, replaced with ``put``) and at
+least once.
 
 Every sink receives one version's rejects as one Arrow table of
 :data:`DEAD_LETTER_SCHEMA`. The sinks themselves (Kafka, Parquet) are in
@@ -20,14 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc_sink.storage.layout import dead_letter_cursor
+from cdc_sink.storage.layout import dead_letter_cursor_key
+from cdc_sink.storage.objectstore import ObjectNotFound
 from cdc_sink.storage.rejects import REJECTS_SCHEMA
 
 if TYPE_CHECKING:
@@ -134,8 +135,8 @@ def records_from_rows(rows: list[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist([dict(r) for r in rows], schema=DEAD_LETTER_SCHEMA)
 
 
-def _cursor_path(table_root: str, sink: Any, app_id: str) -> Path:
-    return Path(dead_letter_cursor(table_root, app_tag(f"{app_id}|{sink!r}")))
+def _cursor_key(sink: Any, app_id: str) -> str:
+    return dead_letter_cursor_key(app_tag(f"{app_id}|{sink!r}"))
 
 
 def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None) -> int:
@@ -159,9 +160,12 @@ def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None)
         The number of dead letters written.
     """
     exactly_once = bool(getattr(sink, "exactly_once", False))
-    cursor_file = None if exactly_once else _cursor_path(table.root, sink, app_id)
-    if cursor_file is not None:
-        done = int(json.loads(cursor_file.read_text())["version"]) if cursor_file.exists() else None
+    cursor = None if exactly_once else _cursor_key(sink, app_id)
+    if cursor is not None:
+        try:
+            done: int | None = int(json.loads(table.store.get(cursor))["version"])
+        except ObjectNotFound:
+            done = None
     else:
         done = sink.forwarded_version(app_id)
     written = 0
@@ -177,9 +181,6 @@ def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None)
         else:
             sink.write(records)
         written += records.num_rows
-        if cursor_file is not None:
-            from cdc_sink.storage.fsutil import atomic_replace
-
-            cursor_file.parent.mkdir(exist_ok=True)
-            atomic_replace(cursor_file, json.dumps({"version": entry.version}).encode())
+        if cursor is not None:  # derived data: replaced in place
+            table.store.put(cursor, json.dumps({"version": entry.version}).encode())
     return written
