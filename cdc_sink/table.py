@@ -255,7 +255,7 @@ class Table:
             v = s.version if version is None else version
             s.check_readable(v)
             entry = self.log.read(v)
-        return version_rejects(self.root, entry)
+        return version_rejects(self.store, entry)
 
     changes = changefeed.changes  # the changes of versions (start, end]: cdc_sink.changefeed
 

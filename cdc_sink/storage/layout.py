@@ -58,6 +58,7 @@ __all__ = [
     "checkpoint_name",
     "dead_letter_batch_file",
     "dead_letter_cursor",
+    "dead_letter_cursor_key",
     "dead_letter_files",
     "dead_letter_version_file",
     "dead_letter_versions",
@@ -159,9 +160,14 @@ def rejects_file(stem: str) -> str:
     return f"{REJECTS_DIR}/{stem}.arrow"
 
 
+def dead_letter_cursor_key(tag: str) -> str:
+    """The store key of the forwarding cursor of the dead-letter sink ``tag``."""
+    return f"{DEAD_LETTERS_DIR}/{tag}.cursor"
+
+
 def dead_letter_cursor(root: str, tag: str) -> str:
     """The absolute path of the forwarding cursor of the dead-letter sink ``tag``."""
-    return os.path.join(root, DEAD_LETTERS_DIR, f"{tag}.cursor")
+    return os.path.join(root, *dead_letter_cursor_key(tag).split("/"))
 
 
 def dead_letter_version_file(version: int, app_tag: str) -> str:

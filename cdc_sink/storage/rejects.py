@@ -19,23 +19,23 @@ idempotently (``cdc_sink.spark.deadletters``), and users read it back with
         reason: string      why the event was refused
 
 Write order of a commit with rejects (docs/architecture.md §4, the commit protocol): WAL segments
-(fsync) -> rejects file (fsync file and ``_rejects/``) -> log entry (the commit point).
+-> rejects file -> log entry (the commit point), each durable before the next: the
+rejects file is one ``put_new`` of its unique key in the table's store (a local store
+fsyncs the file and ``_rejects/``), read back with one ``get``.
 A rejects file that no log entry names is an orphan of a failed attempt; GC deletes it
 like an orphan segment. GC deletes a version's rejects file with its log entry.
 """
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import Rejects
 from cdc_sink.errors import WalCorruption
-from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, dir_mode, makedirs, write_file_durable
-from cdc_sink.storage.layout import LOG_DIR, REJECTS_DIR, attempt_stem, rejects_file, table_path
+from cdc_sink.storage.layout import LOG_DIR, REJECTS_DIR, attempt_stem, checked, rejects_file
 from cdc_sink.storage.log_entry import LogEntry
+from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
 
 __all__ = [
     "REJECTS_DIR",
@@ -86,14 +86,18 @@ def conform_rejects(records: pa.Table) -> pa.Table:
     return pa.table(cols, schema=REJECTS_SCHEMA)
 
 
-def write_rejects(
-    root: str, version: int, records: pa.Table, *, file_mode: int = DEFAULT_FILE_MODE
-) -> str:
-    """Writes one commit attempt's rejects durably; returns the path relative to ``root``.
+def write_rejects(where: StoreLike, version: int, records: pa.Table) -> str:
+    """Writes one commit attempt's rejects durably; returns the file's key (its path
+    relative to the table root).
 
-    The file is created exclusively under a name unique to this attempt, fsynced, and its
-    directory fsynced (the directory itself too when this call created it). It holds raw
-    message keys and values: ``file_mode`` (default ``0o640``) keeps it from other users.
+    The file is written once (``put_new``) under a name unique to this attempt. It holds
+    raw message keys and values: a local store creates it with the table's ``file_mode``
+    (default ``0o640``), keeping it from other users.
+
+    Args:
+        where: The table's store (a path: a local store on that directory).
+        version: The version being committed.
+        records: The rejects (:func:`conform_rejects` makes them the file's columns).
     """
     table = conform_rejects(records)
     sink = pa.BufferOutputStream()
@@ -101,14 +105,12 @@ def write_rejects(
     with pa.ipc.new_file(sink, REJECTS_SCHEMA, options=opts) as w:
         w.write_table(table)
     rel = rejects_file(attempt_stem(version))
-    directory = os.path.join(root, REJECTS_DIR)
-    makedirs(directory, mode=dir_mode(file_mode))  # durably: the root is fsynced too
-    write_file_durable(os.path.join(root, rel), sink.getvalue(), exclusive=True, mode=file_mode)
+    as_store(where).put_new(rel, memoryview(sink.getvalue()))
     return rel
 
 
-def read_rejects(root: str, rel: str) -> pa.Table:
-    """Reads a rejects file written by :func:`write_rejects`.
+def read_rejects(where: StoreLike, rel: str) -> pa.Table:
+    """Reads a rejects file written by :func:`write_rejects` (one ``get``).
 
     ``rel`` comes from a log entry, checked when the log read it; it is checked again
     here (:func:`~cdc_sink.storage.layout.checked`), so nothing outside the table is
@@ -118,14 +120,16 @@ def read_rejects(root: str, rel: str) -> pa.Table:
         WalCorruption: The file is missing or unreadable although a log entry names it,
             or ``rel`` is no rejects path of the table.
     """
-    path = table_path(root, "rejects", rel, source=os.path.join(root, LOG_DIR))
+    store = as_store(where)
+    checked("rejects", rel, source=store.location(LOG_DIR))
     try:
-        with pa.memory_map(path) as src:
-            table = pa.ipc.open_file(src).read_all()
-    except FileNotFoundError:
+        data = store.get(rel)
+    except ObjectNotFound:
         raise WalCorruption(
             "rejects file named by the log is missing", path=rel, offset=0
         ) from None
+    try:
+        table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
     except (pa.ArrowInvalid, OSError) as exc:
         # The reader's message may quote bytes of the file: only its kind is shown.
         raise WalCorruption(
@@ -172,11 +176,11 @@ def reject_records(rejects: Rejects, source: pa.Table | None = None) -> pa.Table
     )
 
 
-def version_rejects(root: str, entry: LogEntry) -> pa.Table:
+def version_rejects(where: StoreLike, entry: LogEntry) -> pa.Table:
     """The rejects of the version of ``entry``, with ``version``, ``app_id`` and
     ``batch_id`` columns appended (empty when the version refused nothing)."""
     table = (
-        read_rejects(root, entry.rejects)
+        read_rejects(where, entry.rejects)
         if entry.rejects is not None
         else REJECTS_SCHEMA.empty_table()
     )

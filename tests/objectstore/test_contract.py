@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
 import pytest
 
 from cdc_sink.storage.objectstore import (
@@ -37,6 +38,15 @@ def test_put_takes_bytes_bytearray_and_memoryview(store: ObjectStore) -> None:
     for i, form in enumerate([data, bytearray(data), memoryview(data)]):
         store.put(f"forms/{i}", form)
         assert store.get(f"forms/{i}") == data
+
+
+def test_every_write_takes_a_view_of_an_arrow_buffer(store: ObjectStore) -> None:
+    data = _payload(1000)
+    view = memoryview(pa.py_buffer(data))  # signed bytes, format "b"
+    store.put("arrow/put", view)
+    store.put_if_absent("arrow/create", view)
+    store.put_new("arrow/new", view)
+    assert [store.get(f"arrow/{k}") for k in ("put", "create", "new")] == [data] * 3
 
 
 def test_put_replaces_an_existing_object(store: ObjectStore) -> None:

@@ -263,12 +263,15 @@ class ObstoreStore(ObjectStore):
         return self._call(key, read)
 
     def _put(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        self._call(key, lambda: obstore.put(self._store, key, data, mode="overwrite"))
+        body = _bytes_like(data)
+        self._call(key, lambda: obstore.put(self._store, key, body, mode="overwrite"))
 
     def _put_if_absent(self, key: str, data: bytes | bytearray | memoryview) -> None:
         self._call(
             key,
-            lambda: obstore.put(self._store, key, data, mode="create", use_multipart=False),
+            lambda: obstore.put(
+                self._store, key, _bytes_like(data), mode="create", use_multipart=False
+            ),
             create=True,
         )
 
@@ -297,6 +300,14 @@ class ObstoreStore(ObjectStore):
 
 
 _CREDENTIAL_HINTS = ("169.254.169.254", "credential", "InvalidAccessKeyId", "SignatureDoesNotMatch")
+
+
+def _bytes_like(data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+    """``data`` in a form obstore takes as one buffer: a memoryview of unsigned bytes (a
+    view of another format, e.g. of an Arrow buffer, would be read as an iterable)."""
+    if isinstance(data, memoryview) and data.format != "B":
+        return data.cast("B")
+    return data
 
 
 def _classify(url: str, exc: Exception) -> ObjectStoreError:
