@@ -1,6 +1,6 @@
 """The project's Docker images, built once per machine and reused.
 
-Three images, each tagged with a digest of everything it is built from, so an image is
+Four images, each tagged with a digest of everything it is built from, so an image is
 rebuilt exactly when one of its inputs changes (``docker image inspect`` first):
 
 * ``cdc-sink/base:bookworm-<digest>`` - Debian bookworm + Python 3.11, made locally by
@@ -10,6 +10,9 @@ rebuilt exactly when one of its inputs changes (``docker image inspect`` first):
 * ``cdc-sink/kafka:<digest>`` - ``docker/kafka/Dockerfile``: a KRaft broker from the
   Maven Central jars of ``testkit/cdc_sink_testkit/kafka/pom.xml``.
 * ``cdc-sink/job:<digest>`` - ``docker/Dockerfile``: the streaming job.
+* ``cdc-sink/registry:<digest>`` - ``docker/registry/Dockerfile``: a schema registry
+  (Apicurio 2, Confluent's API) for the compose stack's ``avro`` profile, from the Maven
+  Central archive of ``testkit/cdc_sink_testkit/registry/pom.xml``.
 
 Builds use host networking (``docker build --network host``) and the classic builder's
 layer cache, so a change of the project's code rebuilds only the job image's last layer.
@@ -39,12 +42,14 @@ __all__ = [
     "BASE_REPO",
     "JOB_REPO",
     "KAFKA_REPO",
+    "REGISTRY_REPO",
     "BuiltImage",
     "ImageBuildError",
     "base_image_tag",
     "ensure_base_image",
     "ensure_job_image",
     "ensure_kafka_image",
+    "ensure_registry_image",
     "image_exists",
     "image_size",
     "inputs_digest",
@@ -57,16 +62,19 @@ __all__ = [
 BASE_REPO = "cdc-sink/base"
 KAFKA_REPO = "cdc-sink/kafka"
 JOB_REPO = "cdc-sink/job"
+REGISTRY_REPO = "cdc-sink/registry"
 _BUILD_TIMEOUT_S = 3600.0
 
 # What each image is built from (relative to the repository root).
 _BASE_INPUTS = ("docker/build_base.sh",)
 _KAFKA_INPUTS = ("docker/kafka", "testkit/cdc_sink_testkit/kafka/pom.xml", ".dockerignore")
+_REGISTRY_INPUTS = ("docker/registry", "testkit/cdc_sink_testkit/registry/pom.xml", ".dockerignore")
 _JOB_INPUTS = (
     "docker/Dockerfile",
     "docker/entrypoint.sh",
     "docker/healthcheck.py",
     "docker/produce_orders.py",
+    "docker/avro.properties",
     ".dockerignore",
     "pyproject.toml",
     "README.md",
@@ -269,6 +277,14 @@ def ensure_job_image(root: Path, base: str | None = None) -> BuiltImage:
     return _ensure_on_base(root, base, JOB_REPO, _JOB_INPUTS, "docker/Dockerfile")
 
 
+def ensure_registry_image(root: Path, base: str | None = None) -> BuiltImage:
+    """The schema registry's image (``docker/registry/Dockerfile``), built if missing;
+    arguments and errors as :func:`ensure_kafka_image`'s."""
+    return _ensure_on_base(
+        root, base, REGISTRY_REPO, _REGISTRY_INPUTS, "docker/registry/Dockerfile"
+    )
+
+
 def _tag_on_base(root: Path, repo: str, inputs: tuple[str, ...], base: str) -> str:
     """The tag of an image of ``repo`` built from ``inputs`` on the existing image ``base``."""
     return f"{repo}:{inputs_digest(root, inputs, [_image_id(base)])}"
@@ -301,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--root", default=None, help="repository root (default: this checkout)")
     p.add_argument(
         "--only",
-        choices=("base", "kafka", "job"),
+        choices=("base", "kafka", "job", "registry"),
         action="append",
         default=None,
         help="build only these images (repeatable)",
@@ -320,10 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         built["kafka"] = ensure_kafka_image(root, base.tag)
     if "job" in wanted:
         built["job"] = ensure_job_image(root, base.tag)
+    if "registry" in wanted:
+        built["registry"] = ensure_registry_image(root, base.tag)
     for name in wanted:
         img = built[name]
         how = f"built in {img.seconds:.1f}s" if img.built else "cached"
-        print(f"{name:5} {img.tag:40} {how:>18}  {image_size(img.tag) / 1e6:8.1f} MB", flush=True)
+        print(f"{name:8} {img.tag:40} {how:>18}  {image_size(img.tag) / 1e6:8.1f} MB", flush=True)
     return 0
 
 

@@ -17,6 +17,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from cdc_sink.kafka.properties import ClientProperties
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The producer's arguments."""
@@ -30,9 +32,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, default=4, help="partitions of a new topic")
     p.add_argument("--format", choices=FORMATS, default="json")
     p.add_argument(
-        "--wait", type=float, default=120.0, help="seconds to wait for the broker to answer"
+        "--wait",
+        type=float,
+        default=120.0,
+        help="seconds to wait for the broker (and the schema registry) to answer",
+    )
+    p.add_argument(
+        "--client-properties",
+        default=None,
+        help="Kafka and schema-registry settings (default: the file "
+        "$CDC_SINK_CLIENT_PROPERTIES names; debezium-avro needs schema.registry.url)",
     )
     return p
+
+
+def wait_for_registry(props: ClientProperties, timeout: float) -> None:
+    """Polls the schema registry's ``/config`` until it answers (it starts with the stack)."""
+    from cdc_sink.formats.avro_wire import RegistrySettings, SchemaRegistryUnavailable
+
+    o = props.registry_options()
+    if "registry_url" not in o:
+        raise SystemExit(
+            "--format debezium-avro needs schema.registry.url in the client properties"
+        )
+    settings = RegistrySettings.from_options(
+        o["registry_url"], 5.0, o.get("registry_auth"), o.get("registry_ssl")
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            settings.get("/config")
+            return
+        except SchemaRegistryUnavailable as exc:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no schema registry after {timeout}s ({exc})") from None
+        time.sleep(0.5)
 
 
 def wait_for_broker(bootstrap: str, timeout: float) -> None:
@@ -63,16 +97,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdc_sink_testkit.demo import generate_orders, orders_schema
     from cdc_sink_testkit.demo.stream import produce_records
 
+    props = ClientProperties.load(args.client_properties)
     wait_for_broker(args.bootstrap_servers, args.wait)
+    if args.format == "debezium-avro":
+        wait_for_registry(props, args.wait)
     existing = (
         AdminClient({"bootstrap.servers": args.bootstrap_servers}).list_topics(timeout=10).topics
     )
     if args.topic not in existing:
         create_topic(args.bootstrap_servers, args.topic, args.partitions)
-    records = generate_orders(args.events, seed=args.seed)
+    # Debezium connectors send whole rows
+    full_rows = args.format in ("debezium", "debezium-avro")
+    records = generate_orders(
+        args.events, seed=args.seed, style="full_rows" if full_rows else "partial"
+    )
     t0 = time.monotonic()
     with CdcProducer(
-        args.bootstrap_servers, args.topic, orders_schema(), format=args.format
+        args.bootstrap_servers,
+        args.topic,
+        orders_schema(),
+        format=args.format,
+        client_properties=props if props.kafka or props.registry else None,
     ) as producer:
         produce_records(producer, records)
         producer.flush()

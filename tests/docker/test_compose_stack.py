@@ -1,5 +1,8 @@
 """The compose stack, built and run for real: Kafka (the project's KRaft image), the
-orders producer and the streaming job image, on the host network.
+orders producer and the streaming job image, on the host network; once on native JSON,
+and once on Debezium Avro through the ``avro`` profile's schema registry (the project's
+Apicurio image), the registry's URL reaching the producer and the job from the image's
+client properties file.
 
 Checked from the host: the producer delivers the seeded orders stream; the job commits
 versions to the table on its named volume, and ``cdc_sink.open_table`` on the volume's
@@ -44,6 +47,7 @@ class Stack:
     kafka_port: int
     metrics_port: int
     job_image: str
+    format: str
 
     def run(self, *args: str, timeout: float = 600.0) -> str:
         proc = subprocess.run(
@@ -85,13 +89,14 @@ class Stack:
         )
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
+@pytest.fixture(scope="module", params=["json", "debezium-avro"])
+def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    fmt: str = request.param
     compose = require_engine()
     base = IMAGES.ensure_base_image(REPO).tag
     kafka_image = IMAGES.ensure_kafka_image(REPO, base).tag
     job_image = IMAGES.ensure_job_image(REPO, base).tag
-    kafka_port, controller_port, metrics_port = free_ports(3)
+    kafka_port, controller_port, metrics_port, registry_port = free_ports(4)
     project = f"cdcsinktest{uuid.uuid4().hex[:10]}"
     env = dict(
         os.environ,
@@ -102,19 +107,31 @@ def stack() -> Iterator[Stack]:
         METRICS_PORT=str(metrics_port),
         ORDERS_EVENTS=str(EVENTS),
         ORDERS_SEED=str(SEED),
+        ORDERS_FORMAT=fmt,
         GRAFANA_ADMIN_PASSWORD=secrets.token_urlsafe(24),  # required: no default password
     )
+    services = ["kafka", "topics", "producer", "job"]
+    profile: list[str] = []
+    if fmt == "debezium-avro":
+        env.update(
+            REGISTRY_IMAGE=IMAGES.ensure_registry_image(REPO, base).tag,
+            REGISTRY_PORT=str(registry_port),
+            CLIENT_PROPERTIES="/opt/cdc_sink/avro.properties",
+        )
+        services.append("registry")
+        profile = ["--profile", "avro"]
     st = Stack(
-        [*compose, "-p", project, "-f", str(COMPOSE_FILE)],
+        [*compose, "-p", project, "-f", str(COMPOSE_FILE), *profile],
         env,
         project,
         kafka_port,
         metrics_port,
         job_image,
+        fmt,
     )
     try:
         try:
-            st.run("up", "-d", "--no-build", "kafka", "topics", "producer", "job")
+            st.run("up", "-d", "--no-build", *services)
         except AssertionError as exc:
             raise AssertionError(
                 f"{exc}\n--- kafka ---\n{st.logs('kafka')}\n--- topics ---\n{st.logs('topics')}"
@@ -169,7 +186,8 @@ def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> N
     assert code == "0", stack.logs("producer")
     assert f"produce_orders: {EVENTS} records (seed {SEED})" in stack.logs("producer")
 
-    records = generate_orders(EVENTS, seed=SEED)
+    full_rows = stack.format == "debezium-avro"  # a connector sends whole rows
+    records = generate_orders(EVENTS, seed=SEED, style="full_rows" if full_rows else "partial")
     expected = ExpectedTable(orders_schema())
     expected.apply_all(r.event if r.decodable else None for r in records)
     want = expected.snapshot()
@@ -225,9 +243,11 @@ def test_job_image_commits_the_demo_stream_and_serves_metrics(stack: Stack) -> N
     assert user and user not in ("root", "0")
 
 
-def test_job_image_has_its_spark_kafka_jars_without_network_or_maven(stack: Stack) -> None:
+def test_job_image_has_its_spark_kafka_jars_without_network_or_maven() -> None:
     """The jars were resolved at build time: with no network and no Maven in the image,
     the entry point's classpath lookup still finds them."""
+    require_engine()
+    job_image = IMAGES.ensure_job_image(REPO, IMAGES.ensure_base_image(REPO).tag).tag
     out = docker(
         "run",
         "--rm",
@@ -235,7 +255,7 @@ def test_job_image_has_its_spark_kafka_jars_without_network_or_maven(stack: Stac
         "none",
         "--entrypoint",
         "bash",
-        stack.job_image,
+        job_image,
         "-c",
         "command -v mvn || echo no-mvn; python -c 'from cdc_sink.kafka.jars "
         'import spark_kafka_conf as c; print(c()["spark.jars"])\'',
