@@ -266,13 +266,12 @@ def _write_bulk(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBuck
     nt.commit(version)
     nt.compact(version)
     rel, manifest, updates = write_snapshot(
-        s.root,
+        s.store,
         nt,
         version,
         plan.schema_id,
         previous=None,
         compression=s.options.page_compression,
-        file_mode=s.options.file_mode,
     )
     apply_locations(updates)  # the pages are this tablet's alone: no rollback needed
     pending = PendingBucket(version=version, segment=None, snapshot=rel, tablet=nt)
