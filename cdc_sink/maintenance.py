@@ -172,16 +172,15 @@ def snapshot(
     snapshot's version commits, to ``locations``.
     """
     prev_ref = s.history.snapshot_at(t.bucket, t.committed)
-    previous = read_manifest(s.root, prev_ref[1]) if prev_ref else None
+    previous = read_manifest(s.store, prev_ref[1]) if prev_ref else None
     t.compact(t.committed)
     rel, manifest, updates = write_snapshot(
-        s.root,
+        s.store,
         t,
         t.committed,
         schema_id,
         previous=previous,
         compression=s.options.page_compression,
-        file_mode=s.options.file_mode,
     )
     locations.extend(updates)
     written.append(rel)

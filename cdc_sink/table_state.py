@@ -37,8 +37,9 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.storage.change_codec import WAL_CODECS, WalCompression
 from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, check_file_mode
 from cdc_sink.storage.history import History
-from cdc_sink.storage.layout import TABLE_FILE, schema_key
+from cdc_sink.storage.layout import TABLE_FILE, kind_of, schema_key
 from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore, store_for
+from cdc_sink.storage.objectstore.cache import DEFAULT_CACHE_BYTES, CachingStore
 from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.storage.objectstore.urls import parse_store_url
 from cdc_sink.storage.pages import PAGE_CODECS, PageCompression
@@ -109,6 +110,12 @@ class TableOptions:
     CPU this process may use, at most one per bucket the batch touches. ``1`` prepares
     the buckets one after another. The version still commits atomically, with one log
     entry, after every bucket is prepared."""
+    object_cache_bytes: int = DEFAULT_CACHE_BYTES
+    """On an object store: bytes of immutable objects (pages, WAL segments, manifests,
+    rejects files) this process keeps in memory once read, least recently used evicted
+    first, so a warm read makes no request (objects never change under their name: the
+    cache needs no invalidation). ``0`` keeps none. A local table reads its files
+    through the page cache and memory maps instead."""
     file_mode: int = DEFAULT_FILE_MODE
     """Permission bits of the files this process creates in the table (log entries,
     checkpoints, WAL segments, snapshot manifests and pages, rejects files, which hold
@@ -119,6 +126,12 @@ class TableOptions:
 
     def __post_init__(self) -> None:
         check_file_mode(self.file_mode)
+        cache = self.object_cache_bytes
+        if type(cache) is not int or cache < 0:
+            raise InvalidOption(
+                f"object_cache_bytes must be an int >= 0, got {cache!r}",
+                option="object_cache_bytes",
+            )
         threads = self.prepare_threads
         if threads is not None and (type(threads) is not int or threads < 1):
             raise InvalidOption(
@@ -155,6 +168,11 @@ class TableOptions:
             retain_seconds=0.0,
             prepare_threads=2,
         )
+
+
+def _immutable(key: str) -> bool:
+    """Whether ``key`` names an object never rewritten under its name (an attempt's)."""
+    return kind_of(key) in ("segment", "snapshot", "pages", "rejects")
 
 
 def open_location(
@@ -198,9 +216,11 @@ class TableState:
         """
         self.root = root
         opts = options or TableOptions()
-        self.store: ObjectStore = (
-            LocalStore(root, file_mode=opts.file_mode) if store is None else store
-        )
+        if store is None:
+            store = LocalStore(root, file_mode=opts.file_mode)
+        elif not isinstance(store, LocalStore) and opts.object_cache_bytes:
+            store = CachingStore(store, opts.object_cache_bytes, cacheable=_immutable)
+        self.store: ObjectStore = store
         try:
             meta = json.loads(self.store.get(TABLE_FILE))
         except ObjectNotFound:
@@ -286,9 +306,9 @@ class TableState:
             tablet = self.empty_tablet(bucket, start)
         else:
             start, rel = snap
-            manifest = read_manifest(self.root, rel)
+            manifest = read_manifest(self.store, rel)
             tablet = load_snapshot(
-                self.root,
+                self.store,
                 manifest,
                 self.schema_of(manifest.schema_id),
                 lambda v: self.empty_tablet(bucket, v),

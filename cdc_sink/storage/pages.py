@@ -13,6 +13,13 @@ page's loader (:func:`stored_location`), and a page written from memory becomes 
 page when its snapshot's version commits (:func:`apply_locations`; an uncommitted
 snapshot's files may be deleted, so nothing may point at them before).
 
+Page files are objects of the table's store (:mod:`cdc_sink.storage.objectstore`). On a
+local store they are written as today (a file created exclusively, appended to, the
+kernel's writeback started as it goes, fsynced with its directory) and read
+memory-mapped, each file once, without a copy; on an object store a page file is
+assembled in memory and written with one ``put_new``, and each blob is read with one
+``get_range`` of its (file, offset, length), never the whole file.
+
 Page statistics (``min``/``max``) are stored in the physical form of
 :func:`cdc_sink.filters.physical_value`; see :mod:`cdc_sink.storage.snapshot` for the
 older format 1.
@@ -37,7 +44,6 @@ from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.parallel import ordered_map
 from cdc_sink.storage.byte_split import join_page, split_page
 from cdc_sink.storage.fsutil import (
-    DEFAULT_FILE_MODE,
     create_file,
     dir_mode,
     fsync_dir,
@@ -46,6 +52,14 @@ from cdc_sink.storage.fsutil import (
     remove,
     start_writeback,
 )
+from cdc_sink.storage.objectstore import (
+    ObjectNotFound,
+    ObjectStore,
+    ShortRead,
+    StoreLike,
+    as_store,
+)
+from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
 
 __all__ = [
@@ -243,18 +257,21 @@ class PageFileWriter:
     encoded in parallel when :meth:`write_queued` appends them in queue order.
 
     Args:
-        root: Table root.
-        rel: The new file, relative to ``root`` (created exclusively).
-        file_mode: Its permission bits (its directories get
-            :func:`~cdc_sink.storage.fsutil.dir_mode` of them).
+        where: The table's store (a path: a local store on that directory).
+        rel: The new file's key (created exclusively; a local store's file gets its
+            ``file_mode``, its directories :func:`~cdc_sink.storage.fsutil.dir_mode`).
     """
 
-    def __init__(self, root: str, rel: str, *, file_mode: int = DEFAULT_FILE_MODE) -> None:
-        self.root = root
+    def __init__(self, where: StoreLike, rel: str) -> None:
+        self.store: ObjectStore = as_store(where)
         self.rel = rel
-        self.path = os.path.join(root, rel)
-        makedirs(os.path.dirname(self.path), mode=dir_mode(file_mode))
-        self._f = create_file(self.path, mode=file_mode)  # closed in finish() or abort()
+        self.path = self.store.location(rel)
+        local = self.store if isinstance(self.store, LocalStore) else None
+        self._f = None
+        self._chunks: list[bytes | pa.Buffer] = []  # an object store's, until finish()
+        if local is not None:  # closed in finish() or abort()
+            makedirs(os.path.dirname(self.path), mode=dir_mode(local.file_mode))
+            self._f = create_file(self.path, mode=local.file_mode)
         self.offset = 0
         self._queued: list[PageJob] = []
         self._written_back = 0  # bytes whose writeback was started (start_writeback)
@@ -263,11 +280,14 @@ class PageFileWriter:
         self, data: bytes | pa.Buffer, rows: int, stats: PageStats | None, crc: int | None = None
     ) -> PageLoc:
         """Appends a blob (its CRC32C computed unless given); returns its location."""
-        self._f.write(data)
         end = self.offset + len(data)
-        if end - self._written_back >= WRITEBACK_BYTES:
-            start_writeback(self._f, self._written_back, end - self._written_back)
-            self._written_back = end
+        if self._f is None:
+            self._chunks.append(data)
+        else:
+            self._f.write(data)
+            if end - self._written_back >= WRITEBACK_BYTES:
+                start_writeback(self._f, self._written_back, end - self._written_back)
+                self._written_back = end
         loc = PageLoc(
             self.rel,
             self.offset,
@@ -309,14 +329,32 @@ class PageFileWriter:
         ]
 
     def finish(self) -> int:
-        """Makes the file durable and closes it; returns its size."""
+        """Makes the file durable and closes it; returns its size. A file left empty is
+        removed (an object store's is never written)."""
+        if self._f is None:
+            if self.offset:
+                data = bytearray(self.offset)
+                at = 0
+                for chunk in self._chunks:
+                    data[at : at + len(chunk)] = memoryview(chunk).cast("B")
+                    at += len(chunk)
+                self._chunks = []
+                self.store.put_new(self.rel, data)
+            return self.offset
         fsync_file(self._f, path=self.path)
         self._f.close()
         fsync_dir(os.path.dirname(self.path))
+        if not self.offset:
+            remove(self.path)
         return self.offset
 
     def abort(self) -> None:
         """Closes and removes the file."""
+        if self._f is None:
+            self._chunks = []
+            with contextlib.suppress(OSError):  # a put_new that failed may have landed
+                self.store.delete(self.rel)
+            return
         # Abandoned whatever happened (a failed write or fsync: its data may be lost even
         # if a later fsync succeeded); created with O_EXCL, so the name is ours.
         with contextlib.suppress(OSError):
@@ -325,48 +363,78 @@ class PageFileWriter:
 
 
 class PageReader:
-    """Page blobs of a table's page files, memory-mapped (each file once).
+    """Page blobs of a table's page files: memory-mapped on a local store (each file
+    once), each read with one ranged ``get`` on an object store.
 
     A blob's CRC is checked when the blob is first read (:meth:`array`, :meth:`blob`),
-    before any of its data is returned; :meth:`check` maps files and checks locations
-    against their sizes up front (a missing or truncated page file is found at load).
+    before any of its data is returned; :meth:`check` checks locations against the files'
+    sizes up front (a missing or truncated page file is found at load).
 
     Args:
-        root: Table root.
+        where: The table's store (a path: a local store on that directory).
     """
 
-    def __init__(self, root: str) -> None:
-        self.root = root
+    def __init__(self, where: StoreLike) -> None:
+        self.store = as_store(where)
+        self._local = self.store if isinstance(self.store, LocalStore) else None
         self._maps: dict[str, pa.Buffer] = {}
 
     def check(self, locs: Iterable[PageLoc]) -> None:
-        """Maps the files of ``locs`` and checks that every blob lies inside its file.
+        """Checks that the files of ``locs`` exist and hold every blob (maps them on a
+        local store; one ``HEAD`` per file on an object store).
 
         Raises:
             WalCorruption: A page file is missing or truncated.
         """
+        sizes: dict[str, int] = {}
         for loc in locs:
-            buf = self._map(loc)
-            if loc.offset < 0 or loc.offset + loc.length > buf.size:
+            size = sizes.get(loc.file)
+            if size is None:
+                size = sizes[loc.file] = self._size(loc)
+            if loc.offset < 0 or loc.offset + loc.length > size:
                 raise WalCorruption(
                     "a snapshot page file is truncated",
-                    path=os.path.join(self.root, loc.file),
+                    path=self.store.location(loc.file),
                     offset=loc.offset,
                 )
+
+    def _missing(self, loc: PageLoc) -> WalCorruption:
+        return WalCorruption(
+            "a snapshot page file is missing",
+            path=self.store.location(loc.file),
+            offset=loc.offset,
+        )
+
+    def _size(self, loc: PageLoc) -> int:
+        if self._local is not None:
+            return int(self._map(loc).size)
+        try:
+            return self.store.head(loc.file).size
+        except ObjectNotFound:
+            raise self._missing(loc) from None
 
     def _map(self, loc: PageLoc) -> pa.Buffer:
         buf = self._maps.get(loc.file)
         if buf is None:
-            path = os.path.join(self.root, loc.file)
+            assert self._local is not None
             try:
-                with pa.memory_map(path, "r") as mm:
+                with pa.memory_map(self._local.path(loc.file), "r") as mm:
                     buf = mm.read_buffer()
             except FileNotFoundError:
-                raise WalCorruption(
-                    "a snapshot page file is missing", path=path, offset=loc.offset
-                ) from None
+                raise self._missing(loc) from None
             self._maps[loc.file] = buf
         return buf
+
+    def _piece(self, loc: PageLoc) -> pa.Buffer:
+        """The bytes at ``loc`` (fewer if the file ends first)."""
+        if self._local is not None:
+            return self._map(loc).slice(loc.offset, loc.length)
+        try:
+            return pa.py_buffer(self.store.get_range(loc.file, loc.offset, loc.length))
+        except ObjectNotFound:
+            raise self._missing(loc) from None
+        except ShortRead:
+            return pa.py_buffer(b"")
 
     def blob(self, loc: PageLoc) -> pa.Buffer:
         """The blob at ``loc``, checked against its CRC.
@@ -374,11 +442,11 @@ class PageReader:
         Raises:
             WalCorruption: The blob is damaged.
         """
-        piece = self._map(loc).slice(loc.offset, loc.length)
+        piece = self._piece(loc)
         if len(piece) != loc.length or google_crc32c.value(piece) != loc.crc:
             raise WalCorruption(
                 "snapshot page fails its CRC",
-                path=os.path.join(self.root, loc.file),
+                path=self.store.location(loc.file),
                 offset=loc.offset,
             )
         return piece
@@ -396,13 +464,13 @@ class PageReader:
         except (pa.ArrowException, StopIteration, ValueError) as exc:
             raise WalCorruption(
                 f"snapshot page does not decode: {exc}",
-                path=os.path.join(self.root, loc.file),
+                path=self.store.location(loc.file),
                 offset=loc.offset,
             ) from None
         if check_rows and len(arr) != loc.rows:
             raise WalCorruption(
                 f"snapshot page holds {len(arr)} rows, not {loc.rows}",
-                path=os.path.join(self.root, loc.file),
+                path=self.store.location(loc.file),
                 offset=loc.offset,
             )
         return arr

@@ -29,7 +29,11 @@ reads with whatever codec it was written with. The pages to write are queued, co
 in as many threads as the process may use cores and appended in queue order
 (:func:`~cdc_sink.storage.pages.encoded_pages`; docs/benchmarks.md, "Snapshot pages
 compressed in parallel"), the value pages' statistics computed in the same threads.
-Loading memory-maps the page files (zero-copy Arrow arrays for uncompressed blobs); key,
+Manifests and page files are objects of the table's store, each written once
+(``put_new``, before the log entry that names the snapshot); loading reads the manifest
+with one ``get`` and the pages through :class:`~cdc_sink.storage.pages.PageReader`.
+On a local store loading memory-maps the page files (zero-copy Arrow arrays for
+uncompressed blobs); key,
 row-hash, index and deletion-vector blobs are CRC-checked at load, value pages lazily:
 each when it is first read (:class:`~cdc_sink.tablet.column.LazyPage`), before any of its
 data is returned.
@@ -59,7 +63,6 @@ key, refuses it; manifests of unsalted tables stay format 2.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -76,13 +79,7 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.storage import layout
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.framing import encode_file, read_records
-from cdc_sink.storage.fsutil import (
-    DEFAULT_FILE_MODE,
-    dir_mode,
-    makedirs,
-    remove,
-    write_file_durable,
-)
+from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
 from cdc_sink.storage.pages import (
     LocationUpdate,
     PageCompression,
@@ -257,15 +254,13 @@ class _SnapshotWriter:
 
     def __init__(
         self,
-        root: str,
+        where: StoreLike,
         tablet: MemTablet,
         version: int,
         previous: SnapshotManifest | None,
         pages_rel: str,
         compression: PageCompression,
-        file_mode: int = DEFAULT_FILE_MODE,
     ) -> None:
-        self.root = root
         self.compression = compression
         self.tablet = tablet
         self.version = version
@@ -274,8 +269,8 @@ class _SnapshotWriter:
         self.full = _rewrite_all(previous, self.page_rows)
         self.previous = None if self.full else previous
         self.pages_rel = pages_rel
-        self.file = PageFileWriter(root, pages_rel, file_mode=file_mode)
-        self.reader = PageReader(root)  # loaders of the pages written from memory
+        self.file = PageFileWriter(where, pages_rel)
+        self.reader = PageReader(where)  # loaders of the pages written from memory
         self.written: list[tuple[Base, int, int]] = []  # (base, page, queue index)
         self.updates: list[LocationUpdate] = []
 
@@ -348,8 +343,8 @@ class _SnapshotWriter:
         return dv_loc, slots
 
     def write(self, schema_id: int) -> SnapshotManifest:
-        """Writes every page not stored yet and makes the page file durable (removing it
-        when it stays empty); returns the manifest of the snapshot."""
+        """Writes every page not stored yet and makes the page file durable (none when it
+        stays empty); returns the manifest of the snapshot."""
         try:
             columns = self.value_columns()
             keys = self.key_columns()
@@ -361,8 +356,6 @@ class _SnapshotWriter:
             self.file.abort()
             raise
         fault_point("snapshot.pages_written")
-        if not size:
-            remove(os.path.join(self.root, self.pages_rel))
 
         def at(ref: _Ref) -> PageLoc:
             return locs[ref] if isinstance(ref, int) else ref
@@ -397,20 +390,19 @@ class _SnapshotWriter:
 
 
 def write_snapshot(
-    root: str,
+    where: StoreLike,
     tablet: MemTablet,
     version: int,
     schema_id: int,
     *,
     previous: SnapshotManifest | None,
     compression: PageCompression = None,
-    file_mode: int = DEFAULT_FILE_MODE,
 ) -> SnapshotWrite:
     """Writes a snapshot of ``tablet`` at committed ``version``; the tablet must be
     compacted there (:meth:`MemTablet.compact`): writing a snapshot never compacts.
 
     Args:
-        root: Table root.
+        where: The table's store (a path: a local store on that directory).
         tablet: The bucket's tablet; ``version`` must be retained in it.
         version: Version to snapshot.
         schema_id: Schema id at that version.
@@ -418,12 +410,11 @@ def write_snapshot(
         compression: The codec of the value pages, key pages and index slots written
             (row hashes, random bits, are never compressed). Uncompressed, loading a
             bucket maps its keys and slots without a copy.
-        file_mode: Permission bits of the manifest and page file (their directories get
-            :func:`~cdc_sink.storage.fsutil.dir_mode` of them).
 
     Returns:
-        The manifest's path relative to ``root``, the manifest, and the page locations to
-        record with :func:`apply_locations` once the snapshot is committed.
+        The manifest's key (its path relative to the table root), the manifest, and the
+        page locations to record with :func:`apply_locations` once the snapshot is
+        committed.
 
     Raises:
         TabletStateError: The tablet is not compacted at ``version``.
@@ -431,29 +422,16 @@ def write_snapshot(
     check_compacted(tablet, version)
     stem = layout.attempt_stem(version)
     man_rel = layout.snapshot_manifest(tablet.bucket, stem)
-    writer = _SnapshotWriter(
-        root,
-        tablet,
-        version,
-        previous,
-        layout.pages_file(tablet.bucket, stem),
-        compression,
-        file_mode,
-    )
+    store = as_store(where)
+    pages_rel = layout.pages_file(tablet.bucket, stem)
+    writer = _SnapshotWriter(store, tablet, version, previous, pages_rel, compression)
     manifest = writer.write(schema_id)
-    man_path = os.path.join(root, man_rel)
-    makedirs(os.path.dirname(man_path), mode=dir_mode(file_mode))
-    write_file_durable(
-        man_path,
-        encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC),
-        exclusive=True,
-        mode=file_mode,
-    )
+    store.put_new(man_rel, encode_file([manifest.to_json()], magic=SNAPSHOT_MAGIC))
     fault_point("snapshot.written")
     return SnapshotWrite(man_rel, manifest, writer.updates)
 
 
-def read_manifest(root: str, rel: str) -> SnapshotManifest:
+def read_manifest(where: StoreLike, rel: str) -> SnapshotManifest:
     """Reads and checks a manifest.
 
     ``rel`` comes from the log (checked when the log read it) and is checked again; so is
@@ -464,11 +442,12 @@ def read_manifest(root: str, rel: str) -> SnapshotManifest:
         WalCorruption: The manifest is damaged, ``rel`` is no manifest path of the table,
             or the manifest names a page file that is no page file of the table.
     """
-    path = layout.table_path(root, "snapshot", rel, source=os.path.join(root, layout.LOG_DIR))
+    store = as_store(where)
+    layout.checked("snapshot", rel, source=store.location(layout.LOG_DIR))
+    path = store.location(rel)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+        data = store.get(rel)
+    except ObjectNotFound:
         raise WalCorruption(
             "a committed snapshot manifest is missing", path=path, offset=0
         ) from None
@@ -507,9 +486,10 @@ def _check_page_files(manifest: SnapshotManifest, source: str) -> None:
 
 
 def load_snapshot(
-    root: str, manifest: SnapshotManifest, schema: TableSchema, tablet_factory: Any
+    where: StoreLike, manifest: SnapshotManifest, schema: TableSchema, tablet_factory: Any
 ) -> MemTablet:
-    """Builds a tablet at the manifest's version from its pages (zero-copy, memory-mapped).
+    """Builds a tablet at the manifest's version from its pages (on a local store
+    zero-copy, memory-mapped).
 
     Value pages are lazy (:class:`~cdc_sink.tablet.column.LazyPage`): each is CRC-checked
     and decoded when first read, so loading reads only the key, row-hash, index and
@@ -518,7 +498,7 @@ def load_snapshot(
     first touches it, before any of its data is returned.
 
     Args:
-        root: Table root.
+        where: The table's store (a path: a local store on that directory).
         manifest: The snapshot to load.
         schema: The schema at the snapshot's version.
         tablet_factory: ``f(version) -> MemTablet`` making an empty tablet of the bucket.
@@ -527,7 +507,7 @@ def load_snapshot(
         WalCorruption: A page file is missing or truncated, or a blob read at load is
             damaged.
     """
-    reader = PageReader(root)
+    reader = PageReader(where)
     reader.check(manifest.locations())
     tablet: MemTablet = tablet_factory(manifest.version)
     v = manifest.version

@@ -333,9 +333,9 @@ def test_power_loss_at_random_instants_recovers_a_committed_version(
 
 def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     """How the segment and snapshot writers made their directories before fsutil.makedirs
-    (the local store's, which now makes every directory of the table)."""
+    (now the local store's, and the page files' writer's)."""
     import cdc_sink.storage.objectstore.local as local
-    import cdc_sink.storage.snapshot as snapshot
+    import cdc_sink.storage.pages as pages
 
     real = local.makedirs
 
@@ -346,8 +346,7 @@ def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
             real(path, **kwargs)
 
     monkeypatch.setattr(local, "makedirs", plain)
-    if hasattr(snapshot, "makedirs"):  # until snapshots go through the store
-        monkeypatch.setattr(snapshot, "makedirs", plain)
+    monkeypatch.setattr(pages, "makedirs", plain)
 
 
 def _commit_without_log_dir_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
