@@ -63,8 +63,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from cdc_sink.changefeed import ChangesNotRetained
 from cdc_sink.errors import SchemaMismatch
-from cdc_sink.spark import change_feed
+from cdc_sink.spark import change_feed, change_stream
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark.types import arrow_schema, column_value, conform_batch, spark_schema
 
@@ -281,7 +282,8 @@ class CdcSinkDataSource(DataSource):
     ``pushFilters`` (default ``true``; ``false`` leaves every filter to Spark - for
     sessions where ``spark.sql.python.filterPushdown.enabled`` is off, as Spark refuses
     to plan a reader that implements ``pushFilters`` there). ``readChangeFeed=true``
-    reads the changes between versions instead (:mod:`cdc_sink.spark.change_feed`).
+    reads the changes between versions instead (:mod:`cdc_sink.spark.change_feed`), and
+    ``spark.readStream`` follows them (:mod:`cdc_sink.spark.change_stream`).
     The version (default: the latest) is fixed when the DataFrame is created; with a
     user-specified schema Spark skips :meth:`schema`, and each query resolves it anew.
     """
@@ -301,7 +303,12 @@ class CdcSinkDataSource(DataSource):
             VersionNotFound: Not retained; the message names the oldest readable version.
         """
         if change_feed.wants_feed(self.options):  # readChangeFeed: spark/change_feed.py
-            self._feed = self._feed or change_feed.resolve_feed(self.options)
+            if self._feed is None and change_stream.range_free(self.options):
+                return change_stream.stream_schema(self.options)  # a stream's (or no) range
+            try:
+                self._feed = self._feed or change_feed.resolve_feed(self.options)
+            except ChangesNotRetained:  # a restarted stream resumes from its checkpoint;
+                return change_stream.stream_schema(self.options)  # a batch read: reader()
             return self._feed.schema
         if self._resolved is None:
             self._resolved = _resolve(self.options)
@@ -316,6 +323,14 @@ class CdcSinkDataSource(DataSource):
         if resolved is None or resolved.schema != schema:
             resolved = _resolve(self.options, user_schema=schema)
         return CdcSinkReader(resolved) if resolved.push_filters else CdcSinkScan(resolved)
+
+    def streamReader(self, schema: StructType) -> change_stream.ChangeStreamReader:
+        """``spark.readStream``: the change feed as a stream (``readChangeFeed=true``).
+
+        Raises:
+            StreamNeedsChangeFeed: ``readChangeFeed`` is not ``true``.
+        """
+        return change_stream.stream_reader(self.options, schema)
 
 
 @dataclass(frozen=True)
