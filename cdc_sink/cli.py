@@ -4,6 +4,7 @@
 
     cdc-sink demo [--events N] [--format json|rowv2|debezium|debezium-avro]
                   [--apply-mode driver|executors] [--workdir DIR] [--seed S]
+    cdc-sink run --bootstrap-servers K --topic T --table-path P [job flags...]
     cdc-sink query PATH [--version V | --timestamp T] [--columns a,b] [--limit N]
     cdc-sink versions PATH
     cdc-sink stats PATH [--json]
@@ -14,7 +15,8 @@ Streaming job, snapshot queries) and checks the result (exit code 1 on a mismatc
 serves the job's Prometheus metrics while it runs (``--metrics-port``, a free port by
 default) and prints where. The demo lives in the test kit (``cdc_sink_testkit.demo``,
 installed from a clone with ``pip install -e testkit``); without it ``demo`` says so and
-exits with code 1. ``query``, ``versions`` and ``stats`` read a table with plain
+exits with code 1. ``run`` runs the streaming job (:mod:`cdc_sink.job`; ``cdc-sink run
+--help`` lists its flags). ``query``, ``versions`` and ``stats`` read a table with plain
 Python (no Spark); ``stats`` shows rows, memory, outstanding deltas and bytes on disk
 (:meth:`cdc_sink.table.Table.stats`), ``--json`` for machines.
 """
@@ -49,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     _add_demo(sub)
+    sub.add_parser(
+        "run",
+        help="run the streaming job (Kafka -> table; `cdc-sink run --help` for its flags)",
+        add_help=False,
+    )
 
     query = sub.add_parser("query", help="print a table version (Python read)")
     query.add_argument("path", help="table directory")
@@ -341,7 +348,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     from cdc_sink.errors import CdcSinkError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "run":
+        from cdc_sink.job import main as run_job  # the job parses its own flags
+
+        return run_job(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     configure_logging(args.log_level)
     commands = {
         "demo": _cmd_demo,

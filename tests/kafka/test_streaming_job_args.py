@@ -235,8 +235,9 @@ def test_cdc_to_tablets_signal_handler_only_records_the_stop() -> None:
     into Spark, only record the request (the main thread stops the query)."""
     import signal
 
-    job = _load("cdc_to_tablets")
-    stop = job._StopRequest()
+    from cdc_sink.job.runner import _StopRequest
+
+    stop = _StopRequest()
     before = signal.getsignal(signal.SIGTERM)
     try:
         stop.install()

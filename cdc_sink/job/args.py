@@ -1,0 +1,467 @@
+"""The streaming job's arguments: flags, and the same settings from a TOML file or the
+environment.
+
+Every long flag of :func:`build_parser` is also a key of the ``--config`` file (TOML;
+``bootstrap-servers`` or ``bootstrap_servers``; a list for a repeatable flag) and an
+environment variable (``CDC_SINK_`` + the flag in upper case with ``_``:
+``CDC_SINK_BOOTSTRAP_SERVERS``; repeatable flags are not read from the environment).
+Precedence: command line, then environment, then file, then the defaults. Values from a
+file or the environment are checked as the flag's would be (type and choices), and an
+error names where the value came from. Secrets need none of these: the Kafka and
+registry settings come from the client properties file (``--client-properties``), whose
+placeholders read them from the environment or from files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import tomllib
+
+from cdc_sink.kafka.properties import ClientProperties
+
+if TYPE_CHECKING:
+    from cdc_sink.table import TableOptions
+
+__all__ = [
+    "ENV_PREFIX",
+    "LOG_LEVELS",
+    "build_parser",
+    "job_decoder_options",
+    "parse_args",
+    "parse_decoder_options",
+    "parse_kafka_options",
+    "table_options",
+]
+
+ENV_PREFIX = "CDC_SINK_"
+"""Prefix of the environment variables that set the job's flags."""
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The job's arguments."""
+    from cdc_sink.formats import FORMATS
+
+    p = argparse.ArgumentParser(
+        prog="cdc_to_tablets",
+        description="Apply Kafka CDC events to a cdc_sink table with Spark Structured "
+        "Streaming (one table version per micro-batch, exactly once).",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="a TOML file of settings: any long flag as a key (flags and CDC_SINK_* "
+        "environment variables win)",
+    )
+    _add_stream_args(p)
+    _add_decode_args(p, FORMATS)
+    _add_observability_args(p)
+    _add_maintenance_args(p)
+    return p
+
+
+def _add_stream_args(p: argparse.ArgumentParser) -> None:
+    """What the job reads, where it writes, and how the query runs."""
+    p.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
+    p.add_argument("--topic", required=True, help="topic to read (comma-separated for several)")
+    p.add_argument("--table-path", required=True, help="the cdc_sink table directory")
+    p.add_argument(
+        "--trigger",
+        default="1 second",
+        help="processing-time interval such as '1 second', or 'available-now' (default '1 second')",
+    )
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="streaming checkpoint directory (default <table-path>.checkpoint)",
+    )
+    p.add_argument(
+        "--dead-letter",
+        default=None,
+        metavar="URI",
+        help="kafka://host:port/topic, file:///dir or a path for rejected "
+        "records (default: kept in the table only)",
+    )
+    p.add_argument(
+        "--schema-file",
+        default=None,
+        help="JSON table schema; creates the table when it does not exist",
+    )
+    p.add_argument(
+        "--app-id",
+        default=None,
+        help="writer id for exactly-once commits (default: from the checkpoint)",
+    )
+    p.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="'earliest', 'latest' or Spark's per-partition JSON (first run only)",
+    )
+    p.add_argument(
+        "--max-offsets-per-trigger", type=int, default=None, help="cap on records per micro-batch"
+    )
+    p.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Kafka source option, e.g. kafka.security.protocol=SSL",
+    )
+    p.add_argument(
+        "--client-properties",
+        default=None,
+        metavar="FILE",
+        help="Kafka and schema-registry connection settings (a client.properties file: "
+        "security.protocol, sasl.*, ssl.*, schema.registry.url, basic.auth.user.info...; "
+        "secrets as ${env:NAME}, ${file:PATH:KEY} or ${dir:DIR:NAME}) for the Kafka "
+        "source, the Kafka dead-letter sink and the debezium-avro decoder; default: the "
+        "file $CDC_SINK_CLIENT_PROPERTIES names",
+    )
+    p.add_argument("--query-name", default="cdc_to_tablets", help="streaming query name")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master when the job starts Spark itself (cdc-sink run, python -m "
+        "cdc_sink.job; default $SPARK_MASTER or local[*]); spark-submit's --master wins",
+    )
+
+
+def _add_decode_args(p: argparse.ArgumentParser, formats: Sequence[str]) -> None:
+    """How events are decoded and where micro-batches are applied."""
+    p.add_argument(
+        "--format",
+        choices=formats,
+        default="json",
+        help="encoding of the Kafka values (default json)",
+    )
+    p.add_argument(
+        "--decoder-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of the format's decoder (repeatable; VALUE is parsed as "
+        "JSON when it parses, else taken as a string)",
+    )
+    p.add_argument(
+        "--allow-truncate",
+        action="store_true",
+        help='--format json: apply {"op": "truncate"} events, which delete every row '
+        "of the table (decoder option allow_truncate; default: rejected, so that a producer "
+        "cannot empty the table)",
+    )
+    p.add_argument(
+        "--json-decoder",
+        choices=("python", "jvm"),
+        default="python",
+        help="where native JSON is decoded (default python)",
+    )
+    p.add_argument(
+        "--decode-processes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="driver mode: N worker processes decode the Kafka values (default 0: the "
+        "driver's own thread)",
+    )
+    p.add_argument(
+        "--numpy-hugepages",
+        choices=("off", "on", "numpy"),
+        default="off",
+        help="whether numpy asks for transparent huge pages for its large arrays, in the "
+        "driver and the executors' Python workers (default off: measured faster here, see "
+        "cdc_sink.hugepages; off also sets MIMALLOC_ALLOW_THP=0 in the workers; numpy: "
+        "leave numpy's own setting)",
+    )
+    p.add_argument(
+        "--arrow-memory-pool",
+        choices=("auto", "jemalloc", "mimalloc", "system", "pyarrow"),
+        default="auto",
+        help="pyarrow's allocator in the driver and the executors' Python workers (default "
+        "auto: jemalloc when this pyarrow has it, measured faster here, see "
+        "cdc_sink.arrow_pool; pyarrow: leave pyarrow's own choice)",
+    )
+    p.add_argument(
+        "--apply-mode",
+        choices=("driver", "executors"),
+        default="driver",
+        help="apply batches in the driver (default) or one task per bucket",
+    )
+    p.add_argument(
+        "--decode-in",
+        choices=("driver", "executors"),
+        default=None,
+        help="driver mode: decode in the driver (default) or in the executors' Spark tasks, "
+        "which send the driver each bucket's decoded events (executors mode: always there)",
+    )
+
+
+def _add_observability_args(p: argparse.ArgumentParser) -> None:
+    """Metrics and logs."""
+    obs = p.add_argument_group("observability")
+    obs.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port (0: a free port, logged; default: no endpoint)",
+    )
+    obs.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics endpoint binds (default 127.0.0.1)",
+    )
+    obs.add_argument(
+        "--metrics-tls-cert",
+        default=None,
+        metavar="PEM",
+        help="serve the metrics over HTTPS with this certificate (chain) file (with "
+        "--metrics-tls-key)",
+    )
+    obs.add_argument(
+        "--metrics-tls-key",
+        default=None,
+        metavar="PEM",
+        help="the private key file of --metrics-tls-cert",
+    )
+    obs.add_argument(
+        "--metrics-auth-file",
+        default=None,
+        metavar="PATH",
+        help="require HTTP basic auth on the metrics: the file's first line is "
+        "'username:password' (default: $CDC_SINK_METRICS_AUTH, same form, when set; the "
+        "password is never taken from the command line)",
+    )
+    obs.add_argument(
+        "--table-name",
+        default=None,
+        help="'table' label of the metrics (default: the table directory's name)",
+    )
+    obs.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="log level of the job and of cdc_sink (default INFO)",
+    )
+    obs.add_argument(
+        "--spark-log-level",
+        type=str.upper,
+        default="WARN",
+        choices=("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"),
+        help="log level of Spark's JVM once the session is up (default WARN)",
+    )
+
+
+def _add_maintenance_args(p: argparse.ArgumentParser) -> None:
+    """Compaction, GC and the codecs of what is written."""
+    mnt = p.add_argument_group("maintenance")
+    mnt.add_argument(
+        "--compact-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="compact the table (a snapshot of every bucket) every N committed "
+        "batches (default 0: never; buckets are snapshotted on their own "
+        "every snapshot_every versions)",
+    )
+    mnt.add_argument(
+        "--gc-every",
+        type=int,
+        default=100,
+        metavar="N",
+        help="run GC every N committed batches (default 100; 0: never)",
+    )
+    mnt.add_argument(
+        "--retain-versions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="GC keeps at least the newest N versions (default: the table's retain_versions, 100)",
+    )
+    mnt.add_argument(
+        "--retain-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="GC keeps every version committed in the last S seconds "
+        "(default: the table's retain_seconds, 3600)",
+    )
+    for what, default, detail in (
+        ("page", "zstd", "snapshot pages (none: faster cold reads, 2.2x the disk)"),
+        ("wal", "lz4", "WAL segments"),
+    ):
+        mnt.add_argument(
+            f"--{what}-compression",
+            choices=["zstd", "lz4", "none"],
+            default=default,
+            help=f"codec of the {detail} written from now on (default {default}); files "
+            "written with another codec stay readable",
+        )
+
+
+def table_options(args: argparse.Namespace) -> TableOptions:
+    """The table options the job's arguments name (the codecs; the rest are defaults)."""
+    from cdc_sink.table import TableOptions
+
+    codec: dict[str, Literal["zstd", "lz4"] | None] = {"zstd": "zstd", "lz4": "lz4", "none": None}
+    return TableOptions(
+        page_compression=codec[args.page_compression],
+        wal_compression=codec[args.wal_compression],
+    )
+
+
+def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
+        out.append((key.strip(), value))
+    return out
+
+
+def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs as a dict.
+
+    Raises:
+        ValueError: An item has no ``=``.
+    """
+    return dict(_pairs(items, "--kafka-option"))
+
+
+def job_decoder_options(
+    args: argparse.Namespace, client_properties: ClientProperties | None = None
+) -> dict[str, Any]:
+    """The decoder options of the job: the schema registry's settings of the client
+    properties (``debezium-avro``), ``--decoder-option`` items (they win), and
+    ``allow_truncate=True`` with ``--allow-truncate``.
+
+    Raises:
+        ValueError: A bad ``--decoder-option``, or ``--allow-truncate`` with a format
+            other than ``json``.
+    """
+    options = parse_decoder_options(args.decoder_option)
+    if client_properties is not None and args.format == "debezium-avro":
+        options = {**client_properties.registry_options(), **options}
+    if args.allow_truncate:
+        if args.format != "json":
+            raise ValueError(
+                f"--allow-truncate applies to --format json (the {args.format} decoder: "
+                "see its own options, e.g. debezium's --decoder-option truncate=reject)"
+            )
+        options["allow_truncate"] = True
+    return options
+
+
+def parse_decoder_options(items: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a dict; a VALUE that parses as JSON is taken as parsed
+    (``true``, ``3``, ``["a"]``), any other as the string it is.
+
+    Raises:
+        ValueError: An item has no ``=``.
+    """
+    out: dict[str, Any] = {}
+    for key, value in _pairs(items, "--decoder-option"):
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """The parser's long-flag actions by their ``dest``."""
+    return {
+        a.dest: a
+        for a in parser._actions
+        if any(s.startswith("--") for s in a.option_strings) and a.dest not in ("help", "config")
+    }
+
+
+def _checked(action: argparse.Action, value: Any, where: str) -> Any:
+    """``value`` converted and checked as the flag's own value would be."""
+    flag = max(action.option_strings, key=len)
+    if isinstance(action, argparse._AppendAction):
+        items = value if isinstance(value, list) else [value]
+        return [str(v) for v in items]
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        if isinstance(value, str):
+            if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError(f"{where}: {flag} takes true or false, not {value!r}")
+            value = value.lower() in ("1", "true", "yes", "on")
+        return bool(value)
+    if isinstance(value, str) and action.type is not None and callable(action.type):
+        try:
+            value = action.type(value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {flag}: {exc}") from None
+    if action.choices is not None and value not in action.choices:
+        raise ValueError(
+            f"{where}: {flag} must be one of {sorted(map(str, action.choices))}, not {value!r}"
+        )
+    return value
+
+
+def _file_settings(path: str, actions: Mapping[str, argparse.Action]) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except OSError as exc:
+        raise ValueError(f"--config {path!r}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"--config {path!r}: {exc}") from None
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        dest = key.replace("-", "_")
+        if dest not in actions:
+            raise ValueError(f"--config {path!r}: unknown setting {key!r}")
+        out[dest] = _checked(actions[dest], value, f"--config {path!r}, {key!r}")
+    return out
+
+
+def _env_settings(
+    environ: Mapping[str, str], actions: Mapping[str, argparse.Action]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for dest, action in actions.items():
+        name = ENV_PREFIX + dest.upper()
+        if name in environ and not isinstance(action, argparse._AppendAction):
+            out[dest] = _checked(action, environ[name], f"${name}")
+    return out
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> argparse.Namespace:
+    """The job's settings: ``argv``, then ``environ``, then the ``--config`` file.
+
+    Raises:
+        SystemExit: Bad arguments (argparse's usage error, exit code 2), including a bad
+            value in the file or the environment (the message names where it is).
+    """
+    env = os.environ if environ is None else environ
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    first, _ = pre.parse_known_args(argv)
+    parser = build_parser()
+    actions = _actions(parser)
+    settings: dict[str, Any] = {}
+    try:
+        if first.config:
+            settings.update(_file_settings(first.config, actions))
+        settings.update(_env_settings(env, actions))
+    except ValueError as exc:
+        parser.error(str(exc))
+    for dest, value in settings.items():
+        actions[dest].required = False  # given by the file or the environment
+        if isinstance(actions[dest], argparse._AppendAction):
+            actions[dest].default = list(value)
+    parser.set_defaults(**{k: v for k, v in settings.items() if not isinstance(v, list)})
+    return parser.parse_args(argv)
