@@ -1,0 +1,208 @@
+"""``spark.readStream.format("cdc_sink").option("readChangeFeed", "true")`` against a live
+local Spark: a query maintains a downstream copy while a writer commits, resumes from its
+checkpoint with nothing lost or doubled (also after GC collected its startingVersion),
+starts from the latest snapshot when given no startingVersion, honours
+maxVersionsPerTrigger and maxRowsPerTrigger, refuses a stream without readChangeFeed, and
+fails with the error naming the oldest readable version when GC collected its range."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import cdc_sink
+import cdc_sink.spark
+from cdc_sink import Table, TableOptions
+from cdc_sink.spark.change_stream import estimated_records
+from tests.changefeed.stream_copy import SCHEMA, apply_records, check_copy, random_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def _stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
+    cdc_sink.spark.register(spark)
+    reader = spark.readStream.format("cdc_sink").option("readChangeFeed", "true")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(path)
+
+
+def _copying(
+    spark: SparkSession, source: Table, copy: Table, checkpoint: Path, **options: Any
+) -> StreamingQuery:
+    def each(df: DataFrame, batch_id: int) -> None:
+        apply_records(copy, df.toArrow(), batch_id)
+
+    return (
+        _stream(spark, source.root, **options)
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+
+
+def _end_offset(q: StreamingQuery) -> int:
+    progress = q.lastProgress
+    assert progress is not None
+    return int(json.loads(progress["sources"][0]["endOffset"])["version"])
+
+
+def _commit(source: Table, rng: random.Random, next_id: int, versions: int) -> int:
+    for _ in range(versions):
+        events, next_id = random_batch(rng, next_id, size=rng.randrange(1, 12))
+        source.apply(events)
+    return next_id
+
+
+@pytest.fixture
+def tables(tmp_path: Path) -> tuple[Table, Table]:
+    opts = TableOptions.for_tests()
+    source = cdc_sink.create_table(tmp_path / "source", SCHEMA, options=opts)
+    copy = cdc_sink.create_table(tmp_path / "copy", SCHEMA, options=opts)
+    return source, copy
+
+
+def test_stream_keeps_a_copy_while_the_writer_commits_and_resumes_exactly_once(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, copy = tables
+    rng = random.Random(41)
+    next_id = _commit(source, rng, 0, 3)
+    checkpoint = tmp_path / "checkpoint"
+    q = _copying(spark, source, copy, checkpoint, startingVersion=1, maxVersionsPerTrigger=4)
+    writer = threading.Thread(target=_commit, args=(source, rng, next_id, 30))
+    try:
+        writer.start()
+        writer.join()
+        q.processAllAvailable()
+        assert _end_offset(q) == source.version
+    finally:
+        q.stop()
+    position = check_copy(source, copy, start=0)
+    assert position == source.version
+    before = copy.version
+
+    _commit(source, random.Random(42), 10_000, 12)
+    # GC collects startingVersion 1 (not the query's position): the restarted query
+    # resumes from its checkpoint.
+    source.compact()
+    keep = source.version - position + 1
+    source.gc(dry_run=False, retain_versions=keep, retain_seconds=0.0, orphan_grace_seconds=0.0)
+    assert 1 < source.oldest_version <= position
+    q = _copying(spark, source, copy, checkpoint, startingVersion=1, maxVersionsPerTrigger=4)
+    try:
+        q.processAllAvailable()
+        top = _end_offset(q)
+    finally:
+        q.stop()
+    assert copy.version > before
+    assert check_copy(source, copy, start=0, top=top) == source.version
+
+
+def test_stream_without_a_starting_version_starts_from_the_latest_snapshot(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, copy = tables
+    rng = random.Random(7)
+    next_id = _commit(source, rng, 0, 5)
+    snapshot_version = source.version
+    q = _copying(spark, source, copy, tmp_path / "checkpoint")
+    try:
+        q.processAllAvailable()
+        _commit(source, rng, next_id, 4)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    first = copy.log.read(1).source_offsets["changefeed"]
+    assert first == {str(snapshot_version): len(source.read(version=snapshot_version))}
+    # the snapshot stands for every version up to it: the rest reached the copy once each
+    assert check_copy(source, copy, start=snapshot_version) == source.version
+
+
+def _batches_of(
+    spark: SparkSession, source: Table, tmp_path: Path, **options: Any
+) -> list[list[int]]:
+    """The source versions each micro-batch of a query over ``source`` held."""
+    seen: list[list[int]] = []
+    each: Callable[[DataFrame, int], None] = lambda df, _: seen.append(  # noqa: E731
+        sorted({r[0] for r in df.select("_commit_version").collect()})
+    )
+    q = (
+        _stream(spark, source.root, startingVersion=1, **options)
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "bounded"))
+        .start()
+    )
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    return seen
+
+
+def test_max_versions_per_trigger_bounds_each_micro_batch(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, _ = tables
+    _commit(source, random.Random(3), 0, 7)
+    seen = _batches_of(spark, source, tmp_path, maxVersionsPerTrigger=3)
+    assert [v for b in seen for v in b] == list(range(1, source.version + 1))
+    assert max(len(b) for b in seen) == 3
+
+
+def test_max_rows_per_trigger_bounds_each_micro_batch_by_whole_versions(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, _ = tables
+    _commit(source, random.Random(5), 0, 8)
+    sizes = {e["version"]: estimated_records(e["stats"]) for e in source.versions()}
+    limit = max(sizes.values())
+    seen = _batches_of(spark, source, tmp_path, maxRowsPerTrigger=limit)
+    assert [v for b in seen for v in b] == list(range(1, source.version + 1))
+    assert all(sum(sizes[v] for v in b) <= limit for b in seen)
+    assert len(seen) < source.version  # small versions share a micro-batch
+
+
+def test_stream_without_read_change_feed_is_refused_naming_the_option(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, _ = tables
+    cdc_sink.spark.register(spark)
+    df = spark.readStream.format("cdc_sink").load(source.root)
+    q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")).start()
+    try:
+        with pytest.raises(Exception, match=r'option\("readChangeFeed", "true"\)'):
+            q.processAllAvailable()
+    finally:
+        q.stop()
+
+
+def test_stream_from_a_collected_version_names_the_oldest_readable_version(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, _ = tables
+    _commit(source, random.Random(9), 0, 8)
+    source.compact()
+    source.gc(dry_run=False, retain_versions=2, retain_seconds=0.0, orphan_grace_seconds=0.0)
+    oldest = source.oldest_version
+    q = (
+        _stream(spark, source.root, startingVersion=oldest)
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .start()
+    )
+    try:
+        with pytest.raises(Exception, match=f"oldest readable version is {oldest}"):
+            q.processAllAvailable()
+    finally:
+        q.stop()
