@@ -1,0 +1,67 @@
+"""The job ships in the wheel: ``pip wheel .`` of this checkout, installed into an empty
+virtual environment (the core dependencies from the package index), gives a ``cdc-sink``
+whose ``run --help`` and ``python -m cdc_sink.job --help`` describe the job, with the C
+extensions importable from the installed package (not from a zip)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 900) -> str:
+    """``cmd``'s output, run in ``cwd`` (not the checkout: ``python -c`` would import it)."""
+    done = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{cmd}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_wheel_installs_the_job_into_an_empty_venv(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(REPO),
+        ],
+        tmp_path,
+    )
+    (wheel,) = wheels.glob("cdc_sink-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    _run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], tmp_path
+    )
+    help_text = _run([str(env_dir / "bin" / "cdc-sink"), "run", "--help"], tmp_path)
+    assert help_text.startswith("usage: cdc_to_tablets")
+    for flag in ("--bootstrap-servers", "--config", "--client-properties", "--master"):
+        assert flag in help_text
+    assert _run([str(py), "-m", "cdc_sink.job", "--help"], tmp_path) == help_text
+    where = _run(
+        [
+            str(py),
+            "-c",
+            "import cdc_sink.formats._cscan as c, cdc_sink.job as j; print(c.__file__); "
+            "print(j.__file__)",
+        ],
+        tmp_path,
+    ).split()
+    assert all(str(env_dir) in p for p in where), where  # the installed copy, not the checkout
+    assert where[0].endswith(".so")
