@@ -303,7 +303,7 @@ def collect_garbage(s: TableState, policy: GcPolicy, *, dry_run: bool) -> GcPlan
         s.refresh()
         oldest = s.oldest_version()
         plan = plan_gc(
-            s.root,
+            s.store,
             s.log,
             s.history,
             latest=s.version,

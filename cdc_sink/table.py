@@ -406,8 +406,8 @@ class Table:
         after it; older snapshots, unreferenced page files, WAL segments, log entries (a
         checkpoint keeps what they said) and orphans of failed attempts are deleted.
 
-        Files of a version newer than the latest belong to a commit in flight, unless they
-        are older than ``orphan_grace_seconds`` (then a crashed attempt left them).
+        Files of a version above the latest are a commit's in flight until (local store)
+        older than ``orphan_grace_seconds`` or (object store) that version commits.
 
         Returns:
             The plan: the sorted paths deleted (or, with ``dry_run``, that would be

@@ -16,12 +16,23 @@ why (:class:`GcPlan`); :func:`execute_gc` carries a plan out::
 
 Execution writes the checkpoint at the horizon *first* (it moves the oldest readable
 version, so a read that then finds a file gone knows the version was collected), then
-deletes files, fsyncs their directories, and finally drops the log entries below the
+deletes files (on a local store one by one, fsyncing their directories after; on an
+object store with ``delete_many``), and finally drops the log entries below the
 horizon, oldest first.
 
+The candidates come from listing the table's store by prefix (``_wal``, ``_snapshots``,
+``_pages``, ``_rejects``); a listing only proposes them, the log, its checkpoint and the
+kept manifests decide what is live, and a listing that lags behind writes only delays a
+deletion to the next run. *Orphans* - files of a version above the newest, which no
+entry names yet - are where the backends differ: on a local store (one machine, one
+clock) a file older than the grace period is taken for a crashed attempt's, as always;
+on an object store an attempt's files are deleted only once its version has been
+committed by an entry that does not name them (docs/architecture.md, "Why a zombie
+writer cannot commit over its successor": a paused writer's clock proves nothing).
+
 GC deletes only inside the table: the files it considers come from listing the table's
-own directories (never from a path stored in a file, and never through a directory
-that is a symbolic link), each must be a file name of the layout
+own store (never from a path stored in a file, and on a local store never through a
+directory that is a symbolic link), each must be a file name of the layout
 (:func:`~cdc_sink.storage.layout.kind_of`), and :func:`execute_gc` refuses a plan
 holding any other path before it deletes anything. The paths it reads from the log and
 the manifests to know what is live are checked when read
@@ -36,9 +47,11 @@ from dataclasses import dataclass, field
 
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.faults import fault_point, register
-from cdc_sink.storage.fsutil import fsync_dir, list_files, remove
+from cdc_sink.storage.fsutil import fsync_dir, remove
 from cdc_sink.storage.history import History
 from cdc_sink.storage.layout import BUCKET_DIRS, REJECTS_DIR, file_version, kind_of
+from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, StoreLike, as_store
+from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.storage.snapshot import read_manifest
 from cdc_sink.storage.version_log import VersionLog
 
@@ -66,9 +79,11 @@ class GcPolicy:
 
 
 class GcPlan(list[str]):
-    """The sorted absolute paths GC deletes, with why, and where the horizon is.
+    """The sorted paths GC deletes, with why, and where the horizon is.
 
-    A plan is a ``list`` of paths, so it compares equal to the list of paths deleted.
+    A plan is a ``list`` of paths (a local store's absolute file names, an object
+    store's URLs: :meth:`~cdc_sink.storage.objectstore.ObjectStore.location`), so it
+    compares equal to the list of paths deleted.
 
     Attributes:
         horizon: The oldest version retained.
@@ -76,6 +91,8 @@ class GcPlan(list[str]):
         keep_snapshots: Per bucket, the version of the snapshot kept at the horizon (-1:
             none).
         snapshot_refs: Per bucket, that snapshot's manifest (for the checkpoint).
+        keys: The store key of each path (a path missing here is taken relative to a
+            local table's root).
     """
 
     def __init__(
@@ -84,29 +101,32 @@ class GcPlan(list[str]):
         reasons: dict[str, str],
         keep_snapshots: dict[int, int],
         snapshot_refs: dict[int, str | None],
+        keys: dict[str, str] | None = None,
     ) -> None:
         super().__init__(sorted(reasons))
         self.horizon = horizon
         self.reasons = reasons
         self.keep_snapshots = keep_snapshots
         self.snapshot_refs = snapshot_refs
+        self.keys = keys or {}
 
 
 @dataclass
 class _Scan:
     """Inputs of a plan that come from the log."""
 
-    root: str
+    store: ObjectStore
     log: VersionLog
     history: History
     latest: int
     oldest: int
     num_buckets: int
     reasons: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 def plan_gc(
-    root: str,
+    where: StoreLike,
     log: VersionLog,
     history: History,
     *,
@@ -118,7 +138,7 @@ def plan_gc(
     """What GC would delete now under ``policy``, and why; changes nothing.
 
     Args:
-        root: The table directory.
+        where: The table's store (a path: a local store on that directory).
         log: Its version log.
         history: Its history, followed up to ``latest``.
         latest: The newest committed version.
@@ -126,7 +146,7 @@ def plan_gc(
         num_buckets: Buckets of the newest schema.
         policy: What to retain.
     """
-    scan = _Scan(root, log, history, latest, oldest, num_buckets)
+    scan = _Scan(as_store(where), log, history, latest, oldest, num_buckets)
     horizon = _horizon(scan, policy)
     keep_snap: dict[int, int] = {}
     snap_refs: dict[int, str | None] = {}
@@ -139,7 +159,8 @@ def plan_gc(
     _doomed_rejects(scan, horizon, policy.orphan_grace_seconds)
     for v in range(oldest, horizon):
         scan.reasons[log.entry_path(v)] = f"log entry below the horizon {horizon}"
-    return GcPlan(horizon, scan.reasons, keep_snap, snap_refs)
+        scan.keys[log.entry_path(v)] = log.entry_key(v)
+    return GcPlan(horizon, scan.reasons, keep_snap, snap_refs, scan.keys)
 
 
 def _horizon(scan: _Scan, policy: GcPolicy) -> int:
@@ -163,48 +184,58 @@ def _live_files(scan: _Scan, keep_snap: dict[int, int]) -> set[str]:
         live.update(rel for sv, rel in scan.history.snapshots.get(b, []) if sv >= keep_snap[b])
         live.update(rel for v, rel in scan.history.segments.get(b, []) if v > keep_snap[b])
     for rel in [r for r in live if r.endswith(".manifest")]:
-        live.update(read_manifest(scan.root, rel).files)
+        live.update(read_manifest(scan.store, rel).files)
     return live
+
+
+def _listed(scan: _Scan, prefix: str) -> list[ObjectInfo]:
+    """The objects under ``prefix`` (on a local store none through a symbolic link)."""
+    store = scan.store
+    if isinstance(store, LocalStore) and not _real_dir(store.path(prefix)):
+        return []
+    return store.list(prefix)
 
 
 def _doomed_bucket_files(scan: _Scan, live: set[str], grace: float) -> None:
     """Segments, manifests and page files no retained version needs."""
     for sub in BUCKET_DIRS:
-        for bdir in _bucket_dirs(os.path.join(scan.root, sub)):
-            for name in list_files(os.path.join(scan.root, sub, bdir), ""):
-                rel = f"{sub}/{bdir}/{name}"
-                fv = file_version(name)
-                if rel in live or fv is None:
-                    continue  # needed, or not ours
-                _doom(scan, rel, fv, grace, "no retained version needs it")
+        for info in _listed(scan, sub):
+            parts = info.key.split("/")
+            if len(parts) != 3 or not parts[1].isdigit():
+                continue  # not a file of a bucket directory
+            fv = file_version(parts[2])
+            if info.key in live or fv is None:
+                continue  # needed, or not ours
+            _doom(scan, info, fv, grace, "no retained version needs it")
 
 
 def _doomed_rejects(scan: _Scan, horizon: int, grace: float) -> None:
     """Rejects files of versions below the horizon, and orphans."""
-    top = os.path.join(scan.root, REJECTS_DIR)
-    if not _real_dir(top):
-        return
     entries = scan.log.entries(from_version=horizon, to_version=scan.latest)
     named = {e.rejects for e in entries if e.rejects is not None}
-    for name in list_files(top, ".arrow"):
-        rel = f"{REJECTS_DIR}/{name}"
-        fv = file_version(name)
-        if rel in named or fv is None:
+    for info in _listed(scan, REJECTS_DIR):
+        fv = file_version(info.key)
+        if info.key in named or fv is None or not info.key.endswith(".arrow"):
             continue
-        _doom(scan, rel, fv, grace, f"rejects of a version below the horizon {horizon}")
+        _doom(scan, info, fv, grace, f"rejects of a version below the horizon {horizon}")
 
 
-def _doom(scan: _Scan, rel: str, version: int, grace: float, reason: str) -> None:
-    """Plans to delete ``rel``, a file of ``version`` that nothing retained names: for
-    ``reason`` if the version is committed, as an orphan if the version is above the
-    latest and the file older than ``grace`` seconds (else a commit may be in flight)."""
-    if kind_of(rel) is None:
+def _doom(scan: _Scan, info: ObjectInfo, version: int, grace: float, reason: str) -> None:
+    """Plans to delete ``info``'s object, a file of ``version`` that nothing retained
+    names: for ``reason`` if the version is committed; as an orphan if the version is
+    above the latest and, on a local store only, the file is older than ``grace``
+    seconds (else a commit may be in flight; on an object store it waits for its
+    version to be committed without it)."""
+    if kind_of(info.key) is None:
         return  # not a name this layout writes: not ours to delete
-    full = os.path.join(scan.root, rel)
+    where = scan.store.location(info.key)
     if version <= scan.latest:
-        scan.reasons[full] = reason
-    elif _older_than(full, grace):
-        scan.reasons[full] = f"orphan of a failed attempt at version {version}"
+        scan.reasons[where] = reason
+    elif isinstance(scan.store, LocalStore) and time.time() - info.last_modified >= grace:
+        scan.reasons[where] = f"orphan of a failed attempt at version {version}"
+    else:
+        return
+    scan.keys[where] = info.key
 
 
 def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) -> None:
@@ -220,15 +251,22 @@ def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) 
         WalCorruption: The plan holds a path that is no file of the table's layout
             (nothing is deleted then).
     """
-    root = os.path.abspath(log.root)
+    store = log.store
+    local = store if isinstance(store, LocalStore) else None
+    log_dir = os.path.join(log.log_dir, "")
+    doomed: list[tuple[str, str]] = []  # (path, key), the log's entries left out
     for p in plan:
-        rel = os.path.relpath(os.path.abspath(p), root)
-        if kind_of(rel.replace(os.sep, "/")) is None:
+        key = plan.keys.get(p)
+        if key is None and local is not None:
+            key = os.path.relpath(os.path.abspath(p), local.root).replace(os.sep, "/")
+        if key is None or kind_of(key) is None:
             raise WalCorruption(
                 "GC plan names a path that is no file of the table; deleting nothing",
                 path=p,
                 offset=0,
             )
+        if not p.startswith(log_dir):  # entries go last, oldest first, through the log
+            doomed.append((p, key))
     log_oldest = log.oldest()
     prune = log_oldest is not None and plan.horizon > log_oldest
     if plan.horizon > oldest:
@@ -239,16 +277,19 @@ def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) 
             history.schema_id_at(plan.horizon),
             history.checkpoint_extra(plan.horizon, plan.keep_snapshots),
         )
-    log_dir = os.path.join(log.log_dir, "")
-    dirs = set()
-    for p in plan:
-        if p.startswith(log_dir):
-            continue  # entries go last, oldest first, through the log
-        fault_point("gc.deleting")
-        remove(p, missing_ok=True)
-        dirs.add(os.path.dirname(p))
-    for d in dirs:
-        fsync_dir(d)
+    if local is not None:
+        dirs = set()
+        for _, key in doomed:
+            fault_point("gc.deleting")
+            path = local.path(key)
+            remove(path, missing_ok=True)
+            dirs.add(os.path.dirname(path))
+        for d in dirs:
+            fsync_dir(d)
+    else:
+        for _ in doomed:
+            fault_point("gc.deleting")
+        store.delete_many(key for _, key in doomed)
     if prune:
         log.delete_entries_below(plan.horizon)
 
@@ -256,18 +297,3 @@ def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) 
 def _real_dir(path: str) -> bool:
     """Whether ``path`` is a directory and not a symbolic link to one."""
     return os.path.isdir(path) and not os.path.islink(path)
-
-
-def _bucket_dirs(top: str) -> list[str]:
-    """The bucket directories (decimal names, not symbolic links) of ``top``, sorted."""
-    if not _real_dir(top):
-        return []
-    with os.scandir(top) as it:
-        return sorted(e.name for e in it if e.name.isdigit() and e.is_dir(follow_symlinks=False))
-
-
-def _older_than(path: str, seconds: float) -> bool:
-    try:
-        return time.time() - os.path.getmtime(path) >= seconds
-    except FileNotFoundError:
-        return False
