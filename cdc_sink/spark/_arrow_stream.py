@@ -11,9 +11,9 @@ indices that put them in partition order (the protocol of PySpark's
 batches and results come back in partition order, exactly as ``toArrow()`` orders the rows.
 
 This uses PySpark internals (``_jdf.collectAsArrowToPython``, ``_load_from_socket``), which
-the supported PySpark versions (docs/compatibility.md) share; where they are missing (Spark
-Connect, another PySpark), :func:`collect_arrow` returns None and the caller uses
-``toArrow()``.
+the supported PySpark versions (docs/compatibility.md) share; where they are missing (a
+Spark Connect DataFrame, :func:`is_connect`, which has no JVM on the client's side, or
+another PySpark), :func:`collect_arrow` returns None and the caller uses ``toArrow()``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["Collected", "collect_arrow"]
+__all__ = ["Collected", "collect_arrow", "is_connect"]
 
 T = TypeVar("T")
 
@@ -117,10 +117,21 @@ def _order(stream: IO[bytes], read_int: Callable[[IO[bytes]], int]) -> list[int]
     return [read_int(stream) for _ in range(num)]
 
 
+def is_connect(df: Any) -> bool:
+    """Whether ``df`` is a Spark Connect DataFrame (``pyspark.sql.connect``): a plan sent
+    to a server, with no JVM in this process (``_jdf``, ``sparkContext`` and ``rdd``
+    raise there)."""
+    try:
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+    except ImportError:  # no Connect client installed: no Connect DataFrame either
+        return False
+    return isinstance(df, ConnectDataFrame)
+
+
 def _internals(df: DataFrame) -> tuple[Any, Any, Any, Any] | None:
     """The PySpark internals :func:`collect_arrow` needs, or None without them."""
-    if not hasattr(df, "_jdf"):
-        return None  # Spark Connect
+    if is_connect(df) or not hasattr(df, "_jdf"):
+        return None  # Spark Connect: no JVM here
     try:
         from pyspark.errors.exceptions.captured import unwrap_spark_exception
         from pyspark.serializers import read_int

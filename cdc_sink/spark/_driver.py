@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.runtime import numpy_pool
-from cdc_sink.spark._arrow_stream import collect_arrow
+from cdc_sink.spark._arrow_stream import Collected, collect_arrow
 from cdc_sink.spark._batch import (
     TS_SAMPLE,
     PreparedBatch,
@@ -122,7 +122,8 @@ class DriverApply(ApplyStrategy):
             return pool.submit(schema, rb.column("value"), rb.column("key"))
 
         with numpy_pool.reusing():  # the decode's working arrays, batch after batch
-            raw, pieces = _collect_and_decode(raw_df, hand_over, decode, decoding)
+            slices = 1 if pool is None else pool.processes
+            raw, pieces = _collect_and_decode(raw_df, hand_over, decode, decoding, slices)
             t1 = time.perf_counter()
             joined = _Joined.of(pieces, raw)
         t2 = time.perf_counter()
@@ -154,13 +155,23 @@ def _collect_and_decode(
     hand_over: Callable[[pa.RecordBatch], _Piece | PendingDecode],
     decode: Callable[[pa.RecordBatch | pa.Table], _Piece],
     decoding: list[float],
+    slices: int,
 ) -> tuple[pa.Table, list[tuple[int, _Piece]]]:
     """The micro-batch's raw records and its decoded pieces, each with the row it starts
-    at (``decoding[0]`` gains the seconds spent waiting for decode workers)."""
+    at (``decoding[0]`` gains the seconds spent waiting for decode workers).
+
+    Without the streaming collect (a Spark Connect DataFrame: no JVM in this process) the
+    rows come over with ``toArrow()``, and are then handed over in ``slices`` even slices
+    (one per decode worker; one slice: decoded here as a whole)."""
     got = collect_arrow(raw_df, hand_over)
-    if got is None:  # no streaming collect here (Spark Connect): all rows, then decode
+    if got is None:
         table = raw_df.toArrow()
-        return table, [(0, decode(table))]
+        if slices <= 1 or table.num_rows < 2:
+            return table, [(0, decode(table))]
+        whole = table.combine_chunks().to_batches()[0]
+        step = -(-table.num_rows // slices)
+        batches = [whole.slice(i, step) for i in range(0, table.num_rows, step)]
+        got = Collected(table.schema, batches, [hand_over(b) for b in batches])
     raw = got.table()
     sizes = np.array([b.num_rows for b in got.batches], dtype=np.int64)
     starts = (np.cumsum(sizes) - sizes).tolist()

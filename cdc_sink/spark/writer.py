@@ -37,6 +37,14 @@ The sink is configured by one frozen value, :class:`~cdc_sink.spark.options.Sink
    after the next batch; it never loses the rejects, which stay in the table.
 
 The commit protocol behind steps 3-4 is described in docs/architecture.md §4.
+
+The function pickles (``pickle`` and ``cloudpickle``, which Spark Connect's
+``foreachBatch`` uses): what it carries is its configuration (path, options, app id, the
+dead-letter sink); what a process holds while it runs batches (the open table, the apply
+mode with its decode workers, the stats, the dead-letter bookkeeping, ``on_batch``) is
+never pickled and is made on first use in the process that runs the batch. Under Spark
+Connect the batch's DataFrame is a Connect DataFrame and is read through Arrow
+(``toArrow``, ``mapInArrow``) only: no apply mode touches the JVM (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -176,13 +184,29 @@ class SinkFunction:
     Attributes:
         options: The checked options.
         app_id: The writer id of the sink's commits.
-        table: The table, open in the driver.
-        mode: The apply mode (:class:`~cdc_sink.spark._mode.ApplyStrategy`).
-        stats: The :class:`BatchStats` of the last batches.
-        on_batch: Called with each batch's :class:`BatchStats` (exceptions logged).
-        dead_letters: Rejects recorded by this function's commits.
-        dead_letters_forwarded: Dead letters this function forwarded.
+        table: The table, open in this process (opened on first use after unpickling).
+        mode: The apply mode (:class:`~cdc_sink.spark._mode.ApplyStrategy`), made on
+            first use in this process.
+        stats: The :class:`BatchStats` of the last batches run in this process.
+        on_batch: Called with each batch's :class:`BatchStats` (exceptions logged); of
+            this process only (not pickled).
+        dead_letters: Rejects recorded by this process's commits.
+        dead_letters_forwarded: Dead letters this process forwarded.
     """
+
+    _PROCESS_LOCAL = (
+        "_table",
+        "_mode",
+        "stats",
+        "dead_letters",
+        "dead_letters_forwarded",
+        "on_batch",
+        "_forwarded",
+        "_offsets",
+    )
+    """What a process holds while it runs batches: never pickled (:meth:`__getstate__`)."""
+    _table: Table | None
+    _mode: ApplyStrategy | None
 
     def __init__(
         self,
@@ -196,22 +220,50 @@ class SinkFunction:
         self.options = (options or SinkOptions()).checked()
         self.app_id = self.options.app_id or default_app_id(path)
         self.dead_letter = dead_letter
-        self.table: Table
+        self._init_process_state()
         if is_table(path):
-            self.table = open_table(path, options=self.options.table)
+            self._table = open_table(path, options=self.options.table)
         elif schema is not None:
-            self.table = create_table(path, schema, options=self.options.table)
+            self._table = create_table(path, schema, options=self.options.table)
         else:
             raise InvalidOption(
                 f"no table at {path} and no schema to create it with", option="schema"
             )
-        self.mode: ApplyStrategy = _apply_mode(path, self.options)
+
+    # ------------------------------------------------------------------ pickling
+    def _init_process_state(self) -> None:
+        """This process's state, empty: the table and the mode are made on first use."""
+        self._table = None
+        self._mode = None
         self.stats: deque[BatchStats] = deque(maxlen=self.options.stats_limit)
         self.dead_letters = 0
         self.dead_letters_forwarded = 0
         self.on_batch: Callable[[BatchStats], None] | None = None
         self._forwarded: int | None = None  # every version <= this is forwarded
         self._offsets: Offsets | None = None  # the last commit's
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The sink's configuration only (path, options, app id, dead-letter sink)."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._PROCESS_LOCAL}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A sink in this process: its configuration, and no process state yet."""
+        self.__dict__.update(state)
+        self._init_process_state()
+
+    @property
+    def table(self) -> Table:
+        """The table, open in this process (opened here on first use)."""
+        if self._table is None:
+            self._table = open_table(self.path, options=self.options.table)
+        return self._table
+
+    @property
+    def mode(self) -> ApplyStrategy:
+        """The apply mode, made in this process on first use."""
+        if self._mode is None:
+            self._mode = _apply_mode(self.path, self.options)
+        return self._mode
 
     # ------------------------------------------------------------------ options, read-only
     @property
@@ -388,7 +440,8 @@ class SinkFunction:
     def close(self) -> None:
         """Forwards what is left, closes the dead-letter sink's clients and stops what the
         apply mode started (decode worker processes)."""
-        self.mode.close()
+        if self._mode is not None:
+            self._mode.close()
         self._forward()
         close = getattr(self.dead_letter, "close", None)
         if close is not None:
