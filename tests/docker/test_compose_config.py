@@ -56,7 +56,19 @@ def _mounts(service: dict[str, Any]) -> dict[str, str]:
 def test_compose_config_accepts_the_file_and_every_service_uses_the_host_network() -> None:
     cfg = _config(require_engine())
     services = cfg["services"]
-    assert set(services) == {"kafka", "topics", "producer", "job", "prometheus", "grafana"}
+    assert set(services) == {
+        "kafka",
+        "topics",
+        "producer",
+        "job",
+        "prometheus",
+        "grafana",
+        "registry",
+    }
+    # the schema registry only with the Avro profile, and on loopback
+    assert services["registry"]["profiles"] == ["avro"]
+    assert services["registry"]["environment"]["REGISTRY_HOST"] == "127.0.0.1"
+    assert services["registry"]["environment"]["QUARKUS_HTTP_HOST"] == "127.0.0.1"
     for name, svc in services.items():
         assert svc.get("network_mode") == "host", name
         assert "ports" not in svc, name
@@ -73,8 +85,12 @@ def test_image_names_and_ports_are_variables() -> None:
         JOB_IMAGE="local/job:1",
         PROMETHEUS_IMAGE="local/prom:1",
         GRAFANA_IMAGE="local/grafana:1",
+        REGISTRY_IMAGE="local/registry:1",
         KAFKA_PORT="19092",
         METRICS_PORT="19108",
+        REGISTRY_PORT="18081",
+        ORDERS_FORMAT="debezium-avro",
+        CLIENT_PROPERTIES="/opt/cdc_sink/avro.properties",
     )
     services = _config(require_engine(), env)["services"]
     assert services["kafka"]["image"] == "local/kafka:1"
@@ -85,6 +101,13 @@ def test_image_names_and_ports_are_variables() -> None:
     assert "PLAINTEXT://127.0.0.1:19092" in services["kafka"]["environment"]["KAFKA_LISTENERS"]
     assert "127.0.0.1:19092" in services["job"]["command"]
     assert services["job"]["environment"]["CDC_SINK_METRICS_PORT"] == "19108"
+    assert services["registry"]["image"] == "local/registry:1"
+    assert services["registry"]["environment"]["REGISTRY_PORT"] == "18081"
+    for name in ("producer", "job"):
+        env_of = services[name]["environment"]
+        assert env_of["REGISTRY_URL"] == "http://127.0.0.1:18081/apis/ccompat/v7"
+        assert env_of["CDC_SINK_CLIENT_PROPERTIES"] == "/opt/cdc_sink/avro.properties"
+        assert "debezium-avro" in services[name]["command"]
 
 
 def test_grafana_and_prometheus_mount_what_dashboards_provisions() -> None:
