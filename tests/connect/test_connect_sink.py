@@ -59,3 +59,34 @@ def test_stream_through_connect_equals_the_model(
     batch_ids = [v["batch_id"] for v in table.versions() if v["app_id"] == "connect-job"]
     assert batch_ids == sorted(set(batch_ids))  # every micro-batch exactly once
     assert len(fn.stats) == 0  # the batches ran in the server's worker, not in this process
+
+
+def test_every_decode_path_through_connect_builds_the_model(
+    connect_spark: Any, kafka: Any, topic_name: str, tmp_path: Path
+) -> None:
+    """Each place the sink can decode, under Connect: Spark's ``from_json`` (the JVM's
+    decoder, reached through the plan), Spark tasks (``decode_in="executors"``) and the
+    driver's decode workers (``decode_processes``)."""
+    kafka.create_topic(topic_name, 2)
+    events = make_events(random.Random(41), 800, 1, range(120))
+    produce(kafka.bootstrap_servers, topic_name, events)
+    variants: dict[str, dict[str, Any]] = {
+        "jvm-json": {"json_decoder": "jvm"},
+        "decode-in-tasks": {"decode_in": "executors"},
+        "decode-workers": {"decode_processes": 2},
+    }
+    for name, kwargs in variants.items():
+        path = str(tmp_path / name)
+        fn = sink(path, schema=SCHEMA, app_id=name, **kwargs)
+        q = start_sink_query(
+            connect_spark,
+            kafka.bootstrap_servers,
+            topic_name,
+            fn,
+            tmp_path / f"{name}.ckpt",
+            max_offsets=400,
+        )
+        q.processAllAvailable()
+        q.stop()
+        table = open_table(path)
+        assert table_to_rows(table.read(), ["order_id"]) == expected(events), name
