@@ -154,24 +154,6 @@ def _add_demo(sub: Any) -> None:
     )
 
 
-def parse_options(items: Sequence[str], flag: str = "--decoder-option") -> dict[str, Any]:
-    """``KEY=VALUE`` pairs as a dict; a VALUE that parses as JSON is taken as parsed.
-
-    Raises:
-        ValueError: An item has no ``=``.
-    """
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
-    return out
-
-
 def parse_timestamp(text: str) -> Any:
     """``--timestamp``: epoch milliseconds (digits) or an ISO 8601 time (UTC if naive).
 
@@ -219,7 +201,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if run is None:
         print(f"cdc-sink demo: {_DEMO_NEEDS_TESTKIT}", file=sys.stderr)
         return 1
-    args.decoder_options = parse_options(args.decoder_option)
+    from cdc_sink.job.args import parse_decoder_options
+
+    args.decoder_options = parse_decoder_options(args.decoder_option)
     return int(run(args))
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cdc_sink_testkit.kafka import KafkaHandle
+from tests.integration.streams import orders_job_args
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -104,22 +105,17 @@ def test_streaming_job_under_spark_submit(
     job = [
         *local_submit_command(),
         str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
-        "--bootstrap-servers",
-        kafka.bootstrap_servers,
-        "--topic",
-        topic_name,
-        "--table-path",
-        str(table),
-        "--schema-file",
-        str(REPO / "streaming_jobs" / "orders_schema.json"),
-        "--checkpoint",
-        str(tmp_path / "checkpoint"),
-        "--trigger",
-        "available-now",
-        "--dead-letter",
-        f"file://{dlq}",
-        "--max-offsets-per-trigger",
-        "600",
+        *orders_job_args(
+            kafka.bootstrap_servers,
+            topic_name,
+            tmp_path,
+            "--trigger",
+            "available-now",
+            "--dead-letter",
+            f"file://{dlq}",
+            "--max-offsets-per-trigger",
+            "600",
+        ),
     ]
     first = subprocess.run(job, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert first.returncode == 0, first.stdout + first.stderr[-5000:]

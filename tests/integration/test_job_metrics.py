@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cdc_sink_testkit.kafka import KafkaHandle
 from tests.cleanup import stopped_after
+from tests.integration.streams import orders_job_args
 from tests.procs import descendants
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
@@ -159,17 +160,10 @@ def produce(kafka: KafkaHandle, topic: str, n: int, seed: int) -> list[object]:
 
 
 def job_args(kafka: KafkaHandle, topic: str, tmp_path: Path, *extra: str) -> list[str]:
-    return [
-        "--bootstrap-servers",
+    return orders_job_args(
         kafka.bootstrap_servers,
-        "--topic",
         topic,
-        "--table-path",
-        str(tmp_path / "orders"),
-        "--schema-file",
-        str(REPO / "streaming_jobs" / "orders_schema.json"),
-        "--checkpoint",
-        str(tmp_path / "checkpoint"),
+        tmp_path,
         "--trigger",
         f"{TRIGGER_S} second",
         "--metrics-port",
@@ -177,7 +171,7 @@ def job_args(kafka: KafkaHandle, topic: str, tmp_path: Path, *extra: str) -> lis
         "--table-name",
         "orders",
         *extra,
-    ]
+    )
 
 
 def test_metrics_agree_with_the_table_and_sigterm_exits_zero(

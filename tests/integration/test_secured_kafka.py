@@ -27,6 +27,7 @@ from cdc_sink.kafka.deadletter import KafkaDeadLetter
 from cdc_sink.kafka.producer import CdcProducer
 from cdc_sink.kafka.properties import ClientProperties
 from cdc_sink_testkit.kafka.broker import LocalKafka
+from tests.integration.streams import orders_job_args
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -94,22 +95,17 @@ def _job(bootstrap: str, topic: str, tmp_path: Path, properties: Path) -> list[s
     return [
         *local_submit_command(),
         str(REPO / "streaming_jobs" / "cdc_to_tablets.py"),
-        "--bootstrap-servers",
-        bootstrap,
-        "--topic",
-        topic,
-        "--table-path",
-        str(tmp_path / "orders"),
-        "--schema-file",
-        str(REPO / "streaming_jobs" / "orders_schema.json"),
-        "--checkpoint",
-        str(tmp_path / "checkpoint"),
-        "--trigger",
-        "available-now",
-        "--dead-letter",
-        f"kafka://{bootstrap}/{topic}.dead-letter",
-        "--client-properties",
-        str(properties),
+        *orders_job_args(
+            bootstrap,
+            topic,
+            tmp_path,
+            "--trigger",
+            "available-now",
+            "--dead-letter",
+            f"kafka://{bootstrap}/{topic}.dead-letter",
+            "--client-properties",
+            str(properties),
+        ),
     ]
 
 
