@@ -131,6 +131,14 @@ def _add_stream_args(p: argparse.ArgumentParser) -> None:
         help="Spark master when the job starts Spark itself (cdc-sink run, python -m "
         "cdc_sink.job; default $SPARK_MASTER or local[*]); spark-submit's --master wins",
     )
+    p.add_argument(
+        "--remote",
+        default=None,
+        metavar="URL",
+        help="run through a Spark Connect server (sc://host:port): the sink is pickled to "
+        "the server, which runs each micro-batch; --master, --spark-log-level and the "
+        "executor settings are then the server's",
+    )
 
 
 def _add_decode_args(p: argparse.ArgumentParser, formats: Sequence[str]) -> None:

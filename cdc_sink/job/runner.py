@@ -107,6 +107,8 @@ def _start_spark(args: argparse.Namespace) -> SparkSession:
     conf: dict[str, Any] = apply_numpy_hugepages(args.numpy_hugepages) | use_arrow_memory_pool(
         args.arrow_memory_pool
     )
+    if args.remote:  # Spark Connect: no JVM here, the server's settings apply
+        return SparkSession.builder.remote(args.remote).getOrCreate()
     builder = SparkSession.builder.appName(args.query_name).config(map=conf)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not spark-submit: Spark starts here
         builder = builder.master(args.master or os.environ.get("SPARK_MASTER") or "local[*]")
@@ -144,6 +146,56 @@ def _foreach_batch(
             observer.refresh_table()
 
     return run
+
+
+class RemoteBatches:
+    """The ``foreachBatch`` function under Spark Connect (``--remote``): pickled to the
+    server with the sink, it runs the sink and the maintenance that is due there. The
+    maintenance is made on first use in the server's process (never pickled); the batch
+    metrics stay there too (the client's gauges come from the table and Spark's progress).
+
+    Args:
+        sink_fn: The sink.
+        compact_every: Compact after every N committed batches (0: never).
+        gc_every: GC after every N committed batches (0: never).
+        retain_versions: GC's retention by count.
+        retain_seconds: GC's retention by age.
+    """
+
+    def __init__(
+        self,
+        sink_fn: SinkFunction,
+        *,
+        compact_every: int,
+        gc_every: int,
+        retain_versions: int | None,
+        retain_seconds: float | None,
+    ) -> None:
+        self.sink_fn = sink_fn
+        self.settings: dict[str, Any] = {
+            "compact_every": compact_every,
+            "gc_every": gc_every,
+            "retain_versions": retain_versions,
+            "retain_seconds": retain_seconds,
+        }
+        self._maintenance: Maintenance | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The sink and the settings (the maintenance is made where the batches run)."""
+        return {"sink_fn": self.sink_fn, "settings": self.settings, "_maintenance": None}
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Commits the batch, then runs the maintenance that is due."""
+        sink_fn = self.sink_fn
+        sink_fn(df, batch_id)
+        if self._maintenance is None:
+            self._maintenance = Maintenance(
+                sink_fn.table, None, gc_floor=sink_fn.gc_floor, **self.settings
+            )
+        last = sink_fn.stats[-1] if sink_fn.stats else None
+        self._maintenance.after_batch(
+            last is not None and last.batch_id == batch_id and not last.skipped
+        )
 
 
 class _StopRequest:
@@ -346,9 +398,18 @@ def _run(
         retain_seconds=args.retain_seconds,
         gc_floor=sink_fn.gc_floor,
     )
-    writer = _kafka_stream(spark, args, kafka_options, checkpoint).foreachBatch(
-        _foreach_batch(sink_fn, maintenance, observer)
+    batches: Callable[[DataFrame, int], None] = (
+        RemoteBatches(
+            sink_fn,
+            compact_every=args.compact_every,
+            gc_every=args.gc_every,
+            retain_versions=args.retain_versions,
+            retain_seconds=args.retain_seconds,
+        )
+        if args.remote
+        else _foreach_batch(sink_fn, maintenance, observer)
     )
+    writer = _kafka_stream(spark, args, kafka_options, checkpoint).foreachBatch(batches)
     t0 = time.monotonic()
     query = writer.start()
     progress = ProgressPoller(query, metrics)  # polled: no Py4J callback per query event
