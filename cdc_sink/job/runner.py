@@ -198,6 +198,25 @@ class RemoteBatches:
         )
 
 
+def _batches(
+    args: argparse.Namespace,
+    sink_fn: SinkFunction,
+    maintenance: Maintenance,
+    observer: BatchObserver,
+) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function: with ``--remote``, a picklable one the Connect server
+    runs (:class:`RemoteBatches`); else one of this process, with its metrics."""
+    if not args.remote:
+        return _foreach_batch(sink_fn, maintenance, observer)
+    return RemoteBatches(
+        sink_fn,
+        compact_every=args.compact_every,
+        gc_every=args.gc_every,
+        retain_versions=args.retain_versions,
+        retain_seconds=args.retain_seconds,
+    )
+
+
 class _StopRequest:
     """Set by SIGTERM/SIGINT; the main thread stops the query (never the handler: it runs
     inside whatever Py4J call the main thread is in, and Py4J is not reentrant)."""
@@ -398,18 +417,9 @@ def _run(
         retain_seconds=args.retain_seconds,
         gc_floor=sink_fn.gc_floor,
     )
-    batches: Callable[[DataFrame, int], None] = (
-        RemoteBatches(
-            sink_fn,
-            compact_every=args.compact_every,
-            gc_every=args.gc_every,
-            retain_versions=args.retain_versions,
-            retain_seconds=args.retain_seconds,
-        )
-        if args.remote
-        else _foreach_batch(sink_fn, maintenance, observer)
+    writer = _kafka_stream(spark, args, kafka_options, checkpoint).foreachBatch(
+        _batches(args, sink_fn, maintenance, observer)
     )
-    writer = _kafka_stream(spark, args, kafka_options, checkpoint).foreachBatch(batches)
     t0 = time.monotonic()
     query = writer.start()
     progress = ProgressPoller(query, metrics)  # polled: no Py4J callback per query event
