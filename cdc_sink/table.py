@@ -76,7 +76,7 @@ def create_table(
         TableExists, SchemaError: ``path`` holds a table; the schema is invalid.
         cdc_sink.storage.objectstore.StoreConfigError: A bad URL or store.
     """
-    root, store = open_location(path, storage_options, options)
+    root, store = open_location(path, storage_options, options, probe=True)
     maintenance.create(store, schema, options or TableOptions())
     return Table(root, options=options, store=store)
 
@@ -95,7 +95,7 @@ def open_table(
         TableNotFound: ``path`` holds no table.
         cdc_sink.storage.objectstore.StoreConfigError: A bad URL or store.
     """
-    root, store = open_location(path, storage_options, options)
+    root, store = open_location(path, storage_options, options, probe=False)
     check_created(root, store)
     return Table(root, options=options, store=store)
 

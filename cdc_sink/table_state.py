@@ -179,14 +179,19 @@ def open_location(
     url: str | os.PathLike[str],
     storage_options: Mapping[str, str] | None,
     options: TableOptions | None,
+    *,
+    probe: bool,
 ) -> tuple[str, ObjectStore]:
     """The root of the table at ``url`` (a local table's path as given, else its URL)
     and its store (:func:`~cdc_sink.storage.objectstore.store_for`; a local one creates
-    files with ``options.file_mode``)."""
+    files with ``options.file_mode``). Without ``probe`` an object store's conditional
+    writes are proved only before this process's first write
+    (:meth:`TableState.writer_repair`)."""
     where = parse_store_url(os.fspath(url))
     root = os.fspath(url) if where.kind == "local" else where.url
     mode = (options or TableOptions()).file_mode
-    return root, store_for(os.fspath(url), storage_options, file_mode=mode)
+    url = os.fspath(url)
+    return root, store_for(url, storage_options, check_conditional_writes=probe, file_mode=mode)
 
 
 def check_created(root: str, store: ObjectStore) -> None:
@@ -249,9 +254,12 @@ class TableState:
 
     # ------------------------------------------------------------------ metadata
     def writer_repair(self) -> None:
-        """Before this process's first commit: remove an unfinished newest log entry left
-        by a crashed writer (readers never repair; they ignore such an entry)."""
+        """Before this process's first commit: prove the store's conditional writes
+        (once per store; an object store opened for reading has not), and remove an
+        unfinished newest log entry left by a crashed writer (readers never repair; they
+        ignore such an entry)."""
         if not self.repaired:
+            self.store.ensure_conditional_writes()
             self.log.repair()
             self.repaired = True
 

@@ -293,6 +293,10 @@ class FaultStore(ObjectStore):
         """Where the inner store keeps ``key``."""
         return self.inner.location(key)
 
+    def check_conditional_writes(self) -> None:
+        """The inner store's probe (once per inner store)."""
+        self.inner.ensure_conditional_writes()
+
     def _list(self, prefix: str) -> tuple[list[ObjectInfo], int]:
         infos = self._around("list", [prefix], lambda: self.inner.list(prefix))
         assert isinstance(infos, list)

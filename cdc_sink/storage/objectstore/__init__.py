@@ -205,9 +205,34 @@ class ObjectStore(abc.ABC):
         """Where the store is, for messages."""
         self.counters = StoreCounters()
         """Requests and bytes per call kind, since the store was opened."""
+        self.writes_checked = False
+        """Whether :meth:`check_conditional_writes` passed on this store object."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+    def check_conditional_writes(self) -> None:
+        """Proves that :meth:`put_if_absent` has exactly one winner here. A local
+        directory needs no proof (``link(2)``); an object store probes its endpoint
+        (:meth:`~cdc_sink.storage.objectstore.cloud.ObstoreStore.check_conditional_writes`).
+
+        Raises:
+            ConditionalWritesUnsupported, BucketNotFound, StoreAccessDenied: The probe
+                found so.
+        """
+        return  # a local directory, and any store that needs no probe
+
+    def ensure_conditional_writes(self) -> None:
+        """:meth:`check_conditional_writes` once per store object (call it before the
+        first write: a reader that never writes never probes, and needs no right to).
+
+        Raises:
+            ConditionalWritesUnsupported, BucketNotFound, StoreAccessDenied: As
+                :meth:`check_conditional_writes`.
+        """
+        if not self.writes_checked:
+            self.check_conditional_writes()
+            self.writes_checked = True
 
     def location(self, key: str) -> str:
         """Where the object of ``key`` is, for messages (a file path, or the URL)."""

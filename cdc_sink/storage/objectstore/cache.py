@@ -109,6 +109,10 @@ class CachingStore(ObjectStore):
         """Where the inner store keeps ``key``."""
         return self.inner.location(key)
 
+    def check_conditional_writes(self) -> None:
+        """The inner store's probe (once per inner store)."""
+        self.inner.ensure_conditional_writes()
+
     def get(self, key: str) -> bytes:
         """As :meth:`ObjectStore.get`, from the cache when it holds the object."""
         if not self.cacheable(check_key(key)):

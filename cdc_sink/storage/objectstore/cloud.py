@@ -185,7 +185,7 @@ class ObstoreStore(ObjectStore):
         except Exception as exc:
             raise StoreConfigError(f"cannot open {url}: {_first_line(exc)}") from None
         if check_conditional_writes:
-            self.check_conditional_writes()
+            self.ensure_conditional_writes()
 
     def check_conditional_writes(self) -> None:
         """Proves that the endpoint refuses a second create of one key.
