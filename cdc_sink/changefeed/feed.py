@@ -226,6 +226,8 @@ def bucket_changes(state: TableState, plan: FeedPlan, bucket: int) -> list[pa.Re
                 ch = changed_rows(t, v) if kind == "data" else all_live_rows(t, v, before=True)
                 out.append(_version_records(state, plan, t, v, ch, False))
             if own is not None:
+                if own.delta_versions() >= state.options.compact_every:
+                    own.compact(v)  # a long range: keep the deltas a gather walks few
                 own.release(v)
     except (WalCorruption, FileNotFoundError, VersionNotFound) as exc:
         if state.oldest_version() > plan.start:
