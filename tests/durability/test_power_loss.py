@@ -337,7 +337,7 @@ def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     import cdc_sink.storage.objectstore.local as local
     import cdc_sink.storage.pages as pages
 
-    real = local.makedirs
+    real = fsutil.makedirs
 
     def plain(path: str, **kwargs: Any) -> None:
         if any(f"{os.sep}{d}" in os.fspath(path) for d in ("_wal", "_snapshots", "_pages")):

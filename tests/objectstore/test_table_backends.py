@@ -76,7 +76,7 @@ def test_every_file_a_version_names_is_in_the_store(
     written: tuple[Table, list[Any]], target: Target
 ) -> None:
     table, _ = written
-    named = set()
+    named: set[str] = set()
     for entry in table.log.entries():
         for ref in entry.buckets.values():
             named.update(f for f in (ref.segment, ref.snapshot) if f)
