@@ -20,8 +20,8 @@ wheel when the executors already have pyarrow, numpy and pyroaring)::
       streaming_jobs/cdc_to_tablets.py \\
       --bootstrap-servers kafka:9092 --topic orders \\
       --table-path /data/orders --schema-file streaming_jobs/orders_schema.json \\
-      --checkpoint /data/checkpoints/orders --trigger '1 second' \\
-      --dead-letter kafka://kafka:9092/orders.dead-letter
+      --checkpoint /data/checkpoints/orders --trigger "$TRIGGER" \\
+      --dead-letter kafka://kafka:9092/orders.dead-letter   # TRIGGER: a Spark interval
 
 ``--packages`` takes the spark-sql-kafka build of your Spark's version (Scala 2.13 for
 Spark 4); Maven Central publishes none for pyspark 4.3.0 yet, and the 4.2.0 connector
@@ -30,11 +30,11 @@ works with it. Offline, give the jars cdc_sink caches instead of ``--packages``:
     --jars "$(python -c 'from cdc_sink.kafka.jars import spark_kafka_conf as c; \\
 print(c()["spark.jars"])')"
 
-Options (``--help`` lists them all): ``--format json|rowv2|debezium`` and
+Options (``--help`` lists them all): ``--format json|rowv2|debezium|debezium-avro`` and
 ``--decoder-option KEY=VALUE`` (repeatable; the value is parsed as JSON when it parses,
 e.g. ``--decoder-option decimal_handling=string``); ``--allow-truncate`` applies native
 JSON ``{"op": "truncate"}`` events (rejected by default); ``--trigger`` a processing-time
-interval (``"1 second"``) or ``available-now`` (process what is on the topic, then exit);
+interval (Spark's interval syntax) or ``available-now`` (process what is on the topic, then exit);
 ``--apply-mode driver|executors``; ``--dead-letter`` ``kafka://host:port/topic``,
 ``file:///dir`` or a path (Parquet); ``--schema-file`` creates the table when the path
 holds none; ``--app-id`` identifies the writer for exactly-once commits (default: derived
