@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cdc_sink.storage import fsutil
-from cdc_sink.storage.objectstore import ObjectExists, ObjectNotFound, local
+from cdc_sink.storage.objectstore import ObjectExists, ObjectNotFound, StoreIOError, local
 from cdc_sink.storage.objectstore.local import LocalStore
 
 
@@ -92,6 +92,19 @@ def test_put_new_of_a_taken_name_is_object_exists_and_keeps_the_file(tmp_path: P
     with pytest.raises(ObjectExists):
         store.put_new("a/b", b"second")
     assert store.get("a/b") == b"first"
+
+
+@pytest.mark.parametrize("call", ["put", "put_if_absent", "put_new"])
+def test_a_file_where_a_directory_must_be_is_an_io_error_not_object_exists(
+    tmp_path: Path, call: str
+) -> None:
+    """A path component that is a file (a damaged table) is a StoreIOError naming it: an
+    ObjectExists would tell a writer that another attempt took the name."""
+    store = LocalStore(tmp_path)
+    (tmp_path / "_wal").write_text("not a directory")
+    with pytest.raises(StoreIOError, match="is not a directory") as err:
+        getattr(store, call)("_wal/0/00000000000000000001-a.wal", b"x")
+    assert not isinstance(err.value, ObjectExists)
 
 
 def test_put_new_of_a_large_object_starts_its_writeback_piece_by_piece(

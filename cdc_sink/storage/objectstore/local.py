@@ -114,7 +114,13 @@ class LocalStore(ObjectStore):
         return self._call(key, lambda: self._read(self.path(key), start, length))
 
     def _ensure_parent(self, path: str) -> None:
-        makedirs(os.path.dirname(path), mode=dir_mode(self.file_mode))
+        parent = os.path.dirname(path)
+        try:
+            makedirs(parent, mode=dir_mode(self.file_mode))
+        except FileExistsError as exc:  # a file stands where a directory must: no ObjectExists
+            raise StoreIOError(
+                errno.ENOTDIR, f"{exc.filename or parent} is not a directory", exc.filename
+            ) from exc
 
     def _put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         def write() -> None:
