@@ -2,7 +2,8 @@
 
 :class:`BatchObserver` is what the streaming job (and ``cdc-sink demo``) hangs on
 ``SinkFunction.on_batch``: after every micro-batch it counts the batch in
-:class:`~cdc_sink.metrics.sink.SinkMetrics`, refreshes the table gauges from
+:class:`~cdc_sink.metrics.sink.SinkMetrics` (with the table store's requests and bytes
+since the batch before, :mod:`cdc_sink.metrics.store`), refreshes the table gauges from
 ``table.stats()`` (the directory walk at most every ``disk_max_age`` seconds) and logs
 one ``key=value`` line::
 
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from cdc_sink.metrics.sink import PHASES, BatchFigures, SinkMetrics, batch_result, outcome_counts
+from cdc_sink.storage.objectstore.counters import StoreCounters
 
 __all__ = ["BatchObserver", "format_batch"]
 
@@ -84,9 +86,27 @@ class BatchObserver:
         self._dirty = False
 
     def attach(self) -> BatchObserver:
-        """Sets ``sink_fn.on_batch`` to :meth:`on_batch`; returns ``self``."""
+        """Sets ``sink_fn.on_batch`` to :meth:`on_batch` and meters the table's store
+        (:meth:`meter_store`); returns ``self``."""
         self.sink_fn.on_batch = self.on_batch
+        self.meter_store()
         return self
+
+    def meter_store(self) -> None:
+        """Has the metrics attribute the object-store requests of ``sink_fn.table`` to
+        operations (:meth:`SinkMetrics.meter_store`): those made so far as ``open``, then
+        each micro-batch as ``commit``. Opens the table if the sink has not yet. A table
+        without a store's counters (a stand-in in tests) is not metered; a failure is
+        logged. In executors mode only the driver's requests are counted."""
+        if self.metrics is None:
+            return
+        try:
+            store = getattr(self.sink_fn.table, "store", None)
+            counters = getattr(store, "counters", None)
+            if isinstance(counters, StoreCounters):
+                self.metrics.meter_store(counters)
+        except Exception:
+            self.log.warning("cannot meter the table's store requests", exc_info=True)
 
     def on_batch(self, st: BatchFigures) -> None:
         """Counts, logs and refreshes the table gauges after one micro-batch."""
@@ -125,7 +145,8 @@ class BatchObserver:
         self._refreshed_at = time.monotonic()
         self._dirty = False
         try:
-            stats = self.sink_fn.table.stats(disk_max_age=self.disk_max_age)
+            with self.metrics.measure_store("stats"):
+                stats = self.sink_fn.table.stats(disk_max_age=self.disk_max_age)
             # Executors mode: the tablets live in the executors; their tasks report them.
             remote = getattr(self.sink_fn, "bucket_figures", None)
             if remote:

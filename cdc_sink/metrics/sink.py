@@ -3,7 +3,8 @@
 One :class:`SinkMetrics` per job, on its own ``CollectorRegistry`` (never the global one,
 so two jobs or two tests in one process do not collide). Every series carries the labels
 ``table`` and ``app_id``; the other labels take values from small fixed sets (``op``,
-``outcome``, ``result``, ``phase``, ``reason`` classes), and every combination is created
+``outcome``, ``result``, ``phase``, ``reason`` classes, the store's ``kind``,
+``direction`` and ``operation``), and every combination is created
 at zero up front, so a dashboard query finds its series before the first event.
 
 Its ``observe_*`` methods never raise: a failure is logged (and counted in
@@ -23,9 +24,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from cdc_sink.metrics.histogram import BulkHistogram
 from cdc_sink.metrics.reasons import REASON_CLASSES, classify_reasons
+from cdc_sink.metrics.store import STORE_OPERATIONS, StoreMeter, StoreOperation
+from cdc_sink.storage.objectstore.counters import CALL_KINDS, CallKind, Counts
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from cdc_sink.stats import TableStats
+    from cdc_sink.storage.objectstore.counters import StoreCounters
 
 __all__ = ["OPS", "OUTCOMES", "PHASES", "RESULTS", "BatchFigures", "SinkMetrics"]
 
@@ -146,6 +152,8 @@ def outcome_counts(st: BatchFigures) -> dict[str, int]:
 
 
 _BASE = ("table", "app_id")
+_DIRECTIONS: dict[str, CallKind] = {"read": "GET", "written": "PUT"}
+"""The ``direction`` label of the store's bytes -> the call kind that moves them."""
 
 
 class _Declare:
@@ -193,6 +201,8 @@ class SinkMetrics:
         self._declare_kafka_metrics(f)
         self._declare_table_metrics(f)
         self._declare_maintenance_metrics(f)
+        self._declare_store_metrics(f)
+        self._meter: StoreMeter | None = None
         self._init_series()
 
     def _declare_batch_metrics(self, f: _Declare) -> None:
@@ -320,6 +330,24 @@ class SinkMetrics:
         self._gc_files = counter("cdc_sink_gc_removed_files_total", "Files removed by GC.")
         self._gc_bytes = counter("cdc_sink_gc_removed_bytes_total", "Bytes removed by GC.")
 
+    def _declare_store_metrics(self, f: _Declare) -> None:
+        """The table's object-store requests and bytes, per operation."""
+        self._store_requests = f.counter(
+            "cdc_sink_store_requests_total",
+            "Requests the table's store made, by kind (GET, PUT, LIST, DELETE, HEAD) and by "
+            "operation (open, commit: a micro-batch; compaction, gc, cold_read, stats: the "
+            "table gauges; other), as the store counts them (cache hits make none).",
+            "kind",
+            "operation",
+        )
+        self._store_bytes = f.counter(
+            "cdc_sink_store_bytes_total",
+            "Bytes the table's store moved, by direction (read: returned by GETs; written: "
+            "sent by PUTs) and by operation (as cdc_sink_store_requests_total).",
+            "direction",
+            "operation",
+        )
+
     def _init_series(self) -> None:
         """Creates every label combination at zero."""
         b = self._base
@@ -335,6 +363,11 @@ class SinkMetrics:
             self._phase.labels(**b, phase=phase)
         for result in ("ok", "failed"):
             self._gc_runs.labels(**b, result=result)
+        for operation in STORE_OPERATIONS:
+            for kind in CALL_KINDS:
+                self._store_requests.labels(**b, kind=kind, operation=operation)
+            for direction in _DIRECTIONS:
+                self._store_bytes.labels(**b, direction=direction, operation=operation)
         self._freshness.labels(self.table, self.app_id)
         for m in (
             self._m_errors,
@@ -354,6 +387,7 @@ class SinkMetrics:
         """Counts one micro-batch (committed, skipped or failed)."""
         b = self._base
         result = batch_result(st)
+        self._settle_store("commit")
         self._batches.labels(**b, result=result).inc()
         self._last_batch.labels(**b).set(st.batch_id)
         if result == "skipped":
@@ -430,7 +464,9 @@ class SinkMetrics:
 
     @_never_raises
     def observe_compaction(self, seconds: float) -> None:
-        """Counts one compaction that took ``seconds``."""
+        """Counts one compaction that took ``seconds`` (and the store's requests since
+        the last settlement, as ``compaction``)."""
+        self._settle_store("compaction")
         self._compactions.labels(**self._base).inc()
         self._compaction_s.labels(**self._base).observe(seconds)
 
@@ -438,8 +474,10 @@ class SinkMetrics:
     def observe_gc(
         self, seconds: float, *, ok: bool, removed_files: int = 0, removed_bytes: int = 0
     ) -> None:
-        """Counts one GC run, its duration and what it removed."""
+        """Counts one GC run, its duration and what it removed (and the store's
+        requests since the last settlement, as ``gc``)."""
         b = self._base
+        self._settle_store("gc")
         self._gc_runs.labels(**b, result="ok" if ok else "failed").inc()
         self._gc_s.labels(**b).observe(seconds)
         self._gc_files.labels(**b).inc(removed_files)
@@ -464,6 +502,48 @@ class SinkMetrics:
         ):
             if v is not None and np.isfinite(v):
                 g.labels(**b).set(float(v))
+
+    # ------------------------------------------------------------------ the store
+    def meter_store(self, counters: StoreCounters) -> StoreMeter:
+        """Attributes the requests and bytes of the table's store (``table.store.counters``)
+        to operations from now on (:mod:`cdc_sink.metrics.store`): what it counted so far
+        as ``open``; then each micro-batch as ``commit``, each compaction and GC run as
+        reported to :meth:`observe_compaction` and :meth:`observe_gc`, and the blocks of
+        :meth:`measure_store`. Replaces another store metered before; the same counters
+        again keep their meter (nothing counted twice)."""
+        if self._meter is None or self._meter.counters is not counters:
+            self._meter = StoreMeter(counters, self.observe_store)
+        return self._meter
+
+    @contextlib.contextmanager
+    def measure_store(self, operation: StoreOperation) -> Iterator[None]:
+        """Attributes the metered store's requests during the block to ``operation``
+        (nothing happens without a metered store)."""
+        meter = self._meter
+        if meter is None:
+            yield
+            return
+        with meter.measure(operation):
+            yield
+
+    def _settle_store(self, operation: StoreOperation) -> None:
+        if self._meter is not None:
+            self._meter.settle(operation)
+
+    @_never_raises
+    def observe_store(self, operation: StoreOperation, spent: Counts) -> None:
+        """Adds the requests and bytes of one ``operation`` (:class:`StoreMeter` calls it)."""
+        b = self._base
+        for kind in CALL_KINDS:
+            if spent.requests[kind]:
+                self._store_requests.labels(**b, kind=kind, operation=operation).inc(
+                    spent.requests[kind]
+                )
+        for direction, kind in _DIRECTIONS.items():
+            if spent.bytes[kind]:
+                self._store_bytes.labels(**b, direction=direction, operation=operation).inc(
+                    spent.bytes[kind]
+                )
 
     # ------------------------------------------------------------------ reading
     def render(self) -> bytes:
