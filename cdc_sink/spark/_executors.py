@@ -11,8 +11,10 @@ Each bucket is prepared in a Spark task, in the Python worker that runs it:
 3. *prepare*: repartitioned by bucket, each task prepares the buckets it holds in its
    worker's table (:func:`_prepare_partition`; a per-attempt WAL segment, tablets cached
    per worker in a :class:`~cdc_sink.spark._tables.TableCache` and checked against the
-   log) and sends back one message row per bucket: the files written, counts, rejects,
-   offsets and figures;
+   log; a table on an object store is opened once per worker with the sink's
+   ``storage_options``, which travel with the task and show no value in a ``repr``) and
+   sends back one message row per bucket: the files written, counts, rejects, offsets
+   and figures;
 4. *collect* on the driver: the messages become the prepared buckets of the sink's
    transaction (:meth:`~cdc_sink.transaction.Transaction.add_prepared`), and the rejects
    get their raw Kafka bytes.
@@ -52,7 +54,7 @@ from cdc_sink.spark._pieces import decoded_parts, gather, in_kafka_order, unpack
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark._tasks import decoded_batches, packed_in_spark, rejected_records, task_input
 from cdc_sink.spark.decode import decode_native_json
-from cdc_sink.spark.options import SinkOptions
+from cdc_sink.spark.options import SinkOptions, StorageOptions
 from cdc_sink.stats import BucketFigures
 from cdc_sink.table import Table, TableOptions
 from cdc_sink.transaction import Transaction
@@ -153,6 +155,7 @@ class ExecutorsApply(ApplyStrategy):
             "version": version,
             "schema_dict": schema.to_dict(),
             "options": self.options.table,
+            "storage_options": self.options.storage_options,
         }
 
     def _shuffled(self, txn: Transaction, df: DataFrame, schema: TableSchema) -> _Collected:
@@ -262,6 +265,7 @@ def _decode_prepare_partition(
     path: str,
     version: int,
     options: TableOptions | None,
+    storage_options: StorageOptions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of a bucket-partitioned batch: decode (or take the wire rows of
     ``from_json`` when ``jvm``) and prepare every bucket present, in this task."""
@@ -271,7 +275,7 @@ def _decode_prepare_partition(
     else:
         decoded = decoded_batches(batches, fmt, schema, decoder_options)
         parts = gather(p for d in decoded for p in decoded_parts(*d))
-    return _prepared_messages(parts, path, version, schema, options)
+    return _prepared_messages(parts, (path, options, storage_options), version, schema)
 
 
 def _prepare_partition(
@@ -281,23 +285,26 @@ def _prepare_partition(
     version: int,
     schema_dict: dict[str, Any],
     options: TableOptions | None,
+    storage_options: StorageOptions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of executors mode: prepare every bucket present in this task."""
     schema = TableSchema.from_dict(schema_dict)
-    return _prepared_messages(unpack(batches), path, version, schema, options)
+    where = (path, options, storage_options)
+    return _prepared_messages(unpack(batches), where, version, schema)
 
 
 def _prepared_messages(
     buckets: dict[int, pa.Table],
-    path: str,
+    where: tuple[str, TableOptions | None, StorageOptions | None],
     version: int,
     schema: TableSchema,
-    options: TableOptions | None,
 ) -> Iterator[pa.RecordBatch]:
-    """Prepares each bucket's wire rows in this worker's table: one message row each."""
+    """Prepares each bucket's wire rows in this worker's table (``where``: its path or
+    URL, table options and storage options): one message row each."""
     if not buckets:
         return
-    table = _TABLES.get(path, options=options)
+    path, options, storage_options = where
+    table = _TABLES.get(path, options=options, storage_options=storage_options)
     for b in sorted(buckets):
         part = in_kafka_order(buckets[b], schema)
         yield pa.RecordBatch.from_pylist(

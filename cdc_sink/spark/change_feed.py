@@ -20,14 +20,15 @@ The range is fixed once on the driver; each Spark partition reads one bucket's c
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
 from cdc_sink.errors import VersionNotFound
-from cdc_sink.spark._tables import TableCache
+from cdc_sink.spark._tables import TableCache, storage_options_from
+from cdc_sink.spark.options import StorageOptions
 from cdc_sink.spark.types import arrow_schema, conform_batch, spark_type
 from cdc_sink.table import Table
 from cdc_sink.table_inputs import timestamp_ms
@@ -67,6 +68,7 @@ class ChangeFeedRead:
     set_columns_only: bool
     num_buckets: int
     schema: StructType
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
 
 
 def _version(options: Mapping[str, str], name: str) -> int | None:
@@ -110,7 +112,8 @@ def resolve_feed(options: Mapping[str, str]) -> ChangeFeedRead:
     path = _opt(options, "path")
     if path is None:
         raise ValueError('cdc_sink: no table path; use spark.read.format("cdc_sink").load(path)')
-    table = _TABLES.get(path)
+    storage = storage_options_from(options)  # storage.*: an object store's options
+    table = _TABLES.get(path, storage_options=storage)
     first = _bound(table, options, "starting")
     if first is None:
         raise ValueError("cdc_sink: readChangeFeed needs startingVersion or startingTimestamp")
@@ -131,6 +134,7 @@ def resolve_feed(options: Mapping[str, str]) -> ChangeFeedRead:
         set_columns_only=only,
         num_buckets=table.schema_at(end).num_buckets,
         schema=StructType(fields),
+        storage_options=storage,
     )
 
 
@@ -161,7 +165,7 @@ class ChangeFeedScan(DataSourceReader):
         """
         assert isinstance(partition, ChangeFeedPartition)
         f = partition.read
-        records = _TABLES.get(f.path).changes(
+        records = _TABLES.get(f.path, storage_options=f.storage_options).changes(
             f.start,
             f.end,
             columns=f.columns,

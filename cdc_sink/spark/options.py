@@ -4,6 +4,10 @@
                        decode=DecodeOptions(options={"decimal_handling": "string"}))
     fn = cdc_sink.spark.sink(path, schema=schema, options=opts)
 
+    # a table on S3 (or any S3-compatible endpoint); secrets best from the environment
+    opts = SinkOptions(storage_options={"endpoint": "https://s3.example", "region": "eu-1"})
+    fn = cdc_sink.spark.sink("s3://bucket/tables/orders", schema=schema, options=opts)
+
 :class:`SinkOptions` groups what a deployment chooses (the wire format, where buckets are
 prepared, where values are decoded, the table's in-memory and retention options), as
 delta-rs groups a writer's settings in ``WriterProperties``. :meth:`SinkOptions.checked`
@@ -16,7 +20,7 @@ Importing this module does not import pyspark.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, get_args
@@ -31,6 +35,7 @@ __all__ = [
     "DecodeOptions",
     "JsonDecoder",
     "SinkOptions",
+    "StorageOptions",
 ]
 
 ApplyMode = Literal["driver", "executors"]
@@ -43,6 +48,61 @@ JsonDecoder = Literal["python", "jvm"]
 _APPLY_MODES: tuple[ApplyMode, ...] = get_args(ApplyMode)
 _DECODE_IN: tuple[DecodeIn, ...] = get_args(DecodeIn)
 _JSON_DECODERS: tuple[JsonDecoder, ...] = get_args(JsonDecoder)
+
+
+class StorageOptions(Mapping[str, str]):
+    """An object store's ``storage_options`` (``endpoint``, ``region``, ``access_key_id``,
+    ``secret_access_key``...: see :func:`cdc_sink.storage.objectstore.store_for`), as the
+    sink and the ``cdc_sink`` source carry them to their Spark tasks: read-only, hashable
+    (a key of the per-process table cache), picklable, and never showing a value: its
+    ``repr`` names the keys only, since a value may be a secret and reprs end up in logs
+    and in Spark's task errors.
+
+    Args:
+        options: The options (str to str); none by default.
+
+    Raises:
+        InvalidArgument: A key or value is not a str.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        items = dict(options or {})
+        for key, value in items.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise InvalidArgument(
+                    f"storage options map str to str; the one named {key!r} does not"
+                    if isinstance(key, str)
+                    else f"storage option names are str, not {type(key).__name__}"
+                )
+        self._items: tuple[tuple[str, str], ...] = tuple(sorted(items.items()))
+
+    def __getitem__(self, key: str) -> str:
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StorageOptions):
+            return self._items == other._items
+        return super().__eq__(other)
+
+    def __repr__(self) -> str:
+        return f"StorageOptions(keys={[k for k, _ in self._items]!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StorageOptions, (dict(self._items),))
 
 
 @dataclass(frozen=True)
@@ -98,6 +158,13 @@ class SinkOptions:
             read, no shuffle; a batch found split is rolled back and shuffled.
         table: In-memory, snapshot and retention options of the table.
         stats_limit: How many per-batch stats ``SinkFunction.stats`` keeps.
+        storage_options: The options of the object store a table URL (``s3://...``)
+            names: endpoint, region, credentials... (a mapping, kept as
+            :class:`StorageOptions`, whose ``repr`` shows no value); what they leave unset
+            comes from the environment variables ``obstore`` reads (``AWS_ACCESS_KEY_ID``,
+            ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...), in each process that opens
+            the table: the driver and, in executors mode, the executors. None for a local
+            table.
     """
 
     format: FormatName = "json"
@@ -107,6 +174,11 @@ class SinkOptions:
     bucket_partitioned: bool = False
     table: TableOptions | None = None
     stats_limit: int = 256
+    storage_options: Mapping[str, str] = field(default_factory=StorageOptions)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.storage_options, StorageOptions):
+            object.__setattr__(self, "storage_options", StorageOptions(self.storage_options))
 
     @property
     def decode_in(self) -> DecodeIn:

@@ -29,6 +29,12 @@ Where each step runs::
                                    rows filtered - each batch conformed to the Arrow schema
                                    Spark expects
 
+A table on an object store is read by its URL (``load("s3://bucket/prefix/t")``) with
+its ``storage_options`` as reader options prefixed ``storage.``
+(``.option("storage.endpoint", url)``, ``.option("storage.region", r)``...); what they
+leave unset (credentials best of all) comes from the environment variables ``obstore``
+reads (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``...) in the driver and executors.
+
 Spark does no column pruning for Python sources (``df.select`` still reads every
 declared column): the ``columns`` option is the way to read fewer. A user-specified
 schema (``spark.read.schema(...)``) also selects columns; its types must match.
@@ -41,7 +47,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -64,10 +70,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from cdc_sink.changefeed import ChangesNotRetained
-from cdc_sink.errors import SchemaMismatch
+from cdc_sink.errors import InvalidOption, SchemaMismatch
 from cdc_sink.spark import change_feed, change_stream
-from cdc_sink.spark._tables import TableCache
+from cdc_sink.spark._tables import TableCache, storage_options_from
+from cdc_sink.spark.options import StorageOptions
 from cdc_sink.spark.types import arrow_schema, column_value, conform_batch, spark_schema
+from cdc_sink.storage.objectstore import StoreConfigError
+from cdc_sink.storage.objectstore.urls import parse_store_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -117,6 +126,7 @@ class _Resolved:
     num_buckets: int
     schema: StructType
     push_filters: bool = True
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
 
 
 _EPOCH_MS = re.compile(r"[+-]?\d+")
@@ -131,6 +141,7 @@ class _ReadOptions:
     timestamp: int | str | None  # epoch milliseconds or an ISO-8601 string
     columns: tuple[str, ...] | None
     push_filters: bool
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
 
 
 def _parse_options(options: Mapping[str, str]) -> _ReadOptions:
@@ -155,6 +166,7 @@ def _parse_options(options: Mapping[str, str]) -> _ReadOptions:
         timestamp=timestamp,
         columns=columns,
         push_filters=push == "true",
+        storage_options=storage_options_from(opts),
     )
 
 
@@ -166,17 +178,17 @@ def _given(raw: object) -> str | None:
 
 
 def _path_option(path: str | None) -> str:
-    """The table's local path (``file://`` URLs accepted)."""
+    """The table's local path (``file://`` URLs accepted) or object-store URL."""
     if not path:
         raise ValueError('cdc_sink: no table path; use spark.read.format("cdc_sink").load(path)')
     url = urllib.parse.urlparse(str(path))
     if url.scheme == "file":
         return urllib.parse.unquote(url.path)
     if url.scheme and len(url.scheme) > 1:  # (a one-letter scheme is a Windows drive)
-        raise ValueError(
-            f"cdc_sink: tables live on a local or mounted file system; "
-            f"{url.scheme}:// paths are not supported ({path!r})"
-        )
+        try:
+            return parse_store_url(str(path)).url
+        except StoreConfigError as exc:
+            raise InvalidOption(f"cdc_sink: {exc}", option="path") from None
     return str(path)
 
 
@@ -219,7 +231,7 @@ def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) 
         ValueError: Malformed options, or unknown columns.
     """
     o = _parse_options(options)
-    table = _TABLES.get(o.path)
+    table = _TABLES.get(o.path, storage_options=o.storage_options)
     timestamp = o.timestamp
     if isinstance(timestamp, str):
         try:
@@ -252,6 +264,7 @@ def _resolve(options: Mapping[str, str], user_schema: StructType | None = None) 
         num_buckets=schema.num_buckets,
         schema=declared,
         push_filters=o.push_filters,
+        storage_options=o.storage_options,
     )
 
 
@@ -276,7 +289,8 @@ def _check_user_schema(user: StructType, full: StructType, version: int) -> Stru
 class CdcSinkDataSource(DataSource):
     """``spark.read.format("cdc_sink")``: a table version as a DataFrame.
 
-    Options: ``path`` (``load(path)``), ``versionAsOf`` (int), ``timestampAsOf``
+    Options: ``path`` (``load(path)``: a directory or an object-store URL; ``storage.*``:
+    its storage options), ``versionAsOf`` (int), ``timestampAsOf``
     (ISO-8601 string, a naive one read as UTC, or epoch milliseconds: the newest version
     committed at or before it), ``columns`` (comma-separated names to read; default all),
     ``pushFilters`` (default ``true``; ``false`` leaves every filter to Spark - for
@@ -342,6 +356,7 @@ class BucketPartition(InputPartition):
     bucket: int
     columns: tuple[str, ...]
     filters: tuple[Predicate, ...]
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
 
 
 class CdcSinkScan(DataSourceReader):
@@ -362,6 +377,7 @@ class CdcSinkScan(DataSourceReader):
                 bucket=b,
                 columns=r.columns,
                 filters=tuple(self.filters),
+                storage_options=r.storage_options,
             )
             for b in range(r.num_buckets)
         ]
@@ -373,7 +389,7 @@ class CdcSinkScan(DataSourceReader):
             VersionNotFound: The version was garbage-collected since planning.
         """
         assert isinstance(partition, BucketPartition)
-        table = _TABLES.get(partition.path)
+        table = _TABLES.get(partition.path, storage_options=partition.storage_options)
         version = table.resolve_version(partition.version)
         target = self.arrow_schema
         for batch in table.bucket_batches(

@@ -63,7 +63,7 @@ import pyarrow as pa
 
 from cdc_sink.commit import CommitResult
 from cdc_sink.dead_letters import DEAD_LETTER_SCHEMA, forward
-from cdc_sink.errors import InvalidOption
+from cdc_sink.errors import InvalidOption, TableNotFound
 from cdc_sink.formats import FormatName
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import Offsets, PreparedBatch, merge_offsets
@@ -74,7 +74,7 @@ from cdc_sink.spark._mode import ApplyStrategy
 from cdc_sink.spark._task_decode import TaskDecodeApply
 from cdc_sink.spark.options import ApplyMode, DecodeIn, DecodeOptions, JsonDecoder, SinkOptions
 from cdc_sink.stats import BucketFigures
-from cdc_sink.storage.layout import is_table
+from cdc_sink.storage.objectstore.urls import parse_store_url
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink.transaction import Transaction
 
@@ -172,7 +172,8 @@ class SinkFunction:
     one micro-batch of Kafka records as one table version.
 
     Args:
-        path: The table directory.
+        path: The table: a directory or an object-store URL (``s3://bucket/prefix``...,
+            opened with ``options.storage_options``).
         schema: The schema to create the table with when ``path`` holds none.
         options: The sink's options (checked here; defaults: :class:`SinkOptions`).
         dead_letter: Where rejected events are forwarded (None: kept in the table only).
@@ -221,13 +222,16 @@ class SinkFunction:
         self.app_id = self.options.app_id or default_app_id(path)
         self.dead_letter = dead_letter
         self._init_process_state()
-        if is_table(path):
-            self._table = open_table(path, options=self.options.table)
-        elif schema is not None:
-            self._table = create_table(path, schema, options=self.options.table)
-        else:
-            raise InvalidOption(
-                f"no table at {path} and no schema to create it with", option="schema"
+        try:
+            self._table = self._open()
+        except TableNotFound:
+            if schema is None:
+                raise InvalidOption(
+                    f"no table at {path} and no schema to create it with", option="schema"
+                ) from None
+            storage = self.options.storage_options or None
+            self._table = create_table(
+                path, schema, options=self.options.table, storage_options=storage
             )
 
     # ------------------------------------------------------------------ pickling
@@ -255,8 +259,13 @@ class SinkFunction:
     def table(self) -> Table:
         """The table, open in this process (opened here on first use)."""
         if self._table is None:
-            self._table = open_table(self.path, options=self.options.table)
+            self._table = self._open()
         return self._table
+
+    def _open(self) -> Table:
+        """The table at the sink's path, opened in this process."""
+        storage = self.options.storage_options or None
+        return open_table(self.path, options=self.options.table, storage_options=storage)
 
     @property
     def mode(self) -> ApplyStrategy:
@@ -485,8 +494,10 @@ def _schema_ids(df: DataFrame) -> list[int]:
 
 
 def default_app_id(path: str | os.PathLike[str]) -> str:
-    """The writer id of a sink that names none: derived from the table's absolute path."""
-    return f"cdc_sink:{os.path.abspath(path)}"
+    """The writer id of a sink that names none: derived from the table's absolute path
+    (or its URL)."""
+    where = parse_store_url(os.fspath(path))
+    return f"cdc_sink:{where.prefix if where.kind == 'local' else where.url}"
 
 
 def _apply_mode(path: str, options: SinkOptions) -> ApplyStrategy:
@@ -528,7 +539,9 @@ def sink(
     ``decode.where`` (:class:`DecodeOptions` says what each does).
 
     Args:
-        path: The table (created from ``schema`` when missing).
+        path: The table (created from ``schema`` when missing): a directory, or an
+            object-store URL (``s3://bucket/prefix``, ``gs://...``, ``az://...``) with
+            ``options.storage_options`` and the environment's credentials.
         schema: Table schema (object or dict) used to create the table.
         options: Every option in one value (default: :class:`SinkOptions`).
         dead_letter: Where rejected events go (None: kept in the table and counted).

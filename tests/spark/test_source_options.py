@@ -48,7 +48,8 @@ def test_a_timestamp_is_epoch_milliseconds_or_text() -> None:
     ("options", "message"),
     [
         ({}, "no table path"),
-        ({"path": "s3://bucket/t"}, "s3:// paths are not supported"),
+        ({"path": "hdfs://nn/t"}, "unknown URL scheme 'hdfs'"),
+        ({"path": "s3:///t"}, "no bucket"),
         ({"path": "/t", "versionAsOf": "x"}, "versionAsOf must be an integer, got 'x'"),
         ({"path": "/t", "versionAsOf": "1", "timestampAsOf": "2"}, "not both"),
         ({"path": "/t", "columns": "a,,b"}, "columns must be distinct names"),
@@ -64,3 +65,13 @@ def test_malformed_options(options: dict[str, str], message: str) -> None:
 
 def test_a_windows_drive_is_a_path() -> None:
     assert _parse_options({"path": "C:/data/t"}).path == "C:/data/t"
+
+
+def test_an_object_store_url_and_its_storage_options() -> None:
+    o = _parse_options(
+        {"path": "s3://bucket/t/", "Storage.Endpoint": "http://127.0.0.1:1", "storage.": "x"}
+    )
+    assert (o.path, dict(o.storage_options)) == (
+        "s3://bucket/t",
+        {"endpoint": "http://127.0.0.1:1"},
+    )
