@@ -9,7 +9,12 @@ Precedence: command line, then environment, then file, then the defaults. Values
 file or the environment are checked as the flag's would be (type and choices), and an
 error names where the value came from. Secrets need none of these: the Kafka and
 registry settings come from the client properties file (``--client-properties``), whose
-placeholders read them from the environment or from files.
+placeholders read them from the environment or from files; an object store's credentials
+come from the environment variables ``obstore`` reads (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``GOOGLE_SERVICE_ACCOUNT``,
+``AZURE_STORAGE_ACCOUNT_KEY``...), and a secret given as a ``--storage-option`` (or in the
+file) is refused. A repeatable flag's file value may also be a TOML table
+(``[storage-option]`` with ``endpoint = "..."``), read as its ``KEY=VALUE`` items.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,6 +41,7 @@ __all__ = [
     "parse_args",
     "parse_decoder_options",
     "parse_kafka_options",
+    "parse_storage_options",
     "table_options",
 ]
 
@@ -71,7 +78,7 @@ def _add_stream_args(p: argparse.ArgumentParser) -> None:
     """What the job reads, where it writes, and how the query runs."""
     p.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
     p.add_argument("--topic", required=True, help="topic to read (comma-separated for several)")
-    p.add_argument("--table-path", required=True, help="the cdc_sink table directory")
+    _add_table_args(p)
     p.add_argument(
         "--trigger",
         default="1 second",
@@ -80,7 +87,8 @@ def _add_stream_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint",
         default=None,
-        help="streaming checkpoint directory (default <table-path>.checkpoint)",
+        help="streaming checkpoint directory (default <table-path>.checkpoint; required "
+        "when --table-path is an object-store URL)",
     )
     p.add_argument(
         "--dead-letter",
@@ -138,6 +146,25 @@ def _add_stream_args(p: argparse.ArgumentParser) -> None:
         help="run through a Spark Connect server (sc://host:port): the sink is pickled to "
         "the server, which runs each micro-batch; --master, --spark-log-level and the "
         "executor settings are then the server's",
+    )
+
+
+def _add_table_args(p: argparse.ArgumentParser) -> None:
+    """Where the table is."""
+    p.add_argument(
+        "--table-path",
+        required=True,
+        help="the cdc_sink table: a directory, or an object-store URL (s3://bucket/prefix, "
+        "gs://..., az://...; with --storage-option and the environment's credentials)",
+    )
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of the table's object store (repeatable): endpoint, region, "
+        "allow_http...; credentials come from the environment (AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY...), a secret here is refused",
     )
 
 
@@ -344,6 +371,34 @@ def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
     return dict(_pairs(items, "--kafka-option"))
 
 
+_SECRET_OPTION = re.compile(
+    r"secret|token|password|sas|(^|_)(account|access)_key$|^key$|credentials", re.IGNORECASE
+)
+"""Object-store option names whose value is a secret (obstore's S3, GCS and Azure keys:
+``secret_access_key``, ``session_token``, ``service_account_key``, ``account_key``,
+``client_secret``, ``sas_key``...); ``access_key_id`` is not one."""
+
+
+def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
+    """``--storage-option`` ``KEY=VALUE`` pairs as a dict (keys in lower case, as obstore
+    takes them).
+
+    Raises:
+        ValueError: An item has no ``=``, or names a secret (which comes from the
+            environment; the message names the key, never the value).
+    """
+    out: dict[str, str] = {}
+    for key, value in _pairs(items, "--storage-option"):
+        if _SECRET_OPTION.search(key):
+            raise ValueError(
+                f"--storage-option {key}: a secret is not taken from the command line or "
+                "the settings file; set it in the environment (e.g. AWS_SECRET_ACCESS_KEY, "
+                "AWS_SESSION_TOKEN, AZURE_STORAGE_ACCOUNT_KEY), where obstore reads it"
+            )
+        out[key.lower()] = value
+    return out
+
+
 def job_decoder_options(
     args: argparse.Namespace, client_properties: ClientProperties | None = None
 ) -> dict[str, Any]:
@@ -397,6 +452,8 @@ def _checked(action: argparse.Action, value: Any, where: str) -> Any:
     """``value`` converted and checked as the flag's own value would be."""
     flag = max(action.option_strings, key=len)
     if isinstance(action, argparse._AppendAction):
+        if isinstance(value, dict):  # a TOML table of KEY=VALUE items
+            value = [f"{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in value.items()]
         items = value if isinstance(value, list) else [value]
         return [str(v) for v in items]
     if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):

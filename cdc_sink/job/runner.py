@@ -21,6 +21,7 @@ from cdc_sink.job.args import (
     job_decoder_options,
     parse_args,
     parse_kafka_options,
+    parse_storage_options,
     table_options,
 )
 from cdc_sink.job.schedule import Maintenance
@@ -254,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             **parse_kafka_options(args.kafka_option),
         }
         decoder_options = job_decoder_options(args, client_properties)
+        storage_options = parse_storage_options(args.storage_option)
+        table_path, checkpoint, app_id = _table_and_checkpoint(args)
     except ValueError as exc:
         print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -266,9 +269,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # no *_created series next to every counter and histogram
     disable_created_metrics()  # type: ignore[no-untyped-call]
 
-    table_path = os.path.abspath(args.table_path)
-    checkpoint = args.checkpoint or table_path.rstrip("/") + ".checkpoint"
-    app_id = args.app_id or f"cdc_to_tablets:{os.path.abspath(checkpoint)}"
     table_name = args.table_name or os.path.basename(table_path.rstrip("/"))
     metrics = SinkMetrics(table_name, app_id)
     server = None
@@ -307,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics=metrics,
             kafka_options=kafka_options,
             decoder_options=decoder_options,
+            storage_options=storage_options,
             client_properties=client_properties,
             stop=stop,
         )
@@ -319,17 +320,50 @@ def main(argv: Sequence[str] | None = None) -> int:
             server.close()
 
 
+def _table_and_checkpoint(args: argparse.Namespace) -> tuple[str, str, str]:
+    """The table (a local path made absolute, or an object-store URL), the streaming
+    checkpoint (default: beside a local table) and the app id (default: from the
+    checkpoint).
+
+    Raises:
+        ValueError: An object-store table without ``--checkpoint`` (Spark keeps its
+            checkpoint through Hadoop's file systems, not through the table's store), or a
+            URL of no store (cdc_sink's StoreConfigError, which is a CdcSinkError).
+    """
+    from cdc_sink.storage.objectstore import StoreConfigError
+    from cdc_sink.storage.objectstore.urls import parse_store_url
+
+    try:
+        where = parse_store_url(args.table_path)
+    except StoreConfigError as exc:
+        raise ValueError(f"--table-path: {exc}") from None
+    if where.kind == "local":
+        table_path = os.path.abspath(where.prefix)
+        checkpoint = args.checkpoint or table_path.rstrip("/") + ".checkpoint"
+    elif not args.checkpoint:
+        raise ValueError(
+            f"--table-path {where.url} is on an object store: give --checkpoint (a "
+            "directory or a URL Spark's file systems reach)"
+        )
+    else:
+        table_path, checkpoint = where.url, args.checkpoint
+    ckpt_id = checkpoint if "://" in checkpoint else os.path.abspath(checkpoint)
+    return table_path, checkpoint, args.app_id or f"cdc_to_tablets:{ckpt_id}"
+
+
 def _sink(
     args: argparse.Namespace,
     table_path: str,
     app_id: str,
     decoder_options: dict[str, Any],
+    storage_options: dict[str, str],
     client_properties: ClientProperties,
 ) -> SinkFunction:
     """The sink the arguments describe (the table created from ``--schema-file`` if
     missing), with its dead-letter sink."""
     import cdc_sink.spark
     from cdc_sink.kafka.deadletter import from_uri
+    from cdc_sink.spark.options import SinkOptions
 
     schema: dict[str, Any] | None = None
     if args.schema_file:
@@ -343,6 +377,7 @@ def _sink(
     return cdc_sink.spark.sink(
         table_path,
         schema=schema,
+        options=SinkOptions(storage_options=storage_options),
         format=args.format,
         app_id=app_id,
         apply_mode=args.apply_mode,
@@ -396,6 +431,7 @@ def _run(
     metrics: SinkMetrics,
     kafka_options: dict[str, str],
     decoder_options: dict[str, Any],
+    storage_options: dict[str, str],
     client_properties: ClientProperties,
     stop: _StopRequest,
 ) -> int:
@@ -405,7 +441,7 @@ def _run(
     from cdc_sink.metrics.observer import BatchObserver
 
     spark = _start_spark(args)
-    sink_fn = _sink(args, table_path, app_id, decoder_options, client_properties)
+    sink_fn = _sink(args, table_path, app_id, decoder_options, storage_options, client_properties)
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch
     maintenance = Maintenance(
