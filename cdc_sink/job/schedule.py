@@ -101,6 +101,7 @@ class Maintenance:
             return
         seconds = time.perf_counter() - t0
         nbytes = sum(sizes.get(p, 0) for p in removed)
+        oldest = self.table.oldest_version  # its requests count as the GC's
         if self.metrics is not None:
             self.metrics.observe_gc(
                 seconds, ok=True, removed_files=len(removed), removed_bytes=nbytes
@@ -109,7 +110,7 @@ class Maintenance:
             "gc removed_files=%d removed_bytes=%d oldest_version=%d duration_s=%.3f",
             len(removed),
             nbytes,
-            self.table.oldest_version,
+            oldest,
             seconds,
         )
 
