@@ -19,9 +19,6 @@ from cdc_sink.kafka.producer import CdcProducer
 from cdc_sink_testkit.kafka import KafkaHandle
 from cdc_sink_testkit.s3 import SeaweedS3
 from tests.integration.streams import orders_job_args
-from tests.objectstore.conftest import s3_server
-
-__all__ = ["s3_server"]
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 

@@ -20,9 +20,6 @@ from cdc_sink_testkit.s3 import SeaweedS3
 from tests.integration.streams import start_sink_query
 from tests.integration.test_sink import SCHEMA, expected, make_events, produce
 from tests.model import table_to_rows
-from tests.objectstore.conftest import s3_server
-
-__all__ = ["s3_server"]
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
 

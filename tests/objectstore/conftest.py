@@ -5,7 +5,6 @@ each test gets a prefix of its own in the server's bucket)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,16 +14,6 @@ from cdc_sink.storage.objectstore import ObjectStore, store_for
 from cdc_sink_testkit.s3 import SeaweedS3
 
 BACKENDS = ("local", "s3")
-
-
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[SeaweedS3]:
-    """The session's S3 server (``.url(prefix)``, ``.storage_options()``)."""
-    server = SeaweedS3().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @dataclass(frozen=True)
