@@ -73,34 +73,53 @@ def _sorted(t: pa.Table) -> pa.Table:
     return t.select(["id", "s", "n"]).sort_by("id")
 
 
+class CopyCheck:
+    """Checks a copy against its source again and again (the record counts of versions
+    already checked are kept: a version's records never change)."""
+
+    def __init__(self, source: Table, copy: Table, start: int) -> None:
+        self.source, self.copy, self.start = source, copy, start
+        self.counted = start  # the source's record counts are known up to here
+        self.expected: dict[int, int] = {}
+        self.first: int | None = None  # the first version counted
+
+    def _count(self, top: int) -> None:
+        since = max(self.counted, self.source.oldest_version)
+        if self.first is None:
+            self.first = since + 1
+        for a in range(since, top, 50):  # (the versions after GC's horizon only)
+            feed = self.source.changes(a, min(a + 50, top), columns=["s", "n"])
+            for d in pc.value_counts(feed.column("_commit_version")).to_pylist():
+                self.expected[int(d["values"])] = int(d["counts"])
+        self.counted = max(self.counted, top)
+
+    def check(self, top: int | None = None) -> int:
+        """Asserts that the copy is the source at the version the stream reached
+        (``top``, default the last one in the copy's ledger), and that every source
+        version after ``start`` up to it with records reached the copy in exactly one
+        batch, with all its records (counted for the versions retained when first
+        checked). Returns that version."""
+        batches, counts = ledger(self.copy)
+        top = max(batches, default=self.start) if top is None else top
+        twice = sorted(v for v, k in batches.items() if k > 1)
+        assert not twice, f"source versions applied in more than one batch: {twice}"
+        assert max(batches, default=self.start) <= top, "the copy holds versions past the stream's"
+        self._count(top)
+        known = {v: n for v, n in self.expected.items() if v <= top}
+        first = top + 1 if self.first is None else self.first
+        recorded = {v: n for v, n in counts.items() if v >= first}
+        assert recorded == known, "the copy's batches did not hold each version's records"
+        empty = set(range(first, top + 1)) - set(known)  # e.g. compact()'s versions
+        lost = sorted(set(range(self.start + 1, top + 1)) - set(batches) - empty)
+        assert not lost, f"source versions that never reached the copy: {lost}"
+        got, want = _sorted(self.copy.read()), _sorted(self.source.read(version=top))
+        assert got.equals(want), f"the copy differs from the source at version {top}"
+        return top
+
+
 def check_copy(source: Table, copy: Table, start: int, top: int | None = None) -> int:
-    """Asserts that ``copy`` is ``source`` at the version the stream reached (``top``,
-    default the last one in the copy's ledger), and that every source version after
-    ``start`` up to it with records reached the copy in exactly one batch, with all its
-    records (counted for the versions still retained). Returns that version."""
-    batches, counts = ledger(copy)
-    top = max(batches, default=start) if top is None else top
-    twice = sorted(v for v, k in batches.items() if k > 1)
-    assert not twice, f"source versions applied in more than one batch: {twice}"
-    since = max(start, source.oldest_version)  # record counts: of retained versions
-    feed = source.changes(since, top, columns=["s", "n"]) if top > since else None
-    expected = (
-        {}
-        if feed is None
-        else {
-            int(d["values"]): int(d["counts"])
-            for d in pc.value_counts(feed.column("_commit_version")).to_pylist()
-        }
-    )
-    empty = set(range(since + 1, top + 1)) - set(expected)  # e.g. compact()'s versions
-    missing = sorted(set(range(start + 1, top + 1)) - set(batches) - empty)
-    assert not missing, f"source versions that never reached the copy: {missing}"
-    assert max(batches, default=start) <= top, "the copy holds versions past the stream's"
-    retained = {v: n for v, n in counts.items() if v > since}
-    assert retained == expected, "the copy's batches did not hold each version's records"
-    got, want = _sorted(copy.read()), _sorted(source.read(version=top))
-    assert got.equals(want), f"the copy differs from the source at version {top}"
-    return top
+    """:meth:`CopyCheck.check` once."""
+    return CopyCheck(source, copy, start).check(top)
 
 
 def random_batch(
