@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/chaos.py [--kills 100] [--events 20000]
         [--modes driver,executors] [--fault-point-runs 10] [--seed 1] [--workdir DIR]
-        [--broker-bounces 2] [--enospc-runs 1] [--eio-runs 1] [--json results.json]
+        [--broker-bounces 2] [--enospc-runs 1] [--eio-runs 1] [--s3] [--json results.json]
 
 For each apply mode, one chaos run (tests/chaos/harness.py): the real
 ``streaming_jobs/cdc_to_tablets.py`` under spark-submit on a local Kafka broker (or the
@@ -23,8 +23,10 @@ times during one run of the job; ``--enospc-runs`` puts the table on its own tmp
 (root only) and fills it up during that many runs, growing it afterwards;
 ``--eio-runs`` preloads ``tests/chaos/fsync_eio.so`` (built with ``cc``) into that many
 runs so that one fsync under the table path fails with EIO and loses its file's
-unsynced data. Each fault's outcome (rode through, or failed with the job's one-line
-reason) and the time the job took to commit again are in the results' ``faults``.
+unsynced data. ``--s3`` puts the table on a SeaweedFS S3 server started for the run
+(the job reaches it by URL with ``--storage-option`` flags and ``AWS_*`` keys). Each
+fault's outcome (rode through, or failed with the job's one-line reason) and the time
+the job took to commit again are in the results' ``faults``.
 """
 
 from __future__ import annotations
@@ -147,16 +149,29 @@ def main(argv: list[str] | None = None) -> int:
         help="start no killed run after this many minutes of a mode's run",
     )
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--s3",
+        action="store_true",
+        help="the table on a SeaweedFS S3 server started for the run (not with "
+        "--enospc-runs or --eio-runs)",
+    )
     p.add_argument("--workdir", default=None, help="kept afterwards when given")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
     kind = "external" if os.environ.get(BOOTSTRAP_ENV) else "local"
     if args.broker_bounces and kind != "local":
         p.error(f"--broker-bounces needs the local broker (unset ${BOOTSTRAP_ENV})")
+    if args.s3 and (args.enospc_runs or args.eio_runs):
+        p.error("--s3 takes no --enospc-runs or --eio-runs (they fault the local disk)")
     broker = start_kafka(num_partitions=1, kind=kind)  # type: ignore[arg-type]
     base = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="chaos_"))
     results = {}
     ok = True
+    s3 = None
+    if args.s3:
+        from cdc_sink_testkit.s3 import SeaweedS3
+
+        s3 = SeaweedS3().start()
     try:
         for mode in args.modes.split(","):
             t0 = time.monotonic()
@@ -187,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 kills_seconds=None if args.kills_minutes is None else args.kills_minutes * 60,
                 cds_archive=str(base / "spark.jsa") if args.cds else "",
                 final_max_offsets=args.final_max_offsets,
+                table_url="" if s3 is None else s3.url(f"chaos-{mode}-{uuid.uuid4().hex[:6]}"),
+                storage_options={} if s3 is None else s3.storage_options(),
             )
             res = run_chaos(
                 cfg,
@@ -199,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             ok = ok and not res.failures
     finally:
         broker.stop()
+        if s3 is not None:
+            s3.stop()
         if not args.workdir:
             shutil.rmtree(base, ignore_errors=True)
     summary = json.dumps(

@@ -134,6 +134,11 @@ class ChaosConfig:
         cds_archive: A class-data-sharing archive for the driver JVM (built by a first,
             uncounted available-now run when the file is missing; see
             benchmarks/restart_cds.py): restarts cost about a third less CPU.
+        table_url: The table on an object store (``s3://…``) instead of a directory of
+            ``workdir``; the job, the reader process and the checks open it with
+            ``storage_options``. The job gets the endpoint and region as
+            ``--storage-option`` flags and the keys from ``AWS_*`` variables.
+        storage_options: The object store's options (with ``table_url``).
     """
 
     bootstrap: str
@@ -172,11 +177,24 @@ class ChaosConfig:
     kills_seconds: float | None = None
     cds_archive: str = ""
     final_max_offsets: int | None = None
+    table_url: str = ""
+    storage_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def table(self) -> Path:
         """The table's directory (on its own tmpfs with ``enospc_runs``)."""
         return self.workdir / "fs" / "table" if self.enospc_runs else self.workdir / "table"
+
+    @property
+    def location(self) -> str:
+        """Where the table is: its URL, or its directory."""
+        return self.table_url or str(self.table)
+
+    def open_table(self) -> Table:
+        """The table, opened as a new reader would."""
+        from cdc_sink.table import open_table
+
+        return open_table(self.location, storage_options=self.storage_options or None)
 
     @property
     def dead_letter_uri(self) -> str:
@@ -232,9 +250,10 @@ class ChaosResult:
 # ---------------------------------------------------------------------- processes
 
 
-def job_env() -> dict[str, str]:
+def job_env(cfg: ChaosConfig | None = None) -> dict[str, str]:
     """The environment of a job process: no crash injection inherited, this interpreter
-    for PySpark, Spark bound to 127.0.0.1, the repository importable."""
+    for PySpark, Spark bound to 127.0.0.1, the repository importable; for a table on an
+    object store, its keys (``AWS_*``) and, for the reader, its options as JSON."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CDC_SINK_CRASH")}
     env.update(
         PYSPARK_PYTHON=sys.executable,
@@ -242,7 +261,26 @@ def job_env() -> dict[str, str]:
         SPARK_LOCAL_IP="127.0.0.1",
         PYTHONPATH=str(REPO),
     )
+    if cfg is not None and cfg.storage_options:
+        so = cfg.storage_options
+        env.update(
+            AWS_ACCESS_KEY_ID=so["access_key_id"],
+            AWS_SECRET_ACCESS_KEY=so["secret_access_key"],
+            CHAOS_STORAGE_OPTIONS=json.dumps(so),
+        )
     return env
+
+
+def _storage_flags(cfg: ChaosConfig) -> list[str]:
+    """The job's ``--storage-option`` flags: what is not a secret (keys come from the
+    environment)."""
+    secret = ("access_key_id", "secret_access_key", "session_token")
+    return [
+        arg
+        for k, v in cfg.storage_options.items()
+        if k not in secret
+        for arg in ("--storage-option", f"{k}={v}")
+    ]
 
 
 def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
@@ -264,7 +302,8 @@ def job_command(cfg: ChaosConfig, *, available_now: bool) -> list[str]:
         "--topic",
         cfg.topic,
         "--table-path",
-        str(cfg.table),
+        cfg.location,
+        *_storage_flags(cfg),
         "--schema-file",
         str(SCHEMA_FILE),
         "--checkpoint",
@@ -296,11 +335,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _table_version(path: Path) -> int | None:
-    from cdc_sink.table import open_table
-
+def _table_version(cfg: ChaosConfig) -> int | None:
     try:
-        return open_table(path).version
+        return cfg.open_table().version
     except Exception:  # not created yet, or mid-creation
         return None
 
@@ -373,8 +410,8 @@ def run_chaos(cfg: ChaosConfig, *, log: Any = print) -> ChaosResult:
         producer.start()
         stop_file = w / "reader.stop"
         reader = subprocess.Popen(
-            [sys.executable, str(READER), str(cfg.table), str(w / "reads.jsonl"), str(stop_file)],
-            env=job_env(),
+            [sys.executable, str(READER), cfg.location, str(w / "reads.jsonl"), str(stop_file)],
+            env=job_env(cfg),
             start_new_session=True,
         )
         try:
@@ -397,6 +434,8 @@ def _check_config(cfg: ChaosConfig) -> None:
     """Refuses a configuration whose parts do not go together (``ValueError``)."""
     if cfg.broker_bounces and cfg.broker is None:
         raise ValueError("broker_bounces needs cfg.broker (a LocalKafka)")
+    if cfg.table_url and (cfg.enospc_runs or cfg.eio_runs):
+        raise ValueError("full-disk and fsync-error runs need a table on the local disk")
     if cfg.produce_rate is not None and (cfg.broker_bounces or cfg.enospc_runs or cfg.eio_runs):
         raise ValueError("produce_rate is not for runs with environmental faults")
     cfg.dead_letter_uri  # noqa: B018 -- raises on an unknown dead_letter
@@ -443,7 +482,7 @@ def _build_cds_archive(cfg: ChaosConfig, producer: _Producer, log: Any) -> None:
     wanted and missing."""
     if cfg.cds_archive and not os.path.exists(cfg.cds_archive):
         with _producing(producer):
-            cds = _Job(cfg, "cds", job_env(), available_now=True)
+            cds = _Job(cfg, "cds", job_env(cfg), available_now=True)
             code = cds.wait_exit(cfg.final_timeout)
             cds.stop()
         log(
@@ -525,7 +564,7 @@ def _drain(cfg: ChaosConfig, res: ChaosResult, live: _Job) -> None:
 
 def _final_run(cfg: ChaosConfig, res: ChaosResult, pending: list[dict[str, Any]]) -> None:
     """The final available-now run, which must exit 0 within ``cfg.final_timeout``."""
-    final = _Job(cfg, "final", job_env(), available_now=True, pending=pending)
+    final = _Job(cfg, "final", job_env(cfg), available_now=True, pending=pending)
     final.wait_exit(cfg.final_timeout)
     code = final.stop()
     if code is None:
@@ -559,7 +598,7 @@ class _Job:
     ) -> None:
         self.cfg = cfg
         self.log_path = cfg.workdir / f"job-{name}.log"
-        self.before = _table_version(cfg.table)
+        self.before = _table_version(cfg)
         self.pending = pending if pending is not None else []
         self.t0 = time.monotonic()
         self.first_commit: float | None = None
@@ -575,7 +614,7 @@ class _Job:
 
     def version(self) -> int | None:
         """The table's version now; notes the job's first commit."""
-        v = _table_version(self.cfg.table)
+        v = _table_version(self.cfg)
         if self.first_commit is None and v is not None and v > (self.before or 0):
             self.first_commit = time.monotonic()
             for f in self.pending:  # the job is back: the restart took this long
@@ -606,7 +645,7 @@ class _Job:
         out first)."""
 
         def past() -> bool:
-            v = _table_version(self.cfg.table)
+            v = _table_version(self.cfg)
             return v is not None and (version is None or v > version)
 
         return self.wait(past, timeout)
@@ -679,9 +718,8 @@ def _topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
 def _last_data_version(cfg: ChaosConfig) -> int:
     """The table's newest version written by a batch (not by compaction or a schema
     change)."""
-    from cdc_sink.table import open_table
 
-    table = open_table(cfg.table)
+    table = cfg.open_table()
     return max(
         e.version for e in table.log.entries(from_version=table.oldest_version) if e.kind == "data"
     )
@@ -690,10 +728,9 @@ def _last_data_version(cfg: ChaosConfig) -> int:
 def _caught_up(cfg: ChaosConfig, ends: Mapping[int, int]) -> bool:
     """Whether the table's batches reached ``ends`` (a batch's ``source_offsets`` name
     only the partitions it had records of)."""
-    from cdc_sink.table import open_table
 
     try:
-        table = open_table(cfg.table)
+        table = cfg.open_table()
         entries = table.log.entries(from_version=table.oldest_version)
     except Exception:  # mid-creation, or a version GC just took
         return False
@@ -717,7 +754,7 @@ def _broker_run(
     ``cfg.broker_bounces`` times; a job that dies of it is started again. Returns the
     job when it still runs at the end (it rode through the last bounce)."""
     starts = 0
-    job = _Job(cfg, f"broker-{starts}", job_env(), pending=pending)
+    job = _Job(cfg, f"broker-{starts}", job_env(cfg), pending=pending)
     try:
         if not job.wait_first_commit(cfg.run_timeout):
             res.failures.append(
@@ -728,9 +765,9 @@ def _broker_run(
         for b in range(cfg.broker_bounces):
             if job.proc.poll() is not None:  # it died of the previous bounce: again
                 starts += 1
-                job = _Job(cfg, f"broker-{starts}", job_env(), pending=pending)
+                job = _Job(cfg, f"broker-{starts}", job_env(cfg), pending=pending)
                 job.wait_first_commit(cfg.run_timeout)
-            v = _table_version(cfg.table)
+            v = _table_version(cfg)
             fault: dict[str, Any] = {"fault": "broker", "run": b, "table_version": v}
             res.faults.append(fault)
             t_kill = time.monotonic()
@@ -739,7 +776,7 @@ def _broker_run(
             cfg.broker.restart()
             back = time.monotonic()
             fault["down_seconds"] = round(back - t_kill, 1)
-            v_back = _table_version(cfg.table)  # batches may commit while it is down
+            v_back = _table_version(cfg)  # batches may commit while it is down
             log(
                 f"broker bounce {b}: killed at table version {v}, back after "
                 f"{fault['down_seconds']}s at version {v_back}"
@@ -828,7 +865,7 @@ def _enospc_run(
 ) -> None:
     """One run of the job during which the table's file system fills up; afterwards the
     file system grows (the ballast stays)."""
-    job = _Job(cfg, f"enospc-{i}", job_env(), pending=pending)
+    job = _Job(cfg, f"enospc-{i}", job_env(cfg), pending=pending)
     try:
         if not job.wait_first_commit(cfg.run_timeout):
             res.failures.append(
@@ -836,7 +873,7 @@ def _enospc_run(
                 f"{job.proc.poll()}, see {job.log_path})"
             )
             return
-        v = _table_version(cfg.table)
+        v = _table_version(cfg)
         fault: dict[str, Any] = {"fault": "enospc", "run": i, "table_version": v}
         res.faults.append(fault)
         fault["ballast_mb"] = round(fs.fill() / (1 << 20), 1)
@@ -897,7 +934,7 @@ def _eio_run(
     """One run of the job whose N-th fsync under the table path fails with EIO (and its
     file's unsynced data is dropped); the next run has no fault."""
     n = rng.randint(*cfg.eio_at)
-    env = job_env()
+    env = job_env(cfg)
     env.update(
         LD_PRELOAD=str(so),
         CHAOS_EIO_PREFIX=os.path.realpath(cfg.table),
@@ -909,7 +946,7 @@ def _eio_run(
     job = _Job(cfg, f"eio-{i}", env, pending=pending)
     try:
         fired = job.wait(lambda: "chaos-eio: " in job.text(), cfg.run_timeout)
-        v = _table_version(cfg.table)
+        v = _table_version(cfg)
         line = next((ln for ln in job.text().splitlines() if ln.startswith("chaos-eio: ")), None)
         fault: dict[str, Any] = {
             "fault": "eio",
@@ -965,7 +1002,7 @@ def _fault_point_run(
 ) -> None:
     """One run of the job that dies the n-th time it reaches fault point ``point``."""
     n = rng.randint(*cfg.fault_point_hit)
-    env = job_env()
+    env = job_env(cfg)
     env["CDC_SINK_CRASH_AT"] = f"{point}:{n}"
     job = _Job(cfg, f"point-{i}", env)
     marker = f"crash injected at fault point {point}"
@@ -979,7 +1016,7 @@ def _fault_point_run(
         res.fault_points_hit.append(point)
         log(
             f"fault point run {i}: died at {point} (hit {n}, exit {code}, table version "
-            f"{_table_version(cfg.table)})"
+            f"{_table_version(cfg)})"
         )
     elif code is not None and code != 0:
         res.other_exits.append(code)
@@ -994,11 +1031,10 @@ def _fault_point_run(
 def _one_killed_run(
     cfg: ChaosConfig, res: ChaosResult, k: int, at_fault_point: bool, rng: random.Random, log: Any
 ) -> None:
-    env = job_env()
+    env = job_env(cfg)
     if at_fault_point:
         env["CDC_SINK_CRASH_RANDOM"] = f"{cfg.seed * 1000 + k}:0.02"
-    table = cfg.table
-    before = _table_version(table)
+    before = _table_version(cfg)
     with open(cfg.workdir / f"job-{k}.log", "wb") as err:
         proc = subprocess.Popen(
             job_command(cfg, available_now=False),
@@ -1010,7 +1046,7 @@ def _one_killed_run(
     try:
         deadline = time.monotonic() + cfg.run_timeout
         while proc.poll() is None and time.monotonic() < deadline:
-            v = _table_version(table)
+            v = _table_version(cfg)
             if v is not None and v > (before or 0):
                 break  # it committed a batch: from now on a kill lands mid-stream
             time.sleep(0.2)
@@ -1026,13 +1062,13 @@ def _one_killed_run(
     log_text = (cfg.workdir / f"job-{k}.log").read_text(errors="replace")
     if code is None:
         res.kills += 1
-        log(f"run {k}: SIGKILL at table version {_table_version(table)}")
+        log(f"run {k}: SIGKILL at table version {_table_version(cfg)}")
     elif "crash injected at fault point" in log_text:
         res.fault_point_deaths += 1
         point = log_text.split("crash injected at fault point ", 1)[1].split("\n", 1)[0]
         log(
             f"run {k}: died at fault point {point} (exit {code}, table version "
-            f"{_table_version(table)})"
+            f"{_table_version(cfg)})"
         )
     else:
         res.other_exits.append(code)
@@ -1120,12 +1156,11 @@ def _offsets_of(entry: Any, topic: str) -> dict[int, int] | None:
 def verify(cfg: ChaosConfig, res: ChaosResult) -> None:
     """Checks the table, the dead letters and the reads against the topic (see the
     module docstring); appends what is wrong to ``res.failures``."""
-    from cdc_sink.table import open_table
 
     topic = consume_topic(cfg.bootstrap, cfg.topic)
     res.malformed = sum(r.event is None for recs in topic.values() for r in recs)
     ends = {p: (recs[-1].offset + 1 if recs else 0) for p, recs in topic.items()}
-    table = open_table(cfg.table)
+    table = cfg.open_table()
     model = _Model(topic)
     digests, last_offsets = _check_versions(cfg, res, table, model)
     _check_latest(res, table, model, ends, last_offsets)

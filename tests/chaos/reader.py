@@ -2,7 +2,9 @@
 
 Usage::
 
-    python tests/chaos/reader.py <table path> <output .jsonl> <stop file>
+    python tests/chaos/reader.py <table path or URL> <output .jsonl> <stop file>
+
+(a table on an object store: its options as JSON in ``$CHAOS_STORAGE_OPTIONS``)
 
 Until ``<stop file>`` exists, it reads the latest version and a random retained older
 one, over and over (reopening the table now and then, as a new reader would), and
@@ -53,13 +55,14 @@ def _read_one(table: Table, version: int) -> dict[str, object]:
 def run(path: str, out_path: str, stop_file: str, *, seed: int = 0) -> None:
     """The read loop (see the module docstring)."""
     rng = random.Random(seed)
+    storage = json.loads(os.environ.get("CHAOS_STORAGE_OPTIONS", "{}"))  # an object store's
     table: Table | None = None
     reads = 0
     with open(out_path, "a", encoding="utf-8") as out:
         while not os.path.exists(stop_file):
             try:
                 if table is None or reads % 20 == 0:
-                    table = open_table(path)
+                    table = open_table(path, storage_options=storage or None)
                 latest = table.version
                 older = rng.randint(table.oldest_version, latest)
                 for v in (latest, older):
