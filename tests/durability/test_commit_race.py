@@ -1,21 +1,26 @@
 """Writers in several processes race for the same version: one wins, the others lose
 cleanly (nothing of theirs visible, their files removed) and commit afterwards.
 
-Four spawned processes open the same table. In each round every writer decides and
-prepares the same next version ``v`` (a barrier in front of the log commit makes the
-race certain), then commits: exactly one gets ``v``, the others ``CommitConflict``. The
-test process then checks the table (``v`` is the winner's batch, no loser's segment or
-snapshot is left), and the losers commit again one at a time: each refreshes and gets
-the next version. At the end every version equals the reference model of all committed
-batches applied in version order, and each ``(app_id, batch_id)`` appears once.
+Four spawned processes open the same table, on each backend: a local directory, and a
+prefix of the session's real S3 server (where the commit point is a conditional PUT). In
+each round every writer decides and prepares the same next version ``v`` (a barrier in
+front of the log commit makes the race certain), then commits: exactly one gets ``v``,
+the others ``CommitConflict``. The test process then checks the table (``v`` is the
+winner's batch, no loser's segment or snapshot is left), and the losers commit again one
+at a time: each refreshes and gets the next version. At the end every version equals the
+reference model of all committed batches applied in version order, and each ``(app_id,
+batch_id)`` appears once.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import queue
+import uuid
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from cdc_sink.storage.segments import file_version
 from cdc_sink.storage.snapshot import read_manifest
@@ -53,24 +58,34 @@ def _check_versions(table: Table) -> None:
 
 
 def _assert_only_committed_files(table: Table) -> None:
-    """No segment, manifest or page file of a losing attempt is left on disk."""
+    """No segment, manifest or page file of a losing attempt is left in the store."""
     named: set[str] = set()
     for v in range(table.version + 1):
         for ref in table.log.read(v).buckets.values():
             named.update(r for r in (ref.segment, ref.snapshot) if r)
-    files = checks.data_files(table.root)
+    files = {kind: table.store.list_keys(kind) for kind in ("_wal", "_snapshots", "_pages")}
     for rel in files["_wal"] + files["_snapshots"]:
         assert rel in named, f"{rel} belongs to no committed version"
     pages = set()
     for rel in files["_snapshots"]:
-        pages.update(read_manifest(table.root, rel).files)
+        pages.update(read_manifest(table.store, rel).files)
     for rel in files["_pages"]:
         assert rel in pages, f"{rel} belongs to no committed snapshot"
         assert file_version(rel) is not None
 
 
-def test_racing_writers_one_wins_losers_commit_afterwards(durable_dir: Path) -> None:
-    create_table(durable_dir, workload.schema(), options=workload.options())
+@pytest.fixture(params=["local", "s3"])
+def race_table(request: pytest.FixtureRequest, durable_dir: Path) -> tuple[str, Any]:
+    """Where the race's table lives: ``(directory or URL, storage options)``."""
+    if request.param == "local":
+        return str(durable_dir), None
+    server = request.getfixturevalue("s3_server")
+    return server.url(f"race-{uuid.uuid4().hex}/t"), server.storage_options()
+
+
+def test_racing_writers_one_wins_losers_commit_afterwards(race_table: tuple[str, Any]) -> None:
+    where, storage = race_table
+    create_table(where, workload.schema(), options=workload.options(), storage_options=storage)
     ctx = mp.get_context("spawn")
     attempt = ctx.Barrier(WRITERS)
     checked = ctx.Barrier(WRITERS + 1)
@@ -80,7 +95,7 @@ def test_racing_writers_one_wins_losers_commit_afterwards(durable_dir: Path) -> 
     procs = [
         ctx.Process(
             target=race_writer,
-            args=(str(durable_dir), i, ROUNDS, attempt, checked, round_done, retry_lock, results),
+            args=(where, i, ROUNDS, attempt, checked, round_done, retry_lock, results, storage),
         )
         for i in range(WRITERS)
     ]
@@ -97,7 +112,7 @@ def test_racing_writers_one_wins_losers_commit_afterwards(durable_dir: Path) -> 
             assert len(won) == 1 and len(lost) == WRITERS - 1, outcome
             assert won[0][3] == version + 1 and not won[0][4], won
             assert all("committed by another writer" in o[3] for o in lost), lost
-            t = open_table(durable_dir, options=workload.options())
+            t = open_table(where, options=workload.options(), storage_options=storage)
             assert t.version == version + 1
             last = t.versions()[-1]
             assert (last["app_id"], last["batch_id"]) == (won[0][1], r)
@@ -118,7 +133,7 @@ def test_racing_writers_one_wins_losers_commit_afterwards(durable_dir: Path) -> 
             if p.is_alive():
                 p.kill()
     assert [p.exitcode for p in procs] == [0] * WRITERS
-    t = open_table(durable_dir, options=workload.options())
+    t = open_table(where, options=workload.options(), storage_options=storage)
     assert t.version == ROUNDS * WRITERS
     _check_versions(t)
     _assert_only_committed_files(t)

@@ -41,17 +41,19 @@ def race_writer(
     round_done: Any,
     retry_lock: Any,
     results: Any,
+    storage_options: dict[str, str] | None = None,
 ) -> None:
     """One racing writer: per round, tries to commit the same next version as the other
     writers (all of them decide and prepare before any commits: ``attempt`` barrier in
     front of the log commit), reports, waits while the parent checks, then (a loser)
-    commits again, one loser at a time."""
+    commits again, one loser at a time. ``path`` is a directory or an object-store URL
+    (with ``storage_options``)."""
     from cdc_sink.errors import CommitConflict
     from cdc_sink.table import open_table
 
     app_id = f"app{app_index}"
     try:
-        table = open_table(path, options=workload.options())
+        table = open_table(path, options=workload.options(), storage_options=storage_options)
         real_commit = table.log.commit
         armed = [True]
 
