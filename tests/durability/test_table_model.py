@@ -1,17 +1,18 @@
 """Model-based test: the durable Table equals the plain-Python reference at every version.
 
 Extends the MemTablet model test (tests/tablet/test_memtablet_model.py) to the table on
-disk: a fresh directory per example, random schemas (and ``num_buckets``), exactly-once
-batches per ``(app_id, batch_id)``, reopening, simulated crashes around the commit point,
+disk (and, in :func:`test_table_model_on_the_s3_server`, on a real S3 server): a fresh
+directory per example, random schemas (and ``num_buckets``), exactly-once batches per
+``(app_id, batch_id)``, reopening, simulated crashes around the commit point,
 compaction, GC, schema changes and time travel. After every step every retained version
 (``oldest_version`` .. ``version``) is read back through the table (and every few steps
 through a freshly opened one) and compared with the model's state at that version, under
 that version's schema.
 
-A "crash" drops the Table object in the middle of an operation: ``VersionLog.commit`` (or
-a fault point) raises, optionally without the clean-up a live process would do (what a
-``kill -9`` leaves behind), optionally leaving a torn log entry; the table is then opened
-again.
+A "crash" drops the Table object in the middle of an operation: ``VersionLog.commit``
+(or a fault point) raises, optionally without the clean-up a live process would do (what
+a ``kill -9`` leaves behind), optionally leaving a torn log entry; the table is then
+opened again.
 """
 
 from __future__ import annotations
@@ -23,15 +24,23 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 import cdc_sink.commit as commit_mod
 import cdc_sink.storage.gc as gc_mod
@@ -105,7 +114,7 @@ def crashing_commit(mode: str) -> Iterator[None]:
         if mode == "error_after_create":
             original(log, entry)
             raise OSError(f"simulated fsync error after creating entry {entry.version}")
-        if mode == "torn_entry":
+        if mode == "torn_entry":  # only on a local store (an object store's PUT is whole)
             os.makedirs(log.log_dir, exist_ok=True)
             with open(log.entry_path(entry.version), "wb") as f:
                 f.write(LOG_MAGIC + b"\x10\x00" if entry.version % 2 else b"")
@@ -183,16 +192,25 @@ class TableMachine(RuleBasedStateMachine):
 
     table: Table
     model: RefModel
+    #: The table's object store (a URL prefix and options) instead of a directory.
+    s3: ClassVar[tuple[Callable[[], str], dict[str, str]] | None] = None
 
     # ------------------------------------------------------------------ setup
     @initialize(data=st.data())
     def setup(self, data: st.DataObject) -> None:
         schema = data.draw(schemas())
-        self.dir = tempfile.mkdtemp(prefix="cdc_table_model_", dir=_scratch_root())
-        self.path = os.path.join(self.dir, "t")
+        self.storage: dict[str, str] | None = None
+        if self.s3 is None:
+            self.dir = tempfile.mkdtemp(prefix="cdc_table_model_", dir=_scratch_root())
+            self.path = os.path.join(self.dir, "t")
+        else:
+            new_url, self.storage = self.s3
+            self.path = new_url()
         self.keys = [tuple(k[n] for n in schema.primary_key) for k in data.draw(key_pool(schema))]
         self.opts = OPTS
-        self.table = create_table(self.path, schema, options=self.opts)
+        self.table = create_table(
+            self.path, schema, options=self.opts, storage_options=self.storage
+        )
         assert self.table.schema == schema
         self.model = RefModel(schema)
         self.vschemas: dict[int, TableSchema] = {0: schema}  # schema of every version
@@ -256,7 +274,22 @@ class TableMachine(RuleBasedStateMachine):
 
     def _reopen(self) -> None:
         del self.table
-        self.table = open_table(self.path, options=self.opts)
+        self.table = self._open(self.opts)
+
+    def _open(self, opts: TableOptions) -> Table:
+        return open_table(self.path, options=opts, storage_options=self.storage)
+
+    def _objects(self) -> set[str]:
+        """Every file of the table (its keys on an object store)."""
+        if self.storage is None:
+            return _files(self.path)
+        return set(self.table.store.list_keys(""))
+
+    def _exists(self, location: str) -> bool:
+        """Whether what GC named (a file, or an object's URL) still exists."""
+        if self.storage is None:
+            return os.path.exists(location)
+        return location.removeprefix(self.path.rstrip("/") + "/") in self._objects()
 
     def _expected_rows(self, v: int, schema: TableSchema) -> dict[Any, Any]:
         return model_rows(self.model.versions[v], schema)
@@ -302,6 +335,8 @@ class TableMachine(RuleBasedStateMachine):
         app = data.draw(st.sampled_from(APPS))
         bid = self.last_bid.get(app, -1) + 1
         evs = self._draw_events(data)
+        if mode == "torn_entry" and self.storage is not None:
+            mode = "orphans"  # no torn object on an object store: a death before the PUT
         exc: type[BaseException] = SimulatedCrash
         if mode in ("transient", "error_after_create"):
             exc = OSError
@@ -350,12 +385,12 @@ class TableMachine(RuleBasedStateMachine):
     @rule(n=st.integers(0, 6))
     def gc(self, n: int) -> None:
         horizon = max(self.oldest, self.version - max(n, 1) + 1)
-        before = _files(self.path)
+        before = self._objects()
         would = self.table.gc(dry_run=True, retain_versions=n, retain_seconds=0)
-        assert _files(self.path) == before, "gc(dry_run=True) deleted files"
+        assert self._objects() == before, "gc(dry_run=True) deleted files"
         done = self.table.gc(dry_run=False, retain_versions=n, retain_seconds=0)
         assert sorted(done) == sorted(would)
-        assert not any(os.path.exists(p) for p in done)
+        assert not any(self._exists(p) for p in done)
         assert self.table.oldest_version == horizon
         event(f"gc: {'moved oldest' if horizon > self.oldest else 'kept oldest'}")
         self.oldest = horizon
@@ -516,7 +551,7 @@ class TableMachine(RuleBasedStateMachine):
         self._check(self.table)
         self.checks += 1
         if self.checks % 3 == 0:
-            self._check(open_table(self.path, options=OPTS))
+            self._check(self._open(OPTS))
         for v in [v for v in self.model.versions if v < self.oldest]:
             del self.model.versions[v]
 
@@ -530,6 +565,24 @@ TestTableModel.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_table_model_on_the_s3_server(s3_server: Any) -> None:
+    """The same machine, rules and checks with each example's table on a fresh prefix of
+    the session's real S3 server (fewer examples: every step is requests)."""
+
+    class OnS3(TableMachine):
+        s3 = (lambda: s3_server.url(f"model-{uuid.uuid4().hex}/t"), s3_server.storage_options())
+
+    run_state_machine_as_test(
+        OnS3,
+        settings=settings(
+            max_examples=max(1, EXAMPLES // 3),
+            stateful_step_count=20,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
 
 
 # ---------------------------------------------------------------------- found bugs
