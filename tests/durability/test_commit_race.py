@@ -9,7 +9,9 @@ the others ``CommitConflict``. The test process then checks the table (``v`` is 
 winner's batch, no loser's segment or snapshot is left), and the losers commit again one
 at a time: each refreshes and gets the next version. At the end every version equals the
 reference model of all committed batches applied in version order, and each ``(app_id,
-batch_id)`` appears once.
+batch_id)`` appears once. A reader process reads version 1 (by number, by timestamp,
+through a table it keeps open) all through the later rounds: every read gives the same
+bytes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from cdc_sink.storage.segments import file_version
 from cdc_sink.storage.snapshot import read_manifest
 from cdc_sink.table import Table, create_table, open_table
 from tests.durability import checks, workload
-from tests.durability.workers import race_batch, race_writer
+from tests.durability.workers import race_batch, race_writer, repeat_reader
 
 WRITERS = 4
 ROUNDS = 4
@@ -102,6 +104,8 @@ def test_racing_writers_one_wins_losers_commit_afterwards(race_table: tuple[str,
     for p in procs:
         p.start()
     got: list[Any] = []
+    stop, reads = ctx.Event(), ctx.Queue()
+    reader = None
     try:
         version = 0
         for r in range(ROUNDS):
@@ -120,6 +124,12 @@ def test_racing_writers_one_wins_losers_commit_afterwards(race_table: tuple[str,
                 assert t.log.last_batch_id(o[1]) == (None if r == 0 else r - 1)
             _check_versions(t)
             _assert_only_committed_files(t)
+            if reader is None:  # version 1 is committed: read it while the others race
+                ts = t.versions()[1]["commit_time_ms"]
+                reader = ctx.Process(
+                    target=repeat_reader, args=(where, 1, ts, stop, reads, 10, storage)
+                )
+                reader.start()
             checked.wait(180)
             retried = [_get(results, procs, got) for _ in range(WRITERS - 1)]
             round_done.wait(180)
@@ -132,7 +142,17 @@ def test_racing_writers_one_wins_losers_commit_afterwards(race_table: tuple[str,
             p.join(timeout=60)
             if p.is_alive():
                 p.kill()
+        stop.set()
     assert [p.exitcode for p in procs] == [0] * WRITERS
+    assert reader is not None
+    read: list[Any] = []
+    while not read or read[-1][0] != "done":
+        read.append(reads.get(timeout=120))
+    reader.join(timeout=60)
+    assert reader.exitcode == 0
+    assert not [x for x in read if x[0] == "error"], read
+    want = checks.digest(open_table(where, storage_options=storage).read(version=1))
+    assert {x[1] for x in read[:-1]} == {want} and len(read) > 3
     t = open_table(where, options=workload.options(), storage_options=storage)
     assert t.version == ROUNDS * WRITERS
     _check_versions(t)

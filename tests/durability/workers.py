@@ -89,12 +89,18 @@ def race_writer(
 
 
 def repeat_reader(
-    path: str, version: int, timestamp_ms: int, stop: Any, results: Any, min_reads: int
+    path: str,
+    version: int,
+    timestamp_ms: int,
+    stop: Any,
+    results: Any,
+    min_reads: int,
+    storage_options: dict[str, str] | None = None,
 ) -> None:
     """Reads ``version`` again and again, through freshly opened tables (by version and
     by timestamp) and through one table opened at the start, and reports the SHA-256 of
     each read's Arrow IPC bytes (or the error) until ``stop`` is set (and at least
-    ``min_reads`` reads)."""
+    ``min_reads`` reads). ``path`` is a directory or an object-store URL."""
     import pyarrow as pa
 
     from cdc_sink.table import open_table
@@ -105,14 +111,17 @@ def repeat_reader(
             w.write_table(t)
         return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
 
+    def fresh() -> Any:
+        return open_table(path, storage_options=storage_options)
+
     n = 0
-    persistent = open_table(path)  # opened once, follows the table as it changes
+    persistent = fresh()  # opened once, follows the table as it changes
     while n < min_reads or not stop.is_set():
         n += 1
         try:
-            t = open_table(path)
+            t = fresh()
             results.put(("version", digest(t.read(version=version)), None))
-            results.put(("timestamp", digest(open_table(path).read(timestamp=timestamp_ms)), None))
+            results.put(("timestamp", digest(fresh().read(timestamp=timestamp_ms)), None))
             results.put(("persistent", digest(persistent.read(version=version)), None))
         except Exception as exc:
             results.put(("error", None, f"{type(exc).__name__}: {exc}"))
