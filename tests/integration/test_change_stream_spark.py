@@ -2,7 +2,7 @@
 local Spark: a query maintains a downstream copy while a writer commits, resumes from its
 checkpoint with nothing lost or doubled (also after GC collected its startingVersion),
 starts from the latest snapshot when given no startingVersion, honours
-maxVersionsPerTrigger and maxRowsPerTrigger, refuses a stream without readChangeFeed, and
+maxVersionsPerTrigger (also under Trigger.AvailableNow) and maxRowsPerTrigger, refuses a stream without readChangeFeed, and
 fails with the error naming the oldest readable version when GC collected its range."""
 
 from __future__ import annotations
@@ -130,21 +130,25 @@ def test_stream_without_a_starting_version_starts_from_the_latest_snapshot(
 
 
 def _batches_of(
-    spark: SparkSession, source: Table, tmp_path: Path, **options: Any
+    spark: SparkSession, source: Table, tmp_path: Path, available_now: bool = False, **options: Any
 ) -> list[list[int]]:
-    """The source versions each micro-batch of a query over ``source`` held."""
+    """The source versions each micro-batch of a query over ``source`` held (the query
+    run with ``processAllAvailable()``, or with ``Trigger.AvailableNow`` to its end)."""
     seen: list[list[int]] = []
     each: Callable[[DataFrame, int], None] = lambda df, _: seen.append(  # noqa: E731
         sorted({r[0] for r in df.select("_commit_version").collect()})
     )
-    q = (
+    writer = (
         _stream(spark, source.root, startingVersion=1, **options)
         .writeStream.foreachBatch(each)
         .option("checkpointLocation", str(tmp_path / "bounded"))
-        .start()
     )
+    q = (writer.trigger(availableNow=True) if available_now else writer).start()
     try:
-        q.processAllAvailable()
+        if available_now:
+            q.awaitTermination()
+        else:
+            q.processAllAvailable()
     finally:
         q.stop()
     return seen
@@ -156,6 +160,16 @@ def test_max_versions_per_trigger_bounds_each_micro_batch(
     source, _ = tables
     _commit(source, random.Random(3), 0, 7)
     seen = _batches_of(spark, source, tmp_path, maxVersionsPerTrigger=3)
+    assert [v for b in seen for v in b] == list(range(1, source.version + 1))
+    assert max(len(b) for b in seen) == 3
+
+
+def test_available_now_keeps_max_versions_per_trigger_and_ends(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, _ = tables
+    _commit(source, random.Random(4), 0, 7)
+    seen = _batches_of(spark, source, tmp_path, available_now=True, maxVersionsPerTrigger=3)
     assert [v for b in seen for v in b] == list(range(1, source.version + 1))
     assert max(len(b) for b in seen) == 3
 
