@@ -2,8 +2,9 @@
 local Spark: a query maintains a downstream copy while a writer commits, resumes from its
 checkpoint with nothing lost or doubled (also after GC collected its startingVersion),
 starts from the latest snapshot when given no startingVersion, honours
-maxVersionsPerTrigger (also under Trigger.AvailableNow) and maxRowsPerTrigger, refuses a stream without readChangeFeed, and
-fails with the error naming the oldest readable version when GC collected its range."""
+maxVersionsPerTrigger (also under Trigger.AvailableNow) and maxRowsPerTrigger, refuses a
+stream without readChangeFeed, and fails with the error naming the oldest readable
+version when GC collected its range."""
 
 from __future__ import annotations
 
