@@ -3,8 +3,9 @@ local Spark: a query maintains a downstream copy while a writer commits, resumes
 checkpoint with nothing lost or doubled (also after GC collected its startingVersion),
 starts from the latest snapshot when given no startingVersion, honours
 maxVersionsPerTrigger (also under Trigger.AvailableNow) and maxRowsPerTrigger, refuses a
-stream without readChangeFeed, and fails with the error naming the oldest readable
-version when GC collected its range."""
+stream without readChangeFeed, fails with the error naming the oldest readable version
+when GC collected its range, gives setColumnsOnly records (the snapshot fully set, then
+the written cells), and fails naming the version that dropped one of its columns."""
 
 from __future__ import annotations
 
@@ -218,6 +219,68 @@ def test_stream_from_a_collected_version_names_the_oldest_readable_version(
     )
     try:
         with pytest.raises(Exception, match=f"oldest readable version is {oldest}"):
+            q.processAllAvailable()
+    finally:
+        q.stop()
+
+
+def _collected(
+    spark: SparkSession, source: Table, tmp_path: Path, **options: Any
+) -> tuple[list[Any], StreamingQuery]:
+    """A running query's micro-batches, each as Arrow (the query left running)."""
+    batches: list[Any] = []
+    q = (
+        _stream(spark, source.root, **options)
+        .writeStream.foreachBatch(lambda df, _: batches.append(df.toArrow()))
+        .option("checkpointLocation", str(tmp_path / "collected"))
+        .start()
+    )
+    return batches, q
+
+
+def _rows_of(t: Any, names: list[str]) -> list[tuple[Any, ...]]:
+    return sorted(zip(*(t.column(n).to_pylist() for n in names), strict=True), key=repr)
+
+
+def test_set_columns_only_stream_gives_the_snapshot_fully_set_then_the_written_cells(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, _ = tables
+    rng = random.Random(13)
+    next_id = _commit(source, rng, 0, 3)
+    at = source.version
+    batches, q = _collected(spark, source, tmp_path, setColumnsOnly="true")
+    try:
+        q.processAllAvailable()
+        _commit(source, rng, next_id, 3)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    snapshot, *changes = batches
+    live = source.read(version=at)
+    assert _rows_of(snapshot, ["id", "s", "n", "_set_s", "_set_n", "_change_type"]) == sorted(
+        (
+            (i, s, n, True, True, "insert")
+            for i, s, n in zip(*(live.column(c).to_pylist() for c in ["id", "s", "n"]), strict=True)
+        ),
+        key=repr,
+    )
+    names = ["id", "s", "n", "_set_s", "_set_n", "_change_type", "_commit_version"]
+    expected = source.changes(at, source.version, set_columns_only=True)
+    got = sorted((r for b in changes for r in _rows_of(b, names)), key=repr)
+    assert got == _rows_of(expected, names)
+
+
+def test_a_column_dropped_under_a_running_stream_fails_it_naming_the_version(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    source, _ = tables
+    _commit(source, random.Random(17), 0, 2)
+    _, q = _collected(spark, source, tmp_path, startingVersion=1)
+    try:
+        q.processAllAvailable()
+        dropped_at = source.drop_column("s")
+        with pytest.raises(Exception, match=f"no column.*'s'.*at version {dropped_at}"):
             q.processAllAvailable()
     finally:
         q.stop()
