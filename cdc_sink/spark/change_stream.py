@@ -42,7 +42,7 @@ A stream without ``readChangeFeed`` is refused (:class:`StreamNeedsChangeFeed`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -89,7 +89,7 @@ class StreamNeedsChangeFeed(InvalidOption):
 @dataclass(frozen=True)
 class ChangeStream:
     """What the query fixed when it started (picklable): the table, the records'
-    columns and schema, where a new query starts and the bounds of a micro-batch."""
+    columns and schema, and the bounds of a micro-batch."""
 
     path: str
     columns: tuple[str, ...]
@@ -313,7 +313,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The latest committed version (for the query's progress)."""
         return {"version": self._table().version}
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[ChangeStreamPartition]:
         """One :class:`ChangeStreamPartition` per bucket (none for an empty range).
 
         Raises:
