@@ -12,9 +12,9 @@ one micro-batch with all its records (:class:`tests.changefeed.stream_copy.CopyC
 no change lost, none applied twice.
 
 Its cost is the readers' starts: each kill costs a Spark start (JVM, session, streaming
-query) and its first micro-batches, about 5 s of CPU; the whole test took 105 s of CPU,
-and 9.5 minutes of wall time on a 2-core machine loaded by other work (load average 5
-to 8), where a Spark start took 15 to 30 s.
+query) and its first micro-batches, about 5 s of CPU; the whole test took 100 to 105 s
+of CPU, and 9.5 and 10.7 minutes of wall time in two runs on a 2-core machine loaded by
+other work (load average 5 to 8), where a Spark start took 15 to 30 s.
 """
 
 from __future__ import annotations
