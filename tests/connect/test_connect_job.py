@@ -3,18 +3,16 @@ real Connect server; the server runs every micro-batch (the sink pickled to it).
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import cdc_sink
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
-from cdc_sink.kafka.producer import CdcProducer
 from cdc_sink_testkit.connect import ConnectServer
 from cdc_sink_testkit.kafka import KafkaHandle
+from tests.integration.streams import cdc_sink_command, job_process_env, produce_orders
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -24,23 +22,12 @@ REPO = Path(__file__).resolve().parents[2]
 def test_cdc_sink_run_remote_applies_the_stream_through_connect(
     connect_server: ConnectServer, kafka: KafkaHandle, topic_name: str, tmp_path: Path
 ) -> None:
-    from cdc_sink_testkit.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
-    from cdc_sink_testkit.demo.stream import produce_records
-
-    kafka.create_topic(topic_name, 2)
-    records = generate_orders(700, seed=40)
-    with CdcProducer(kafka.bootstrap_servers, topic_name, orders_schema()) as producer:
-        produce_records(producer, records)
-    expected = ExpectedTable(orders_schema())
-    expected.apply_all(r.event if r.decodable else None for r in records)
-
-    cdc = Path(sys.executable).with_name("cdc-sink")
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_", "CDC_SINK_"))
-    }
+    orders = produce_orders(kafka, topic_name, 700, seed=40)
+    cdc = cdc_sink_command()
+    env = job_process_env()
     done = subprocess.run(
         [
-            str(cdc),
+            cdc,
             "run",
             "--remote",
             connect_server.url,
@@ -74,5 +61,5 @@ def test_cdc_sink_run_remote_applies_the_stream_through_connect(
     kinds = [v["kind"] for v in table.versions()]
     assert kinds.count("data") >= 3  # 700 records, at most 300 a batch
     assert "snapshot" in kinds  # --compact-every 2: the maintenance ran in the server
-    assert diff_rows(expected.snapshot(), table.read().to_pylist(), orders_schema()) == []
-    assert ParquetDeadLetter(tmp_path / "dlq").read().num_rows == sum(r.malformed for r in records)
+    assert orders.differences(table.read().to_pylist()) == []
+    assert ParquetDeadLetter(tmp_path / "dlq").read().num_rows == orders.malformed

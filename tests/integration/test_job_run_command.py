@@ -4,17 +4,15 @@ jars), its settings from a TOML file and one environment variable."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import cdc_sink
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
-from cdc_sink.kafka.producer import CdcProducer
 from cdc_sink_testkit.kafka import KafkaHandle
+from tests.integration.streams import cdc_sink_command, job_process_env, produce_orders
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -24,15 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_cdc_sink_run_applies_the_stream_from_a_settings_file(
     kafka: KafkaHandle, topic_name: str, tmp_path: Path
 ) -> None:
-    from cdc_sink_testkit.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
-    from cdc_sink_testkit.demo.stream import produce_records
-
-    kafka.create_topic(topic_name, 2)
-    records = generate_orders(900, seed=23)
-    with CdcProducer(kafka.bootstrap_servers, topic_name, orders_schema()) as producer:
-        produce_records(producer, records)
-    expected = ExpectedTable(orders_schema())
-    expected.apply_all(r.event if r.decodable else None for r in records)
+    orders = produce_orders(kafka, topic_name, 900, seed=23)
 
     config = tmp_path / "job.toml"
     config.write_text(
@@ -45,13 +35,11 @@ def test_cdc_sink_run_applies_the_stream_from_a_settings_file(
         'trigger = "available-now"\n'
         'master = "local[2]"\n'
     )
-    cdc = Path(sys.executable).with_name("cdc-sink")
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_", "CDC_SINK_"))
-    }
+    cdc = cdc_sink_command()
+    env = job_process_env()
     env["CDC_SINK_MAX_OFFSETS_PER_TRIGGER"] = "400"  # a setting from the environment
     done = subprocess.run(
-        [str(cdc), "run", "--config", str(config), "--spark-log-level", "ERROR"],
+        [cdc, "run", "--config", str(config), "--spark-log-level", "ERROR"],
         env=env,
         capture_output=True,
         text=True,
@@ -61,5 +49,5 @@ def test_cdc_sink_run_applies_the_stream_from_a_settings_file(
     assert done.returncode == 0, done.stdout + done.stderr[-5000:]
     table = cdc_sink.open_table(tmp_path / "orders")
     assert table.version >= 3  # 900 records, at most 400 a batch
-    assert diff_rows(expected.snapshot(), table.read().to_pylist(), orders_schema()) == []
-    assert ParquetDeadLetter(tmp_path / "dlq").read().num_rows == sum(r.malformed for r in records)
+    assert orders.differences(table.read().to_pylist()) == []
+    assert ParquetDeadLetter(tmp_path / "dlq").read().num_rows == orders.malformed

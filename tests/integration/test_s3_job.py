@@ -6,19 +6,21 @@ in one ``available-now`` run."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 import cdc_sink
-from cdc_sink.kafka.producer import CdcProducer
 from cdc_sink_testkit.kafka import KafkaHandle
 from cdc_sink_testkit.s3 import SeaweedS3
-from tests.integration.streams import orders_job_args
+from tests.integration.streams import (
+    cdc_sink_command,
+    job_process_env,
+    orders_job_args,
+    produce_orders,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
@@ -26,15 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 def test_cdc_sink_run_applies_the_stream_onto_an_s3_table(
     kafka: KafkaHandle, topic_name: str, tmp_path: Path, s3_server: SeaweedS3
 ) -> None:
-    from cdc_sink_testkit.demo import ExpectedTable, diff_rows, generate_orders, orders_schema
-    from cdc_sink_testkit.demo.stream import produce_records
-
-    kafka.create_topic(topic_name, 2)
-    records = generate_orders(600, seed=39)
-    with CdcProducer(kafka.bootstrap_servers, topic_name, orders_schema()) as producer:
-        produce_records(producer, records)
-    expected = ExpectedTable(orders_schema())
-    expected.apply_all(r.event if r.decodable else None for r in records)
+    orders = produce_orders(kafka, topic_name, 600, seed=39)
 
     url = s3_server.url(f"job-{uuid.uuid4().hex}/orders")
     storage = s3_server.storage_options()
@@ -42,17 +36,13 @@ def test_cdc_sink_run_applies_the_stream_onto_an_s3_table(
     config.write_text(f'[storage-option]\nregion = "{storage["region"]}"\nallow_http = true\n')
     args = orders_job_args(kafka.bootstrap_servers, topic_name, tmp_path)
     args[args.index("--table-path") + 1] = url
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PYSPARK_", "SPARK_", "CDC_SINK_", "AWS_"))
-    }
+    env = job_process_env("AWS_")
     env["AWS_ACCESS_KEY_ID"] = storage["access_key_id"]
     env["AWS_SECRET_ACCESS_KEY"] = storage["secret_access_key"]
-    cdc = Path(sys.executable).with_name("cdc-sink")
+    cdc = cdc_sink_command()
     done = subprocess.run(
         [
-            str(cdc),
+            cdc,
             "run",
             "--config",
             str(config),
@@ -79,6 +69,6 @@ def test_cdc_sink_run_applies_the_stream_onto_an_s3_table(
 
     table = cdc_sink.open_table(url, storage_options=storage)
     assert table.version >= 3  # 600 records, at most 250 a batch
-    assert diff_rows(expected.snapshot(), table.read().to_pylist(), orders_schema()) == []
+    assert orders.differences(table.read().to_pylist()) == []
     rejects = sum(table.rejects(v).num_rows for v in range(1, table.version + 1))
-    assert rejects == sum(r.malformed for r in records)
+    assert rejects == orders.malformed
