@@ -4,6 +4,7 @@ client session to it, and the integration tests' real Kafka broker."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -25,13 +26,23 @@ def connect_server() -> Iterator[ConnectServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def connect_spark(connect_server: ConnectServer) -> Iterator[SparkSession]:
-    """A Spark Connect client session (``SparkSession.builder.remote``) to the server."""
+    """A Spark Connect client session (``SparkSession.builder.remote``) to the server,
+    for one test module.
+
+    Creating it marks the whole process as a Connect client (pyspark sets
+    ``SPARK_CONNECT_MODE_ENABLED``, after which its classic sessions and functions
+    refuse to work), so the mark is taken back when the module is done: the other
+    folders' tests use a classic local session in the same process.
+    """
     from pyspark.sql import SparkSession
 
+    marked = "SPARK_CONNECT_MODE_ENABLED" in os.environ
     session = SparkSession.builder.remote(connect_server.url).create()
     try:
         yield session
     finally:
         session.stop()
+        if not marked:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
