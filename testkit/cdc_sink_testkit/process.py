@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "WAIT_FOR_PARENT",
@@ -193,3 +193,28 @@ class ChildServer:
         """Stops only the watchdog (the server keeps running)."""
         watchdog, self._watchdog = self._watchdog, None
         stop_watchdog(watchdog)
+
+
+class ServedProcess:
+    """What a kit server that runs one :class:`ChildServer` (``_child``) in a working
+    directory (``workdir``) tells of it: its pid, whether it runs, where its log is
+    (``workdir / LOG_NAME``)."""
+
+    LOG_NAME: ClassVar[str]
+    _child: ChildServer
+    workdir: Path | None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid while it runs."""
+        return self._child.pid
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the server runs."""
+        return self._child.running
+
+    @property
+    def log_path(self) -> Path | None:
+        """The server's log."""
+        return None if self.workdir is None else self.workdir / self.LOG_NAME

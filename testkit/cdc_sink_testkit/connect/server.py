@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from cdc_sink_testkit.kafka.probes import free_port
-from cdc_sink_testkit.process import ChildServer, tail
+from cdc_sink_testkit.process import ChildServer, ServedProcess, tail
 
 __all__ = ["ConnectServer", "ConnectStartError", "start_connect_server"]
 
@@ -46,7 +46,7 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-class ConnectServer:
+class ConnectServer(ServedProcess):
     """A Spark Connect server on ``127.0.0.1`` (``sc://127.0.0.1:<port>``).
 
     Args:
@@ -58,6 +58,8 @@ class ConnectServer:
 
     Use as a context manager, or :meth:`start` / :meth:`stop`.
     """
+
+    LOG_NAME = "connect.log"
 
     def __init__(
         self,
@@ -85,21 +87,6 @@ class ConnectServer:
         if self.port is None:
             raise RuntimeError("ConnectServer is not started: call start() first")
         return f"sc://{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process (the launcher script's) while it runs."""
-        return self._child.pid
-
-    @property
-    def is_running(self) -> bool:
-        """Whether the server runs."""
-        return self._child.running
-
-    @property
-    def log_path(self) -> Path | None:
-        """The server's output."""
-        return None if self.workdir is None else self.workdir / "connect.log"
 
     def conf(self) -> dict[str, str]:
         """The Spark settings the server is started with."""

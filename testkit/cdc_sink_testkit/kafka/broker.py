@@ -69,7 +69,7 @@ from cdc_sink_testkit.kafka.kraft import (
     server_properties,
 )
 from cdc_sink_testkit.kafka.probes import broker_answers, free_port, free_port_pair, port_open
-from cdc_sink_testkit.process import ChildServer, tail
+from cdc_sink_testkit.process import ChildServer, ServedProcess, tail
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ BOOTSTRAP_ENV = "CDC_SINK_KAFKA_BOOTSTRAP"
 KIND_ENV = "CDC_SINK_KAFKA"  # force "local", "docker" or "external"
 
 
-class LocalKafka(KafkaHandle):
+class LocalKafka(ServedProcess, KafkaHandle):
     """A real single-node KRaft Kafka broker (broker + controller) run as a child JVM.
 
     Args:
@@ -113,6 +113,8 @@ class LocalKafka(KafkaHandle):
 
     Use as a context manager, or ``start()``/``stop()``.
     """
+
+    LOG_NAME = "broker.log"
 
     def __init__(
         self,
@@ -155,18 +157,6 @@ class LocalKafka(KafkaHandle):
         if self.sasl_port is None or not self.is_running:
             raise RuntimeError("LocalKafka has no running SASL listener (give sasl_users)")
         return f"{self.host}:{self.sasl_port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid
-
-    @property
-    def is_running(self) -> bool:
-        return self._child.running
-
-    @property
-    def log_path(self) -> Path | None:
-        return self.workdir / "broker.log" if self.workdir is not None else None
 
     def start(self) -> LocalKafka:
         """Format storage, launch the broker and wait until it answers; return self."""

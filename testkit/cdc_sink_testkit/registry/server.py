@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from cdc_sink_testkit.kafka.probes import free_port, free_port_pair
-from cdc_sink_testkit.process import ChildServer, tail
+from cdc_sink_testkit.process import ChildServer, ServedProcess, tail
 from cdc_sink_testkit.registry.dist import RegistryStartError, Release, resolve_release
 
 __all__ = ["CCOMPAT_PATH", "LocalRegistry", "start_registry"]
@@ -41,7 +41,7 @@ CCOMPAT_PATH = "/apis/ccompat/v7"
 _REQUEST_TIMEOUT_S = 5.0
 
 
-class LocalRegistry:
+class LocalRegistry(ServedProcess):
     """Apicurio Registry on ``127.0.0.1``, with Confluent's API at :attr:`url`.
 
     Args:
@@ -55,6 +55,8 @@ class LocalRegistry:
 
     Use as a context manager, or :meth:`start` / :meth:`stop`.
     """
+
+    LOG_NAME = "registry.log"
 
     def __init__(
         self,
@@ -94,24 +96,9 @@ class LocalRegistry:
         return None if not self.tls or self.workdir is None else self.workdir / "tls" / "cert.pem"
 
     @property
-    def pid(self) -> int | None:
-        """The JVM's pid while it runs."""
-        return self._child.pid
-
-    @property
-    def is_running(self) -> bool:
-        """Whether the JVM runs."""
-        return self._child.running
-
-    @property
     def persistent(self) -> bool:
         """Whether :meth:`restart` keeps the schemas (Apicurio 3's H2 file storage)."""
         return self.release is not None and self.release.major >= 3
-
-    @property
-    def log_path(self) -> Path | None:
-        """The JVM's output."""
-        return None if self.workdir is None else self.workdir / "registry.log"
 
     def start(self) -> LocalRegistry:
         """Resolves the registry (once), starts it and waits until it answers; returns self.
