@@ -156,22 +156,17 @@ def _batches_of(
     return seen
 
 
+@pytest.mark.parametrize("available_now", [False, True], ids=["processing-time", "available-now"])
 def test_max_versions_per_trigger_bounds_each_micro_batch(
-    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path, available_now: bool
 ) -> None:
+    """Under a processing-time trigger and under Trigger.AvailableNow (which keeps the
+    limit and ends after the latest version)."""
     source, _ = tables
-    _commit(source, random.Random(3), 0, 7)
-    seen = _batches_of(spark, source, tmp_path, maxVersionsPerTrigger=3)
-    assert [v for b in seen for v in b] == list(range(1, source.version + 1))
-    assert max(len(b) for b in seen) == 3
-
-
-def test_available_now_keeps_max_versions_per_trigger_and_ends(
-    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
-) -> None:
-    source, _ = tables
-    _commit(source, random.Random(4), 0, 7)
-    seen = _batches_of(spark, source, tmp_path, available_now=True, maxVersionsPerTrigger=3)
+    _commit(source, random.Random(3 if not available_now else 4), 0, 7)
+    seen = _batches_of(
+        spark, source, tmp_path, available_now=available_now, maxVersionsPerTrigger=3
+    )
     assert [v for b in seen for v in b] == list(range(1, source.version + 1))
     assert max(len(b) for b in seen) == 3
 
