@@ -309,12 +309,15 @@ def run_mode(
     mode: str,
     args: argparse.Namespace,
     cpu_probe: CpuProbe | None = None,
+    table: str | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The backlog drain then the live phase of ``mode``; with ``cpu_probe``, also the
     CPU seconds of each of its process groups from the commit of the backlog's
     ``args.cpu_from_batch``-th micro-batch to the end of the backlog (``cpu_window``,
-    over ``cpu_window_events`` events)."""
-    from cdc_sink.spark import sink
+    over ``cpu_window_events`` events). The table is ``table`` (a new URL, reached with
+    ``storage_options``), else a new one in a temporary directory."""
+    from cdc_sink.spark import SinkOptions, sink
 
     work = tempfile.mkdtemp(prefix=f"cdc_e2e_{mode}_")
     topic = f"orders-{mode}-{int(time.time())}"
@@ -324,8 +327,9 @@ def run_mode(
     aligned = args.partitions if mode == "executors-aligned" else None  # bucket-partitioned
     produce_backlog(kafka.bootstrap_servers, topic, keys, args.events, rng, args.format, aligned)
     fn = sink(
-        f"{work}/table",
+        table or f"{work}/table",
         schema=SCHEMA,
+        options=SinkOptions(storage_options=storage_options or {}),
         app_id=f"bench-{mode}",
         apply_mode="driver" if mode == "driver-tasks" else "executors" if aligned else mode,  # type: ignore[arg-type]
         decode_in="executors" if mode == "driver-tasks" else None,
