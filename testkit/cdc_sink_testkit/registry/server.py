@@ -19,7 +19,6 @@ import json
 import logging
 import shutil
 import ssl
-import subprocess
 import tempfile
 import threading
 import time
@@ -31,6 +30,7 @@ from types import TracebackType
 from cdc_sink_testkit.kafka.probes import free_port, free_port_pair
 from cdc_sink_testkit.process import ChildServer, ServedProcess, tail
 from cdc_sink_testkit.registry.dist import RegistryStartError, Release, resolve_release
+from cdc_sink_testkit.tls import CertificateError, make_server_certificate
 
 __all__ = ["CCOMPAT_PATH", "LocalRegistry", "start_registry"]
 
@@ -50,8 +50,8 @@ class LocalRegistry(ServedProcess):
         stop_timeout: Seconds :meth:`stop` waits after SIGTERM before SIGKILL.
         compatibility: The global compatibility level set once it answers.
         release: What to run (default: :func:`~.dist.resolve_release`).
-        tls: Serve ``https`` only, with a self-signed certificate for ``127.0.0.1``
-            made at start (:attr:`ca_file` is what a client must trust).
+        tls: Serve ``https`` only, with a certificate for ``127.0.0.1`` made at start
+            under a throwaway CA (:attr:`ca_file` is what a client must trust).
 
     Use as a context manager, or :meth:`start` / :meth:`stop`.
     """
@@ -92,8 +92,9 @@ class LocalRegistry(ServedProcess):
 
     @property
     def ca_file(self) -> Path | None:
-        """The certificate a client must trust (``tls=True``; a self-signed one)."""
-        return None if not self.tls or self.workdir is None else self.workdir / "tls" / "cert.pem"
+        """The certificate a client must trust (``tls=True``; the CA of the registry's own
+        certificate)."""
+        return None if not self.tls or self.workdir is None else self.workdir / "tls" / "ca.pem"
 
     @property
     def persistent(self) -> bool:
@@ -250,36 +251,13 @@ class LocalRegistry(ServedProcess):
         ]
 
     def _make_certificate(self) -> None:
-        """A self-signed certificate for ``127.0.0.1`` (openssl), valid for a day."""
+        """A certificate for ``127.0.0.1`` under a CA of its own, valid for a day
+        (:func:`~cdc_sink_testkit.tls.make_server_certificate`)."""
         assert self.workdir is not None
-        tls = self.workdir / "tls"
-        tls.mkdir()
-        done = subprocess.run(
-            [
-                "openssl",
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=127.0.0.1",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-                "-keyout",
-                str(tls / "key.pem"),
-                "-out",
-                str(tls / "cert.pem"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RegistryStartError(f"openssl could not make a certificate: {done.stderr}")
+        try:
+            make_server_certificate(self.workdir / "tls", self.host)
+        except CertificateError as exc:
+            raise RegistryStartError(str(exc)) from exc
 
     def _spawn(self) -> None:
         assert self.workdir is not None and self.release is not None
