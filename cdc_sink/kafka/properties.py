@@ -18,6 +18,15 @@ settings:
 - :meth:`ClientProperties.registry_options`: the ``debezium-avro`` decoder's and
   encoder's ``registry_*`` options.
 
+The CA a TLS client trusts may be written either way: librdkafka's ``ssl.ca.location``
+(a PEM file) or ``ssl.ca.pem`` (the certificates themselves), or Java's
+``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` (a PEM file) or
+``ssl.truststore.certificates`` (the certificates themselves). Each client gets its own
+spelling of it; a Java trust store of another type (JKS, PKCS12) is only Spark's, so the
+Python clients then need ``ssl.ca.location`` beside it. Java's empty
+``ssl.endpoint.identification.algorithm`` (no host name check) is librdkafka's ``none``,
+and the other way round.
+
 Secrets stay out of the file and off the command line with Kafka's config-provider
 placeholders, resolved when the file is read: ``${env:NAME}`` (an environment
 variable), ``${file:PATH:KEY}`` (a key of another properties file, Kafka's
@@ -64,6 +73,27 @@ _JAAS_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_LIBRDKAFKA_CA = ("ssl.ca.location", "ssl.ca.pem")
+_JAVA_TRUST = ("ssl.truststore.location", "ssl.truststore.certificates")
+_ENDPOINT_CHECK = "ssl.endpoint.identification.algorithm"
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+
+def _pem_lines(text: str) -> str:
+    """PEM blocks as OpenSSL reads them: header, base64 in lines of 64, footer.
+
+    A properties file may give certificates on one line, its continuation lines joined
+    (Java's parser of ``ssl.truststore.certificates`` takes that; OpenSSL does not).
+    """
+
+    def block(m: re.Match[str]) -> str:
+        body = "".join(m.group(2).split())
+        lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+        return "\n".join([f"-----BEGIN {m.group(1)}-----", *lines, f"-----END {m.group(1)}-----"])
+
+    return "\n".join(block(m) for m in _PEM_BLOCK.finditer(text)) + "\n"
+
+
 # librdkafka name -> kafka-python keyword
 _KAFKA_PYTHON = {
     "security.protocol": "security_protocol",
@@ -238,18 +268,46 @@ class ClientProperties:
         return self.kafka.get("sasl.mechanism", self.kafka.get("sasl.mechanisms", "PLAIN")).upper()
 
     def confluent_config(self) -> dict[str, str]:
-        """The Kafka settings in librdkafka's names (confluent-kafka)."""
-        out = {k: v for k, v in self.kafka.items() if k != "sasl.jaas.config"}
+        """The Kafka settings in librdkafka's names (confluent-kafka).
+
+        Raises:
+            InvalidOption: A Java trust store librdkafka cannot read (not PEM) and no
+                ``ssl.ca.location`` beside it.
+        """
+        out = {
+            k: v
+            for k, v in self.kafka.items()
+            if k != "sasl.jaas.config" and not k.startswith("ssl.truststore.")
+        }
         user, password = self._credentials()
         if user is not None:
             out["sasl.username"] = user
         if password is not None:
             out["sasl.password"] = password
-        if "ssl.truststore.location" in out and out.get("ssl.truststore.type", "").upper() == "PEM":
-            out.setdefault("ssl.ca.location", out["ssl.truststore.location"])
-        for java in ("ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password"):
-            out.pop(java, None)
+        out.update(self._librdkafka_ca())
+        if "ssl.ca.pem" in out:
+            out["ssl.ca.pem"] = _pem_lines(out["ssl.ca.pem"])
+        if out.get(_ENDPOINT_CHECK, "none").strip() == "":  # Java's "no host name check"
+            out[_ENDPOINT_CHECK] = "none"
         return out
+
+    def _librdkafka_ca(self) -> dict[str, str]:
+        """The CA in librdkafka's names when the file gives it in Java's only."""
+        k = self.kafka
+        if any(name in k for name in _LIBRDKAFKA_CA) or not any(n in k for n in _JAVA_TRUST):
+            return {}
+        kind = k.get("ssl.truststore.type", "JKS").strip().upper()  # Java's default type
+        if kind != "PEM":
+            raise InvalidOption(
+                f"ssl.truststore.type {kind}: librdkafka (the connection check, the producer, "
+                "the Kafka dead-letter sink) reads PEM certificates only: use "
+                "ssl.truststore.type=PEM, or add ssl.ca.location=<the CA as a PEM file> "
+                f"beside the {kind} trust store (Spark's Kafka source keeps using that)",
+                option="ssl.truststore.type",
+            )
+        if "ssl.truststore.location" in k:
+            return {"ssl.ca.location": k["ssl.truststore.location"]}
+        return {"ssl.ca.pem": k["ssl.truststore.certificates"]}
 
     def kafka_python_config(self) -> dict[str, Any]:
         """The Kafka settings as kafka-python's keyword arguments.
@@ -259,8 +317,17 @@ class ClientProperties:
         """
         out: dict[str, Any] = {}
         for key, value in self.confluent_config().items():
-            if key == "ssl.endpoint.identification.algorithm":
-                out["ssl_check_hostname"] = value.lower() == "https"
+            if key == _ENDPOINT_CHECK:
+                out["ssl_check_hostname"] = value.strip().lower() == "https"
+            elif key == "ssl.ca.pem":
+                raise InvalidOption(
+                    "kafka-python reads the CA from a file only: give ssl.ca.location (or "
+                    "ssl.truststore.location), not the certificates themselves "
+                    "(ssl.ca.pem, ssl.truststore.certificates)",
+                    option="ssl.truststore.certificates"
+                    if "ssl.truststore.certificates" in self.kafka
+                    else "ssl.ca.pem",
+                )
             elif key in _KAFKA_PYTHON:
                 out[_KAFKA_PYTHON[key]] = value
             elif key == "sasl.mechanisms":
@@ -272,16 +339,26 @@ class ClientProperties:
         return out
 
     def spark_options(self) -> dict[str, str]:
-        """The Kafka settings as Spark Kafka source options (``kafka.`` + Java names)."""
+        """The Kafka settings as Spark Kafka source options (``kafka.`` + Java names).
+
+        A Java trust store the file names (``ssl.truststore.location`` or
+        ``ssl.truststore.certificates``) is Spark's; else librdkafka's CA
+        (``ssl.ca.location``, ``ssl.ca.pem``) becomes a PEM trust store.
+        """
         out: dict[str, str] = {}
         for key, value in self.kafka.items():
-            if key in ("sasl.username", "sasl.password", "sasl.mechanisms"):
+            if key in ("sasl.username", "sasl.password", "sasl.mechanisms", *_LIBRDKAFKA_CA):
                 continue
-            if key == "ssl.ca.location":
-                out["kafka.ssl.truststore.type"] = "PEM"
-                out["kafka.ssl.truststore.location"] = value
-                continue
+            if key == _ENDPOINT_CHECK and value.strip().lower() == "none":
+                value = ""  # librdkafka's "no host name check" is Java's empty value
             out[f"kafka.{key}"] = value
+        if not any(name in self.kafka for name in _JAVA_TRUST):
+            if "ssl.ca.location" in self.kafka:
+                out["kafka.ssl.truststore.type"] = "PEM"
+                out["kafka.ssl.truststore.location"] = self.kafka["ssl.ca.location"]
+            elif "ssl.ca.pem" in self.kafka:
+                out["kafka.ssl.truststore.type"] = "PEM"
+                out["kafka.ssl.truststore.certificates"] = self.kafka["ssl.ca.pem"]
         protocol = self.kafka.get("security.protocol", "PLAINTEXT").upper()
         if protocol.startswith("SASL"):
             out["kafka.sasl.mechanism"] = self._mechanism()
