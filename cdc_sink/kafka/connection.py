@@ -6,9 +6,11 @@ minutes by default) before they fail as timed out; a metadata request only says 
 transport failure". :func:`check_connection` asks the cluster for its metadata once, with
 the deployment's settings, and turns what the client reported meanwhile into a typed
 error naming the servers, the mechanism and the user (never the password):
-:class:`KafkaAuthenticationFailed` or :class:`KafkaUnreachable`. The streaming job, the
-producer SDK and the Kafka dead-letter sink call it before they start when they are
-given client properties.
+:class:`KafkaAuthenticationFailed` or :class:`KafkaUnreachable`. A TLS handshake that
+fails (a client that does not trust the broker's certificate: it is missing the CA, or
+names the wrong one) is a :class:`KafkaAuthenticationFailed` too, saying so and which
+settings give the CA. The streaming job, the producer SDK and the Kafka dead-letter sink
+call it before they start when they are given client properties.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class KafkaAuthenticationFailed(KafkaUnreachable):
 
 
 _AUTH_CODES = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL"})
+_CA_SETTINGS = (
+    "ssl.ca.location, or ssl.truststore.type=PEM with ssl.truststore.location or "
+    "ssl.truststore.certificates"
+)
 
 
 def _who(props: ClientProperties) -> str:
@@ -45,6 +51,21 @@ def _who(props: ClientProperties) -> str:
     return f"{protocol}, {mech}" + (f" as {user!r}" if user else "")
 
 
+def _refusal(bootstrap_servers: str, props: ClientProperties, error: Any) -> str:
+    """What an authentication or TLS failure reported by the client says to the user."""
+    if error.name() != "_SSL":
+        return f"Kafka at {bootstrap_servers} refused the connection ({_who(props)}): {error.str()}"
+    conf = props.confluent_config()
+    if "ssl.ca.location" in conf or "ssl.ca.pem" in conf:
+        hint = "is the CA given in the client properties the one that signed the broker's?"
+    else:
+        hint = f"the client properties give no CA ({_CA_SETTINGS})"
+    return (
+        f"the TLS handshake with Kafka at {bootstrap_servers} failed ({_who(props)}; "
+        f"{hint}): {error.str()}"
+    )
+
+
 def check_connection(
     bootstrap_servers: str, props: ClientProperties | None = None, *, timeout: float = 30.0
 ) -> None:
@@ -56,8 +77,10 @@ def check_connection(
         timeout: Seconds to wait for an answer.
 
     Raises:
-        KafkaAuthenticationFailed: A broker refused the credentials or the TLS handshake.
+        KafkaAuthenticationFailed: A broker refused the credentials, or the TLS handshake
+            failed.
         KafkaUnreachable: No broker answered within ``timeout``.
+        InvalidOption: Settings librdkafka cannot take (``ClientProperties.confluent_config``).
         MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
     """
     from cdc_sink.extras import require
@@ -91,9 +114,7 @@ def check_connection(
         if auth or time.monotonic() >= deadline:
             break
     if auth:
-        raise KafkaAuthenticationFailed(
-            f"Kafka at {bootstrap_servers} refused the connection ({_who(props)}): {auth[-1].str()}"
-        )
+        raise KafkaAuthenticationFailed(_refusal(bootstrap_servers, props, auth[-1]))
     last = reported[-1].str() if reported else str(failure)
     raise KafkaUnreachable(
         f"Kafka at {bootstrap_servers} did not answer within {timeout:g}s ({_who(props)}): {last}"
