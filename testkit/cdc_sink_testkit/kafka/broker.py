@@ -70,6 +70,7 @@ from cdc_sink_testkit.kafka.kraft import (
 )
 from cdc_sink_testkit.kafka.probes import broker_answers, free_port, free_port_pair, port_open
 from cdc_sink_testkit.process import ChildServer, ServedProcess, tail
+from cdc_sink_testkit.tls import CertificateError, make_server_certificate
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,13 @@ class LocalKafka(ServedProcess, KafkaHandle):
             ``SASL_PLAINTEXT`` (:attr:`sasl_bootstrap_servers`), that takes SASL/PLAIN,
             SCRAM-SHA-256 and SCRAM-SHA-512 (the SCRAM credentials are written when the
             storage is formatted). The PLAINTEXT listener stays, for setting up tests.
+        ssl: Also listen with TLS: an ``SSL`` listener (:attr:`ssl_bootstrap_servers`)
+            and, with ``sasl_users``, a ``SASL_SSL`` one
+            (:attr:`sasl_ssl_bootstrap_servers`) taking the same users and mechanisms.
+            The broker's certificate, for ``127.0.0.1``, is made at start under a
+            throwaway CA (:func:`cdc_sink_testkit.tls.make_server_certificate`) and read
+            as a PEM key store; :attr:`ca_file` is what a client must trust. Clients
+            are not asked for a certificate.
 
     Use as a context manager, or ``start()``/``stop()``.
     """
@@ -127,10 +135,14 @@ class LocalKafka(ServedProcess, KafkaHandle):
         jars: Sequence[Path] | None = None,
         keep_dir: bool = False,
         sasl_users: Mapping[str, str] | None = None,
+        ssl: bool = False,
     ) -> None:
         self._init_broker(num_partitions, startup_timeout)
         self.sasl_users = dict(sasl_users or {})
-        self.sasl_port: int | None = None
+        self.ssl = ssl
+        #: The secured listeners' ports by security protocol (``SASL_PLAINTEXT``,
+        #: ``SSL``, ``SASL_SSL``), chosen at start.
+        self.listener_ports: dict[str, int] = {}
         self.heap = heap
         self.stop_timeout = stop_timeout
         self.extra_properties = dict(extra_properties or {})
@@ -154,9 +166,23 @@ class LocalKafka(ServedProcess, KafkaHandle):
     @property
     def sasl_bootstrap_servers(self) -> str:
         """The SASL_PLAINTEXT listener (with ``sasl_users``)."""
-        if self.sasl_port is None or not self.is_running:
-            raise RuntimeError("LocalKafka has no running SASL listener (give sasl_users)")
-        return f"{self.host}:{self.sasl_port}"
+        return self._listener("SASL_PLAINTEXT", "give sasl_users")
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        """The SSL listener (with ``ssl=True``)."""
+        return self._listener("SSL", "give ssl=True")
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """The SASL_SSL listener (with ``sasl_users`` and ``ssl=True``)."""
+        return self._listener("SASL_SSL", "give sasl_users and ssl=True")
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate (PEM) a client of the TLS listeners trusts (``ssl=True``,
+        once started)."""
+        return None if not self.ssl or self.workdir is None else self.workdir / "tls" / "ca.pem"
 
     def start(self) -> LocalKafka:
         """Format storage, launch the broker and wait until it answers; return self."""
@@ -238,29 +264,56 @@ class LocalKafka(ServedProcess, KafkaHandle):
             controller_port=self.controller_port,
             data_dir=data_dir,
             num_partitions=self.num_partitions,
-            extra={**self._sasl_properties(), **self.extra_properties},
+            extra={**self._listener_properties(), **self.extra_properties},
         )
 
-    def _sasl_properties(self) -> dict[str, str]:
-        """The SASL_PLAINTEXT listener's entries (none without ``sasl_users``)."""
-        if not self.sasl_users:
+    def _secured_protocols(self) -> list[str]:
+        """The security protocols of the listeners beside PLAINTEXT, from the options."""
+        protocols = ["SASL_PLAINTEXT"] if self.sasl_users else []
+        if self.ssl:
+            protocols += ["SSL", "SASL_SSL"] if self.sasl_users else ["SSL"]
+        return protocols
+
+    def _listener(self, protocol: str, hint: str) -> str:
+        port = self.listener_ports.get(protocol)
+        if port is None or not self.is_running:
+            raise RuntimeError(f"LocalKafka has no running {protocol} listener ({hint})")
+        return f"{self.host}:{port}"
+
+    def _listener_properties(self) -> dict[str, str]:
+        """The secured listeners' entries (none without ``sasl_users`` or ``ssl``): each
+        listener named after its protocol, SASL's mechanisms per SASL listener, and the
+        broker's PEM key store."""
+        if not self.listener_ports:
             return {}
-        h, p, cp, sp = self.host, self.port, self.controller_port, self.sasl_port
+        h, p, cp = self.host, self.port, self.controller_port
+        extra = [f"{name}://{h}:{port}" for name, port in self.listener_ports.items()]
+        props = {
+            "listeners": ",".join([f"PLAINTEXT://{h}:{p}", f"CONTROLLER://{h}:{cp}", *extra]),
+            "advertised.listeners": ",".join([f"PLAINTEXT://{h}:{p}", *extra]),
+            "listener.security.protocol.map": ",".join(
+                ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+                + [f"{name}:{name}" for name in self.listener_ports]
+            ),
+        }
         plain_users = " ".join(f'user_{u}="{pw}"' for u, pw in self.sasl_users.items())
         scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-        return {
-            "listeners": f"PLAINTEXT://{h}:{p},CONTROLLER://{h}:{cp},SASL_PLAINTEXT://{h}:{sp}",
-            "advertised.listeners": f"PLAINTEXT://{h}:{p},SASL_PLAINTEXT://{h}:{sp}",
-            "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
-            ),
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+        for name in self.listener_ports:
+            if not name.startswith("SASL"):
+                continue
+            prefix = f"listener.name.{name.lower()}"
+            props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+            props[f"{prefix}.plain.sasl.jaas.config"] = (
                 f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
-            ),
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram,
-            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram,
-        }
+            )
+            props[f"{prefix}.scram-sha-256.sasl.jaas.config"] = scram
+            props[f"{prefix}.scram-sha-512.sasl.jaas.config"] = scram
+        if self.ssl:
+            assert self.workdir is not None
+            props["ssl.keystore.type"] = "PEM"
+            props["ssl.keystore.location"] = str(self.workdir / "tls" / "server.pem")
+            props["ssl.client.auth"] = "none"
+        return props
 
     def _scram_arguments(self) -> list[str]:
         """``kafka-storage format`` arguments writing each SASL user's SCRAM credentials."""
@@ -275,11 +328,19 @@ class LocalKafka(ServedProcess, KafkaHandle):
         self.workdir = Path(tempfile.mkdtemp(prefix="cdc_sink-kafka-"))
         data_dir = self.workdir / "data"
         self.port, self.controller_port = free_port_pair(self.host)
-        if self.sasl_users:
-            self.sasl_port = free_port(self.host)
-            while self.sasl_port in (self.port, self.controller_port):
-                self.sasl_port = free_port(self.host)
+        self.listener_ports = {}
+        for protocol in self._secured_protocols():
+            taken = {self.port, self.controller_port, *self.listener_ports.values()}
+            port = free_port(self.host)
+            while port in taken:
+                port = free_port(self.host)
+            self.listener_ports[protocol] = port
         self.cluster_id = random_cluster_id()
+        if self.ssl:
+            try:
+                make_server_certificate(self.workdir / "tls", self.host)
+            except CertificateError as exc:
+                raise KafkaStartError(str(exc)) from exc
 
         props_file = self.workdir / "server.properties"
         props_file.write_text("".join(f"{k}={v}\n" for k, v in self._properties(data_dir).items()))
