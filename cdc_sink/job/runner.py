@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             check_connection(args.bootstrap_servers, client_properties)
-        except KafkaUnreachable as exc:
+        except (KafkaUnreachable, ValueError) as exc:  # ValueError: settings librdkafka refuses
             print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
             if server is not None:
                 server.close()
