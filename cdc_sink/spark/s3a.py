@@ -15,12 +15,13 @@ table's ``storage_options``::
     #  "spark.hadoop.fs.s3a.bucket.my-bucket.endpoint": "http://127.0.0.1:8333",
     #  "spark.hadoop.fs.s3a.bucket.my-bucket.path.style.access": "true", ...}
 
-Credentials are not settings: S3A's default chain reads them where obstore does, from
-``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` in the
-environment (Spark also copies those into the driver's Hadoop configuration), then from
-the instance's role. Keys given in ``storage_options`` are put in the returned settings
-(``fs.s3a.access.key``...), for a session built in this process only: such settings must
-never be handed to ``spark-submit --conf``, where they would be on a command line.
+Credentials are never among these settings: pyspark hands a session's settings to
+``spark-submit`` as ``--conf`` arguments, on a command line. S3A's default chain reads
+them where obstore does, from ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and
+``AWS_SESSION_TOKEN`` in the environment (Spark also copies those into the driver's
+Hadoop configuration), then from the instance's role; keys held in ``storage_options``
+are put into a running session's Hadoop configuration by :func:`set_s3a_credentials`,
+through the JVM.
 
 ``cdc-sink run --checkpoint s3a://bucket/path`` applies :func:`s3a_checkpoint_conf` to the
 Spark session it starts (docs/cluster.md).
@@ -36,8 +37,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdc_sink.kafka.jars import JarResolutionError, cache_root, resolve_pom_profile
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "S3A_POM_PATH",
@@ -45,6 +50,7 @@ __all__ = [
     "resolve_s3a_jars",
     "s3a_checkpoint_conf",
     "s3a_conf",
+    "set_s3a_credentials",
 ]
 
 log = logging.getLogger(__name__)
@@ -169,13 +175,13 @@ def s3a_conf(
 ) -> dict[str, str]:
     """The Spark settings for ``s3a://`` paths on the store ``storage_options`` name.
 
-    From obstore's S3 options (``endpoint``, ``region``, ``virtual_hosted_style_request``,
-    ``access_key_id``, ``secret_access_key``, ``session_token``; each also with an
-    ``aws_`` prefix): the endpoint (with path-style access unless virtual-hosted style
-    is asked for, and TLS off for an ``http://`` endpoint), the region, and keys only
-    where the options hold them (see the module docstring); without an endpoint, S3A's
-    own (AWS). Each is a ``spark.hadoop.fs.s3a.*`` setting, scoped to ``bucket`` when
-    given (``fs.s3a.bucket.<bucket>.*``: other buckets keep S3A's defaults).
+    From obstore's S3 options (``endpoint``, ``region``, ``virtual_hosted_style_request``;
+    each also with an ``aws_`` prefix): the endpoint (with path-style access unless
+    virtual-hosted style is asked for, and TLS off for an ``http://`` endpoint) and the
+    region; without an endpoint, S3A's own (AWS). Each is a ``spark.hadoop.fs.s3a.*``
+    setting, scoped to ``bucket`` when given (``fs.s3a.bucket.<bucket>.*``: other
+    buckets keep S3A's defaults). Keys in the options are left out (the module
+    docstring says where credentials come from).
 
     Args:
         storage_options: The table's store options.
@@ -183,7 +189,6 @@ def s3a_conf(
         with_jars: Include ``spark.jars`` (:func:`resolve_s3a_jars`).
 
     Raises:
-        ValueError: A key without its secret, or the reverse.
         JarResolutionError: With ``with_jars``, the jars could not be resolved.
     """
     opts = dict(storage_options or {})
@@ -199,14 +204,14 @@ def s3a_conf(
     region = _option(opts, "region") or _option(opts, "default_region")
     if region:
         fs["endpoint.region"] = region
-    fs.update(_credentials(opts))
     conf = {prefix + k: v for k, v in fs.items()}
     if with_jars:
         conf["spark.jars"] = ",".join(str(j) for j in resolve_s3a_jars())
     return conf
 
 
-def _credentials(opts: Mapping[str, str]) -> dict[str, str]:
+def _credentials(opts: Mapping[str, str], bucket: str | None) -> dict[str, str]:
+    """The Hadoop settings of the keys ``opts`` hold (none: S3A's default chain)."""
     key, secret = _option(opts, "access_key_id"), _option(opts, "secret_access_key")
     if (key is None) != (secret is None):
         raise ValueError(
@@ -214,13 +219,39 @@ def _credentials(opts: Mapping[str, str]) -> dict[str, str]:
             "come from the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
         )
     if key is None or secret is None:
-        return {}  # S3A's default chain: the environment, then the instance's role
-    out = {"access.key": key, "secret.key": secret}
+        return {}
+    prefix = f"fs.s3a.bucket.{bucket}." if bucket else "fs.s3a."
+    out = {prefix + "access.key": key, prefix + "secret.key": secret}
     token = _option(opts, "session_token") or _option(opts, "token")
     if token:
-        out["session.token"] = token
-        out["aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        out[prefix + "session.token"] = token
+        out[prefix + "aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        )
     return out
+
+
+def set_s3a_credentials(
+    spark: SparkSession, storage_options: Mapping[str, str] | None, *, bucket: str | None = None
+) -> bool:
+    """Puts the keys of ``storage_options`` in the running session's Hadoop configuration
+    (through the JVM: never on a command line), scoped to ``bucket`` when given, before
+    any ``s3a://`` path of it is opened.
+
+    Returns:
+        False when the options hold no keys (S3A's default chain applies: the
+        ``AWS_*`` environment variables, then the instance's role).
+
+    Raises:
+        ValueError: A key without its secret, or the reverse.
+    """
+    settings = _credentials(dict(storage_options or {}), bucket)
+    if not settings:
+        return False
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in settings.items():
+        hadoop.set(key, value)
+    return True
 
 
 def s3a_checkpoint_conf(
@@ -236,7 +267,7 @@ def s3a_checkpoint_conf(
             same store).
 
     Raises:
-        ValueError: An ``s3a://`` URL without a bucket, or keys without their secret.
+        ValueError: An ``s3a://`` URL without a bucket.
         JarResolutionError: The jars could not be resolved.
     """
     out = dict(conf)
