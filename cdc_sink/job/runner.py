@@ -99,11 +99,15 @@ def configure_logging(level: str) -> None:
         log.propagate = False
 
 
-def _start_spark(args: argparse.Namespace) -> SparkSession:
-    """The job's Spark session: spark-submit's, or one this process starts."""
+def _start_spark(
+    args: argparse.Namespace, checkpoint: str, storage_options: dict[str, str]
+) -> SparkSession:
+    """The job's Spark session: spark-submit's, or one this process starts (with S3A for
+    an ``s3a://`` checkpoint, on the table's store: cdc_sink.spark.s3a)."""
     from pyspark.sql import SparkSession
 
     from cdc_sink.runtime.arrow_pool import use_arrow_memory_pool
+    from cdc_sink.spark.s3a import s3a_checkpoint_conf
 
     conf: dict[str, Any] = apply_numpy_hugepages(args.numpy_hugepages) | use_arrow_memory_pool(
         args.arrow_memory_pool
@@ -113,7 +117,8 @@ def _start_spark(args: argparse.Namespace) -> SparkSession:
     builder = SparkSession.builder.appName(args.query_name).config(map=conf)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not spark-submit: Spark starts here
         builder = builder.master(args.master or os.environ.get("SPARK_MASTER") or "local[*]")
-        builder = builder.config(map=dict[str, Any](in_process_conf()))
+        own = s3a_checkpoint_conf(in_process_conf(), checkpoint, storage_options)
+        builder = builder.config(map=dict[str, Any](own))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(args.spark_log_level)
     return spark
@@ -440,7 +445,7 @@ def _run(
     from cdc_sink.metrics import ProgressPoller
     from cdc_sink.metrics.observer import BatchObserver
 
-    spark = _start_spark(args)
+    spark = _start_spark(args, checkpoint, storage_options)
     sink_fn = _sink(args, table_path, app_id, decoder_options, storage_options, client_properties)
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch
