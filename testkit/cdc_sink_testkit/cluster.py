@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -68,6 +69,11 @@ class StandaloneCluster:
         stop_timeout: Seconds a stop waits after SIGTERM before SIGKILL.
         python_path: Directories the executors' Python workers import from (default:
             the product's and the kit's source trees, where they are not installed).
+        env: More environment variables of every process of the cluster, hence of the
+            executors and their Python workers (an object store's credentials, as a
+            machine's environment would hold them). Written to the cluster's
+            ``conf/spark-env.sh`` (mode 0600, read by ``spark-class``), never on a
+            command line.
     """
 
     def __init__(
@@ -81,6 +87,7 @@ class StandaloneCluster:
         startup_timeout: float = 120.0,
         stop_timeout: float = 20.0,
         python_path: Iterable[Path] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         if workers < 1 or cores < 1:
             raise ValueError(f"need at least one worker and one core: {workers=} {cores=}")
@@ -88,6 +95,7 @@ class StandaloneCluster:
         self.executor_memory = executor_memory
         self.startup_timeout, self.stop_timeout = startup_timeout, stop_timeout
         self.python_path = [str(p) for p in python_path] if python_path is not None else None
+        self.extra_env = dict(env or {})
         self._own_workdir = workdir is None
         self.workdir: Path | None = workdir
         self.port: int | None = None
@@ -193,6 +201,7 @@ class StandaloneCluster:
             self.workdir = Path(tempfile.mkdtemp(prefix="cdc_sink-cluster-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
+            self._write_spark_env()
             self._start_master()
             for i in range(self.workers):
                 self._launch_worker(i)
@@ -275,8 +284,10 @@ class StandaloneCluster:
         import pyspark
 
         tmp = scratch / "tmp"
+        assert self.workdir is not None
         env = {
             "SPARK_HOME": str(Path(pyspark.__file__).resolve().parent),
+            "SPARK_CONF_DIR": str(self.workdir / "conf"),
             "SPARK_LOCAL_IP": _HOST,
             "SPARK_MASTER_HOST": _HOST,
             "SPARK_LOCAL_DIRS": str(scratch / "local"),
@@ -286,7 +297,21 @@ class StandaloneCluster:
             "PYSPARK_PYTHON": sys.executable,
             "PYTHONPATH": os.pathsep.join(self._python_path()),
         }
-        return [f"{k}={v}" for k, v in env.items()]
+        # -u: spark-class reads conf/spark-env.sh unless told it was read already
+        return ["-u", "SPARK_ENV_LOADED", *(f"{k}={v}" for k, v in env.items())]
+
+    def _write_spark_env(self) -> None:
+        """``conf/spark-env.sh``: the ``env`` variables, readable by this user only."""
+        assert self.workdir is not None
+        conf = self.workdir / "conf"
+        conf.mkdir(exist_ok=True)
+        path = conf / "spark-env.sh"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            for key, value in self.extra_env.items():
+                if not key.isidentifier():
+                    raise ValueError(f"env: {key!r} is not a variable name")
+                f.write(f"{key}={shlex.quote(value)}\n")
 
     def _start_master(self) -> None:
         assert self.workdir is not None
