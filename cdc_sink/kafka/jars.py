@@ -97,17 +97,26 @@ def pyspark_version() -> str:
     return metadata.version("pyspark")
 
 
-def resolve_spark_kafka_jars() -> list[Path]:
+def resolve_spark_kafka_jars(spark_version: str | None = None) -> list[Path]:
     """The jars to add to Spark for ``format("kafka")``, resolved once and cached.
 
     ``spark-sql-kafka-0-10_2.13`` of the version :func:`choose_spark_kafka_version`
-    picks for the installed pyspark (its own version where Maven Central has it, else
+    picks for that Spark (its own version where Maven Central has it, else
     the nearest published one, with a warning). Where Central's metadata cannot be read
     (offline, behind a mirror: set ``$CDC_SINK_MAVEN_REPO``), the exact version is tried
     and then the pom's default. Jars whose artifact pyspark already ships (Scala, slf4j,
     lz4, snappy, Hadoop client, ...) are left out.
+
+    Args:
+        spark_version: The Spark the jars are for, e.g. a cluster's (``spark-submit
+            --version``); default: the installed pyspark's.
+
+    Raises:
+        ValueError: ``spark_version`` is not a release number (``4.2.0``, ``4.3.0.dev1``).
     """
-    version = pyspark_version()
+    version = spark_version or pyspark_version()
+    if _LEADING_VERSION.match(version) is None or "/" in version:
+        raise ValueError(f"not a Spark version: {version!r} (such as 4.2.0)")
     directory = cache_root() / "jars" / f"spark-kafka-{version}"
     jars = resolve_pom_profile(
         POM_PATH, directory, profile="spark-kafka", attempts=lambda: _spark_kafka_attempts(version)
