@@ -8,6 +8,7 @@
     cdc-sink query PATH [--version V | --timestamp T] [--columns a,b] [--limit N]
     cdc-sink versions PATH
     cdc-sink stats PATH [--json]
+    cdc-sink jars [--spark-version V]
     cdc-sink --log-level DEBUG ...
 
 ``demo`` runs the whole pipeline locally (Kafka broker, producer, Spark Structured
@@ -19,6 +20,10 @@ exits with code 1. ``run`` runs the streaming job (:mod:`cdc_sink.job`; ``cdc-si
 --help`` lists its flags). ``query``, ``versions`` and ``stats`` read a table with plain
 Python (no Spark); ``stats`` shows rows, memory, outstanding deltas and bytes on disk
 (:meth:`cdc_sink.table.Table.stats`), ``--json`` for machines.
+
+``jars`` prints the paths of Spark's Kafka source jars for a Spark version, for
+``spark-submit --jars`` (resolved from Maven Central once, then cached;
+:mod:`cdc_sink.kafka.jars`).
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats.add_argument("path", help="table directory")
     stats.add_argument("--json", action="store_true", help="print JSON (with every bucket)")
+    _add_jars(sub)
     return parser
 
 
@@ -151,6 +157,26 @@ def _add_demo(sub: Any) -> None:
         default=None,
         help="schema registry (Confluent API) for --format debezium-avro (default: start "
         "the test kit's Apicurio registry for the run)",
+    )
+
+
+def _add_jars(sub: Any) -> None:
+    """The ``jars`` command's arguments."""
+    jars = sub.add_parser(
+        "jars",
+        help="print the paths of Spark's Kafka source jars, for spark-submit --jars",
+        description="Resolves Spark's Kafka source (spark-sql-kafka-0-10_2.13 and the "
+        "dependencies Spark does not ship) for a Spark version from Maven Central into "
+        "cdc_sink's cache ($CDC_SINK_CACHE, else ~/.cache/cdc_sink; Maven is needed the "
+        "first time only) and prints their paths, comma-separated, as spark-submit's "
+        "--jars takes them.",
+    )
+    jars.add_argument(
+        "--spark-version",
+        default=None,
+        metavar="VERSION",
+        help="the cluster's Spark version, as `spark-submit --version` prints it "
+        "(default: the installed pyspark's)",
     )
 
 
@@ -314,6 +340,24 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_jars(args: argparse.Namespace) -> int:
+    from importlib.metadata import PackageNotFoundError
+
+    from cdc_sink.kafka.jars import pyspark_version, resolve_spark_kafka_jars
+
+    version = args.spark_version
+    if version is None:
+        try:
+            version = pyspark_version()
+        except PackageNotFoundError:
+            raise ValueError(
+                "pyspark is not installed here: give --spark-version, the cluster's Spark "
+                "version (spark-submit --version)"
+            ) from None
+    print(",".join(str(p) for p in resolve_spark_kafka_jars(version)))
+    return 0
+
+
 def configure_logging(level: str) -> None:
     """cdc_sink's log on stderr at ``level``."""
     handler = logging.StreamHandler(sys.stderr)
@@ -346,11 +390,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "query": _cmd_query,
         "versions": _cmd_versions,
         "stats": _cmd_stats,
+        "jars": _cmd_jars,
     }
     try:
         from cdc_sink.extras import require
 
-        require("rich", feature="cdc-sink")  # every command prints with rich: the cli extra
+        if args.command != "jars":  # one plain line; the others print with rich: the cli extra
+            require("rich", feature="cdc-sink")
         return commands[args.command](args)
     except (CdcSinkError, ValueError) as exc:
         print(f"cdc-sink {args.command}: error: {exc}", file=sys.stderr)
