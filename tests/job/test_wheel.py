@@ -5,44 +5,19 @@ extensions importable from the installed package (not from a zip)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import venv
 from pathlib import Path
 
 import pytest
 
+from tests.job.wheel import build_wheel
+from tests.job.wheel import run as _run
+
 pytestmark = [pytest.mark.integration]
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _run(cmd: list[str], cwd: Path, timeout: float = 900) -> str:
-    """``cmd``'s output, run in ``cwd`` (not the checkout: ``python -c`` would import it)."""
-    done = subprocess.run(
-        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, f"{cmd}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
 
 
 def test_wheel_installs_the_job_into_an_empty_venv(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(wheels),
-            str(REPO),
-        ],
-        tmp_path,
-    )
-    (wheel,) = wheels.glob("cdc_sink-*.whl")
+    wheel = build_wheel(tmp_path / "wheels")
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
