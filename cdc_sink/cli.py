@@ -4,6 +4,7 @@
 
     cdc-sink demo [--events N] [--format json|rowv2|debezium|debezium-avro]
                   [--apply-mode driver|executors] [--workdir DIR] [--seed S]
+                  [--remote sc://HOST:PORT]
     cdc-sink run --bootstrap-servers K --topic T --table-path P [job flags...]
     cdc-sink query PATH [--version V | --timestamp T] [--columns a,b] [--limit N]
     cdc-sink versions PATH
@@ -14,12 +15,14 @@
 ``demo`` runs the whole pipeline locally (Kafka broker, producer, Spark Structured
 Streaming job, snapshot queries) and checks the result (exit code 1 on a mismatch); it
 serves the job's Prometheus metrics while it runs (``--metrics-port``, a free port by
-default) and prints where. The demo lives in the test kit (``cdc_sink_testkit.demo``,
-installed from a clone with ``pip install -e testkit``); without it ``demo`` says so and
-exits with code 1. ``run`` runs the streaming job (:mod:`cdc_sink.job`; ``cdc-sink run
---help`` lists its flags). ``query``, ``versions`` and ``stats`` read a table with plain
-Python (no Spark); ``stats`` shows rows, memory, outstanding deltas and bytes on disk
-(:meth:`cdc_sink.table.Table.stats`), ``--json`` for machines.
+default) and prints where. With ``--remote sc://HOST:PORT`` a Spark Connect server runs
+the streaming query and the snapshot queries instead of a local Spark. The demo lives in
+the test kit (``cdc_sink_testkit.demo``, installed from a clone with ``pip install -e
+testkit``); without it ``demo`` says so and exits with code 1. ``run`` runs the
+streaming job (:mod:`cdc_sink.job`; ``cdc-sink run --help`` lists its flags). ``query``,
+``versions`` and ``stats`` read a table with plain Python (no Spark); ``stats`` shows
+rows, memory, outstanding deltas and bytes on disk (:meth:`cdc_sink.table.Table.stats`),
+``--json`` for machines.
 
 ``jars`` prints the paths of Spark's Kafka source jars for a Spark version, for
 ``spark-submit --jars`` (resolved from Maven Central once, then cached;
@@ -157,6 +160,14 @@ def _add_demo(sub: Any) -> None:
         default=None,
         help="schema registry (Confluent API) for --format debezium-avro (default: start "
         "the test kit's Apicurio registry for the run)",
+    )
+    demo.add_argument(
+        "--remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help="run the streaming query and the snapshot queries through this Spark Connect "
+        "server instead of a local Spark (it must reach the workdir and Kafka, have "
+        "Spark's Kafka source and cdc_sink installed)",
     )
 
 

@@ -11,6 +11,10 @@
          Kafka "orders.dead-letter"       spark.read.format("cdc_sink")
                                            .option("versionAsOf", v)   ──► checked
 
+Spark is a local one, or a Spark Connect server with ``remote`` (``--remote sc://...``:
+the server runs the streaming query and every micro-batch, see
+:mod:`cdc_sink_testkit.demo.query`).
+
 Two phases: produce half the stream and process it (``processAllAvailable``), note the
 version; produce the rest and process it. Then both versions are read back through
 Spark (and Python), compared with :class:`~cdc_sink_testkit.demo.expected.ExpectedTable`, and
@@ -47,6 +51,7 @@ from rich.table import Table as RichTable
 from cdc_sink.kafka.producer import FormatName
 from cdc_sink_testkit.demo.expected import ExpectedTable, diff_rows
 from cdc_sink_testkit.demo.orders import OrderRecord, generate_orders, orders_schema
+from cdc_sink_testkit.demo.query import DemoQuery, start_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,6 +81,8 @@ class DemoOptions:
         decoder_options: Options of the format's decoder.
         registry_url: The schema registry's Confluent API for ``debezium-avro``; ``None``
             starts the test kit's registry (Apicurio) for the demo's run.
+        remote: A Spark Connect server (``sc://host:port``) that runs the streaming
+            query and the snapshot queries; ``None``: a local Spark.
     """
 
     events: int = 20_000
@@ -90,6 +97,7 @@ class DemoOptions:
     metrics_host: str = "127.0.0.1"
     decoder_options: dict[str, Any] = field(default_factory=dict)
     registry_url: str | None = None
+    remote: str | None = None
 
 
 @dataclass
@@ -166,6 +174,7 @@ def run_from_args(args: Any) -> int:
         metrics_host=args.metrics_host,
         decoder_options=args.decoder_options,
         registry_url=getattr(args, "registry_url", None),
+        remote=getattr(args, "remote", None),
     )
     return run_demo(opts)
 
@@ -193,6 +202,8 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
         f"format [cyan]{opts.format}[/], apply mode [cyan]{opts.apply_mode}[/]"
     )
     console.print(f"workdir: {workdir}")
+    if opts.remote is not None:
+        console.print(f"spark: the Spark Connect server at {opts.remote}")
     run = _Running()
     try:
         _run_pipeline(opts, rep, run, workdir, records)
@@ -207,20 +218,18 @@ class _Running:
     """What the demo started and stops at the end, whatever happens."""
 
     kafka: Any = None
-    spark: SparkSession | None = None
-    query: Any = None
+    streaming: DemoQuery | None = None
     metrics_server: Any = None
     registry: Any = None
 
     def stop(self, console: Console) -> None:
         """Stops the query, Spark, Kafka and the metrics endpoint (those started)."""
-        if self.query is not None:
+        if self.streaming is not None:
             try:
-                self.query.stop()
-            except Exception as exc:  # already stopped or the JVM is gone
+                self.streaming.query.stop()
+            except Exception as exc:  # already stopped, or the JVM or server is gone
                 console.print(f"[dim]stopping the query: {exc}[/]")
-        if self.spark is not None:
-            self.spark.stop()
+            self.streaming.stop()
         if self.kafka is not None:
             self.kafka.stop()
         if self.registry is not None:
@@ -255,29 +264,32 @@ def _run_pipeline(
         encoder_options=None if registry is None else {"registry_url": registry},
     )
     dead_letter = KafkaDeadLetter(bootstrap, dlq_topic)
-    with rep.step("Spark"):
-        run.spark, run.query, sink_fn = _start_query(
+    with rep.step("Spark" if opts.remote is None else "Spark Connect"):
+        streaming = run.streaming = start_query(
             opts, bootstrap, topic, table_path, workdir, dead_letter, metrics
         )
     half = len(records) // 2
     versions, snapshots = _process_phases(
-        rep, producer, run.query, sink_fn, [records[:half], records[half:]]
+        rep, producer, streaming, table_path, [records[:half], records[half:]]
     )
     producer.close()
-    run.query.stop()
-    _check_query(run.query, rep)
-    _print_batches(sink_fn, rep.console)
+    streaming.query.stop()
+    _check_query(streaming.query, rep)
+    if opts.remote is None:
+        _print_batches(streaming.sink_fn, rep.console)
+    else:
+        rep.console.print("[dim]micro-batch statistics: in the Connect server's worker[/]")
 
     from cdc_sink.spark import register
 
-    register(run.spark)
+    register(streaming.spark)
     for v, snap in zip(versions, snapshots, strict=True):
         with rep.step(f"Snapshot query at version {v}"):
-            _snapshot_query(run.spark, table_path, v, snap, schema, rep)
+            _snapshot_query(streaming.spark, table_path, v, snap, schema, rep)
     with rep.step("Dead letters"):
         _check_dead_letters(dead_letter, records, rep)
         dead_letter.close()
-    _print_how_to_query(rep.console, table_path, versions)
+    _print_how_to_query(rep.console, table_path, versions, opts.remote)
 
 
 def _start_metrics(opts: DemoOptions, console: Console, run: _Running) -> Any:
@@ -334,10 +346,16 @@ def _start_registry(opts: DemoOptions, rep: _Report, run: _Running) -> str | Non
 
 
 def _process_phases(
-    rep: _Report, producer: Any, query: Any, sink_fn: Any, phases: Sequence[Sequence[OrderRecord]]
+    rep: _Report,
+    producer: Any,
+    streaming: DemoQuery,
+    table_path: str,
+    phases: Sequence[Sequence[OrderRecord]],
 ) -> tuple[list[int], list[dict[Any, Any]]]:
-    """Produces and processes each phase; returns the table version after each and the
-    expected state at it."""
+    """Produces and processes each phase; returns the table version after each (read
+    from the table: under Connect the sink ran in the server) and the expected state."""
+    import cdc_sink
+
     expected = ExpectedTable(orders_schema())
     versions: list[int] = []
     snapshots: list[dict[Any, Any]] = []
@@ -346,8 +364,9 @@ def _process_phases(
             _produce(producer, phase, rep.console, f"produce phase {i}")
             expected.apply_all(r.event if r.decodable else None for r in phase)
             t0 = time.perf_counter()
-            query.processAllAvailable()
-            v = sink_fn.table.version
+            streaming.query.processAllAvailable()
+            streaming.poll_progress()
+            v = cdc_sink.open_table(table_path).version
             versions.append(v)
             snapshots.append(expected.snapshot())
             rep.console.print(
@@ -372,54 +391,6 @@ def _summary(rep: _Report, total: float) -> int:
         return 1
     console.print(f"[bold green]demo passed[/] in {total:.1f}s")
     return 0
-
-
-def _start_query(
-    opts: DemoOptions,
-    bootstrap: str,
-    topic: str,
-    table_path: str,
-    workdir: Path,
-    dead_letter: Any,
-    metrics: Any,
-) -> tuple[SparkSession, Any, Any]:
-    from cdc_sink.metrics import attach_progress_listener
-    from cdc_sink.metrics.observer import BatchObserver
-    from cdc_sink.spark import sink
-    from cdc_sink.spark.session import local_spark
-
-    spark = local_spark("cdc_sink-demo")
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        sink_fn = sink(
-            table_path,
-            schema=orders_schema(),
-            format=opts.format,
-            app_id="cdc_sink-demo",
-            apply_mode=opts.apply_mode,
-            dead_letter=dead_letter,
-            decoder_options=opts.decoder_options,
-        )
-        BatchObserver(sink_fn, metrics).attach()
-        attach_progress_listener(spark, metrics, query_name="cdc_sink_demo")
-        source = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
-        )
-        query = (
-            source.writeStream.foreachBatch(sink_fn)
-            .option("checkpointLocation", str(workdir / "checkpoint"))
-            .trigger(processingTime=opts.trigger)
-            .queryName("cdc_sink_demo")
-            .start()
-        )
-    except BaseException:
-        spark.stop()
-        raise
-    return spark, query, sink_fn
 
 
 def _produce(producer: Any, records: Sequence[OrderRecord], console: Console, label: str) -> None:
@@ -569,14 +540,21 @@ def _check_dead_letters(dead_letter: Any, records: Sequence[OrderRecord], rep: _
     rep.check(f"dead letters == malformed records ({len(want)})", problems)
 
 
-def _print_how_to_query(console: Console, path: str, versions: Sequence[int]) -> None:
+def _print_how_to_query(
+    console: Console, path: str, versions: Sequence[int], remote: str | None
+) -> None:
     v1, v2 = versions[0], versions[-1]
+    session = (
+        "    from cdc_sink.spark.session import local_spark\n    spark = local_spark()\n"
+        if remote is None
+        else "    from pyspark.sql import SparkSession\n"
+        f"    spark = SparkSession.builder.remote({remote!r}).getOrCreate()\n"
+    )
     console.rule("[bold]Query the table yourself")
     console.print(
         "From pyspark (the table stays in the workdir):\n\n"
         "    import cdc_sink.spark\n"
-        "    from cdc_sink.spark.session import local_spark\n"
-        "    spark = local_spark()\n"
+        f"{session}"
         "    cdc_sink.spark.register(spark)\n"
         f'    df = spark.read.format("cdc_sink").option("versionAsOf", {v1}).load({path!r})\n'
         '    df.groupBy("status").count().show()\n\n'
