@@ -61,7 +61,7 @@ def us_per_event(res: dict[str, Any], *groups: str) -> float:
     events = res.get("cpu_window_events") or 0
     if not events:
         return float("nan")
-    return sum(res["cpu_window"].get(g, 0.0) for g in groups) / events * 1e6
+    return float(sum(res["cpu_window"].get(g, 0.0) for g in groups)) / events * 1e6
 
 
 def others_cores(res: dict[str, Any]) -> float:
@@ -72,7 +72,7 @@ def others_cores(res: dict[str, Any]) -> float:
     if not w.get("wall"):
         return float("nan")
     ours = sum(w.get(g, 0.0) for g in ("driver", "executors", "broker", "s3 server", "daemons"))
-    return (w.get("machine", 0.0) - ours) / w["wall"]
+    return float(w.get("machine", 0.0) - ours) / float(w["wall"])
 
 
 def setup_key(mode: str, master: str) -> str:
