@@ -7,8 +7,11 @@ why (:class:`GcPlan`); :func:`execute_gc` carries a plan out::
                version committed in the last ``retain_seconds``, and every version from
                ``keep_from`` on (the sink's dead-letter forwarding holds GC back)
     per bucket the newest snapshot at or below the horizon is kept with every segment
-               and snapshot after it, and every page file a kept manifest names
-    deleted    older snapshots and pages, segments at or below the kept snapshot, rejects
+               and snapshot after it, and every page file a kept manifest names; the
+               change feed's pre-images of the versions above the horizon (the changes of
+               the horizon itself need the version before it, which goes)
+    deleted    older snapshots and pages, segments at or below the kept snapshot,
+               pre-images at or below the horizon, rejects
                files of versions below the horizon, log entries below the horizon (a
                checkpoint keeps what they said), and orphans of failed attempts (files
                of a version above the newest that are older than the grace period:
@@ -21,10 +24,10 @@ object store with ``delete_many``), and finally drops the log entries below the
 horizon, oldest first.
 
 The candidates come from listing the table's store by prefix (``_wal``, ``_snapshots``,
-``_pages``, ``_rejects``); a listing only proposes them, the log, its checkpoint and the
-kept manifests decide what is live, and a listing that lags behind writes only delays a
-deletion to the next run. *Orphans* - files of a version above the newest, which no
-entry names yet - are where the backends differ: on a local store (one machine, one
+``_pages``, ``_change_data``, ``_rejects``); a listing only proposes them, the log, its
+checkpoint and the kept manifests decide what is live, and a listing that lags behind
+writes only delays a deletion to the next run. *Orphans* - files of a version above the
+newest, which no entry names yet - are where the backends differ: on a local store (one machine, one
 clock) a file older than the grace period is taken for a crashed attempt's, as always;
 on an object store an attempt's files are deleted only once its version has been
 committed by an entry that does not name them (docs/architecture.md, "Why a zombie
@@ -154,7 +157,7 @@ def plan_gc(
         s = history.snapshot_at(b, horizon)
         keep_snap[b] = s[0] if s else -1
         snap_refs[b] = s[1] if s else None
-    live = _live_files(scan, keep_snap)
+    live = _live_files(scan, keep_snap, horizon)
     _doomed_bucket_files(scan, live, policy.orphan_grace_seconds)
     _doomed_rejects(scan, horizon, policy.orphan_grace_seconds)
     for v in range(oldest, horizon):
@@ -177,12 +180,13 @@ def _horizon(scan: _Scan, policy: GcPolicy) -> int:
     return horizon
 
 
-def _live_files(scan: _Scan, keep_snap: dict[int, int]) -> set[str]:
+def _live_files(scan: _Scan, keep_snap: dict[int, int], horizon: int) -> set[str]:
     """Every bucket file a retained version needs (relative paths)."""
     live: set[str] = set()
     for b in range(scan.num_buckets):
         live.update(rel for sv, rel in scan.history.snapshots.get(b, []) if sv >= keep_snap[b])
         live.update(rel for v, rel in scan.history.segments.get(b, []) if v > keep_snap[b])
+        live.update(rel for v, rel in scan.history.images.get(b, {}).items() if v > horizon)
     for rel in [r for r in live if r.endswith(".manifest")]:
         live.update(read_manifest(scan.store, rel).files)
     return live
@@ -197,7 +201,7 @@ def _listed(scan: _Scan, prefix: str) -> list[ObjectInfo]:
 
 
 def _doomed_bucket_files(scan: _Scan, live: set[str], grace: float) -> None:
-    """Segments, manifests and page files no retained version needs."""
+    """Segments, manifests, page files and pre-images no retained version needs."""
     for sub in BUCKET_DIRS:
         for info in _listed(scan, sub):
             parts = info.key.split("/")

@@ -6,6 +6,7 @@ In memory only (rebuilt from ``_log/`` on open, extended as entries are read)::
     segments[bucket]  = [(version, segment path), ...]             ascending
     schemas           = [(version, schema id), ...]                every schema change
     bulk[bucket]      = [version, ...]                             ascending
+    images[bucket]    = {version: pre-images path}                 the change feed's
 
 A *bulk* version of a bucket is a data version whose entry names a snapshot of the bucket
 at that same version and no segment (a large load into a bucket without rows): the
@@ -14,7 +15,9 @@ replaying segments and must be loaded again.
 
 Bucket b at version v = newest snapshot s <= v, then the segments in (s, v]. A
 checkpoint (written by GC before it deletes old entries) carries the same lists as of
-its version in ``extra``, so deleting log entries loses nothing a retained version needs.
+its version in ``extra``, so deleting log entries loses nothing a retained version needs
+(the pre-images of a version are read only for its changes, which need the version before
+it: a checkpoint's own versions never need theirs, so it does not carry them).
 Every path of a checkpoint is checked to be a file of its kind inside the table
 (:func:`cdc_sink.storage.layout.checked`) before it joins the history; the log checks
 those of the entries it reads.
@@ -42,6 +45,7 @@ class History:
     segments: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     schemas: list[tuple[int, int]] = field(default_factory=list)
     bulk: dict[int, list[int]] = field(default_factory=dict)
+    images: dict[int, dict[int, str]] = field(default_factory=dict)
     upto: int = -1
 
     @classmethod
@@ -123,6 +127,8 @@ class History:
         for b, ref in e.buckets.items():
             if ref.segment:
                 self.segments.setdefault(int(b), []).append((e.version, ref.segment))
+            if ref.images:
+                self.images.setdefault(int(b), {})[e.version] = ref.images
             if ref.snapshot:
                 sv = _snap_version(ref.snapshot)
                 self.snapshots.setdefault(int(b), []).append((sv, ref.snapshot))

@@ -13,6 +13,8 @@ the Parquet dead-letter sink.
       _snapshots/<bucket>/<version>-<attempt>.manifest snapshot manifests (storage.snapshot)
       _pages/<bucket>/<version>-<attempt>.pages        snapshot pages
       _rejects/<version>-<attempt>.arrow               a version's rejected events
+      _change_data/<bucket>/<version>-<attempt>.arrow  the pre-images of a version's keys
+                                           (TableOptions.change_images; cdc_sink.changefeed)
       _dead_letters/<tag>.cursor           forwarding cursor of a dead-letter sink that
                                            keeps none (cdc_sink.dead_letters)
 
@@ -22,7 +24,7 @@ the Parquet dead-letter sink.
       .tmp-<name>-<pid>-<random>                 only while being written
 
 Paths stored in log entries and manifests are relative to the table root and use ``/``.
-A file name of the three bucket directories starts with the zero-padded version that wrote
+A file name of the four bucket directories starts with the zero-padded version that wrote
 it (:func:`file_version`); ``<attempt>`` is random, so two writers racing for one version
 never write the same file.
 
@@ -44,6 +46,7 @@ from cdc_sink.errors import WalCorruption
 
 __all__ = [
     "BUCKET_DIRS",
+    "CHANGE_DATA_DIR",
     "DEAD_LETTERS_DIR",
     "LOG_DIR",
     "PAGES_DIR",
@@ -64,6 +67,7 @@ __all__ = [
     "dead_letter_versions",
     "entry_name",
     "file_version",
+    "images_file",
     "is_table",
     "kind_of",
     "pages_file",
@@ -85,12 +89,13 @@ SNAPSHOTS_DIR = "_snapshots"
 PAGES_DIR = "_pages"
 REJECTS_DIR = "_rejects"
 DEAD_LETTERS_DIR = "_dead_letters"
-BUCKET_DIRS: tuple[str, ...] = (WAL_DIR, SNAPSHOTS_DIR, PAGES_DIR)
+CHANGE_DATA_DIR = "_change_data"
+BUCKET_DIRS: tuple[str, ...] = (WAL_DIR, SNAPSHOTS_DIR, PAGES_DIR, CHANGE_DATA_DIR)
 """The directories that hold one sub-directory per bucket of version-named files."""
 
 _VERSIONED = re.compile(r"^(\d{20})-[0-9a-f]+\.(?:wal|manifest|pages|arrow)$")
 
-PathKind = Literal["segment", "snapshot", "pages", "rejects", "entry", "checkpoint"]
+PathKind = Literal["segment", "snapshot", "pages", "rejects", "images", "entry", "checkpoint"]
 """What a path stored in a table file refers to (see :func:`checked`)."""
 
 _STEM = r"[0-9]{20}-[0-9a-f]+"
@@ -99,6 +104,7 @@ _KIND_PATTERNS: Final[dict[PathKind, re.Pattern[str]]] = {
     "snapshot": re.compile(rf"{SNAPSHOTS_DIR}/[0-9]+/{_STEM}\.manifest", re.ASCII),
     "pages": re.compile(rf"{PAGES_DIR}/[0-9]+/{_STEM}\.pages", re.ASCII),
     "rejects": re.compile(rf"{REJECTS_DIR}/{_STEM}\.arrow", re.ASCII),
+    "images": re.compile(rf"{CHANGE_DATA_DIR}/[0-9]+/{_STEM}\.arrow", re.ASCII),
     "entry": re.compile(rf"{LOG_DIR}/[0-9]{{20}}\.json", re.ASCII),
     "checkpoint": re.compile(rf"{LOG_DIR}/_checkpoint\.[0-9]{{20}}\.json", re.ASCII),
 }
@@ -153,6 +159,11 @@ def snapshot_manifest(bucket: int, stem: str) -> str:
 def pages_file(bucket: int, stem: str) -> str:
     """The relative path of a snapshot's page file of ``bucket``."""
     return f"{PAGES_DIR}/{bucket}/{stem}.pages"
+
+
+def images_file(bucket: int, stem: str) -> str:
+    """The relative path of the pre-images a version wrote for ``bucket``'s change feed."""
+    return f"{CHANGE_DATA_DIR}/{bucket}/{stem}.arrow"
 
 
 def rejects_file(stem: str) -> str:
@@ -237,7 +248,7 @@ def checked(kind: PathKind, rel: object, *, source: str, ref: str | None = None)
 
     Args:
         kind: What the reference is for: ``"segment"``, ``"snapshot"`` (a manifest),
-            ``"pages"``, ``"rejects"``, ``"entry"`` or ``"checkpoint"``.
+            ``"pages"``, ``"rejects"``, ``"images"``, ``"entry"`` or ``"checkpoint"``.
         rel: The path as stored (any JSON value).
         source: The file that holds the reference (named by the error).
         ref: Where in ``source`` the reference is (e.g. ``"bucket 3 segment"``).

@@ -113,18 +113,26 @@ class BucketRef:
     Attributes:
         segment: The WAL segment holding the bucket's transaction, if any.
         snapshot: A snapshot of the bucket written at this version, if any.
+        images: The pre-images of the keys the segment's events name, written with it
+            for the change feed (``TableOptions.change_images``), if any.
     """
 
     segment: str | None
     snapshot: str | None = None
+    images: str | None = None
 
     def __post_init__(self) -> None:
         _opt_str(self.segment, "BucketRef.segment")
         _opt_str(self.snapshot, "BucketRef.snapshot")
+        _opt_str(self.images, "BucketRef.images")
 
     def to_dict(self) -> dict[str, str | None]:
-        """The JSON object form."""
-        return {"segment": self.segment, "snapshot": self.snapshot}
+        """The JSON object form (``images`` only when set: entries without it read as
+        before)."""
+        d = {"segment": self.segment, "snapshot": self.snapshot}
+        if self.images is not None:
+            d["images"] = self.images
+        return d
 
     @classmethod
     def from_dict(cls, obj: object) -> BucketRef:
@@ -135,7 +143,7 @@ class BucketRef:
             KeyError: A field is missing.
         """
         d = _dict(obj, "bucket ref")
-        return cls(segment=d["segment"], snapshot=d["snapshot"])
+        return cls(segment=d["segment"], snapshot=d["snapshot"], images=d.get("images"))
 
 
 @dataclass(frozen=True)
@@ -203,7 +211,7 @@ class LogEntry(_JsonRecord):
             source: The entry's file (named by the error).
 
         Raises:
-            WalCorruption: A segment, snapshot or rejects path is not one
+            WalCorruption: A segment, snapshot, images or rejects path is not one
                 (:func:`cdc_sink.storage.layout.checked`).
         """
         for bucket, ref in self.buckets.items():
@@ -211,6 +219,8 @@ class LogEntry(_JsonRecord):
                 checked("segment", ref.segment, source=source, ref=f"bucket {bucket} segment")
             if ref.snapshot is not None:
                 checked("snapshot", ref.snapshot, source=source, ref=f"bucket {bucket} snapshot")
+            if ref.images is not None:
+                checked("images", ref.images, source=source, ref=f"bucket {bucket} images")
         if self.rejects is not None:
             checked("rejects", self.rejects, source=source, ref="rejects")
 
