@@ -6,7 +6,8 @@ A commit of version ``v`` happens in two steps, which may run in different proce
     prepare  once per bucket the batch touches (on the driver, or on the executor that
              owns the bucket): bring the bucket's tablet to v - 1, write the batch as a
              WAL segment unique to this attempt (fsynced) -- or, for a large batch into
-             an empty bucket, as a snapshot of the bucket at v (the bulk path) --, maybe
+             an empty bucket, as a snapshot of the bucket at v (the bulk path) --, with
+             TableOptions.change_images the pre-images of its keys beside it, maybe
              snapshot v - 1, and apply the batch in memory as pending version v
     commit   once per version, on the driver: write the rejects file, then create log
              entry v exclusively, naming every prepared bucket's file -> visible
@@ -28,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink import maintenance
+from cdc_sink.changefeed.stored import capture_preimages, write_preimages
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.pending import PendingBucket
@@ -66,6 +68,8 @@ class PreparedBucket:
         reject_positions: Input positions of events the tablet refused.
         reject_reasons: Their reasons.
         files: Other files written by this attempt (snapshot page files).
+        images: The change feed's pre-images written with the segment
+            (``TableOptions.change_images``), if any.
     """
 
     bucket: int
@@ -76,6 +80,7 @@ class PreparedBucket:
     reject_positions: np.ndarray
     reject_reasons: list[str]
     files: list[str] = field(default_factory=list)
+    images: str | None = None
 
     def rejects(self) -> Rejects:
         """The events the bucket's tablet refused."""
@@ -247,13 +252,37 @@ def _write(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     written = [seg]
     pending = PendingBucket(version=version, segment=seg)
     try:
+        images = _write_images(s, plan, written)
         snap = maintenance.maybe_snapshot(s, t, plan.schema_id, written, len(plan.batch), pending)
         res = t.apply(plan.batch, version)
     except BaseException:
         s.discard(written)
         raise
-    files = [f for f in written if f != seg]
-    return _prepared(plan.bucket, version, seg, snap, res, files), pending
+    files = [f for f in written if f not in (seg, images)]
+    prepared = _prepared(plan.bucket, version, seg, snap, res, files)
+    prepared.images = images
+    return prepared, pending
+
+
+def _write_images(s: TableState, plan: _Plan, written: list[str]) -> str | None:
+    """With ``change_images``: the pre-images of the batch's keys, read from the tablet
+    before the batch is applied and written beside the segment (appended to
+    ``written``); their key, or None (option off, or a batch they cannot serve)."""
+    if not s.options.change_images:
+        return None
+    rows = capture_preimages(plan.tablet, plan.batch)
+    if rows is None:
+        return None
+    rel = write_preimages(
+        s.store,
+        plan.bucket,
+        plan.version,
+        plan.schema_id,
+        rows,
+        compression=s.options.wal_compression,
+    )
+    written.append(rel)
+    return rel
 
 
 def _write_bulk(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
@@ -326,7 +355,10 @@ def _commit(
     if rejects is not None and rejects.num_rows:
         rejects_rel = write_rejects(s.store, version, rejects)
         fault_point("table.rejects_written")
-    refs = {p.bucket: BucketRef(segment=p.segment, snapshot=p.snapshot) for p in prepared}
+    refs = {
+        p.bucket: BucketRef(segment=p.segment, snapshot=p.snapshot, images=p.images)
+        for p in prepared
+    }
     offsets = {
         str(t): {str(p): int(o) for p, o in parts.items()}
         for t, parts in (source_offsets or {}).items()
@@ -400,8 +432,8 @@ def _committed_as(s: TableState, version: int, prepared: Sequence[PreparedBucket
         entry = s.log.read(version)
     except (VersionNotFound, FileNotFoundError):
         return False
-    mine = {p.bucket: (p.segment, p.snapshot) for p in prepared}
-    return {b: (r.segment, r.snapshot) for b, r in entry.buckets.items()} == mine
+    mine = {p.bucket: (p.segment, p.snapshot, p.images) for p in prepared}
+    return {b: (r.segment, r.snapshot, r.images) for b, r in entry.buckets.items()} == mine
 
 
 # ---------------------------------------------------------------------- abort
@@ -421,5 +453,5 @@ def abort_prepared(s: TableState, version: int, prepared: Sequence[PreparedBucke
             if pb.version == version:
                 del s.pending[b]
         for p in prepared:
-            files = [p.segment, p.snapshot, *p.files]
+            files = [p.segment, p.snapshot, p.images, *p.files]
             s.discard([f for f in files if f])

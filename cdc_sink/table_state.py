@@ -100,6 +100,17 @@ class TableOptions:
     bytes than lz4, but a reopen's replay waits for its slower decompression
     (docs/benchmarks.md, "zstd pages by default", "WAL codec", and "Compact WAL", "Where
     the time goes"). Batches under 4,096 events are never compressed."""
+    change_images: bool = False
+    """Each commit of this process also writes, beside a bucket's WAL segment, the
+    pre-images of the keys its events name (every column as of the version before, Arrow
+    IPC with the ``wal_compression`` codec), named by the log entry, so that a reader
+    of the change feed that does not hold the versions in memory reads the version's
+    changes from that object and the segment instead of opening the bucket and reading
+    the pages of the changed rows (Delta's ``delta.enableChangeDataFeed``;
+    docs/architecture.md, "Change feed"). Off by default: it costs the writer a gather of
+    those rows (page reads for rows whose pages it has not read yet) and an object per
+    bucket per version. A version written without them (older ones, another writer
+    without the option, a batch with a truncate) is read from pages as before."""
     retain_versions: int = 100
     """GC keeps at least this many newest versions ..."""
     retain_seconds: float = 3600.0
@@ -172,7 +183,7 @@ class TableOptions:
 
 def _immutable(key: str) -> bool:
     """Whether ``key`` names an object never rewritten under its name (an attempt's)."""
-    return kind_of(key) in ("segment", "snapshot", "pages", "rejects")
+    return kind_of(key) in ("segment", "snapshot", "pages", "rejects", "images")
 
 
 def open_location(

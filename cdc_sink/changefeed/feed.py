@@ -5,10 +5,12 @@ bucket and, within a bucket, version by version, visiting only the versions that
 the bucket (its WAL segments, bulk loads and schema changes that give rows a new value,
 from the table's history). For each it needs a tablet holding the version and the one
 before with the version's deltas apart: the writer's own tablet when it retains both in
-memory, else one loaded at the version before (newest snapshot, pages read lazily, then
-the segments after it) and replayed one segment at a time. The rows and images of a
-version come from :mod:`cdc_sink.changefeed.images` (docs/architecture.md, "Change
-feed").
+memory; else, for a version written with ``TableOptions.change_images``, a small tablet
+of the keys its segment names, rebuilt from the pre-images stored with it
+(:mod:`cdc_sink.changefeed.stored`: no page and no key index of the bucket is read);
+else one loaded at the version before (newest snapshot, pages read lazily, then the
+segments after it) and replayed one segment at a time. The rows and images of a version
+come from :mod:`cdc_sink.changefeed.images` (docs/architecture.md, "Change feed").
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from cdc_sink.changefeed.images import (
     full_images,
     set_images,
 )
+from cdc_sink.changefeed.stored import POST, PRE, read_preimages, replay_tablet
 from cdc_sink.errors import InvalidOption, VersionNotFound, WalCorruption
 from cdc_sink.filters import evaluate, parse_filter
 from cdc_sink.schema import Column
+from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.tablet import MemTablet
 
 if TYPE_CHECKING:
@@ -160,25 +164,32 @@ def _versions(state: TableState, bucket: int, plan: FeedPlan) -> list[tuple[int,
 
 
 @contextmanager
-def _holding(state: TableState, bucket: int, v: int, own: MemTablet | None) -> Iterator[MemTablet]:
-    """A tablet of ``bucket`` holding ``v - 1`` and ``v`` with ``v``'s deltas apart: the
-    writer's (pinned) when it retains both, else ``own`` brought to ``v`` (loaded at
-    ``v - 1`` first when it is missing or past it)."""
+def _writers(
+    state: TableState, bucket: int, v: int, own: MemTablet | None
+) -> Iterator[MemTablet | None]:
+    """The writer's tablet of ``bucket``, pinned at ``v - 1`` and ``v``, when it retains
+    both (and is not ``own``); else None."""
     w = state.tablets.get(bucket)
     if w is not None and w is not own and w.oldest <= v - 1 and v <= w.committed:
         with ExitStack() as pins:
             try:
                 pins.enter_context(w.pin(v - 1))
                 pins.enter_context(w.pin(v))
-            except VersionNotFound:  # the writer released v - 1 meanwhile: load it
+            except VersionNotFound:  # the writer released v - 1 meanwhile
                 pass
             else:
                 yield w
                 return
+    yield None
+
+
+def _brought_to(state: TableState, bucket: int, v: int, own: MemTablet | None) -> MemTablet:
+    """``own`` brought to ``v`` with ``v``'s deltas apart (loaded at ``v - 1`` first when
+    it is missing or past it)."""
     if own is None or own.committed > v - 1:
         own = state.load_bucket(bucket, v - 1)
     state.replay(own, own.committed, v)
-    yield own
+    return own
 
 
 def _records(plan: FeedPlan, v: int, arrays: list[pa.Array], codes: np.ndarray) -> pa.RecordBatch:
@@ -192,16 +203,37 @@ def _records(plan: FeedPlan, v: int, arrays: list[pa.Array], codes: np.ndarray) 
 
 
 def _version_records(
-    state: TableState, plan: FeedPlan, t: MemTablet, v: int, ch: ChangedRows, bulk: bool
+    state: TableState,
+    plan: FeedPlan,
+    t: MemTablet,
+    v: int,
+    ch: ChangedRows,
+    bulk: bool,
+    at: tuple[int, int] | None = None,
 ) -> pa.RecordBatch:
-    post = (t, v, state.schema_at(v))
+    """The records of version ``v`` from ``t``, which holds the versions before and
+    after it at ``at`` (default ``(v - 1, v)``)."""
+    before, after = at or (v - 1, v)
+    post = (t, after, state.schema_at(v))
     if plan.set_columns_only:
         arrays, codes, masks = set_images(post, ch, plan.columns, plan.nkeys)
         arrays += [pa.array(m) for m in masks]
     else:
-        pre = None if bulk else (t, v - 1, state.schema_at(v - 1))
+        pre = None if bulk else (t, before, state.schema_at(v - 1))
         arrays, codes = full_images(pre, post, ch, plan.columns)
     return _records(plan, v, arrays, codes)
+
+
+def _stored_records(
+    state: TableState, plan: FeedPlan, bucket: int, v: int, images: str
+) -> pa.RecordBatch:
+    """The records of data version ``v`` from its stored pre-images and its segment,
+    without the bucket's tablet (:mod:`cdc_sink.changefeed.stored`)."""
+    schema = state.schema_at(v)
+    ((_, seg),) = state.history.segments_between(bucket, v - 1, v)
+    _, batch = read_change_segment(state.store, seg, schema)
+    t = replay_tablet(schema, read_preimages(state.store, images, schema), batch, bucket=bucket)
+    return _version_records(state, plan, t, v, changed_rows(t, POST), False, (PRE, POST))
 
 
 def bucket_changes(state: TableState, plan: FeedPlan, bucket: int) -> list[pa.RecordBatch]:
@@ -220,8 +252,13 @@ def bucket_changes(state: TableState, plan: FeedPlan, bucket: int) -> list[pa.Re
                     _version_records(state, plan, own, v, all_live_rows(own, v, before=False), True)
                 )
                 continue
-            with _holding(state, bucket, v, own) as t:
-                if t is not state.tablets.get(bucket):
+            images = state.history.images.get(bucket, {}).get(v) if kind == "data" else None
+            with _writers(state, bucket, v, own) as w:
+                if w is None and images is not None:  # stored pre-images: no tablet
+                    out.append(_stored_records(state, plan, bucket, v, images))
+                    continue
+                t = w if w is not None else _brought_to(state, bucket, v, own)
+                if w is None:
                     own = t
                 ch = changed_rows(t, v) if kind == "data" else all_live_rows(t, v, before=True)
                 out.append(_version_records(state, plan, t, v, ch, False))

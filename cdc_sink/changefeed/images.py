@@ -30,6 +30,8 @@ __all__ = [
     "all_live_rows",
     "changed_rows",
     "full_images",
+    "gather_columns",
+    "live_at",
     "set_images",
 ]
 
@@ -56,7 +58,7 @@ class ChangedRows:
     set_masks: dict[int, np.ndarray]
 
 
-def _live(t: MemTablet, rows: np.ndarray, version: int) -> np.ndarray:
+def live_at(t: MemTablet, rows: np.ndarray, version: int) -> np.ndarray:
     """Per row id of ``rows`` (sorted, unique), whether it is live at ``version``."""
     live = rows < t.row_count_at(version)
     dv = t.deletion_vector(version)
@@ -86,7 +88,7 @@ def changed_rows(t: MemTablet, version: int) -> ChangedRows:
         parts.append(np.asarray((dv0 ^ dv1).to_array(), dtype=np.int64))
     rows = np.unique(np.concatenate(parts))
     masks = {cid: np.isin(rows, r, assume_unique=True) for cid, r in delta_rows.items()}
-    return ChangedRows(rows, _live(t, rows, prev), _live(t, rows, version), masks)
+    return ChangedRows(rows, live_at(t, rows, prev), live_at(t, rows, version), masks)
 
 
 def all_live_rows(t: MemTablet, version: int, *, before: bool) -> ChangedRows:
@@ -94,7 +96,7 @@ def all_live_rows(t: MemTablet, version: int, *, before: bool) -> ChangedRows:
     a schema change that gives existing rows a new value) or not (a bulk load into a
     bucket that held no rows, which wrote every cell)."""
     rows = np.arange(t.row_count_at(version), dtype=np.int64)
-    live = _live(t, rows, version)
+    live = live_at(t, rows, version)
     rows = rows[live]
     ones = np.ones(len(rows), dtype=bool)
     if before:
@@ -102,7 +104,7 @@ def all_live_rows(t: MemTablet, version: int, *, before: bool) -> ChangedRows:
     return ChangedRows(rows, np.zeros(len(rows), dtype=bool), ones, dict.fromkeys(t.columns, ones))
 
 
-def _gather(
+def gather_columns(
     t: MemTablet, rows: np.ndarray, version: int, cols: Sequence[Column], schema: TableSchema
 ) -> list[pa.Array]:
     """The values of ``cols`` (columns of the output schema) for ``rows`` at ``version``,
@@ -151,11 +153,11 @@ def full_images(
     """
     b_rows, a_rows = ch.rows[ch.before], ch.rows[ch.after]
     pre_vals = (
-        _gather(pre[0], b_rows, pre[1], cols, pre[2])
+        gather_columns(pre[0], b_rows, pre[1], cols, pre[2])
         if pre
         else [pa.array([], type=c.type) for c in cols]
     )
-    post_vals = _gather(post[0], a_rows, post[1], cols, post[2])
+    post_vals = gather_columns(post[0], a_rows, post[1], cols, post[2])
     both = ch.before & ch.after
     # Positions of the rows live on both sides within the pre- and post-image arrays.
     pb = (np.cumsum(ch.before) - 1)[both]
@@ -213,10 +215,10 @@ def set_images(
     rows = ch.rows[keep]
     after = ch.after[keep]
     masks = [m[keep] for m in wrote]
-    vals = _gather(post[0], rows, post[1], cols[:nkeys], post[2])
+    vals = gather_columns(post[0], rows, post[1], cols[:nkeys], post[2])
     for c, m in zip(cols[nkeys:], masks, strict=True):
         # Only the written cells: they are in the version's delta, so no page is read.
-        got = _gather(post[0], rows[m], post[1], [c], post[2])[0]
+        got = gather_columns(post[0], rows[m], post[1], [c], post[2])[0]
         full = pa.concat_arrays([got, pa.nulls(1, type=c.type)])
         vals.append(full.take(pa.array(np.where(m, np.cumsum(m) - 1, len(got)))))
     before = ch.before[keep]
