@@ -5,14 +5,19 @@ the feed replayed onto the snapshot at a gives the snapshot at b, and equals the
 consecutive snapshots computed by the tests' reference (tests/changefeed/diff.py), both
 from the writer (its tablets in memory) and from a table opened afresh (loaded from
 snapshots and segments); and per version, ``set_columns_only`` agrees with the full feed
-and its written cells hold the version's values."""
+and its written cells hold the version's values. All of it with the writer storing the
+pre-images of its versions (``TableOptions.change_images``: the versions it no longer
+holds in memory, and every version of the table opened afresh, are read from them and
+their segments, except those with a truncate) and without."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,10 +45,14 @@ def _schema_change(data: st.DataObject, table: Table) -> None:
         table.rename_column(data.draw(st.sampled_from(droppable)), f"r{next(_FRESH)}")
 
 
-def _build(data: st.DataObject, root: Path) -> Table:
+def _options(images: bool) -> TableOptions:
+    return dataclasses.replace(TableOptions.for_tests(), change_images=images)
+
+
+def _build(data: st.DataObject, root: Path, images: bool) -> Table:
     schema = data.draw(schemas())
     keys = data.draw(key_pool(schema))
-    table = cdc_sink.create_table(root, schema, options=TableOptions.for_tests())
+    table = cdc_sink.create_table(root, schema, options=_options(images))
     for _ in range(data.draw(st.integers(1, 7))):
         if data.draw(st.integers(0, 4)) == 0:
             _schema_change(data, table)
@@ -102,12 +111,15 @@ def _check_set_columns_only(table: Table) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+@pytest.mark.parametrize("images", [False, True], ids=["pages", "stored-images"])
 @given(data=st.data())
 def test_feed_replays_onto_start_and_equals_reference_diff(
-    data: st.DataObject, tmp_path_factory: Any
+    images: bool, data: st.DataObject, tmp_path_factory: Any
 ) -> None:
     root = tmp_path_factory.mktemp("feed") / "t"
-    writer = _build(data, root)
+    writer = _build(data, root, images)
+    if not images:  # the option is off by default: nothing is stored
+        assert not any(r.images for e in writer.log.entries() for r in e.buckets.values())
     _check_pairs(writer)
     reader = cdc_sink.open_table(root, options=TableOptions.for_tests())
     _check_pairs(reader)
