@@ -13,6 +13,7 @@ first time) followed by an ``upsert`` that creates it. Applied a second time the
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -44,8 +45,10 @@ def schema() -> TableSchema:
 
 
 def options() -> TableOptions:
-    """Test-sized options: tiny pages, frequent snapshots, compaction and GC."""
-    return TableOptions.for_tests()
+    """Test-sized options: tiny pages, frequent snapshots, compaction and GC; every
+    commit also stores the change feed's pre-images (``change_images``), so the crash
+    tests cover that write too."""
+    return dataclasses.replace(TableOptions.for_tests(), change_images=True)
 
 
 def marker_key(i: int) -> int:
