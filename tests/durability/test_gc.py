@@ -157,7 +157,7 @@ def test_orphans_of_a_lost_commit_race_are_removed_by_the_loser(durable_dir: Pat
         committed = {
             os.path.join(str(durable_dir), r)
             for ref in won.buckets.values()
-            for r in (ref.segment, ref.snapshot)
+            for r in (ref.segment, ref.snapshot, ref.images)
             if r
         }
         if won.rejects is not None:  # the winner's rejects are committed with its entry
