@@ -8,6 +8,7 @@ reported, never read around."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ def _options(images: bool) -> TableOptions:
     return dataclasses.replace(TableOptions.for_tests(), change_images=images)
 
 
-def _table(root: Path, images: bool) -> Table:
-    t = cdc_sink.create_table(root, SCHEMA, options=_options(images))
+def _table(root: Path | str, images: bool, storage: dict[str, str] | None = None) -> Table:
+    t = cdc_sink.create_table(root, SCHEMA, options=_options(images), storage_options=storage)
     t.apply(
         [{"op": "insert", "key": {"id": i}, "set": {"a": f"x{i}", "b": i}} for i in range(ROWS)]
     )
@@ -98,6 +99,32 @@ def test_a_cold_reader_of_stored_images_reads_no_page_and_opens_no_bucket(
     assert on.log.read(v).buckets[0].images is not None
     assert _sorted(on.changes(v - 1, v, set_columns_only=only)) == want[True] == want[False]
     assert (reads.pages, reads.loads) == (0, 0)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_on_each_backend_a_cold_reader_gets_the_changes_from_two_objects(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the object-store interface: a table on the S3 server reads the same."""
+    url, storage = str(tmp_path / "t"), None
+    if backend == "s3":
+        server = request.getfixturevalue("s3_server")
+        url, storage = server.url(f"t-{uuid.uuid4().hex}"), server.storage_options()
+    t = _table(url, True, storage)
+    v = t.apply(BATCH).version
+    want = _sorted(t.changes(v - 1, v))
+    reads = _Reads(monkeypatch)
+    cold = cdc_sink.open_table(url, options=TableOptions.for_tests(), storage_options=storage)
+    store, keys = cold._state.store, []
+    for name in ("get", "get_range"):
+        call = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda k, *a, _c=call: keys.append(k) or _c(k, *a))
+    assert _sorted(cold.changes(v - 1, v)) == want
+    assert (reads.pages, reads.loads) == (0, 0)
+    ref = cold.log.read(v).buckets[0]
+    assert sorted(k for k in keys if not k.startswith(("_log/", "_schema/"))) == sorted(
+        [ref.segment, ref.images]
+    )
 
 
 def test_a_batch_with_a_truncate_stores_no_images_and_is_read_from_pages(
