@@ -9,8 +9,9 @@ cluster. Settings come from flags, ``CDC_SINK_*`` environment variables or a TOM
 settings from a client properties file (``--client-properties``).
 
 Run it with spark-submit (cdc_sink and its Python dependencies installed on the driver
-and every executor, e.g. ``pip install cdc_sink`` in the image, or ``--py-files`` with a
-wheel when the executors already have pyarrow, numpy and pyroaring)::
+and every executor, e.g. ``pip install cdc_sink`` in the image, or a virtual environment
+packed with venv-pack and shipped with ``--archives``: README.md, "Run on a cluster";
+``--py-files`` with the wheel does not work, docs/deployment.md says why)::
 
     spark-submit \\
       --master 'local[4]' \\
