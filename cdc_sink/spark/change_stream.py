@@ -35,7 +35,11 @@ stops at the version that was latest when the query started; ``Trigger.Once`` re
 The records' columns are fixed when the query starts (``columns``, default every column
 of the latest version): a column added later is not read; a column of the stream that a
 later version drops fails the micro-batch with :class:`~cdc_sink.errors.InvalidOption`
-naming that version. A stream whose position GC collected fails with
+naming that version. A schema given with ``spark.readStream.schema(...)`` must be the
+change feed's for those columns (or for the value columns it names, without
+``columns``): the same fields in the same order, of the same types, nullable wherever the
+feed's are; any other fails at the start with :class:`~cdc_sink.errors.SchemaMismatch`
+naming each field that differs. A stream whose position GC collected fails with
 :class:`~cdc_sink.changefeed.ChangesNotRetained`, naming the oldest readable version.
 A stream without ``readChangeFeed`` is refused (:class:`StreamNeedsChangeFeed`).
 """
@@ -56,7 +60,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
-from cdc_sink.errors import InvalidOption
+from cdc_sink.changefeed import META_COLUMNS
+from cdc_sink.errors import InvalidOption, SchemaMismatch
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark.change_feed import _bound, _flag, _opt, wants_feed
 from cdc_sink.spark.types import arrow_schema, conform_batch, spark_type
@@ -68,6 +73,7 @@ __all__ = [
     "ChangeStreamPartition",
     "ChangeStreamReader",
     "StreamNeedsChangeFeed",
+    "check_given_schema",
     "estimated_records",
     "range_free",
     "stream_reader",
@@ -78,7 +84,6 @@ SNAPSHOT = -1
 """The offset before every version: the micro-batch from it is the table at its end
 offset, every live row an ``insert``."""
 
-_META = 3  # _change_type, _commit_version, _commit_timestamp
 _TABLES = TableCache()
 
 
@@ -148,24 +153,84 @@ def stream_schema(options: Mapping[str, str]) -> StructType:
         TableNotFound: No table at the path.
     """
     table = _TABLES.get(_path(options))
+    return _feed_schema(table, _columns(options), _flag(options, "setColumnsOnly"))
+
+
+def _feed_schema(table: Table, columns: tuple[str, ...] | None, only: bool) -> StructType:
+    """The Spark schema of the records of ``columns`` (None: all) at the latest version."""
     latest = table.version
-    empty = table.changes(
-        latest,
-        latest,
-        columns=_columns(options),
-        set_columns_only=_flag(options, "setColumnsOnly"),
-        buckets=[],
-    )
+    empty = table.changes(latest, latest, columns=columns, set_columns_only=only, buckets=[])
     return StructType([StructField(f.name, spark_type(f.type), f.nullable) for f in empty.schema])
+
+
+def _differences(given: StructType, feed: StructType) -> list[str]:
+    """What differs between a given schema and the feed's, field by field."""
+    have = {f.name: f for f in given.fields}
+    want = {f.name: f for f in feed.fields}
+    out = [f"{n!r} is missing" for n in want if n not in have]
+    out += [f"{n!r} is not in the change feed" for n in have if n not in want]
+    for n in [n for n in want if n in have]:
+        g, f = have[n], want[n]
+        if g.dataType != f.dataType:
+            out.append(
+                f"{n!r} is {g.dataType.simpleString()}, the feed's is {f.dataType.simpleString()}"
+            )
+        elif f.nullable and not g.nullable:
+            out.append(f"{n!r} is declared not null, the feed's is nullable")
+    if not out and given.names != feed.names:
+        out.append(f"the fields are in another order (the feed's: {feed.names})")
+    return out
+
+
+def check_given_schema(options: Mapping[str, str], given: StructType) -> tuple[str, ...]:
+    """Checks a schema given with ``spark.readStream.schema(...)`` against the table's
+    change feed (see the module docstring); returns the columns the records hold.
+
+    Without the ``columns`` option the given schema names the value columns read (its
+    fields that are neither key, mask nor metadata columns, in its order).
+
+    Raises:
+        SchemaMismatch: The schemas differ; the message names every field that does.
+        InvalidOption: No path.
+        TableNotFound: No table at the path.
+    """
+    table = _TABLES.get(_path(options))
+    only = _flag(options, "setColumnsOnly")
+    columns = _columns(options)
+    if columns is None:
+        latest = table.schema
+        skip = {*latest.primary_key, *META_COLUMNS}
+        columns = tuple(
+            n
+            for n in given.names
+            if n not in skip and latest.has_column(n) and not _is_mask(n, only, latest.names)
+        )
+    feed = _feed_schema(table, columns, only)
+    diffs = _differences(given, feed)
+    if diffs:
+        raise SchemaMismatch(
+            f"cdc_sink: the schema given to spark.readStream is not the change feed's of"
+            f" {table.root} (columns {list(columns)}"
+            f"{', setColumnsOnly' if only else ''}): {'; '.join(diffs)}."
+            f" The change feed's schema: {feed.simpleString()}"
+        )
+    nkeys = len(table.schema.primary_key)
+    return tuple(feed.names[: nkeys + len(columns)])
+
+
+def _is_mask(name: str, only: bool, names: list[str]) -> bool:
+    """Whether ``name`` is a ``_set_<column>`` mask of a set-columns-only stream."""
+    return only and name.startswith("_set_") and name[len("_set_") :] in names
 
 
 def stream_reader(options: Mapping[str, str], schema: StructType) -> ChangeStreamReader:
     """The stream reader of ``spark.readStream.format("cdc_sink")`` (``schema`` as
-    :func:`stream_schema` gave it).
+    :func:`stream_schema` gave it, or as the user gave it: :func:`check_given_schema`).
 
     Raises:
         StreamNeedsChangeFeed: ``readChangeFeed`` is not ``true``.
         InvalidOption: A malformed option, or ``endingVersion``/``endingTimestamp``.
+        SchemaMismatch: ``schema`` is not the change feed's.
     """
     if not wants_feed(options):
         raise StreamNeedsChangeFeed(
@@ -182,12 +247,10 @@ def stream_reader(options: Mapping[str, str], schema: StructType) -> ChangeStrea
     path = _path(options)
     only = _flag(options, "setColumnsOnly")
     table = _TABLES.get(path)
-    nkeys = len(table.schema.primary_key)
-    values = len(schema.fields) - _META - nkeys
-    ncols = nkeys + (values // 2 if only else values)
+    columns = check_given_schema(options, schema)
     stream = ChangeStream(
         path=path,
-        columns=tuple(schema.names[:ncols]),
+        columns=columns,
         set_columns_only=only,
         schema=schema,
         num_buckets=table.schema.num_buckets,
