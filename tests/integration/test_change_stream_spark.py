@@ -5,7 +5,9 @@ starts from the latest snapshot when given no startingVersion, honours
 maxVersionsPerTrigger (also under Trigger.AvailableNow) and maxRowsPerTrigger, refuses a
 stream without readChangeFeed, fails with the error naming the oldest readable version
 when GC collected its range, gives setColumnsOnly records (the snapshot fully set, then
-the written cells), and fails naming the version that dropped one of its columns."""
+the written cells), fails naming the version that dropped one of its columns, and takes
+a schema given to readStream only when it is the change feed's (for the columns it
+names)."""
 
 from __future__ import annotations
 
@@ -279,3 +281,42 @@ def test_a_column_dropped_under_a_running_stream_fails_it_naming_the_version(
             q.processAllAvailable()
     finally:
         q.stop()
+
+
+_DDL = "id BIGINT, {} _change_type STRING, _commit_version BIGINT, _commit_timestamp TIMESTAMP"
+
+
+def test_a_schema_given_to_read_stream_is_checked_against_the_change_feed(
+    spark: SparkSession, tables: tuple[Table, Table], tmp_path: Path
+) -> None:
+    """One naming some of the feed's columns reads them; one whose field differs from the
+    feed's fails the query's start naming the field."""
+    source, _ = tables
+    _commit(source, random.Random(21), 0, 2)
+    cdc_sink.spark.register(spark)
+    reader = spark.readStream.format("cdc_sink").option("readChangeFeed", "true")
+    batches: list[Any] = []
+    q = (
+        reader.schema(_DDL.format("n BIGINT,"))
+        .option("startingVersion", 1)
+        .load(source.root)
+        .writeStream.foreachBatch(lambda df, _: batches.append(df.toArrow()))
+        .option("checkpointLocation", str(tmp_path / "good"))
+        .start()
+    )
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    names = ["id", "n", "_change_type", "_commit_version"]
+    assert batches and all(b.column_names[:2] == ["id", "n"] for b in batches)
+    got = sorted((r for b in batches for r in _rows_of(b, names)), key=repr)
+    assert got == _rows_of(source.changes(0, source.version, columns=["n"]), names)
+    bad = reader.schema(_DDL.format("n STRING,")).load(source.root)
+    with pytest.raises(Exception, match="'n' is string, the feed's is bigint"):
+        q = bad.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "bad"))
+        q = q.start()
+        try:
+            q.processAllAvailable()
+        finally:
+            q.stop()
