@@ -8,7 +8,7 @@ Usage::
         [--repeat 3] [--data /tmp/cdc_feed_data] [--table /tmp/cdc_feed_t] [--skip-diff]
 
 Loads ``load.arrow`` of the peer workload (generated into ``--data`` if missing:
-``--rows`` rows x 20 columns, seed 11, as ``benchmarks/peers.py``, and ``2 + 4 *
+``--rows`` rows x 20 columns, seed 11, as ``benchmarks/peers.py``, and ``2 + 5 *
 --repeat`` micro-batches of ``--events`` events: 90% updates of two columns, 5% inserts,
 5% deletes, keys uniform over the table) into a new one-bucket table with default
 options, commits micro-batch 0 as version ``v0`` without pre-images and micro-batch 1 as
@@ -30,7 +30,8 @@ options, commits micro-batch 0 as version ``v0`` without pre-images and micro-ba
   the table (every page in memory), the option off and on in turn;
 * ``commit_reopened_off``/``_on``: ``Table.apply`` of a micro-batch by a table opened
   afresh (the bucket loaded on the way, its pages read lazily, so storing pre-images
-  reads the pages of the batch's keys), the option off and on in turn;
+  reads the pages of the batch's keys), the option off and on in turn, and
+  ``commit_reopened_on_next``: the next micro-batch of the same table (its pages read);
 * ``images_bytes``/``segment_bytes``: the sizes of v1's two objects.
 
 Every repeat runs in this process, so the OS page cache and the allocator are warm for
@@ -130,7 +131,11 @@ def _reopened_costs(res: dict[str, Any], args: argparse.Namespace, batches: _Bat
     from cdc_sink.table import TableOptions
 
     base = batches.sink.options or TableOptions()
-    times: dict[str, list[float]] = {"commit_reopened_off": [], "commit_reopened_on": []}
+    times: dict[str, list[float]] = {
+        "commit_reopened_off": [],
+        "commit_reopened_on": [],
+        "commit_reopened_on_next": [],
+    }
     for _ in range(args.repeat):
         for on in (False, True):
             batches.sink.table = None  # one opened table at a time
@@ -138,6 +143,8 @@ def _reopened_costs(res: dict[str, Any], args: argparse.Namespace, batches: _Bat
             times[f"commit_reopened_{'on' if on else 'off'}"].append(
                 _timed(lambda t=fresh: batches.apply(t))
             )
+            if on:
+                times["commit_reopened_on_next"].append(_timed(lambda t=fresh: batches.apply(t)))
             del fresh
     _medians(res, times)
 
@@ -158,7 +165,7 @@ def main() -> None:
     ap.add_argument("--table", default=f"/tmp/cdc_feed_t_{os.getpid()}")
     ap.add_argument("--skip-diff", action="store_true", help="do not time snapshot_diff")
     args = ap.parse_args()
-    nbatches = 2 + 4 * args.repeat
+    nbatches = 2 + 5 * args.repeat
     expected = os.path.join(args.data, "expected.json")
     if not os.path.exists(expected):
         generate(args.data, args.rows, nbatches, args.events, 1, 11)
