@@ -270,7 +270,7 @@ def _write_images(s: TableState, plan: _Plan, written: list[str]) -> str | None:
     ``written``); their key, or None (option off, or a batch they cannot serve)."""
     if not s.options.change_images:
         return None
-    rows = capture_preimages(plan.tablet, plan.batch)
+    rows = capture_preimages(plan.tablet, plan.batch, s.schema_of(plan.schema_id))
     if rows is None:
         return None
     rel = write_preimages(

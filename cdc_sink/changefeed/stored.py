@@ -78,7 +78,7 @@ def _arrow_schema(schema: TableSchema) -> pa.Schema:
     return pa.schema([*fields, pa.field(_LIVE, pa.bool_(), nullable=False)])
 
 
-def capture_preimages(t: MemTablet, batch: ChangeBatch) -> pa.Table | None:
+def capture_preimages(t: MemTablet, batch: ChangeBatch, schema: TableSchema) -> pa.Table | None:
     """The state at ``t.committed`` of every key ``batch``'s events name (see the module
     docstring), read from ``t`` before the batch is applied to it.
 
@@ -88,6 +88,8 @@ def capture_preimages(t: MemTablet, batch: ChangeBatch) -> pa.Table | None:
     Args:
         t: The bucket's tablet at the version before the batch, nothing pending.
         batch: The bucket's events of the version being prepared.
+        schema: The schema the version's segment is written with (its columns, by id,
+            are the stored rows' columns).
 
     Returns:
         The rows (live keys' full rows; with a sequence column, the others' tombstones),
@@ -96,7 +98,7 @@ def capture_preimages(t: MemTablet, batch: ChangeBatch) -> pa.Table | None:
     """
     if bool((batch.op == OP_TRUNCATE).any()):
         return None
-    schema, prev = t.schema, t.committed
+    prev = t.committed
     rid = t.index.lookup(batch.key_hash(), list(batch.keys))
     rows = np.unique(rid[rid >= 0]).astype(np.int64)
     live = live_at(t, rows, prev)
