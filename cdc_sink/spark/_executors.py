@@ -76,6 +76,7 @@ _MESSAGE = pa.schema(
         ("snapshot", pa.string()),
         ("counts", pa.string()),
         ("files", pa.string()),
+        ("images", pa.string()),
         ("rejects", pa.string()),
         ("events", pa.int64()),
         ("max_ts_ms", pa.int64()),
@@ -88,7 +89,7 @@ _MESSAGE = pa.schema(
 """What a task sends back per bucket it prepared (JSON text for the nested parts)."""
 _MESSAGE_DDL = (
     "bucket int, segment string, snapshot string, counts string, files string, "
-    "rejects string, events bigint, max_ts_ms bigint, ts_sample string, "
+    "images string, rejects string, events bigint, max_ts_ms bigint, ts_sample string, "
     "ops string, offsets string, figures string"
 )
 
@@ -249,6 +250,7 @@ def _collect(msgs: pa.Table, version: int) -> _Collected:
                     reject_positions=np.empty(0, np.int64),
                     reject_reasons=[],
                     files=json.loads(row["files"]),
+                    images=row["images"],
                 )
             )
     return got
@@ -341,6 +343,7 @@ def _prepare_bucket(
         "snapshot": None if prepared is None else prepared.snapshot,
         "counts": json.dumps({} if prepared is None else prepared.counts),
         "files": json.dumps([] if prepared is None else prepared.files),
+        "images": None if prepared is None else prepared.images,
         "rejects": json.dumps(rej),
         "events": part.num_rows - copies,
         "max_ts_ms": max_ts(meta),
