@@ -20,20 +20,31 @@ The range is fixed once on the driver; each Spark partition reads one bucket's c
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
-from cdc_sink.errors import VersionNotFound
+from cdc_sink.changefeed import META_COLUMNS
+from cdc_sink.errors import SchemaMismatch, VersionNotFound
+from cdc_sink.schema import TableSchema
 from cdc_sink.spark._tables import TableCache, storage_options_from
 from cdc_sink.spark.options import StorageOptions
 from cdc_sink.spark.types import arrow_schema, conform_batch, spark_type
 from cdc_sink.table import Table
 from cdc_sink.table_inputs import timestamp_ms
 
-__all__ = ["ChangeFeedPartition", "ChangeFeedRead", "ChangeFeedScan", "resolve_feed", "wants_feed"]
+__all__ = [
+    "ChangeFeedPartition",
+    "ChangeFeedRead",
+    "ChangeFeedScan",
+    "given_columns",
+    "resolve_feed",
+    "resolve_given_feed",
+    "schema_differences",
+    "wants_feed",
+]
 
 _TABLES = TableCache()
 
@@ -101,8 +112,11 @@ def _bound(table: Table, options: Mapping[str, str], which: str) -> int | None:
         return table.oldest_version  # nothing committed before ms (that is retained)
 
 
-def resolve_feed(options: Mapping[str, str]) -> ChangeFeedRead:
-    """Opens the table and fixes the range and the schema of a change-feed read.
+def resolve_feed(
+    options: Mapping[str, str], columns: tuple[str, ...] | None = None
+) -> ChangeFeedRead:
+    """Opens the table and fixes the range and the schema of a change-feed read
+    (``columns``: the value columns read, instead of the ``columns`` option).
 
     Raises:
         ValueError: No path, no starting version or timestamp, or a malformed option.
@@ -120,7 +134,8 @@ def resolve_feed(options: Mapping[str, str]) -> ChangeFeedRead:
     last = _bound(table, options, "ending")
     end = table.version if last is None else last
     raw_cols = _opt(options, "columns")
-    columns = None if raw_cols is None else tuple(c.strip() for c in raw_cols.split(","))
+    if columns is None and raw_cols is not None:
+        columns = tuple(c.strip() for c in raw_cols.split(","))
     only = _flag(options, "setColumnsOnly")
     start = max(first - 1, 0)
     # No bucket: checks the range and the columns, and gives the records' schema.
@@ -136,6 +151,69 @@ def resolve_feed(options: Mapping[str, str]) -> ChangeFeedRead:
         schema=StructType(fields),
         storage_options=storage,
     )
+
+
+def schema_differences(given: StructType, feed: StructType) -> list[str]:
+    """What differs between a schema a user gave and the change feed's, field by field."""
+    have = {f.name: f for f in given.fields}
+    want = {f.name: f for f in feed.fields}
+    out = [f"{n!r} is missing" for n in want if n not in have]
+    out += [f"{n!r} is not in the change feed" for n in have if n not in want]
+    for n in [n for n in want if n in have]:
+        g, f = have[n], want[n]
+        if g.dataType != f.dataType:
+            out.append(
+                f"{n!r} is {g.dataType.simpleString()}, the feed's is {f.dataType.simpleString()}"
+            )
+        elif f.nullable and not g.nullable:
+            out.append(f"{n!r} is declared not null, the feed's is nullable")
+    if not out and given.names != feed.names:
+        out.append(f"the fields are in another order (the feed's: {feed.names})")
+    return out
+
+
+def given_columns(schema: TableSchema, given: StructType, only: bool) -> tuple[str, ...]:
+    """The value columns a given schema names (its fields that are neither key, mask
+    nor metadata columns, in its order); ``only``: a ``setColumnsOnly`` read."""
+    skip = {*schema.primary_key, *META_COLUMNS}
+    return tuple(
+        n
+        for n in given.names
+        if n not in skip and schema.has_column(n) and not _is_mask(n, only, schema.names)
+    )
+
+
+def _is_mask(name: str, only: bool, names: list[str]) -> bool:
+    """Whether ``name`` is a ``_set_<column>`` mask of a set-columns-only read."""
+    return only and name.startswith("_set_") and name[len("_set_") :] in names
+
+
+def resolve_given_feed(options: Mapping[str, str], given: StructType) -> ChangeFeedRead:
+    """:func:`resolve_feed` for a schema given with ``spark.read.schema(...)``: it
+    selects the value columns (without the ``columns`` option) and must otherwise be
+    the change feed's schema.
+
+    Raises:
+        SchemaMismatch: The schemas differ; the message names every field that does.
+        ValueError, ChangesNotRetained: As :func:`resolve_feed`.
+    """
+    read = resolve_feed(options)
+    if given == read.schema:
+        return read
+    if _opt(options, "columns") is None:
+        table = _TABLES.get(read.path, storage_options=read.storage_options)
+        cols = given_columns(table.schema_at(read.end), given, read.set_columns_only)
+        read = resolve_feed(options, columns=cols)
+    diffs = schema_differences(given, read.schema)
+    if diffs:
+        raise SchemaMismatch(
+            f"cdc_sink: the schema given to spark.read is not the change feed's of"
+            f" {read.path} (versions {read.start + 1}..{read.end}, columns"
+            f" {list(read.columns) if read.columns is not None else 'all'}"
+            f"{', setColumnsOnly' if read.set_columns_only else ''}): {'; '.join(diffs)}."
+            f" The change feed's schema: {read.schema.simpleString()}"
+        )
+    return replace(read, schema=given)  # what Spark declared, nullability included
 
 
 @dataclass(frozen=True)

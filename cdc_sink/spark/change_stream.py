@@ -60,10 +60,16 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
-from cdc_sink.changefeed import META_COLUMNS
 from cdc_sink.errors import InvalidOption, SchemaMismatch
 from cdc_sink.spark._tables import TableCache
-from cdc_sink.spark.change_feed import _bound, _flag, _opt, wants_feed
+from cdc_sink.spark.change_feed import (
+    _bound,
+    _flag,
+    _opt,
+    given_columns,
+    schema_differences,
+    wants_feed,
+)
 from cdc_sink.spark.types import arrow_schema, conform_batch, spark_type
 from cdc_sink.table import Table
 
@@ -163,25 +169,6 @@ def _feed_schema(table: Table, columns: tuple[str, ...] | None, only: bool) -> S
     return StructType([StructField(f.name, spark_type(f.type), f.nullable) for f in empty.schema])
 
 
-def _differences(given: StructType, feed: StructType) -> list[str]:
-    """What differs between a given schema and the feed's, field by field."""
-    have = {f.name: f for f in given.fields}
-    want = {f.name: f for f in feed.fields}
-    out = [f"{n!r} is missing" for n in want if n not in have]
-    out += [f"{n!r} is not in the change feed" for n in have if n not in want]
-    for n in [n for n in want if n in have]:
-        g, f = have[n], want[n]
-        if g.dataType != f.dataType:
-            out.append(
-                f"{n!r} is {g.dataType.simpleString()}, the feed's is {f.dataType.simpleString()}"
-            )
-        elif f.nullable and not g.nullable:
-            out.append(f"{n!r} is declared not null, the feed's is nullable")
-    if not out and given.names != feed.names:
-        out.append(f"the fields are in another order (the feed's: {feed.names})")
-    return out
-
-
 def check_given_schema(options: Mapping[str, str], given: StructType) -> tuple[str, ...]:
     """Checks a schema given with ``spark.readStream.schema(...)`` against the table's
     change feed (see the module docstring); returns the columns the records hold.
@@ -198,15 +185,9 @@ def check_given_schema(options: Mapping[str, str], given: StructType) -> tuple[s
     only = _flag(options, "setColumnsOnly")
     columns = _columns(options)
     if columns is None:
-        latest = table.schema
-        skip = {*latest.primary_key, *META_COLUMNS}
-        columns = tuple(
-            n
-            for n in given.names
-            if n not in skip and latest.has_column(n) and not _is_mask(n, only, latest.names)
-        )
+        columns = given_columns(table.schema, given, only)
     feed = _feed_schema(table, columns, only)
-    diffs = _differences(given, feed)
+    diffs = schema_differences(given, feed)
     if diffs:
         raise SchemaMismatch(
             f"cdc_sink: the schema given to spark.readStream is not the change feed's of"
@@ -216,11 +197,6 @@ def check_given_schema(options: Mapping[str, str], given: StructType) -> tuple[s
         )
     nkeys = len(table.schema.primary_key)
     return tuple(feed.names[: nkeys + len(columns)])
-
-
-def _is_mask(name: str, only: bool, names: list[str]) -> bool:
-    """Whether ``name`` is a ``_set_<column>`` mask of a set-columns-only stream."""
-    return only and name.startswith("_set_") and name[len("_set_") :] in names
 
 
 def stream_reader(options: Mapping[str, str], schema: StructType) -> ChangeStreamReader:

@@ -332,7 +332,10 @@ class CdcSinkDataSource(DataSource):
         """A reader of the resolved version (resolved here when Spark was given a schema
         and never called :meth:`schema`), or of the resolved change-feed range."""
         if change_feed.wants_feed(self.options):
-            return change_feed.ChangeFeedScan(self._feed or change_feed.resolve_feed(self.options))
+            feed = self._feed
+            if feed is None or feed.schema != schema:  # a schema given with spark.read
+                feed = change_feed.resolve_given_feed(self.options, schema)
+            return change_feed.ChangeFeedScan(feed)
         resolved = self._resolved
         if resolved is None or resolved.schema != schema:
             resolved = _resolve(self.options, user_schema=schema)

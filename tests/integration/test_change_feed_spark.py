@@ -100,3 +100,27 @@ def test_read_change_feed_of_a_collected_range_names_the_oldest_version(
     oldest = t.oldest_version
     with pytest.raises(Exception, match=f"oldest readable version is {oldest}"):
         _feed(spark, t.root, startingVersion=oldest).collect()
+
+
+_DDL = "id BIGINT, {} _change_type STRING, _commit_version BIGINT, _commit_timestamp TIMESTAMP"
+
+
+def test_a_schema_given_to_read_is_checked_against_the_change_feed(
+    spark: SparkSession, table: Table
+) -> None:
+    """A schema given to ``spark.read`` naming some of the feed's columns reads them; one
+    whose field's type differs from the feed's fails naming the field, not with wrong or
+    shifted values."""
+    cdc_sink.spark.register(spark)
+    reader = spark.read.format("cdc_sink").option("readChangeFeed", "true")
+    reader = reader.option("startingVersion", 2).option("endingVersion", 4)
+    got = reader.schema(_DDL.format("n BIGINT,")).load(table.root)
+    assert got.columns[:2] == ["id", "n"]
+    want = table.changes(1, 4, columns=["n"]).to_pylist()
+    key = ("_change_type", "_commit_version", "id", "n")
+    assert sorted(tuple(r[k] for k in key) for r in got.collect()) == sorted(
+        tuple(r[k] for k in key) for r in want
+    )
+    bad = reader.schema(_DDL.format("n STRING,")).load(table.root)
+    with pytest.raises(Exception, match="'n' is string, the feed's is bigint"):
+        bad.collect()
