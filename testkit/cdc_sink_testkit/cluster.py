@@ -5,9 +5,11 @@
 
 * each process - the master and every worker - is a :class:`~cdc_sink_testkit.process.ChildServer`:
   a process group of its own with a watchdog, so that should this Python die first, the
-  cluster is stopped anyway. A worker starts its executors (JVMs) and they their Python
-  workers inside the worker's group, so :meth:`StandaloneCluster.kill_worker` (SIGKILL
-  of the group) takes a worker down with everything it ran, as a lost machine would;
+  cluster is stopped anyway. A worker starts its executors (JVMs) in its group, and
+  they their Python workers in its session (pyspark's daemon takes a process group of
+  its own), so :meth:`StandaloneCluster.kill_worker` (SIGKILL of the group and of the
+  rest of the session) takes a worker down with everything it ran, as a lost machine
+  would;
 * each worker has a directory of its own under the cluster's: ``work/`` (``--work-dir``:
   the applications' jars and the executors' logs), ``local/`` (``SPARK_LOCAL_DIRS``:
   shuffle and block files of its executors) and ``tmp/`` (``TMPDIR`` and the JVMs'
@@ -28,6 +30,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -40,7 +43,7 @@ from typing import Any
 from cdc_sink_testkit.kafka.probes import free_port
 from cdc_sink_testkit.process import ChildServer, tail
 
-__all__ = ["ClusterStartError", "StandaloneCluster", "spark_class"]
+__all__ = ["ClusterStartError", "StandaloneCluster", "session_pids", "spark_class"]
 
 _HOST = "127.0.0.1"
 
@@ -54,6 +57,24 @@ def spark_class() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent / "bin" / "spark-class"
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of session ``sid`` (Linux ``/proc``; empty elsewhere)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            fields = text[text.rindex(")") + 2 :].split()  # after the command's name
+            if int(fields[3]) == sid:
+                out.append(int(stat.parent.name))
+    return out
+
+
+def _kill_all(pids: Iterable[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class StandaloneCluster:
@@ -211,11 +232,21 @@ class StandaloneCluster:
             raise
         return self
 
+    def worker_session(self, i: int) -> list[int]:
+        """The processes of worker ``i``'s session: the worker, its executors and their
+        Python workers (pyspark's daemon leaves the worker's process group for one of its
+        own, not the session). Empty once it is stopped or killed."""
+        pid = self._workers[i].pid
+        return [] if pid is None else session_pids(pid)
+
     def kill_worker(self, i: int) -> None:
-        """SIGKILLs worker ``i``'s process group: the worker, its executors and their
-        Python workers die at once, as on a lost machine (the master and the drivers
-        see their connections drop)."""
+        """SIGKILLs worker ``i`` with everything it started: its process group (the
+        worker, its executors) and the rest of its session (the executors' Python
+        workers), at once, as on a lost machine (the master and the drivers see their
+        connections drop)."""
+        rest = self.worker_session(i)
         self._workers[i].kill()
+        _kill_all(rest)
 
     def start_worker(self, i: int, *, wait: bool = True) -> None:
         """Starts worker ``i`` again (after :meth:`kill_worker`), with the same
@@ -249,8 +280,10 @@ class StandaloneCluster:
     def stop(self) -> None:
         """Stops the workers, then the master (SIGTERM, SIGKILL after the grace), and
         removes the cluster's directory if this object made it. Idempotent."""
-        for worker in self._workers:
+        for i, worker in enumerate(self._workers):
+            rest = self.worker_session(i)
             worker.stop(self.stop_timeout)
+            _kill_all(rest)  # Python workers whose executor did not stop them
         self._master.stop(self.stop_timeout)
         if self._own_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
