@@ -4,16 +4,20 @@ A Spark standalone cluster of a master and two workers (one core each), the job
 (``cdc-sink run``) in executors mode against it, the table on the session's S3 server
 (``s3://``, SeaweedFS) and Spark's checkpoint on the same server through Hadoop's S3A
 (``s3a://``). The orders stream (inserts, partial updates, deletes, stale re-sends and
-malformed records) goes to a two-partition topic in three parts, each produced while the
-job runs, so that the job always has a backlog when something fails:
+malformed records) goes to a two-partition topic a chunk at a time, each chunk produced
+just before the next fault, so that the job has a backlog whenever something fails:
 
-1. after the job committed a few micro-batches, worker 0 is SIGKILLed with its executor
-   and that executor's Python workers (a lost machine): Spark runs the next batches, and
-   the tasks it lost, on worker 1 alone, and the job commits on;
-2. worker 0 is started again (the master gives the application an executor there
-   again), the job commits on;
-3. the driver's whole process group (the job's Python, its JVM, its Python workers) is
-   SIGKILLed, and the job is started again from its checkpoint on S3 with
+1. after the job committed two micro-batches, worker 0 is SIGKILLed with its executor
+   and that executor's Python workers (a machine lost mid-stream); the job commits on
+   with worker 1 alone;
+2. worker 0 is started again, the master gives the job a new executor there, and worker
+   0 is SIGKILLed again while that executor runs its first task (the driver's REST API
+   tells; a first task starts Python and opens tablets cold, so it is still running
+   when the kill lands): the driver counts the task lost and runs it again on worker 1,
+   and the job commits on;
+3. worker 0 is started again and the job commits on two workers; then the driver's
+   whole process group (the job's Python, its JVM, its Python workers) is SIGKILLed,
+   and the job is started again from its checkpoint on S3 with
    ``--trigger available-now``, which drains the topic and ends.
 
 Then, from the topic alone (every record consumed back and applied to the reference
@@ -27,13 +31,16 @@ the model rejects, each once with its Kafka coordinates.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +48,16 @@ import pytest
 
 from cdc_sink_testkit.cluster import StandaloneCluster
 from cdc_sink_testkit.kafka import KafkaHandle
+from cdc_sink_testkit.kafka.probes import free_port
 from cdc_sink_testkit.s3 import SeaweedS3
 from tests.chaos.harness import consume_topic
 from tests.integration.streams import cdc_sink_command, job_process_env, orders_job_args
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark]
 
-EVENTS = 1500
-PARTS = (600, 1200)  # the stream is produced in three parts, cut at these records
-MAX_OFFSETS = 150  # records per micro-batch: 4 batches for each of the first two parts
+EVENTS = 3000  # records the stream may need (what is produced is checked)
+CHUNK = 300  # records produced at each step of the test
+MAX_OFFSETS = 150  # records per micro-batch: a chunk is 2 batches
 PHASE_TIMEOUT = 150.0  # seconds one phase may take to commit what it waits for
 
 
@@ -72,43 +80,54 @@ def test_executors_mode_on_a_cluster_rides_through_a_lost_worker_and_a_killed_dr
     bootstrap = cluster_kafka.bootstrap_servers
     create_topic(bootstrap, name, 2)
     records = generate_orders(EVENTS, seed=40, malformed_rate=0.02)
-    parts = [records[: PARTS[0]], records[PARTS[0] : PARTS[1]], records[PARTS[1] :]]
+    chunks = (records[i : i + CHUNK] for i in range(0, EVENTS, CHUNK))
+    produced: list[int] = []
     job_cmd = _job_command(cluster, bootstrap, name, url, checkpoint, storage, tmp_path)
-    env = _job_env(cluster, storage, tmp_path)
+    ui_port = free_port("127.0.0.1")
+    env = _job_env(cluster, storage, tmp_path, ui_port)
     phases: dict[str, float] = {}
 
     with CdcProducer(bootstrap, name, orders_schema()) as producer:
-        produce_records(producer, parts[0])
-        producer.flush()
+
+        def feed() -> None:  # the next chunk of the stream: a backlog of 2 batches
+            chunk = next(chunks)
+            produce_records(producer, chunk)
+            producer.flush()
+            produced.append(len(chunk))
+
+        feed()
+        feed()
         first_log = tmp_path / "job-1.log"
         job = _spawn(job_cmd, env, first_log)
         try:
-            at_kill = _wait_for_version(url, storage, 2, job, first_log)
+            version = _wait_for_version(url, storage, 2, job, first_log)
             phases["first commits"] = time.monotonic() - t0
-            assert list((cluster.worker_dir(0) / "work").glob("app-*/*")), (
-                "worker 0 runs no executor of the job"
-            )
-            cluster.kill_worker(0)
-            produce_records(producer, parts[1])
-            producer.flush()
-            on_one = _wait_for_version(url, storage, at_kill + 2, job, first_log)
+            feed()
+            cluster.kill_worker(0)  # warm, between or in tasks: a machine lost mid-stream
+            version = _wait_for_version(url, storage, version + 2, job, first_log)
             phases["commits on one worker"] = time.monotonic() - t0
+            known = {p.name for p in (cluster.worker_dir(0) / "work").glob("app-*/*")}
             cluster.start_worker(0)
-            produce_records(producer, parts[2])
-            producer.flush()
-            _wait_for_version(url, storage, on_one + 2, job, first_log)
+            lost_tasks = _kill_worker_in_its_first_task(
+                cluster, 0, ui_port, known, feed, job, first_log
+            )
+            version = _wait_for_version(url, storage, version + 2, job, first_log)
+            phases["lost in a task, commits on one worker"] = time.monotonic() - t0
+            feed()
+            cluster.start_worker(0)
+            _wait_for_version(url, storage, version + 2, job, first_log)
             phases["commits after worker 0's return"] = time.monotonic() - t0
+            feed()  # left for the restarted job
         finally:
             _kill_group(job)
     first_output = first_log.read_text(errors="replace")
-    assert "Lost executor" in first_output, first_output[-3000:]  # the driver saw it go
+    assert first_output.count("Lost executor") == 2, first_output[-5000:]  # the driver saw
+    # the tasks its executor was running lost with worker 0 (and, every batch being
+    # committed once below, run again on the other executor)
+    assert lost_tasks > 0, first_output[-5000:]
 
     final_log = tmp_path / "job-2.log"
-    final = _spawn(
-        [*job_cmd, "--trigger", "available-now"],
-        env,
-        final_log,
-    )
+    final = _spawn([*job_cmd, "--trigger", "available-now"], env, final_log)
     try:
         code = final.wait(timeout=PHASE_TIMEOUT)
     finally:
@@ -119,8 +138,10 @@ def test_executors_mode_on_a_cluster_rides_through_a_lost_worker_and_a_killed_dr
     for output in (first_output, final_output):
         assert storage["secret_access_key"] not in output
 
-    _check_against_the_topic(bootstrap, name, url, storage, tmp_path / "dead-letters")
-    print({k: round(v, 1) for k, v in phases.items()})
+    _check_against_the_topic(
+        bootstrap, name, sum(produced), url, storage, tmp_path / "dead-letters"
+    )
+    print({k: round(v, 1) for k, v in phases.items()}, f"lost tasks {lost_tasks}")
 
 
 # -- the job ----------------------------------------------------------------------------
@@ -162,16 +183,23 @@ def _job_command(
     ]
 
 
-def _job_env(cluster: StandaloneCluster, storage: dict[str, str], workdir: Path) -> dict[str, str]:
+def _job_env(
+    cluster: StandaloneCluster, storage: dict[str, str], workdir: Path, ui_port: int
+) -> dict[str, str]:
     """The job's environment: the keys in ``AWS_*`` (obstore and S3A read them there),
-    the application's cluster settings in a ``spark-defaults.conf`` of its own."""
+    the application's cluster settings in a ``spark-defaults.conf`` of its own (the
+    driver's UI on ``ui_port``, for its REST API)."""
     conf_dir = workdir / "spark-conf"
     conf_dir.mkdir()
     conf = cluster.app_conf(
         extra={
-            "spark.ui.enabled": "false",
+            "spark.ui.port": str(ui_port),
+            "spark.port.maxRetries": "0",  # that port or none: the test reads it
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": "2",
+            # a task goes to a free executor at once: the restarted worker's new
+            # executor gets work without the locality wait
+            "spark.locality.wait": "0",
         }
     )
     conf.pop("spark.master")  # --master
@@ -201,6 +229,80 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+def _kill_worker_in_its_first_task(
+    cluster: StandaloneCluster,
+    i: int,
+    ui_port: int,
+    known: set[str],
+    feed: Callable[[], None],
+    job: subprocess.Popen[bytes],
+    log: Path,
+) -> int:
+    """SIGKILLs worker ``i`` while the job's new executor there (none of ``known``) runs
+    its first task, as the driver's REST API tells: a first task starts the executor's
+    Python workers and opens its buckets' tablets cold, so it is still running when the
+    kill lands (later tasks may end within the driver's view's lag). ``feed()`` makes
+    the work once the executor has registered. Returns how many tasks the driver then
+    counts as failed."""
+    api = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+    app = _poll(lambda: _only(_get_json(api))["id"], job, log, "application")
+    work = cluster.worker_dir(i) / "work"
+    executor = _poll(
+        lambda: _only([p.name for p in work.glob("app-*/*") if p.name not in known]),
+        job,
+        log,
+        f"executor on worker {i}",
+    )
+    (before,) = _poll(lambda: (_failed_tasks(api, app),), job, log, "stages")
+
+    def active_tasks() -> int | None:
+        """The executor's running tasks (None: not registered with the driver yet)."""
+        states = [e for e in _get_json(f"{api}/{app}/executors") if e["id"] == executor]
+        return int(states[0]["activeTasks"]) if states else None
+
+    _poll(lambda: active_tasks() is not None, job, log, f"executor {executor} registered")
+    feed()
+    _poll(lambda: active_tasks(), job, log, f"task on executor {executor}", interval=0.05)
+    cluster.kill_worker(i)
+    return int(_poll(lambda: _failed_tasks(api, app) - before, job, log, "lost task"))
+
+
+def _failed_tasks(api: str, app: str) -> int:
+    """Tasks the driver counts as failed, over every stage of application ``app``."""
+    return sum(int(s["numFailedTasks"]) for s in _get_json(f"{api}/{app}/stages"))
+
+
+def _only(items: list[Any]) -> Any:
+    (item,) = items
+    return item
+
+
+def _poll(
+    probe: Callable[[], Any],
+    job: subprocess.Popen[bytes],
+    log: Path,
+    what: str,
+    *,
+    timeout: float = PHASE_TIMEOUT,
+    interval: float = 0.2,
+) -> Any:
+    """``probe()``'s first truthy result (OSError, ValueError, LookupError: not yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError, LookupError):
+            got = probe()
+            if got:
+                return got
+        assert job.poll() is None, f"the job exited:\n{_tail(log)}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout}s:\n{_tail(log)}"
+        time.sleep(interval)
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
 
 
 def _wait_for_version(
@@ -241,9 +343,15 @@ def _tail(log: Path) -> str:
 
 
 def _check_against_the_topic(
-    bootstrap: str, topic: str, url: str, storage: dict[str, str], dead_letters: Path
+    bootstrap: str,
+    topic: str,
+    produced: int,
+    url: str,
+    storage: dict[str, str],
+    dead_letters: Path,
 ) -> None:
-    """The table, its batches and the dead letters against the model of the topic."""
+    """The table, its batches and the dead letters against the model of the topic (of
+    ``produced`` records)."""
     from cdc_sink.kafka.deadletter import ParquetDeadLetter
     from cdc_sink.table import open_table
     from cdc_sink_testkit.demo import ExpectedTable, diff_rows, orders_schema
@@ -259,7 +367,7 @@ def _check_against_the_topic(
             if outcome == "rejected":
                 rejected.append((topic, partition, r.offset))
         ends[partition] = recs[-1].offset + 1 if recs else 0
-    assert sum(outcomes.values()) == EVENTS
+    assert sum(outcomes.values()) == produced
     assert outcomes["rejected"] > 0 and outcomes["deleted"] > 0 and outcomes["updated"] > 0
 
     table = open_table(url, storage_options=storage)
