@@ -37,11 +37,10 @@ import time
 import urllib.request
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from cdc_sink_testkit.kafka.probes import free_port
-from cdc_sink_testkit.process import ChildServer, tail
+from cdc_sink_testkit.process import ChildServer, StartStop, tail
 
 __all__ = ["ClusterStartError", "StandaloneCluster", "session_pids", "spark_class"]
 
@@ -77,7 +76,7 @@ def _kill_all(pids: Iterable[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-class StandaloneCluster:
+class StandaloneCluster(StartStop):
     """A Spark standalone master and workers on ``127.0.0.1``.
 
     Args:
@@ -289,17 +288,6 @@ class StandaloneCluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
         self.port = self.ui_port = None
-
-    def __enter__(self) -> StandaloneCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- internals ------------------------------------------------------------------------
 

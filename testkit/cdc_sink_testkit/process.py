@@ -16,11 +16,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
 
 __all__ = [
     "WAIT_FOR_PARENT",
     "ChildServer",
+    "StartStop",
     "start_group_watchdog",
     "start_watchdog",
     "stop_watchdog",
@@ -195,7 +197,34 @@ class ChildServer:
         stop_watchdog(watchdog)
 
 
-class ServedProcess:
+_S = TypeVar("_S", bound="StartStop")
+
+
+class StartStop:
+    """A kit server as a context manager: ``with Server(...) as s`` starts it (its
+    ``start()`` returns it) and stops it on the way out, also on an exception."""
+
+    def start(self: _S) -> _S:
+        """Starts the server; returns it."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stops the server."""
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ServedProcess(StartStop):
     """What a kit server that runs one :class:`ChildServer` (``_child``) in a working
     directory (``workdir``) tells of it: its pid, whether it runs, where its log is
     (``workdir / LOG_NAME``)."""

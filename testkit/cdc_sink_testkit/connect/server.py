@@ -154,12 +154,6 @@ class ConnectServer(ServedProcess):
         with self._lock:
             self._teardown()
 
-    def __enter__(self) -> ConnectServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # -- internals ---------------------------------------------------------------------
     def _command(self) -> list[str]:
         cmd = [

@@ -25,7 +25,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 
 from cdc_sink_testkit.kafka.probes import free_port, free_port_pair
 from cdc_sink_testkit.process import ChildServer, ServedProcess, tail
@@ -195,17 +194,6 @@ class LocalRegistry(ServedProcess):
         got = self.request("POST", f"/subjects/{subject}/versions", {"schema": json.dumps(schema)})
         assert isinstance(got, dict)
         return int(got["id"])
-
-    def __enter__(self) -> LocalRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- internals ---------------------------------------------------------------------
     def _command(self) -> list[str]:

@@ -35,9 +35,8 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
-from cdc_sink_testkit.process import ChildServer, tail
+from cdc_sink_testkit.process import ChildServer, StartStop, tail
 from cdc_sink_testkit.s3.sigv4 import signed_request
 
 __all__ = ["WEED_ENV", "S3StartError", "SeaweedS3", "find_weed"]
@@ -98,7 +97,7 @@ def _free_ports(host: str, count: int) -> list[int]:
             s.close()
 
 
-class SeaweedS3:
+class SeaweedS3(StartStop):
     """One SeaweedFS server with an S3 endpoint (see the module docstring)."""
 
     access_key = "cdc-sink-test"
@@ -206,17 +205,6 @@ class SeaweedS3:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
-
-    def __enter__(self) -> SeaweedS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # ------------------------------------------------------------ internals
 
