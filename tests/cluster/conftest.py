@@ -5,13 +5,12 @@ names) started once per session; both stopped at the end."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from cdc_sink_testkit.cluster import StandaloneCluster
-from cdc_sink_testkit.kafka import BOOTSTRAP_ENV, KafkaHandle, start_kafka
+from cdc_sink_testkit.kafka import KafkaHandle, start_own_kafka
 from cdc_sink_testkit.s3 import SeaweedS3
 
 
@@ -31,10 +30,5 @@ def cluster(s3_server: SeaweedS3) -> Iterator[StandaloneCluster]:
 @pytest.fixture(scope="session")
 def cluster_kafka() -> Iterator[KafkaHandle]:
     """A running Kafka cluster for the cluster tests."""
-    handle = start_kafka(
-        num_partitions=1, kind="external" if os.environ.get(BOOTSTRAP_ENV) else "local"
-    )
-    try:
+    with start_own_kafka() as handle:
         yield handle
-    finally:
-        handle.stop()

@@ -20,6 +20,7 @@ from cdc_sink_testkit.kafka.broker import (
     LocalKafka,
     kafka_for_tests,
     start_kafka,
+    start_own_kafka,
 )
 from cdc_sink_testkit.kafka.container import IMAGE_ENV, TestcontainersKafka
 from cdc_sink_testkit.kafka.handle import ExternalKafka, KafkaHandle, KafkaStartError
@@ -36,4 +37,5 @@ __all__ = [
     "create_topic",
     "kafka_for_tests",
     "start_kafka",
+    "start_own_kafka",
 ]

@@ -90,6 +90,7 @@ __all__ = [
     "docker_kafka_image",
     "kafka_for_tests",
     "start_kafka",
+    "start_own_kafka",
 ]
 
 BOOTSTRAP_ENV = "CDC_SINK_KAFKA_BOOTSTRAP"
@@ -476,6 +477,14 @@ def start_kafka(
     if chosen not in ("auto", "local"):
         raise ValueError(f"unknown Kafka kind {chosen!r}")
     return LocalKafka(num_partitions=num_partitions).start()
+
+
+def start_own_kafka(num_partitions: int = 1) -> KafkaHandle:
+    """A broker a test suite keeps to itself (one it may bounce or load): the cluster
+    ``$CDC_SINK_KAFKA_BOOTSTRAP`` names, else a :class:`LocalKafka` (never a container
+    shared with other suites). The caller stops it (``with start_own_kafka() as k:``)."""
+    kind: Literal["external", "local"] = "external" if os.environ.get(BOOTSTRAP_ENV) else "local"
+    return start_kafka(num_partitions=num_partitions, kind=kind)
 
 
 kafka_for_tests = start_kafka
