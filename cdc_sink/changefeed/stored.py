@@ -45,9 +45,10 @@ from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.change_codec import WalCompression
 from cdc_sink.storage.faults import fault_point, register
-from cdc_sink.storage.layout import LOG_DIR, attempt_stem, checked, images_file
-from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
-from cdc_sink.storage.wal import decode_segment, encode_segment
+from cdc_sink.storage.layout import attempt_stem, images_file
+from cdc_sink.storage.objectstore import StoreLike, as_store
+from cdc_sink.storage.segments import read_committed_records
+from cdc_sink.storage.wal import encode_segment
 from cdc_sink.tablet import MemTablet, TabletOptions
 from cdc_sink.tablet.fold import SEQ_NONE
 
@@ -163,13 +164,7 @@ def read_preimages(where: StoreLike, rel: str, schema: TableSchema) -> pa.Table:
         WalCorruption: The object is missing (a GC that overtook the read, or damage),
             damaged, or not of ``schema``.
     """
-    store = as_store(where)
-    checked("images", rel, source=store.location(LOG_DIR))
-    path = store.location(rel)
-    try:
-        records = decode_segment(store.get(rel), path=path)
-    except ObjectNotFound:
-        raise WalCorruption("committed pre-images are missing", path=path, offset=0) from None
+    path, records = read_committed_records(where, "images", rel, "a committed pre-images object")
     try:
         header = json.loads(records[0])
         schema_id, nrows = int(header["schema_id"]), int(header["rows"])

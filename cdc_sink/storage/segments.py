@@ -37,11 +37,24 @@ from cdc_sink.storage.change_codec import (
     encode_wire,
 )
 from cdc_sink.storage.faults import fault_point
-from cdc_sink.storage.layout import LOG_DIR, attempt_stem, checked, file_version, segment_file
+from cdc_sink.storage.layout import (
+    LOG_DIR,
+    PathKind,
+    attempt_stem,
+    checked,
+    file_version,
+    segment_file,
+)
 from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
 from cdc_sink.storage.wal import decode_segment, encode_segment
 
-__all__ = ["SegmentHeader", "file_version", "read_change_segment", "write_change_segment"]
+__all__ = [
+    "SegmentHeader",
+    "file_version",
+    "read_change_segment",
+    "read_committed_records",
+    "write_change_segment",
+]
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,26 @@ def write_change_segment(
     return rel
 
 
+def read_committed_records(
+    where: StoreLike, kind: PathKind, rel: str, what: str
+) -> tuple[str, list[bytes]]:
+    """The framed records of an object a committed log entry names (one ``get``), and
+    where it is (for errors): ``rel`` is checked again as a path of ``kind``
+    (:func:`~.layout.checked`), so no path outside the table is ever opened.
+
+    Raises:
+        WalCorruption: ``rel`` is no ``kind`` path of the table, or the object is
+            missing (``what`` names it in the message) or its framing is damaged.
+    """
+    store = as_store(where)
+    checked(kind, rel, source=store.location(LOG_DIR))
+    path = store.location(rel)
+    try:
+        return path, decode_segment(store.get(rel), path=path)
+    except ObjectNotFound:
+        raise WalCorruption(f"{what} is missing", path=path, offset=0) from None
+
+
 def read_change_segment(
     where: StoreLike, rel: str, schema: TableSchema
 ) -> tuple[SegmentHeader, ChangeBatch]:
@@ -124,13 +157,7 @@ def read_change_segment(
         WalCorruption: The segment is damaged or incomplete, or ``rel`` is no segment
             path of the table.
     """
-    store = as_store(where)
-    checked("segment", rel, source=store.location(LOG_DIR))
-    path = store.location(rel)
-    try:
-        records = decode_segment(store.get(rel), path=path)
-    except ObjectNotFound:
-        raise WalCorruption("a committed WAL segment is missing", path=path, offset=0) from None
+    path, records = read_committed_records(where, "segment", rel, "a committed WAL segment")
     if len(records) != 2:
         raise WalCorruption(
             f"change segment has {len(records)} records, expected 2", path=path, offset=0
