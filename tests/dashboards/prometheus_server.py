@@ -17,12 +17,11 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 
-from cdc_sink_testkit.process import ChildServer
+from cdc_sink_testkit.process import ChildServer, StartStop
 
 __all__ = ["PrometheusError", "PrometheusServer", "finite_series", "free_port"]
 
@@ -49,7 +48,7 @@ def finite_series(result: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-class PrometheusServer:
+class PrometheusServer(StartStop):
     """One Prometheus process scraping ``targets`` every ``scrape_interval``.
 
     Args:
@@ -128,17 +127,6 @@ class PrometheusServer:
     def stop(self) -> None:
         """Stops Prometheus (SIGTERM to its group, SIGKILL after 20 s); idempotent."""
         self._child.stop(20.0)
-
-    def __enter__(self) -> PrometheusServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def log_tail(self, chars: int = 4000) -> str:
         """The end of Prometheus's log."""
