@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import MissingExtra
 
 __all__ = ["EXTRA_OF", "MissingExtra", "missing_extra", "require", "require_any"]
 
@@ -40,18 +40,6 @@ EXTRA_OF: dict[str, str] = {
     "fastavro": "avro",
 }
 """The extra that installs each optional top-level module."""
-
-
-class MissingExtra(CdcSinkError, ImportError):
-    """A feature needs an optional dependency that is not installed.
-
-    Attributes:
-        extra: The extra that installs it (``pip install 'cdc_sink[<extra>]'``).
-    """
-
-    def __init__(self, message: str, *, extra: str, module: str) -> None:
-        super().__init__(message, name=module)
-        self.extra = extra
 
 
 def _installed(module: str) -> bool:

@@ -6,28 +6,53 @@ queue a record and report its fate through a callback, serve callbacks, flush, c
 kafka-python; :func:`resolve_backend` picks one and :func:`new_client` builds it. Both use
 Kafka's Java-compatible murmur2 partitioner, so a key lands on the same partition
 whichever client (or a Java/Debezium producer) wrote it. Failures are reported as
-:class:`DeliveryFailure` and raised together as :class:`DeliveryError` (both re-exported
-by :mod:`cdc_sink.kafka.producer`, their public home).
+:class:`DeliveryFailure` and raised together as :class:`DeliveryError` (both defined in
+:mod:`cdc_sink.errors` and re-exported by :mod:`cdc_sink.kafka.producer`, their public
+home).
+
+Every confluent-kafka client of the package (the producer's, the admin client, the Kafka
+dead-letter sink's) is built by :func:`confluent_client`, which takes Kafka settings as a
+deployment writes them for Java clients too (one ``client.properties`` for Spark and for
+Python) and gives librdkafka its own spelling of them:
+
+- a Java key store is translated: ``ssl.keystore.type=PEM`` with ``ssl.keystore.key``
+  and ``ssl.keystore.certificate.chain`` (the PEM texts) become ``ssl.key.pem`` and
+  ``ssl.certificate.pem``, with ``ssl.keystore.location`` (key and certificate in one PEM
+  file) ``ssl.key.location`` and ``ssl.certificate.location``; a ``PKCS12`` key store is
+  read by librdkafka as it is (its ``ssl.keystore.location`` is PKCS#12); a ``JKS`` one
+  it cannot read, so it needs librdkafka's own ``ssl.certificate.location`` and
+  ``ssl.key.location`` beside it (else :class:`~cdc_sink.errors.InvalidOption`);
+- the settings only the Java client has (:data:`JAVA_ONLY`: its TLS provider and
+  protocols, login classes, serializers, buffer sizes...) are left out, with one logged
+  note naming them;
+- a setting librdkafka still refuses (a name it does not know, a value it does not take,
+  a key or certificate it cannot load) is an :class:`~cdc_sink.errors.InvalidOption`
+  naming the setting as the deployment wrote it, never its value.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import DeliveryError, DeliveryFailure, InvalidOption, TopicUnavailable
 
 __all__ = [
     "BackendName",
+    "JAVA_ONLY",
     "Client",
     "ConfluentClient",
+    "ConfluentKind",
     "DeliveryError",
     "DeliveryFailure",
     "Headers",
     "KafkaPythonClient",
     "TopicUnavailable",
+    "confluent_client",
+    "librdkafka_config",
     "new_client",
     "resolve_backend",
 ]
@@ -36,56 +61,183 @@ BackendName = Literal["auto", "confluent", "kafka-python"]
 """A Kafka client library of the producer (``auto``: confluent-kafka when importable)."""
 Headers = Sequence[tuple[str, bytes]]
 """Record headers: ``(name, bytes)`` pairs."""
+ConfluentKind = Literal["producer", "consumer", "admin"]
+"""A confluent-kafka client class."""
+
+_log = logging.getLogger(__name__)
+
+JAVA_ONLY = frozenset(
+    {
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "ssl.provider",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.secure.random.implementation",
+        "ssl.engine.factory.class",
+        "security.providers",
+        "sasl.login.class",
+        "sasl.login.callback.handler.class",
+        "sasl.client.callback.handler.class",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.buffer.seconds",
+        "sasl.login.connect.timeout.ms",
+        "sasl.login.read.timeout.ms",
+        "sasl.login.retry.backoff.ms",
+        "sasl.login.retry.backoff.max.ms",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.kerberos.ticket.renew.jitter",
+        "interceptor.classes",
+        "metric.reporters",
+        "metrics.num.samples",
+        "metrics.sample.window.ms",
+        "metrics.recording.level",
+        "auto.include.jmx.reporter",
+        "default.api.timeout.ms",
+        "send.buffer.bytes",
+        "receive.buffer.bytes",
+        "buffer.memory",
+        "max.block.ms",
+        "key.serializer",
+        "value.serializer",
+        "key.deserializer",
+        "value.deserializer",
+        "partitioner.class",
+    }
+)
+"""Kafka settings of the Java client that librdkafka has no counterpart of: left out of
+the Python clients' settings (with a logged note), kept for Spark's Kafka source."""
+
+_KEYSTORE_PEM = ("ssl.keystore.key", "ssl.keystore.certificate.chain")
+_LIBRDKAFKA_CERT = (
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.certificate.pem",
+    "ssl.key.pem",
+)
+_ALIASES = {  # librdkafka names some settings by another of their names in its errors
+    "request.required.acks": "acks",
+    "queue.buffering.max.ms": "linger.ms",
+    "sasl.mechanisms": "sasl.mechanism",
+    "message.timeout.ms": "delivery.timeout.ms",
+}
+_NAMED = re.compile(r'property:? "([^"]+)"')
+_noted: set[frozenset[str]] = set()
 
 
-# -- errors -----------------------------------------------------------------------------
+# -- confluent-kafka clients ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DeliveryFailure:
-    """One record Kafka did not accept.
+def librdkafka_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``config`` in librdkafka's names (module docstring), and for each translated name
+    the setting it came from.
 
-    Attributes:
-        topic: The topic it was sent to.
-        key: Its Kafka key.
-        error: The client's error message.
-        code: The error's name (librdkafka code or kafka-python exception class).
-        retriable: Whether the client classified the error as retriable.
-        partition: The partition, when one was chosen (-1 otherwise).
+    Raises:
+        InvalidOption: A Java key store librdkafka cannot read (``JKS``) and no client
+            certificate in librdkafka's names beside it.
     """
-
-    topic: str
-    key: bytes | None
-    error: str
-    code: str
-    retriable: bool = False
-    partition: int = -1
-
-
-class DeliveryError(CdcSinkError):
-    """Kafka did not accept one or more records.
-
-    Attributes:
-        failures: Every failed delivery, in the order they were reported.
-    """
-
-    def __init__(self, failures: Sequence[DeliveryFailure]) -> None:
-        self.failures = list(failures)
-        first = self.failures[0] if self.failures else None
-        detail = (
-            f"; first: topic {first.topic!r} key {first.key!r}: {first.code}: {first.error}"
-            if first
-            else ""
+    conf = dict(config)
+    origin: dict[str, str] = {}
+    dropped = sorted(k for k in conf if k in JAVA_ONLY)
+    kind = str(conf.pop("ssl.keystore.type", "")).strip().upper()
+    java = {k: conf.pop(k) for k in _KEYSTORE_PEM if k in conf}
+    if kind not in ("", "PKCS12") and "ssl.keystore.location" in conf:
+        java["ssl.keystore.location"] = conf.pop("ssl.keystore.location")  # not PKCS#12
+        if "ssl.keystore.password" in conf:
+            dropped.append("ssl.keystore.password")
+    if not java:
+        pass  # none, or a PKCS#12 key store: librdkafka's ssl.keystore.location reads it
+    elif any(k in conf for k in _LIBRDKAFKA_CERT):
+        dropped += sorted(java)  # librdkafka's own client certificate settings win
+    elif kind in ("", "PEM", "PKCS12") or "ssl.keystore.location" not in java:
+        _pem_keystore(conf, origin, java)
+    else:
+        raise InvalidOption(
+            f"ssl.keystore.type {kind}: librdkafka (the producer, the admin client, the Kafka "
+            "dead-letter sink) reads a PEM or PKCS12 key store only: use one, or add "
+            "ssl.certificate.location and ssl.key.location (PEM files) beside the "
+            f"{kind} key store (Spark's Kafka source keeps using that)",
+            option="ssl.keystore.type",
         )
-        super().__init__(f"{len(self.failures)} record(s) were not delivered{detail}")
+    for k in dropped:
+        conf.pop(k, None)
+    if dropped and frozenset(dropped) not in _noted:
+        _noted.add(frozenset(dropped))
+        _log.info(
+            "Kafka settings of the Java client left out of the Python clients' (librdkafka "
+            "has no counterpart; Spark's Kafka source still uses them): %s",
+            ", ".join(dropped),
+        )
+    return conf, origin
+
+
+def _pem_keystore(conf: dict[str, Any], origin: dict[str, str], java: dict[str, Any]) -> None:
+    """Java's PEM key store in librdkafka's names."""
+    pairs = {
+        "ssl.keystore.key": ("ssl.key.pem",),
+        "ssl.keystore.certificate.chain": ("ssl.certificate.pem",),
+        "ssl.keystore.location": ("ssl.key.location", "ssl.certificate.location"),
+    }
+    for key, value in java.items():
+        for name in pairs[key]:
+            conf[name] = value
+            origin[name] = key
+
+
+def confluent_client(kind: ConfluentKind, config: Mapping[str, Any]) -> Any:
+    """A confluent-kafka client (``Producer``, ``Consumer`` or ``AdminClient``) of
+    ``config`` in librdkafka's names (:func:`librdkafka_config`).
+
+    Raises:
+        InvalidOption: A setting librdkafka refuses (the error names it, not its value).
+    """
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient
+
+    conf, origin = librdkafka_config(config)
+    factory = {"producer": Producer, "consumer": Consumer, "admin": AdminClient}[kind]
+    try:
+        return factory(conf)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        text = err.str() if hasattr(err, "str") else str(exc)
+    except (TypeError, ValueError) as exc:
+        text = f"{type(exc).__name__}"
+    raise _refused(kind, text, conf, origin) from None
+
+
+def _refused(
+    kind: str, text: str, conf: Mapping[str, Any], origin: Mapping[str, str]
+) -> InvalidOption:
+    """The error of a setting librdkafka refused, by what it said (``text``), naming the
+    setting as the deployment wrote it and never its value."""
+    found = _NAMED.search(text)
+    named = found.group(1) if found else None
+    if named is None:  # "ssl.key.pem failed: ...", "Failed to open ssl.keystore.location"
+        named = next((k for k in sorted(conf, key=len, reverse=True) if k in text), None)
+    if named is None and "SASL mechanism" in text:
+        named = "sasl.mechanism"
+    name = origin.get(named or "", _ALIASES.get(named or "", named))
+    if "No such configuration property" in text:
+        why = "is not a setting librdkafka knows"
+        if name and name.startswith(("ssl.", "sasl.")):
+            why += " (a Java client setting? the Python clients read librdkafka's names)"
+    elif "Invalid value" in text or "Unsupported" in text:
+        why = "has a value librdkafka does not take"
+    elif name is not None:
+        why = "could not be loaded (a file that cannot be read, or not a PEM key or certificate)"
+    else:
+        why = "was refused"
+    what = f"the Kafka setting {name!r}" if name else "a Kafka setting"
+    return InvalidOption(
+        f"confluent-kafka could not build its {kind} client: {what} {why}",
+        option=name or "kafka",
+    )
 
 
 # -- backends ---------------------------------------------------------------------------
-
-
-class TopicUnavailable(CdcSinkError):
-    """A topic's partitions could not be learned: it does not exist, or the cluster
-    sent no metadata in time."""
 
 
 def resolve_backend(backend: BackendName = "auto") -> Literal["confluent", "kafka-python"]:
@@ -164,7 +316,7 @@ class ConfluentClient(Client):
             "linger.ms": 5,
         }
         conf.update(config)
-        self._p = Producer(conf)
+        self._p = confluent_client("producer", conf)
 
     def produce(
         self,

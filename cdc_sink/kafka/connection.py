@@ -19,18 +19,10 @@ import logging
 import time
 from typing import Any
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import KafkaAuthenticationFailed, KafkaUnreachable
 from cdc_sink.kafka.properties import ClientProperties
 
 __all__ = ["KafkaAuthenticationFailed", "KafkaUnreachable", "check_connection"]
-
-
-class KafkaUnreachable(CdcSinkError):
-    """No broker answered a metadata request within the time given."""
-
-
-class KafkaAuthenticationFailed(KafkaUnreachable):
-    """A broker refused the client's credentials (SASL) or its TLS handshake failed."""
 
 
 _AUTH_CODES = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL"})

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import JarResolutionError, MavenNotFound
 
 __all__ = [
     "POM_PATH",
@@ -72,14 +72,6 @@ _MAVEN_REPO_ENV = "CDC_SINK_MAVEN_REPO"  # where maven-metadata.xml is read (a m
 _MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 _METADATA_TIMEOUT_S = 30.0
 _warned: set[tuple[str, str]] = set()
-
-
-class JarResolutionError(CdcSinkError, RuntimeError):
-    """The jars could not be resolved (Maven failed, or found no such artifact)."""
-
-
-class MavenNotFound(JarResolutionError):
-    """The ``mvn`` executable is not installed (and nothing is cached yet)."""
 
 
 def cache_root() -> Path:

@@ -43,7 +43,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import MetricsServerError
 
 __all__ = [
     "AUTH_ENV",
@@ -64,11 +64,6 @@ REQUEST_TIMEOUT_S = 30.0
 """Seconds a connection may stay silent (TLS handshake, request) before it is closed."""
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-class MetricsServerError(CdcSinkError):
-    """The metrics endpoint could not be started (e.g. its port is in use, or its TLS or
-    auth files cannot be read)."""
 
 
 @dataclass(frozen=True)

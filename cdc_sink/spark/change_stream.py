@@ -60,7 +60,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
-from cdc_sink.errors import InvalidOption, SchemaMismatch
+from cdc_sink.errors import InvalidOption, SchemaMismatch, StreamNeedsChangeFeed
 from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark.change_feed import (
     _bound,
@@ -91,10 +91,6 @@ SNAPSHOT = -1
 offset, every live row an ``insert``."""
 
 _TABLES = TableCache()
-
-
-class StreamNeedsChangeFeed(InvalidOption):
-    """``spark.readStream.format("cdc_sink")`` without ``readChangeFeed=true``."""
 
 
 @dataclass(frozen=True)

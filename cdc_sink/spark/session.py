@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import SparkSessionConflict
 from cdc_sink.extras import require
 
 if TYPE_CHECKING:
@@ -27,10 +27,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class SparkSessionConflict(CdcSinkError, RuntimeError):
-    """A SparkContext already runs in this process without the jars this session needs."""
 
 
 def local_spark_conf(

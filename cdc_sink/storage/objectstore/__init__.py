@@ -35,7 +35,8 @@ Backends, beside this module: :class:`~cdc_sink.storage.objectstore.local.LocalS
 Every store counts its requests and bytes per call kind in :attr:`ObjectStore.counters`
 (:mod:`~cdc_sink.storage.objectstore.counters`), because object-store requests cost money.
 
-Errors (all :class:`~cdc_sink.errors.CdcSinkError`)::
+Errors (all :class:`~cdc_sink.errors.CdcSinkError`, defined in :mod:`cdc_sink.errors` and
+re-exported here)::
 
     ObjectStoreError
       ObjectNotFound       (also a FileNotFoundError)  get/get_range/head of a missing key
@@ -60,7 +61,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import (
+    BucketNotFound,
+    ConditionalWritesUnsupported,
+    ObjectExists,
+    ObjectNotFound,
+    ObjectStoreError,
+    ShortRead,
+    StoreAccessDenied,
+    StoreConfigError,
+    StoreIOError,
+)
 from cdc_sink.storage.objectstore.counters import CallKind, StoreCounters
 
 __all__ = [
@@ -83,50 +94,6 @@ __all__ = [
     "check_prefix",
     "store_for",
 ]
-
-
-# ---------------------------------------------------------------- errors
-
-
-class ObjectStoreError(CdcSinkError):
-    """A call on an object store failed."""
-
-
-class ObjectNotFound(ObjectStoreError, FileNotFoundError):
-    """The key names no object (a ``FileNotFoundError`` too, for code written for files)."""
-
-
-class ObjectExists(ObjectStoreError, FileExistsError):
-    """``put_if_absent`` found the key taken: another writer created it first."""
-
-
-class ShortRead(ObjectStoreError):
-    """A byte range reaches past the end of its object."""
-
-
-class StoreIOError(ObjectStoreError, OSError):
-    """The store could not be reached or failed (a file-system error, a network error, a
-    server error after the client's retries). The outcome of a write that raised this is
-    unknown: the object may or may not exist."""
-
-
-class StoreConfigError(ObjectStoreError):
-    """The store is misconfigured: an unknown URL scheme, a malformed URL, an unknown
-    option. Never holds the value of an option (it may be a secret)."""
-
-
-class BucketNotFound(StoreConfigError):
-    """The URL names a bucket (or container) that does not exist."""
-
-
-class StoreAccessDenied(StoreConfigError):
-    """The store refused the credentials (wrong, expired or missing), or they do not allow
-    the operation."""
-
-
-class ConditionalWritesUnsupported(StoreConfigError):
-    """The endpoint does not honour conditional creates (``If-None-Match: *``): two
-    writers could both commit one version, so cdc_sink refuses to write there."""
 
 
 # ---------------------------------------------------------------- keys
