@@ -1,8 +1,9 @@
-"""No benchmark figure in the product's prose: figures live only in docs/benchmarks.md.
+"""No benchmark figure in the product's prose: figures live only in the benchmark docs.
 
 A docstring or comment of ``cdc_sink/`` says what the code does and why, and points to
-the section of docs/benchmarks.md that measures it (with its machine, command and the
-median of several runs); a number quoted in prose drifts as soon as the code or the
+the section of the benchmark notebook, docs/benchmarks-history.md, that measures it (with
+its machine, command and the median of several runs; docs/benchmarks.md says where each
+measure stands); a number quoted in prose drifts as soon as the code or the
 machine changes (issue 37). This test reads
 
 * every module of ``cdc_sink/`` (``.py`` and ``.pyi``): each string statement (module,
@@ -19,8 +20,9 @@ leave it alone; :data:`ALLOWED` lists the few true non-figures they would still 
 each with why it is not a measurement.
 
 A second test checks the pointers: every quoted section name that follows
-``docs/benchmarks.md`` in that prose is found in docs/benchmarks.md, so a link does not
-outlive the section it names.
+``docs/benchmarks-history.md`` in that prose is found in the notebook, and one that
+follows ``docs/benchmarks.md`` in that page or in the notebook (which holds the sections
+that page once had), so a link does not outlive the section it names.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+HISTORY = ROOT / "docs" / "benchmarks-history.md"
 
 _NUM = r"~?\d+(?:[.,]\d+)*"
 _RANGE = rf"{_NUM}(?:\s*(?:-|–|to)\s*{_NUM})?"
@@ -275,6 +278,7 @@ def test_a_figure_is_flagged(phrase: str) -> None:
         "the golden ratio 0x9E3779B97F4A7C15",
         "10M rows x 20 columns + 100 segments",
         'docs/benchmarks.md, "Byte-split compressed pages", per codec',
+        'docs/benchmarks-history.md, "Byte-split compressed pages", per codec',
         "the numpy rounds are several times slower than the C loop",
         "column ids and offsets take 4 bytes instead of 1 and 2",
     ],
@@ -286,7 +290,7 @@ def test_configuration_is_not_a_figure(phrase: str) -> None:
 def test_no_benchmark_figure_in_the_products_prose() -> None:
     found = figures(product_prose())
     assert not found, (
-        "benchmark figures in docstrings or comments (move them to docs/benchmarks.md "
+        "benchmark figures in docstrings or comments (move them to docs/benchmarks-history.md "
         "and link to the section; see this test's docstring):\n" + _report(found)
     )
 
@@ -298,15 +302,43 @@ def test_every_allowance_is_still_needed() -> None:
         assert any(a.text in t for t in texts), f"stale allowance: {a}"
 
 
-_POINTER = re.compile(r'docs/benchmarks\.md((?:[\s,;:(]*(?:and\s+)?"[^"]+")+)')
+_POINTER = re.compile(r'docs/(benchmarks(?:-history)?)\.md((?:[\s,;:(]*(?:and\s+)?"[^"]+")+)')
+
+
+def _text(path: Path) -> str:
+    return re.sub(r"\s+", " ", path.read_text())
 
 
 def test_every_benchmarks_section_named_exists() -> None:
-    sections = re.sub(r"\s+", " ", BENCHMARKS.read_text())
+    history = _text(HISTORY)
+    # A name after docs/benchmarks.md may be one of the notebook's: the sections of the
+    # notebook were the page's until the page became the summary.
+    where = {"benchmarks-history": history, "benchmarks": _text(BENCHMARKS) + " " + history}
     missing = []
     for p in product_prose():
         for m in _POINTER.finditer(p.text):
-            for name in re.findall(r'"([^"]+)"', m.group(1)):
-                if name not in sections:
-                    missing.append(f"{p.path}:{p.line}: {name!r}")
-    assert not missing, "sections of docs/benchmarks.md named but not there:\n" + "\n".join(missing)
+            for name in re.findall(r'"([^"]+)"', m.group(2)):
+                if name not in where[m.group(1)]:
+                    missing.append(f"{p.path}:{p.line}: docs/{m.group(1)}.md {name!r}")
+    assert not missing, "benchmark doc sections named but not there:\n" + "\n".join(missing)
+
+
+def test_the_notebook_keeps_the_summarys_sections() -> None:
+    """The last column of the summary's table names the notebook's sections it quotes:
+    ``"Heading"`` or ``"Heading" ("Paragraph", ...)``, entries separated by ``;``. Each
+    heading is one of the notebook's, each paragraph lead is in its text."""
+    lines = HISTORY.read_text().splitlines()
+    headings = {line.lstrip("#").strip() for line in lines if line.startswith("#")}
+    history = _text(HISTORY)
+    table = BENCHMARKS.read_text().split("## Where it stands", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    named, leads = set(), set()
+    for row in rows[1:]:
+        for entry in row.rstrip(" |").rsplit(" | ", 1)[-1].split("; "):
+            heading, _, paragraphs = entry.partition('" ("')
+            if heading.startswith('"'):
+                named.add(heading.strip('"'))
+                leads.update(re.findall(r'"([^"]+)"', paragraphs))
+    assert len(named) > 20, f"the summary's table names few notebook sections: {named}"
+    assert not named - headings, f"not headings of the notebook: {sorted(named - headings)}"
+    assert all(lead in history for lead in leads), f"not in the notebook: {sorted(leads)}"
