@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from cdc_sink.errors import CdcSinkError
+from cdc_sink.errors import SchemaEvolutionError
 from cdc_sink.formats._avro_schema import Node
 from cdc_sink.formats._avro_values import type_name
 from cdc_sink.formats._jsonvalues import UNIT_DAYS, UNIT_TIME_OF_DAY
@@ -23,11 +23,6 @@ from cdc_sink.formats.avro_wire import RegistrySettings, SchemaLookup, SchemaReg
 from cdc_sink.schema import TableSchema, parse_type
 
 __all__ = ["SchemaEvolutionError", "column_type", "schema_changes"]
-
-
-class SchemaEvolutionError(CdcSinkError, RuntimeError):
-    """A schema of the registry that the table cannot take (the stream stops: every
-    following message would be refused)."""
 
 
 def column_type(node: Node) -> str | None:

@@ -19,16 +19,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc_sink.errors import BadAvroSchema
+
 __all__ = ["MAX_DEPTH", "BadAvroSchema", "Node", "parse_schema"]
 
 MAX_DEPTH = 64
 """Deepest nesting of a schema the decoder accepts (Debezium's are a handful deep)."""
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _COMPLEX = frozenset({"record", "error", "enum", "array", "map", "fixed"})
-
-
-class BadAvroSchema(ValueError):
-    """A schema the Avro decoders cannot read (the message says why)."""
 
 
 @dataclass(eq=False)

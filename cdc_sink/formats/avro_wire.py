@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdc_sink.errors import CdcSinkError, InvalidOption
+from cdc_sink.errors import InvalidOption, SchemaRegistryUnavailable
 from cdc_sink.formats._arrays import Parts, refuse
 from cdc_sink.formats._avro_schema import BadAvroSchema, Node, parse_schema
 
@@ -58,11 +58,6 @@ CACHE_SIZE = 4096
 UNKNOWN_TTL_S = 60.0
 """How long an id the registry did not know is remembered as unknown."""
 _MAX_SCHEMA_BYTES = 16 << 20
-
-
-class SchemaRegistryUnavailable(CdcSinkError, RuntimeError):
-    """The schema registry could not be reached or refused the client (not a fact about
-    any message: the batch should fail and be retried, nothing is rejected)."""
 
 
 @dataclass(frozen=True)
