@@ -23,7 +23,11 @@ avro``          from a schema registry (decoder option
 
 :data:`REGISTRY` holds one :class:`Format` per name (its decoder class and encoder);
 :func:`get_format` looks one up, :func:`get_decoder` builds a decoder. The sink, the
-producer SDK, the CLI and the streaming job all take their formats from here.
+producer SDK, the CLI and the streaming job all take their formats from here, and know
+nothing of one format: what a format does beyond decoding is behind the decoder's
+interface, e.g. schema evolution (:meth:`Decoder.evolution` returns a
+:class:`SchemaEvolution`, or None for a decoder that evolves no schema; the sink calls
+it for every format).
 
 Decoding is vectorized over the whole array (numpy/pyarrow); the only per-event Python
 loops are in the encoders, which are producer/test tools, and in formatting the reason
@@ -49,6 +53,7 @@ from cdc_sink.formats._base import (
     Decoder,
     EventEncoder,
     FormatName,
+    SchemaEvolution,
 )
 from cdc_sink.formats.debezium import DebeziumDecoder, debezium_encoder
 from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder, debezium_avro_encoder
@@ -65,6 +70,7 @@ __all__ = [
     "EventEncoder",
     "Format",
     "FormatName",
+    "SchemaEvolution",
     "decoder_options",
     "get_decoder",
     "get_format",

@@ -1,5 +1,11 @@
 """Schema evolution from the registry: what a table must gain to take new schemas (private).
 
+:class:`RegistryEvolution` is the :class:`~cdc_sink.formats._base.SchemaEvolution` of the
+``debezium-avro`` decoder with ``schema_evolution="add_columns"``
+(:meth:`~cdc_sink.formats.debezium_avro.DebeziumAvroDecoder.evolution`): the sink hands it
+the distinct 5-byte headers (magic byte, schema id) of a batch's messages, and it returns
+the columns the schemas they name add.
+
 For :meth:`~cdc_sink.formats.debezium_avro.DebeziumAvroDecoder.schema_changes`: given the
 envelope schemas of a batch's messages, the optional fields of their rows the table does
 not have yet become columns to add (the Arrow type their Avro type and Debezium logical
@@ -12,17 +18,66 @@ from the rows, a new required field, a field of no column type.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar, Protocol
 
 import pyarrow as pa
 
 from cdc_sink.errors import SchemaEvolutionError
 from cdc_sink.formats._avro_schema import Node
 from cdc_sink.formats._avro_values import type_name
+from cdc_sink.formats._base import SchemaEvolution
 from cdc_sink.formats._jsonvalues import UNIT_DAYS, UNIT_TIME_OF_DAY
-from cdc_sink.formats.avro_wire import RegistrySettings, SchemaLookup, SchemaRegistryUnavailable
+from cdc_sink.formats.avro_wire import (
+    HEADER_BYTES,
+    RegistrySettings,
+    SchemaLookup,
+    SchemaRegistryUnavailable,
+)
 from cdc_sink.schema import TableSchema, parse_type
 
-__all__ = ["SchemaEvolutionError", "column_type", "schema_changes"]
+__all__ = ["RegistryEvolution", "SchemaEvolutionError", "column_type", "schema_changes"]
+
+
+class _ChangesByIds(Protocol):
+    def schema_changes(self, ids: Iterable[int], schema: TableSchema) -> list[tuple[str, str]]:
+        """The columns the schemas ``ids`` add to ``schema``."""
+
+
+class RegistryEvolution(SchemaEvolution):
+    """Schema evolution from the schema registry, for a decoder in Confluent's wire format.
+
+    Args:
+        decoder: The decoder (its ``schema_changes`` reads the registry and raises
+            :class:`SchemaEvolutionError` for a change the table cannot take).
+    """
+
+    prefix_bytes: ClassVar[int] = HEADER_BYTES
+
+    def __init__(self, decoder: _ChangesByIds) -> None:
+        self.decoder = decoder
+
+    def columns_to_add(
+        self, prefixes: pa.BinaryArray | pa.LargeBinaryArray, schema: TableSchema
+    ) -> list[tuple[str, str]]:
+        """The columns the schemas named by the headers ``prefixes`` add (a prefix whose
+        magic byte is not 0 names none: its events are refused when decoded).
+
+        Raises:
+            SchemaRegistryUnavailable: The registry could not be reached.
+            SchemaEvolutionError: A change the table cannot take.
+        """
+        return self.decoder.schema_changes(wire_ids(prefixes), schema)
+
+
+def wire_ids(prefixes: pa.BinaryArray | pa.LargeBinaryArray) -> list[int]:
+    """The schema ids of the distinct message headers ``prefixes`` in Confluent's wire
+    format (magic byte 0, then the id, 4 bytes big-endian); others are left out. A loop
+    over distinct headers (a few per batch), never over messages."""
+    out = set()
+    for p in prefixes.to_pylist():
+        if p is not None and len(p) >= HEADER_BYTES and p[0] == 0:
+            out.add(int.from_bytes(p[1:HEADER_BYTES], "big"))
+    return sorted(out)
 
 
 def column_type(node: Node) -> str | None:

@@ -17,7 +17,15 @@ import pyarrow as pa
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
 
-__all__ = ["FORMATS", "TS_MISSING", "Decoded", "Decoder", "EventEncoder", "FormatName"]
+__all__ = [
+    "FORMATS",
+    "TS_MISSING",
+    "Decoded",
+    "Decoder",
+    "EventEncoder",
+    "FormatName",
+    "SchemaEvolution",
+]
 
 FormatName = Literal["json", "debezium", "rowv2", "debezium-avro"]
 """The name of an event format."""
@@ -57,6 +65,36 @@ class Decoded:
     messages: int = 0
 
 
+class SchemaEvolution(abc.ABC):
+    """How a decoder evolves the table's schema from the writer schemas a batch's messages
+    name (a decoder that evolves none has no such object: :meth:`Decoder.evolution`).
+
+    The sink calls it for every batch, before the batch is decided, with the distinct
+    prefixes of its message values (``prefix_bytes`` long, computed where the batch is:
+    one small distinct query in Spark), and adds the columns it returns to the table,
+    each in a version of its own. The sink knows nothing more of the format.
+    """
+
+    prefix_bytes: ClassVar[int]
+    """Length of the message-value prefix that names a value's writer schema (e.g. the
+    magic byte and the schema id of Confluent's wire format); shorter values are left
+    out."""
+
+    @abc.abstractmethod
+    def columns_to_add(
+        self, prefixes: pa.BinaryArray | pa.LargeBinaryArray, schema: TableSchema
+    ) -> list[tuple[str, str]]:
+        """The columns ``(name, type)`` (the type as :func:`~cdc_sink.schema.parse_type`
+        spells it) the table must gain to take the messages whose values start with
+        ``prefixes`` (distinct, each ``prefix_bytes`` long; a prefix naming no writer
+        schema is ignored: its events are refused when decoded).
+
+        Raises:
+            Exception: A change the table cannot take (the batch fails; nothing of it is
+                rejected), or the schemas cannot be read (e.g. a registry unreachable).
+        """
+
+
 class Decoder(abc.ABC):
     """Decodes Kafka message values of one format into change events.
 
@@ -69,6 +107,11 @@ class Decoder(abc.ABC):
     reads_keys: ClassVar[bool] = False
     """Whether :meth:`decode_with_meta` reads the Kafka message keys (Spark tasks that
     decode skip moving them into Python otherwise)."""
+
+    def evolution(self) -> SchemaEvolution | None:
+        """How this decoder, with its options, evolves the table's schema; None (the
+        default): it does not (the table's schema changes only by ``Table.add_column``)."""
+        return None
 
     @abc.abstractmethod
     def decode_with_meta(
