@@ -37,8 +37,9 @@ records but never a wrong one (short of a 2⁻³² CRC collision).
 
 from __future__ import annotations
 
+import json
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import google_crc32c
@@ -48,12 +49,14 @@ import numpy.typing as npt
 from cdc_sink.errors import WalCorruption
 
 __all__ = [
+    "HEADER_INT_MAX",
     "MAX_PAYLOAD",
     "RECORD_HEADER_SIZE",
     "SCAN_BUDGET_BYTES",
     "ReadResult",
     "encode_file",
     "encode_record",
+    "read_json_header",
     "read_records",
     "record_crc",
 ]
@@ -237,3 +240,57 @@ def read_records(
             f"{what}; a valid record follows at offset {following}", path=path, offset=pos
         )
     return ReadResult(records, n, False)
+
+
+HEADER_INT_MAX = (1 << 53) - 1
+"""The largest int a JSON header field may hold (the largest every JSON reader keeps
+exact)."""
+
+
+def read_json_header(
+    payload: bytes,
+    fields: Mapping[str, bool],
+    *,
+    what: str,
+    path: str,
+    offset: int,
+) -> dict[str, int]:
+    """The int fields of a header record: a JSON object whose ``fields`` (name ->
+    required) are each an int in ``0..HEADER_INT_MAX`` (not a bool, not a float: so no
+    ``Infinity``, ``NaN`` or ``1e400``); other members are ignored.
+
+    Args:
+        payload: The record.
+        fields: The fields read, each mapped to whether it must be there.
+        what: What the header belongs to, for messages.
+        path: Where it is stored, for messages.
+        offset: Where the record starts there.
+
+    Returns:
+        The fields present, by name.
+
+    Raises:
+        WalCorruption: The record is not such an object (the message never shows its
+            bytes).
+    """
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        obj = None
+    if not isinstance(obj, dict):
+        raise WalCorruption(f"{what} header is not a JSON object", path=path, offset=offset)
+    out: dict[str, int] = {}
+    for name, required in fields.items():
+        if name not in obj:
+            if required:
+                raise WalCorruption(f"{what} header lacks {name!r}", path=path, offset=offset)
+            continue
+        value = obj[name]
+        if type(value) is not int or not 0 <= value <= HEADER_INT_MAX:
+            raise WalCorruption(
+                f"{what} header field {name!r} is not an int in 0..{HEADER_INT_MAX}",
+                path=path,
+                offset=offset,
+            )
+        out[name] = value
+    return out

@@ -42,6 +42,7 @@ import pyarrow as pa
 from cdc_sink.errors import WalCorruption
 from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.parallel import ordered_map
+from cdc_sink.storage.bounded_ipc import check_expansion, expansion_limit
 from cdc_sink.storage.byte_split import join_page, split_page
 from cdc_sink.storage.fsutil import (
     create_file,
@@ -455,10 +456,18 @@ class PageReader:
         """The page at ``loc`` (CRC checked first).
 
         Raises:
-            WalCorruption: The blob is damaged (or, with ``check_rows``, does not hold
-                ``loc.rows`` rows).
+            WalCorruption: The blob is damaged, would decompress to more than
+                :func:`~.bounded_ipc.expansion_limit` of its size (found before anything is
+                decompressed), or (with ``check_rows``) does not hold ``loc.rows`` rows.
         """
         blob = self.blob(loc)
+        check_expansion(
+            blob,
+            limit=expansion_limit(len(blob)),
+            what="snapshot page",
+            path=self.store.location(loc.file),
+            offset=loc.offset,
+        )
         try:
             arr = page_array(blob)
         except (pa.ArrowException, StopIteration, ValueError) as exc:

@@ -3,18 +3,22 @@
 On disk, under the table root::
 
     _wal/<bucket>/<version:020d>-<attempt>.wal      framed records (wal.py):
-        record 0: JSON header {"version", "bucket", "schema_id", "rows", "format"}
+        record 0: JSON header {"version", "bucket", "schema_id", "rows", "format", "bytes"}
         record 1: the bucket's ChangeBatch, encoded as "format" says (change_codec.py):
                   2 = compact (only the cells events set, LZ4-compressed Arrow IPC),
                   1 = the uncompressed wire form (segments written before format 2;
                       their header has no "format")
+        "bytes": what record 1 holds once decompressed (bounded_ipc.py; segments
+                 written before it have none, and are held to its expansion limit)
 
 A segment is encoded in memory and written with one ``put_new`` of its unique key in the
 table's store (:mod:`~cdc_sink.storage.objectstore`: a local store creates, writes and
 fsyncs the file and its directory; an object store ``PUT`` s it) *before* the log entry
 that names it is created; a segment no entry names is an orphan of a failed attempt.
 Committed segments are read with one ``get``, without repair: damage there is data loss
-and raises WalCorruption.
+and raises WalCorruption. So does a header that is not what a writer writes (every field
+an int in range: no ``Infinity``), and a body that would decompress to more than its
+header declares (checked before anything is decompressed: :mod:`.bounded_ipc`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage.bounded_ipc import check_expansion, decompressed_size, expansion_limit
 from cdc_sink.storage.change_codec import (
     DEFAULT_COMPRESSION,
     FORMAT_COMPACT,
@@ -37,6 +42,7 @@ from cdc_sink.storage.change_codec import (
     encode_wire,
 )
 from cdc_sink.storage.faults import fault_point
+from cdc_sink.storage.framing import RECORD_HEADER_SIZE, read_json_header
 from cdc_sink.storage.layout import (
     LOG_DIR,
     PathKind,
@@ -46,12 +52,14 @@ from cdc_sink.storage.layout import (
     segment_file,
 )
 from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
-from cdc_sink.storage.wal import decode_segment, encode_segment
+from cdc_sink.storage.wal import WAL_MAGIC, decode_segment, encode_segment
 
 __all__ = [
     "SegmentHeader",
+    "body_limit",
     "file_version",
     "read_change_segment",
+    "read_committed_object",
     "read_committed_records",
     "write_change_segment",
 ]
@@ -68,6 +76,8 @@ class SegmentHeader:
         rows: Events in the batch.
         format: How record 1 encodes the batch (:data:`~.change_codec.FORMAT_COMPACT`, or
             :data:`~.change_codec.FORMAT_WIRE` for segments written before it).
+        bytes: What record 1 holds once decompressed (None: a segment written before
+            headers declared it).
     """
 
     version: int
@@ -75,6 +85,17 @@ class SegmentHeader:
     schema_id: int
     rows: int
     format: int = FORMAT_WIRE
+    bytes: int | None = None
+
+
+_HEADER_FIELDS = {
+    "version": True,
+    "bucket": True,
+    "schema_id": True,
+    "rows": True,
+    "format": False,
+    "bytes": False,
+}
 
 
 def write_change_segment(
@@ -117,6 +138,7 @@ def write_change_segment(
         body = encode_compact(batch, compression=compression)
     else:
         body = encode_wire(batch)
+    header["bytes"] = decompressed_size(body)
     data = encode_segment([json.dumps(header).encode(), body])
     fault_point("wal.written")
     as_store(where).put_new(rel, data)
@@ -124,24 +146,41 @@ def write_change_segment(
     return rel
 
 
-def read_committed_records(
+def read_committed_object(
     where: StoreLike, kind: PathKind, rel: str, what: str
-) -> tuple[str, list[bytes]]:
-    """The framed records of an object a committed log entry names (one ``get``), and
-    where it is (for errors): ``rel`` is checked again as a path of ``kind``
-    (:func:`~.layout.checked`), so no path outside the table is ever opened.
+) -> tuple[str, bytes]:
+    """The bytes of an object a committed log entry names (one ``get``), and where it is
+    (for errors): ``rel`` is checked again as a path of ``kind``
+    (:func:`~.layout.checked`), so no path outside the table is ever opened. Every
+    reader of a committed segment, pre-images object, rejects file or snapshot
+    manifest starts here.
 
     Raises:
         WalCorruption: ``rel`` is no ``kind`` path of the table, or the object is
-            missing (``what`` names it in the message) or its framing is damaged.
+            missing (``what`` names it in the message: it is named by the log, so
+            missing is data loss, or a GC that overtook the read).
     """
     store = as_store(where)
     checked(kind, rel, source=store.location(LOG_DIR))
     path = store.location(rel)
     try:
-        return path, decode_segment(store.get(rel), path=path)
+        return path, store.get(rel)
     except ObjectNotFound:
         raise WalCorruption(f"{what} is missing", path=path, offset=0) from None
+
+
+def read_committed_records(
+    where: StoreLike, kind: PathKind, rel: str, what: str
+) -> tuple[str, list[bytes]]:
+    """The framed records of an object a committed log entry names, and where it is
+    (:func:`read_committed_object`, then the WAL framing).
+
+    Raises:
+        WalCorruption: ``rel`` is no ``kind`` path of the table, or the object is
+            missing (``what`` names it in the message) or its framing is damaged.
+    """
+    path, data = read_committed_object(where, kind, rel, what)
+    return path, decode_segment(data, path=path)
 
 
 def read_change_segment(
@@ -162,20 +201,10 @@ def read_change_segment(
         raise WalCorruption(
             f"change segment has {len(records)} records, expected 2", path=path, offset=0
         )
-    try:
-        h = json.loads(records[0])
-        header = SegmentHeader(
-            int(h["version"]),
-            int(h["bucket"]),
-            int(h["schema_id"]),
-            int(h["rows"]),
-            int(h.get("format", FORMAT_WIRE)),
-        )
-    except (ValueError, TypeError, KeyError, AttributeError):
-        # Said without the record's bytes: an error message never shows file content.
-        raise WalCorruption(
-            "change segment header is not the JSON object of a segment", path=path, offset=0
-        ) from None
+    header = _header(records[0], path)
+    body_at = len(WAL_MAGIC) + 2 * RECORD_HEADER_SIZE + len(records[0])
+    limit = body_limit(header.bytes, len(records[1]), what="change segment", path=path)
+    check_expansion(records[1], limit=limit, what="change segment body", path=path, offset=body_at)
     if header.format == FORMAT_COMPACT:
         batch = decode_compact(records[1], schema, rows=header.rows, path=path)
     elif header.format == FORMAT_WIRE:
@@ -185,6 +214,42 @@ def read_change_segment(
             f"change segment has unknown format {header.format}", path=path, offset=0
         )
     return header, batch
+
+
+def _header(record: bytes, path: str) -> SegmentHeader:
+    """A change segment's header record, every field checked (an int in range)."""
+    h = read_json_header(
+        record, _HEADER_FIELDS, what="change segment", path=path, offset=len(WAL_MAGIC)
+    )
+    return SegmentHeader(
+        h["version"],
+        h["bucket"],
+        h["schema_id"],
+        h["rows"],
+        h.get("format", FORMAT_WIRE),
+        h.get("bytes"),
+    )
+
+
+def body_limit(declared: int | None, stored: int, *, what: str, path: str) -> int:
+    """The most bytes a body of ``stored`` bytes may decompress to: what its header
+    declares (``declared``), which must itself be within the body's
+    :func:`~.bounded_ipc.expansion_limit`; that limit when the header declares nothing.
+
+    Raises:
+        WalCorruption: The header declares more than the limit.
+    """
+    limit = expansion_limit(stored)
+    if declared is None:
+        return limit
+    if declared > limit:
+        raise WalCorruption(
+            f"{what} header declares {declared} decompressed bytes, more than the "
+            f"{limit} its {stored} stored bytes may hold",
+            path=path,
+            offset=len(WAL_MAGIC),
+        )
+    return declared
 
 
 def new_attempt_id() -> str:

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from cdc_sink.changes import SET_PREFIX, ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage.bounded_ipc import decompressed_size
 from cdc_sink.storage.change_codec import (
     FORMAT_COMPACT,
     FORMAT_WIRE,
@@ -266,13 +267,14 @@ def test_new_segments_say_format_2_and_read_back(tmp_path: Path) -> None:
     schema, wire = _benchmark_like(500, seed=1)
     batch, _ = ChangeBatch.from_arrow(wire, schema)
     rel = write_change_segment(str(tmp_path), 3, 9, 0, batch)
-    header = json.loads(read_segment(tmp_path / rel, repair=False)[0])
-    assert header == {
+    records = read_segment(tmp_path / rel, repair=False)
+    assert json.loads(records[0]) == {
         "version": 9,
         "bucket": 3,
         "schema_id": 0,
         "rows": 500,
         "format": FORMAT_COMPACT,
+        "bytes": decompressed_size(records[1]),
     }
     h, got = read_change_segment(str(tmp_path), rel, schema)
     assert (h.version, h.bucket, h.rows, h.format) == (9, 3, 500, FORMAT_COMPACT)
