@@ -39,10 +39,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from cdc_sink.errors import DeliveryError, DeliveryFailure, InvalidOption, TopicUnavailable
+from cdc_sink.kafka.properties import _pem_lines  # OpenSSL wants the PEM lines
 
 __all__ = [
-    "BackendName",
     "JAVA_ONLY",
+    "BackendName",
     "Client",
     "ConfluentClient",
     "ConfluentKind",
@@ -182,7 +183,8 @@ def _pem_keystore(conf: dict[str, Any], origin: dict[str, str], java: dict[str, 
     }
     for key, value in java.items():
         for name in pairs[key]:
-            conf[name] = value
+            text = isinstance(value, str) and key != "ssl.keystore.location"
+            conf[name] = _pem_lines(value) if text and "-----BEGIN" in value else value
             origin[name] = key
 
 
@@ -201,7 +203,7 @@ def confluent_client(kind: ConfluentKind, config: Mapping[str, Any]) -> Any:
     try:
         return factory(conf)
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
+        err: Any = exc.args[0] if exc.args else exc
         text = err.str() if hasattr(err, "str") else str(exc)
     except (TypeError, ValueError) as exc:
         text = f"{type(exc).__name__}"
@@ -307,7 +309,6 @@ class ConfluentClient(Client):
     """confluent-kafka (librdkafka): idempotent, Java's murmur2 partitioner."""
 
     def __init__(self, bootstrap_servers: str, config: Mapping[str, Any]) -> None:
-        from confluent_kafka import Producer
 
         conf: dict[str, Any] = {
             "bootstrap.servers": bootstrap_servers,
@@ -406,6 +407,12 @@ class KafkaPythonClient(Client):
 
         conf: dict[str, Any] = {"acks": "all", "linger_ms": 5}
         conf.update(config)
+        unknown = sorted(set(conf) - set(KafkaProducer.DEFAULT_CONFIG))
+        if unknown:  # kafka-python's own error would show the values
+            raise InvalidOption(
+                f"kafka-python's producer takes no setting {', '.join(map(repr, unknown))}",
+                option=unknown[0],
+            )
         # kafka-python's DefaultPartitioner is murmur2, as Java's and librdkafka's
         # murmur2_random: one key maps to one partition whichever client produced it.
         self._p = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), **conf)

@@ -13,6 +13,7 @@ from typing import Any
 
 from cdc_sink.errors import CdcSinkError
 from cdc_sink.extras import require
+from cdc_sink.kafka._clients import confluent_client
 
 __all__ = ["admin_client", "create_topic"]
 
@@ -22,11 +23,10 @@ def admin_client(bootstrap_servers: str, **config: Any) -> Any:
 
     Raises:
         MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
+        InvalidOption: A setting librdkafka refuses (named, not its value).
     """
     require("confluent_kafka", feature="Kafka administration (topics, brokers)")
-    from confluent_kafka.admin import AdminClient  # re-exported
-
-    return AdminClient({"bootstrap.servers": bootstrap_servers, **config})
+    return confluent_client("admin", {"bootstrap.servers": bootstrap_servers, **config})
 
 
 def create_topic(

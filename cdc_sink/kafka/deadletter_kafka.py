@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from cdc_sink import dead_letters as base
 from cdc_sink.extras import require, require_any
+from cdc_sink.kafka._clients import confluent_client
 from cdc_sink.kafka.producer import BackendName, RawProducer, resolve_backend
 from cdc_sink.kafka.properties import ClientProperties
 
@@ -102,7 +103,7 @@ class KafkaDeadLetter(base.DeadLetterSink):
         if self._topic_checked:
             return
         try:
-            from confluent_kafka.admin import AdminClient
+            import confluent_kafka  # noqa: F401
         except ImportError:  # kafka-python only: producing tells
             self._topic_checked = True
             return
@@ -117,7 +118,7 @@ class KafkaDeadLetter(base.DeadLetterSink):
             check_connection(self.bootstrap_servers, self.client_properties, timeout=self.timeout)
         except KafkaUnreachable as exc:
             raise type(exc)(f"dead-letter topic {self.topic!r}: {exc}") from exc
-        admin = AdminClient({**security, "bootstrap.servers": self.bootstrap_servers})
+        admin = confluent_client("admin", {**security, "bootstrap.servers": self.bootstrap_servers})
         try:
             md = admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
@@ -148,27 +149,27 @@ class KafkaDeadLetter(base.DeadLetterSink):
             self._txn, self._producer, self._pid = {}, None, os.getpid()
         pair = self._txn.get(app_id)
         if pair is None:
-            from confluent_kafka import Consumer, Producer
-
             self.ensure_topic()
 
             tag = base.app_tag(app_id)
-            producer = Producer(
+            producer = confluent_client(
+                "producer",
                 {
                     **self.config,
                     "bootstrap.servers": self.bootstrap_servers,
                     "transactional.id": f"cdc_sink-dlq-{self.topic}-{tag}",
-                }
+                },
             )
             producer.init_transactions(self.timeout)  # fences a previous incarnation
-            consumer = Consumer(
+            consumer = confluent_client(
+                "consumer",
                 {
                     **self._security("confluent"),
                     "bootstrap.servers": self.bootstrap_servers,
                     "group.id": self.cursor_group(app_id),
                     "enable.auto.commit": False,
                     "isolation.level": "read_committed",
-                }
+                },
             )
             pair = (producer, consumer)
             self._txn[app_id] = pair
@@ -310,9 +311,10 @@ def _consume_all(
     """(key, value, headers) of every record of ``topic``, partition by partition."""
     if resolve_backend("auto") == "kafka-python":
         return _consume_all_kafka_python(bootstrap_servers, topic, timeout, props)
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer(
+    consumer = confluent_client(
+        "consumer",
         {
             **props.confluent_config(),
             "bootstrap.servers": bootstrap_servers,
@@ -320,7 +322,7 @@ def _consume_all(
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
-        }
+        },
     )
     try:
         md = consumer.list_topics(topic, timeout=timeout)

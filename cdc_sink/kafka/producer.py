@@ -99,6 +99,11 @@ class RawProducer:
         **config: Client settings passed through unchanged (librdkafka names such as
             ``"message.max.bytes"`` for confluent-kafka, keyword names such as
             ``max_request_size`` for kafka-python); they win over ``client_properties``.
+            Java client settings are translated for confluent-kafka, or left out with a
+            logged note (:func:`~cdc_sink.kafka._clients.confluent_client`).
+
+    Raises:
+        InvalidOption: A setting the client refuses (the error names it, not its value).
     """
 
     def __init__(
@@ -307,7 +312,8 @@ class CdcProducer:
 
     Raises:
         ValueError: Unknown format or backend.
-        InvalidOption: Unknown partitioner.
+        InvalidOption: Unknown partitioner, or a client setting the client refuses
+            (named, not its value).
     """
 
     def __init__(
