@@ -30,7 +30,7 @@ import numpy as np
 from cdc_sink.formats._arrays import refuse, unaligned
 from cdc_sink.formats._avro_schema import Node
 
-__all__ = ["PAD", "Reader", "Val", "padded"]
+__all__ = ["BYTES_PER_BLOCK", "MAX_BLOCKS", "PAD", "Reader", "Unread", "Val", "padded", "unread"]
 
 PAD = 16
 """Zero bytes after the buffer: a varint's ten bytes or a double's eight read past a
@@ -39,6 +39,12 @@ record's end without clipping (and are then refused by their bounds)."""
 _K = np.arange(10, dtype=np.uint64)
 _SHIFTS = (7 * _K).astype(np.uint64)
 _MALFORMED = "malformed event: Avro "
+_STRING = Node("string")
+MAX_BLOCKS = 16
+"""Blocks the arrays and maps of one record may have whatever its size (see
+:meth:`Reader._skip_blocks`)."""
+BYTES_PER_BLOCK = 64
+"""Bytes of a record that allow one more block in its arrays and maps."""
 
 
 @dataclass(eq=False)
@@ -101,6 +107,8 @@ class Reader:
         self.end = np.asarray(ends, dtype=np.int64)
         self.reasons = reasons
         self._pad = data
+        self.blocks = np.zeros(len(self.pos), dtype=np.int64)
+        self.block_limit = MAX_BLOCKS + (self.end - self.pos) // BYTES_PER_BLOCK
 
     def read_record(self, node: Node) -> Val:
         """Reads every record as ``node`` and refuses the records with trailing bytes."""
@@ -112,9 +120,9 @@ class Reader:
 
     def read(self, node: Node, rows: np.ndarray) -> Val:
         """Reads one value of ``node`` for each record of ``rows``."""
+        if not len(rows) or node.width == 0:
+            return unread(node, rows)  # nothing to read: no walk of its types
         kind = node.kind
-        if kind == "null":
-            return Val(node, rows)
         if kind in ("int", "long"):
             return Val(node, rows, ints=self._long(rows, 32 if kind == "int" else 64))
         if kind == "boolean":
@@ -219,15 +227,25 @@ class Reader:
         bad = (idx < 0) | (idx >= len(node.branches))
         self._fail(rows[bad], "union branch out of range")
         val = Val(node, rows, branch=np.where(bad, -1, idx))
-        for i, b in enumerate(node.branches):
-            val.children[str(i)] = self.read(b, rows[idx == i])
+        val.children = Unread(node, rows[:0])  # the branches no record takes
+        for i in np.unique(idx[~bad]).tolist():
+            val.children[str(i)] = self.read(node.branches[i], rows[idx == i])
         return val
 
     def _skip_blocks(self, node: Node, rows: np.ndarray) -> None:
-        """Skips an array's or a map's blocks (their values are not kept)."""
-        active = rows
+        """Skips an array's or a map's blocks (their values are not kept): a block of
+        items of a fixed width at once, others item by item across the records. A
+        record may have :data:`MAX_BLOCKS` blocks in its arrays and maps, and one more
+        per :data:`BYTES_PER_BLOCK` bytes of it (writers put a whole array in one block,
+        or split it in blocks of many bytes; tiny blocks only make work)."""
         assert node.items is not None
+        width = node.items.width if node.kind == "array" else -1
+        active = rows
         while len(active):
+            self.blocks[active] += 1
+            many = self.blocks[active] > self.block_limit[active]
+            self._fail(active[many], f"{node.kind} of more blocks than its record's bytes allow")
+            active = active[~many]
             count = self._long(active, 64)
             sized = count < 0
             if sized.any():  # a negative count comes with the block's size in bytes
@@ -236,19 +254,81 @@ class Reader:
                 self._span(node, srows, size, "block size")
             left = self.end[active] - self.pos[active]
             count = np.where(sized, 0, count)
-            too_many = count > left
+            too_many = count > left  # zero-byte items too: at most one per byte left
+            if width > 0:
+                too_many |= count > left // width
             self._fail(active[too_many], f"{node.kind} block count exceeds the bytes left")
             count = np.where(too_many, 0, count)
             ended = (count == 0) & ~sized  # a zero count ends the array
             items, active = active[count > 0], active[~ended & ~too_many]
             todo = count[count > 0]
+            if width >= 0:
+                self.pos[items] += todo * width  # the whole block at once
+                continue
             while len(items):
                 if node.kind == "map":
-                    self.read(Node("string"), items)
+                    self.read(_STRING, items)
                 self.read(node.items, items)
                 todo = todo - 1
                 items = items[todo > 0]
                 todo = todo[todo > 0]
+
+
+def unread(node: Node, rows: np.ndarray) -> Val:
+    """The value of ``node`` on records ``rows`` without reading: for no record at all,
+    or for a type whose values take no bytes (``null``, a record of them). A record's
+    fields and a union's branches are made when asked for (:class:`Unread`), so no
+    type the records do not hold is walked."""
+    kind = node.kind
+    empty = rows[:0]
+    if kind in ("int", "long", "enum"):
+        return Val(node, rows, ints=np.zeros(len(rows), np.int64))
+    if kind in ("float", "double"):
+        return Val(node, rows, floats=np.zeros(len(rows), "<f4" if kind == "float" else "<f8"))
+    if kind == "boolean":
+        return Val(node, rows, bools=np.zeros(len(rows), bool))
+    if kind in ("bytes", "string", "fixed"):
+        z = np.zeros(len(rows), np.int64)
+        return Val(node, rows, starts=z, ends=z.copy())
+    if kind == "record":
+        return Val(node, rows, children=Unread(node, rows))
+    if kind == "union":
+        return Val(node, rows, branch=empty.copy(), children=Unread(node, empty))
+    return Val(node, rows)  # null, array, map
+
+
+class Unread(dict[str, Val]):
+    """The fields of a record (or the branches of a union) not read, made on demand by
+    :func:`unread` on the records ``rows`` (a union's: none)."""
+
+    def __init__(self, node: Node, rows: np.ndarray) -> None:
+        super().__init__()
+        self.node, self.rows = node, rows
+
+    def __missing__(self, key: str) -> Val:
+        node = self.node
+        child = node.field(key) if node.kind == "record" else _branch(node, key)
+        if child is None:
+            raise KeyError(key)
+        self[key] = val = unread(child, self.rows)
+        return val
+
+    def get(self, key: str, default: Val | None = None) -> Val | None:  # type: ignore[override]
+        """The field (branch) ``key``, made if not read; ``default`` if none."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def like(self, rows: np.ndarray) -> Unread:
+        """Empty children of the same node on other records (for a restricted value)."""
+        return Unread(self.node, rows if self.node.kind == "record" else rows[:0])
+
+
+def _branch(node: Node, key: str) -> Node | None:
+    if key.isdigit() and int(key) < len(node.branches):
+        return node.branches[int(key)]
+    return None
 
 
 def padded(data: np.ndarray) -> np.ndarray:

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc_sink.formats._arrays import Parts, refuse_each, scatter, spans
-from cdc_sink.formats._avro_read import Val
+from cdc_sink.formats._avro_read import Unread, Val
 from cdc_sink.formats._avro_values import column_values, raw_text
-from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE
+from cdc_sink.formats.value_ranges import out_of_range_reason
 from cdc_sink.schema import Column, TableSchema, type_to_str
 
 __all__ = ["FieldColumn", "RunColumns", "field_column", "int_field", "restrict", "text_field"]
@@ -37,7 +37,9 @@ def restrict(val: Val, use: np.ndarray) -> Val:
         arr = getattr(val, name)
         if arr is not None:
             setattr(out, name, arr[sel])
-    out.children = {k: restrict(v, use) for k, v in val.children.items()}
+    kids = val.children
+    out.children = kids.like(out.rows) if isinstance(kids, Unread) else {}
+    out.children.update({k: restrict(v, use) for k, v in kids.items()})
     return out
 
 
@@ -110,19 +112,12 @@ def _refuse_values(
     idx = np.flatnonzero(bad)
     if not len(idx):
         return
-    t = c.type
-    name = type_to_str(t)
+    name = type_to_str(c.type)
     if wrong_type:
         texts = [f"column {c.name!r}: Avro {wrong_type} is not a valid {name}"] * len(idx)
     else:
-        if pa.types.is_timestamp(t) or pa.types.is_date32(t):
-            detail = f" ({TEMPORAL_RANGE})"
-        elif pa.types.is_decimal(t):
-            detail = f" (at most {t.precision} digits, {t.scale} after the point)"
-        else:
-            detail = ""
         texts = [
-            f"column {c.name!r}: value out of range of {name}{detail}: {raw_text(fv, i, parts)}"
+            out_of_range_reason(c, raw_text(fv, i, parts))
             if oor[i]
             else f"column {c.name!r}: {raw_text(fv, i, parts)} is not a valid {name}"
             for i in idx.tolist()

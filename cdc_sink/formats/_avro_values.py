@@ -54,34 +54,22 @@ from cdc_sink.formats._arrays import (
 from cdc_sink.formats._avro_read import Val
 from cdc_sink.formats._avro_schema import Node
 from cdc_sink.formats._decimaltext import decimal_text
-from cdc_sink.formats._jsonvalues import (
+from cdc_sink.formats._jsonvalues import parse_timestamps, sign_extended
+from cdc_sink.formats.value_ranges import (
     MAX_DAY,
     MAX_MICROS,
     MIN_DAY,
     MIN_MICROS,
+    TS_UNIT_BY_NAME,
     UNIT_DAYS,
     UNIT_MS,
     UNIT_NS,
     UNIT_TIME_OF_DAY,
     UNIT_US,
-    parse_timestamps,
-    sign_extended,
 )
 
 __all__ = ["Converted", "column_values", "raw_text", "ts_unit"]
 
-_UNIT_BY_NAME = {
-    "io.debezium.time.Timestamp": UNIT_MS,
-    "org.apache.kafka.connect.data.Timestamp": UNIT_MS,
-    "io.debezium.time.MicroTimestamp": UNIT_US,
-    "io.debezium.time.NanoTimestamp": UNIT_NS,
-    "io.debezium.time.Date": UNIT_DAYS,
-    "org.apache.kafka.connect.data.Date": UNIT_DAYS,
-    "io.debezium.time.Time": UNIT_TIME_OF_DAY,
-    "io.debezium.time.MicroTime": UNIT_TIME_OF_DAY,
-    "io.debezium.time.NanoTime": UNIT_TIME_OF_DAY,
-    "org.apache.kafka.connect.data.Time": UNIT_TIME_OF_DAY,
-}
 _UNIT_BY_LOGICAL = {
     "timestamp-millis": UNIT_MS,
     "timestamp-micros": UNIT_US,
@@ -116,7 +104,7 @@ class Converted:
 
 def ts_unit(node: Node, default: int) -> int:
     """The unit of an integer timestamp field by its Connect name or logical type."""
-    unit = _UNIT_BY_NAME.get(node.connect_name)
+    unit = TS_UNIT_BY_NAME.get(node.connect_name)
     if unit is None:
         unit = _UNIT_BY_LOGICAL.get(node.logical, default)
     return unit

@@ -14,7 +14,6 @@ module reads them for :mod:`cdc_sink.formats.debezium`:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,14 +26,9 @@ from cdc_sink.formats._arrays import Parts, gather, refuse, spans, sub_parts
 from cdc_sink.formats._jsonmembers import member_kind
 from cdc_sink.formats._jsonscan import KIND_OBJECT, Members, scan, skip_ws
 from cdc_sink.formats._jsonstrings import match_strings
-from cdc_sink.formats._jsonvalues import (
-    UNIT_DAYS,
-    UNIT_MS,
-    UNIT_NS,
-    UNIT_TIME_OF_DAY,
-    UNIT_US,
-    Hints,
-)
+from cdc_sink.formats._jsonvalues import Hints
+from cdc_sink.formats._schema_json import SchemaTextError, load_schema_json
+from cdc_sink.formats.value_ranges import TS_UNIT_BY_NAME
 from cdc_sink.schema import Column
 
 __all__ = [
@@ -49,19 +43,8 @@ __all__ = [
 
 ENVELOPE = ("schema", "payload")
 """Members of the Kafka Connect envelope, in the order the JSON converter writes them."""
-TS_UNIT_BY_NAME = {
-    "io.debezium.time.Timestamp": UNIT_MS,
-    "org.apache.kafka.connect.data.Timestamp": UNIT_MS,
-    "io.debezium.time.MicroTimestamp": UNIT_US,
-    "io.debezium.time.NanoTimestamp": UNIT_NS,
-    "io.debezium.time.Date": UNIT_DAYS,  # a date in a timestamp column: its midnight UTC
-    "org.apache.kafka.connect.data.Date": UNIT_DAYS,
-    "io.debezium.time.Time": UNIT_TIME_OF_DAY,
-    "io.debezium.time.MicroTime": UNIT_TIME_OF_DAY,
-    "io.debezium.time.NanoTime": UNIT_TIME_OF_DAY,
-    "org.apache.kafka.connect.data.Time": UNIT_TIME_OF_DAY,
-}
-"""Unit of an integer timestamp by its field schema's ``name``."""
+CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+"""Kafka Connect's decimal schema name (its ``scale`` parameter is required)."""
 
 FieldsOf = Callable[[Any], dict[str, dict[str, Any]]]
 """Field schemas by column name, from a parsed envelope (or key) schema."""
@@ -216,35 +199,13 @@ class _BadSchema(Exception):
 
 
 def _load_schema(text: bytes | None) -> Any:
-    """Parses an envelope schema; deep nesting is refused (Python's parser raises
-    ``RecursionError`` beyond its limit; anything deeper than Debezium writes is refused
-    below it)."""
+    """Parses an envelope schema (deep nesting is refused: see :mod:`._schema_json`)."""
     if text is None:
         return None
     try:
-        s = json.loads(text)
-    except RecursionError:
-        raise _BadSchema(f"nested deeper than {_MAX_SCHEMA_DEPTH} levels") from None
-    except ValueError as exc:
-        raise _BadSchema(f"not JSON ({type(exc).__name__})") from None
-    if _depth(s) > _MAX_SCHEMA_DEPTH:
-        raise _BadSchema(f"nested deeper than {_MAX_SCHEMA_DEPTH} levels")
-    return s
-
-
-def _depth(v: Any) -> int:
-    """Nesting depth of a parsed JSON value (iterative)."""
-    best = 0
-    stack = [(v, 1)]
-    while stack:
-        x, d = stack.pop()
-        if isinstance(x, dict):
-            best = max(best, d)
-            stack.extend((y, d + 1) for y in x.values())
-        elif isinstance(x, list):
-            best = max(best, d)
-            stack.extend((y, d + 1) for y in x)
-    return best
+        return load_schema_json(text, _MAX_SCHEMA_DEPTH)
+    except SchemaTextError as exc:
+        raise _BadSchema(str(exc)) from None
 
 
 def _scale(v: Any, default: int) -> int:
@@ -257,6 +218,19 @@ def _scale(v: Any, default: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 38:
         return -1
     return v
+
+
+def _check_decimal(f: dict[str, Any], params: dict[str, Any] | None) -> None:
+    """A Kafka Connect ``Decimal`` without its ``scale`` (missing, or ``null``) is refused,
+    as Kafka Connect refuses it ("Invalid Decimal schema: scale parameter not found");
+    so is a ``null`` scale on any field: the column's scale would be a guess."""
+    scale = None if params is None else params.get("scale")
+    named = f.get("name") == CONNECT_DECIMAL
+    if scale is None and (named or (params is not None and "scale" in params)):
+        raise _BadSchema(
+            f"field {str(f.get('field'))[:40]!r}: a decimal schema without its scale "
+            "parameter (Kafka Connect refuses it: scale parameter not found)"
+        )
 
 
 def _struct_fields(s: Any, what: str) -> list[dict[str, Any]]:
@@ -281,6 +255,7 @@ def _struct_fields(s: Any, what: str) -> list[dict[str, Any]]:
         for k in ("field", "name", "type"):
             if f.get(k) is not None and not isinstance(f.get(k), str):
                 raise _BadSchema(f"field {str(f.get('field'))[:40]!r}: {k} is not a string")
+        _check_decimal(f, params)
     return fs
 
 

@@ -19,7 +19,7 @@ from cdc_sink.formats._arrays import Parts, refuse, spans
 from cdc_sink.formats._jsonmembers import int_member, member_kind, refuse_members
 from cdc_sink.formats._jsonscan import KIND_STRING, Members
 
-__all__ = ["SOURCE", "source_seq"]
+__all__ = ["SOURCE", "binlog_numbers", "binlog_seq", "source_seq"]
 
 SOURCE = ("ts_ms", "lsn", "file", "pos", "row")
 """The members of ``source`` the decoder reads, in the order :func:`source_seq` takes them."""
@@ -91,6 +91,31 @@ def _binlog_seq(
         file_m[(fk >= 0) & (number < 0) & need],
         "source.file {raw} is not a binlog file name (name.NNNNNN)",
     )
+    return binlog_seq(reasons, need, number, pos, given, row)
+
+
+def binlog_seq(
+    reasons: np.ndarray,
+    need: np.ndarray,
+    number: np.ndarray,
+    pos: np.ndarray,
+    given: np.ndarray,
+    row: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """MySQL positions from their parts (the JSON and the Avro decoders' one rule):
+    ``number << 32 | pos``, plus ``row``; the events of ``need`` without one are refused.
+
+    Args:
+        reasons: Reject reasons of the events (updated).
+        need: Events that need a seq.
+        number: The binlog file number of each event (-1: none, :func:`binlog_numbers`).
+        pos: ``source.pos`` (where ``given``).
+        given: The events that have a ``source.pos``.
+        row: ``source.row`` (0 where none).
+
+    Returns:
+        The values (0 where none) and the mask of events that have one.
+    """
     refuse(reasons, need & ~given, "seq is missing (no source.pos)")
     refuse(reasons, need & (number < 0), "seq is missing (no source.file)")
     refuse(
@@ -99,6 +124,15 @@ def _binlog_seq(
     refuse(reasons, need & ((row < 0) | (row >= 1 << 31)), "source.row is outside 0..2**31-1")
     ok = need & given & (number >= 0) & (pos >= 0) & (pos < 1 << 32) & (row >= 0) & (row < 1 << 31)
     return np.where(ok, (number << 32) + pos + row, 0), ok
+
+
+def binlog_numbers(names: pa.Array) -> np.ndarray:
+    """The number of each binlog file name (``name.NNNNNN``; -1: a null, or a name of
+    another form)."""
+    digits = pc.struct_field(pc.extract_regex(names, r"\.(?P<n>[0-9]{1,9})$"), "n")
+    return np.asarray(
+        pc.cast(digits, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64
+    )
 
 
 def _binlog_file_numbers(
@@ -110,11 +144,6 @@ def _binlog_file_numbers(
     number = np.full(len(file_m), -1, dtype=np.int64)
     if len(fm):
         names = spans(parts, m.value_start[fm] + 1, m.value_end[fm] - 1)
-        digits = pc.extract_regex(
-            names.cast(pa.binary()).cast(pa.string(), safe=False), r"\.(?P<n>[0-9]{1,9})$"
-        ).field("n")
-        num = np.asarray(
-            pc.cast(digits, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64
-        )
+        num = binlog_numbers(names.cast(pa.binary()).cast(pa.string(), safe=False))
         number[has_file] = num
     return number

@@ -26,7 +26,8 @@ from cdc_sink.formats._jsonscan import (
     Members,
 )
 from cdc_sink.formats._jsonstrings import decode_string, match_strings, raw_text
-from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE, Hints, column_values
+from cdc_sink.formats._jsonvalues import Hints, column_values
+from cdc_sink.formats.value_ranges import out_of_range_reason
 from cdc_sink.schema import Column, type_to_str
 
 __all__ = [
@@ -43,13 +44,6 @@ __all__ = [
 
 _NAME_LIMIT = 120
 """Longest member name (in bytes of its JSON text) quoted whole in a reject reason."""
-
-_PG_INFINITY = {
-    "9223372036825200000": "PostgreSQL 'infinity'",
-    "-9223372036832400000": "PostgreSQL '-infinity'",
-    "9223372036854775807": "PostgreSQL 'infinity'",
-    "-9223372036854775808": "PostgreSQL '-infinity'",
-}
 
 
 def index_top(
@@ -258,19 +252,10 @@ def refuse_range(reasons: np.ndarray, parts: Parts, m: Members, sel: np.ndarray,
     first = _first_unrefused(reasons, m, sel)
     if not len(first):
         return
-    t = c.type
-    if pa.types.is_timestamp(t) or pa.types.is_date32(t):
-        detail = f" ({TEMPORAL_RANGE})"
-    elif pa.types.is_decimal(t):
-        detail = f" (at most {t.precision} digits, {t.scale} after the point)"
-    else:
-        detail = ""
-    head = f"column {c.name!r}: value out of range of {type_to_str(t)}{detail}: "
-    texts = []
-    for a, b in zip(m.value_start[first].tolist(), m.value_end[first].tolist(), strict=True):
-        raw = raw_text(parts.data, int(a), int(b))
-        note = _PG_INFINITY.get(raw)
-        texts.append(head + raw + (f" ({note})" if note else ""))
+    texts = [
+        out_of_range_reason(c, raw_text(parts.data, int(a), int(b)))
+        for a, b in zip(m.value_start[first].tolist(), m.value_end[first].tolist(), strict=True)
+    ]
     _give(reasons, m.event[first], texts)
 
 

@@ -14,7 +14,8 @@ float32, float64       numbers (``NaN``/``Infinity`` included); a finite literal
                        ``"Infinity"``, ``"-Infinity"`` (Kafka Connect's JsonConverter)
 bool                   ``true``/``false``
 string                 strings (unescaped, valid UTF-8)
-binary                 base64 strings (standard alphabet, padded)
+binary                 base64 strings (standard alphabet, padded); with a Connect
+                       schema, Debezium geometries ``{"wkb": base64, "srid": n}``
 date32                 ISO dates ``"YYYY-MM-DD"`` or integers (days since the epoch),
                        within 0001-01-01..9999-12-31
 timestamp[us, UTC]     ISO 8601 strings (with ``Z``/offset, or naive = UTC; 7 to 9
@@ -68,27 +69,25 @@ from cdc_sink.formats._jsonscan import (
     Members,
 )
 from cdc_sink.formats._jsonstrings import match_strings
+from cdc_sink.formats.value_ranges import (
+    MAX_DAY,
+    MAX_MICROS,
+    MIN_DAY,
+    MIN_MICROS,
+    UNIT_MS,
+    UNIT_NS,
+)
+from cdc_sink.formats.value_ranges import UNIT_DAYS as UNIT_DAYS
+from cdc_sink.formats.value_ranges import UNIT_TIME_OF_DAY as UNIT_TIME_OF_DAY
 from cdc_sink.schema import Column
-
-UNIT_US, UNIT_MS, UNIT_NS, UNIT_DAYS, UNIT_TIME_OF_DAY = 0, 1, 2, 3, 4
-"""Units of integer timestamps (:attr:`Hints.ts_unit`); a time of day (Debezium ``Time``,
-``MicroTime``, ``NanoTime``) is no timestamp and is refused."""
 
 _ZONED = r"[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$"
 _NANO_FRACTION = r"(:\d{2}\.\d{6})\d{1,3}(\D|$)"  # 7..9 fraction digits: keep 6
 
-MIN_DAY = -719162
-"""0001-01-01 in days since the epoch: the first date a column holds."""
-MAX_DAY = 2932896
-"""9999-12-31 in days since the epoch: the last date a column holds."""
-MIN_MICROS = MIN_DAY * 86_400_000_000
-"""0001-01-01T00:00:00Z in microseconds since the epoch: the first timestamp."""
-MAX_MICROS = (MAX_DAY + 1) * 86_400_000_000 - 1
-"""9999-12-31T23:59:59.999999Z in microseconds since the epoch: the last timestamp."""
-TEMPORAL_RANGE = "0001-01-01..9999-12-31"
 _FLOAT_WORDS = ("NaN", "Infinity", "-Infinity")
 _FLOAT_WORD_VALUES = np.array([np.nan, np.inf, -np.inf])
 _STRUCT_NAMES = ("scale", "value")
+_GEOMETRY = ("wkb", "srid")
 
 
 @dataclass
@@ -308,11 +307,17 @@ def _texts(cv: _Conversion) -> None:
 
 
 def _binaries(cv: _Conversion) -> None:
-    """Base64 strings."""
+    """Base64 strings; with a Connect schema, Debezium geometries too (``{"wkb": base64,
+    "srid": n}``: the column holds the WKB bytes, as the Avro decoder reads them)."""
     raw, b = cv.strings()
     arr, b2 = b64decode(raw)
     cv.refuse(cv.txt, b | b2)
     cv.out.put(cv.txt, arr)
+    obj = np.flatnonzero(cv.kind == KIND_OBJECT)
+    if cv.connect and len(obj):
+        arr, b3 = _geometry(cv.parts, cv.m, cv.sel[obj])
+        cv.bad[obj[b3]] = True
+        cv.out.put(obj, arr)
 
 
 def _dates(cv: _Conversion) -> None:
@@ -441,6 +446,32 @@ def _variable_scale(
     return out.result(), bad, oor
 
 
+def _geometry(parts: Parts, m: Members, sel: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Debezium ``Geometry``/``Geography`` objects: their ``wkb`` (base64) as bytes; an
+    object with another member, or without a string ``wkb``, is bad."""
+    k = len(sel)
+    child = np.flatnonzero(np.isin(m.parent, sel) & (m.parent >= 0))
+    code = match_strings(
+        parts.data, m.name_start[child], m.name_end[child], m.name_escaped[child], _GEOMETRY
+    )
+    owner = np.searchsorted(sel, m.parent[child])
+    wkb_m = np.full(k, -1, dtype=np.int64)
+    bad = np.zeros(k, dtype=bool)
+    bad[owner[code < 0]] = True  # a member other than wkb and srid
+    at = code == 0
+    o = owner[at]
+    bad[o[np.bincount(o, minlength=k)[o] > 1]] = True
+    wkb_m[o] = child[at]
+    bad |= np.where(wkb_m >= 0, m.kind[np.maximum(wkb_m, 0)] != KIND_STRING, True)
+    use = np.flatnonzero(~bad)
+    raw, b = _strings(parts, m, wkb_m[use])
+    arr, b2 = b64decode(raw)
+    bad[use[b | b2]] = True
+    out = _Out(k, pa.binary())
+    out.put(use, arr)
+    return out.result(), bad
+
+
 def _accepted(t: pa.DataType, kind: np.ndarray, connect: bool) -> np.ndarray:
     """Which JSON value kinds a column type accepts (before value checks)."""
     if pa.types.is_integer(t):
@@ -451,7 +482,9 @@ def _accepted(t: pa.DataType, kind: np.ndarray, connect: bool) -> np.ndarray:
         ok = (kind == KIND_STRING) | (kind == KIND_NUMBER) | (connect & (kind == KIND_OBJECT))
     elif pa.types.is_boolean(t):
         ok = (kind == KIND_TRUE) | (kind == KIND_FALSE)
-    elif pa.types.is_string(t) or pa.types.is_binary(t):
+    elif pa.types.is_binary(t):
+        ok = (kind == KIND_STRING) | (connect & (kind == KIND_OBJECT))
+    elif pa.types.is_string(t):
         ok = kind == KIND_STRING
     else:  # date32, timestamp
         ok = (kind == KIND_STRING) | (kind == KIND_NUMBER)

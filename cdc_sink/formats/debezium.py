@@ -153,7 +153,7 @@ from cdc_sink.formats._jsonscan import (
     scan,
 )
 from cdc_sink.formats._jsonstrings import match_strings
-from cdc_sink.formats._jsonvalues import UNIT_MS, UNIT_NS, UNIT_US
+from cdc_sink.formats.value_ranges import UNIT_MS, UNIT_NS, UNIT_US
 from cdc_sink.schema import Column, TableSchema
 
 __all__ = ["UNAVAILABLE_VALUE", "DebeziumDecoder", "debezium_encoder", "encode_debezium"]

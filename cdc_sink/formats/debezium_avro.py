@@ -74,7 +74,7 @@ from cdc_sink.formats._avro_schema import Node
 from cdc_sink.formats._avro_values import raw_text
 from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, FormatName
 from cdc_sink.formats._debezium_events import placeholder_forms
-from cdc_sink.formats._jsonvalues import UNIT_MS, UNIT_NS, UNIT_US
+from cdc_sink.formats._debezium_source import binlog_numbers, binlog_seq
 from cdc_sink.formats.avro_wire import (
     HEADER_BYTES,
     RegistrySettings,
@@ -83,6 +83,7 @@ from cdc_sink.formats.avro_wire import (
     wire_headers,
 )
 from cdc_sink.formats.debezium import UNAVAILABLE_VALUE
+from cdc_sink.formats.value_ranges import UNIT_MS, UNIT_NS, UNIT_US
 from cdc_sink.schema import TableSchema
 
 __all__ = ["DebeziumAvroDecoder", "SchemaEvolutionError", "debezium_avro_encoder"]
@@ -439,24 +440,13 @@ class DebeziumAvroDecoder(Decoder):
         pos, given = int_field(src, "pos", g)
         row, _ = int_field(src, "row", g)
         names = text_field(src, "file", g, parts)
-        digits = pc.extract_regex(names, r"\.(?P<n>[0-9]{1,9})$").field("n")
-        number = np.asarray(
-            pc.cast(digits, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False), np.int64
-        )
-        refuse(greasons, need & ~given, "seq is missing (no source.pos)")
-        refuse(greasons, need & (number < 0), "seq is missing (no source.file)")
-        refuse(greasons, need & ((pos < 0) | (pos >= 1 << 32)), "source.pos is outside 0..2**32-1")
-        refuse(greasons, need & ((row < 0) | (row >= 1 << 31)), "source.row is outside 0..2**31-1")
-        ok = (
-            need
-            & given
-            & (number >= 0)
-            & (pos >= 0)
-            & (pos < 1 << 32)
-            & (row >= 0)
-            & (row < 1 << 31)
-        )
-        return pa.array(np.where(ok, (number << 32) + pos + row, 0), pa.int64(), mask=~ok)
+        number = binlog_numbers(names)
+        bad_name = need & np.asarray(names.is_valid(), dtype=bool) & (number < 0)
+        for i in np.flatnonzero(bad_name & no_reason(greasons)).tolist():  # reject path
+            raw = str(names[i].as_py())[:60]
+            greasons[i] = f"source.file {raw!r} is not a binlog file name (name.NNNNNN)"
+        v, ok = binlog_seq(greasons, need, number, pos, given, row)
+        return pa.array(v, pa.int64(), mask=~ok)
 
     def _keys_from_messages(
         self,

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from cdc_sink.formats._jsonvalues import MAX_DAY, MAX_MICROS, MIN_DAY, MIN_MICROS
+from cdc_sink.formats.value_ranges import MAX_DAY, MAX_MICROS, MIN_DAY, MIN_MICROS
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.spark._json_tokens import member_token, object_text
 

@@ -41,9 +41,9 @@ import pyarrow as pa
 
 from cdc_sink.changes import SET_PREFIX
 from cdc_sink.errors import InvalidOption
-from cdc_sink.formats._jsonmembers import _PG_INFINITY
-from cdc_sink.formats._jsonvalues import TEMPORAL_RANGE
 from cdc_sink.formats.native_json import TRUNCATE_REFUSED
+from cdc_sink.formats.value_ranges import PG_INFINITY as _PG_INFINITY
+from cdc_sink.formats.value_ranges import TEMPORAL_RANGE
 from cdc_sink.schema import TableSchema, type_to_str
 from cdc_sink.spark._json_tokens import member_anywhere
 from cdc_sink.spark._jvm_values import (

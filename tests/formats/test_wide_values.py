@@ -35,8 +35,8 @@ from hypothesis import strategies as st
 from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.formats import _jsonflat, _jsonscan, get_decoder
 from cdc_sink.formats._decimaltext import counted, decimal_text
-from cdc_sink.formats._jsonvalues import MAX_DAY, MAX_MICROS, MIN_DAY, MIN_MICROS
 from cdc_sink.formats._rowv2_encode import pack_row
+from cdc_sink.formats.value_ranges import MAX_DAY, MAX_MICROS, MIN_DAY, MIN_MICROS
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._tasks import decoded_batches
 from tests.formats.fuzz_decoders import ci_settings
