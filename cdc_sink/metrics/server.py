@@ -16,6 +16,11 @@ Optional, for an endpoint reachable from other hosts:
   :func:`hmac.compare_digest`. Without TLS the password crosses the network in clear: use
   both.
 
+An endpoint bound off loopback without basic auth or without TLS is logged as a warning
+and shown by the gauge ``cdc_sink_metrics_endpoint_unprotected{missing="auth"|"tls"}``
+(1 for each protection it lacks; no series on loopback or when both are given), so an
+alert can catch a deployment that exposed it by mistake.
+
 prometheus-client's own ``start_http_server`` takes a certificate but has no basic auth,
 so the endpoint is its :func:`~prometheus_client.make_wsgi_app` served by
 :mod:`wsgiref` with the checks above.
@@ -28,12 +33,14 @@ import binascii
 import errno
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
 import socket
 import ssl
 import stat
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +48,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 
 from cdc_sink.errors import MetricsServerError
 
@@ -64,6 +71,7 @@ REQUEST_TIMEOUT_S = 30.0
 """Seconds a connection may stay silent (TLS handshake, request) before it is closed."""
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+_unprotected: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -259,6 +267,47 @@ def _ssl_context(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> s
     return ctx
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` binds the loopback interface only (``""``, ``0.0.0.0`` and
+    ``::`` bind every interface; a name other than ``localhost`` may be any)."""
+    if host in _LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _warn_if_unprotected(registry: CollectorRegistry, host: str, *, tls: bool, auth: bool) -> None:
+    """Logs a warning and sets ``cdc_sink_metrics_endpoint_unprotected`` when the
+    endpoint is bound off loopback without basic auth or without TLS."""
+    missing = [name for name, given in (("auth", auth), ("tls", tls)) if not given]
+    if _is_loopback(host) or not missing:
+        return
+    gauge = _unprotected.get(registry)
+    if gauge is None:  # one gauge per registry, however many servers serve it
+        gauge = _unprotected[registry] = Gauge(
+            "cdc_sink_metrics_endpoint_unprotected",
+            "1 for each protection (auth, tls) the /metrics endpoint lacks off loopback.",
+            ("missing",),
+            registry=registry,
+        )
+    for name in missing:
+        gauge.labels(missing=name).set(1)
+    if not auth and not tls:
+        why = "neither basic auth nor TLS: anyone who reaches the port reads them, in clear"
+    elif not tls:
+        why = "basic auth without TLS: the password crosses the network in clear"
+    else:
+        why = "TLS without basic auth: anyone who reaches the port reads them"
+    logger.warning(
+        "metrics served on %s (not loopback) with %s (give --metrics-auth-file and a TLS "
+        "certificate and key, or bind 127.0.0.1)",
+        host or "every interface",
+        why,
+    )
+
+
 def start_metrics_server(
     registry: CollectorRegistry,
     *,
@@ -294,12 +343,7 @@ def start_metrics_server(
     app: _App = make_wsgi_app(registry)
     if auth is not None:
         app = _guarded(app, auth)
-        if ctx is None and host not in _LOOPBACK:
-            logger.warning(
-                "metrics on %s use basic auth without TLS: the password crosses the "
-                "network in clear (give a TLS certificate and key)",
-                host,
-            )
+    _warn_if_unprotected(registry, host, tls=ctx is not None, auth=auth is not None)
 
     class Server(_Server):
         ssl_context = ctx
