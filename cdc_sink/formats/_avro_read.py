@@ -30,7 +30,17 @@ import numpy as np
 from cdc_sink.formats._arrays import refuse, unaligned
 from cdc_sink.formats._avro_schema import Node
 
-__all__ = ["BYTES_PER_BLOCK", "MAX_BLOCKS", "PAD", "Reader", "Unread", "Val", "padded", "unread"]
+__all__ = [
+    "BYTES_PER_BLOCK",
+    "MAX_BLOCKS",
+    "PAD",
+    "ZERO_ITEMS_PER_BLOCK",
+    "Reader",
+    "Unread",
+    "Val",
+    "padded",
+    "unread",
+]
 
 PAD = 16
 """Zero bytes after the buffer: a varint's ten bytes or a double's eight read past a
@@ -45,6 +55,9 @@ MAX_BLOCKS = 16
 :meth:`Reader._skip_blocks`)."""
 BYTES_PER_BLOCK = 64
 """Bytes of a record that allow one more block in its arrays and maps."""
+ZERO_ITEMS_PER_BLOCK = 1 << 20
+"""Most items of a type of no bytes (``null``...) one block may count (skipped at once;
+other items are bounded by the bytes left)."""
 
 
 @dataclass(eq=False)
@@ -254,9 +267,9 @@ class Reader:
                 self._span(node, srows, size, "block size")
             left = self.end[active] - self.pos[active]
             count = np.where(sized, 0, count)
-            too_many = count > left  # zero-byte items too: at most one per byte left
-            if width > 0:
-                too_many |= count > left // width
+            # items of no bytes: a bound per block; others: a byte at least each
+            limit = ZERO_ITEMS_PER_BLOCK if width == 0 else left // max(width, 1)
+            too_many = count > limit
             self._fail(active[too_many], f"{node.kind} block count exceeds the bytes left")
             count = np.where(too_many, 0, count)
             ended = (count == 0) & ~sized  # a zero count ends the array
