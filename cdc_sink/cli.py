@@ -94,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_demo(sub: Any) -> None:
-    """The ``demo`` command's arguments."""
-    from cdc_sink.formats import FORMATS
+    """The ``demo`` command's arguments (``--format``, ``--apply-mode`` and
+    ``--decoder-option`` are the sink's: :mod:`cdc_sink.job.sink_flags`)."""
+    from cdc_sink.errors import MissingExtra
 
     demo = sub.add_parser(
         "demo",
@@ -108,15 +109,12 @@ def _add_demo(sub: Any) -> None:
     demo.add_argument(
         "--events", type=int, default=20_000, help="events to produce (default 20000)"
     )
-    demo.add_argument(
-        "--format", choices=FORMATS, default="json", help="wire format on Kafka (default json)"
-    )
-    demo.add_argument(
-        "--apply-mode",
-        choices=("driver", "executors"),
-        default="driver",
-        help="where micro-batches are applied (default driver)",
-    )
+    try:
+        from cdc_sink.job.sink_flags import add_sink_flags
+    except MissingExtra as exc:  # no pyspark: the demo cannot run, and says so when run
+        demo.set_defaults(missing_extra=exc)
+    else:
+        add_sink_flags(demo, ["format", "apply_mode", "decode.options"])
     demo.add_argument(
         "--workdir",
         default=None,
@@ -147,13 +145,6 @@ def _add_demo(sub: Any) -> None:
         "--metrics-host",
         default="127.0.0.1",
         help="address the metrics endpoint binds (default 127.0.0.1)",
-    )
-    demo.add_argument(
-        "--decoder-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="option of the format's decoder (repeatable; VALUE parsed as JSON when it parses)",
     )
     demo.add_argument(
         "--registry-url",
@@ -227,6 +218,9 @@ COMMANDS_GROUP = "cdc_sink.commands"
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from importlib.metadata import entry_points
+
+    if getattr(args, "missing_extra", None) is not None:
+        raise args.missing_extra
 
     found = list(entry_points(group=COMMANDS_GROUP, name="demo"))
     try:

@@ -1,6 +1,12 @@
 """The streaming job's arguments: flags, and the same settings from a TOML file or the
 environment.
 
+The sink's flags (``--format``, ``--apply-mode``, ``--decoder-option``,
+``--page-compression``...) are not declared here: each is made from a field of
+:class:`~cdc_sink.spark.options.SinkOptions` (:mod:`cdc_sink.job.sink_flags`), and
+:func:`sink_options` builds the options from them. The flags declared here are the job's
+own: Kafka, the checkpoint, Spark, metrics, logs and the maintenance schedule.
+
 Every long flag of :func:`build_parser` is also a key of the ``--config`` file (TOML;
 ``bootstrap-servers`` or ``bootstrap_servers``; a list for a repeatable flag) and an
 environment variable (``CDC_SINK_`` + the flag in upper case with ``_``:
@@ -23,11 +29,13 @@ import argparse
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
+from cdc_sink.errors import MissingExtra
 from cdc_sink.kafka.properties import ClientProperties
 
 if TYPE_CHECKING:
@@ -38,6 +46,7 @@ __all__ = [
     "LOG_LEVELS",
     "build_parser",
     "job_decoder_options",
+    "key_value_pairs",
     "parse_args",
     "parse_decoder_options",
     "parse_kafka_options",
@@ -53,8 +62,6 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 def build_parser() -> argparse.ArgumentParser:
     """The job's arguments."""
-    from cdc_sink.formats import FORMATS
-
     p = argparse.ArgumentParser(
         prog="cdc_to_tablets",
         description="Apply Kafka CDC events to a cdc_sink table with Spark Structured "
@@ -68,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         "environment variables win)",
     )
     _add_stream_args(p)
-    _add_decode_args(p, FORMATS)
+    _add_sink_args(p)
     _add_observability_args(p)
     _add_maintenance_args(p)
     return p
@@ -101,11 +108,6 @@ def _add_stream_args(p: argparse.ArgumentParser) -> None:
         "--schema-file",
         default=None,
         help="JSON table schema; creates the table when it does not exist",
-    )
-    p.add_argument(
-        "--app-id",
-        default=None,
-        help="writer id for exactly-once commits (default: from the checkpoint)",
     )
     p.add_argument(
         "--starting-offsets",
@@ -157,53 +159,34 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
         help="the cdc_sink table: a directory, or an object-store URL (s3://bucket/prefix, "
         "gs://..., az://...; with --storage-option and the environment's credentials)",
     )
-    p.add_argument(
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="option of the table's object store (repeatable): endpoint, region, "
-        "allow_http...; credentials come from the environment (AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY...), a secret here is refused",
-    )
 
 
-def _add_decode_args(p: argparse.ArgumentParser, formats: Sequence[str]) -> None:
-    """How events are decoded and where micro-batches are applied."""
-    p.add_argument(
-        "--format",
-        choices=formats,
-        default="json",
-        help="encoding of the Kafka values (default json)",
+_NO_SINK_FLAGS = "_no_sink_flags"
+"""The namespace default saying why the sink's flags are missing (no pyspark)."""
+
+
+def _add_sink_args(p: argparse.ArgumentParser) -> None:
+    """The sink's options: a flag per field of SinkOptions (:mod:`cdc_sink.job.sink_flags`),
+    and the job's shorthand ``--allow-truncate``. Without pyspark (no ``spark`` extra) the
+    job cannot run and SinkOptions cannot be imported: its help still shows, saying so,
+    and :func:`parse_args` refuses to go further."""
+    sink = p.add_argument_group(
+        "sink options",
+        "each a field of cdc_sink.spark.SinkOptions (or of its decode and table options)",
     )
-    p.add_argument(
-        "--decoder-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="option of the format's decoder (repeatable; VALUE is parsed as "
-        "JSON when it parses, else taken as a string)",
-    )
+    try:
+        from cdc_sink.job.sink_flags import add_sink_flags
+    except MissingExtra as exc:
+        sink.description = f"the sink's options (--format, --apply-mode...): {exc}"
+        p.set_defaults(**{_NO_SINK_FLAGS: str(exc)})
+    else:
+        add_sink_flags(sink)
     p.add_argument(
         "--allow-truncate",
         action="store_true",
         help='--format json: apply {"op": "truncate"} events, which delete every row '
         "of the table (decoder option allow_truncate; default: rejected, so that a producer "
         "cannot empty the table)",
-    )
-    p.add_argument(
-        "--json-decoder",
-        choices=("python", "jvm"),
-        default="python",
-        help="where native JSON is decoded (default python)",
-    )
-    p.add_argument(
-        "--decode-processes",
-        type=int,
-        default=0,
-        metavar="N",
-        help="driver mode: N worker processes decode the Kafka values (default 0: the "
-        "driver's own thread)",
     )
     p.add_argument(
         "--numpy-hugepages",
@@ -221,19 +204,6 @@ def _add_decode_args(p: argparse.ArgumentParser, formats: Sequence[str]) -> None
         help="pyarrow's allocator in the driver and the executors' Python workers (default "
         "auto: jemalloc when this pyarrow has it, measured faster here, see "
         "cdc_sink.arrow_pool; pyarrow: leave pyarrow's own choice)",
-    )
-    p.add_argument(
-        "--apply-mode",
-        choices=("driver", "executors"),
-        default="driver",
-        help="apply batches in the driver (default) or one task per bucket",
-    )
-    p.add_argument(
-        "--decode-in",
-        choices=("driver", "executors"),
-        default=None,
-        help="driver mode: decode in the driver (default) or in the executors' Spark tasks, "
-        "which send the driver each bucket's decoded events (executors mode: always there)",
     )
 
 
@@ -311,55 +281,24 @@ def _add_maintenance_args(p: argparse.ArgumentParser) -> None:
         type=int,
         default=100,
         metavar="N",
-        help="run GC every N committed batches (default 100; 0: never)",
+        help="run GC every N committed batches (default 100; 0: never; it keeps "
+        "--retain-versions and --retain-seconds)",
     )
-    mnt.add_argument(
-        "--retain-versions",
-        type=int,
-        default=None,
-        metavar="N",
-        help="GC keeps at least the newest N versions (default: the table's retain_versions, 100)",
-    )
-    mnt.add_argument(
-        "--retain-seconds",
-        type=float,
-        default=None,
-        metavar="S",
-        help="GC keeps every version committed in the last S seconds "
-        "(default: the table's retain_seconds, 3600)",
-    )
-    for what, default, detail in (
-        ("page", "zstd", "snapshot pages (none: faster cold reads, 2.2x the disk)"),
-        ("wal", "lz4", "WAL segments"),
-    ):
-        mnt.add_argument(
-            f"--{what}-compression",
-            choices=["zstd", "lz4", "none"],
-            default=default,
-            help=f"codec of the {detail} written from now on (default {default}); files "
-            "written with another codec stay readable",
-        )
 
 
 def table_options(args: argparse.Namespace) -> TableOptions:
-    """The table options the job's arguments name (the codecs; the rest are defaults)."""
-    from cdc_sink.table import TableOptions
+    """The table options the job's arguments name (``--page-compression``,
+    ``--retain-versions``...: the table fields of
+    :func:`~cdc_sink.job.sink_flags.sink_options`).
 
-    codec: dict[str, Literal["zstd", "lz4"] | None] = {"zstd": "zstd", "lz4": "lz4", "none": None}
-    return TableOptions(
-        page_compression=codec[args.page_compression],
-        wal_compression=codec[args.wal_compression],
-    )
+    Raises:
+        ValueError: A value a table option refuses.
+    """
+    from cdc_sink.job.sink_flags import sink_options
 
-
-def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
-        out.append((key.strip(), value))
-    return out
+    table = sink_options(args).table
+    assert table is not None  # the flags always name one
+    return table
 
 
 def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
@@ -368,7 +307,22 @@ def parse_kafka_options(items: Sequence[str]) -> dict[str, str]:
     Raises:
         ValueError: An item has no ``=``.
     """
-    return dict(_pairs(items, "--kafka-option"))
+    return dict(key_value_pairs(items, "--kafka-option"))
+
+
+def key_value_pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
+    """``KEY=VALUE`` items as pairs (each key stripped).
+
+    Raises:
+        ValueError: An item has no ``=`` or no key (the message names ``flag``).
+    """
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
+        out.append((key.strip(), value))
+    return out
 
 
 _SECRET_OPTION = re.compile(
@@ -388,7 +342,7 @@ def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
             environment; the message names the key, never the value).
     """
     out: dict[str, str] = {}
-    for key, value in _pairs(items, "--storage-option"):
+    for key, value in key_value_pairs(items, "--storage-option"):
         if _SECRET_OPTION.search(key):
             raise ValueError(
                 f"--storage-option {key}: a secret is not taken from the command line or "
@@ -431,7 +385,7 @@ def parse_decoder_options(items: Sequence[str]) -> dict[str, Any]:
         ValueError: An item has no ``=``.
     """
     out: dict[str, Any] = {}
-    for key, value in _pairs(items, "--decoder-option"):
+    for key, value in key_value_pairs(items, "--decoder-option"):
         try:
             out[key] = json.loads(value)
         except ValueError:
@@ -456,7 +410,10 @@ def _checked(action: argparse.Action, value: Any, where: str) -> Any:
             value = [f"{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in value.items()]
         items = value if isinstance(value, list) else [value]
         return [str(v) for v in items]
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+    if isinstance(
+        action,
+        (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction),
+    ):
         if isinstance(value, str):
             if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                 raise ValueError(f"{where}: {flag} takes true or false, not {value!r}")
@@ -509,7 +466,8 @@ def parse_args(
 
     Raises:
         SystemExit: Bad arguments (argparse's usage error, exit code 2), including a bad
-            value in the file or the environment (the message names where it is).
+            value in the file or the environment (the message names where it is), or
+            no pyspark (the message names the extra that installs it).
     """
     env = os.environ if environ is None else environ
     pre = argparse.ArgumentParser(add_help=False)
@@ -529,4 +487,8 @@ def parse_args(
         if isinstance(actions[dest], argparse._AppendAction):
             actions[dest].default = list(value)
     parser.set_defaults(**{k: v for k, v in settings.items() if not isinstance(v, list)})
+    missing = parser.get_default(_NO_SINK_FLAGS)
+    given = sys.argv[1:] if argv is None else argv
+    if missing and not {"-h", "--help"} & set(given):
+        parser.error(missing)  # no pyspark: the job cannot run
     return parser.parse_args(argv)

@@ -14,16 +14,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from cdc_sink.job.args import (
-    job_decoder_options,
-    parse_args,
-    parse_kafka_options,
-    parse_storage_options,
-    table_options,
-)
+from cdc_sink.job.args import job_decoder_options, parse_args, parse_kafka_options
 from cdc_sink.job.schedule import Maintenance
 from cdc_sink.kafka.properties import ClientProperties
 
@@ -33,7 +28,7 @@ if TYPE_CHECKING:
 
     from cdc_sink.metrics import SinkMetrics
     from cdc_sink.metrics.observer import BatchObserver
-    from cdc_sink.spark import SinkFunction
+    from cdc_sink.spark import SinkFunction, SinkOptions
 
 __all__ = ["apply_numpy_hugepages", "configure_logging", "failure_reason", "main"]
 
@@ -259,9 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             **client_properties.spark_options(),
             **parse_kafka_options(args.kafka_option),
         }
-        decoder_options = job_decoder_options(args, client_properties)
-        storage_options = parse_storage_options(args.storage_option)
         table_path, checkpoint, app_id = _table_and_checkpoint(args)
+        options = _sink_options(args, app_id, client_properties)
     except ValueError as exc:
         print(f"cdc_to_tablets: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -311,8 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             app_id=app_id,
             metrics=metrics,
             kafka_options=kafka_options,
-            decoder_options=decoder_options,
-            storage_options=storage_options,
+            options=options,
             client_properties=client_properties,
             stop=stop,
         )
@@ -356,19 +349,34 @@ def _table_and_checkpoint(args: argparse.Namespace) -> tuple[str, str, str]:
     return table_path, checkpoint, args.app_id or f"cdc_to_tablets:{ckpt_id}"
 
 
+def _sink_options(
+    args: argparse.Namespace, app_id: str, client_properties: ClientProperties
+) -> SinkOptions:
+    """The sink's options: its flags (:func:`~cdc_sink.job.sink_flags.sink_options`), the app id
+    (default: from the checkpoint), and the decoder options with the registry's settings
+    of the client properties and ``--allow-truncate``.
+
+    Raises:
+        ValueError: A bad flag value (a ``KEY=VALUE`` item, a secret storage option, a
+            value an option refuses).
+    """
+    from cdc_sink.job.sink_flags import sink_options
+
+    options = sink_options(args)
+    decode = replace(options.decode, options=job_decoder_options(args, client_properties))
+    return replace(options, app_id=app_id, decode=decode)
+
+
 def _sink(
     args: argparse.Namespace,
     table_path: str,
-    app_id: str,
-    decoder_options: dict[str, Any],
-    storage_options: dict[str, str],
+    options: SinkOptions,
     client_properties: ClientProperties,
 ) -> SinkFunction:
     """The sink the arguments describe (the table created from ``--schema-file`` if
     missing), with its dead-letter sink."""
     import cdc_sink.spark
     from cdc_sink.kafka.deadletter import from_uri
-    from cdc_sink.spark.options import SinkOptions
 
     schema: dict[str, Any] | None = None
     if args.schema_file:
@@ -379,20 +387,7 @@ def _sink(
         if args.dead_letter
         else None
     )
-    return cdc_sink.spark.sink(
-        table_path,
-        schema=schema,
-        options=SinkOptions(storage_options=storage_options),
-        format=args.format,
-        app_id=app_id,
-        apply_mode=args.apply_mode,
-        dead_letter=dead_letter,
-        json_decoder=args.json_decoder,
-        decoder_options=decoder_options,
-        decode_processes=args.decode_processes,
-        decode_in=args.decode_in,
-        table_options=table_options(args),
-    )
+    return cdc_sink.spark.sink(table_path, schema=schema, dead_letter=dead_letter, options=options)
 
 
 def _kafka_stream(
@@ -435,8 +430,7 @@ def _run(
     app_id: str,
     metrics: SinkMetrics,
     kafka_options: dict[str, str],
-    decoder_options: dict[str, Any],
-    storage_options: dict[str, str],
+    options: SinkOptions,
     client_properties: ClientProperties,
     stop: _StopRequest,
 ) -> int:
@@ -445,8 +439,8 @@ def _run(
     from cdc_sink.metrics import ProgressPoller
     from cdc_sink.metrics.observer import BatchObserver
 
-    spark = _start_spark(args, checkpoint, storage_options)
-    sink_fn = _sink(args, table_path, app_id, decoder_options, storage_options, client_properties)
+    spark = _start_spark(args, checkpoint, dict(options.storage_options))
+    sink_fn = _sink(args, table_path, options, client_properties)
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch
     maintenance = Maintenance(
