@@ -79,7 +79,8 @@ def check_connection(
 
     require("confluent_kafka", feature="the Kafka connection check")
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+
+    from cdc_sink.kafka._clients import confluent_client
 
     props = props or ClientProperties()
     reported: list[Any] = []
@@ -91,7 +92,7 @@ def check_connection(
         "error_cb": reported.append,
         "logger": quiet,
     }
-    admin = AdminClient(conf)
+    admin = confluent_client("admin", conf)  # a setting librdkafka refuses: InvalidOption
     deadline = time.monotonic() + timeout
     auth: list[Any] = []
     while True:  # short requests, serving the error callbacks between them

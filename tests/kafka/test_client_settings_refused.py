@@ -22,6 +22,7 @@ import pytest
 from cdc_sink.errors import InvalidOption
 from cdc_sink.kafka._clients import confluent_client
 from cdc_sink.kafka.admin import admin_client
+from cdc_sink.kafka.connection import check_connection
 from cdc_sink.kafka.producer import RawProducer
 from cdc_sink.kafka.properties import ClientProperties
 from cdc_sink_testkit.tls import ServerCertificate, make_server_certificate
@@ -162,4 +163,18 @@ def test_kafka_python_names_a_setting_it_does_not_take() -> None:
     with pytest.raises(InvalidOption, match="ssl_keystore") as info:
         RawProducer(NOWHERE, backend="kafka-python", ssl_keystore=SECRET)
     assert info.value.option == "ssl_keystore"
+    assert SECRET not in str(info.value)
+
+
+def test_the_start_up_connection_check_names_a_refused_setting() -> None:
+    props = ClientProperties.from_mapping(
+        {
+            "security.protocol": "SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.key": f"-----BEGIN PRIVATE KEY-----\n{SECRET}\n-----END PRIVATE KEY-----",
+        }
+    )
+    with pytest.raises(InvalidOption) as info:
+        check_connection(NOWHERE, props, timeout=5)
+    assert info.value.option == "ssl.keystore.key"
     assert SECRET not in str(info.value)
