@@ -31,27 +31,32 @@ Secrets stay out of the file and off the command line with Kafka's config-provid
 placeholders, resolved when the file is read: ``${env:NAME}`` (an environment
 variable), ``${file:PATH:KEY}`` (a key of another properties file, Kafka's
 ``FileConfigProvider``) and ``${dir:DIR:NAME}`` (a whole file, as Kubernetes mounts
-secrets; Kafka's ``DirectoryConfigProvider``). ``repr`` of the settings never shows a
-secret's value, and no error names one.
+secrets; Kafka's ``DirectoryConfigProvider``). ``repr`` of the settings masks every
+secret by the one rule of :mod:`cdc_sink.redact` (by name, and by value: a private key, a
+URL's user info, an OAuth configuration), and no error shows a value: a malformed line,
+an unreadable or non-UTF-8 file, an unresolved placeholder are named by file and line.
+
+The file is read by ``java.util.Properties``' rules (:func:`parse_properties`), so a file
+Kafka's tools read gives the same entries here.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cdc_sink.errors import InvalidOption
+from cdc_sink.redact import masked_mapping
 
 __all__ = ["PROPERTIES_ENV", "ClientProperties", "parse_properties"]
 
 PROPERTIES_ENV = "CDC_SINK_CLIENT_PROPERTIES"
 """Environment variable naming the client properties file when no option names one."""
 
-_SECRET_KEYS = re.compile(r"password|secret|jaas|user\.info|token|credentials", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"\$\{(env|file|dir):([^}]*)\}")
 _REGISTRY_PREFIX = "schema.registry."
 _REGISTRY_KEYS = frozenset(
@@ -108,81 +113,193 @@ _KAFKA_PYTHON = {
 
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_BLANK = " \t\f"  # Java's white space in a properties file
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|u|.)", re.DOTALL)
 
 
-def _unescape(text: str) -> str:
-    """Java's escapes of a properties value: ``\\t`` ``\\n`` ``\\r`` ``\\f``,
-    ``\\uXXXX``, and a backslash before any other character keeps that character."""
+@dataclass(frozen=True)
+class _Entry:
+    """One entry of a properties file, and where it is (for errors: never its text)."""
+
+    key: str
+    value: str
+    where: str
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The logical lines of a properties file with the number of each one's first
+    natural line, as Java's ``Properties.load`` reads them: lines end at ``\\n``,
+    ``\\r`` or ``\\r\\n``; leading white space is skipped; a line whose first character
+    is ``#`` or ``!`` is a comment (even if it ends in a backslash); an odd run of
+    backslashes at the end continues the line on the next one (an even run is escaped
+    backslashes), whose leading white space is skipped; a blank line ends a continued
+    line; a continuation at the end of the file is dropped, not its entry."""
+    parts: list[str] = []
+    first = 0
+    for number, raw in enumerate(re.split(r"\r\n|\r|\n", text), 1):
+        line = raw.lstrip(_BLANK)
+        if not parts:
+            if not line or line[0] in "#!":
+                continue
+            first = number
+        elif not line:  # a blank line after a continuation ends the logical line
+            yield first, "".join(parts)
+            parts = []
+            continue
+        run = len(line) - len(line.rstrip("\\"))
+        if run % 2:
+            parts.append(line[:-1])
+            continue
+        parts.append(line)
+        yield first, "".join(parts)
+        parts = []
+    if parts:
+        yield first, "".join(parts)
+
+
+def _split_entry(line: str) -> tuple[str, str, bool]:
+    """A logical line's raw key and value (escapes kept), as Java splits them: the key
+    ends at the first unescaped ``=``, ``:`` or white space; white space, one ``=`` or
+    ``:``, and white space again separate it from the value. Also whether there was a
+    separator (or a value after white space)."""
+    escaped = False
+    end = len(line)
+    for i, c in enumerate(line):
+        if not escaped and (c in "=:" or c in _BLANK):
+            end = i
+            break
+        escaped = c == "\\" and not escaped
+    rest = line[end:].lstrip(_BLANK)
+    separated = rest[:1] in ("=", ":")
+    if separated:
+        rest = rest[1:].lstrip(_BLANK)
+    return line[:end], rest, separated or bool(rest)
+
+
+def _unescape(text: str, where: str) -> str:
+    """Java's escapes of a properties key or value: ``\\t`` ``\\n`` ``\\r`` ``\\f``,
+    ``\\uXXXX``, and a backslash before any other character keeps that character.
+
+    Raises:
+        InvalidOption: A ``\\u`` without four hex digits (Java refuses it too).
+    """
 
     def one(m: re.Match[str]) -> str:
         c = m.group(1)
-        if c.startswith("u") and len(c) == 5:
+        if c == "u":
+            raise InvalidOption(
+                f"{where}: malformed \\uXXXX escape (four hex digits expected)",
+                option="client_properties",
+            )
+        if len(c) == 5:
             return chr(int(c[1:], 16))
         return _ESCAPES.get(c, c)
 
-    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", one, text)
+    return _ESCAPE.sub(one, text)
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """The entries of a Java properties file (``key=value`` or ``key: value``; ``#`` and
-    ``!`` comments; a trailing backslash continues a line; Java's backslash escapes; no
-    placeholder resolved).
+def _entries(text: str, source: str) -> list[_Entry]:
+    """The entries of the properties ``text`` read from ``source`` (see
+    :func:`parse_properties`).
 
     Raises:
-        InvalidOption: A line has a key and no separator.
+        InvalidOption: A line has a key and nothing else, or a malformed ``\\u`` escape
+            (the error names ``source`` and the line, never the line's text).
     """
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry, logical = "".join(logical), []
-        m = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", entry) or re.match(r"(\S+)\s+(.*)$", entry)
-        if m is None:
+    out: list[_Entry] = []
+    for number, line in _logical_lines(text):
+        where = f"{source} line {number}"
+        key, value, separated = _split_entry(line)
+        if not separated:
             raise InvalidOption(
-                f"client properties: line {entry.split()[0]!r} has no '=' or ':'",
+                f"{where} has no '=' or ':' (a key with an empty value is written "
+                "'key='; a ${file:PATH:KEY} placeholder reads a key of a properties file, "
+                "${dir:DIR:NAME} a whole file)",
                 option="client_properties",
             )
-        out[_unescape(m.group(1))] = _unescape(m.group(2).strip())
+        out.append(_Entry(_unescape(key, where), _unescape(value, where).strip(), where))
     return out
 
 
-def _resolve(key: str, value: str, environ: Mapping[str, str]) -> str:
-    """``value`` with its ``${env:…}``, ``${file:…:…}`` and ``${dir:…:…}`` replaced."""
+def parse_properties(text: str, *, source: str = "client properties") -> dict[str, str]:
+    """The entries of a Java properties file, read by ``java.util.Properties``' rules
+    (``key=value``, ``key: value`` or ``key value``; ``#`` and ``!`` comments; an odd
+    number of trailing backslashes continues a line; Java's backslash escapes; the last
+    of a repeated key wins), each value trimmed as Kafka's clients trim them. No
+    placeholder is resolved.
+
+    One difference from Java: a line with a key and nothing else (which Java reads as an
+    empty value) is refused, since a line of a secret file would otherwise become a key
+    name and be shown as one.
+
+    Args:
+        text: The file's text.
+        source: What ``text`` is, for errors (e.g. ``client properties /etc/c.properties``).
+
+    Raises:
+        InvalidOption: A line has a key and nothing else, or a malformed ``\\u`` escape.
+            The error names ``source`` and the line number, never the line's text.
+    """
+    return {e.key: e.value for e in _entries(text, source)}
+
+
+_PROPERTY_NAME = re.compile(r"[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+")
+
+
+def _named(key: str) -> str:
+    """``key`` for an error: quoted when it reads as a property name (lower-case words
+    joined by dots, as every Kafka and registry setting is named), else not shown: a
+    stray line of a secret, continued into the next, becomes a key."""
+    return repr(key) if _PROPERTY_NAME.fullmatch(key) else "(not shown: no property name)"
+
+
+def _read_text(path: Path, what: str, option: str) -> str:
+    """The UTF-8 text of ``path``.
+
+    Raises:
+        InvalidOption: It cannot be read, or it is not UTF-8 (the error names ``what``
+            and the line of the first bad byte, not the byte).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidOption(f"{what}: cannot read {path}: {exc.strerror}", option=option) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InvalidOption(
+            f"{what}: {path} is not UTF-8 text (line {line})", option=option
+        ) from None
+
+
+def _resolve(key: str, value: str, environ: Mapping[str, str], where: str = "") -> str:
+    """``value`` with its ``${env:…}``, ``${file:…:…}`` and ``${dir:…:…}`` replaced.
+
+    Raises:
+        InvalidOption: A placeholder cannot be resolved: the error names the key, where it
+            is (``where``), the variable or the file, never a value.
+    """
+    what = f"client property {_named(key)}" + (f" ({where})" if where else "")
 
     def one(m: re.Match[str]) -> str:
         kind, arg = m.group(1), m.group(2)
         if kind == "env":
             if arg not in environ:
-                raise InvalidOption(
-                    f"client property {key!r}: environment variable {arg!r} is not set",
-                    option=key,
-                )
+                raise InvalidOption(f"{what}: environment variable {arg!r} is not set", option=key)
             return environ[arg]
         path, sep, name = arg.rpartition(":")
         if not sep or not path:
-            raise InvalidOption(
-                f"client property {key!r}: ${{{kind}:PATH:NAME}} expected", option=key
-            )
+            raise InvalidOption(f"{what}: ${{{kind}:PATH:NAME}} expected", option=key)
+        if kind == "dir":
+            return _read_text(Path(path) / name, what, key).rstrip("\n")
         try:
-            if kind == "file":
-                props = parse_properties(Path(path).read_text(encoding="utf-8"))
-                if name not in props:
-                    raise InvalidOption(
-                        f"client property {key!r}: {path!r} has no key {name!r}", option=key
-                    )
-                return props[name]
-            return (Path(path) / name).read_text(encoding="utf-8").rstrip("\n")
-        except OSError as exc:
-            raise InvalidOption(
-                f"client property {key!r}: cannot read {exc.filename!r}: {exc.strerror}",
-                option=key,
-            ) from None
+            props = parse_properties(_read_text(Path(path), what, key), source=f"{what}: {path}")
+        except InvalidOption as exc:
+            raise InvalidOption(str(exc), option=key) from None
+        if name not in props:
+            raise InvalidOption(f"{what}: {path} has no key {name!r}", option=key)
+        return props[name]
 
     return _PLACEHOLDER.sub(one, value)
 
@@ -202,12 +319,10 @@ class ClientProperties:
     source: str = ""
 
     def __repr__(self) -> str:
-        def shown(entries: Mapping[str, str]) -> dict[str, str]:
-            return {k: ("***" if _SECRET_KEYS.search(k) else v) for k, v in entries.items()}
-
+        # every value through the one secret rule: by name and by what it holds
         return (
-            f"ClientProperties(kafka={shown(self.kafka)}, registry={shown(self.registry)}, "
-            f"source={self.source!r})"
+            f"ClientProperties(kafka={masked_mapping(self.kafka)}, "
+            f"registry={masked_mapping(self.registry)}, source={self.source!r})"
         )
 
     @classmethod
@@ -219,15 +334,22 @@ class ClientProperties:
         Raises:
             InvalidOption: A placeholder cannot be resolved.
         """
+        return cls._resolved([_Entry(k, str(v), "") for k, v in entries.items()], environ)
+
+    @classmethod
+    def _resolved(
+        cls, entries: list[_Entry], environ: Mapping[str, str] | None, source: str = ""
+    ) -> ClientProperties:
+        """Settings from parsed entries, their placeholders resolved."""
         env = os.environ if environ is None else environ
-        resolved = {k: _resolve(k, str(v), env) for k, v in entries.items()}
+        resolved = {e.key: _resolve(e.key, e.value, env, e.where) for e in entries}
         registry = {
             k: v
             for k, v in resolved.items()
             if k in _REGISTRY_KEYS or k.startswith(_REGISTRY_PREFIX)
         }
         kafka = {k: v for k, v in resolved.items() if k not in registry}
-        return cls(kafka=kafka, registry=registry)
+        return cls(kafka=kafka, registry=registry, source=source)
 
     @classmethod
     def load(
@@ -237,20 +359,17 @@ class ClientProperties:
         names; none: empty settings).
 
         Raises:
-            InvalidOption: The file cannot be read, or a placeholder cannot be resolved.
+            InvalidOption: The file cannot be read or is not UTF-8, a line is malformed
+                (:func:`parse_properties`), or a placeholder cannot be resolved. The
+                error names the file and the line, never a value.
         """
         env = os.environ if environ is None else environ
         chosen = os.fspath(path) if path is not None else env.get(PROPERTIES_ENV, "")
         if not chosen:
             return cls()
-        try:
-            text = Path(chosen).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidOption(
-                f"client properties {chosen!r}: {exc.strerror}", option="client_properties"
-            ) from None
-        props = cls.from_mapping(parse_properties(text), environ=env)
-        return cls(kafka=props.kafka, registry=props.registry, source=chosen)
+        text = _read_text(Path(chosen), "client properties", "client_properties")
+        entries = _entries(text, f"client properties {chosen}")
+        return cls._resolved(entries, env, chosen)
 
     # -- Kafka -------------------------------------------------------------------------
 
@@ -334,7 +453,7 @@ class ClientProperties:
                 out["sasl_mechanism"] = value
             else:
                 raise InvalidOption(
-                    f"client property {key!r} has no kafka-python equivalent", option=key
+                    f"client property {_named(key)} has no kafka-python equivalent", option=key
                 )
         return out
 

@@ -17,7 +17,20 @@ Options come from ``storage_options`` (obstore's configuration keys: ``endpoint`
 seconds), and for what they leave unset from the usual environment variables
 (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
 ``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME``, ...). An ``http://``
-endpoint implies ``allow_http``. No error message holds an option's value.
+endpoint implies ``allow_http``. Keys are case-insensitive, and delta-rs's spellings of
+the client keys (``AWS_ALLOW_HTTP``, ``AZURE_ALLOW_INVALID_CERTIFICATES``,
+``GOOGLE_TIMEOUT``...: a service prefix before a client key) are the client keys. A
+boolean client key takes ``true``/``false`` (``1``/``0``, ``yes``/``no``, ``on``/``off``)
+and nothing else.
+
+No error message holds an option's value (:mod:`cdc_sink.redact`): obstore's messages,
+which echo values (``failed to parse "<value>" as boolean``), are scrubbed of every
+option value but the endpoint's and the region's, and of every quoted value; one that
+had to be scrubbed is not chained either. An endpoint with user info
+(``http://user:pw@host``) is refused: give credentials as their own options. A panic of
+obstore's Rust code (``pyo3_runtime.PanicException``, which is no ``Exception``) is
+turned into :class:`StoreConfigError` when the store is opened and into
+:class:`StoreIOError` on a call, so ``except Exception`` sees it.
 
 Opening a store that will be written checks once that the endpoint honours conditional
 creates (:meth:`ObstoreStore.check_conditional_writes`): a probe object is created
@@ -30,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import secrets
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -46,6 +60,7 @@ from obstore.exceptions import (
 )
 from obstore.store import from_url
 
+from cdc_sink.redact import has_userinfo, scrub
 from cdc_sink.storage.objectstore import (
     BucketNotFound,
     ConditionalWritesUnsupported,
@@ -58,6 +73,7 @@ from cdc_sink.storage.objectstore import (
     StoreConfigError,
     StoreIOError,
 )
+from cdc_sink.storage.objectstore.urls import parse_store_url
 
 __all__ = ["CLIENT_OPTIONS", "PROBE_PREFIX", "ObstoreStore"]
 
@@ -105,10 +121,44 @@ object."""
 _PAGE = 1000  # keys per LIST or bulk DELETE request (S3's, GCS's and Azure's maximum)
 
 
-def _first_line(exc: BaseException) -> str:
-    """obstore's message without its debug dump."""
+_SERVICE_PREFIXES = ("aws_", "google_", "azure_storage_", "azure_")
+"""delta-rs's spellings of the client keys put one of these before them (``AWS_ALLOW_HTTP``)."""
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+# options whose value an error may show (where the store is): every other value is scrubbed
+_SHOWN_OPTION = re.compile(r"^((aws|google|azure)_)?(endpoint(_url)?|region|default_region)$")
+_QUOTED = re.compile(r'"[^"]*"')
+
+
+def _first_line(exc: BaseException, hidden: tuple[str, ...] = ()) -> str:
+    """obstore's message without its debug dump, and without the ``hidden`` values or any
+    URL's user info (:func:`cdc_sink.redact.scrub`)."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return scrub(text.splitlines()[0], hidden) if text else type(exc).__name__
+
+
+def _is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a panic of Rust code under pyo3 (a ``BaseException`` only)."""
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+def _client_key(low: str) -> str:
+    """The client key a lower-cased option name spells, else the name itself."""
+    for prefix in _SERVICE_PREFIXES:
+        if low.startswith(prefix) and low[len(prefix) :] in CLIENT_OPTIONS:
+            return low[len(prefix) :]
+    return low
+
+
+def _hidden_values(options: Mapping[str, str]) -> tuple[str, ...]:
+    """The option values no message may show: all but the endpoint's and the region's."""
+    return tuple(
+        v
+        for k, v in options.items()
+        if isinstance(v, str) and not _SHOWN_OPTION.match(str(k).lower())
+    )
 
 
 def _split_options(
@@ -123,9 +173,9 @@ def _split_options(
             raise StoreConfigError(
                 f"storage_options for {url} must map str to str; key {key!r} does not"
             )
-        low = key.lower()
+        low = _client_key(key.lower())
         if low in _BOOL_CLIENT_OPTIONS:
-            client[low] = value.strip().lower() in ("1", "true", "yes", "on")
+            client[low] = _boolean(value, key, url)
         elif low in CLIENT_OPTIONS:
             client[low] = value
         elif low == "max_retries":
@@ -134,10 +184,30 @@ def _split_options(
             retry["retry_timeout"] = timedelta(seconds=_number(value, key, url, float))
         else:
             config[low] = value
-    endpoint = config.get("endpoint") or config.get("aws_endpoint") or ""
-    if endpoint.startswith("http://"):
+    endpoints = [v for k, v in config.items() if "endpoint" in k]
+    if any(has_userinfo(v) for v in endpoints):
+        raise StoreConfigError(
+            f"storage_options for {url}: an endpoint takes no user info (user:password@): "
+            "give the credentials as their own options (access_key_id, secret_access_key...)"
+        )
+    if any(v.strip().lower().startswith("http://") for v in endpoints):
         client.setdefault("allow_http", True)
     return config, client, retry
+
+
+def _boolean(value: str, key: str, url: str) -> bool:
+    """A boolean client option.
+
+    Raises:
+        StoreConfigError: ``value`` is not one (the error does not show it).
+    """
+    low = value.strip().lower()
+    if low in _TRUE or low in _FALSE:
+        return low in _TRUE
+    raise StoreConfigError(
+        f"storage option {key!r} for {url} must be true or false "
+        f"({', '.join(_TRUE)} or {', '.join(_FALSE)})"
+    )
 
 
 def _number(value: str, key: str, url: str, kind: Callable[[str], _T]) -> _T:
@@ -171,8 +241,11 @@ class ObstoreStore(ObjectStore):
             BucketNotFound, StoreAccessDenied, ConditionalWritesUnsupported: The probe
                 found so.
         """
+        parse_store_url(url)  # no user info, query or fragment: the URL is in every message
         super().__init__(url)
-        config, client, retry = _split_options(storage_options or {}, url)
+        options = storage_options or {}
+        config, client, retry = _split_options(options, url)
+        self._hidden = _hidden_values(options)
         try:
             self._store = from_url(
                 url,
@@ -181,9 +254,16 @@ class ObstoreStore(ObjectStore):
                 retry_config=retry or None,  # type: ignore[arg-type]
             )
         except UnknownConfigurationKeyError as exc:
-            raise StoreConfigError(f"{url}: {_first_line(exc)}") from None
+            raise StoreConfigError(f"{url}: {self._shown(exc)}") from None
         except Exception as exc:
-            raise StoreConfigError(f"cannot open {url}: {_first_line(exc)}") from None
+            raise StoreConfigError(f"cannot open {url}: {self._shown(exc)}") from None
+        except BaseException as exc:
+            if not _is_panic(exc):
+                raise
+            raise StoreConfigError(
+                f"cannot open {url}: obstore failed on storage_options "
+                f"({', '.join(sorted(options))}): {self._shown(exc)}"
+            ) from None
         if check_conditional_writes:
             self.ensure_conditional_writes()
 
@@ -219,32 +299,51 @@ class ObstoreStore(ObjectStore):
 
     # ------------------------------------------------------------ errors
 
+    def _shown(self, exc: BaseException) -> str:
+        """obstore's message of ``exc`` as an error may show it: without any option value
+        (but the endpoint's and region's), quoted value or URL user info."""
+        return _QUOTED.sub('"***"', _first_line(exc, self._hidden))
+
+    def _cause(self, exc: BaseException) -> BaseException | None:
+        """``exc`` to chain to an error, or ``None`` when its text holds a hidden value."""
+        text = str(exc)
+        return None if scrub(text, self._hidden) != text else exc
+
     def _call(self, key: str, fn: Callable[[], _T], *, create: bool = False) -> _T:
-        """``fn()``, obstore's errors turned into this interface's."""
+        """``fn()``, obstore's errors turned into this interface's (their text scrubbed of
+        the option values, and chained only when it held none)."""
         try:
             return fn()
         except (AlreadyExistsError, PreconditionError) as exc:
-            raise ObjectExists(f"{key} exists in {self.url}") from exc
+            raise ObjectExists(f"{key} exists in {self.url}") from self._cause(exc)
         except FileNotFoundError as exc:
-            msg = _first_line(exc)
+            msg = _first_line(exc, self._hidden)
             if "NoSuchBucket" in str(exc) or "ContainerNotFound" in str(exc):
                 raise BucketNotFound(f"{self.url}: the bucket does not exist ({msg})") from None
-            raise ObjectNotFound(f"no object {key} in {self.url}") from exc
+            raise ObjectNotFound(f"no object {key} in {self.url}") from self._cause(exc)
         except (PermissionDeniedError, UnauthenticatedError) as exc:
             raise StoreAccessDenied(
-                f"{self.url}: the store refused the credentials: {_first_line(exc)}"
+                f"{self.url}: the store refused the credentials: {_first_line(exc, self._hidden)}"
             ) from None
         except (NotSupportedError, NotImplementedError) as exc:
+            msg = _first_line(exc, self._hidden)
             if create:
                 raise ConditionalWritesUnsupported(
                     f"{self.url}: the store does not support conditional creates "
-                    f"({_first_line(exc)}); refusing to write to it"
+                    f"({msg}); refusing to write to it"
                 ) from None
-            raise StoreIOError(f"{self.url}: {_first_line(exc)}") from exc
+            raise StoreIOError(f"{self.url}: {msg}") from self._cause(exc)
         except UnknownConfigurationKeyError as exc:
-            raise StoreConfigError(f"{self.url}: {_first_line(exc)}") from None
+            raise StoreConfigError(f"{self.url}: {_first_line(exc, self._hidden)}") from None
         except Exception as exc:  # obstore's GenericError and its other BaseErrors
-            raise _classify(self.url, exc) from exc
+            raise _classify(self.url, exc, self._hidden) from self._cause(exc)
+        except BaseException as exc:
+            if not _is_panic(exc):
+                raise
+            raise StoreIOError(
+                f"{self.url}: obstore failed ({_first_line(exc, self._hidden)}); the "
+                "outcome of a write is unknown"
+            ) from None
 
     # ------------------------------------------------------------ the interface
 
@@ -310,10 +409,11 @@ def _bytes_like(data: bytes | bytearray | memoryview) -> bytes | bytearray | mem
     return data
 
 
-def _classify(url: str, exc: Exception) -> ObjectStoreError:
-    """An error obstore did not type: credentials, configuration, or I/O."""
+def _classify(url: str, exc: Exception, hidden: tuple[str, ...] = ()) -> ObjectStoreError:
+    """An error obstore did not type: credentials, configuration, or I/O (its message
+    without the ``hidden`` values)."""
     text = str(exc)
-    msg = _first_line(exc)
+    msg = _first_line(exc, hidden)
     if any(h in text for h in _CREDENTIAL_HINTS):
         return StoreAccessDenied(f"{url}: no usable credentials: {msg}")
     if "NoSuchBucket" in text:

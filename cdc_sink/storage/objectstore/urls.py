@@ -16,6 +16,12 @@ a plain path (``/data/t``, ``t``)           :class:`LocalStore` (made absolute)
 Anything else with a ``scheme://`` is refused with :class:`StoreConfigError`, as is an
 object-store URL without a bucket, a ``file://`` URL naming another host, or
 ``storage_options`` for a local path (they would be ignored, silently).
+
+A URL with user info (``s3://KEY:SECRET@bucket/t``) or with a query or fragment (where a
+SAS token or a signature would go) is refused too, by an error that does not show that
+part: the URL is the table's name in every message, repr, log line and writer id, so a
+credential in it would be written everywhere. Credentials go in ``storage_options`` or
+in the environment.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from cdc_sink.extras import MissingExtra
+from cdc_sink.redact import has_userinfo, mask_url
 from cdc_sink.storage.objectstore import ObjectStore, StoreConfigError
 from cdc_sink.storage.objectstore.local import LocalStore
 
@@ -62,8 +69,29 @@ class StoreUrl:
 
 
 def _shown(url: str) -> str:
-    """``url`` for a message: without any ``user:password@`` part."""
-    return re.sub(r"//[^/@]*@", "//<userinfo>@", url) if "@" in url else url
+    """``url`` for a message: without user info, query or fragment."""
+    return mask_url(re.split(r"[?#]", url, maxsplit=1)[0])
+
+
+def _refuse_credentials(url: str, scheme: str) -> None:
+    """Refuses a URL that carries user info, a query or a fragment (without showing them).
+
+    Raises:
+        StoreConfigError: It does.
+    """
+    head = url[len(scheme) + 3 :]
+    netloc = re.split(r"[/?#]", head, maxsplit=1)[0]
+    if has_userinfo(f"{scheme}://{netloc}/"):  # (abfs's container@account is none)
+        raise StoreConfigError(
+            f"{_shown(url)}: a table URL takes no user info (user:password@): give "
+            "credentials as storage_options or in the environment, never in the URL, which "
+            "names the table in every message and log line"
+        )
+    if re.search(r"[?#]", head):
+        raise StoreConfigError(
+            f"{_shown(url)}: a table URL takes no query (?...) or fragment (#...): give "
+            "options (a SAS token, a signature) as storage_options"
+        )
 
 
 def parse_store_url(url: str) -> StoreUrl:
@@ -72,7 +100,8 @@ def parse_store_url(url: str) -> StoreUrl:
     Raises:
         TypeError: ``url`` is not a str.
         StoreConfigError: An unknown scheme, no bucket, a ``file://`` URL of another
-            host, an empty URL.
+            host, an empty URL, user info, a query or a fragment (the error shows none
+            of them).
     """
     if not isinstance(url, (str, os.PathLike)):
         raise TypeError(f"a table URL must be a str or a path, not {type(url).__name__}")
@@ -84,6 +113,7 @@ def parse_store_url(url: str) -> StoreUrl:
         path = os.path.abspath(url)
         return StoreUrl("local", f"file://{path}", None, path)
     scheme = m.group(1).lower()
+    _refuse_credentials(url, m.group(1))
     parts = urlsplit(url)
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
