@@ -317,7 +317,7 @@ def run_mode(
     ``args.cpu_from_batch``-th micro-batch to the end of the backlog (``cpu_window``,
     over ``cpu_window_events`` events). The table is ``table`` (a new URL, reached with
     ``storage_options``), else a new one in a temporary directory."""
-    from cdc_sink.spark import SinkOptions, sink
+    from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 
     work = tempfile.mkdtemp(prefix=f"cdc_e2e_{mode}_")
     topic = f"orders-{mode}-{int(time.time())}"
@@ -329,13 +329,17 @@ def run_mode(
     fn = sink(
         table or f"{work}/table",
         schema=SCHEMA,
-        options=SinkOptions(storage_options=storage_options or {}),
-        app_id=f"bench-{mode}",
-        apply_mode="driver" if mode == "driver-tasks" else "executors" if aligned else mode,  # type: ignore[arg-type]
-        decode_in="executors" if mode == "driver-tasks" else None,
-        format=args.format,
-        decode_processes=args.decode_processes if mode == "driver" else 0,
-        bucket_partitioned=aligned is not None,
+        options=SinkOptions(
+            storage_options=storage_options or {},
+            app_id=f"bench-{mode}",
+            apply_mode="driver" if mode == "driver-tasks" else "executors" if aligned else mode,  # type: ignore[arg-type]
+            format=args.format,
+            bucket_partitioned=aligned is not None,
+            decode=DecodeOptions(
+                where="executors" if mode == "driver-tasks" else None,
+                processes=args.decode_processes if mode == "driver" else 0,
+            ),
+        ),
     )
     if fn.decode_pool is not None:
         fn.decode_pool.start()  # a running job starts its workers once

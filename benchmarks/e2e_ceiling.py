@@ -71,7 +71,7 @@ def _consumer(
     name: str, table: str, decode_processes: int, fmt: str
 ) -> tuple[Callable[[Any, int], None], Any]:
     """The foreachBatch function of ``name`` and the sink behind it (or None)."""
-    from cdc_sink.spark import sink
+    from cdc_sink.spark import DecodeOptions, SinkOptions, sink
     from cdc_sink.spark._driver import raw_columns
 
     if name == "noop":
@@ -87,12 +87,16 @@ def _consumer(
     fn = sink(
         table,
         schema=SCHEMA,
-        app_id=f"ceiling-{name}",
-        apply_mode=mode,
-        format=fmt,
-        json_decoder=decoder,
-        decode_processes=decode_processes if name == "sink-driver-pool" else 0,
-        decode_in="executors" if name == "sink-driver-tasks" else None,
+        options=SinkOptions(
+            app_id=f"ceiling-{name}",
+            apply_mode=mode,
+            format=fmt,
+            decode=DecodeOptions(
+                json_decoder=decoder,
+                processes=decode_processes if name == "sink-driver-pool" else 0,
+                where="executors" if name == "sink-driver-tasks" else None,
+            ),
+        ),
     )
     return fn, fn
 

@@ -93,11 +93,13 @@ def run_once(
     """One drain of ``topic`` into a fresh table; events/s and CPU seconds."""
     from cdc_sink.metrics import ProgressPoller, SinkMetrics, start_metrics_server
     from cdc_sink.metrics.observer import BatchObserver
-    from cdc_sink.spark import sink
+    from cdc_sink.spark import SinkOptions, sink
 
     work = tempfile.mkdtemp(prefix=f"cdc_overhead_{k}_")
     app_id = f"overhead-{k}"
-    fn = sink(f"{work}/table", schema=SCHEMA, app_id=app_id, apply_mode=args.mode)
+    fn = sink(
+        f"{work}/table", schema=SCHEMA, options=SinkOptions(app_id=app_id, apply_mode=args.mode)
+    )
     server = None
     metrics = None
     stop = threading.Event()

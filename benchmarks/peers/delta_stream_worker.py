@@ -81,12 +81,14 @@ class CdcSinkConsumer:
 
     def __init__(self, spark: Any, table: str, app_id: str, schema: dict[str, Any]) -> None:
         from cdc_sink.schema import TableSchema
-        from cdc_sink.spark import sink
+        from cdc_sink.spark import SinkOptions, sink
 
         self.path = table
         self.live = False
         self.fn = sink(
-            table, schema=TableSchema.from_dict(schema), app_id=app_id, apply_mode="driver"
+            table,
+            schema=TableSchema.from_dict(schema),
+            options=SinkOptions(app_id=app_id, apply_mode="driver"),
         )
 
     def __call__(self, df: Any, batch_id: int) -> None:

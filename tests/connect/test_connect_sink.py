@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cdc_sink import open_table
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from tests.integration.streams import start_sink_query
 from tests.integration.test_sink import SCHEMA, expected, is_malformed, make_events, produce
 from tests.model import table_to_rows
@@ -32,7 +32,7 @@ def test_stream_through_connect_equals_the_model(
     phase1 = make_events(rng, 900, 1, range(150))
     phase2 = make_events(rng, 600, 10_000, range(150))
     path = str(tmp_path / "orders")
-    fn = sink(path, schema=SCHEMA, app_id="connect-job", apply_mode=apply_mode)
+    fn = sink(path, schema=SCHEMA, options=SinkOptions(app_id="connect-job", apply_mode=apply_mode))
     ckpt = tmp_path / "ckpt"
 
     produce(kafka.bootstrap_servers, topic_name, phase1)
@@ -70,14 +70,14 @@ def test_every_decode_path_through_connect_builds_the_model(
     kafka.create_topic(topic_name, 2)
     events = make_events(random.Random(41), 800, 1, range(120))
     produce(kafka.bootstrap_servers, topic_name, events)
-    variants: dict[str, dict[str, Any]] = {
-        "jvm-json": {"json_decoder": "jvm"},
-        "decode-in-tasks": {"decode_in": "executors"},
-        "decode-workers": {"decode_processes": 2},
+    variants: dict[str, DecodeOptions] = {
+        "jvm-json": DecodeOptions(json_decoder="jvm"),
+        "decode-in-tasks": DecodeOptions(where="executors"),
+        "decode-workers": DecodeOptions(processes=2),
     }
-    for name, kwargs in variants.items():
+    for name, decode in variants.items():
         path = str(tmp_path / name)
-        fn = sink(path, schema=SCHEMA, app_id=name, **kwargs)
+        fn = sink(path, schema=SCHEMA, options=SinkOptions(app_id=name, decode=decode))
         q = start_sink_query(
             connect_spark,
             kafka.bootstrap_servers,

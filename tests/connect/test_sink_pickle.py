@@ -14,7 +14,7 @@ from pyspark import cloudpickle  # the one Spark Connect pickles foreachBatch fu
 
 from cdc_sink import open_table
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import SinkFunction, sink
+from cdc_sink.spark import DecodeOptions, SinkFunction, SinkOptions, sink
 from cdc_sink.spark._driver import DriverApply
 from cdc_sink.spark._executors import ExecutorsApply
 
@@ -34,7 +34,11 @@ DUMPS = {"pickle": pickle.dumps, "cloudpickle": cloudpickle.dumps}
 def test_a_used_sink_pickles_without_its_process_state(
     tmp_path: Path, dumps: str, apply_mode: str
 ) -> None:
-    fn = sink(tmp_path / "t", schema=SCHEMA, apply_mode=apply_mode, app_id="w", decode_processes=0)
+    fn = sink(
+        tmp_path / "t",
+        schema=SCHEMA,
+        options=SinkOptions(apply_mode=apply_mode, app_id="w", decode=DecodeOptions(processes=0)),
+    )
     fn.table.apply([{"op": "insert", "key": {"id": 1}, "set": {"v": "a"}}])  # tablets loaded
     _ = fn.mode  # the apply mode made, with its locks and caches
     fn.on_batch = lambda st: None  # a closure of this process
@@ -51,7 +55,7 @@ def test_a_used_sink_pickles_without_its_process_state(
 
 
 def test_decode_workers_are_not_pickled(tmp_path: Path) -> None:
-    fn = sink(tmp_path / "t", schema=SCHEMA, decode_processes=2)
+    fn = sink(tmp_path / "t", schema=SCHEMA, options=SinkOptions(decode=DecodeOptions(processes=2)))
     assert fn.decode_pool is not None
     fn.decode_pool.start()  # two live worker processes
     try:
@@ -68,7 +72,7 @@ def _open_in_child(blob: bytes, out: Any) -> None:
 
 
 def test_an_unpickled_sink_opens_the_table_in_its_own_process(tmp_path: Path) -> None:
-    fn = sink(tmp_path / "t", schema=SCHEMA, app_id="w")
+    fn = sink(tmp_path / "t", schema=SCHEMA, options=SinkOptions(app_id="w"))
     fn.table.apply([{"op": "insert", "key": {"id": 7}, "set": {"v": "x"}}])
     ctx = multiprocessing.get_context("spawn")  # nothing of this process inherited
     out = ctx.Queue()

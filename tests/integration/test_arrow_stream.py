@@ -129,7 +129,7 @@ def test_driver_mode_decodes_batch_by_batch_with_exact_rejects(
     """Many small Arrow batches, each decoded on arrival (in the driver's thread, or in
     two decode worker processes): the table and the rejects (with their Kafka
     coordinates and raw bytes) are those of decoding all records at once."""
-    from cdc_sink.spark import sink
+    from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 
     values: list[bytes] = []
     for i in range(3_000):
@@ -142,8 +142,7 @@ def test_driver_mode_decodes_batch_by_batch_with_exact_rejects(
     fn = sink(
         str(tmp_path / "t"),
         schema={**ID_V, "num_buckets": 3},
-        app_id="stream-test",
-        decode_processes=decode_processes,
+        options=SinkOptions(app_id="stream-test", decode=DecodeOptions(processes=decode_processes)),
     )
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
     try:

@@ -30,7 +30,7 @@ from cdc_sink.formats import get_decoder
 from cdc_sink.formats.avro_wire import cache_clear
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from cdc_sink_testkit.registry import LocalRegistry
 from tests.avro.connect import avro_datum, avro_schema, connect_json
 from tests.avro.produce import AvroWriter
@@ -86,11 +86,13 @@ class Stream:
         self.fn = sink(
             tmp / "t",
             schema=schema,
-            format="debezium-avro",
-            apply_mode=mode,  # type: ignore[arg-type]
-            app_id="avro-docs",
             dead_letter=self.dlq,
-            decoder_options={"registry_url": registry.url, **options},
+            options=SinkOptions(
+                format="debezium-avro",
+                apply_mode=mode,
+                app_id="avro-docs",
+                decode=DecodeOptions(options={"registry_url": registry.url, **options}),
+            ),
         )
         self.twin = create_table(tmp / "json", schema)
         self.json = get_decoder("debezium", **options)

@@ -19,7 +19,7 @@ import pytest
 
 from cdc_sink import open_table
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from cdc_sink_testkit.registry import LocalRegistry
 from tests.avro.connect import avro_datum, avro_schema
 from tests.avro.produce import AvroWriter
@@ -59,11 +59,15 @@ class Evolving:
         fn = sink(
             tmp / "t",
             schema=MYSQL_CUSTOMERS,
-            format="debezium-avro",
-            apply_mode=mode,  # type: ignore[arg-type]
-            app_id="evolve",
             dead_letter=self.dlq,
-            decoder_options={"registry_url": registry.url, "schema_evolution": "add_columns"},
+            options=SinkOptions(
+                format="debezium-avro",
+                apply_mode=mode,
+                app_id="evolve",
+                decode=DecodeOptions(
+                    options={"registry_url": registry.url, "schema_evolution": "add_columns"}
+                ),
+            ),
         )
         self.keys = AvroWriter(registry.url, topic, avro_schema(KEY_SCHEMA), key=True)
         self.query = start_sink_query(spark, kafka.bootstrap_servers, topic, fn, tmp / "ckpt")

@@ -19,7 +19,7 @@ import pytest
 from cdc_sink import open_table
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from tests.formats.test_debezium_docs import (
     MYSQL_CREATE,
     MYSQL_CUSTOMERS,
@@ -62,11 +62,13 @@ class Stream:
         fn = sink(
             tmp / "t",
             schema=schema,
-            format="debezium",
-            apply_mode=mode,  # type: ignore[arg-type]
-            app_id="docs",
             dead_letter=self.dlq,
-            decoder_options=decoder_options,
+            options=SinkOptions(
+                format="debezium",
+                apply_mode=mode,
+                app_id="docs",
+                decode=DecodeOptions(options=decoder_options),
+            ),
         )
         self.query = start_sink_query(spark, kafka.bootstrap_servers, topic, fn, tmp / "ckpt")
 

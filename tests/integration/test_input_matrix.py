@@ -17,6 +17,7 @@ import decimal
 import json
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from cdc_sink.formats.native_json import encode_json
 from cdc_sink.formats.rowv2 import encode_event, pack_row
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from tests.integration.streams import kafka_stream, start_sink_query
 from tests.model import RefModel, model_rows, table_to_rows
 
@@ -81,16 +82,18 @@ MODES = {  # format -> (mode, json_decoder) pairs
 }
 
 
-def mode_options(mode: str) -> dict[str, Any]:
-    """The :func:`sink` options of a test mode: ``driver``, ``executors`` (apply modes),
-    ``driver-tasks`` (driver mode, the decode in Spark tasks: ``decode_in="executors"``) or
-    ``aligned`` (executors mode on a bucket-partitioned topic: a one-partition topic is
-    one, its one task holding every bucket)."""
+def mode_options(mode: str, decode: DecodeOptions | None = None, **fields: Any) -> SinkOptions:
+    """The :func:`sink` options of a test mode, with ``decode`` and the other ``fields``:
+    ``driver``, ``executors`` (apply modes), ``driver-tasks`` (driver mode, the decode in
+    Spark tasks: ``decode.where="executors"``) or ``aligned`` (executors mode on a
+    bucket-partitioned topic: a one-partition topic is one, its one task holding every
+    bucket)."""
+    decode = decode or DecodeOptions()
     if mode == "driver-tasks":
-        return {"apply_mode": "driver", "decode_in": "executors"}
+        return SinkOptions(apply_mode="driver", decode=replace(decode, where="executors"), **fields)
     if mode == "aligned":
-        return {"apply_mode": "executors", "bucket_partitioned": True}
-    return {"apply_mode": mode}
+        return SinkOptions(apply_mode="executors", bucket_partitioned=True, decode=decode, **fields)
+    return SinkOptions(apply_mode=mode, decode=decode, **fields)  # type: ignore[arg-type]
 
 
 N_EVENTS = 420
@@ -286,11 +289,13 @@ def test_every_apply_mode_gives_the_same_table_and_dead_letters(
         fn = sink(
             tmp_path / f"t-{name}",
             schema=schema,
-            format=fmt,  # type: ignore[arg-type]
-            json_decoder=decoder,  # type: ignore[arg-type]
-            **mode_options(mode),
-            app_id=f"matrix-{name}",
             dead_letter=dlq,
+            options=mode_options(
+                mode,
+                DecodeOptions(json_decoder=decoder),  # type: ignore[arg-type]
+                format=fmt,
+                app_id=f"matrix-{name}",
+            ),
         )
         run_available_now(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ckpt-{name}")
         assert fn.misaligned_batches == 0  # one partition: always aligned
@@ -347,10 +352,8 @@ def test_poison_messages_never_stop_a_live_stream(
     fn = sink(
         tmp_path / "t",
         schema=schema,
-        format="debezium",
-        app_id="poison",
         dead_letter=dlq,
-        **mode_options(mode),
+        options=mode_options(mode, format="debezium", app_id="poison"),
     )
     q = start_sink_query(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / "ckpt")
     try:
@@ -394,9 +397,7 @@ def test_compaction_and_gc_after_every_batch_keep_the_table_exact(
     fn = sink(
         tmp_path / "t",
         schema=schema,
-        format="json",
-        **mode_options(mode),
-        app_id=f"maint-{mode}",
+        options=mode_options(mode, format="json", app_id=f"maint-{mode}"),
     )
 
     def with_maintenance(df: Any, batch_id: int) -> None:

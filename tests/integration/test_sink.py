@@ -17,7 +17,7 @@ import pytest
 
 from cdc_sink import open_table
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from cdc_sink.table import TableOptions
 from tests.integration.streams import kafka_stream, start_sink_query
 from tests.model import RefModel, model_rows, table_to_rows
@@ -165,7 +165,7 @@ def test_json_stream_restart_replay_and_dead_letters(
     phase2 = make_events(rng, 1500, 10_000, range(300))
     path = str(tmp_path / "orders")
     dlq = Collect()
-    fn = sink(path, schema=SCHEMA, app_id="orders-job", dead_letter=dlq)
+    fn = sink(path, schema=SCHEMA, dead_letter=dlq, options=SinkOptions(app_id="orders-job"))
     produce(kafka.bootstrap_servers, topic_name, phase1)
     q = start_query(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / "ckpt")
     q.processAllAvailable()
@@ -177,7 +177,7 @@ def test_json_stream_restart_replay_and_dead_letters(
 
     # Restart on the same checkpoint with a new sink function (a new driver process).
     produce(kafka.bootstrap_servers, topic_name, phase2)
-    fn2 = sink(path, app_id="orders-job", dead_letter=dlq)
+    fn2 = sink(path, dead_letter=dlq, options=SinkOptions(app_id="orders-job"))
     q = start_query(spark, kafka.bootstrap_servers, topic_name, fn2, tmp_path / "ckpt")
     q.processAllAvailable()
     q.stop()
@@ -248,12 +248,16 @@ def test_every_apply_mode_and_decode_place_builds_identical_tables(
         fn = sink(
             path,
             schema=SCHEMA,
-            app_id=f"job-{mode}",
-            apply_mode={"driver-tasks": "driver", "aligned": "executors"}.get(mode, mode),  # type: ignore[arg-type]
-            decode_in="executors" if mode == "driver-tasks" else None,
-            json_decoder="python" if decoder == "bulk" else decoder,
-            table_options=TableOptions(bulk_events=20) if decoder == "bulk" else None,
-            bucket_partitioned=mode == "aligned",
+            options=SinkOptions(
+                app_id=f"job-{mode}",
+                apply_mode={"driver-tasks": "driver", "aligned": "executors"}.get(mode, mode),
+                table=TableOptions(bulk_events=20) if decoder == "bulk" else None,
+                bucket_partitioned=mode == "aligned",
+                decode=DecodeOptions(
+                    where="executors" if mode == "driver-tasks" else None,
+                    json_decoder="python" if decoder == "bulk" else decoder,
+                ),
+            ),
         )
         q = start_query(
             spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ck-{mode}-{decoder}"
@@ -314,10 +318,12 @@ def test_a_bucket_partitioned_topic_is_prepared_where_it_is_read(
         fn = sink(
             tmp_path / mode,
             schema=SCHEMA,
-            apply_mode=mode,  # type: ignore[arg-type]
-            bucket_partitioned=mode == "executors",
-            json_decoder=decoder,  # type: ignore[arg-type]
             dead_letter=dlq,
+            options=SinkOptions(
+                apply_mode=mode,
+                bucket_partitioned=mode == "executors",
+                decode=DecodeOptions(json_decoder=decoder),
+            ),
         )
         q = start_query(spark, kafka.bootstrap_servers, topic_name, fn, tmp_path / f"ck-{mode}")
         q.processAllAvailable()
@@ -351,7 +357,7 @@ def test_batch_query_of_a_version_is_repeatable_while_the_stream_commits(
     first = make_events(rng, 800, 1, range(200))
     produce(kafka.bootstrap_servers, topic_name, first)
     path = str(tmp_path / "t")
-    fn = sink(path, schema=SCHEMA, app_id="live")
+    fn = sink(path, schema=SCHEMA, options=SinkOptions(app_id="live"))
     df = kafka_stream(spark, kafka.bootstrap_servers, topic_name, max_offsets=200)
     q = (
         df.writeStream.foreachBatch(fn)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from cdc_sink import create_table, open_table
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import sink
+from cdc_sink.spark import SinkOptions, sink
 from cdc_sink.spark._executors import (
     _MESSAGE,
     _collect,
@@ -111,6 +111,10 @@ def test_bucket_partitioned_is_refused_outside_executors_mode(
     tmp_path: Path, apply_mode: str
 ) -> None:
     with pytest.raises(InvalidOption, match="bucket_partitioned") as e:
-        sink(str(tmp_path / "t"), schema=ID_A_B, apply_mode=apply_mode, bucket_partitioned=True)  # type: ignore[arg-type]
+        sink(
+            str(tmp_path / "t"),
+            schema=ID_A_B,
+            options=SinkOptions(apply_mode=apply_mode, bucket_partitioned=True),
+        )  # type: ignore[arg-type]
     assert e.value.option == "bucket_partitioned"
     assert not (tmp_path / "t").exists()

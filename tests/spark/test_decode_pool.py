@@ -18,7 +18,7 @@ import pytest
 from cdc_sink.errors import InvalidArgument, InvalidOption
 from cdc_sink.formats import FORMATS, Decoded, FormatName, get_format
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from cdc_sink.spark._decode_pool import DecodePool, decode_here
 from tests.cleanup import stopped_after
 from tests.fixtures import ID_A_B
@@ -119,22 +119,26 @@ SINK_SCHEMA: dict[str, Any] = SCHEMA.to_dict()
 @pytest.mark.parametrize("bad", ["2", 2.0, True, None])
 def test_decode_processes_of_another_type_is_a_type_error(tmp_path: Path, bad: object) -> None:
     with pytest.raises(InvalidArgument, match="decode_processes must be an int"):
-        sink(str(tmp_path / "t"), schema=SINK_SCHEMA, decode_processes=bad)  # type: ignore[arg-type]
+        sink(
+            str(tmp_path / "t"),
+            schema=SINK_SCHEMA,
+            options=SinkOptions(decode=DecodeOptions(processes=bad)),
+        )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    "options",
     [
-        {"decode_processes": -1},
-        {"decode_processes": 2, "apply_mode": "executors"},
-        {"decode_processes": 2, "json_decoder": "jvm"},
+        SinkOptions(decode=DecodeOptions(processes=-1)),
+        SinkOptions(apply_mode="executors", decode=DecodeOptions(processes=2)),
+        SinkOptions(decode=DecodeOptions(processes=2, json_decoder="jvm")),
     ],
 )
 def test_decode_processes_outside_driver_mode_python_decoders_is_refused(
-    tmp_path: Path, kwargs: dict[str, Any]
+    tmp_path: Path, options: SinkOptions
 ) -> None:
     with pytest.raises(InvalidOption, match="decode_processes") as e:
-        sink(str(tmp_path / "t"), schema=SINK_SCHEMA, **kwargs)
+        sink(str(tmp_path / "t"), schema=SINK_SCHEMA, options=options)
     assert e.value.option == "decode_processes"
     assert not (tmp_path / "t").exists()  # checked before the table is created
 
@@ -142,7 +146,11 @@ def test_decode_processes_outside_driver_mode_python_decoders_is_refused(
 def test_a_sink_with_decode_processes_starts_no_worker_before_its_first_batch(
     tmp_path: Path,
 ) -> None:
-    fn = sink(str(tmp_path / "t"), schema=SINK_SCHEMA, decode_processes=2)
+    fn = sink(
+        str(tmp_path / "t"),
+        schema=SINK_SCHEMA,
+        options=SinkOptions(decode=DecodeOptions(processes=2)),
+    )
     try:
         assert fn.decode_pool is not None and not fn.decode_pool.running
         assert fn.decode_pool.processes == 2

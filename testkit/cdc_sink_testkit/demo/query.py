@@ -107,7 +107,7 @@ def start_query(
     """
     from cdc_sink.metrics import ProgressPoller, attach_progress_listener
     from cdc_sink.metrics.observer import BatchObserver
-    from cdc_sink.spark import sink
+    from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 
     spark, took_mark = _session(opts.remote)
     demo = DemoQuery(spark, None, None, remote=opts.remote, _took_mark=took_mark)
@@ -115,11 +115,13 @@ def start_query(
         demo.sink_fn = sink(
             table_path,
             schema=orders_schema(),
-            format=opts.format,
-            app_id="cdc_sink-demo",
-            apply_mode=opts.apply_mode,
             dead_letter=dead_letter,
-            decoder_options=opts.decoder_options,
+            options=SinkOptions(
+                format=opts.format,
+                app_id="cdc_sink-demo",
+                apply_mode=opts.apply_mode,
+                decode=DecodeOptions(options=opts.decoder_options),
+            ),
         )
         BatchObserver(demo.sink_fn, metrics).attach()  # under Connect: the table's store only
         if opts.remote is None:
