@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ import tomllib
 
 from cdc_sink.errors import MissingExtra
 from cdc_sink.kafka.properties import ClientProperties
+from cdc_sink.redact import is_secret
 
 if TYPE_CHECKING:
     from cdc_sink.table import TableOptions
@@ -325,25 +325,19 @@ def key_value_pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
     return out
 
 
-_SECRET_OPTION = re.compile(
-    r"secret|token|password|sas|(^|_)(account|access)_key$|^key$|credentials", re.IGNORECASE
-)
-"""Object-store option names whose value is a secret (obstore's S3, GCS and Azure keys:
-``secret_access_key``, ``session_token``, ``service_account_key``, ``account_key``,
-``client_secret``, ``sas_key``...); ``access_key_id`` is not one."""
-
-
 def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
     """``--storage-option`` ``KEY=VALUE`` pairs as a dict (keys in lower case, as obstore
     takes them).
 
     Raises:
-        ValueError: An item has no ``=``, or names a secret (which comes from the
-            environment; the message names the key, never the value).
+        ValueError: An item has no ``=``, or is a secret by :mod:`cdc_sink.redact`'s rule
+            (``secret_access_key``, ``session_token``, ``account_key``, ``sas_key``..., or
+            a value such as an endpoint with user info), which comes from the
+            environment; the message names the key, never the value.
     """
     out: dict[str, str] = {}
     for key, value in key_value_pairs(items, "--storage-option"):
-        if _SECRET_OPTION.search(key):
+        if is_secret(key, value):
             raise ValueError(
                 f"--storage-option {key}: a secret is not taken from the command line or "
                 "the settings file; set it in the environment (e.g. AWS_SECRET_ACCESS_KEY, "

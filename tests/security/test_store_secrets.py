@@ -16,6 +16,7 @@ import pytest
 
 import cdc_sink
 from cdc_sink.errors import CdcSinkError
+from cdc_sink.job.args import parse_storage_options
 from cdc_sink.spark.writer import default_app_id
 from cdc_sink.storage.objectstore import (
     ObjectStore,
@@ -181,3 +182,14 @@ def test_the_credentials_appear_in_no_repr_error_log_record_or_table_file(
     files = dict(_all_bytes(store_for(url, options)))
     assert any(k.startswith("_log/") for k in files)
     assert [k for k, data in files.items() if secret.encode() in data] == []
+
+
+def test_the_job_refuses_a_secret_storage_option_by_name_and_by_value() -> None:
+    assert parse_storage_options(["access_key_id=AKIAEXAMPLE", "region=eu-1"]) == {
+        "access_key_id": "AKIAEXAMPLE",
+        "region": "eu-1",
+    }
+    for item in (f"secret_access_key={SECRET}", f"endpoint=http://minio:{SECRET}@h:9000"):
+        with pytest.raises(ValueError, match="a secret is not taken") as err:
+            parse_storage_options([item])
+        assert SECRET not in str(err.value)
