@@ -56,3 +56,9 @@ def test_the_registry_evolution_asks_its_decoder_about_the_headers_schema_ids() 
     schema = TableSchema.from_dict(ID_A_B)
     assert evolution.columns_to_add(prefixes, schema) == [("added", "string")]
     assert decoder.asked == [[1, 2]]
+
+
+def test_the_avro_decoder_evolves_only_with_add_columns() -> None:
+    evolving = get_decoder("debezium-avro", schema_evolution="add_columns").evolution()
+    assert isinstance(evolving, RegistryEvolution)
+    assert get_decoder("debezium-avro").evolution() is None  # schema_evolution="none"
