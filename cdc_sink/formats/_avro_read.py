@@ -29,6 +29,7 @@ import numpy as np
 
 from cdc_sink.formats._arrays import refuse, unaligned
 from cdc_sink.formats._avro_schema import Node
+from cdc_sink.formats._avro_skip import MAX_ITEM_BYTES, Jumps, item_bytes
 
 __all__ = [
     "BYTES_PER_BLOCK",
@@ -247,12 +248,15 @@ class Reader:
 
     def _skip_blocks(self, node: Node, rows: np.ndarray) -> None:
         """Skips an array's or a map's blocks (their values are not kept): a block of
-        items of a fixed width at once, others item by item across the records. A
+        items of a fixed width at once, items made of varints by jump tables
+        (:mod:`._avro_skip`), others item by item across the records. A
         record may have :data:`MAX_BLOCKS` blocks in its arrays and maps, and one more
         per :data:`BYTES_PER_BLOCK` bytes of it (writers put a whole array in one block,
         or split it in blocks of many bytes; tiny blocks only make work)."""
         assert node.items is not None
         width = node.items.width if node.kind == "array" else -1
+        item_size = item_bytes(node.items) if node.kind == "array" else -1
+        jumps: Jumps | None = None
         active = rows
         while len(active):
             self.blocks[active] += 1
@@ -277,6 +281,15 @@ class Reader:
             todo = count[count > 0]
             if width >= 0:
                 self.pos[items] += todo * width  # the whole block at once
+                continue
+            if 0 < item_size <= MAX_ITEM_BYTES and len(items):  # many items at once
+                if jumps is None:
+                    hi = int(self.end[items].max())
+                    jumps = Jumps(self._pad, int(self.pos[items].min()), hi, node.items)
+                after = jumps.skip(self.pos[items], todo, self.end[items])
+                bad = after < 0
+                self._fail(items[bad], "array item does not fit its type or runs past the end")
+                self.pos[items[~bad]] = after[~bad]
                 continue
             while len(items):
                 if node.kind == "map":
