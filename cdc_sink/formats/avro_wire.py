@@ -10,42 +10,67 @@ serves it too, under ``/apis/ccompat/v7``).
 - :class:`RegistrySettings` says where the registry is and how to reach it (timeout on
   every call, basic auth, TLS), picklable so decoders ship it to Spark executors;
 - :func:`fetch_schemas` returns the parsed schemas of a set of ids through a cache of
-  this process (bounded, least recently used first out): one fetch per id per process,
-  whichever decoder, batch or thread asks.
+  this process: one fetch per id per process, whichever decoder, batch or thread asks.
+
+What one batch may cost the registry is bounded, whatever the messages name (a writer
+to the topic chooses the ids): the ids a batch names that this process has not looked
+up yet are fetched together (:data:`FETCH_THREADS` at once, over keep-alive connections
+kept per registry), and a batch naming more than :data:`MAX_NEW_IDS` of them fails with
+:class:`TooManySchemaIds` before any is fetched. The schemas are kept apart from the ids
+the registry did not know (:data:`CACHE_SIZE` least recently used schemas; the unknown
+ids in their own bounded list, for :data:`UNKNOWN_TTL_S`), so no number of unknown ids
+pushes a schema in use out of the cache.
 
 A registry that cannot be reached (refused, timed out, a 5xx or an authentication error)
-raises :class:`SchemaRegistryUnavailable`: the caller's micro-batch fails and is
-retried; no event is refused because the registry was down. An id the registry does not
-know (404), or a schema that is not Avro, is a fact about the message: the events that
-name it are refused with the reason (:class:`SchemaLookup`).
+or answers what is not JSON raises :class:`SchemaRegistryUnavailable`: the caller's
+micro-batch fails and is retried; no event is refused because the registry was down. An
+id the registry does not know (404), or a schema that is not Avro, is a fact about the
+message: the events that name it are refused with the reason (:class:`SchemaLookup`).
+Unless the registry knows none of a batch's ids and looks like the wrong one: this
+process has had no schema from it yet, or it holds no subject (a wrong URL, or a
+registry that lost its storage). Then the batch fails with
+:class:`SchemaRegistryMismatch` rather than dead-letter every message. (The one case it
+cannot tell apart: a process's very first batch holding nothing but ids the registry
+never gave; that batch fails until the registry is checked.)
 
-The client is a small one on ``urllib`` (the formats never import a Kafka client).
+The client is a small one on ``http.client`` (the formats never import a Kafka client);
+it honours the ``http_proxy``/``https_proxy``/``no_proxy`` environment as ``urllib``
+does, and follows no redirect.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
-import ssl
+import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from cdc_sink.errors import InvalidOption, SchemaRegistryUnavailable
+from cdc_sink.errors import CdcSinkError, InvalidOption, SchemaRegistryUnavailable
+from cdc_sink.formats import _registry_http
 from cdc_sink.formats._arrays import Parts, refuse
 from cdc_sink.formats._avro_schema import BadAvroSchema, Node, parse_schema
+from cdc_sink.formats._registry_http import FETCH_THREADS
+from cdc_sink.redact import mask_url, masked
 
 __all__ = [
+    "CACHE_SIZE",
+    "FETCH_THREADS",
     "HEADER_BYTES",
+    "MAX_NEW_IDS",
+    "UNKNOWN_SIZE",
+    "UNKNOWN_TTL_S",
     "RegistrySettings",
     "SchemaLookup",
+    "SchemaRegistryMismatch",
     "SchemaRegistryUnavailable",
+    "TooManySchemaIds",
     "cache_clear",
     "fetch_schemas",
     "wire_headers",
@@ -54,10 +79,45 @@ __all__ = [
 HEADER_BYTES = 5
 """The magic byte and the 4-byte schema id."""
 CACHE_SIZE = 4096
-"""Schemas (and unknown ids) the process keeps at most."""
+"""Schemas the process keeps at most (least recently used first out)."""
+UNKNOWN_SIZE = 4096
+"""Ids the registry did not know that the process remembers at most (apart from the
+schemas: an unknown id never pushes a schema out)."""
 UNKNOWN_TTL_S = 60.0
 """How long an id the registry did not know is remembered as unknown."""
-_MAX_SCHEMA_BYTES = 16 << 20
+MAX_NEW_IDS = 256
+"""Schema ids one batch may name that this process has not looked up yet (more: the
+batch fails with :class:`TooManySchemaIds`, nothing fetched)."""
+_MAX_SCHEMA_BYTES = _registry_http.MAX_BODY_BYTES
+
+
+class SchemaRegistryMismatch(SchemaRegistryUnavailable):
+    """The registry knows none of a batch's schema ids and looks like the wrong one (a
+    wrong URL, or a registry that lost its storage): the batch fails rather than
+    dead-letter every message.
+
+    Attributes:
+        ids: The ids the batch names (the first few, sorted).
+    """
+
+    def __init__(self, message: str, *, ids: list[int]) -> None:
+        super().__init__(message)
+        self.ids = ids
+
+
+class TooManySchemaIds(CdcSinkError, RuntimeError):
+    """A batch names more schema ids this process has not looked up than a batch may
+    (:data:`MAX_NEW_IDS`): the batch fails before any is fetched.
+
+    Attributes:
+        count: How many new ids the batch names.
+        limit: How many it may name.
+    """
+
+    def __init__(self, message: str, *, count: int, limit: int) -> None:
+        super().__init__(message)
+        self.count = count
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -80,6 +140,17 @@ class RegistrySettings:
     certificate_location: str | None = None
     key_location: str | None = None
 
+    def __repr__(self) -> str:
+        """The settings with ``auth`` masked, and the URL without user info
+        (:mod:`cdc_sink.redact`): reprs end up in logs and in Spark's task errors."""
+        shown = (
+            f"{f.name}={(masked(f.name, v) if isinstance(v, str) else v)!r}"
+            for f in fields(self)
+            if f.repr
+            for v in (getattr(self, f.name),)
+        )
+        return f"RegistrySettings({', '.join(shown)})"
+
     @classmethod
     def from_options(
         cls, url: object, timeout: object, auth: object, ssl_options: Mapping[str, str] | None
@@ -91,7 +162,8 @@ class RegistrySettings:
         """
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidOption(
-                f"decoder option 'registry_url' must be an http(s) URL, got {url!r}",
+                "decoder option 'registry_url' must be an http(s) URL, got "
+                f"{(mask_url(url) if isinstance(url, str) else url)!r}",
                 option="registry_url",
             )
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -113,19 +185,12 @@ class RegistrySettings:
                 )
         return cls(url=url.rstrip("/"), timeout=float(timeout), auth=auth, **opts)
 
-    def _context(self) -> ssl.SSLContext | None:
-        if not self.url.startswith("https://"):
-            return None
-        ctx = ssl.create_default_context(cafile=self.ca_location)
-        if self.certificate_location:
-            ctx.load_cert_chain(self.certificate_location, self.key_location)
-        return ctx
-
     def get(self, path: str) -> object:
         """``GET`` one resource of the API (its JSON); ``None`` when the registry says 404.
 
         Raises:
             SchemaRegistryUnavailable: Not reachable, timed out, or any other error.
+            InvalidOption: A TLS file of ``registry_ssl`` cannot be read.
         """
         return self._call("GET", path, None)
 
@@ -135,48 +200,51 @@ class RegistrySettings:
         Raises:
             SchemaRegistryUnavailable: Not reachable, timed out, refused (any error
                 status, 404 included), or not JSON.
+            InvalidOption: A TLS file of ``registry_ssl`` cannot be read.
         """
         got = self._call("POST", path, json.dumps(body).encode())
         if got is None:
             raise SchemaRegistryUnavailable(
-                f"schema registry {self.url} answered 404 to POST {path}"
+                f"schema registry {mask_url(self.url)} answered 404 to POST {path}"
             )
         return got
 
     def _call(self, method: str, path: str, data: bytes | None) -> object:
-        """One request with the settings' auth and TLS; its JSON, ``None`` for a 404."""
-        req = urllib.request.Request(
-            self.url + path,
-            data=data,
-            method=method,
-            headers={
-                "Accept": "application/json",
-                "Content-Type": "application/vnd.schemaregistry.v1+json",
-            },
-        )
+        """One request with the settings' auth and TLS on a kept-alive connection; its
+        JSON, ``None`` for a 404."""
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/vnd.schemaregistry.v1+json",
+        }
         if self.auth:
             token = base64.b64encode(self.auth.encode()).decode("ascii")
-            req.add_header("Authorization", f"Basic {token}")
+            headers["Authorization"] = f"Basic {token}"
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._context()) as r:
-                body = r.read(_MAX_SCHEMA_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
+            status, body = _registry_http.request(self, method, path, data, headers)
+        except InvalidOption:
+            raise
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             raise SchemaRegistryUnavailable(
-                f"schema registry {self.url} answered {exc.code} to {method} {path}"
+                f"schema registry {mask_url(self.url)} unreachable ({method} {path}): {exc}"
             ) from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        if status == 404:
+            return None
+        if not 200 <= status < 300:
             raise SchemaRegistryUnavailable(
-                f"schema registry {self.url} unreachable ({method} {path}): {exc}"
-            ) from exc
+                f"schema registry {mask_url(self.url)} answered {status} to {method} {path}"
+            )
+        if len(body) > _MAX_SCHEMA_BYTES:
+            raise SchemaRegistryUnavailable(
+                f"schema registry {mask_url(self.url)}: {method} {path} answered more than "
+                f"{_MAX_SCHEMA_BYTES >> 20} MiB"
+            )
         try:
-            got = json.loads(body[:_MAX_SCHEMA_BYTES])
-        except ValueError as exc:
+            return json.loads(body)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise SchemaRegistryUnavailable(
-                f"schema registry {self.url}: {method} {path} did not answer JSON"
+                f"schema registry {mask_url(self.url)}: {method} {path} did not answer "
+                f"readable JSON ({type(exc).__name__})"
             ) from exc
-        return got
 
 
 @dataclass(frozen=True)
@@ -187,6 +255,8 @@ class SchemaLookup:
     node: Node | None
     error: str | None = None
     at: float = 0.0
+    missing: bool = False
+    """The registry answered 404: it does not know the id."""
 
 
 def wire_headers(parts: Parts, live: np.ndarray, reasons: np.ndarray, what: str = "") -> np.ndarray:
@@ -240,37 +310,125 @@ def _at(n: int, rows: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------- the cache
 _lock = threading.Lock()
-_cache: OrderedDict[tuple[str, int], SchemaLookup] = OrderedDict()
+_schemas: OrderedDict[tuple[str, int], SchemaLookup] = OrderedDict()
+_unknown: OrderedDict[tuple[str, int], SchemaLookup] = OrderedDict()
 _fetching: dict[tuple[str, int], threading.Event] = {}
+_answered: set[str] = set()
+"""The registries (URLs) that have given this process a schema."""
+
+
+def _after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()  # a forked child: no other thread holds it, or ever will
+    _fetching.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def cache_clear() -> None:
-    """Forgets every schema of this process (tests)."""
+    """Forgets every schema, unknown id and kept connection of this process (tests)."""
     with _lock:
-        _cache.clear()
+        _schemas.clear()
+        _unknown.clear()
+        _answered.clear()
+    _registry_http.clear()
 
 
-def fetch_schemas(settings: RegistrySettings, ids: Iterable[int]) -> dict[int, SchemaLookup]:
-    """The schemas of ``ids`` (each fetched once per process, then cached).
+def fetch_schemas(
+    settings: RegistrySettings, ids: Iterable[int], *, max_new_ids: int = MAX_NEW_IDS
+) -> dict[int, SchemaLookup]:
+    """The schemas of one batch's ``ids`` (each fetched once per process, then cached).
+
+    The ids not looked up yet are fetched together; an id the registry does not know
+    comes back with ``missing`` set (its events are refused with the reason), unless it
+    knows none of ``ids`` and looks like the wrong registry (module docstring).
+
+    Args:
+        settings: The registry.
+        ids: The schema ids the batch names.
+        max_new_ids: How many ids not looked up yet the batch may name.
 
     Raises:
+        TooManySchemaIds: More than ``max_new_ids`` ids were never looked up (nothing
+            is fetched).
+        SchemaRegistryMismatch: The registry knows none of ``ids`` and has given this
+            process no schema yet, or holds no subject.
         SchemaRegistryUnavailable: The registry could not be reached for an id not cached.
     """
-    out: dict[int, SchemaLookup] = {}
-    for sid in sorted(set(int(i) for i in ids)):
-        out[sid] = _lookup(settings, sid)
+    out, new = _cached(settings, sorted({int(i) for i in ids}))
+    if len(new) > max_new_ids:
+        raise TooManySchemaIds(
+            f"the batch names {len(new)} schema ids this process has not looked up in "
+            f"schema registry {mask_url(settings.url)}, more than the {max_new_ids} a batch "
+            "may look up: messages naming ids the registry never gave (a producer writing "
+            "what it should not?); none was fetched",
+            count=len(new),
+            limit=max_new_ids,
+        )
+    if len(new) == 1:
+        out[new[0]] = _lookup(settings, new[0])
+    elif new:
+        found = _registry_http.executor().map(lambda sid: _lookup(settings, sid), new)
+        out.update(zip(new, found, strict=True))
+    _check_known(settings, out)
     return out
 
 
+def _cached(
+    settings: RegistrySettings, ids: list[int]
+) -> tuple[dict[int, SchemaLookup], list[int]]:
+    """The lookups of ``ids`` this process holds, and the ids it must fetch."""
+    out: dict[int, SchemaLookup] = {}
+    new: list[int] = []
+    now = time.monotonic()
+    with _lock:
+        for sid in ids:
+            key = (settings.url, sid)
+            hit = _schemas.get(key)
+            if hit is not None:
+                _schemas.move_to_end(key)
+                out[sid] = hit
+                continue
+            miss = _unknown.get(key)
+            if miss is not None and now - miss.at < UNKNOWN_TTL_S:
+                out[sid] = miss
+            else:
+                new.append(sid)
+    return out, new
+
+
+def _check_known(settings: RegistrySettings, lookups: dict[int, SchemaLookup]) -> None:
+    """Raises :class:`SchemaRegistryMismatch` when the registry knows none of the
+    batch's ids and looks like the wrong one."""
+    if not lookups or not all(found.missing for found in lookups.values()):
+        return
+    ids = sorted(lookups)
+    with _lock:
+        answered = settings.url in _answered
+    if answered:
+        subjects = settings.get("/subjects")
+        if isinstance(subjects, list) and subjects:
+            return  # the registry that gave us schemas, still holding some: bad messages
+        why = "holds no subject (a registry that lost its storage?)"
+    else:
+        why = "has given this process no schema yet (a wrong registry URL?)"
+    shown = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
+    raise SchemaRegistryMismatch(
+        f"schema registry {mask_url(settings.url)} knows none of the {len(ids)} schema ids "
+        f"the batch names ({shown}) and {why}: the batch fails rather than dead-letter every "
+        "message",
+        ids=ids[:5],
+    )
+
+
 def _lookup(settings: RegistrySettings, sid: int) -> SchemaLookup:
+    """One id's lookup: cached, or fetched once whichever thread asks."""
     key = (settings.url, sid)
     while True:
         with _lock:
-            hit = _cache.get(key)
-            if hit is not None and (
-                hit.node is not None or time.monotonic() - hit.at < UNKNOWN_TTL_S
-            ):
-                _cache.move_to_end(key)
+            hit = _schemas.get(key) or _unknown.get(key)
+            if hit is not None and (not hit.missing or time.monotonic() - hit.at < UNKNOWN_TTL_S):
                 return hit
             wait = _fetching.get(key)
             if wait is None:
@@ -280,21 +438,34 @@ def _lookup(settings: RegistrySettings, sid: int) -> SchemaLookup:
     try:
         found = _fetch(settings, sid)
         with _lock:
-            _cache[key] = found
-            _cache.move_to_end(key)
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+            _keep(_unknown if found.missing else _schemas, key, found)
+            if not found.missing:
+                _unknown.pop(key, None)
+                _answered.add(settings.url)
         return found
     finally:
         with _lock:
             _fetching.pop(key).set()
 
 
+def _keep(
+    cache: OrderedDict[tuple[str, int], SchemaLookup], key: tuple[str, int], found: SchemaLookup
+) -> None:
+    """Adds ``found`` to ``cache`` (the lock held), the oldest entries out past its size."""
+    cache[key] = found
+    cache.move_to_end(key)
+    size = UNKNOWN_SIZE if cache is _unknown else CACHE_SIZE
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
 def _fetch(settings: RegistrySettings, sid: int) -> SchemaLookup:
     got = settings.get(f"/schemas/ids/{sid}")
     now = time.monotonic()
+    if got is None:
+        return SchemaLookup(None, f"unknown schema id {sid} (the registry has none)", now, True)
     if not isinstance(got, dict):
-        return SchemaLookup(None, f"unknown schema id {sid} (the registry has none)", now)
+        return SchemaLookup(None, f"schema id {sid}: the registry answered no schema object", now)
     kind = got.get("schemaType", "AVRO")
     if kind not in (None, "AVRO"):
         return SchemaLookup(None, f"schema id {sid} is a {str(kind)[:20]} schema, not Avro", now)
@@ -305,3 +476,7 @@ def _fetch(settings: RegistrySettings, sid: int) -> SchemaLookup:
         return SchemaLookup(parse_schema(text), None, now)
     except BadAvroSchema as exc:
         return SchemaLookup(None, f"schema id {sid} is not a readable Avro schema: {exc}", now)
+    except RecursionError:
+        return SchemaLookup(
+            None, f"schema id {sid} is not a readable Avro schema: nested too deeply", now
+        )
