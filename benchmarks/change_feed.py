@@ -59,6 +59,8 @@ sys.path.insert(0, os.path.join(HERE, "peers"))
 
 from workload import generate, read_ipc  # noqa: E402
 
+from cdc_sink.engine import core_of  # noqa: E402
+
 
 def snapshot_diff(old: pa.Table, new: pa.Table) -> dict[str, int]:
     """Inserted, deleted and updated keys between two snapshots (full-row compare)."""
@@ -111,7 +113,7 @@ class _Batches:
 def _set_images(table: Any, on: bool) -> None:
     """Switches the writer's ``change_images`` between commits (this benchmark only: a
     process sets it when it opens the table)."""
-    table._state.options = replace(table._state.options, change_images=on)
+    core_of(table).options = replace(core_of(table).options, change_images=on)
 
 
 def _hot_costs(res: dict[str, Any], args: argparse.Namespace, batches: _Batches) -> None:
@@ -209,7 +211,7 @@ def main() -> None:
                 args.repeat,
             )
         ref = w.log.read(v1).buckets[0]
-        store = w._state.store
+        store = core_of(w).store
         res["images_bytes"] = store.head(ref.images).size
         res["segment_bytes"] = store.head(ref.segment).size
         for name, f in (("feed_records", feed), ("feed_records_images", stored)):

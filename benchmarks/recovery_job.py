@@ -9,7 +9,7 @@ Each mark is one line on stderr::
 spark-submit JVM that runs the SparkContext (user + system, from ``/proc``). Nothing of
 the job is changed: the marks wrap ``SparkSession.Builder.getOrCreate``,
 ``cdc_sink.spark.sink`` (the table open), ``DataStreamWriter.start``, the sink's
-``__call__`` (one micro-batch) and ``TableState.load_bucket`` (a tablet load), and a
+``__call__`` (one micro-batch) and ``TableCore.load_bucket`` (a tablet load), and a
 progress listener prints each trigger's ``durationMs``.
 """
 
@@ -50,8 +50,8 @@ def _install() -> None:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     import cdc_sink.spark
+    from cdc_sink.engine import TableCore
     from cdc_sink.spark.writer import SinkFunction
-    from cdc_sink.table_state import TableState
 
     get_or_create = SparkSession.Builder.getOrCreate
 
@@ -130,7 +130,7 @@ def _install() -> None:
 
     SinkFunction.__call__ = batch  # type: ignore[method-assign]
 
-    load = TableState.load_bucket
+    load = TableCore.load_bucket
 
     def load_bucket(self: Any, bucket: int, version: int) -> Any:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -144,7 +144,7 @@ def _install() -> None:
         )
         return t
 
-    TableState.load_bucket = load_bucket  # type: ignore[method-assign]
+    TableCore.load_bucket = load_bucket  # type: ignore[method-assign]
 
 
 def main() -> int:

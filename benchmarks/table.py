@@ -38,10 +38,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from engine import insert_batch, make_schema, update_batch
 
+import cdc_sink.engine.core
 import cdc_sink.table
-import cdc_sink.table_state
 from cdc_sink import TableOptions, create_table, open_table
 from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import core_of
 from cdc_sink.storage.snapshot import write_snapshot
 
 
@@ -184,7 +185,7 @@ def main() -> None:
         t.compact()
         inc_s = time.perf_counter() - t0
         inc_bytes = dir_bytes(os.path.join(args.dir, "_pages")) - before
-        tablet = t._tablet(0)
+        tablet = core_of(t).tablet(0)
         before = dir_bytes(os.path.join(args.dir, "_pages"))
         t0 = time.perf_counter()
         tablet.compact(tablet.committed)
@@ -202,11 +203,11 @@ def main() -> None:
 
 
 class _Timed:
-    """Accumulates wall and CPU seconds of calls to ``cdc_sink.table_state.load_snapshot``."""
+    """Accumulates wall and CPU seconds of calls to ``cdc_sink.engine.core.load_snapshot``."""
 
     def __init__(self) -> None:
         self.wall = self.cpu = 0.0
-        self._orig = cdc_sink.table_state.load_snapshot
+        self._orig = cdc_sink.engine.core.load_snapshot
 
     def __enter__(self) -> _Timed:
         def timed(*a: Any, **kw: Any) -> Any:
@@ -217,11 +218,11 @@ class _Timed:
                 self.wall += time.perf_counter() - t0
                 self.cpu += time.process_time() - c0
 
-        cdc_sink.table_state.load_snapshot = timed
+        cdc_sink.engine.core.load_snapshot = timed
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cdc_sink.table_state.load_snapshot = self._orig
+        cdc_sink.engine.core.load_snapshot = self._orig
 
 
 def reopen(

@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from engine import column_values, insert_batch, make_schema
 
-import cdc_sink.commit
+import cdc_sink.engine._commit
 from cdc_sink import TableOptions, create_table, open_table
 from cdc_sink.changes import SET_PREFIX, ChangeBatch
 from cdc_sink.schema import TableSchema
@@ -180,7 +180,7 @@ def parse_args() -> argparse.Namespace:
 
 
 # the segment writer the commit protocol calls, and the one each table gets
-REAL_WRITE = cdc_sink.commit.write_change_segment
+REAL_WRITE = cdc_sink.engine._commit.write_change_segment
 WRITERS = {
     FORMAT_COMPACT: REAL_WRITE,
     FORMAT_WIRE: functools.partial(write_change_segment, body_format=FORMAT_WIRE),
@@ -189,11 +189,11 @@ WRITERS = {
 
 def apply(fmt: int, t: Table, batch: ChangeBatch) -> tuple[float, float, Any]:
     """``t.apply(batch)`` timed (:func:`timed`), writing change segments of format ``fmt``."""
-    cdc_sink.commit.write_change_segment = WRITERS[fmt]  # type: ignore[assignment]
+    cdc_sink.engine._commit.write_change_segment = WRITERS[fmt]  # type: ignore[assignment]
     try:
         return timed(lambda: t.apply(batch))
     finally:
-        cdc_sink.commit.write_change_segment = REAL_WRITE
+        cdc_sink.engine._commit.write_change_segment = REAL_WRITE
 
 
 def load(

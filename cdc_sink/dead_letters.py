@@ -27,12 +27,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_sink.engine import TableCore, core_of
 from cdc_sink.storage.layout import dead_letter_cursor_key
 from cdc_sink.storage.objectstore import ObjectNotFound
 from cdc_sink.storage.rejects import REJECTS_SCHEMA
 
 if TYPE_CHECKING:
-    from cdc_sink.table import Table
+    from cdc_sink.engine import HasCore
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
@@ -42,6 +43,7 @@ __all__ = [
     "conform",
     "dedupe",
     "forward",
+    "forward_from",
     "records_from_rows",
 ]
 
@@ -139,7 +141,7 @@ def _cursor_key(sink: Any, app_id: str) -> str:
     return dead_letter_cursor_key(app_tag(f"{app_id}|{sink!r}"))
 
 
-def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None) -> int:
+def forward(table: HasCore, sink: Any, app_id: str, *, checked: int | None = None) -> int:
     """Copies the rejects of every version ``app_id`` committed to ``sink``, exactly once.
 
     Versions are forwarded in order, starting after the sink's cursor
@@ -148,7 +150,8 @@ def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None)
     longer retained by the table (GC) cannot be forwarded and are logged.
 
     Args:
-        table: The table whose versions hold the rejects.
+        table: The table whose versions hold the rejects (a
+            :class:`~cdc_sink.table.Table`).
         sink: Where the dead letters go: a :class:`DeadLetterSink`, or any object with
             ``write(records)`` (forwarded at least once, with a cursor file).
         app_id: The writer whose versions are forwarded.
@@ -159,21 +162,27 @@ def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None)
     Returns:
         The number of dead letters written.
     """
+    return forward_from(core_of(table), sink, app_id, checked=checked)
+
+
+def forward_from(core: TableCore, sink: Any, app_id: str, *, checked: int | None = None) -> int:
+    """:func:`forward` from the table's engine (:func:`cdc_sink.engine.core_of`; what a
+    :class:`~cdc_sink.transaction.Transaction` holds)."""
     exactly_once = bool(getattr(sink, "exactly_once", False))
     cursor = None if exactly_once else _cursor_key(sink, app_id)
     if cursor is not None:
         try:
-            done: int | None = int(json.loads(table.store.get(cursor))["version"])
+            done: int | None = int(json.loads(core.store.get(cursor))["version"])
         except ObjectNotFound:
             done = None
     else:
         done = sink.forwarded_version(app_id)
     written = 0
-    start = max(table.oldest_version, (done or 0) + 1, (checked or 0) + 1)
-    for entry in table.log.entries(from_version=start):
+    start = max(core.oldest_version(), (done or 0) + 1, (checked or 0) + 1)
+    for entry in core.log.entries(from_version=start):
         if entry.app_id != app_id or entry.rejects is None:
             continue
-        rej = table.rejects(entry.version)
+        rej = core.rejects(entry.version)
         records = pa.table({f.name: rej.column(f.name) for f in DEAD_LETTER_SCHEMA})
         write_version = getattr(sink, "write_version", None)
         if write_version is not None:
@@ -182,5 +191,5 @@ def forward(table: Table, sink: Any, app_id: str, *, checked: int | None = None)
             sink.write(records)
         written += records.num_rows
         if cursor is not None:  # derived data: replaced in place
-            table.store.put(cursor, json.dumps({"version": entry.version}).encode())
+            core.store.put(cursor, json.dumps({"version": entry.version}).encode())
     return written

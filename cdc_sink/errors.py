@@ -34,6 +34,7 @@ The hierarchy::
         ChangesNotRetained                the change feed needs a collected version
       CommitConflict                      another writer committed the version first
       WalCorruption                       a damaged table file
+      UnsupportedTableVersion             a table that needs a newer reader or writer
       TabletStateError                    an operation that does not fit a tablet's state
       ObjectStoreError                    an object-store call failed
         ObjectNotFound (FileNotFoundError), ObjectExists (FileExistsError), ShortRead,
@@ -180,6 +181,23 @@ class WalCorruption(CdcSinkError):
         super().__init__(f"{message} (file {path}, offset {offset})")
         self.path = path
         self.offset = offset
+
+
+class UnsupportedTableVersion(CdcSinkError):
+    """The table needs a newer reader or writer protocol than this release implements
+    (its ``_table.json``; docs/format.md, "Protocol versions").
+
+    Attributes:
+        kind: ``"reader"`` or ``"writer"``.
+        needed: The version the table asks for (``None``: not a positive integer).
+        supported: The highest version this release implements.
+    """
+
+    def __init__(self, message: str, *, kind: str, needed: int | None, supported: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.needed = needed
+        self.supported = supported
 
 
 class TabletStateError(CdcSinkError):

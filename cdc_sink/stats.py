@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cdc_sink.table import Table
+    from cdc_sink.engine import TableCore
     from cdc_sink.tablet import MemTablet
 
 __all__ = [
@@ -213,20 +213,20 @@ def forget_disk_usage(root: str | os.PathLike[str]) -> None:
 
 
 def table_stats(
-    table: Table, tablets: Mapping[int, MemTablet], *, disk_max_age: float = 0.0
+    core: TableCore, tablets: Mapping[int, MemTablet], *, disk_max_age: float = 0.0
 ) -> TableStats:
-    """Statistics of ``table`` from its in-memory ``tablets`` and its directory.
+    """Statistics of the table from its in-memory ``tablets`` and its directory.
 
     Use :meth:`cdc_sink.table.Table.stats`, which passes the tablets it holds.
 
     Args:
-        table: The table.
+        core: The table's engine (:func:`cdc_sink.engine.core_of`).
         tablets: Bucket -> the tablet this process holds at the latest version.
         disk_max_age: Reuse a directory walk younger than this many seconds.
     """
-    version = table.version
-    num_buckets = table.schema_at(version).num_buckets
-    disk = disk_usage(table.root, max_age=disk_max_age, version=version)
+    version = core.version
+    num_buckets = core.schema_at(version).num_buckets
+    disk = disk_usage(core.root, max_age=disk_max_age, version=version)
     buckets: list[BucketStats] = []
     for b in sorted(set(range(num_buckets)) | set(tablets) | set(disk.wal) | set(disk.snapshots)):
         t = tablets.get(b)
@@ -254,9 +254,9 @@ def table_stats(
             )
     loaded = [s for s in buckets if s.loaded]
     return TableStats(
-        path=table.root,
+        path=core.root,
         version=version,
-        oldest_version=table.oldest_version,
+        oldest_version=core.oldest_version(),
         num_buckets=num_buckets,
         loaded_buckets=len(loaded),
         live_rows=sum(s.live_rows for s in loaded),

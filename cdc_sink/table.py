@@ -5,13 +5,17 @@ Every file is immutable once written and a version's log entry is its only commi
 
 This module is the facade; the work is done by
 
-* :mod:`cdc_sink.table_state` -- the log, history, schemas and bucket tablets of one
-  process (loading, replay, following other writers);
+* :mod:`cdc_sink.engine` -- :class:`~cdc_sink.engine.TableCore`, the one owner of the
+  table's state in this process (the log, history, schemas and bucket tablets; loading,
+  replay, following other writers), whose methods are the commit protocol, snapshots,
+  compaction, schema changes and GC;
 * :mod:`cdc_sink.transaction` -- the commit object every writer goes through (decide,
-  prepare per bucket, commit one log entry, abort, forward dead letters), over the
-  protocol steps of :mod:`cdc_sink.commit`;
-* :mod:`cdc_sink.maintenance` -- creation, snapshots, compaction, schema changes;
+  prepare per bucket, commit one log entry, abort, forward dead letters);
+* :mod:`cdc_sink.changefeed` -- the changes between versions;
 * :mod:`cdc_sink.storage.gc` -- what GC deletes (a plan) and deleting it.
+
+A :class:`Table` owns one core; the layers above the engine reach it through
+:func:`cdc_sink.engine.core_of`.
 
 A :class:`Table` opened for writing keeps one tablet per bucket at the latest version
 (loaded lazily: newest snapshot + the segments after it), retains ``memory_versions``
@@ -27,18 +31,17 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink import changefeed, commit, maintenance
+from cdc_sink import changefeed
 from cdc_sink.changes import ChangeBatch, Rejects
-from cdc_sink.commit import CommitResult, PreparedBucket
+from cdc_sink.engine import CommitResult, PreparedBucket, TableCore, TableOptions, create_files
+from cdc_sink.engine.inputs import keys_table, timestamp_ms, to_batch
+from cdc_sink.engine.location import check_created, open_location
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.stats import TableStats
 from cdc_sink.storage.gc import GcPlan, GcPolicy
 from cdc_sink.storage.objectstore import ObjectStore
-from cdc_sink.storage.rejects import reject_records, sorted_rejects, version_rejects
-from cdc_sink.table_inputs import keys_table, timestamp_ms, to_batch
-from cdc_sink.table_state import TableOptions, TableState, check_created, open_location
-from cdc_sink.tablet import MemTablet
+from cdc_sink.storage.rejects import reject_records, sorted_rejects
 from cdc_sink.transaction import Transaction
 
 __all__ = [
@@ -77,7 +80,7 @@ def create_table(
         cdc_sink.storage.objectstore.StoreConfigError: A bad URL or store.
     """
     root, store = open_location(path, storage_options, options, probe=True)
-    maintenance.create(store, schema, options or TableOptions())
+    create_files(store, schema, options or TableOptions())
     return Table(root, options=options, store=store)
 
 
@@ -106,41 +109,41 @@ class Table:
     def __init__(
         self, root: str, *, options: TableOptions | None = None, store: ObjectStore | None = None
     ) -> None:
-        self._state = TableState(root, options, store)
+        self._core = TableCore(root, options, store)
         self.root = root
-        self.store = self._state.store
-        self.options = self._state.options
-        self.log = self._state.log
+        self.store = self._core.store
+        self.options = self._core.options
+        self.log = self._core.log
 
     # ------------------------------------------------------------------ metadata
     def schema_of(self, schema_id: int) -> TableSchema:
         """The schema with id ``schema_id``."""
-        return self._state.schema_of(schema_id)
+        return self._core.schema_of(schema_id)
 
     def schema_at(self, version: int) -> TableSchema:
         """The schema version ``version`` was written under."""
-        return self._state.schema_at(version)
+        return self._core.schema_at(version)
 
     @property
     def schema(self) -> TableSchema:
         """The latest schema."""
-        self._state.refresh()
-        return self._state.schema_at(self._state.version)
+        self._core.refresh()
+        return self._core.schema_at(self._core.version)
 
     @property
     def version(self) -> int:
         """The latest committed version."""
-        self._state.refresh()
-        return self._state.version
+        self._core.refresh()
+        return self._core.version
 
     @property
     def oldest_version(self) -> int:
         """The oldest readable version."""
-        return self._state.oldest_version()
+        return self._core.oldest_version()
 
     def versions(self) -> list[dict[str, Any]]:
         """Every retained version: version, kind, app_id, batch_id, commit time, stats."""
-        self._state.refresh()
+        self._core.refresh()
         return [e.summary() for e in self.log.entries(from_version=self.oldest_version)]
 
     def resolve_version(self, version: int | None = None, timestamp: Any = None) -> int:
@@ -150,7 +153,7 @@ class Table:
             InvalidOption: Both ``version`` and ``timestamp`` were given.
             VersionNotFound: Not retained; the message names the oldest readable version.
         """
-        s = self._state
+        s = self._core
         s.refresh()
         if version is not None and timestamp is not None:
             raise InvalidOption("give version or timestamp, not both", option="version/timestamp")
@@ -175,7 +178,7 @@ class Table:
             VersionNotFound: GC collected the version during the read.
         """
         schema = self.schema_at(version)
-        yield from self._state.bucket_batches(bucket, version, columns, filter, schema)
+        yield from self._core.bucket_batches(bucket, version, columns, filter, schema)
 
     def read(
         self,
@@ -232,7 +235,7 @@ class Table:
         parts = []
         for b in np.unique(buckets).tolist():
             sel = pa.array(np.flatnonzero(buckets == b))
-            parts.append(self._state.lookup(b, kt.take(sel), v, columns, schema))
+            parts.append(self._core.lookup(b, kt.take(sel), v, columns, schema))
         names = list(columns) if columns is not None else schema.names
         if not parts:
             return schema.arrow_schema(names).empty_table()
@@ -249,15 +252,45 @@ class Table:
         Raises:
             VersionNotFound: The version does not exist or is no longer retained.
         """
-        s = self._state
-        with s.lock:
-            s.refresh()
-            v = s.version if version is None else version
-            s.check_readable(v)
-            entry = self.log.read(v)
-        return version_rejects(self.store, entry)
+        return self._core.rejects(version)
 
-    changes = changefeed.changes  # the changes of versions (start, end]: cdc_sink.changefeed
+    def changes(
+        self,
+        start: int,
+        end: int,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: Any = None,
+        set_columns_only: bool = False,
+        buckets: Sequence[int] | None = None,
+    ) -> pa.Table:
+        """The changes of the versions after ``start`` up to and including ``end``:
+        replayed onto the table at ``start``, they give the table at ``end``
+        (:func:`cdc_sink.changefeed.changes` says what each record holds).
+
+        Args:
+            start: The version the changes start from (excluded).
+            end: The last version whose changes are read (included).
+            columns: Value columns to return (default all, as at ``end``); keys always.
+            filter: Conjunctive predicates ``[(column, op, value), ...]`` on the records.
+            set_columns_only: One record per changed row holding only the cells the
+                version wrote, with a ``_set_<column>`` mask per value column.
+            buckets: Only these buckets (a Spark partition reads one); default all.
+
+        Raises:
+            ChangesNotRetained: A version the range needs is not retained; the message
+                names the oldest readable version. Never partial data.
+            InvalidOption: ``start > end``, or a column not in the schema at ``end``.
+        """
+        return changefeed.changes(
+            self._core,
+            start,
+            end,
+            columns=columns,
+            filter=filter,
+            set_columns_only=set_columns_only,
+            buckets=buckets,
+        )
 
     # ------------------------------------------------------------------ writes
     def apply(
@@ -296,8 +329,7 @@ class Table:
             CommitConflict: Another writer committed this version first; nothing of this
                 attempt is visible.
         """
-        s = self._state
-        with s.lock:  # one writer of this process at a time, from decide to commit
+        with self._core.exclusive():  # one writer of this process at a time
             txn = self.transaction(app_id=app_id, batch_id=batch_id)
             if txn.skipped:
                 return CommitResult(version=txn.latest, skipped=True)
@@ -329,30 +361,7 @@ class Table:
         Raises:
             InvalidOption: Only one of ``app_id`` and ``batch_id`` was given.
         """
-        return Transaction(self, app_id=app_id, batch_id=batch_id)
-
-    def prepare_bucket(self, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
-        """The executor's half of a :class:`Transaction`: prepares one bucket's events as
-        pending ``version`` in this process's tablet, for the driver's
-        :meth:`Transaction.add_prepared`.
-
-        Args:
-            bucket: The bucket every event of ``batch`` routes to.
-            version: The transaction's :attr:`Transaction.version`.
-            batch: The bucket's events, decoded and validated.
-
-        Raises:
-            CommitConflict: The log is no longer at ``version - 1``.
-        """
-        return commit.prepare_bucket(self._state, bucket, version, batch)
-
-    def bucket_figures(self, bucket: int) -> dict[str, int] | None:
-        """Live rows (at the last committed version), memory bytes and delta versions of this
-        process's tablet of ``bucket`` (:func:`cdc_sink.stats.tablet_figures`; ``None``: none)."""
-        from cdc_sink.stats import tablet_figures
-
-        t = self._state.tablets.get(bucket)
-        return None if t is None else tablet_figures(t)
+        return Transaction(self._core, app_id=app_id, batch_id=batch_id)
 
     def is_committed(self, app_id: str | None, batch_id: int | None) -> bool:
         """Whether ``(app_id, batch_id)`` (or a later batch of ``app_id``) is committed."""
@@ -370,22 +379,22 @@ class Table:
         Returns:
             The version created.
         """
-        return maintenance.compact(self._state)
+        return self._core.compact()
 
     def add_column(
         self, name: str, type: str, *, nullable: bool = True, default: Any = None
     ) -> int:
         """Adds a column (existing rows read ``default``); returns the new version."""
         new = self.schema.add_column(name, type, nullable=nullable, default=default)
-        return maintenance.change_schema(self._state, new)
+        return self._core.change_schema(new)
 
     def drop_column(self, name: str) -> int:
         """Drops a column (older versions still read it); returns the new version."""
-        return maintenance.change_schema(self._state, self.schema.drop_column(name))
+        return self._core.change_schema(self.schema.drop_column(name))
 
     def rename_column(self, old: str, new: str) -> int:
         """Renames a column (older versions read the old name); returns the new version."""
-        return maintenance.change_schema(self._state, self.schema.rename_column(old, new))
+        return self._core.change_schema(self.schema.rename_column(old, new))
 
     def gc(
         self,
@@ -419,7 +428,7 @@ class Table:
             orphan_grace_seconds=orphan_grace_seconds,
             keep_from=keep_from,
         )
-        return maintenance.collect_garbage(self._state, policy, dry_run=dry_run)
+        return self._core.collect_garbage(policy, dry_run=dry_run)
 
     # ------------------------------------------------------------------ statistics
     def stats(self, *, load: bool = False, disk_max_age: float = 0.0) -> TableStats:
@@ -432,18 +441,9 @@ class Table:
         """
         from cdc_sink.stats import table_stats
 
-        s = self._state
-        with s.lock:  # the tablets are read while no commit changes them
-            s.refresh()
-            if load:
-                for b in range(s.schema_at(s.version).num_buckets):
-                    s.tablet(b)
-            return table_stats(self, dict(s.tablets), disk_max_age=disk_max_age)
-
-    # ------------------------------------------------------------------ internals
-    def _tablet(self, bucket: int) -> MemTablet:
-        """The writer's tablet of ``bucket`` at the latest version (benchmarks, tests)."""
-        return self._state.tablet(bucket)
+        core = self._core
+        with core.exclusive():  # the tablets are read while no commit changes them
+            return table_stats(core, core.held_tablets(load=load), disk_max_age=disk_max_age)
 
 
 def _default(value: _T | None, default: _T) -> _T:

@@ -13,37 +13,34 @@ walks the commit protocol of docs/architecture.md §4 step by step::
     txn.forward_dead_letters(sink)                       # 5. forward, exactly once
 
 Preconditions are data, as pyiceberg's table requirements are: a transaction carries the
-:class:`Requirement` values its commit depends on (the log still at ``version - 1``, the
-batch not committed by this ``app_id``), and :meth:`Transaction.commit` checks each before
-it writes anything; a failed one raises :class:`~cdc_sink.errors.CommitConflict` and
-nothing of the attempt becomes visible. The log entry's exclusive create stays the one
-arbiter between processes; the requirements make a conflict that this process can
-already see fail before any write.
+:class:`~cdc_sink.engine.requirements.Requirement` values its commit depends on (the log
+still at ``version - 1``, the batch not committed by this ``app_id``), and the table's
+engine checks each before it writes anything (:mod:`cdc_sink.engine.requirements`).
 
-An executor task prepares its bucket with :meth:`Table.prepare_bucket
-<cdc_sink.table.Table.prepare_bucket>` in the worker's own table, at the transaction's
-:attr:`Transaction.version`, and sends the :class:`~cdc_sink.commit.PreparedBucket` back
-to the driver, which hands it to :meth:`Transaction.add_prepared`.
+An executor task prepares its bucket with ``core_of(table).prepare_bucket(bucket,
+version, events)`` in the worker's own table (:func:`cdc_sink.engine.core_of`), at the
+transaction's :attr:`Transaction.version`, and sends the
+:class:`~cdc_sink.engine.results.PreparedBucket` back to the driver, which hands it to
+:meth:`Transaction.add_prepared`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 
-from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch, Rejects
-from cdc_sink.commit import CommitResult, PreparedBucket
-from cdc_sink.errors import CommitConflict, InvalidOption
+from cdc_sink.engine import CommitResult, PreparedBucket, TableCore
+from cdc_sink.engine.requirements import (
+    AssertBatchNotCommitted,
+    AssertLogAt,
+    Requirement,
+)
+from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
-
-if TYPE_CHECKING:
-    from cdc_sink.table import Table
-    from cdc_sink.table_state import TableState
 
 __all__ = [
     "AssertBatchNotCommitted",
@@ -57,49 +54,10 @@ TransactionState = Literal["open", "committed", "aborted", "skipped"]
 """Where a :class:`Transaction` stands."""
 
 
-class Requirement:
-    """A precondition of a commit, checked against this process's view of the log."""
-
-    def validate(self, state: TableState) -> None:
-        """Raises :class:`~cdc_sink.errors.CommitConflict` when the precondition fails."""
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class AssertLogAt(Requirement):
-    """The newest committed version is still ``version`` (the one the commit follows)."""
-
-    version: int
-
-    def validate(self, state: TableState) -> None:
-        """Raises CommitConflict when another version was committed meanwhile."""
-        if state.version != self.version:
-            raise CommitConflict(
-                f"the table moved from version {self.version} to {state.version} "
-                "while this transaction was open"
-            )
-
-
-@dataclass(frozen=True)
-class AssertBatchNotCommitted(Requirement):
-    """``(app_id, batch_id)`` is not committed yet (exactly once per micro-batch)."""
-
-    app_id: str
-    batch_id: int
-
-    def validate(self, state: TableState) -> None:
-        """Raises CommitConflict when the batch was committed meanwhile."""
-        last = state.log.last_batch_id(self.app_id)
-        if last is not None and self.batch_id <= last:
-            raise CommitConflict(
-                f"batch {self.batch_id} of {self.app_id!r} was committed meanwhile "
-                f"(its last committed batch is {last})"
-            )
-
-
 class Transaction:
     """The next version of a table, from decide to commit or abort (see the module
-    docstring). Made by :meth:`Table.transaction <cdc_sink.table.Table.transaction>`.
+    docstring). Made by :meth:`Table.transaction <cdc_sink.table.Table.transaction>`
+    (its argument is the table's engine, :func:`cdc_sink.engine.core_of`).
 
     Attributes:
         version: The version this transaction commits (the newest at decide time + 1).
@@ -111,21 +69,16 @@ class Transaction:
             committed before: a replay; nothing may be prepared or committed).
     """
 
-    def __init__(self, table: Table, *, app_id: str | None, batch_id: int | None) -> None:
+    def __init__(self, core: TableCore, *, app_id: str | None, batch_id: int | None) -> None:
         if (app_id is None) != (batch_id is None):
             raise InvalidOption("app_id and batch_id go together", option="app_id/batch_id")
-        self._table = table
-        self._s = state = table._state
+        self._core = core
         self.app_id = app_id
         self.batch_id = batch_id
-        state.writer_repair()
-        with state.lock:
-            state.refresh()
-            last = state.log.last_batch_id(app_id) if app_id is not None else None
-            replay = batch_id is not None and last is not None and batch_id <= last
-            self.version = state.version + 1
-            self.schema: TableSchema = state.schema_at(state.version)
-        self.state: TransactionState = "skipped" if replay else "open"
+        opened = core.begin(app_id, batch_id)
+        self.version = opened.version
+        self.schema: TableSchema = opened.schema
+        self.state: TransactionState = "skipped" if opened.skipped else "open"
         reqs: list[Requirement] = [AssertLogAt(self.version - 1)]
         if app_id is not None and batch_id is not None:
             reqs.append(AssertBatchNotCommitted(app_id, batch_id))
@@ -156,7 +109,7 @@ class Transaction:
                 this call prepared is rolled back before the error is raised.
         """
         self._check_open("prepare")
-        got = commit.prepare_buckets(self._s, self.version, parts)
+        got = self._core.prepare(self.version, parts)
         self._prepared.extend(got)
         return got
 
@@ -194,7 +147,7 @@ class Transaction:
         bucket-partitioned attempt to a shuffle)."""
         self._check_open("roll back")
         done, self._prepared = self._prepared, []
-        commit.abort_prepared(self._s, self.version, done)
+        self._core.abort(self.version, done)
 
     # ------------------------------------------------------------------ commit
     def commit(
@@ -225,21 +178,16 @@ class Transaction:
                 :meth:`abort` (a ``with`` block does).
         """
         self._check_open("commit")
-        s = self._s
-        s.writer_repair()
-        with s.lock:
-            for req in self.requirements:
-                req.validate(s)
-            res = commit.commit_prepared(
-                s,
-                self.version,
-                self._prepared,
-                app_id=self.app_id,
-                batch_id=self.batch_id,
-                events=events,
-                rejects=rejects,
-                source_offsets=source_offsets,
-            )
+        res = self._core.commit(
+            self.version,
+            self._prepared,
+            self.requirements,
+            app_id=self.app_id,
+            batch_id=self.batch_id,
+            events=events,
+            rejects=rejects,
+            source_offsets=source_offsets,
+        )
         self.state = "committed"
         return res
 
@@ -249,7 +197,7 @@ class Transaction:
         if self.state != "open":
             return
         self.state = "aborted"
-        commit.abort_prepared(self._s, self.version, self._prepared)
+        self._core.abort(self.version, self._prepared)
 
     def __enter__(self) -> Transaction:
         return self
@@ -283,9 +231,9 @@ class Transaction:
         """
         if self.app_id is None:
             raise InvalidOption("forwarding dead letters needs an app_id", option="app_id")
-        from cdc_sink.dead_letters import forward
+        from cdc_sink.dead_letters import forward_from
 
-        return forward(self._table, sink, self.app_id, checked=checked)
+        return forward_from(self._core, sink, self.app_id, checked=checked)
 
     # ------------------------------------------------------------------ internals
     def _check_open(self, what: str) -> None:

@@ -1,16 +1,17 @@
 """The batch change feed: the changes of the versions in (start, end] as Arrow.
 
-:func:`changes` is :meth:`Table.changes <cdc_sink.table.Table.changes>`. It works bucket by
-bucket and, within a bucket, version by version, visiting only the versions that changed
-the bucket (its WAL segments, bulk loads and schema changes that give rows a new value,
-from the table's history). For each it needs a tablet holding the version and the one
-before with the version's deltas apart: the writer's own tablet when it retains both in
-memory; else, for a version written with ``TableOptions.change_images``, a small tablet
-of the keys its segment names, rebuilt from the pre-images stored with it
-(:mod:`cdc_sink.changefeed.stored`: no page and no key index of the bucket is read);
-else one loaded at the version before (newest snapshot, pages read lazily, then the
-segments after it) and replayed one segment at a time. The rows and images of a version
-come from :mod:`cdc_sink.changefeed.images` (docs/architecture.md, "Change feed").
+:func:`changes` is what :meth:`Table.changes <cdc_sink.table.Table.changes>` reads. It
+works bucket by bucket and, within a bucket, version by version, visiting only the
+versions that changed the bucket (its WAL segments, bulk loads and schema changes that
+give rows a new value, from the table's history). For each it needs a tablet holding the
+version and the one before with the version's deltas apart: the writer's own tablet when
+it retains both in memory; else, for a version written with
+``TableOptions.change_images``, a small tablet of the keys its segment names, rebuilt
+from the pre-images stored with it (:mod:`cdc_sink.changefeed.stored`: no page and no
+key index of the bucket is read); else one loaded at the version before (newest
+snapshot, pages read lazily, then the segments after it) and replayed one segment at a
+time. The rows and images of a version come from :mod:`cdc_sink.changefeed.images`
+(docs/architecture.md, "Change feed").
 """
 
 from __future__ import annotations
@@ -32,15 +33,14 @@ from cdc_sink.changefeed.images import (
     set_images,
 )
 from cdc_sink.changefeed.stored import POST, PRE, read_preimages, replay_tablet
-from cdc_sink.errors import InvalidOption, VersionNotFound, WalCorruption
+from cdc_sink.errors import ChangesNotRetained, InvalidOption, VersionNotFound, WalCorruption
 from cdc_sink.filters import evaluate, parse_filter
 from cdc_sink.schema import Column
 from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.tablet import MemTablet
 
 if TYPE_CHECKING:
-    from cdc_sink.table import Table
-    from cdc_sink.table_state import TableState
+    from cdc_sink.engine import TableCore
 
 __all__ = [
     "META_COLUMNS",
@@ -53,11 +53,6 @@ __all__ = [
 
 META_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 """The columns every change record carries after the table's."""
-
-
-class ChangesNotRetained(VersionNotFound):
-    """The changes asked for need a version that GC has collected (or that does not
-    exist yet). The message names the oldest readable version; ``oldest`` holds it."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,7 @@ class FeedPlan:
         )
 
 
-def _not_retained(state: TableState, start: int, end: int, latest: int) -> ChangesNotRetained:
+def _not_retained(state: TableCore, start: int, end: int, latest: int) -> ChangesNotRetained:
     oldest = state.oldest_version()
     return ChangesNotRetained(
         f"the changes of versions {start + 1}..{end} need version {start}, which is not"
@@ -104,7 +99,7 @@ def _not_retained(state: TableState, start: int, end: int, latest: int) -> Chang
 
 
 def plan_feed(
-    state: TableState,
+    state: TableCore,
     start: int,
     end: int,
     columns: Sequence[str] | None,
@@ -138,7 +133,7 @@ def plan_feed(
     return FeedPlan(start, end, (*keys, *rest), len(keys), set_columns_only, ms)
 
 
-def _adds_values(state: TableState, version: int, plan: FeedPlan) -> bool:
+def _adds_values(state: TableCore, version: int, plan: FeedPlan) -> bool:
     """Whether schema change ``version`` adds an output column with a non-null default
     (every live row then changes: null before the column existed, the default after)."""
     before = {c.id for c in state.schema_at(version - 1).columns}
@@ -149,7 +144,7 @@ def _adds_values(state: TableState, version: int, plan: FeedPlan) -> bool:
     )
 
 
-def _versions(state: TableState, bucket: int, plan: FeedPlan) -> list[tuple[int, str]]:
+def _versions(state: TableCore, bucket: int, plan: FeedPlan) -> list[tuple[int, str]]:
     """The versions of (start, end] that may change ``bucket``, with their kind."""
     h = state.history
     kinds = {v: "data" for v, _ in h.segments_between(bucket, plan.start, plan.end)}
@@ -165,11 +160,11 @@ def _versions(state: TableState, bucket: int, plan: FeedPlan) -> list[tuple[int,
 
 @contextmanager
 def _writers(
-    state: TableState, bucket: int, v: int, own: MemTablet | None
+    state: TableCore, bucket: int, v: int, own: MemTablet | None
 ) -> Iterator[MemTablet | None]:
     """The writer's tablet of ``bucket``, pinned at ``v - 1`` and ``v``, when it retains
     both (and is not ``own``); else None."""
-    w = state.tablets.get(bucket)
+    w = state.writer_tablet(bucket)
     if w is not None and w is not own and w.oldest <= v - 1 and v <= w.committed:
         with ExitStack() as pins:
             try:
@@ -183,7 +178,7 @@ def _writers(
     yield None
 
 
-def _brought_to(state: TableState, bucket: int, v: int, own: MemTablet | None) -> MemTablet:
+def _brought_to(state: TableCore, bucket: int, v: int, own: MemTablet | None) -> MemTablet:
     """``own`` brought to ``v`` with ``v``'s deltas apart (loaded at ``v - 1`` first when
     it is missing or past it)."""
     if own is None or own.committed > v - 1:
@@ -203,7 +198,7 @@ def _records(plan: FeedPlan, v: int, arrays: list[pa.Array], codes: np.ndarray) 
 
 
 def _version_records(
-    state: TableState,
+    state: TableCore,
     plan: FeedPlan,
     t: MemTablet,
     v: int,
@@ -225,18 +220,19 @@ def _version_records(
 
 
 def _stored_records(
-    state: TableState, plan: FeedPlan, bucket: int, v: int, images: str
+    state: TableCore, plan: FeedPlan, bucket: int, v: int, images: str
 ) -> pa.RecordBatch:
     """The records of data version ``v`` from its stored pre-images and its segment,
     without the bucket's tablet (:mod:`cdc_sink.changefeed.stored`)."""
     schema = state.schema_at(v)
     ((_, seg),) = state.history.segments_between(bucket, v - 1, v)
     _, batch = read_change_segment(state.store, seg, schema)
-    t = replay_tablet(schema, read_preimages(state.store, images, schema), batch, bucket=bucket)
+    rows = read_preimages(state.store, images, schema, bucket=bucket, version=v)
+    t = replay_tablet(schema, rows, batch, bucket=bucket)
     return _version_records(state, plan, t, v, changed_rows(t, POST), False, (PRE, POST))
 
 
-def bucket_changes(state: TableState, plan: FeedPlan, bucket: int) -> list[pa.RecordBatch]:
+def bucket_changes(state: TableCore, plan: FeedPlan, bucket: int) -> list[pa.RecordBatch]:
     """The change records of ``bucket`` for the versions of ``plan``, by version.
 
     Raises:
@@ -274,7 +270,7 @@ def bucket_changes(state: TableState, plan: FeedPlan, bucket: int) -> list[pa.Re
 
 
 def changes(
-    table: Table,
+    state: TableCore,
     start: int,
     end: int,
     *,
@@ -297,7 +293,7 @@ def changes(
     dropped before ``end`` is absent. Records come by version, then bucket.
 
     Args:
-        table: The table (this is :meth:`Table.changes`).
+        state: The table's core (:meth:`Table.changes` passes its own).
         start: The version the changes start from (excluded).
         end: The last version whose changes are read (included).
         columns: Value columns to return (default all, as at ``end``); keys always.
@@ -314,7 +310,6 @@ def changes(
         InvalidOption: ``start > end``, or a column not in the schema at ``end``.
         ValueError: A malformed filter.
     """
-    state = table._state
     plan = plan_feed(state, int(start), int(end), columns, set_columns_only)
     schema = plan.arrow_schema
     preds = parse_filter(filter, schema.names)

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyroaring import BitMap
 
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet import MemTablet
+from cdc_sink.tablet.reads import gather_columns, live_at
 
 __all__ = [
     "CHANGE_TYPES",
@@ -56,16 +56,6 @@ class ChangedRows:
     before: np.ndarray
     after: np.ndarray
     set_masks: dict[int, np.ndarray]
-
-
-def live_at(t: MemTablet, rows: np.ndarray, version: int) -> np.ndarray:
-    """Per row id of ``rows`` (sorted, unique), whether it is live at ``version``."""
-    live = rows < t.row_count_at(version)
-    dv = t.deletion_vector(version)
-    if len(dv) and len(rows):
-        dead = np.asarray((BitMap(rows.astype(np.uint32)) & dv).to_array(), dtype=np.int64)
-        live &= ~np.isin(rows, dead, assume_unique=True)
-    return live
 
 
 def changed_rows(t: MemTablet, version: int) -> ChangedRows:
@@ -102,25 +92,6 @@ def all_live_rows(t: MemTablet, version: int, *, before: bool) -> ChangedRows:
     if before:
         return ChangedRows(rows, ones, ones, {})
     return ChangedRows(rows, np.zeros(len(rows), dtype=bool), ones, dict.fromkeys(t.columns, ones))
-
-
-def gather_columns(
-    t: MemTablet, rows: np.ndarray, version: int, cols: Sequence[Column], schema: TableSchema
-) -> list[pa.Array]:
-    """The values of ``cols`` (columns of the output schema) for ``rows`` at ``version``,
-    whose schema is ``schema``: a column that version did not have reads null."""
-    key_ids = [k.id for k in t.schema.key_columns]
-    have = {c.id for c in schema.columns}
-    out: list[pa.Array] = []
-    for c in cols:
-        if c.id in key_ids:
-            arr = t.index.keys[key_ids.index(c.id)].take(pa.array(rows))
-        elif c.id not in have:
-            arr = pa.nulls(len(rows), type=c.type)
-        else:
-            arr = t.ensure_column(schema.column_by_id(c.id)).gather(rows, version)
-        out.append(arr.cast(c.type) if arr.type != c.type else arr)
-    return out
 
 
 def _same(a: pa.Array, b: pa.Array) -> np.ndarray:

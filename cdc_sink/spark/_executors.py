@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.changes import Rejects
-from cdc_sink.commit import PreparedBucket
+from cdc_sink.engine import PreparedBucket, TableCore, core_of
 from cdc_sink.formats import FormatName
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import (
@@ -55,7 +55,7 @@ from cdc_sink.spark._tables import TableCache
 from cdc_sink.spark._tasks import decoded_batches, packed_in_spark, rejected_records, task_input
 from cdc_sink.spark.decode import decode_native_json
 from cdc_sink.spark.options import SinkOptions, StorageOptions
-from cdc_sink.stats import BucketFigures
+from cdc_sink.stats import BucketFigures, tablet_figures
 from cdc_sink.table import Table, TableOptions
 from cdc_sink.transaction import Transaction
 
@@ -323,7 +323,8 @@ def _prepare_bucket(
     batch, rejects, meta = to_change_batch(part, schema)
     ops = op_counts(batch)
     copies = ops.pop("truncate", 0) if bucket != 0 else 0  # counted once, in bucket 0
-    prepared = table.prepare_bucket(bucket, version, batch) if len(batch) else None
+    core = core_of(table)
+    prepared = core.prepare_bucket(bucket, version, batch) if len(batch) else None
     if prepared is not None:
         rejects.extend(Rejects(prepared.reject_positions, prepared.reject_reasons))
     idx = pa.array(rejects.positions)
@@ -351,8 +352,14 @@ def _prepare_bucket(
         "ops": json.dumps(ops),
         # the worker's own copy, pending at the new version: live rows as of the last
         # committed one (the pending version is not readable yet)
-        "figures": json.dumps(None if prepared is None else table.bucket_figures(bucket)),
+        "figures": json.dumps(None if prepared is None else _figures(core, bucket)),
         "offsets": json.dumps(
             end_offsets(meta.column("__topic"), meta.column("__partition"), meta.column("__offset"))
         ),
     }
+
+
+def _figures(core: TableCore, bucket: int) -> dict[str, int] | None:
+    """This worker's figures of its tablet of ``bucket`` (``None``: it holds none)."""
+    t = core.writer_tablet(bucket)
+    return None if t is None else tablet_figures(t)

@@ -33,7 +33,7 @@ from cdc_sink.spark._tables import TableCache, storage_options_from
 from cdc_sink.spark.options import StorageOptions
 from cdc_sink.spark.types import arrow_schema, conform_batch, spark_type
 from cdc_sink.table import Table
-from cdc_sink.table_inputs import timestamp_ms
+from cdc_sink.engine.inputs import timestamp_ms
 
 __all__ = [
     "ChangeFeedPartition",

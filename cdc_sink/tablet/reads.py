@@ -7,6 +7,10 @@ lookup finds the keys' rows in the index and gathers each column once per distin
 (:meth:`MemTablet.batches <cdc_sink.tablet.memtablet.MemTablet.batches>`,
 :meth:`~cdc_sink.tablet.memtablet.MemTablet.get` and
 :meth:`~cdc_sink.tablet.memtablet.MemTablet.read` are the public face.)
+
+Their row-level parts are also what the change feed and the pre-images stored with a
+commit read: :func:`live_at` (which rows of a version are live) and
+:func:`gather_columns` (the values of some rows at a version).
 """
 
 from __future__ import annotations
@@ -257,3 +261,32 @@ def lookup(
             got = tablet.ensure_column(c).gather(uniq, version)
         out.append(take(got, inverse))
     return pa.Table.from_arrays(out, schema=schema.arrow_schema([c.name for c in cols]))
+
+
+def live_at(t: MemTablet, rows: np.ndarray, version: int) -> np.ndarray:
+    """Per row id of ``rows`` (sorted, unique), whether it is live at ``version``."""
+    live = rows < t.row_count_at(version)
+    dv = t.deletion_vector(version)
+    if len(dv) and len(rows):
+        dead = np.asarray((BitMap(rows.astype(np.uint32)) & dv).to_array(), dtype=np.int64)
+        live &= ~np.isin(rows, dead, assume_unique=True)
+    return live
+
+
+def gather_columns(
+    t: MemTablet, rows: np.ndarray, version: int, cols: Sequence[Column], schema: TableSchema
+) -> list[pa.Array]:
+    """The values of ``cols`` (columns of the output schema) for ``rows`` at ``version``,
+    whose schema is ``schema``: a column that version did not have reads null."""
+    key_ids = [k.id for k in t.schema.key_columns]
+    have = {c.id for c in schema.columns}
+    out: list[pa.Array] = []
+    for c in cols:
+        if c.id in key_ids:
+            arr = t.index.keys[key_ids.index(c.id)].take(pa.array(rows))
+        elif c.id not in have:
+            arr = pa.nulls(len(rows), type=c.type)
+        else:
+            arr = t.ensure_column(schema.column_by_id(c.id)).gather(rows, version)
+        out.append(arr.cast(c.type) if arr.type != c.type else arr)
+    return out

@@ -16,11 +16,11 @@ import pytest
 
 import cdc_sink
 from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import TableCore, core_of
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.layout import CHANGE_DATA_DIR, images_file
 from cdc_sink.storage.pages import PageReader
 from cdc_sink.table import Table, TableOptions
-from cdc_sink.table_state import TableState
 
 SCHEMA = {
     "columns": [
@@ -62,18 +62,18 @@ class _Reads:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.pages = 0
         self.loads = 0
-        blob, load = PageReader.blob, TableState.load_bucket
+        blob, load = PageReader.blob, TableCore.load_bucket
 
         def counting_blob(reader: PageReader, loc: Any) -> Any:
             self.pages += 1
             return blob(reader, loc)
 
-        def counting_load(state: TableState, bucket: int, version: int) -> Any:
+        def counting_load(state: TableCore, bucket: int, version: int) -> Any:
             self.loads += 1
             return load(state, bucket, version)
 
         monkeypatch.setattr(PageReader, "blob", counting_blob)
-        monkeypatch.setattr(TableState, "load_bucket", counting_load)
+        monkeypatch.setattr(TableCore, "load_bucket", counting_load)
 
 
 def _sorted(feed: Any) -> list[dict[str, Any]]:
@@ -115,7 +115,7 @@ def test_on_each_backend_a_cold_reader_gets_the_changes_from_two_objects(
     want = _sorted(t.changes(v - 1, v))
     reads = _Reads(monkeypatch)
     cold = cdc_sink.open_table(url, options=TableOptions.for_tests(), storage_options=storage)
-    store, keys = cold._state.store, []
+    store, keys = core_of(cold).store, []
     for name in ("get", "get_range"):
         call = getattr(store, name)
         monkeypatch.setattr(store, name, lambda k, *a, _c=call: keys.append(k) or _c(k, *a))
@@ -150,7 +150,7 @@ def test_images_are_written_where_the_bucket_is_prepared(
     batch, rejects = ChangeBatch.from_events(BATCH, driver.schema)
     assert not len(rejects)
     txn = driver.transaction(app_id="job", batch_id=0)
-    prepared = worker.prepare_bucket(0, txn.version, batch)
+    prepared = core_of(worker).prepare_bucket(0, txn.version, batch)
     assert prepared.images is not None
     txn.add_prepared([prepared])
     v = txn.commit(events=len(batch)).version

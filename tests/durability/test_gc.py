@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from cdc_sink.engine import core_of
 from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.storage import faults
 from cdc_sink.table import Table, create_table, open_table
@@ -290,7 +291,7 @@ def test_a_read_that_gc_overtakes_raises_version_not_found(durable_dir: Path, ho
         _apply(writer, i)
     reader = open_table(durable_dir, options=workload.options())
     v = reader.version - 2  # retained, and its buckets need segments and snapshots
-    real_load = reader._state.load_bucket
+    real_load = core_of(reader).load_bucket
 
     def gc_first(bucket: int, version: int) -> object:
         _apply(writer, 100)
@@ -299,7 +300,7 @@ def test_a_read_that_gc_overtakes_raises_version_not_found(durable_dir: Path, ho
         assert writer.gc(dry_run=False, retain_versions=1)
         return real_load(bucket, version)
 
-    reader._state.load_bucket = gc_first  # type: ignore[method-assign,assignment]
+    core_of(reader).load_bucket = gc_first  # type: ignore[method-assign,assignment]
     with pytest.raises(VersionNotFound) as info:
         if how == "read":
             reader.read(version=v)

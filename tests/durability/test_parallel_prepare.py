@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from cdc_sink import commit
 from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import _commit as commit
+from cdc_sink.engine import core_of
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.segments import read_change_segment
@@ -228,5 +229,5 @@ def test_prepare_buckets_then_commit_is_the_driver_modes_path(
     assert txn.prepared == []  # nothing of the failed prepare is kept for a commit
     monkeypatch.undo()
     assert _files(tmp_path / "t") == before
-    assert all(t._tablet(b).pending_version is None for b in range(4))
+    assert all(core_of(t).tablet(b).pending_version is None for b in range(4))
     assert _rows(t) == model_rows(model.rows, SCHEMA)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import core_of
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.model import RefModel, model_rows, table_to_rows
 
@@ -30,7 +31,7 @@ def _commit_from_worker(
     assert not len(rejects)
     txn = driver.transaction(app_id="job", batch_id=batch_id)
     prepared = [
-        worker.prepare_bucket(b, txn.version, part)
+        core_of(worker).prepare_bucket(b, txn.version, part)
         for b, part in sorted(batch.split_by_bucket().items())
     ]
     txn.add_prepared(prepared)

@@ -42,14 +42,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import cdc_sink.commit as commit_mod
+import cdc_sink.engine._commit as commit_mod
 import cdc_sink.storage.gc as gc_mod
+from cdc_sink.engine import TableCore
 from cdc_sink.errors import VersionNotFound
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage import faults
 from cdc_sink.storage.version_log import LOG_MAGIC, VersionLog
 from cdc_sink.table import Table, TableOptions, create_table, open_table
-from cdc_sink.table_state import TableState
 from tests.model import RefModel, model_rows, table_to_rows
 from tests.strategies import VALUE_TYPES, events, key_pool, schemas, values_of
 
@@ -125,11 +125,11 @@ def crashing_commit(mode: str) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(VersionLog, "commit", commit))
         if mode in ("orphans", "torn_entry", "after_commit"):
-            stack.enter_context(mock.patch.object(TableState, "discard", _no_cleanup))
+            stack.enter_context(mock.patch.object(TableCore, "discard", _no_cleanup))
         yield
 
 
-def _no_cleanup(state: TableState, rels: Any) -> None:
+def _no_cleanup(state: TableCore, rels: Any) -> None:
     """A killed process removes nothing."""
 
 

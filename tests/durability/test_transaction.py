@@ -13,6 +13,7 @@ import pytest
 
 from cdc_sink import create_table, open_table
 from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import core_of
 from cdc_sink.errors import CommitConflict, InvalidOption
 from cdc_sink.table import Table, TableOptions
 from cdc_sink.transaction import AssertBatchNotCommitted, AssertLogAt
@@ -63,7 +64,7 @@ def test_an_error_inside_the_block_aborts_and_leaves_nothing(table: Table) -> No
     assert txn.state == "aborted"
     assert _files(table.root) == before  # ...and removed again
     assert table.version == 0
-    assert all(table._tablet(b).pending_version is None for b in range(2))
+    assert all(core_of(table).tablet(b).pending_version is None for b in range(2))
     assert table.read().num_rows == 0
 
 
@@ -103,7 +104,8 @@ def test_buckets_prepared_elsewhere_commit_with_the_transaction(
     worker = open_table(tmp_path / "t", options=TableOptions.for_tests())
     txn = table.transaction(app_id="job", batch_id=0)
     prepared = [
-        worker.prepare_bucket(b, txn.version, p) for b, p in _parts(table, _upserts(0, 9, 7))
+        core_of(worker).prepare_bucket(b, txn.version, p)
+        for b, p in _parts(table, _upserts(0, 9, 7))
     ]
     txn.add_prepared(prepared)
     assert txn.prepared == prepared
@@ -116,7 +118,7 @@ def test_a_bucket_prepared_for_another_version_is_refused(table: Table, tmp_path
     worker = open_table(tmp_path / "t")
     txn = table.transaction()
     (b, part), *_ = _parts(table, _upserts(0, 3, 1))
-    wrong = worker.prepare_bucket(b, txn.version, part)
+    wrong = core_of(worker).prepare_bucket(b, txn.version, part)
     wrong.version = txn.version + 1
     with pytest.raises(InvalidOption, match="prepared for version 2"):
         txn.add_prepared([wrong])

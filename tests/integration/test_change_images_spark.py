@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from cdc_sink import TableOptions, open_table
+from cdc_sink.engine import TableCore
 from cdc_sink.spark import sink
 from cdc_sink.spark.options import ApplyMode, SinkOptions
 from cdc_sink.storage.pages import PageReader
-from cdc_sink.table_state import TableState
 from tests.changefeed.diff import feed_records, reference_feed
 from tests.integration.streams import start_sink_query
 from tests.integration.test_sink import SCHEMA, make_events, produce
@@ -56,18 +56,18 @@ def test_the_sink_stores_pre_images_where_it_prepares_and_a_cold_reader_reads_fr
         refs = table.log.read(v).buckets
         assert refs and all(r.segment and r.images for r in refs.values()), (v, refs)
     reads = {"pages": 0, "loads": 0}
-    blob, load = PageReader.blob, TableState.load_bucket
+    blob, load = PageReader.blob, TableCore.load_bucket
 
     def counting_blob(reader: PageReader, loc: Any) -> Any:
         reads["pages"] += 1
         return blob(reader, loc)
 
-    def counting_load(state: TableState, bucket: int, version: int) -> Any:
+    def counting_load(state: TableCore, bucket: int, version: int) -> Any:
         reads["loads"] += 1
         return load(state, bucket, version)
 
     monkeypatch.setattr(PageReader, "blob", counting_blob)
-    monkeypatch.setattr(TableState, "load_bucket", counting_load)
+    monkeypatch.setattr(TableCore, "load_bucket", counting_load)
     names = SCHEMA.names
     feeds = {v: feed_records(table.changes(v - 1, v), names) for v in data}
     assert reads == {"pages": 0, "loads": 0}

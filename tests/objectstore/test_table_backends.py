@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from cdc_sink.dead_letters import forward
+from cdc_sink.engine import core_of
 from cdc_sink.storage.layout import kind_of
 from cdc_sink.storage.objectstore.cache import CachingStore
 from cdc_sink.storage.snapshot import read_manifest
@@ -143,7 +144,7 @@ def test_a_warm_read_fetches_no_immutable_object_again(
     first = [checks.content_digest(reader.read(version=v)) for v in versions]
     fetched = [c for c in spy.calls if kind_of(c.key) in IMMUTABLE and c.op != "list"]
     assert {kind_of(c.key) for c in fetched} >= {"segment", "snapshot", "pages"}
-    reader._state.cache.clear()  # the tablets loaded for that read: load them again
+    core_of(reader).forget_read_tablets()  # the tablets loaded for that read: load them again
     spy.calls.clear()
     again = [checks.content_digest(reader.read(version=v)) for v in versions]
     assert again == first

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from cdc_sink.engine import core_of
 from cdc_sink.errors import VersionNotFound
 from cdc_sink.storage.layout import kind_of, segment_file
 from cdc_sink.storage.snapshot import read_manifest
@@ -34,7 +35,7 @@ def _written(target: Target) -> Table:
 
 def _needed(table: Table) -> set[str]:
     """Every file the retained versions name (segments, snapshots, their pages, rejects)."""
-    s = table._state
+    s = core_of(table)
     needed: set[str] = set()
     for b in range(table.schema.num_buckets):
         snap = s.history.snapshot_at(b, table.oldest_version)

@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from cdc_sink.engine import core_of
 from cdc_sink.errors import InvalidOption
 from cdc_sink.formats import REGISTRY
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark import sink
+from cdc_sink.spark import DecodeOptions, SinkOptions, sink
 from cdc_sink.spark._batch import end_offsets, op_counts
 from cdc_sink.spark._pieces import PIECES, unpack
 from cdc_sink.spark._task_decode import _Buckets
@@ -189,14 +190,18 @@ def test_a_failure_after_the_prepare_leaves_no_pending_version(
         raise RuntimeError("the join failed")
 
     monkeypatch.setattr(_task_decode, "rejected_records", join_fails)
-    fn = sink(str(tmp_path / "t"), schema=ID_A_B, decode_in="executors")
+    fn = sink(
+        str(tmp_path / "t"),
+        schema=ID_A_B,
+        options=SinkOptions(decode=DecodeOptions(where="executors")),
+    )
     try:
         before = sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file())
         with pytest.raises(RuntimeError, match="the join failed"):
             fn(None, 0)  # type: ignore[arg-type]
         assert fn.stats[-1].result == "failed"
         for b in range(schema.num_buckets):
-            assert fn.table._tablet(b).pending_version is None
+            assert core_of(fn.table).tablet(b).pending_version is None
         assert sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file()) == before
         assert fn.table.version == 0
     finally:
@@ -211,35 +216,35 @@ def test_an_empty_batch_has_no_parts_and_no_offsets() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "option"),
+    ("options", "option"),
     [
-        ({"decode_in": "tasks"}, "decode_in"),
-        ({"decode_in": "driver", "apply_mode": "executors"}, "decode_in"),
-        ({"decode_in": "executors", "decode_processes": 2}, "decode_processes"),
+        (SinkOptions(decode=DecodeOptions(where="tasks")), "decode_in"),  # type: ignore[arg-type]
+        (SinkOptions(apply_mode="executors", decode=DecodeOptions(where="driver")), "decode_in"),
+        (SinkOptions(decode=DecodeOptions(where="executors", processes=2)), "decode_processes"),
     ],
 )
 def test_bad_decode_in_is_refused_before_the_table_is_created(
-    tmp_path: Path, kwargs: dict[str, Any], option: str
+    tmp_path: Path, options: SinkOptions, option: str
 ) -> None:
     with pytest.raises(InvalidOption, match=option) as e:
-        sink(str(tmp_path / "t"), schema=ID_A_B, **kwargs)
+        sink(str(tmp_path / "t"), schema=ID_A_B, options=options)
     assert e.value.option == option
     assert not (tmp_path / "t").exists()
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "where"),
+    ("options", "where"),
     [
-        ({}, "driver"),
-        ({"decode_in": "executors"}, "executors"),
-        ({"apply_mode": "executors"}, "executors"),
-        ({"apply_mode": "executors", "decode_in": "executors"}, "executors"),
+        (SinkOptions(), "driver"),
+        (SinkOptions(decode=DecodeOptions(where="executors")), "executors"),
+        (SinkOptions(apply_mode="executors"), "executors"),
+        (SinkOptions(apply_mode="executors", decode=DecodeOptions(where="executors")), "executors"),
     ],
 )
 def test_decode_in_defaults_to_where_the_apply_mode_decodes(
-    tmp_path: Path, kwargs: dict[str, Any], where: str
+    tmp_path: Path, options: SinkOptions, where: str
 ) -> None:
-    fn = sink(str(tmp_path / "t"), schema=ID_A_B, **kwargs)
+    fn = sink(str(tmp_path / "t"), schema=ID_A_B, options=options)
     try:
         assert fn.decode_in == where
     finally:

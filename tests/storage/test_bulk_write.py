@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cdc_sink.engine import core_of
 from cdc_sink.errors import CommitConflict
 from cdc_sink.schema import TableSchema
 from cdc_sink.table import Table, TableOptions, create_table, open_table
@@ -93,8 +94,8 @@ def test_a_load_is_a_snapshot_and_reads_back_without_replay(tmp_path: Path) -> N
     for v in range(fresh.oldest_version, fresh.version + 1):
         assert _rows(fresh, v) == model.states[v], v
     # Loading version 1 reads its snapshot and replays nothing.
-    fresh._state.load_bucket(0, 1)
-    assert fresh._state.loaded_events == 0
+    core_of(fresh).load_bucket(0, 1)
+    assert core_of(fresh).loaded_events == 0
 
 
 def test_small_batches_and_buckets_with_rows_take_the_wal_path(tmp_path: Path) -> None:
@@ -155,7 +156,7 @@ def test_prepared_in_one_process_committed_in_another(tmp_path: Path) -> None:
         batch, _ = ChangeBatch.from_events(evs, SCHEMA)
         txn = driver.transaction()
         prepared = [
-            worker.prepare_bucket(b, txn.version, part)
+            core_of(worker).prepare_bucket(b, txn.version, part)
             for b, part in sorted(batch.split_by_bucket().items())
         ]
         assert all((p.segment is None) == (i == 0) for p in prepared)

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import core_of
 from cdc_sink.errors import TabletStateError, WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.pages import stored_location
@@ -62,7 +63,7 @@ def table_dir(tmp_path: Path) -> Path:
 
 
 def _value_pages(t: Table, bucket: int, version: int) -> dict[str, PageList]:
-    tablet = t._state.reader_tablet(bucket, version)
+    tablet = core_of(t).reader_tablet(bucket, version)
     schema = t.schema_at(version)
     out = {}
     for c in schema.value_columns:
@@ -95,7 +96,7 @@ def test_reading_some_columns_of_a_cold_version_reads_only_their_pages(table_dir
 def _damage_page(path: Path, column_id: int) -> tuple[str, int]:
     """Flips one byte inside the middle page of ``column_id`` of bucket 0's snapshot."""
     t = open_table(path, options=OPTS)
-    snap = t._state.history.snapshot_at(0, t.version)
+    snap = core_of(t).history.snapshot_at(0, t.version)
     assert snap is not None
     loc_list = read_manifest(str(path), snap[1]).columns[column_id]
     loc = loc_list[len(loc_list) // 2]
@@ -129,7 +130,7 @@ def test_a_damaged_page_raises_on_first_read_and_other_columns_still_read(
 
 def test_a_missing_or_truncated_page_file_is_found_when_the_bucket_loads(table_dir: Path) -> None:
     t = open_table(table_dir, options=OPTS)
-    snap = t._state.history.snapshot_at(0, t.version)
+    snap = core_of(t).history.snapshot_at(0, t.version)
     assert snap is not None
     rel = sorted(read_manifest(str(table_dir), snap[1]).files)[0]
     f = table_dir / rel
@@ -151,7 +152,7 @@ def test_compaction_and_an_incremental_snapshot_leave_untouched_pages_unread(
     t.compact()  # a snapshot of every bucket: only changed pages are read and written
     v = t.version
     for b in range(2):
-        tablet = t._tablet(b)
+        tablet = core_of(t).tablet(b)
         for name in ("b", "c"):
             pages = tablet.columns[t.schema.column(name).id].base_at(v).pages
             assert isinstance(pages, PageList)

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from cdc_sink.engine import core_of
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage import layout
 from cdc_sink.storage.framing import encode_file, read_records
@@ -264,7 +265,7 @@ def test_a_manifest_naming_a_page_file_outside_the_table_is_refused_unread(
     root: Path, outside: dict[str, Path], opened: list[str], case: str
 ) -> None:
     t = open_table(root)
-    snap = t._state.history.snapshot_at(0, t.version)
+    snap = core_of(t).history.snapshot_at(0, t.version)
     assert snap is not None
     manifest = root / snap[1]
     value = dict(_bad_paths(root, outside, "pages"))[case]()
@@ -348,7 +349,7 @@ def test_gc_refuses_a_plan_holding_a_path_outside_the_table(
     root: Path, outside: dict[str, Path]
 ) -> None:
     t: Table = open_table(root)
-    s = t._state
+    s = core_of(t)
     inside = str(root / _files_of(root, "segment")[0])
     for bad in (str(outside["segment"]), str(root / ".." / "outside" / outside["segment"].name)):
         plan = GcPlan(t.version, {inside: "old", bad: "tampered"}, {}, {})
@@ -368,9 +369,9 @@ def test_a_table_file_with_foreign_content_is_refused_without_echoing_it(
 ) -> None:
     t = open_table(root)
     if kind == "segment":
-        rel = t._state.history.segments_between(0, -1, t.version)[-1][1]
+        rel = core_of(t).history.segments_between(0, -1, t.version)[-1][1]
     else:
-        snap = t._state.history.snapshot_at(0, t.version)
+        snap = core_of(t).history.snapshot_at(0, t.version)
         assert snap is not None
         rel = snap[1]
     (root / rel).write_bytes(MARKER.encode() * 64)

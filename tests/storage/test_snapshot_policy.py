@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cdc_sink.engine import core_of
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.table import Table, TableOptions, create_table, open_table
@@ -23,12 +24,12 @@ def _events(n: int, tag: int) -> list[dict[str, object]]:
 
 def _replayed_events(t: Table, version: int) -> int:
     """Events a cold load of bucket 0 at ``version`` replays."""
-    snap = t._state.history.snapshot_at(0, version)
+    snap = core_of(t).history.snapshot_at(0, version)
     start = snap[0] if snap else -1
     schema = TableSchema.from_dict(SCHEMA)
     return sum(
         len(read_change_segment(t.root, rel, schema)[1])
-        for _, rel in t._state.history.segments_between(0, start, version)
+        for _, rel in core_of(t).history.segments_between(0, start, version)
     )
 
 

@@ -26,6 +26,7 @@ import pytest
 
 from cdc_sink.bucketing import spark_xxhash64
 from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import core_of
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage import snapshot
@@ -126,7 +127,7 @@ def test_two_tables_get_different_random_seeds_and_their_tablets_use_them(
     for t, s in ((a, sa), (b, sb)):
         t.apply(upserts(range(40)))
         for bucket in range(2):
-            assert t._state.tablet(bucket).index.seed == int(s, 16)
+            assert core_of(t).tablet(bucket).index.seed == int(s, 16)
 
 
 def test_the_seed_survives_a_reopen_and_a_snapshot_reload_which_trusts_its_slots(
@@ -141,7 +142,7 @@ def test_the_seed_survives_a_reopen_and_a_snapshot_reload_which_trusts_its_slots
     want = rows_of(t)
     fresh = open_table(str(root))
     assert rows_of(fresh) == want
-    state = fresh._state
+    state = core_of(fresh)
     for rel in manifests(root):
         m = read_manifest(str(root), rel)
         assert m.index_seed == seed and m.page_format == PAGE_FORMAT == 3
@@ -165,10 +166,11 @@ def test_the_seed_survives_a_reopen_and_a_snapshot_reload_which_trusts_its_slots
 
 _OTHER_PROCESS = textwrap.dedent("""
     import json, sys
+    from cdc_sink.engine import core_of
     from cdc_sink.table import open_table
     t = open_table(sys.argv[1])
     t.apply([{"op": "upsert", "key": {"id": k}, "set": {"qty": -k}} for k in range(0, 400, 2)])
-    seeds = sorted({t._state.tablet(b).index.seed for b in range(2)})
+    seeds = sorted({core_of(t).tablet(b).index.seed for b in range(2)})
     print(json.dumps(seeds))
 """)
 
@@ -237,7 +239,7 @@ def test_a_snapshot_of_another_seed_is_rebuilt_and_the_next_one_records_the_tabl
     for rel in newest_manifests(root):
         m = read_manifest(str(root), rel)
         assert m.index_seed == new
-        tab = t2._state.tablet(m.bucket)
+        tab = core_of(t2).tablet(m.bucket)
         keys = tab.index.keys[0].slice(0, tab.index.count)
         assert np.array_equal(tab.index.row_hashes(), salted_hash([keys], new))
         # Written anew, not the old seed's pages reused: the stored hashes are new's.
@@ -364,7 +366,7 @@ def test_a_table_written_before_the_salt_reads_the_same_and_keeps_the_unsalted_h
         read_manifest(str(root), rel).index_seed is None for rel in old_manifests
     )
     for b in range(2):
-        tab = t._state.tablet(b)
+        tab = core_of(t).tablet(b)
         assert tab.index.seed is None
         keys = [k.slice(0, tab.index.count) for k in tab.index.keys]
         assert np.array_equal(tab.index.row_hashes(), mix64(np.asarray(spark_xxhash64(keys))))
@@ -403,7 +405,7 @@ def test_a_table_whose_metadata_has_no_seed_works_unsalted(tmp_path: Path) -> No
         assert read_manifest(str(root), rel).page_format == UNSALTED_PAGE_FORMAT
     fresh = open_table(str(root))
     assert rows_of(fresh) == want
-    assert all(fresh._state.tablet(b).index.seed is None for b in range(2))
+    assert all(core_of(fresh).tablet(b).index.seed is None for b in range(2))
 
 
 def test_a_reader_from_before_the_salt_refuses_a_salted_manifest(

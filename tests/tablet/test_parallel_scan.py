@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from cdc_sink.engine import core_of
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink.tablet import reads
 from tests.fixtures import ID_A_B_C, KEEP_VERSIONS
@@ -111,7 +112,7 @@ def test_a_cold_scan_keeps_only_the_stored_pages_it_returns_whole(
     cold = open_table(tmp_path / "t", options=opts)
     assert _rows(cold.read(version=v)) == states[v]
     for b in range(cold.schema.num_buckets):
-        tablet = cold._state.reader_tablet(b, v)
+        tablet = core_of(cold).reader_tablet(b, v)
         dv = tablet.deletion_vector(v)
         col = tablet.columns[cold.schema.column("a").id]  # no delta on "a"
         pages = col.base_at(v).pages

@@ -1,4 +1,6 @@
-"""Versions a table makes of its own: creation, snapshots, compaction, schema changes.
+"""Versions a table makes of its own: creation, snapshots, compaction, schema changes,
+GC (private helpers of :class:`~cdc_sink.engine.core.TableCore`, whose methods call them
+under its lock; :func:`create` is :func:`cdc_sink.create_table`'s).
 
 Snapshot policy: a bucket is snapshotted (at the version before the one being prepared,
 as part of that prepare) once ``snapshot_every`` versions changed it or its segments
@@ -11,17 +13,20 @@ version in a version of kind ``snapshot``; a schema change is a version of kind
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cdc_sink.engine.options import TableOptions
+from cdc_sink.engine.pending import PendingBucket
 from cdc_sink.errors import CommitConflict, TableExists, VersionNotFound
-from cdc_sink.pending import PendingBucket
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.gc import GcPlan, GcPolicy, execute_gc, plan_gc
 from cdc_sink.storage.layout import TABLE_FILE, file_version, schema_key
 from cdc_sink.storage.objectstore import ObjectExists, ObjectStore, StoreLike, as_store
 from cdc_sink.storage.objectstore.local import LocalStore
+from cdc_sink.storage.protocol import protocol_fields
 from cdc_sink.storage.snapshot import (
     LocationUpdate,
     apply_locations,
@@ -29,12 +34,15 @@ from cdc_sink.storage.snapshot import (
     write_snapshot,
 )
 from cdc_sink.storage.version_log import BucketRef, LogEntry, VersionLog
-from cdc_sink.table_state import TableOptions, TableState, now_ms
 from cdc_sink.tablet import MemTablet
 from cdc_sink.tablet.keyindex import new_seed, seed_to_json
 
+if TYPE_CHECKING:
+    from cdc_sink.engine.core import TableCore
+
 __all__ = [
     "change_schema",
+    "collect_garbage",
     "compact",
     "create",
     "maybe_snapshot",
@@ -73,7 +81,12 @@ def create(
     # on the first one's key index seed, drawn once per table; every tablet of the table,
     # in any process, hashes keys with it (cdc_sink.tablet.keyindex). A creation of other
     # options or another schema is refused, as entry 0 could name either.
-    meta = {"format": 1, "page_rows": options.page_rows, "index_seed": seed_to_json(new_seed())}
+    meta = {
+        "format": 1,
+        **protocol_fields(),
+        "page_rows": options.page_rows,
+        "index_seed": seed_to_json(new_seed()),
+    }
     try:
         store.put_if_absent(TABLE_FILE, json.dumps(meta).encode())
     except ObjectExists:
@@ -84,7 +97,7 @@ def create(
                 "creation crashed before version 0: remove it to create one there"
             ) from None
     write_schema(store, schema, committed=True, creating=True)
-    first = _own_entry(0, now_ms(), 0, "create")
+    first = _own_entry(0, int(time.time() * 1000), 0, "create")
     try:
         log.commit(first)
     except CommitConflict:
@@ -134,7 +147,7 @@ def write_schema(
 
 
 def maybe_snapshot(
-    s: TableState,
+    s: TableCore,
     t: MemTablet,
     schema_id: int,
     written: list[str],
@@ -150,16 +163,16 @@ def maybe_snapshot(
     Returns:
         The snapshot manifest's relative path, or ``None``.
     """
-    n, total = s.since_snapshot.get(t.bucket, (0, 0))
+    n, total = s._since_snapshot.get(t.bucket, (0, 0))
     n, total = n + 1, total + events
-    s.since_snapshot[t.bucket] = (n, total)
+    s._since_snapshot[t.bucket] = (n, total)
     if n < s.options.snapshot_every and total < s.options.snapshot_events:
         return None
     return snapshot(s, t, schema_id, written, pending.locations)
 
 
 def snapshot(
-    s: TableState,
+    s: TableCore,
     t: MemTablet,
     schema_id: int,
     written: list[str],
@@ -189,11 +202,11 @@ def snapshot(
         for f in manifest.files
         if file_version(f) == t.committed and (previous is None or f not in previous.files)
     )
-    s.since_snapshot[t.bucket] = (0, 0)
+    s._since_snapshot[t.bucket] = (0, 0)
     return rel
 
 
-def compact(s: TableState) -> int:
+def compact(s: TableCore) -> int:
     """Snapshots every bucket at the newest version and compacts it in memory.
 
     Commits a maintenance version (kind ``snapshot``) that references the snapshots;
@@ -203,44 +216,42 @@ def compact(s: TableState) -> int:
     Returns:
         The version created.
     """
-    s.writer_repair()
-    with s.lock:
-        s.refresh()
-        schema = s.schema_at(s.version)
-        for b in range(schema.num_buckets):
-            s.tablet(b)
-        refs: dict[int, BucketRef] = {}
-        written: list[str] = []
-        locations: list[LocationUpdate] = []
-        v = s.version + 1
-        try:
-            for b, t in sorted(s.tablets.items()):
-                newest = s.history.snapshot_at(b, t.committed)
-                if newest is not None and newest[0] == t.committed:
-                    t.compact()  # a snapshot of this state exists (a bulk write's)
-                    continue
-                rel = snapshot(s, t, schema.schema_id, written, locations)
-                refs[b] = BucketRef(segment=None, snapshot=rel)
-            entry = _own_entry(v, s.commit_time(), schema.schema_id, "snapshot", refs)
-            s.log.commit(entry)
-        except BaseException:
-            if _committed_snapshots(s, v, refs):
-                # The outcome was unknown (the directory fsync failed after the entry was
-                # linked) and the entry is there: the version is committed, its snapshots
-                # must stay. Publish it so memory matches the log, then report the error.
-                apply_locations(locations)
-                s.history.add(s.log.read(v))
-                s.publish(v, [])
-                raise
-            s.discard(written)
+    s.refresh()
+    schema = s.schema_at(s.version)
+    for b in range(schema.num_buckets):
+        s.tablet(b)
+    refs: dict[int, BucketRef] = {}
+    written: list[str] = []
+    locations: list[LocationUpdate] = []
+    v = s.version + 1
+    try:
+        for b, t in sorted(s._tablets.items()):
+            newest = s.history.snapshot_at(b, t.committed)
+            if newest is not None and newest[0] == t.committed:
+                t.compact()  # a snapshot of this state exists (a bulk write's)
+                continue
+            rel = snapshot(s, t, schema.schema_id, written, locations)
+            refs[b] = BucketRef(segment=None, snapshot=rel)
+        entry = _own_entry(v, s.commit_time(), schema.schema_id, "snapshot", refs)
+        s.log.commit(entry)
+    except BaseException:
+        if _committed_snapshots(s, v, refs):
+            # The outcome was unknown (the directory fsync failed after the entry was
+            # linked) and the entry is there: the version is committed, its snapshots
+            # must stay. Publish it so memory matches the log, then report the error.
+            apply_locations(locations)
+            s.history.add(s.log.read(v))
+            s.publish(v, [])
             raise
-        apply_locations(locations)
-        s.history.add(entry)
-        s.publish(v, [])
-        return v
+        s.discard(written)
+        raise
+    apply_locations(locations)
+    s.history.add(entry)
+    s.publish(v, [])
+    return v
 
 
-def _committed_snapshots(s: TableState, version: int, refs: Mapping[int, BucketRef]) -> bool:
+def _committed_snapshots(s: TableCore, version: int, refs: Mapping[int, BucketRef]) -> bool:
     """Whether log entry ``version`` exists and is the snapshot version of ``refs``."""
     if not refs:
         return False
@@ -252,22 +263,20 @@ def _committed_snapshots(s: TableState, version: int, refs: Mapping[int, BucketR
     return entry.kind == "snapshot" and {b: r.snapshot for b, r in entry.buckets.items()} == mine
 
 
-def change_schema(s: TableState, new: TableSchema) -> int:
+def change_schema(s: TableCore, new: TableSchema) -> int:
     """Commits ``new`` as the table's schema in a version of its own; returns it."""
-    s.writer_repair()
-    with s.lock:
-        s.refresh()
-        v = s.version + 1
-        committed = new.schema_id <= max(sid for _, sid in s.history.schemas)
-        write_schema(s.store, new, committed=committed)
-        entry = _own_entry(v, s.commit_time(), new.schema_id, "schema")
-        s.log.commit(entry)
-        s.schemas[new.schema_id] = new
-        s.history.add(entry)
-        for t in s.tablets.values():
-            t.set_schema(new)
-        s.publish(v, [])
-        return v
+    s.refresh()
+    v = s.version + 1
+    committed = new.schema_id <= max(sid for _, sid in s.history.schemas)
+    write_schema(s.store, new, committed=committed)
+    entry = _own_entry(v, s.commit_time(), new.schema_id, "schema")
+    s.log.commit(entry)
+    s._schemas[new.schema_id] = new
+    s.history.add(entry)
+    for t in s._tablets.values():
+        t.set_schema(new)
+    s.publish(v, [])
+    return v
 
 
 def _own_entry(
@@ -289,7 +298,7 @@ def _own_entry(
     )
 
 
-def collect_garbage(s: TableState, policy: GcPolicy, *, dry_run: bool) -> GcPlan:
+def collect_garbage(s: TableCore, policy: GcPolicy, *, dry_run: bool) -> GcPlan:
     """GC of the table (see :meth:`Table.gc <cdc_sink.table.Table.gc>`): plans what no
     retained version needs and, unless ``dry_run``, deletes it and releases what this
     process's tablets hold below the new horizon.
@@ -297,24 +306,21 @@ def collect_garbage(s: TableState, policy: GcPolicy, *, dry_run: bool) -> GcPlan
     Returns:
         The plan (:func:`cdc_sink.storage.gc.plan_gc`).
     """
-    if not dry_run:
-        s.writer_repair()
-    with s.lock:
-        s.refresh()
-        oldest = s.oldest_version()
-        plan = plan_gc(
-            s.store,
-            s.log,
-            s.history,
-            latest=s.version,
-            oldest=oldest,
-            num_buckets=s.schema_at(s.version).num_buckets,
-            policy=policy,
-        )
-        if dry_run:
-            return plan
-        execute_gc(s.log, s.history, plan, oldest=oldest)
-        s.cache.clear()
-        for t in s.tablets.values():
-            t.release(max(t.oldest, min(plan.horizon, t.committed)))
+    s.refresh()
+    oldest = s.oldest_version()
+    plan = plan_gc(
+        s.store,
+        s.log,
+        s.history,
+        latest=s.version,
+        oldest=oldest,
+        num_buckets=s.schema_at(s.version).num_buckets,
+        policy=policy,
+    )
+    if dry_run:
         return plan
+    execute_gc(s.log, s.history, plan, oldest=oldest)
+    s._cache.clear()
+    for t in s._tablets.values():
+        t.release(max(t.oldest, min(plan.horizon, t.committed)))
+    return plan

@@ -1,55 +1,65 @@
-"""The in-memory state of an open table: its log, history, schemas and bucket tablets.
+"""The owner of an open table's state in one process: :class:`TableCore`.
 
-A :class:`TableState` keeps, for one process:
+A :class:`TableCore` keeps, for one process:
 
 * the version log and the :class:`~cdc_sink.storage.history.History` built from it (which
   segment or snapshot holds each bucket's change of each version), and the newest version
   this process has followed;
 * one :class:`~cdc_sink.tablet.MemTablet` per bucket the process writes, at the newest
-  version, loaded lazily from disk (the newest snapshot at or below the version, then the
-  WAL segments after it) and kept current by replaying what other writers commit;
+  version, loaded lazily from storage (the newest snapshot at or below the version, then
+  the WAL segments after it) and kept current by replaying what other writers commit;
 * a small cache of tablets loaded for reads of older versions;
-* what the process prepared and has not seen decided (:mod:`cdc_sink.pending`).
+* what the process prepared and has not seen decided
+  (:class:`~cdc_sink.engine.pending.PendingBucket`).
 
-The commit protocol (:mod:`cdc_sink.commit`), snapshots and schema changes
-(:mod:`cdc_sink.maintenance`) and the :class:`~cdc_sink.table.Table` facade work on it.
-Every method that changes it runs under :attr:`TableState.lock`.
+Its methods are the commit protocol (docs/architecture.md §4): :meth:`TableCore.begin`
+(decide), :meth:`~TableCore.prepare` / :meth:`~TableCore.prepare_bucket`,
+:meth:`~TableCore.commit`, :meth:`~TableCore.abort`, and the versions the table makes of
+its own (:meth:`~TableCore.compact`, :meth:`~TableCore.change_schema`,
+:meth:`~TableCore.collect_garbage`), with the tablet loads and reads they rest on. Only
+the core takes its lock and changes its state; its private helpers
+(:mod:`cdc_sink.engine._commit`, :mod:`cdc_sink.engine._maintenance`) work on it inside
+those methods. Everything above the engine reaches a table's core through one door,
+:func:`cdc_sink.engine.core_of`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
 from cdc_sink.changes import ChangeBatch
-from cdc_sink.errors import InvalidOption, TableNotFound, VersionNotFound, WalCorruption
-from cdc_sink.pending import PendingBucket
+from cdc_sink.engine import _commit, _maintenance
+from cdc_sink.engine.location import immutable
+from cdc_sink.engine.options import TableOptions
+from cdc_sink.engine.pending import PendingBucket
+from cdc_sink.engine.requirements import Requirement
+from cdc_sink.engine.results import CommitResult, PreparedBucket
+from cdc_sink.errors import TableNotFound, VersionNotFound, WalCorruption
 from cdc_sink.schema import TableSchema
-from cdc_sink.storage.change_codec import WAL_CODECS, WalCompression
-from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, check_file_mode
+from cdc_sink.storage.gc import GcPlan, GcPolicy
 from cdc_sink.storage.history import History
-from cdc_sink.storage.layout import TABLE_FILE, kind_of, schema_key
-from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore, store_for
-from cdc_sink.storage.objectstore.cache import DEFAULT_CACHE_BYTES, CachingStore
+from cdc_sink.storage.layout import TABLE_FILE, schema_key
+from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore
+from cdc_sink.storage.objectstore.cache import CachingStore
 from cdc_sink.storage.objectstore.local import LocalStore
-from cdc_sink.storage.objectstore.urls import parse_store_url
-from cdc_sink.storage.pages import PAGE_CODECS, PageCompression
+from cdc_sink.storage.protocol import check_protocol
+from cdc_sink.storage.rejects import version_rejects
 from cdc_sink.storage.segments import read_change_segment
 from cdc_sink.storage.snapshot import apply_locations, load_snapshot, read_manifest
 from cdc_sink.storage.version_log import VersionLog
 from cdc_sink.tablet import MemTablet, TabletOptions
 from cdc_sink.tablet.keyindex import seed_from_json
 
-__all__ = ["TableOptions", "TableState", "check_created", "now_ms", "open_location"]
+__all__ = ["Opened", "TableCore", "now_ms"]
 
 
 def now_ms() -> int:
@@ -57,168 +67,24 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True)
-class TableOptions:
-    """How a table keeps its versions (each attribute's docstring follows it)."""
+class Opened:
+    """What :meth:`TableCore.begin` decided for a writer's next version.
 
-    page_rows: int = 65536
-    """Rows per page (fixed at creation)."""
-    memory_versions: int = 100
-    """Versions each in-memory tablet keeps readable."""
-    compact_every: int = 20
-    """Compact a tablet's deltas in memory after this many versions."""
-    snapshot_every: int = 50
-    """Write a bucket snapshot after this many versions changed the bucket since its last
-    snapshot ..."""
-    snapshot_events: int = 4_000_000
-    """... or once the bucket's WAL segments since its last snapshot hold this many events
-    (a large batch into a bucket that has rows snapshots at the bucket's next version), so
-    that loading a bucket never replays much more than this. Events, not bytes: replay
-    cost follows the events, and compressed segments of a sparse workload are several
-    times smaller than those of a dense one."""
-    bulk_events: int = 100_000
-    """A batch of at least this many events for a bucket that holds no rows yet (a
-    table's initial load, a backfill into a new table, Debezium's initial snapshot) is
-    written as a snapshot of the bucket at its version instead of a WAL segment: the
-    snapshot is the durable record and the log entry names it, so the data is written
-    once, as pages, and a read of that version loads pages instead of replaying the
-    load."""
-    page_compression: PageCompression = "zstd"
-    """Codec of the pages snapshots write from now on (Arrow IPC buffer compression, with
-    fixed-width values byte-split first): ``"zstd"`` (the default), ``"lz4"`` or ``None``.
-    It applies to value and key pages; row hashes (random bits) and the index slots (decoded
-    at every bucket load) are never compressed. Any page is read whatever it was written
-    with, so the option can change between opens. zstd writes the fewest bytes, lz4 more,
-    uncompressed pages the most (docs/benchmarks.md, "Byte-split compressed pages", "Per
-    codec"). An uncompressed page is mapped without a copy where a compressed one is
-    decompressed when first read, so ``None`` gives the fastest cold reads for the most disk
-    (docs/design-notes.md, "Snapshot pages are zstd by default"). In-memory tablets are
-    never compressed."""
-    wal_compression: WalCompression = "lz4"
-    """Codec of the WAL segments written from now on: ``"lz4"`` (the default), ``"zstd"``
-    or ``None``; any segment is read whatever it was written with. zstd writes fewer
-    bytes than lz4, but a reopen's replay waits for its slower decompression
-    (docs/benchmarks.md, "zstd pages by default", "WAL codec", and "Compact WAL", "Where
-    the time goes"). Batches under 4,096 events are never compressed."""
-    change_images: bool = False
-    """Each commit of this process also writes, beside a bucket's WAL segment, the
-    pre-images of the keys its events name (every column as of the version before, Arrow
-    IPC with the ``wal_compression`` codec), named by the log entry, so that a reader
-    of the change feed that does not hold the versions in memory reads the version's
-    changes from that object and the segment instead of opening the bucket and reading
-    the pages of the changed rows (Delta's ``delta.enableChangeDataFeed``;
-    docs/architecture.md, "Change feed"). Off by default: it costs the writer a gather of
-    those rows (page reads for rows whose pages it has not read yet) and an object per
-    bucket per version. A version written without them (older ones, another writer
-    without the option, a batch with a truncate) is read from pages as before."""
-    retain_versions: int = 100
-    """GC keeps at least this many newest versions ..."""
-    retain_seconds: float = 3600.0
-    """... and every version committed within this many seconds."""
-    prepare_threads: int | None = None
-    """Threads that prepare the buckets of one batch at once (each bucket's WAL segment
-    encoded, compressed and fsynced, its tablet applied); ``None`` (the default): one per
-    CPU this process may use, at most one per bucket the batch touches. ``1`` prepares
-    the buckets one after another. The version still commits atomically, with one log
-    entry, after every bucket is prepared."""
-    object_cache_bytes: int = DEFAULT_CACHE_BYTES
-    """On an object store: bytes of immutable objects (pages, WAL segments, manifests,
-    rejects files) this process keeps in memory once read, least recently used evicted
-    first, so a warm read makes no request (objects never change under their name: the
-    cache needs no invalidation). ``0`` keeps none. A local table reads its files
-    through the page cache and memory maps instead."""
-    file_mode: int = DEFAULT_FILE_MODE
-    """Permission bits of the files this process creates in the table (log entries,
-    checkpoints, WAL segments, snapshot manifests and pages, rejects files, which hold
-    raw message values, and schema files); the directories it creates get the same bits
-    plus search (``x``) wherever reading is allowed: ``0o640`` (the default) gives
-    ``0o750``. The process umask may clear more bits. Files and directories that exist
-    keep their modes, so a table written before keeps working."""
+    Attributes:
+        version: The version to write (the newest committed + 1).
+        schema: The schema of the newest version, which the events are written with.
+        skipped: The writer's batch is committed already (a replay).
+    """
 
-    def __post_init__(self) -> None:
-        check_file_mode(self.file_mode)
-        cache = self.object_cache_bytes
-        if type(cache) is not int or cache < 0:
-            raise InvalidOption(
-                f"object_cache_bytes must be an int >= 0, got {cache!r}",
-                option="object_cache_bytes",
-            )
-        threads = self.prepare_threads
-        if threads is not None and (type(threads) is not int or threads < 1):
-            raise InvalidOption(
-                f"prepare_threads must be None or an int >= 1, got {threads!r}",
-                option="prepare_threads",
-            )
-        for name, codecs in (("page_compression", PAGE_CODECS), ("wal_compression", WAL_CODECS)):
-            if getattr(self, name) not in codecs:
-                raise InvalidOption(
-                    f"{name} must be one of {sorted(map(str, codecs))}, "
-                    f"got {getattr(self, name)!r}",
-                    option=name,
-                )
+    __slots__ = ("schema", "skipped", "version")
 
-    def threads_for(self, buckets: int) -> int:
-        """How many threads prepare a batch touching ``buckets`` buckets."""
-        threads = self.prepare_threads
-        if threads is None:
-            affinity = getattr(os, "sched_getaffinity", None)
-            threads = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-        return max(1, min(threads, buckets))
-
-    @classmethod
-    def for_tests(cls) -> TableOptions:
-        """Tiny pages, frequent snapshots and buckets prepared in two threads, to exercise
-        every path in small tests."""
-        return cls(
-            page_rows=8,
-            memory_versions=4,
-            compact_every=3,
-            snapshot_every=3,
-            bulk_events=4,
-            retain_versions=3,
-            retain_seconds=0.0,
-            prepare_threads=2,
-        )
+    def __init__(self, version: int, schema: TableSchema, skipped: bool) -> None:
+        self.version = version
+        self.schema = schema
+        self.skipped = skipped
 
 
-def _immutable(key: str) -> bool:
-    """Whether ``key`` names an object never rewritten under its name (an attempt's)."""
-    return kind_of(key) in ("segment", "snapshot", "pages", "rejects", "images")
-
-
-def open_location(
-    url: str | os.PathLike[str],
-    storage_options: Mapping[str, str] | None,
-    options: TableOptions | None,
-    *,
-    probe: bool,
-) -> tuple[str, ObjectStore]:
-    """The root of the table at ``url`` (a local table's path as given, else its URL)
-    and its store (:func:`~cdc_sink.storage.objectstore.store_for`; a local one creates
-    files with ``options.file_mode``). Without ``probe`` an object store's conditional
-    writes are proved only before this process's first write
-    (:meth:`TableState.writer_repair`)."""
-    where = parse_store_url(os.fspath(url))
-    root = os.fspath(url) if where.kind == "local" else where.url
-    mode = (options or TableOptions()).file_mode
-    url = os.fspath(url)
-    return root, store_for(url, storage_options, check_conditional_writes=probe, file_mode=mode)
-
-
-def check_created(root: str, store: ObjectStore) -> None:
-    """Raises TableNotFound unless ``store`` holds a table whose version 0 is committed."""
-    try:
-        store.head(TABLE_FILE)
-    except ObjectNotFound:
-        raise TableNotFound(f"no cdc_sink table at {root}") from None
-    if VersionLog(root, store=store).latest() is None:
-        raise TableNotFound(
-            f"the table at {root} was never created completely "
-            "(create_table crashed before committing version 0)"
-        )
-
-
-class TableState:
+class TableCore:
     """The state of one open table in one process (see the module docstring)."""
 
     def __init__(
@@ -229,18 +95,23 @@ class TableState:
         options: The process's options (``page_rows`` comes from the table).
         store: The store holding the table (default: a
             :class:`~cdc_sink.storage.objectstore.local.LocalStore` on ``root``).
+
+        Raises:
+            TableNotFound: No table there.
+            UnsupportedTableVersion: The table needs a newer reader than this release.
         """
         self.root = root
         opts = options or TableOptions()
         if store is None:
             store = LocalStore(root, file_mode=opts.file_mode)
         elif not isinstance(store, LocalStore) and opts.object_cache_bytes:
-            store = CachingStore(store, opts.object_cache_bytes, cacheable=_immutable)
+            store = CachingStore(store, opts.object_cache_bytes, cacheable=immutable)
         self.store: ObjectStore = store
         try:
-            meta = json.loads(self.store.get(TABLE_FILE))
+            self._meta = meta = json.loads(self.store.get(TABLE_FILE))
         except ObjectNotFound:
             raise TableNotFound(f"no cdc_sink table at {root}") from None
+        check_protocol(meta, access="read", where=root)
         self.options = replace(opts, page_rows=int(meta["page_rows"]))
         try:  # None: a table created before the salt keeps the unsalted index hash
             self.index_seed = seed_from_json(meta.get("index_seed"))
@@ -248,31 +119,133 @@ class TableState:
             where = self.store.location(TABLE_FILE)
             raise WalCorruption(str(exc), path=where, offset=0) from None
         self.log = VersionLog(root, file_mode=self.options.file_mode, store=self.store)
-        self.repaired = False
-        self.schemas: dict[int, TableSchema] = {}
+        self._repaired = False
+        self._schemas: dict[int, TableSchema] = {}
         # The newest version first, then the history: a version committed in between is
         # then in the history but not yet named (the next refresh follows it). The other
         # order names a version whose segments the history lacks, and reads of it return
         # the version before (found by the chaos suite's reader).
         self.version = self.latest()
         self.history = History.from_log(self.log)
-        self.tablets: dict[int, MemTablet] = {}
-        self.since_snapshot: dict[int, tuple[int, int]] = {}  # segments, events
+        self._tablets: dict[int, MemTablet] = {}
+        self._since_snapshot: dict[int, tuple[int, int]] = {}  # segments, events
         self.loaded_events = 0  # events the last load_bucket replayed
-        self.pending: dict[int, PendingBucket] = {}
-        self.cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
-        self.lock = threading.RLock()
+        self._pending: dict[int, PendingBucket] = {}
+        self._cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ the protocol
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Holds the table's lock: one writer of this process at a time, from decide to
+        commit (re-entrant; every method below takes it too)."""
+        with self._lock:
+            yield
+
+    def begin(self, app_id: str | None, batch_id: int | None) -> Opened:
+        """Step 1, decide: follows the log and fixes the next version, or finds the
+        writer's batch committed already."""
+        self._writer_repair()
+        with self._lock:
+            self.refresh()
+            last = self.log.last_batch_id(app_id) if app_id is not None else None
+            replay = batch_id is not None and last is not None and batch_id <= last
+            return Opened(self.version + 1, self.schema_at(self.version), replay)
+
+    def prepare(
+        self, version: int, parts: Sequence[tuple[int, ChangeBatch]]
+    ) -> list[PreparedBucket]:
+        """Step 2 in this process: prepares each ``(bucket, events)`` pair as pending
+        ``version``, in the table's prepare threads.
+
+        Raises:
+            CommitConflict: The log is no longer at ``version - 1``. On any error, what
+                this call prepared is rolled back before the error is raised.
+        """
+        self._writer_repair()
+        with self._lock:
+            return _commit.prepare_buckets(self, version, parts)
+
+    def prepare_bucket(self, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
+        """Step 2 in an executor: prepares one bucket's events as pending ``version`` in
+        this process's tablet, for the driver's transaction.
+
+        Raises:
+            CommitConflict: The log is no longer at ``version - 1``.
+        """
+        self._writer_repair()
+        with self._lock:
+            return _commit.prepare_bucket(self, bucket, version, batch)
+
+    def commit(
+        self,
+        version: int,
+        prepared: Sequence[PreparedBucket],
+        requirements: Sequence[Requirement],
+        *,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+        events: int | None = None,
+        rejects: pa.Table | None = None,
+        source_offsets: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> CommitResult:
+        """Step 3: checks ``requirements``, then makes ``version`` visible with every
+        bucket of ``prepared``, atomically (the rejects file, then the log entry).
+
+        Raises:
+            CommitConflict: A requirement failed, or another writer committed
+                ``version`` first; nothing of the attempt is visible (then :meth:`abort`).
+        """
+        self._writer_repair()
+        with self._lock:
+            for req in requirements:
+                req.validate(self)
+            return _commit.commit_prepared(
+                self, version, prepared, app_id, batch_id, events, rejects, source_offsets
+            )
+
+    def abort(self, version: int, prepared: Sequence[PreparedBucket]) -> None:
+        """Rolls back the prepared buckets of a failed commit and removes their files,
+        unless the log says the version was committed with them after all."""
+        with self._lock:
+            _commit.abort_prepared(self, version, prepared)
+
+    def last_batch_id(self, app_id: str) -> int | None:
+        """The last batch id the log records for ``app_id``."""
+        return self.log.last_batch_id(app_id)
+
+    # ------------------------------------------------------------------ own versions
+    def compact(self) -> int:
+        """Snapshots every bucket at the newest version in a version of its own
+        (:func:`cdc_sink.engine._maintenance.compact`); returns that version."""
+        self._writer_repair()
+        with self._lock:
+            return _maintenance.compact(self)
+
+    def change_schema(self, new: TableSchema) -> int:
+        """Commits ``new`` as the table's schema in a version of its own; returns it."""
+        self._writer_repair()
+        with self._lock:
+            return _maintenance.change_schema(self, new)
+
+    def collect_garbage(self, policy: GcPolicy, *, dry_run: bool) -> GcPlan:
+        """GC of the table (:func:`cdc_sink.engine._maintenance.collect_garbage`)."""
+        if not dry_run:
+            self._writer_repair()
+        with self._lock:
+            return _maintenance.collect_garbage(self, policy, dry_run=dry_run)
 
     # ------------------------------------------------------------------ metadata
-    def writer_repair(self) -> None:
+    def _writer_repair(self) -> None:
         """Before this process's first commit: prove the store's conditional writes
         (once per store; an object store opened for reading has not), and remove an
         unfinished newest log entry left by a crashed writer (readers never repair; they
         ignore such an entry)."""
-        if not self.repaired:
+        if not self._repaired:
+            check_protocol(self._meta, access="write", where=self.root)
             self.store.ensure_conditional_writes()
             self.log.repair()
-            self.repaired = True
+            self._repaired = True
 
     def latest(self) -> int:
         """The newest committed version in the log."""
@@ -291,10 +264,10 @@ class TableState:
 
     def schema_of(self, schema_id: int) -> TableSchema:
         """The schema with id ``schema_id``."""
-        s = self.schemas.get(schema_id)
+        s = self._schemas.get(schema_id)
         if s is None:
             s = TableSchema.from_dict(json.loads(self.store.get(schema_key(schema_id))))
-            self.schemas[schema_id] = s
+            self._schemas[schema_id] = s
         return s
 
     def schema_at(self, version: int) -> TableSchema:
@@ -374,32 +347,32 @@ class TableState:
 
     def tablet(self, bucket: int) -> MemTablet:
         """The writer's tablet of ``bucket`` at the newest version followed."""
-        t = self.tablets.get(bucket)
+        t = self._tablets.get(bucket)
         if t is None:
             t = self.load_bucket(bucket, self.version)
-            self.tablets[bucket] = t
-            if bucket not in self.since_snapshot:  # what a reload replayed counts too
+            self._tablets[bucket] = t
+            if bucket not in self._since_snapshot:  # what a reload replayed counts too
                 snap = self.history.snapshot_at(bucket, self.version)
                 start = snap[0] if snap else -1
                 segs = self.history.segments_between(bucket, start, self.version)
-                self.since_snapshot[bucket] = (len(segs), self.loaded_events)
+                self._since_snapshot[bucket] = (len(segs), self.loaded_events)
         return t
 
     def reader_tablet(self, bucket: int, version: int) -> MemTablet:
         """A tablet of ``bucket`` that holds ``version`` (the writer's, or a cached one
         loaded from disk)."""
-        t = self.tablets.get(bucket)
+        t = self._tablets.get(bucket)
         if t is not None and t.oldest <= version <= t.committed:
             return t
         key = (bucket, version)
-        cached = self.cache.get(key)
+        cached = self._cache.get(key)
         if cached is not None:
-            self.cache.move_to_end(key)
+            self._cache.move_to_end(key)
             return cached
         t = self.load_bucket(bucket, version)
-        self.cache[key] = t
-        while len(self.cache) > 2 * self.schema_at(version).num_buckets:
-            self.cache.popitem(last=False)
+        self._cache[key] = t
+        while len(self._cache) > 2 * self.schema_at(version).num_buckets:
+            self._cache.popitem(last=False)
         return t
 
     # ------------------------------------------------------------------ following
@@ -408,21 +381,21 @@ class TableState:
         latest = self.latest()
         if latest == self.version and self.history.upto >= latest:
             return
-        with self.lock:
+        with self._lock:
             oldest = self.oldest_version()
             if oldest > self.history.upto + 1:
                 # GC deleted entries this process never read: start from its checkpoint.
                 self.history = History.from_log(self.log)
             else:
                 self.history.extend(self.log)
-            self.settle_bulk(latest)
-            for b, t in list(self.tablets.items()):
+            self._settle_bulk(latest)
+            for b, t in list(self._tablets.items()):
                 self.settle_pending(b, t, latest)
                 if t.committed < oldest or self.history.bulk_between(b, t.committed, latest):
                     # GC may have deleted the segments after it, or a bulk write's
                     # snapshot (which no segment replays) replaced the bucket's rows:
                     # reload from the newest snapshot when next used.
-                    del self.tablets[b]
+                    del self._tablets[b]
                     continue
                 self.replay(t, t.committed, latest)
             self.version = latest
@@ -437,15 +410,15 @@ class TableState:
             # retained version and is reloaded from disk (see refresh).
             return False
 
-    def settle_bulk(self, latest: int) -> None:
+    def _settle_bulk(self, latest: int) -> None:
         """Bulk writes this process prepared (executors mode) become the bucket's tablet
         if their version was committed with their snapshot, else are dropped."""
-        for b, p in list(self.pending.items()):
+        for b, p in list(self._pending.items()):
             if not p.bulk or p.version > latest:
                 continue
-            del self.pending[b]
+            del self._pending[b]
             if self._decided(p, b) and p.tablet is not None:
-                self.tablets[b] = p.tablet
+                self._tablets[b] = p.tablet
 
     def settle_pending(self, bucket: int, t: MemTablet, latest: int) -> None:
         """A pending version prepared by this process (executors mode) is committed if the
@@ -453,7 +426,7 @@ class TableState:
         pv = t.pending_version
         if pv is None:
             return
-        p = self.pending.pop(bucket, None)
+        p = self._pending.pop(bucket, None)
         if p is not None and not p.bulk and pv <= latest and self._decided(p, bucket):
             t.commit(pv)
             apply_locations(p.locations)
@@ -467,7 +440,7 @@ class TableState:
         touched = {t.bucket for t in pending}
         for t in pending:
             t.commit(v)
-        for b, t in self.tablets.items():
+        for b, t in self._tablets.items():
             if b not in touched:
                 t.advance(v)
             self._maintain(t)
@@ -478,6 +451,40 @@ class TableState:
         if t.delta_versions() >= self.options.compact_every:
             t.compact()
         t.release(t.committed - self.options.memory_versions + 1)
+
+    # ------------------------------------------------------------------ what it holds
+    def held_tablets(self, *, load: bool = False) -> dict[int, MemTablet]:
+        """The writer tablets this process holds at the newest version (with ``load``,
+        every bucket's, loading those it lacks); read them under :meth:`exclusive`."""
+        with self._lock:
+            self.refresh()
+            if load:
+                for b in range(self.schema_at(self.version).num_buckets):
+                    self.tablet(b)
+            return dict(self._tablets)
+
+    def writer_tablet(self, bucket: int) -> MemTablet | None:
+        """The writer's tablet of ``bucket`` if this process holds one, without loading."""
+        return self._tablets.get(bucket)
+
+    def forget_read_tablets(self) -> None:
+        """Drops the tablets loaded for reads of older versions (they reload on use)."""
+        with self._lock:
+            self._cache.clear()
+
+    def rejects(self, version: int | None = None) -> pa.Table:
+        """The events version ``version`` (default: the newest) refused
+        (:func:`~cdc_sink.storage.rejects.version_rejects`).
+
+        Raises:
+            VersionNotFound: The version does not exist or is no longer retained.
+        """
+        with self._lock:
+            self.refresh()
+            v = self.version if version is None else version
+            self.check_readable(v)
+            entry = self.log.read(v)
+        return version_rejects(self.store, entry)
 
     # ------------------------------------------------------------------ reads
     def check_readable(self, v: int) -> None:

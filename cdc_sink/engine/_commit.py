@@ -1,5 +1,6 @@
-"""The steps of the two-phase commit protocol, on one process's :class:`TableState`
-(internal to the table layer: writers go through :class:`cdc_sink.transaction.Transaction`).
+"""The steps of the two-phase commit protocol: private helpers of
+:class:`~cdc_sink.engine.core.TableCore`, whose methods call them under its lock (writers
+go through :class:`cdc_sink.transaction.Transaction`).
 
 A commit of version ``v`` happens in two steps, which may run in different processes::
 
@@ -16,34 +17,35 @@ A commit of version ``v`` happens in two steps, which may run in different proce
              log says v was committed with them after all
 
 What a process prepared and has not seen decided is kept per bucket as a
-:class:`~cdc_sink.pending.PendingBucket`.
+:class:`~cdc_sink.engine.pending.PendingBucket`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
-from cdc_sink import maintenance
-from cdc_sink.changefeed.stored import capture_preimages, write_preimages
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.changes import ChangeBatch
+from cdc_sink.engine import _maintenance
+from cdc_sink.engine.pending import PendingBucket
+from cdc_sink.engine.results import CommitResult, PreparedBucket
 from cdc_sink.errors import CommitConflict, VersionNotFound
-from cdc_sink.pending import PendingBucket
 from cdc_sink.storage.faults import fault_point, register
+from cdc_sink.storage.preimages import capture_preimages, write_preimages
 from cdc_sink.storage.rejects import write_rejects
 from cdc_sink.storage.segments import write_change_segment
 from cdc_sink.storage.snapshot import apply_locations, write_snapshot
 from cdc_sink.storage.version_log import BucketRef, LogEntry
-from cdc_sink.table_state import TableState
 from cdc_sink.tablet import ApplyResult, MemTablet
 
+if TYPE_CHECKING:
+    from cdc_sink.engine.core import TableCore
+
 __all__ = [
-    "CommitResult",
-    "PreparedBucket",
     "abort_prepared",
     "commit_prepared",
     "prepare_bucket",
@@ -53,79 +55,23 @@ __all__ = [
 register("table.prepared", "table.rejects_written", "table.committed")
 
 
-@dataclass
-class PreparedBucket:
-    """A bucket's prepared transaction: the picklable message from applier to committer.
-
-    Attributes:
-        bucket: The bucket.
-        version: The version it was prepared for.
-        segment: Its WAL segment (relative path); ``None`` for a bulk write, whose
-            snapshot (at ``version``) is the durable record.
-        snapshot: A snapshot written with it, if any (of ``version - 1``, or of
-            ``version`` for a bulk write).
-        counts: Apply counts.
-        reject_positions: Input positions of events the tablet refused.
-        reject_reasons: Their reasons.
-        files: Other files written by this attempt (snapshot page files).
-        images: The change feed's pre-images written with the segment
-            (``TableOptions.change_images``), if any.
-    """
-
-    bucket: int
-    version: int
-    segment: str | None
-    snapshot: str | None
-    counts: dict[str, int]
-    reject_positions: np.ndarray
-    reject_reasons: list[str]
-    files: list[str] = field(default_factory=list)
-    images: str | None = None
-
-    def rejects(self) -> Rejects:
-        """The events the bucket's tablet refused."""
-        positions = np.asarray(self.reject_positions, dtype=np.int64)
-        return Rejects(positions, list(self.reject_reasons))
-
-
-@dataclass
-class CommitResult:
-    """What ``Table.apply`` did.
-
-    Attributes:
-        version: The version created (or, when skipped, the latest version).
-        skipped: The ``(app_id, batch_id)`` was committed before; nothing was done.
-        counts: Inserted/updated/deleted/ignored/stale/rejected event counts.
-        rejects: Positions (input index) and reasons of the refused events.
-        buckets: Buckets the version touched.
-    """
-
-    version: int
-    skipped: bool = False
-    counts: dict[str, int] = field(default_factory=dict)
-    rejects: Rejects = field(default_factory=Rejects)
-    buckets: list[int] = field(default_factory=list)
-
-
 # ---------------------------------------------------------------------- entry points
-def prepare_bucket(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
+def prepare_bucket(s: TableCore, bucket: int, version: int, batch: ChangeBatch) -> PreparedBucket:
     """Prepares ``batch`` (events of one bucket) as pending version ``version``.
 
     Raises:
         CommitConflict: The log is no longer at ``version - 1``.
     """
-    s.writer_repair()
-    with s.lock:
-        plan = _begin(s, bucket, version, batch)
-        return _finish(s, plan, *_write(s, plan))
+    plan = _begin(s, bucket, version, batch)
+    return _finish(s, plan, *_write(s, plan))
 
 
 def prepare_buckets(
-    s: TableState, version: int, parts: Sequence[tuple[int, ChangeBatch]]
+    s: TableCore, version: int, parts: Sequence[tuple[int, ChangeBatch]]
 ) -> list[PreparedBucket]:
     """Prepares several buckets' events as pending version ``version``, in
     ``prepare_threads`` threads (see :attr:`TableOptions.prepare_threads
-    <cdc_sink.table_state.TableOptions.prepare_threads>`).
+    <cdc_sink.engine.options.TableOptions.prepare_threads>`).
 
     Returns:
         The prepared buckets, in the order of ``parts``.
@@ -144,15 +90,14 @@ def prepare_buckets(
 
 
 def commit_prepared(
-    s: TableState,
+    s: TableCore,
     version: int,
     prepared: Sequence[PreparedBucket],
-    *,
-    app_id: str | None = None,
-    batch_id: int | None = None,
-    events: int | None = None,
-    rejects: pa.Table | None = None,
-    source_offsets: Mapping[str, Mapping[str, int]] | None = None,
+    app_id: str | None,
+    batch_id: int | None,
+    events: int | None,
+    rejects: pa.Table | None,
+    source_offsets: Mapping[str, Mapping[str, int]] | None,
 ) -> CommitResult:
     """Makes version ``version`` visible with every bucket of ``prepared``, atomically.
 
@@ -164,9 +109,7 @@ def commit_prepared(
         CommitConflict: Another writer committed ``version`` first (then call
             :func:`abort_prepared`).
     """
-    s.writer_repair()
-    with s.lock:
-        return _commit(s, version, prepared, app_id, batch_id, events, rejects, source_offsets)
+    return _commit(s, version, prepared, app_id, batch_id, events, rejects, source_offsets)
 
 
 # ---------------------------------------------------------------------- prepare
@@ -183,7 +126,7 @@ class _Plan:
 
 
 def _prepare_buckets(
-    s: TableState, version: int, parts: Sequence[tuple[int, ChangeBatch]], out: list[PreparedBucket]
+    s: TableCore, version: int, parts: Sequence[tuple[int, ChangeBatch]], out: list[PreparedBucket]
 ) -> None:
     """Prepares every bucket of a batch, appending each prepared bucket to ``out`` (in the
     order of ``parts``) as soon as it is, so that an abort finds what was written.
@@ -195,31 +138,29 @@ def _prepare_buckets(
     and compression, and the fsyncs release the GIL). Every thread is finished before
     this returns or raises; the first error, by bucket order, is raised.
     """
-    s.writer_repair()
-    with s.lock:
-        plans = [_begin(s, b, version, part) for b, part in parts]
-        threads = s.options.threads_for(len(plans))
-        if threads <= 1:
-            for plan in plans:
-                out.append(_finish(s, plan, *_write(s, plan)))
-            return
-        futures: list[Future[tuple[PreparedBucket, PendingBucket]]] = []
-        error: BaseException | None = None
-        try:
-            with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-prepare") as pool:
-                futures = [pool.submit(_write, s, plan) for plan in plans]
-        finally:  # also when this thread is interrupted: the pool has finished every task
-            for plan, fut in zip(plans, futures, strict=False):
-                exc = fut.exception()
-                if exc is None:
-                    out.append(_finish(s, plan, *fut.result()))
-                elif error is None:
-                    error = exc
-        if error is not None:
-            raise error
+    plans = [_begin(s, b, version, part) for b, part in parts]
+    threads = s.options.threads_for(len(plans))
+    if threads <= 1:
+        for plan in plans:
+            out.append(_finish(s, plan, *_write(s, plan)))
+        return
+    futures: list[Future[tuple[PreparedBucket, PendingBucket]]] = []
+    error: BaseException | None = None
+    try:
+        with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-prepare") as pool:
+            futures = [pool.submit(_write, s, plan) for plan in plans]
+    finally:  # also when this thread is interrupted: the pool has finished every task
+        for plan, fut in zip(plans, futures, strict=False):
+            exc = fut.exception()
+            if exc is None:
+                out.append(_finish(s, plan, *fut.result()))
+            elif error is None:
+                error = exc
+    if error is not None:
+        raise error
 
 
-def _begin(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> _Plan:
+def _begin(s: TableCore, bucket: int, version: int, batch: ChangeBatch) -> _Plan:
     """The first step of a bucket's prepare, under the lock: follow the log, check the
     version, settle what an earlier attempt left, and pick the bulk path or the WAL."""
     s.refresh()
@@ -229,15 +170,15 @@ def _begin(s: TableState, bucket: int, version: int, batch: ChangeBatch) -> _Pla
     t = s.tablet(bucket)
     if t.pending_version is not None:  # an earlier attempt in this process
         s.settle_pending(bucket, t, s.version)
-    s.pending.pop(bucket, None)  # an earlier attempt's bulk write, never committed
+    s._pending.pop(bucket, None)  # an earlier attempt's bulk write, never committed
     if len(batch) >= s.options.bulk_events and t.row_count == 0:
         return _Plan(bucket, version, schema_id, batch, s.empty_tablet(bucket, version - 1), True)
     return _Plan(bucket, version, schema_id, batch, t, False)
 
 
-def _write(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
+def _write(s: TableCore, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     """The bucket's own work (any thread; touches only its tablet, files and entry of
-    ``s.since_snapshot``): write the batch durably and apply it as the pending version."""
+    ``s._since_snapshot``): write the batch durably and apply it as the pending version."""
     if plan.bulk:
         return _write_bulk(s, plan)
     t, version = plan.tablet, plan.version
@@ -253,7 +194,7 @@ def _write(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     pending = PendingBucket(version=version, segment=seg)
     try:
         images = _write_images(s, plan, written)
-        snap = maintenance.maybe_snapshot(s, t, plan.schema_id, written, len(plan.batch), pending)
+        snap = _maintenance.maybe_snapshot(s, t, plan.schema_id, written, len(plan.batch), pending)
         res = t.apply(plan.batch, version)
     except BaseException:
         s.discard(written)
@@ -264,7 +205,7 @@ def _write(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     return prepared, pending
 
 
-def _write_images(s: TableState, plan: _Plan, written: list[str]) -> str | None:
+def _write_images(s: TableCore, plan: _Plan, written: list[str]) -> str | None:
     """With ``change_images``: the pre-images of the batch's keys, read from the tablet
     before the batch is applied and written beside the segment (appended to
     ``written``); their key, or None (option off, or a batch they cannot serve)."""
@@ -285,7 +226,7 @@ def _write_images(s: TableState, plan: _Plan, written: list[str]) -> str | None:
     return rel
 
 
-def _write_bulk(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
+def _write_bulk(s: TableCore, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     """The bulk path of :func:`_write` (a large batch for a bucket without rows):
     applies the batch to the plan's new tablet and writes it as a snapshot of the bucket
     at ``version``, which the log entry names instead of a WAL segment. The bucket's
@@ -308,12 +249,12 @@ def _write_bulk(s: TableState, plan: _Plan) -> tuple[PreparedBucket, PendingBuck
 
 
 def _finish(
-    s: TableState, plan: _Plan, prepared: PreparedBucket, pending: PendingBucket
+    s: TableCore, plan: _Plan, prepared: PreparedBucket, pending: PendingBucket
 ) -> PreparedBucket:
     """The last step of a bucket's prepare, under the lock: record what was prepared."""
-    s.pending[plan.bucket] = pending
+    s._pending[plan.bucket] = pending
     if plan.bulk:
-        s.since_snapshot[plan.bucket] = (0, 0)
+        s._since_snapshot[plan.bucket] = (0, 0)
     return prepared
 
 
@@ -335,7 +276,7 @@ def _prepared(
 
 # ---------------------------------------------------------------------- commit
 def _commit(
-    s: TableState,
+    s: TableCore,
     version: int,
     prepared: Sequence[PreparedBucket],
     app_id: str | None,
@@ -396,37 +337,37 @@ def _commit(
     )
 
 
-def _publish_prepared(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> None:
+def _publish_prepared(s: TableCore, version: int, prepared: Sequence[PreparedBucket]) -> None:
     """Makes this process's memory match the committed version ``version``."""
     pending: list[MemTablet] = []
     bulk: list[MemTablet] = []
     for p in prepared:
-        mine = s.pending.get(p.bucket)
+        mine = s._pending.get(p.bucket)
         if (
             mine is not None
             and mine.tablet is not None
             and mine.version == version
             and mine.won(BucketRef(segment=p.segment, snapshot=p.snapshot))
         ):  # this process's bulk write
-            del s.pending[p.bucket]
+            del s._pending[p.bucket]
             bulk.append(mine.tablet)
             continue
-        t = s.tablets.get(p.bucket)
+        t = s._tablets.get(p.bucket)
         if t is not None and t.pending_version == version:
             pending.append(t)
-            done = s.pending.pop(p.bucket, None)
+            done = s._pending.pop(p.bucket, None)
             if done is not None:
                 apply_locations(done.locations)
         elif t is not None:
             # Prepared in another process (executors mode): this copy lacks the
             # version's changes and must not be advanced to it; it reloads on use.
-            del s.tablets[p.bucket]
+            del s._tablets[p.bucket]
     s.publish(version, pending)
     for nt in bulk:
-        s.tablets[nt.bucket] = nt
+        s._tablets[nt.bucket] = nt
 
 
-def _committed_as(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> bool:
+def _committed_as(s: TableCore, version: int, prepared: Sequence[PreparedBucket]) -> bool:
     """Whether log entry ``version`` exists and names exactly these files."""
     try:
         entry = s.log.read(version)
@@ -437,21 +378,20 @@ def _committed_as(s: TableState, version: int, prepared: Sequence[PreparedBucket
 
 
 # ---------------------------------------------------------------------- abort
-def abort_prepared(s: TableState, version: int, prepared: Sequence[PreparedBucket]) -> None:
+def abort_prepared(s: TableCore, version: int, prepared: Sequence[PreparedBucket]) -> None:
     """Rolls back the prepared buckets of a failed commit and removes their files.
 
     Nothing is done when the log says the version was committed with them after all.
     """
     if _committed_as(s, version, prepared):
         return
-    with s.lock:
-        for b, t in s.tablets.items():
-            if t.pending_version == version:
-                t.rollback()
-                s.pending.pop(b, None)
-        for b, pb in list(s.pending.items()):
-            if pb.version == version:
-                del s.pending[b]
-        for p in prepared:
-            files = [p.segment, p.snapshot, p.images, *p.files]
-            s.discard([f for f in files if f])
+    for b, t in s._tablets.items():
+        if t.pending_version == version:
+            t.rollback()
+            s._pending.pop(b, None)
+    for b, pb in list(s._pending.items()):
+        if pb.version == version:
+            del s._pending[b]
+    for p in prepared:
+        files = [p.segment, p.snapshot, p.images, *p.files]
+        s.discard([f for f in files if f])

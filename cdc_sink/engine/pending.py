@@ -1,6 +1,6 @@
 """What one process prepared for one bucket and has not yet seen committed or aborted.
 
-The prepare step of the commit protocol (:mod:`cdc_sink.commit`) leaves, per bucket, one
+The prepare step of the commit protocol (:mod:`cdc_sink.engine._commit`) leaves, per bucket, one
 :class:`PendingBucket`: the WAL segment it wrote (the bucket's tablet holds the batch as
 its pending version), or, for a bulk write, the snapshot it wrote and the new tablet that
 replaces the bucket's once the version commits; plus the page locations of a snapshot
