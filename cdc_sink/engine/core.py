@@ -104,7 +104,7 @@ class TableCore:
         opts = options or TableOptions()
         if store is None:
             store = LocalStore(root, file_mode=opts.file_mode)
-        elif not isinstance(store, LocalStore) and opts.object_cache_bytes:
+        elif store.wants_object_cache and opts.object_cache_bytes:
             store = CachingStore(store, opts.object_cache_bytes, cacheable=immutable)
         self.store: ObjectStore = store
         try:
