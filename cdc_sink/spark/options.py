@@ -27,6 +27,7 @@ from typing import Any, Literal, get_args
 
 from cdc_sink.errors import InvalidArgument, InvalidOption
 from cdc_sink.formats import FORMATS, FormatName
+from cdc_sink.redact import masked_mapping
 from cdc_sink.table_state import TableOptions
 
 __all__ = [
@@ -133,6 +134,15 @@ class DecodeOptions:
     def __post_init__(self) -> None:
         # a read-only copy: the value is frozen all the way down (and stays picklable)
         object.__setattr__(self, "options", _frozen_mapping(self.options))
+
+    def __repr__(self) -> str:
+        """Masks the secret options (:mod:`cdc_sink.redact`: ``registry_auth``, a
+        ``registry_url`` with user info...)."""
+        return (
+            f"DecodeOptions(json_decoder={self.json_decoder!r}, "
+            f"options={masked_mapping(self.options)!r}, processes={self.processes!r}, "
+            f"where={self.where!r})"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
