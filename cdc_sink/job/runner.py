@@ -325,9 +325,11 @@ def _table_and_checkpoint(args: argparse.Namespace) -> tuple[str, str, str]:
 
     Raises:
         ValueError: An object-store table without ``--checkpoint`` (Spark keeps its
-            checkpoint through Hadoop's file systems, not through the table's store), or a
-            URL of no store (cdc_sink's StoreConfigError, which is a CdcSinkError).
+            checkpoint through Hadoop's file systems, not through the table's store), a
+            URL of no store (cdc_sink's StoreConfigError, which is a CdcSinkError), or a
+            checkpoint URL with user info (the error does not show it).
     """
+    from cdc_sink.redact import has_userinfo
     from cdc_sink.storage.objectstore import StoreConfigError
     from cdc_sink.storage.objectstore.urls import parse_store_url
 
@@ -345,6 +347,11 @@ def _table_and_checkpoint(args: argparse.Namespace) -> tuple[str, str, str]:
         )
     else:
         table_path, checkpoint = where.url, args.checkpoint
+    if has_userinfo(checkpoint):  # it would be the app id, in every log entry and line
+        raise ValueError(
+            "--checkpoint: a URL takes no user info (user:password@): credentials come "
+            "from --storage-option or the environment"
+        )
     ckpt_id = checkpoint if "://" in checkpoint else os.path.abspath(checkpoint)
     return table_path, checkpoint, args.app_id or f"cdc_to_tablets:{ckpt_id}"
 

@@ -5,6 +5,7 @@ endpoint, the credentials appear in no repr, error, log record or table file."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import uuid
 from collections.abc import Iterator
@@ -193,3 +194,17 @@ def test_the_job_refuses_a_secret_storage_option_by_name_and_by_value() -> None:
         with pytest.raises(ValueError, match="a secret is not taken") as err:
             parse_storage_options([item])
         assert SECRET not in str(err.value)
+
+
+def test_the_job_refuses_a_checkpoint_url_with_user_info() -> None:
+    # the checkpoint names the job's app id, written into every log entry of the table
+    from cdc_sink.job.runner import _table_and_checkpoint
+
+    args = argparse.Namespace(
+        table_path="s3://bucket/t", checkpoint=f"s3a://AKIA:{SECRET}@bucket/chk", app_id=None
+    )
+    with pytest.raises(ValueError, match="no user info") as err:
+        _table_and_checkpoint(args)
+    assert SECRET not in str(err.value)
+    args.checkpoint = "s3a://bucket/chk"
+    assert _table_and_checkpoint(args)[2] == "cdc_to_tablets:s3a://bucket/chk"
