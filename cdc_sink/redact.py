@@ -58,7 +58,8 @@ _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 _INLINE_SECRET = re.compile(
     r"(passw(or)?d|secret|token|credential|api[._-]?key)\w*[\"']?\s*[=:]", re.IGNORECASE
 )
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<info>[^/\s@?#]*)@")
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>\S*)")
+_PORT = re.compile(r"\d*")
 _SECRET_PARAM = re.compile(
     r"^(sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature"
     r"|x-goog-credential|token|access_token|password|secret|key|api_?key|code)$",
@@ -88,13 +89,30 @@ def is_secret(key: str, value: str) -> bool:
     return is_secret_key(key) or is_secret_value(value)
 
 
+def _userinfo_end(scheme: str, rest: str) -> int:
+    """Where the user info of the URL ``scheme://rest`` ends (the index of its ``@`` in
+    ``rest``), or -1 when it has none.
+
+    The user info is what comes before the last ``@`` of the authority (a password may
+    hold an unescaped ``@``). A password may also hold an unescaped ``/`` (AWS secret
+    keys do), which ends the authority early: ``user:pa/ss@host`` is user info too when
+    what follows the ``:`` is no port number. An abfs URL's ``container@account`` is
+    none.
+    """
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    end = authority.rfind("@")
+    if end < 0 and ":" in authority and "@" in rest:
+        port = authority.split(":", 1)[1]
+        end = rest.find("@") if not _PORT.fullmatch(port) else -1
+    if end < 0 or (scheme.lower() in _CONTAINER_SCHEMES and ":" not in rest[:end]):
+        return -1
+    return end
+
+
 def has_userinfo(text: str) -> bool:
     """Whether ``text`` holds a URL with user info (``scheme://user[:pw]@host``); an abfs
     URL's ``container@account`` is none."""
-    for m in _URL_USERINFO.finditer(text):
-        if m.group("scheme").lower() not in _CONTAINER_SCHEMES or ":" in m.group("info"):
-            return True
-    return False
+    return any(_userinfo_end(m["scheme"], m["rest"]) >= 0 for m in _URL.finditer(text))
 
 
 def mask(value: object) -> str:
@@ -108,17 +126,16 @@ def mask_url(url: str) -> str:
     ``https://u:pw@host/p?sig=x&a=1`` is shown ``https://***@host/p?sig=***&a=1``."""
 
     def info(m: re.Match[str]) -> str:
-        scheme, userinfo = m.group("scheme"), m.group("info")
-        if scheme.lower() in _CONTAINER_SCHEMES and ":" not in userinfo:
-            return m.group(0)
-        return f"{scheme}://{MASK}@"
+        scheme, rest = m["scheme"], m["rest"]
+        end = _userinfo_end(scheme, rest)
+        return m[0] if end < 0 else f"{scheme}://{MASK}{rest[end:]}"
 
     def param(m: re.Match[str]) -> str:
         if _SECRET_PARAM.match(m.group(2)) and m.group(3):
             return f"{m.group(1)}{m.group(2)}={MASK}"
         return m.group(0)
 
-    out = _URL_USERINFO.sub(info, url)
+    out = _URL.sub(info, url)
     return _QUERY_PARAM.sub(param, out) if "://" in out else out
 
 

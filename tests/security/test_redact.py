@@ -89,6 +89,24 @@ def test_a_url_keeps_all_but_its_user_info_and_signature() -> None:
     assert masked("schema.registry.url", "https://u:pw@h") == f"https://{MASK}@h"
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://AKIA:wJalr/XUtn+FEMI@bucket/t",  # an unescaped '/' in the password
+        "http://user:p@ss@host/x",  # an unescaped '@'
+    ],
+)
+def test_user_info_with_unescaped_characters_is_masked_whole(url: str) -> None:
+    shown = mask_url(url)
+    assert shown.endswith(("@bucket/t", "@host/x")) and shown.count("@") == 1
+    assert "AKIA" not in shown and "user" not in shown
+
+
+def test_a_port_and_an_at_sign_in_the_path_are_no_user_info() -> None:
+    for url in ("http://host:8080/p@x", "s3://bucket/path@x"):
+        assert mask_url(url) == url
+
+
 def test_scrub_removes_each_secret_and_every_url_user_info() -> None:
     text = 'failed to parse "sekrit-value" as boolean (http://u:pw@h/x)'
     assert scrub(text, ["sekrit-value", "x"]) == (

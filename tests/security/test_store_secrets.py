@@ -42,6 +42,9 @@ SECRET = "wJalrXUtnFEMI-K7MDENG-SECRET"
     "url",
     [
         f"s3://AKIAEXAMPLE:{SECRET}@bucket/t",
+        f"s3://AKIAEXAMPLE:{SECRET}/ab+cd@bucket/t",  # AWS secrets hold '/' and '+'
+        f"s3://AKIAEXAMPLE:1234/{SECRET}@bucket/t",
+        f"s3://AKIAEXAMPLE:p@{SECRET}@bucket/t",
         f"s3://{SECRET}@bucket/t",
         f"gs://svc:{SECRET}@bucket/t",
         f"abfss://user:{SECRET}@account.dfs.core.windows.net/t",

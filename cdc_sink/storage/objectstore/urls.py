@@ -81,7 +81,15 @@ def _refuse_credentials(url: str, scheme: str) -> None:
     """
     head = url[len(scheme) + 3 :]
     netloc = re.split(r"[/?#]", head, maxsplit=1)[0]
-    if has_userinfo(f"{scheme}://{netloc}/"):  # (abfs's container@account is none)
+    if ":" in netloc and OBJECT_STORE_SCHEMES.get(scheme.lower()) in ("s3", "gcs"):
+        # no bucket name holds a ':': user info whose password holds a '/' (not shown,
+        # since the URL cannot be told apart from its credential)
+        raise StoreConfigError(
+            f"{scheme}://<not shown>: a bucket name has no ':'; a table URL takes no user "
+            "info (user:password@): give credentials as storage_options or in the "
+            "environment"
+        )
+    if has_userinfo(url):  # (abfs's container@account is none)
         raise StoreConfigError(
             f"{_shown(url)}: a table URL takes no user info (user:password@): give "
             "credentials as storage_options or in the environment, never in the URL, which "
