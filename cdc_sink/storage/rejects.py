@@ -33,13 +33,15 @@ import pyarrow as pa
 
 from cdc_sink.changes import Rejects
 from cdc_sink.errors import WalCorruption
-from cdc_sink.storage.layout import LOG_DIR, REJECTS_DIR, attempt_stem, checked, rejects_file
+from cdc_sink.storage.layout import REJECTS_DIR, attempt_stem, rejects_file
 from cdc_sink.storage.log_entry import LogEntry
-from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
+from cdc_sink.storage.objectstore import StoreLike, as_store
+from cdc_sink.storage.segments import read_committed_object
 
 __all__ = [
     "REJECTS_DIR",
     "REJECTS_SCHEMA",
+    "batch_reject_records",
     "conform_rejects",
     "read_rejects",
     "reject_records",
@@ -120,25 +122,18 @@ def read_rejects(where: StoreLike, rel: str) -> pa.Table:
         WalCorruption: The file is missing or unreadable although a log entry names it,
             or ``rel`` is no rejects path of the table.
     """
-    store = as_store(where)
-    checked("rejects", rel, source=store.location(LOG_DIR))
-    try:
-        data = store.get(rel)
-    except ObjectNotFound:
-        raise WalCorruption(
-            "rejects file named by the log is missing", path=rel, offset=0
-        ) from None
+    path, data = read_committed_object(where, "rejects", rel, "a rejects file named by the log")
     try:
         table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
     except (pa.ArrowInvalid, OSError) as exc:
         # The reader's message may quote bytes of the file: only its kind is shown.
         raise WalCorruption(
-            f"rejects file is unreadable ({type(exc).__name__})", path=rel, offset=0
+            f"rejects file is unreadable ({type(exc).__name__})", path=path, offset=0
         ) from exc
     if not table.schema.equals(REJECTS_SCHEMA):
         raise WalCorruption(
             f"rejects file has {table.num_columns} columns that are not the rejects schema",
-            path=rel,
+            path=path,
             offset=0,
         )
     return table
@@ -174,6 +169,27 @@ def reject_records(rejects: Rejects, source: pa.Table | None = None) -> pa.Table
         [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in REJECTS_SCHEMA],
         schema=REJECTS_SCHEMA,
     )
+
+
+def batch_reject_records(
+    *groups: Rejects, source: pa.Table | None = None
+) -> tuple[pa.Table, Rejects]:
+    """What a batch commits as its rejects: ``groups`` (e.g. the decoder's and the
+    tablets', positions of one input) merged in position order, as rejects-file records.
+
+    Args:
+        *groups: The rejects of each stage of the batch (none is changed).
+        source: One row per event position, as :func:`reject_records` takes it.
+
+    Returns:
+        The records (:data:`REJECTS_SCHEMA`) and the merged rejects, sorted by position
+        (stable: within a position, the order of ``groups``).
+    """
+    merged = Rejects()
+    for group in groups:
+        merged.extend(group)
+    merged = sorted_rejects(merged)
+    return reject_records(merged, source), merged
 
 
 def version_rejects(where: StoreLike, entry: LogEntry) -> pa.Table:

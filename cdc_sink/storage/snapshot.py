@@ -79,7 +79,7 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.storage import layout
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.framing import encode_file, read_records
-from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
+from cdc_sink.storage.objectstore import StoreLike, as_store
 from cdc_sink.storage.pages import (
     LocationUpdate,
     PageCompression,
@@ -92,6 +92,7 @@ from cdc_sink.storage.pages import (
     py_stat,
     stored_location,
 )
+from cdc_sink.storage.segments import read_committed_object
 from cdc_sink.tablet.column import Base, PageList
 from cdc_sink.tablet.keyindex import seed_from_json, seed_to_json
 from cdc_sink.tablet.memtablet import MemTablet
@@ -442,15 +443,7 @@ def read_manifest(where: StoreLike, rel: str) -> SnapshotManifest:
         WalCorruption: The manifest is damaged, ``rel`` is no manifest path of the table,
             or the manifest names a page file that is no page file of the table.
     """
-    store = as_store(where)
-    layout.checked("snapshot", rel, source=store.location(layout.LOG_DIR))
-    path = store.location(rel)
-    try:
-        data = store.get(rel)
-    except ObjectNotFound:
-        raise WalCorruption(
-            "a committed snapshot manifest is missing", path=path, offset=0
-        ) from None
+    path, data = read_committed_object(where, "snapshot", rel, "a committed snapshot manifest")
     res = read_records(data, path=path, magic=SNAPSHOT_MAGIC, allow_torn_tail=False)
     if len(res.records) != 1:
         raise WalCorruption("snapshot manifest must hold one record", path=path, offset=0)

@@ -7,13 +7,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
+from cdc_sink.changes import Rejects
 from cdc_sink.dead_letters import forward
 from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
-from cdc_sink.storage.rejects import REJECTS_DIR, REJECTS_SCHEMA
+from cdc_sink.storage.rejects import REJECTS_DIR, REJECTS_SCHEMA, batch_reject_records
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.fixtures import ID_A
 
@@ -223,3 +225,27 @@ def test_the_sinks_gc_floor_follows_what_it_forwarded(table: Table, tmp_path: Pa
     assert fn.gc_floor() == fn.table.version + 1
     no_sink = SinkFunction(table.root, options=SinkOptions(app_id="job"))
     assert no_sink.gc_floor() is None
+
+
+def test_batch_reject_records_merges_the_stages_in_position_order_with_their_source() -> None:
+    decoder = Rejects(np.array([4, 1], np.int64), ["not JSON", "no key"])
+    tablets = Rejects(np.array([2, 4], np.int64), ["update of missing key", "stale seq"])
+    records, merged = batch_reject_records(decoder, tablets, source=_source(5))
+    assert merged.positions.tolist() == [1, 2, 4, 4]
+    # stable: at one position, the earlier stage's reason first
+    assert merged.reasons == ["no key", "update of missing key", "not JSON", "stale seq"]
+    assert records.schema.equals(REJECTS_SCHEMA)
+    assert records.column("position").to_pylist() == [1, 2, 4, 4]
+    assert records.column("reason").to_pylist() == merged.reasons
+    assert records.column("offset").to_pylist() == [101, 102, 104, 104]
+    assert records.column("key").to_pylist() == [b"k1", b"k2", b"k4", b"k4"]
+    # the stages' own rejects are left as they were
+    assert decoder.positions.tolist() == [4, 1] and tablets.reasons[0] == "update of missing key"
+
+
+def test_batch_reject_records_without_a_source_or_rejects() -> None:
+    records, merged = batch_reject_records(Rejects(), Rejects(np.array([3], np.int64), ["x"]))
+    assert records.column("topic").to_pylist() == [None]
+    assert merged.as_dict() == {3: "x"}
+    empty, none = batch_reject_records()
+    assert empty.num_rows == 0 and len(none) == 0
