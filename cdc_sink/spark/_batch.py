@@ -4,7 +4,8 @@
   SinkFunction` with the transaction it prepared (the rejects, the Kafka end offsets,
   figures for :class:`~cdc_sink.spark.writer.BatchStats`);
 - the Kafka *end offsets* of a batch and their merge;
-- the *rejects*: sorted by position, completed with the raw Kafka key and value bytes;
+- the *rejects* (merged and sorted by :func:`~cdc_sink.storage.rejects.batch_reject_records`)
+  completed with the raw Kafka key and value bytes;
 - the *wire table* (the wire form of :mod:`cdc_sink.changes` plus the bookkeeping columns
   of :mod:`cdc_sink.spark.decode`) split into a validated batch, rejects and bookkeeping;
 - counts and producer timestamps of the accepted events.
@@ -93,12 +94,6 @@ def merge_offsets(into: Offsets, more: Mapping[str, Mapping[str, int]]) -> Offse
 
 
 # ---------------------------------------------------------------------- rejects
-def sorted_rejects(rejects: Rejects) -> Rejects:
-    """``rejects`` in position order (stable)."""
-    order = np.argsort(rejects.positions, kind="stable")
-    return Rejects(rejects.positions[order], [rejects.reasons[i] for i in order.tolist()])
-
-
 def with_raw_bytes(records: pa.Table, raw: DataFrame) -> pa.Table:
     """``records`` (rejects with Kafka coordinates) with the raw key and value bytes of
     their Kafka records, looked up in the batch's DataFrame (one small join)."""

@@ -34,7 +34,6 @@ from cdc_sink.spark._batch import (
     max_ts,
     meta_end_offsets,
     op_counts,
-    sorted_rejects,
     to_change_batch,
     ts_sample,
     with_raw_bytes,
@@ -43,7 +42,8 @@ from cdc_sink.spark._decode_pool import DecodePool, PendingDecode
 from cdc_sink.spark._mode import ApplyStrategy
 from cdc_sink.spark.decode import decode_native_json
 from cdc_sink.spark.options import SinkOptions
-from cdc_sink.table import Table, reject_records
+from cdc_sink.storage.rejects import batch_reject_records
+from cdc_sink.table import Table
 from cdc_sink.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -128,9 +128,7 @@ class DriverApply(ApplyStrategy):
             joined = _Joined.of(pieces, raw)
         t2 = time.perf_counter()
         txn.prepare(joined.parts)
-        refused = joined.refused
-        refused.extend(txn.refused())
-        records = reject_records(sorted_rejects(refused), raw)
+        records, _ = batch_reject_records(joined.refused, txn.refused(), source=raw)
         t3 = time.perf_counter()
         ts = joined.ts
         step = max(1, len(ts) // TS_SAMPLE)
@@ -257,7 +255,6 @@ class JvmDriverApply(ApplyStrategy):
         batch, refused, meta = to_change_batch(arrow, schema)
         t2 = time.perf_counter()
         txn.prepare(sorted(batch.split_by_bucket().items()))
-        refused.extend(txn.refused())
         source = pa.table(
             {
                 "topic": meta.column("__topic"),
@@ -265,8 +262,9 @@ class JvmDriverApply(ApplyStrategy):
                 "offset": meta.column("__offset"),
             }
         )
+        records, _ = batch_reject_records(refused, txn.refused(), source=source)
         # a Spark join: if it fails, the sink aborts the transaction
-        records = with_raw_bytes(reject_records(sorted_rejects(refused), source), df)
+        records = with_raw_bytes(records, df)
         t3 = time.perf_counter()
         return PreparedBatch(
             records,
