@@ -41,7 +41,7 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.stats import TableStats
 from cdc_sink.storage.gc import GcPlan, GcPolicy
 from cdc_sink.storage.objectstore import ObjectStore
-from cdc_sink.storage.rejects import reject_records, sorted_rejects
+from cdc_sink.storage.rejects import batch_reject_records, reject_records
 from cdc_sink.transaction import Transaction
 
 __all__ = [
@@ -338,15 +338,11 @@ class Table:
                 if source_rejects is not None:
                     rejects.extend(source_rejects)
                 txn.prepare(sorted(batch.split_by_bucket().items()))
-                refused = Rejects()
-                refused.extend(rejects)
-                refused.extend(txn.refused())
-                records = reject_records(sorted_rejects(refused), source)
+                records, merged = batch_reject_records(rejects, txn.refused(), source=source)
                 result = txn.commit(
                     events=len(batch), rejects=records, source_offsets=source_offsets
                 )
-        result.rejects.extend(rejects)
-        result.rejects = sorted_rejects(result.rejects)
+        result.rejects = merged  # the tablets' (as the commit counts them) and the input's
         return result
 
     def transaction(self, *, app_id: str | None = None, batch_id: int | None = None) -> Transaction:
