@@ -29,6 +29,8 @@ The hierarchy::
       SchemaMismatch                      data not of the schema it is written/read with
       SchemaEvolutionError (RuntimeError) a registry schema the table cannot take
       SchemaRegistryUnavailable (RuntimeError)
+        SchemaRegistryMismatch            a registry that knows none of a batch's ids
+      TooManySchemaIds (RuntimeError)     a batch naming too many new schema ids
       TableExists, TableNotFound
       VersionNotFound                     a version not retained (or not yet committed)
         ChangesNotRetained                the change feed needs a collected version
@@ -116,6 +118,35 @@ class SchemaEvolutionError(CdcSinkError, RuntimeError):
 class SchemaRegistryUnavailable(CdcSinkError, RuntimeError):
     """The schema registry could not be reached or refused the client (not a fact about
     any message: the batch should fail and be retried, nothing is rejected)."""
+
+
+class SchemaRegistryMismatch(SchemaRegistryUnavailable):
+    """The registry knows none of a batch's schema ids and looks like the wrong one (a
+    wrong URL, or a registry that lost its storage): the batch fails rather than
+    dead-letter every message.
+
+    Attributes:
+        ids: The ids the batch names (the first few, sorted).
+    """
+
+    def __init__(self, message: str, *, ids: list[int]) -> None:
+        super().__init__(message)
+        self.ids = ids
+
+
+class TooManySchemaIds(CdcSinkError, RuntimeError):
+    """A batch names more schema ids this process has not looked up than a batch may
+    (:data:`cdc_sink.formats.avro_wire.MAX_NEW_IDS`): the batch fails before any is fetched.
+
+    Attributes:
+        count: How many new ids the batch names.
+        limit: How many it may name.
+    """
+
+    def __init__(self, message: str, *, count: int, limit: int) -> None:
+        super().__init__(message)
+        self.count = count
+        self.limit = limit
 
 
 class BadAvroSchema(ValueError):

@@ -52,7 +52,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from cdc_sink.errors import CdcSinkError, InvalidOption, SchemaRegistryUnavailable
+from cdc_sink.errors import (
+    InvalidOption,
+    SchemaRegistryMismatch,
+    SchemaRegistryUnavailable,
+    TooManySchemaIds,
+)
 from cdc_sink.formats import _registry_http
 from cdc_sink.formats._arrays import Parts, refuse
 from cdc_sink.formats._avro_schema import BadAvroSchema, Node, parse_schema
@@ -89,35 +94,6 @@ MAX_NEW_IDS = 256
 """Schema ids one batch may name that this process has not looked up yet (more: the
 batch fails with :class:`TooManySchemaIds`, nothing fetched)."""
 _MAX_SCHEMA_BYTES = _registry_http.MAX_BODY_BYTES
-
-
-class SchemaRegistryMismatch(SchemaRegistryUnavailable):
-    """The registry knows none of a batch's schema ids and looks like the wrong one (a
-    wrong URL, or a registry that lost its storage): the batch fails rather than
-    dead-letter every message.
-
-    Attributes:
-        ids: The ids the batch names (the first few, sorted).
-    """
-
-    def __init__(self, message: str, *, ids: list[int]) -> None:
-        super().__init__(message)
-        self.ids = ids
-
-
-class TooManySchemaIds(CdcSinkError, RuntimeError):
-    """A batch names more schema ids this process has not looked up than a batch may
-    (:data:`MAX_NEW_IDS`): the batch fails before any is fetched.
-
-    Attributes:
-        count: How many new ids the batch names.
-        limit: How many it may name.
-    """
-
-    def __init__(self, message: str, *, count: int, limit: int) -> None:
-        super().__init__(message)
-        self.count = count
-        self.limit = limit
 
 
 @dataclass(frozen=True)
