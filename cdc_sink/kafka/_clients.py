@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from cdc_sink.errors import DeliveryError, DeliveryFailure, InvalidOption, TopicUnavailable
-from cdc_sink.kafka.properties import _pem_lines  # OpenSSL wants the PEM lines
+from cdc_sink.kafka.properties import pem_lines  # OpenSSL wants the PEM lines
 
 __all__ = [
     "JAVA_ONLY",
@@ -184,7 +184,7 @@ def _pem_keystore(conf: dict[str, Any], origin: dict[str, str], java: dict[str, 
     for key, value in java.items():
         for name in pairs[key]:
             text = isinstance(value, str) and key != "ssl.keystore.location"
-            conf[name] = _pem_lines(value) if text and "-----BEGIN" in value else value
+            conf[name] = pem_lines(value) if text and "-----BEGIN" in value else value
             origin[name] = key
 
 

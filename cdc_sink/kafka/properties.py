@@ -52,7 +52,7 @@ from typing import Any
 from cdc_sink.errors import InvalidOption
 from cdc_sink.redact import masked_mapping
 
-__all__ = ["PROPERTIES_ENV", "ClientProperties", "parse_properties"]
+__all__ = ["PROPERTIES_ENV", "ClientProperties", "parse_properties", "pem_lines"]
 
 PROPERTIES_ENV = "CDC_SINK_CLIENT_PROPERTIES"
 """Environment variable naming the client properties file when no option names one."""
@@ -84,7 +84,7 @@ _ENDPOINT_CHECK = "ssl.endpoint.identification.algorithm"
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
 
 
-def _pem_lines(text: str) -> str:
+def pem_lines(text: str) -> str:
     """PEM blocks as OpenSSL reads them: header, base64 in lines of 64, footer.
 
     A properties file may give certificates on one line, its continuation lines joined
@@ -405,7 +405,7 @@ class ClientProperties:
             out["sasl.password"] = password
         out.update(self._librdkafka_ca())
         if "ssl.ca.pem" in out:
-            out["ssl.ca.pem"] = _pem_lines(out["ssl.ca.pem"])
+            out["ssl.ca.pem"] = pem_lines(out["ssl.ca.pem"])
         if out.get(_ENDPOINT_CHECK, "none").strip() == "":  # Java's "no host name check"
             out[_ENDPOINT_CHECK] = "none"
         return out
