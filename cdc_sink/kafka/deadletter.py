@@ -33,9 +33,10 @@ directly. Both implementations are picklable (a Spark task may carry them):
   ``batch_id``, ``app_id`` (UTF-8 strings). ``write`` returns once Kafka acknowledged
   every record and raises :class:`~cdc_sink.kafka.producer.DeliveryError` otherwise.
 - :class:`ParquetDeadLetter` writes one Parquet file per forwarded table version (and,
-  for records written directly, per batch id per attempt), atomically (a hidden
-  temporary file, fsync, create-if-absent ``link``, fsync of the directory); the file
-  names are drawn in :mod:`cdc_sink.storage.layout`.
+  for records written directly, per batch id per attempt), atomically: a
+  ``put_if_absent`` of a :class:`~cdc_sink.storage.objectstore.local.LocalStore` on its
+  directory (a hidden temporary file, fsync, create-if-absent ``link``, fsync of the
+  directory); the file names are drawn in :mod:`cdc_sink.storage.layout`.
 
   The files hold the raw message keys and values, so they are created ``0o600`` (the
   sink's ``file_mode``; the directory, when the sink creates it, ``0o700``).
@@ -72,13 +73,14 @@ from cdc_sink.dead_letters import (
     records_from_rows,
 )
 from cdc_sink.kafka.deadletter_kafka import KafkaDeadLetter
-from cdc_sink.storage.fsutil import check_file_mode, create_file, dir_mode, makedirs
 from cdc_sink.storage.layout import (
     dead_letter_batch_file,
     dead_letter_files,
     dead_letter_version_file,
     dead_letter_versions,
 )
+from cdc_sink.storage.objectstore import ObjectExists
+from cdc_sink.storage.objectstore.local import LocalStore, check_file_mode
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
@@ -103,7 +105,7 @@ class ParquetDeadLetter(DeadLetterSink):
         path: The directory (created when missing).
         file_mode: Permission bits of the files written (default ``0o600``: they hold
             raw message values); a directory the sink creates gets
-            :func:`~cdc_sink.storage.fsutil.dir_mode` of them. The process umask may
+            :func:`~cdc_sink.storage.objectstore.local.dir_mode` of them. The process umask may
             clear more bits; an existing directory keeps its mode.
 
     Raises:
@@ -123,7 +125,6 @@ class ParquetDeadLetter(DeadLetterSink):
     def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
         """Publishes ``version-<v>-<app>.parquet`` unless it exists (idempotent)."""
         table = conform(records)
-        self._makedir()
         name = dead_letter_version_file(version, app_tag(app_id))
         if not (self.path / name).exists():
             self._write_atomic(table, name)
@@ -143,7 +144,6 @@ class ParquetDeadLetter(DeadLetterSink):
         table = conform(records)
         if table.num_rows == 0:
             return
-        self._makedir()
         batch_ids = table.column("batch_id").fill_null(-1)
         attempt = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         for bid in pc.unique(batch_ids).to_pylist():
@@ -151,25 +151,17 @@ class ParquetDeadLetter(DeadLetterSink):
             name = dead_letter_batch_file(bid if bid >= 0 else None, attempt)
             self._write_atomic(part, name)
 
-    def _makedir(self) -> None:
-        """Creates the directory (and missing parents) with the sink's directory mode."""
-        makedirs(self.path, mode=dir_mode(self.file_mode))
-
     def _write_atomic(self, table: pa.Table, name: str) -> None:
         """Publishes ``name`` complete and fsynced, or not at all; never replaces a file
-        of that name (``link`` is create-if-absent: a concurrent or repeated publish of
-        the same name is a no-op)."""
-        tmp = self.path / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            with create_file(tmp, mode=self.file_mode) as f:
-                pq.write_table(table, f, compression="zstd")
-                f.flush()
-                os.fsync(f.fileno())
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, self.path / name)
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(self.path)
+        of that name (the local store's create-if-absent: a concurrent or repeated
+        publish of the same name is a no-op). The directory is created, with the sink's
+        directory mode, by the first file."""
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        with contextlib.suppress(ObjectExists):
+            LocalStore(self.path, file_mode=self.file_mode).put_if_absent(
+                name, memoryview(sink.getvalue())
+            )
 
     def files(self) -> list[Path]:
         """The committed files, oldest first (temporary files are not listed)."""
@@ -185,17 +177,6 @@ class ParquetDeadLetter(DeadLetterSink):
             return DEAD_LETTER_SCHEMA.empty_table()
         out = pa.concat_tables(tables)
         return dedupe(out) if deduplicate else out
-
-
-# -- forwarding ---------------------------------------------------------------------------
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- URIs ---------------------------------------------------------------------------------

@@ -19,7 +19,10 @@ are named ``.<final name>.<pid>.<random>.tmp`` in the same directory as their ta
 one left behind by a crash is an orphan that the owner of the directory removes
 (:func:`list_temp_files`).
 
-The storage layer makes *every* durable file operation through this module: creating
+This is the local backend's (:mod:`cdc_sink.storage.objectstore.local`), and no other
+module imports it: the rest of the storage layer writes through the object-store
+interface, which asks the backend by name for what only a file system has. The local
+backend makes *every* durable file operation through this module: creating
 files (:func:`create_file`) and directories (:func:`makedirs`), fsyncing them
 (:func:`fsync_file`, :func:`fsync_dir`), linking, renaming, truncating and removing
 (:func:`remove`). That makes this the one place where a test can watch what is durable:

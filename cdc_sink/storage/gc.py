@@ -19,22 +19,24 @@ why (:class:`GcPlan`); :func:`execute_gc` carries a plan out::
 
 Execution writes the checkpoint at the horizon *first* (it moves the oldest readable
 version, so a read that then finds a file gone knows the version was collected), then
-deletes files (on a local store one by one, fsyncing their directories after; on an
-object store with ``delete_many``), and finally drops the log entries below the
-horizon, oldest first.
+deletes files with the store's ``delete_many`` (a local store unlinks them one by one and
+fsyncs their directories after; an object store deletes in batches), and finally drops
+the log entries below the horizon, oldest first.
 
 The candidates come from listing the table's store by prefix (``_wal``, ``_snapshots``,
 ``_pages``, ``_change_data``, ``_rejects``); a listing only proposes them, the log, its
 checkpoint and the kept manifests decide what is live, and a listing that lags behind
 writes only delays a deletion to the next run. *Orphans* - files of a version above the
-newest, which no entry names yet - are where the backends differ: on a local store (one machine, one
-clock) a file older than the grace period is taken for a crashed attempt's, as always;
-on an object store an attempt's files are deleted only once its version has been
-committed by an entry that does not name them (docs/architecture.md, "Why a zombie
-writer cannot commit over its successor": a paused writer's clock proves nothing).
+newest, which no entry names yet - are where the backends differ, as the store says
+(:attr:`~cdc_sink.storage.objectstore.ObjectStore.trusts_mtime_for_orphans`): on a
+local store (one machine, one clock) a file older than the grace period is taken for a
+crashed attempt's, as always; on an object store an attempt's files are deleted only
+once its version has been committed by an entry that does not name them
+(docs/architecture.md, "Why a zombie writer cannot commit over its successor": a paused
+writer's clock proves nothing).
 
 GC deletes only inside the table: the files it considers come from listing the table's
-own store (never from a path stored in a file, and on a local store never through a
+own store (never from a path stored in a file; a local store lists nothing through a
 directory that is a symbolic link), each must be a file name of the layout
 (:func:`~cdc_sink.storage.layout.kind_of`), and :func:`execute_gc` refuses a plan
 holding any other path before it deletes anything. The paths it reads from the log and
@@ -50,11 +52,15 @@ from dataclasses import dataclass, field
 
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.faults import fault_point, register
-from cdc_sink.storage.fsutil import fsync_dir, remove
 from cdc_sink.storage.history import History
 from cdc_sink.storage.layout import BUCKET_DIRS, REJECTS_DIR, file_version, kind_of
-from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, StoreLike, as_store
-from cdc_sink.storage.objectstore.local import LocalStore
+from cdc_sink.storage.objectstore import (
+    ObjectInfo,
+    ObjectStore,
+    StoreLike,
+    as_store,
+    check_key,
+)
 from cdc_sink.storage.snapshot import read_manifest
 from cdc_sink.storage.version_log import VersionLog
 
@@ -94,8 +100,8 @@ class GcPlan(list[str]):
         keep_snapshots: Per bucket, the version of the snapshot kept at the horizon (-1:
             none).
         snapshot_refs: Per bucket, that snapshot's manifest (for the checkpoint).
-        keys: The store key of each path (a path missing here is taken relative to a
-            local table's root).
+        keys: The store key of each path (a path missing here is taken relative to the
+            table's root, if the store puts that key there).
     """
 
     def __init__(
@@ -193,11 +199,8 @@ def _live_files(scan: _Scan, keep_snap: dict[int, int], horizon: int) -> set[str
 
 
 def _listed(scan: _Scan, prefix: str) -> list[ObjectInfo]:
-    """The objects under ``prefix`` (on a local store none through a symbolic link)."""
-    store = scan.store
-    if isinstance(store, LocalStore) and not _real_dir(store.path(prefix)):
-        return []
-    return store.list(prefix)
+    """The objects under ``prefix`` (a local store lists none through a symbolic link)."""
+    return scan.store.list(prefix)
 
 
 def _doomed_bucket_files(scan: _Scan, live: set[str], grace: float) -> None:
@@ -227,15 +230,15 @@ def _doomed_rejects(scan: _Scan, horizon: int, grace: float) -> None:
 def _doom(scan: _Scan, info: ObjectInfo, version: int, grace: float, reason: str) -> None:
     """Plans to delete ``info``'s object, a file of ``version`` that nothing retained
     names: for ``reason`` if the version is committed; as an orphan if the version is
-    above the latest and, on a local store only, the file is older than ``grace``
-    seconds (else a commit may be in flight; on an object store it waits for its
-    version to be committed without it)."""
+    above the latest and, on a store that trusts its objects' mtimes (a local store),
+    the file is older than ``grace`` seconds (else a commit may be in flight; on an
+    object store it waits for its version to be committed without it)."""
     if kind_of(info.key) is None:
         return  # not a name this layout writes: not ours to delete
     where = scan.store.location(info.key)
     if version <= scan.latest:
         scan.reasons[where] = reason
-    elif isinstance(scan.store, LocalStore) and time.time() - info.last_modified >= grace:
+    elif scan.store.trusts_mtime_for_orphans and time.time() - info.last_modified >= grace:
         scan.reasons[where] = f"orphan of a failed attempt at version {version}"
     else:
         return
@@ -256,13 +259,12 @@ def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) 
             (nothing is deleted then).
     """
     store = log.store
-    local = store if isinstance(store, LocalStore) else None
     log_dir = os.path.join(log.log_dir, "")
     doomed: list[tuple[str, str]] = []  # (path, key), the log's entries left out
     for p in plan:
         key = plan.keys.get(p)
-        if key is None and local is not None:
-            key = os.path.relpath(os.path.abspath(p), local.root).replace(os.sep, "/")
+        if key is None:
+            key = _key_at(store, log.root, p)
         if key is None or kind_of(key) is None:
             raise WalCorruption(
                 "GC plan names a path that is no file of the table; deleting nothing",
@@ -281,23 +283,22 @@ def execute_gc(log: VersionLog, history: History, plan: GcPlan, *, oldest: int) 
             history.schema_id_at(plan.horizon),
             history.checkpoint_extra(plan.horizon, plan.keep_snapshots),
         )
-    if local is not None:
-        dirs = set()
-        for _, key in doomed:
-            fault_point("gc.deleting")
-            path = local.path(key)
-            remove(path, missing_ok=True)
-            dirs.add(os.path.dirname(path))
-        for d in dirs:
-            fsync_dir(d)
-    else:
-        for _ in doomed:
-            fault_point("gc.deleting")
-        store.delete_many(key for _, key in doomed)
+    store.delete_many((key for _, key in doomed), before_each=_deleting)
     if prune:
         log.delete_entries_below(plan.horizon)
 
 
-def _real_dir(path: str) -> bool:
-    """Whether ``path`` is a directory and not a symbolic link to one."""
-    return os.path.isdir(path) and not os.path.islink(path)
+def _deleting(key: str) -> None:
+    fault_point("gc.deleting")
+
+
+def _key_at(store: ObjectStore, root: str, path: str) -> str | None:
+    """The key whose object the store keeps at ``path``, a path under the table's
+    ``root``; None when ``path`` is no such place."""
+    key = os.path.relpath(os.path.abspath(path), os.path.abspath(root)).replace(os.sep, "/")
+    try:
+        check_key(key)
+    except ValueError:
+        return None
+    here = os.path.abspath(store.location(key))
+    return key if here == os.path.abspath(path) else None

@@ -9,8 +9,9 @@ what a crashed commit left.
 Entries and checkpoints are objects of the table's store
 (:class:`~cdc_sink.storage.objectstore.ObjectStore`, keys ``_log/<name>``): a
 :class:`~cdc_sink.storage.objectstore.local.LocalStore` on the table's directory unless
-another store is given. Listing, loading and existence checks go through it; what only a
-file system has - the temporary files of commits in flight - is looked for only there.
+another store is given. Listing, loading, existence checks and removal go through it,
+and so does the search for what only a file system has - the temporary files of commits
+that crashed (:meth:`~cdc_sink.storage.objectstore.ObjectStore.abandoned_temporaries`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ import contextlib
 import logging
 import os
 import re
-import time
 
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import read_records
-from cdc_sink.storage.fsutil import fsync_dir, list_temp_files, remove
 from cdc_sink.storage.layout import LOG_DIR, checkpoint_name, entry_name
 from cdc_sink.storage.log_entry import Checkpoint, LogEntry
 from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
@@ -51,6 +50,10 @@ def _complete_record(data: bytes) -> bool:
         return False
     length = int.from_bytes(data[head : head + 4], "little")
     return len(data) >= head + 8 + length
+
+
+def _repair_removing(key: str) -> None:
+    faults.fault_point("log.repair_removing")
 
 
 class LogFiles:
@@ -202,14 +205,8 @@ class LogFiles:
             with contextlib.suppress(FileNotFoundError):
                 if isinstance(self._load(versions[-1]), int):
                     names.append(entry_name(versions[-1]))
-        local = self.store if isinstance(self.store, LocalStore) else None
-        if local is not None:  # only a file system has commits' temporary files
-            now = time.time()
-            local_dir = os.path.join(local.root, LOG_DIR)
-            for name in list_temp_files(local_dir):
-                with contextlib.suppress(FileNotFoundError):
-                    if now - os.stat(os.path.join(local_dir, name)).st_mtime >= temp_grace_s:
-                        names.append(name)
+        for key in self.store.abandoned_temporaries(LOG_DIR, min_age=temp_grace_s):
+            names.append(key.rsplit("/", 1)[-1])
         doomed = [os.path.join(self.log_dir, name) for name in names]
         if dry_run or not doomed:
             return doomed
@@ -218,12 +215,7 @@ class LogFiles:
             self.log_dir,
             ", ".join(names),
         )
-        for name in names:
-            faults.fault_point("log.repair_removing")
-            if local is not None:
-                remove(os.path.join(local.root, LOG_DIR, name), missing_ok=True)
-            else:
-                self.store.delete(f"{LOG_DIR}/{name}")
-        if local is not None:
-            fsync_dir(os.path.join(local.root, LOG_DIR))
+        self.store.delete_many(
+            [f"{LOG_DIR}/{name}" for name in names], ordered=True, before_each=_repair_removing
+        )
         return doomed

@@ -13,11 +13,12 @@ page's loader (:func:`stored_location`), and a page written from memory becomes 
 page when its snapshot's version commits (:func:`apply_locations`; an uncommitted
 snapshot's files may be deleted, so nothing may point at them before).
 
-Page files are objects of the table's store (:mod:`cdc_sink.storage.objectstore`). On a
-local store they are written as today (a file created exclusively, appended to, the
-kernel's writeback started as it goes, fsynced with its directory) and read
-memory-mapped, each file once, without a copy; on an object store a page file is
-assembled in memory and written with one ``put_new``, and each blob is read with one
+Page files are objects of the table's store (:mod:`cdc_sink.storage.objectstore`),
+written with its :meth:`~cdc_sink.storage.objectstore.ObjectStore.open_new` (a local
+store streams the file to disk as it is appended to; an object store's is assembled in
+memory and written with one ``put_new``), and read memory-mapped, each file once, without
+a copy, where the store has a file to map
+(:meth:`~cdc_sink.storage.objectstore.ObjectStore.local_path`), else each blob with one
 ``get_range`` of its (file, offset, length), never the whole file.
 
 Page statistics (``min``/``max``) are stored in the physical form of
@@ -28,10 +29,8 @@ older format 1.
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
 import decimal
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -44,15 +43,6 @@ from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.parallel import ordered_map
 from cdc_sink.storage.bounded_ipc import check_expansion, expansion_limit
 from cdc_sink.storage.byte_split import join_page, split_page
-from cdc_sink.storage.fsutil import (
-    create_file,
-    dir_mode,
-    fsync_dir,
-    fsync_file,
-    makedirs,
-    remove,
-    start_writeback,
-)
 from cdc_sink.storage.objectstore import (
     ObjectNotFound,
     ObjectStore,
@@ -60,12 +50,10 @@ from cdc_sink.storage.objectstore import (
     StoreLike,
     as_store,
 )
-from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
 
 __all__ = [
     "PAGE_CODECS",
-    "WRITEBACK_BYTES",
     "EncodedPage",
     "LocationUpdate",
     "PageCompression",
@@ -244,13 +232,6 @@ def encoded_pages(jobs: Sequence[PageJob], threads: int) -> Iterator[EncodedPage
     )
 
 
-WRITEBACK_BYTES = 32 << 20
-"""A page file's writer starts the disk writes of every this many bytes as it goes
-(:func:`cdc_sink.storage.fsutil.start_writeback`), so the fsync that ends a 2 GB bulk
-load finds little left to write (docs/benchmarks.md, "Bulk load without probing, sorting
-or copies", the writeback hint with and without)."""
-
-
 class PageFileWriter:
     """Appends page blobs to one new page file.
 
@@ -259,36 +240,23 @@ class PageFileWriter:
 
     Args:
         where: The table's store (a path: a local store on that directory).
-        rel: The new file's key (created exclusively; a local store's file gets its
-            ``file_mode``, its directories :func:`~cdc_sink.storage.fsutil.dir_mode`).
+        rel: The new file's key (created exclusively: its
+            :meth:`~cdc_sink.storage.objectstore.ObjectStore.open_new`).
     """
 
     def __init__(self, where: StoreLike, rel: str) -> None:
         self.store: ObjectStore = as_store(where)
         self.rel = rel
         self.path = self.store.location(rel)
-        local = self.store if isinstance(self.store, LocalStore) else None
-        self._f = None
-        self._chunks: list[bytes | pa.Buffer] = []  # an object store's, until finish()
-        if local is not None:  # closed in finish() or abort()
-            makedirs(os.path.dirname(self.path), mode=dir_mode(local.file_mode))
-            self._f = create_file(self.path, mode=local.file_mode)
+        self._out = self.store.open_new(rel)  # finished in finish(), or aborted
         self.offset = 0
         self._queued: list[PageJob] = []
-        self._written_back = 0  # bytes whose writeback was started (start_writeback)
 
     def add(
         self, data: bytes | pa.Buffer, rows: int, stats: PageStats | None, crc: int | None = None
     ) -> PageLoc:
         """Appends a blob (its CRC32C computed unless given); returns its location."""
-        end = self.offset + len(data)
-        if self._f is None:
-            self._chunks.append(data)
-        else:
-            self._f.write(data)
-            if end - self._written_back >= WRITEBACK_BYTES:
-                start_writeback(self._f, self._written_back, end - self._written_back)
-                self._written_back = end
+        self._out.write(data)
         loc = PageLoc(
             self.rel,
             self.offset,
@@ -331,41 +299,17 @@ class PageFileWriter:
 
     def finish(self) -> int:
         """Makes the file durable and closes it; returns its size. A file left empty is
-        removed (an object store's is never written)."""
-        if self._f is None:
-            if self.offset:
-                data = bytearray(self.offset)
-                at = 0
-                for chunk in self._chunks:
-                    data[at : at + len(chunk)] = memoryview(chunk).cast("B")
-                    at += len(chunk)
-                self._chunks = []
-                self.store.put_new(self.rel, data)
-            return self.offset
-        fsync_file(self._f, path=self.path)
-        self._f.close()
-        fsync_dir(os.path.dirname(self.path))
-        if not self.offset:
-            remove(self.path)
-        return self.offset
+        not kept."""
+        return self._out.finish()
 
     def abort(self) -> None:
         """Closes and removes the file."""
-        if self._f is None:
-            self._chunks = []
-            with contextlib.suppress(OSError):  # a put_new that failed may have landed
-                self.store.delete(self.rel)
-            return
-        # Abandoned whatever happened (a failed write or fsync: its data may be lost even
-        # if a later fsync succeeded); created with O_EXCL, so the name is ours.
-        with contextlib.suppress(OSError):
-            self._f.close()  # may flush, and fail again (ENOSPC)
-        remove(self.path, missing_ok=True)
+        self._out.abort()
 
 
 class PageReader:
-    """Page blobs of a table's page files: memory-mapped on a local store (each file
-    once), each read with one ranged ``get`` on an object store.
+    """Page blobs of a table's page files: memory-mapped where the store has a file to
+    map (each file once), else each read with one ranged ``get``.
 
     A blob's CRC is checked when the blob is first read (:meth:`array`, :meth:`blob`),
     before any of its data is returned; :meth:`check` checks locations against the files'
@@ -377,12 +321,11 @@ class PageReader:
 
     def __init__(self, where: StoreLike) -> None:
         self.store = as_store(where)
-        self._local = self.store if isinstance(self.store, LocalStore) else None
         self._maps: dict[str, pa.Buffer] = {}
 
     def check(self, locs: Iterable[PageLoc]) -> None:
-        """Checks that the files of ``locs`` exist and hold every blob (maps them on a
-        local store; one ``HEAD`` per file on an object store).
+        """Checks that the files of ``locs`` exist and hold every blob (maps them where
+        the store has files to map; else one ``HEAD`` per file).
 
         Raises:
             WalCorruption: A page file is missing or truncated.
@@ -407,19 +350,24 @@ class PageReader:
         )
 
     def _size(self, loc: PageLoc) -> int:
-        if self._local is not None:
-            return int(self._map(loc).size)
+        mapped = self._map(loc)
+        if mapped is not None:
+            return int(mapped.size)
         try:
             return self.store.head(loc.file).size
         except ObjectNotFound:
             raise self._missing(loc) from None
 
-    def _map(self, loc: PageLoc) -> pa.Buffer:
+    def _map(self, loc: PageLoc) -> pa.Buffer | None:
+        """The whole page file of ``loc``, memory-mapped, or None when the store has no
+        file to map."""
         buf = self._maps.get(loc.file)
         if buf is None:
-            assert self._local is not None
+            path = self.store.local_path(loc.file)
+            if path is None:
+                return None
             try:
-                with pa.memory_map(self._local.path(loc.file), "r") as mm:
+                with pa.memory_map(path, "r") as mm:
                     buf = mm.read_buffer()
             except FileNotFoundError:
                 raise self._missing(loc) from None
@@ -428,8 +376,9 @@ class PageReader:
 
     def _piece(self, loc: PageLoc) -> pa.Buffer:
         """The bytes at ``loc`` (fewer if the file ends first)."""
-        if self._local is not None:
-            return self._map(loc).slice(loc.offset, loc.length)
+        mapped = self._map(loc)
+        if mapped is not None:
+            return mapped.slice(loc.offset, loc.length)
         try:
             return pa.py_buffer(self.store.get_range(loc.file, loc.offset, loc.length))
         except ObjectNotFound:

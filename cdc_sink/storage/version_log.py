@@ -54,9 +54,10 @@ the retained entries are always one contiguous run ending at the latest version.
 In memory, a :class:`VersionLog` caches the entries it has validated (they are
 immutable) and the latest version; finding newer versions costs one ``stat`` (a ``HEAD``
 or ``GET`` on an object store) per version. The log reads, lists, creates and deletes
-its objects through its store; only on a local store, deleting old entries and repairing
-after a crash remove the files with :mod:`~cdc_sink.storage.fsutil` and fsync the
-directory once for the whole batch (and repair looks for commits' temporary files).
+its objects through its store; deleting old entries and repairing after a crash delete
+in order (a local store unlinks the files and fsyncs the directory once for the whole
+batch; an object store deletes them one by one), and repair asks the store for commits'
+temporary files.
 Returned :class:`LogEntry` objects are shared with the cache: do not mutate.
 """
 
@@ -69,12 +70,11 @@ from typing import Any
 from cdc_sink.errors import CommitConflict, VersionNotFound, WalCorruption
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import encode_file
-from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, fsync_dir, remove
 from cdc_sink.storage.layout import LOG_DIR
 from cdc_sink.storage.log_entry import BucketRef, Checkpoint, LogEntry
 from cdc_sink.storage.log_files import CHECKPOINT_MAGIC, LOG_MAGIC, LogFiles
 from cdc_sink.storage.objectstore import ObjectExists, ObjectStore
-from cdc_sink.storage.objectstore.local import LocalStore
+from cdc_sink.storage.objectstore.local import DEFAULT_FILE_MODE, LocalStore
 
 __all__ = [
     "CHECKPOINT_MAGIC",
@@ -101,6 +101,10 @@ logger = logging.getLogger(__name__)
 # ---------------------------------------------------------------- the log
 
 
+def _gc_deleting(key: str) -> None:
+    faults.fault_point("log.gc_deleting")
+
+
 class VersionLog(LogFiles):
     """The version log of one table (``<root>/_log``).
 
@@ -121,7 +125,7 @@ class VersionLog(LogFiles):
         Args:
             root: The table's root directory (or, with ``store``, its URL: for messages).
             file_mode: Permission bits of the entries and checkpoints it writes (and
-                :func:`~cdc_sink.storage.fsutil.dir_mode` of them for ``_log``) in the
+                :func:`~cdc_sink.storage.objectstore.local.dir_mode` of them for ``_log``) in the
                 default store.
             store: The store holding the table (default: a
                 :class:`~cdc_sink.storage.objectstore.local.LocalStore` on ``root``
@@ -531,15 +535,7 @@ class VersionLog(LogFiles):
         doomed = [os.path.join(self.root, *key.split("/")) for key in keys]
         if dry_run or not doomed:
             return doomed
-        local = self.store if isinstance(self.store, LocalStore) else None
-        for key in keys:
-            faults.fault_point("log.gc_deleting")
-            if local is not None:  # one directory fsync for all, at the end
-                remove(local.path(key), missing_ok=True)
-            else:
-                self.store.delete(key)
-        if local is not None:
-            fsync_dir(os.path.join(local.root, LOG_DIR))
+        self.store.delete_many(keys, ordered=True, before_each=_gc_deleting)
         for v in [v for v in self._entries if v < version]:
             del self._entries[v]
         return doomed

@@ -10,7 +10,8 @@ A segment is a write-once file (its path is chosen by the caller, unique per att
 
 Lifecycle::
 
-    SegmentWriter(path)        open(O_CREAT|O_EXCL), write the header   (never overwrites)
+    SegmentWriter(path)        a new object of a local store on the file's directory
+                               (open_new: O_CREAT|O_EXCL), the header  (never overwrites)
       .append(payload) ...     buffered writes of framed records
       .finish()                flush ─ [wal.written] ─ fsync file ─ fsync dir ─ [wal.fsynced]
                                -> SegmentInfo(path, length, records, crc)
@@ -20,13 +21,18 @@ Lifecycle::
 A segment is referenced by a log entry only after ``finish`` returned, so a committed
 segment is always complete on disk: read it with ``repair=False``. A segment that no
 committed entry names is an orphan of a failed attempt and is deleted, not repaired.
-``repair=True`` exists for recovery tools: it truncates a torn tail on disk (see
-framing.py for what counts as torn) and returns the records before it.
+``repair=True`` exists for recovery tools: it cuts a torn tail off (the file is
+replaced, atomically, by its good prefix: see framing.py for what counts as torn) and
+returns the records before it.
+
+The table writes and reads its segments through its store (:func:`encode_segment`,
+:func:`decode_segment`, :mod:`~cdc_sink.storage.segments`); :class:`SegmentWriter` and
+:func:`read_segment` are the file-level form, for tools and tests, on a
+:class:`~cdc_sink.storage.objectstore.local.LocalStore` of the file's directory.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import types
 from dataclasses import dataclass
@@ -35,14 +41,7 @@ import google_crc32c
 
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import MAX_PAYLOAD, read_records, record_crc
-from cdc_sink.storage.fsutil import (
-    DEFAULT_FILE_MODE,
-    create_file,
-    fsync_dir,
-    fsync_file,
-    remove,
-    truncate_durable,
-)
+from cdc_sink.storage.objectstore.local import DEFAULT_FILE_MODE, LocalStore
 
 __all__ = [
     "WAL_MAGIC",
@@ -96,7 +95,7 @@ class SegmentWriter:
         """Create the segment file and write its header.
 
         Args:
-            path: The segment's file name; its directory must exist.
+            path: The segment's file name (its directory is created if missing).
             buffer_size: Write buffer in bytes.
             mode: The file's permission bits (the umask may clear more).
 
@@ -105,7 +104,10 @@ class SegmentWriter:
             OSError: Any other I/O failure.
         """
         self.path = os.fspath(path)
-        self._file = create_file(self.path, buffering=buffer_size, mode=mode)
+        directory, name = os.path.split(os.path.abspath(self.path))
+        self._out = LocalStore(directory, file_mode=mode).open_new(name)
+        self._buffer = bytearray()
+        self._buffer_size = buffer_size
         self._length = 0
         self._records = 0
         self._crc = 0
@@ -117,9 +119,16 @@ class SegmentWriter:
             raise
 
     def _write(self, chunk: bytes) -> None:
-        self._file.write(chunk)
+        self._buffer += chunk
+        if len(self._buffer) >= self._buffer_size:
+            self._flush()
         self._crc = int(google_crc32c.extend(self._crc, chunk))
         self._length += len(chunk)
+
+    def _flush(self) -> None:
+        if self._buffer:
+            data, self._buffer = bytes(self._buffer), bytearray()
+            self._out.write(data)
 
     @property
     def length(self) -> int:
@@ -151,13 +160,8 @@ class SegmentWriter:
         self._write(payload)
         self._records += 1
 
-    def finish(self, *, sync_dir: bool = True) -> SegmentInfo:
+    def finish(self) -> SegmentInfo:
         """Flush and fsync the segment (and its directory) and close it.
-
-        Args:
-            sync_dir: Fsync the directory. A caller finishing many segments in one
-                directory may pass ``False`` and call :func:`~.fsutil.fsync_dir` once
-                before it commits.
 
         Returns:
             What was written.
@@ -168,13 +172,10 @@ class SegmentWriter:
         """
         if self._done:
             raise ValueError(f"segment {self.path} is closed")
-        self._file.flush()
+        self._flush()
         faults.fault_point("wal.written")
-        fsync_file(self._file, path=self.path)
-        self._file.close()
+        self._out.finish()
         self._done = True
-        if sync_dir:
-            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
         faults.fault_point("wal.fsynced")
         return SegmentInfo(self.path, self._length, self._records, self._crc)
 
@@ -183,9 +184,8 @@ class SegmentWriter:
         if self._done:
             return
         self._done = True
-        with contextlib.suppress(OSError):
-            self._file.close()
-        remove(self.path, missing_ok=True)
+        self._buffer = bytearray()
+        self._out.abort()
 
     def __enter__(self) -> SegmentWriter:
         return self
@@ -235,9 +235,9 @@ def read_segment(path: str | os.PathLike[str], *, repair: bool) -> list[bytes]:
 
     Args:
         path: The segment file.
-        repair: Accept a torn tail and truncate it on disk (file truncated to its good
-            prefix, then fsynced; a torn header is rewritten). Without it any damage
-            raises.
+        repair: Accept a torn tail and cut it off (the file replaced, atomically and
+            durably, by its good prefix; a torn header by a bare header). Without it any
+            damage raises.
 
     Returns:
         The records, in order.
@@ -248,12 +248,11 @@ def read_segment(path: str | os.PathLike[str], *, repair: bool) -> list[bytes]:
         FileNotFoundError: There is no such file.
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
+    directory, name = os.path.split(os.path.abspath(path))
+    store = LocalStore(directory)
+    data = store.get(name)
     result = read_records(data, path=path, magic=WAL_MAGIC, allow_torn_tail=repair)
     if result.torn:
-        if result.valid_length < len(WAL_MAGIC):
-            truncate_durable(path, 0, tail=WAL_MAGIC)
-        else:
-            truncate_durable(path, result.valid_length)
+        good = result.valid_length
+        store.put(name, data[:good] if good >= len(WAL_MAGIC) else WAL_MAGIC)
     return result.records

@@ -17,6 +17,13 @@ delay      run ``wait()`` (an ``Event.wait``, a ``Barrier.wait``) and/or sleep
            ``seconds`` before the call, to force an interleaving
 =========  ==========================================================================
 
+The store's capabilities are the inner store's (``wants_object_cache``,
+``trusts_mtime_for_orphans``, ``abandoned_temporaries``, ordered deletes), except those
+that would take a call around the wrapper: :meth:`~FaultStore.local_path` is None (a
+memory-mapped file would read past every fault) and :meth:`~FaultStore.open_new` is the
+interface's default (the object is assembled and goes through ``put_new``, where faults
+apply).
+
 The model is LevelDB's ``FaultInjectionTestEnv`` over ``EnvWrapper``: the code under
 test runs unchanged on a store that misbehaves on cue. Every call is logged in
 :attr:`FaultStore.calls` (operation, key or prefix), so a test can also assert which
@@ -37,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, StoreIOError
+from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, StoreIOError, check_prefix
 
 __all__ = ["OPS", "Call", "Fault", "FaultStore", "Op"]
 
@@ -297,6 +304,24 @@ class FaultStore(ObjectStore):
         """The inner store's probe (once per inner store)."""
         self.inner.ensure_conditional_writes()
 
+    @property
+    def wants_object_cache(self) -> bool:  # type: ignore[override]
+        """The inner store's."""
+        return self.inner.wants_object_cache
+
+    @property
+    def trusts_mtime_for_orphans(self) -> bool:  # type: ignore[override]
+        """The inner store's."""
+        return self.inner.trusts_mtime_for_orphans
+
+    def local_path(self, key: str) -> str | None:
+        """None: a reader that mapped the inner store's file would pass every fault by."""
+        return None
+
+    def abandoned_temporaries(self, prefix: str, *, min_age: float) -> list[str]:
+        """The inner store's."""
+        return self.inner.abandoned_temporaries(check_prefix(prefix), min_age=min_age)
+
     def _list(self, prefix: str) -> tuple[list[ObjectInfo], int]:
         infos = self._around("list", [prefix], lambda: self.inner.list(prefix))
         assert isinstance(infos, list)
@@ -307,6 +332,15 @@ class FaultStore(ObjectStore):
 
     def _delete_many(self, keys: list[str]) -> int:
         self._around("delete_many", keys, lambda: self.inner.delete_many(keys))
+        return 1
+
+    def _delete_each(
+        self, keys: list[str], ordered: bool, before_each: Callable[[str], None]
+    ) -> int:
+        def delete() -> None:
+            self.inner.delete_many(keys, ordered=ordered, before_each=before_each)
+
+        self._around("delete_many", keys, delete)
         return 1
 
     def _head(self, key: str) -> ObjectInfo:

@@ -333,9 +333,8 @@ def test_power_loss_at_random_instants_recovers_a_committed_version(
 
 def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     """How the segment and snapshot writers made their directories before fsutil.makedirs
-    (now the local store's, and the page files' writer's)."""
+    (now the local store's, whose open_new the page files' writer uses)."""
     import cdc_sink.storage.objectstore.local as local
-    import cdc_sink.storage.pages as pages
 
     real = fsutil.makedirs
 
@@ -346,7 +345,6 @@ def _bucket_dirs_without_parent_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
             real(path, **kwargs)
 
     monkeypatch.setattr(local, "makedirs", plain)
-    monkeypatch.setattr(pages, "makedirs", plain)
 
 
 def _commit_without_log_dir_fsync(monkeypatch: pytest.MonkeyPatch) -> None:

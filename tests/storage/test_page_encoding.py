@@ -18,6 +18,7 @@ import pytest
 
 from cdc_sink.filters import PageStats, page_stats
 from cdc_sink.storage import fsutil, pages
+from cdc_sink.storage.objectstore import local
 from cdc_sink.storage.pages import (
     PAGE_CODECS,
     EncodedPage,
@@ -160,17 +161,18 @@ def test_queued_pages_are_written_in_queue_order_and_read_back(tmp_path: Path) -
 def test_a_large_page_file_starts_the_writeback_of_each_step_as_it_goes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The writer asks the kernel to start writing every ``WRITEBACK_BYTES`` it appended
-    (consecutive ranges, each at least a step), with the real ``sync_file_range``; the
-    file then reads back exactly and its size is what ``finish`` reports."""
-    monkeypatch.setattr(pages, "WRITEBACK_BYTES", 20_000)
+    """The writer (a local store's new file) asks the kernel to start writing every
+    ``WRITEBACK_BYTES`` it appended (consecutive ranges, each at least a step), with the
+    real ``sync_file_range``; the file then reads back exactly and its size is what
+    ``finish`` reports."""
+    monkeypatch.setattr(local, "WRITEBACK_BYTES", 20_000)
     ranges: list[tuple[int, int]] = []
 
     def recording(file: Any, offset: int, length: int) -> None:
         ranges.append((offset, length))
         fsutil.start_writeback(file, offset, length)
 
-    monkeypatch.setattr(pages, "start_writeback", recording)
+    monkeypatch.setattr(local, "start_writeback", recording)
     w = PageFileWriter(str(tmp_path), "p/0.pages")
     jobs = _jobs(12)
     for arr, codec, _ in jobs:

@@ -57,7 +57,7 @@ def test_closed_writer_refuses_appends(tmp_path: Path) -> None:
     w = SegmentWriter(tmp_path / "seg.wal")
     w.append(b"a")
     assert (w.records, w.length) == (1, len(WAL_MAGIC) + 9)
-    w.finish(sync_dir=False)
+    w.finish()
     with pytest.raises(ValueError):
         w.append(b"b")
     with pytest.raises(ValueError):

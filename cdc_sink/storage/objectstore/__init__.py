@@ -19,6 +19,29 @@ The interface is what every one of those can do, and nothing more::
     delete(key), delete_many(keys)       a missing key is no error
     head(key) -> ObjectInfo              size and modification time
 
+What differs between backends is asked for by name, never by the store's type (as
+pyiceberg's ``FileIO`` and LevelDB's ``Env`` are asked)::
+
+    open_new(key) -> NewObject           a new object written in pieces (a local store
+                                         streams it to its file; others assemble it and
+                                         put_new it once finished)
+    local_path(key) -> str | None        a file holding the object, to memory-map (a
+                                         local store's), or None: read with get
+    wants_object_cache                   whether reads are requests worth an in-memory
+                                         cache of immutable objects in front (not a
+                                         local store's: the kernel caches its files)
+    trusts_mtime_for_orphans             whether an object's last_modified dates its
+                                         writer on the reader's own clock, so an old
+                                         enough uncommitted object is a crashed
+                                         attempt's (a local store's only)
+    abandoned_temporaries(prefix, ...)   temporary files of writes that never finished
+                                         (only a local store writes them)
+    delete_many(keys, ordered=...,       one by one in order, or in batches; with a
+                before_each=...)         callback before each key (a test's crash point)
+
+File modes, fsync and directories are the local backend's own business
+(:mod:`~cdc_sink.storage.objectstore.local`); nothing above it asks for them.
+
 ``put_if_absent`` is the one primitive a commit needs: among writers racing for one key,
 exactly one succeeds and every other gets :class:`ObjectExists` (on a POSIX file system
 ``link(2)`` of a fsynced temporary file, on an object store a conditional ``PUT`` with
@@ -55,9 +78,10 @@ from __future__ import annotations
 
 import abc
 import builtins
+import contextlib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -78,6 +102,7 @@ __all__ = [
     "BucketNotFound",
     "CallKind",
     "ConditionalWritesUnsupported",
+    "NewObject",
     "ObjectExists",
     "ObjectInfo",
     "ObjectNotFound",
@@ -153,6 +178,87 @@ def _check_length(start: int, length: int) -> None:
         raise ValueError(f"a byte range needs ints start >= 0, length >= 0: {start!r}, {length!r}")
 
 
+# ---------------------------------------------------------------- new objects
+
+
+class NewObject(abc.ABC):
+    """A new object written in pieces (:meth:`ObjectStore.open_new`): :meth:`write`
+    appends, :meth:`finish` makes it durable under its key, :meth:`abort` drops it.
+
+    Like :meth:`ObjectStore.put_new`, the key must be unique to its writer and read by
+    no one before :meth:`finish` returns. An object left empty is not created.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        """The object's key."""
+        self.size = 0
+        """Bytes written so far."""
+
+    @abc.abstractmethod
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Appends ``data``.
+
+        Raises:
+            StoreIOError: The store failed (abort the object: it must not be committed).
+        """
+
+    @abc.abstractmethod
+    def finish(self) -> int:
+        """Makes the object durable (or, left empty, creates nothing); returns its size.
+
+        Raises:
+            ObjectExists: A local store found the key taken.
+            StoreIOError: The store failed (the object may or may not exist: abort it).
+        """
+
+    @abc.abstractmethod
+    def abort(self) -> None:
+        """Drops the object, whatever was written or finished (errors are swallowed)."""
+
+
+class _BufferedNewObject(NewObject):
+    """A new object assembled in memory and written with one ``put_new`` by
+    :meth:`finish` (every store without a streaming write of its own)."""
+
+    def __init__(self, store: ObjectStore, key: str) -> None:
+        super().__init__(key)
+        self._store = store
+        self._chunks: list[bytes | bytearray | memoryview] = []
+        self._tried = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Appends ``data`` (kept by reference: do not change it before :meth:`finish`)."""
+        view = memoryview(data).cast("B")
+        self._chunks.append(view)
+        self.size += len(view)
+
+    def finish(self) -> int:
+        """One ``put_new`` of everything written (nothing when empty); returns the size."""
+        if self.size:
+            data = bytearray(self.size)
+            at = 0
+            for chunk in self._chunks:
+                data[at : at + len(chunk)] = chunk
+                at += len(chunk)
+            self._chunks = []
+            self._tried = True
+            self._store.put_new(self.key, data)
+        return self.size
+
+    def abort(self) -> None:
+        """Drops what was written; deletes the object if a ``put_new`` was tried (a
+        failed one may have landed)."""
+        self._chunks = []
+        if self._tried:
+            with contextlib.suppress(OSError):
+                self._store.delete(self.key)
+
+
+def _nothing(key: str) -> None:
+    """A ``before_each`` that does nothing."""
+
+
 # ---------------------------------------------------------------- the interface
 
 
@@ -204,6 +310,54 @@ class ObjectStore(abc.ABC):
     def location(self, key: str) -> str:
         """Where the object of ``key`` is, for messages (a file path, or the URL)."""
         return f"{self.url}/{key}"
+
+    # ------------------------------------------------------------ capabilities
+
+    wants_object_cache: bool = True
+    """Whether reads are requests worth a cache of immutable objects in front of the
+    store (:class:`~cdc_sink.storage.objectstore.cache.CachingStore`): true of an object
+    store; false of a local store (the kernel's page cache holds its files) and of a
+    store that is such a cache."""
+
+    trusts_mtime_for_orphans: bool = False
+    """Whether an object's ``last_modified`` dates its writer on the reader's own clock,
+    so that GC may take an object of an uncommitted version older than its grace period
+    for a crashed attempt's (a local store: one machine, one clock). On an object store
+    a paused writer's clock proves nothing: its attempt's objects go only once their
+    version has been committed without them."""
+
+    def local_path(self, key: str) -> str | None:
+        """A file holding the object of ``key``, for a reader that memory-maps it, or
+        None (the default): read it with :meth:`get` and :meth:`get_range`.
+
+        The file may be missing (``FileNotFoundError`` when it is opened). ``key`` is not
+        checked here.
+        """
+        return None
+
+    def open_new(self, key: str) -> NewObject:
+        """A new object under ``key``, written in pieces (see :class:`NewObject`): a name
+        unique to this writer that no reader reads before :meth:`NewObject.finish`
+        returns, as :meth:`put_new`'s. By default it is assembled in memory and written
+        with one :meth:`put_new`; a local store streams it to its file.
+
+        Raises:
+            ObjectExists: A local store found the name taken.
+            StoreIOError: The store failed.
+        """
+        return _BufferedNewObject(self, check_key(key))
+
+    def abandoned_temporaries(self, prefix: str, *, min_age: float) -> builtins.list[str]:
+        """The keys of temporary files under ``prefix`` (directly) that writes left
+        unfinished at least ``min_age`` seconds ago: a crashed process's, to delete (with
+        :meth:`delete_many`). Only a local store writes temporary files; others have
+        none (the default).
+
+        Raises:
+            StoreIOError: The store failed.
+        """
+        check_prefix(prefix)
+        return []
 
     def get(self, key: str) -> bytes:
         """The whole object at ``key``.
@@ -341,9 +495,24 @@ class ObjectStore(abc.ABC):
         finally:
             self.counters.add("DELETE", 0)
 
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """Remove several objects (missing ones are no error), in as few requests as the
-        store allows.
+    def delete_many(
+        self,
+        keys: Iterable[str],
+        *,
+        ordered: bool = False,
+        before_each: Callable[[str], None] | None = None,
+    ) -> None:
+        """Remove several objects (missing ones are no error; durable on return), in as
+        few requests as the store allows, or (``ordered``) one after another in the
+        order given, so that a crash midway leaves only a first part of them deleted.
+
+        Args:
+            keys: The keys.
+            ordered: Delete in order, each before the next (an object store then makes
+                one request per key).
+            before_each: Called with each key before its deletion starts (on a store
+                that deletes in batches, with every key of a batch before it): a test's
+                crash point between deletions.
 
         Raises:
             StoreIOError: The store failed (some objects may be gone).
@@ -353,7 +522,7 @@ class ObjectStore(abc.ABC):
             return
         requests = 1
         try:
-            requests = self._delete_many(todo)
+            requests = self._delete_each(todo, ordered, before_each or _nothing)
         finally:
             self.counters.add("DELETE", 0, requests=requests)
 
@@ -404,6 +573,20 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def _delete_many(self, keys: builtins.list[str]) -> int:
         """Deletes ``keys``; returns the requests it took."""
+
+    def _delete_each(
+        self, keys: builtins.list[str], ordered: bool, before_each: Callable[[str], None]
+    ) -> int:
+        """Deletes ``keys`` as :meth:`delete_many` says (default: ``ordered``, one
+        :meth:`_delete` per key; else :meth:`_delete_many`); returns the requests."""
+        if ordered:
+            for key in keys:
+                before_each(key)
+                self._delete(key)
+            return len(keys)
+        for key in keys:
+            before_each(key)
+        return self._delete_many(keys)
 
     @abc.abstractmethod
     def _head(self, key: str) -> ObjectInfo: ...

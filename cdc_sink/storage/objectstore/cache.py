@@ -12,6 +12,10 @@ reads of other keys: log entries, checkpoints, cursors) goes straight to the inn
 
 Only requests that reach the inner store are counted in :attr:`CachingStore.counters`
 (and in the inner store's): a cache hit costs nothing.
+
+The store's capabilities are the inner store's (a file to map, how orphans age, its
+temporary files, ordered deletes), except :attr:`CachingStore.wants_object_cache`: it is
+that cache.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, check_key
+from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, check_key, check_prefix
 
 __all__ = ["DEFAULT_CACHE_BYTES", "CachingStore", "ObjectCache"]
 
@@ -113,6 +117,22 @@ class CachingStore(ObjectStore):
         """The inner store's probe (once per inner store)."""
         self.inner.ensure_conditional_writes()
 
+    wants_object_cache = False
+    """It is that cache."""
+
+    @property
+    def trusts_mtime_for_orphans(self) -> bool:  # type: ignore[override]
+        """The inner store's."""
+        return self.inner.trusts_mtime_for_orphans
+
+    def local_path(self, key: str) -> str | None:
+        """The inner store's file of ``key`` (a mapped file needs no cache), if any."""
+        return self.inner.local_path(key)
+
+    def abandoned_temporaries(self, prefix: str, *, min_age: float) -> builtins.list[str]:
+        """The inner store's."""
+        return self.inner.abandoned_temporaries(check_prefix(prefix), min_age=min_age)
+
     def get(self, key: str) -> bytes:
         """As :meth:`ObjectStore.get`, from the cache when it holds the object."""
         if not self.cacheable(check_key(key)):
@@ -171,6 +191,14 @@ class CachingStore(ObjectStore):
         for key in keys:
             self._sizes.pop(key, None)
         self.inner.delete_many(keys)
+        return 1
+
+    def _delete_each(
+        self, keys: builtins.list[str], ordered: bool, before_each: Callable[[str], None]
+    ) -> int:
+        for key in keys:
+            self._sizes.pop(key, None)
+        self.inner.delete_many(keys, ordered=ordered, before_each=before_each)
         return 1
 
     def _head(self, key: str) -> ObjectInfo:

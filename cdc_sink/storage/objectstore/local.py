@@ -12,10 +12,24 @@ and never reported. Every write has the durability of :mod:`cdc_sink.storage.fsu
     put_if_absent(key, data)  temporary file, fsync, link(2) to the name (EEXIST: the key
                               is taken), fsync the dir: the object appears complete and
                               durable, or not at all, and exactly one racing writer wins
+    open_new(key)             exclusive create of the name itself; each write goes to
+                              the kernel, its writeback started every WRITEBACK_BYTES;
+                              finish: fsync, fsync the dir (empty: the file is removed)
     delete(key)               unlink, fsync the dir
+    delete_many(keys)         unlink each in order, then fsync each directory once
 
-Temporary files (``.<name>.<pid>.<random>.tmp``, fsutil's) are never listed. Errors keep
-their ``errno`` and file name: a missing file is :class:`ObjectNotFound`, a taken name
+What only a file system has, the store answers for when asked by name (the interface's
+capabilities): :meth:`LocalStore.local_path` gives the file to memory-map;
+``wants_object_cache`` is false (the kernel's page cache holds the files);
+``trusts_mtime_for_orphans`` is true (one machine, one clock);
+:meth:`LocalStore.abandoned_temporaries` finds what crashed writes left. File modes are
+this backend's option (:data:`DEFAULT_FILE_MODE`, :func:`check_file_mode`,
+:func:`dir_mode`, re-exported from fsutil, which no module but this one imports).
+
+Temporary files (``.<name>.<pid>.<random>.tmp``, fsutil's) are never listed, and neither
+is anything under a directory that is a symbolic link (a table's objects are its own
+files: listing, and so GC, never reaches outside it). Errors keep their ``errno`` and
+file name: a missing file is :class:`ObjectNotFound`, a taken name
 :class:`ObjectExists`, any other failure :class:`StoreIOError` (an ``OSError``).
 """
 
@@ -25,17 +39,20 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from cdc_sink.storage.fsutil import (
     DEFAULT_FILE_MODE,
     TEMP_SUFFIX,
     atomic_replace,
+    check_file_mode,
     create_file,
     dir_mode,
     fsync_dir,
     fsync_file,
+    list_temp_files,
     makedirs,
     publish_exclusive,
     remove,
@@ -43,14 +60,23 @@ from cdc_sink.storage.fsutil import (
     write_file_durable,
 )
 from cdc_sink.storage.objectstore import (
+    NewObject,
     ObjectExists,
     ObjectInfo,
     ObjectNotFound,
     ObjectStore,
     StoreIOError,
+    check_key,
+    check_prefix,
 )
 
-__all__ = ["WRITEBACK_BYTES", "LocalStore"]
+__all__ = [
+    "DEFAULT_FILE_MODE",
+    "WRITEBACK_BYTES",
+    "LocalStore",
+    "check_file_mode",
+    "dir_mode",
+]
 
 WRITEBACK_BYTES = 32 << 20
 """``put_new`` writes a larger object in pieces of this many bytes and starts the disk
@@ -83,6 +109,40 @@ class LocalStore(ObjectStore):
     def location(self, key: str) -> str:
         """The file of ``key``, for messages."""
         return self.path(key)
+
+    wants_object_cache = False
+    """The kernel's page cache already holds the files."""
+
+    trusts_mtime_for_orphans = True
+    """One machine, one clock: a file's mtime dates its writer."""
+
+    def local_path(self, key: str) -> str:
+        """The file of ``key`` (to memory-map)."""
+        return self.path(key)
+
+    def open_new(self, key: str) -> NewObject:
+        """A new file under ``key``, created exclusively now and streamed to as it is
+        written (see the module docstring).
+
+        Raises:
+            ObjectExists: The file exists.
+            StoreIOError: It cannot be created.
+        """
+        check_key(key)
+        return self._call(key, lambda: _NewFile(self, key))
+
+    def abandoned_temporaries(self, prefix: str, *, min_age: float) -> list[str]:
+        """The keys of fsutil's temporary files directly under ``prefix`` whose mtime is
+        at least ``min_age`` seconds old (younger ones may belong to a write in flight)."""
+        prefix = check_prefix(prefix)
+        directory = self.path(prefix) if prefix else self.root
+        now = time.time()
+        keys = []
+        for name in list_temp_files(directory):
+            with contextlib.suppress(FileNotFoundError):
+                if now - os.stat(os.path.join(directory, name)).st_mtime >= min_age:
+                    keys.append(f"{prefix}/{name}" if prefix else name)
+        return keys
 
     def _call(self, key: str, fn: Callable[[], _T]) -> _T:
         """``fn()``, its OSError turned into this interface's errors."""
@@ -186,23 +246,45 @@ class LocalStore(ObjectStore):
         for d in subdirs:
             self._walk_keys(d.path, base + d.name, out)
 
+    def _listable(self, prefix: str) -> str | None:
+        """The directory to list for ``prefix``, or None when a directory on the way
+        from the root to it is a symbolic link (never followed: see the module)."""
+        at = self.root
+        for part in prefix.split("/") if prefix else []:
+            at = os.path.join(at, part)
+            if os.path.islink(at):
+                return None
+        return at
+
     def _list_keys(self, prefix: str) -> tuple[list[str], int]:
-        start = self.path(prefix) if prefix else self.root
+        start = self._listable(prefix)
         keys: list[str] = []
-        self._call(prefix or ".", lambda: self._walk_keys(start, prefix, keys))
+        if start is not None:
+            self._call(prefix or ".", lambda: self._walk_keys(start, prefix, keys))
         return keys, 1
 
     def _list(self, prefix: str) -> tuple[list[ObjectInfo], int]:
-        start = self.path(prefix) if prefix else self.root
+        start = self._listable(prefix)
+        if start is None:
+            return [], 1
         return self._call(prefix or ".", lambda: list(self._walk(start, prefix))), 1
 
     def _delete(self, key: str) -> None:
         self._delete_many([key])
 
     def _delete_many(self, keys: list[str]) -> int:
+        return self._delete_each(keys, True, lambda key: None)
+
+    def _delete_each(
+        self, keys: list[str], ordered: bool, before_each: Callable[[str], None]
+    ) -> int:
+        """Unlinks each file in order (``before_each`` first), then fsyncs each
+        directory touched once (ordered or not); counts a request per file."""
+
         def unlink_all() -> None:
             touched: set[str] = set()
             for key in keys:
+                before_each(key)
                 path = self.path(key)
                 try:
                     if remove(path, missing_ok=True):
@@ -243,3 +325,65 @@ def _write_large(path: str, view: memoryview, mode: int) -> None:
         raise
     f.close()
     fsync_dir(os.path.dirname(path))
+
+
+class _NewFile(NewObject):
+    """The file of a :meth:`LocalStore.open_new` (see the module docstring)."""
+
+    def __init__(self, store: LocalStore, key: str) -> None:
+        super().__init__(key)
+        self._store = store
+        self.path = store.path(key)
+        store._ensure_parent(self.path)
+        self._f: BinaryIO | None = create_file(self.path, buffering=0, mode=store.file_mode)
+        self._written_back = 0  # bytes whose writeback was started
+
+    def _file(self) -> BinaryIO:
+        if self._f is None:
+            raise ValueError(f"{self.path} is finished or aborted")
+        return self._f
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Appends ``data``, starting the writeback of every :data:`WRITEBACK_BYTES`."""
+        f = self._file()
+        view = memoryview(data).cast("B")
+
+        def write_all() -> None:
+            piece = view
+            while piece:
+                piece = piece[f.write(piece) or 0 :]
+
+        self._store._call(self.key, write_all)
+        self.size += len(view)
+        if self.size - self._written_back >= WRITEBACK_BYTES:
+            start_writeback(f, self._written_back, self.size - self._written_back)
+            self._written_back = self.size
+
+    def finish(self) -> int:
+        """Fsyncs the file and its directory and closes it (an empty one is removed)."""
+        f = self._file()
+
+        def sync() -> None:
+            fsync_file(f, path=self.path)
+            f.close()
+            fsync_dir(os.path.dirname(self.path))
+            if not self.size:
+                remove(self.path)
+
+        try:
+            self._store._call(self.key, sync)
+        finally:
+            self._store.counters.add("PUT", self.size)
+        self._f = None
+        return self.size
+
+    def abort(self) -> None:
+        """Closes and removes the file. Abandoned whatever happened (a failed write or
+        fsync: its data may be lost even if a later fsync succeeded); created with
+        ``O_EXCL``, so the name is ours."""
+        f, self._f = self._f, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
+        with contextlib.suppress(OSError):
+            remove(self.path, missing_ok=True)
