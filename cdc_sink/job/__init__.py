@@ -48,7 +48,11 @@ executors have the cores); ``--numpy-hugepages off|on|numpy`` whether numpy
 asks for transparent huge pages in the driver and the executors' Python workers (default
 off, see :mod:`cdc_sink.hugepages`); ``--arrow-memory-pool auto|jemalloc|mimalloc|system|
 pyarrow`` pyarrow's allocator there (default auto: jemalloc when pyarrow has it, see
-:mod:`cdc_sink.arrow_pool`).
+:mod:`cdc_sink.arrow_pool`). The sink's flags are made from the fields of
+:class:`~cdc_sink.spark.options.SinkOptions` (:mod:`cdc_sink.job.sink_flags`): besides
+those above, one per other option (``--bucket-partitioned``, ``--stats-limit``, the table's
+``--page-rows``, ``--memory-versions``, ``--tablet-compact-every``, ``--snapshot-every``,
+``--change-images``, ``--prepare-threads``, ``--file-mode``...).
 
 Observability (docs/observability.md): ``--metrics-port P`` serves Prometheus metrics on
 ``http://127.0.0.1:P/metrics`` (``--metrics-host`` to bind elsewhere, ``0`` picks a free

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
+from cdc_sink.engine import TableOptions
 from cdc_sink.errors import InvalidArgument, InvalidOption
 from cdc_sink.formats import FORMATS, FormatName
 from cdc_sink.redact import masked_mapping
-from cdc_sink.table_state import TableOptions
 
 __all__ = [
     "ApplyMode",
@@ -108,28 +108,24 @@ class StorageOptions(Mapping[str, str]):
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """Where and how the Kafka values are decoded.
-
-    Attributes:
-        json_decoder: Native JSON only: ``python`` (the vectorized decoder of
-            :mod:`cdc_sink.formats`, the default) or ``jvm`` (Spark's ``from_json``,
-            :mod:`cdc_sink.spark.decode`).
-        options: Keyword options of the format's Python decoder (e.g.
-            ``{"decimal_handling": "string"}`` for Debezium; see
-            :func:`cdc_sink.formats.get_decoder`).
-        processes: Driver mode with a Python decoder in the driver: worker processes that
-            decode the Kafka values, each Arrow batch as Spark streams it (0: the driver's
-            own thread). Spawned on the first batch, stopped by ``SinkFunction.close``.
-        where: Driver mode: ``driver`` (the raw records come to the driver, which decodes
-            them) or ``executors`` (Spark tasks decode them and send each bucket's events
-            packed, no shuffle). ``None``: where the apply mode decodes (executors mode
-            always decodes in its tasks).
-    """
+    """Where and how the Kafka values are decoded (each attribute's docstring follows it;
+    the streaming job's flags are made from them: :mod:`cdc_sink.job.sink_flags`)."""
 
     json_decoder: JsonDecoder = "python"
+    """Native JSON only: ``python`` (the vectorized decoder of :mod:`cdc_sink.formats`, the
+    default) or ``jvm`` (Spark's ``from_json``, :mod:`cdc_sink.spark.decode`)."""
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Keyword options of the format's Python decoder (e.g. ``{"decimal_handling":
+    "string"}`` for Debezium; see :func:`cdc_sink.formats.get_decoder`)."""
     processes: int = 0
+    """Driver mode with a Python decoder in the driver: worker processes that decode the
+    Kafka values, each Arrow batch as Spark streams it (0: the driver's own thread).
+    Spawned on the first batch, stopped by ``SinkFunction.close``."""
     where: DecodeIn | None = None
+    """Driver mode: ``driver`` (the raw records come to the driver, which decodes them) or
+    ``executors`` (Spark tasks decode them and send each bucket's events packed, no
+    shuffle). ``None``: where the apply mode decodes (executors mode always decodes in its
+    tasks)."""
 
     def __post_init__(self) -> None:
         # a read-only copy: the value is frozen all the way down (and stays picklable)
@@ -154,37 +150,35 @@ class DecodeOptions:
 @dataclass(frozen=True)
 class SinkOptions:
     """Everything a streaming sink is configured with, but the table path, the schema to
-    create it with and the dead-letter sink (see :func:`cdc_sink.spark.sink`).
-
-    Attributes:
-        format: Encoding of the Kafka values, one of :data:`cdc_sink.formats.FORMATS`.
-        app_id: Writer id for exactly-once commits (``None``: derived from the table
-            path); one per streaming query (checkpoint).
-        apply_mode: ``driver`` (tablets in the driver, the default) or ``executors``
-            (one Spark task per bucket).
-        decode: Where and how values are decoded.
-        bucket_partitioned: Executors mode on a topic partitioned by bucket (producer SDK
-            ``partitioner="bucket"``): each batch is decoded and prepared where it is
-            read, no shuffle; a batch found split is rolled back and shuffled.
-        table: In-memory, snapshot and retention options of the table.
-        stats_limit: How many per-batch stats ``SinkFunction.stats`` keeps.
-        storage_options: The options of the object store a table URL (``s3://...``)
-            names: endpoint, region, credentials... (a mapping, kept as
-            :class:`StorageOptions`, whose ``repr`` shows no value); what they leave unset
-            comes from the environment variables ``obstore`` reads (``AWS_ACCESS_KEY_ID``,
-            ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...), in each process that opens
-            the table: the driver and, in executors mode, the executors. None for a local
-            table.
-    """
+    create it with and the dead-letter sink (see :func:`cdc_sink.spark.sink`). Each
+    attribute's docstring follows it; the streaming job's flags are made from them
+    (:mod:`cdc_sink.job.sink_flags`), so a new field is a new flag."""
 
     format: FormatName = "json"
+    """Encoding of the Kafka values, one of :data:`cdc_sink.formats.FORMATS`."""
     app_id: str | None = None
+    """Writer id for exactly-once commits (``None``: derived from the table path); one per
+    streaming query (checkpoint)."""
     apply_mode: ApplyMode = "driver"
+    """``driver`` (tablets in the driver, the default) or ``executors`` (one Spark task per
+    bucket)."""
     decode: DecodeOptions = field(default_factory=DecodeOptions)
+    """Where and how values are decoded."""
     bucket_partitioned: bool = False
+    """Executors mode on a topic partitioned by bucket (producer SDK
+    ``partitioner="bucket"``): each batch is decoded and prepared where it is read, no
+    shuffle; a batch found split is rolled back and shuffled."""
     table: TableOptions | None = None
+    """In-memory, snapshot and retention options of the table."""
     stats_limit: int = 256
+    """How many per-batch stats ``SinkFunction.stats`` keeps."""
     storage_options: Mapping[str, str] = field(default_factory=StorageOptions)
+    """The options of the object store a table URL (``s3://...``) names: endpoint, region,
+    credentials... (a mapping, kept as :class:`StorageOptions`, whose ``repr`` shows no
+    value); what they leave unset comes from the environment variables ``obstore`` reads
+    (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...), in each
+    process that opens the table: the driver and, in executors mode, the executors. None
+    for a local table."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.storage_options, StorageOptions):

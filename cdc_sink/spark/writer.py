@@ -6,21 +6,25 @@ of Kafka CDC events as one table version, exactly once, dead letters included.
              .option("checkpointLocation", ckpt).start())
 
 The sink is configured by one frozen value, :class:`~cdc_sink.spark.options.SinkOptions`
-(the keyword arguments of :func:`sink` build it), and each micro-batch goes through one
-:class:`~cdc_sink.transaction.Transaction` of the table. Per micro-batch ``(df, batch_id)``:
+(``sink(path, schema, dead_letter=..., options=SinkOptions(...))``), and each micro-batch
+goes through one :class:`~cdc_sink.transaction.Transaction` of the table. Per micro-batch
+``(df, batch_id)``:
 
 1. *Decide*: ``table.transaction(app_id, batch_id)``; if the table already holds
    ``(app_id, batch_id)`` (a replay after a restart), the transaction is skipped and
    nothing is applied; only dead letters not yet forwarded are (step 5).
 2. *Decode*: by the vectorized decoders of :mod:`cdc_sink.formats` (in the driver, or in
-   ``mapInArrow`` tasks in executors mode) with the sink's ``decoder_options`` and the
-   Kafka message keys; native JSON can instead be decoded in the JVM with
-   ``json_decoder="jvm"`` (:mod:`cdc_sink.spark.decode`). Malformed events get a reason.
+   ``mapInArrow`` tasks in executors mode) with the sink's decoder options
+   (``options.decode.options``) and the Kafka message keys; native JSON can instead be
+   decoded in the JVM with ``decode.json_decoder="jvm"`` (:mod:`cdc_sink.spark.decode`).
+   Malformed events get a reason. Before that, a decoder that evolves the table's schema
+   (:meth:`~cdc_sink.formats.Decoder.evolution`) has the columns the batch's writer
+   schemas add added, each in a version of its own.
 3. *Prepare*: the sink's apply mode (one small class each, one interface:
    :mod:`cdc_sink.spark._mode`) prepares every touched bucket into the transaction.
    ``apply_mode="driver"`` (default) brings the batch to the driver (``toArrow``) and
    prepares in the driver's :class:`~cdc_sink.table.Table`, whose tablets stay in memory
-   across batches (:mod:`cdc_sink.spark._driver`; with ``decode_in="executors"``,
+   across batches (:mod:`cdc_sink.spark._driver`; with ``decode.where="executors"``,
    :mod:`cdc_sink.spark._task_decode`). ``apply_mode="executors"`` repartitions by bucket
    (``pmod(xxhash64(key), N)``, as Python computes it) and prepares each bucket in a Spark
    task (per-attempt WAL segment, per-worker tablet cache checked against the log;
@@ -49,22 +53,22 @@ Connect the batch's DataFrame is a Connect DataFrame and is read through Arrow
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Never, Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.commit import CommitResult
 from cdc_sink.dead_letters import DEAD_LETTER_SCHEMA, forward
-from cdc_sink.errors import InvalidOption, TableNotFound
-from cdc_sink.formats import FormatName
+from cdc_sink.engine import CommitResult
+from cdc_sink.errors import InvalidArgument, InvalidOption, TableNotFound
+from cdc_sink.formats import FormatName, SchemaEvolution, get_decoder
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import Offsets, PreparedBatch, merge_offsets
 from cdc_sink.spark._decode_pool import DecodePool
@@ -75,7 +79,7 @@ from cdc_sink.spark._task_decode import TaskDecodeApply
 from cdc_sink.spark.options import ApplyMode, DecodeIn, DecodeOptions, JsonDecoder, SinkOptions
 from cdc_sink.stats import BucketFigures
 from cdc_sink.storage.objectstore.urls import parse_store_url
-from cdc_sink.table import Table, TableOptions, create_table, open_table
+from cdc_sink.table import Table, create_table, open_table
 from cdc_sink.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -83,6 +87,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
+    "REMOVED_KEYWORDS",
     "ApplyMode",
     "BatchStats",
     "DeadLetterSink",
@@ -97,14 +102,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 BatchResult = Literal["committed", "skipped", "failed"]
-
-
-class _Unset(enum.Enum):
-    UNSET = "unset"
-
-
-UNSET = _Unset.UNSET
-"""The default of :func:`sink`'s shorthand arguments: not given (``options`` decides)."""
 
 
 class DeadLetterSink(Protocol):
@@ -345,20 +342,25 @@ class SinkFunction:
         self._finish(st, t0)
 
     def _evolve_schema(self, df: DataFrame) -> None:
-        """Schema evolution from the registry (``debezium-avro`` with the decoder option
-        ``schema_evolution="add_columns"``): the optional fields the batch's schemas add
-        become columns, each added in a version of its own, before the batch is decided.
+        """Schema evolution, for any format whose decoder evolves the table's schema
+        (:meth:`~cdc_sink.formats.Decoder.evolution`; e.g. ``debezium-avro`` with the
+        decoder option ``schema_evolution="add_columns"``): the columns the batch's writer
+        schemas add are added, each in a version of its own, before the batch is decided.
         A change the table cannot take raises (the batch fails, nothing is rejected)."""
-        from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder
-
-        if self.format != "debezium-avro":
+        evolution = self._evolution()
+        if evolution is None:
             return
-        decoder = DebeziumAvroDecoder(**self.options.decode.options)
-        if decoder.schema_evolution == "none":
-            return
-        for name, type_ in decoder.schema_changes(_schema_ids(df), self.table.schema):
+        prefixes = _value_prefixes(df, evolution.prefix_bytes)
+        for name, type_ in evolution.columns_to_add(prefixes, self.table.schema):
             logger.info("schema evolution: adding column %s %s", name, type_)
             self.table.add_column(name, type_)
+
+    def _evolution(self) -> SchemaEvolution | None:
+        """The schema evolution of the sink's decoder (None: the decoder evolves none, or
+        the values are decoded in the JVM)."""
+        if self.options.jvm_json:
+            return None
+        return get_decoder(self.format, **self.options.decode.options).evolution()
 
     def _commit(self, txn: Transaction, prepared: PreparedBatch) -> CommitResult:
         """Commits the transaction: the batch's rejects, then its log entry."""
@@ -478,19 +480,19 @@ class SinkFunction:
         return {}
 
 
-def _schema_ids(df: DataFrame) -> list[int]:
-    """The schema ids the batch's values in Confluent's wire format name (one small
-    distinct query in Spark)."""
+def _value_prefixes(df: DataFrame, n: int) -> pa.BinaryArray:
+    """The distinct ``n``-byte prefixes of the batch's message values (one small distinct
+    query in Spark; shorter values and null ones are left out)."""
     from pyspark.sql import functions as F
 
     value = F.col("value")
-    ids = (
-        df.where((F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == F.lit("00")))
-        .select(F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long").alias("id"))
+    rows = (
+        df.where(F.length(value) >= n)
+        .select(F.substring(value, 1, n).alias("prefix"))
         .distinct()
         .collect()
     )
-    return [int(r["id"]) for r in ids]
+    return pa.array([bytes(r["prefix"]) for r in rows], pa.binary())
 
 
 def default_app_id(path: str | os.PathLike[str]) -> str:
@@ -511,40 +513,49 @@ def _apply_mode(path: str, options: SinkOptions) -> ApplyStrategy:
     return DriverApply(path, options)
 
 
+REMOVED_KEYWORDS: Mapping[str, str] = MappingProxyType(
+    {
+        "format": "SinkOptions(format=...)",
+        "app_id": "SinkOptions(app_id=...)",
+        "apply_mode": "SinkOptions(apply_mode=...)",
+        "bucket_partitioned": "SinkOptions(bucket_partitioned=...)",
+        "table_options": "SinkOptions(table=TableOptions(...))",
+        "json_decoder": "SinkOptions(decode=DecodeOptions(json_decoder=...))",
+        "decoder_options": "SinkOptions(decode=DecodeOptions(options={...}))",
+        "decode_processes": "SinkOptions(decode=DecodeOptions(processes=...))",
+        "decode_in": "SinkOptions(decode=DecodeOptions(where=...))",
+    }
+)
+"""The keywords :func:`sink` took before it took one :class:`SinkOptions`, each with the
+field that replaces it (README.md, "Migrating from the sink's keywords")."""
+
+
 def sink(
     path: str | os.PathLike[str],
-    *,
     schema: TableSchema | Mapping[str, Any] | None = None,
-    options: SinkOptions | None = None,
+    *,
     dead_letter: DeadLetterSink | None = None,
-    format: FormatName | _Unset = UNSET,
-    app_id: str | _Unset | None = UNSET,
-    apply_mode: ApplyMode | _Unset = UNSET,
-    table_options: TableOptions | _Unset | None = UNSET,
-    json_decoder: JsonDecoder | _Unset = UNSET,
-    decoder_options: Mapping[str, Any] | _Unset | None = UNSET,
-    decode_processes: int | _Unset = UNSET,
-    decode_in: DecodeIn | _Unset | None = UNSET,
-    bucket_partitioned: bool | _Unset = UNSET,
+    options: SinkOptions | None = None,
+    **removed: Never,
 ) -> SinkFunction:
     """Returns the ``foreachBatch`` function that commits Kafka CDC micro-batches.
 
-    The sink is configured by one :class:`SinkOptions` value (``options``). The keyword
-    arguments after ``dead_letter`` are shorthands for its fields and, when given, take
-    precedence: ``format``, ``app_id``, ``apply_mode`` and ``bucket_partitioned`` are
-    fields of :class:`SinkOptions`; ``table_options`` is its ``table``; ``json_decoder``,
-    ``decoder_options`` (e.g. ``{"decimal_handling": "string"}`` for Debezium,
-    ``{"allow_truncate": True}`` for native JSON), ``decode_processes`` and ``decode_in``
-    are ``decode.json_decoder``, ``decode.options``, ``decode.processes`` and
-    ``decode.where`` (:class:`DecodeOptions` says what each does).
+    Every option is a field of the one :class:`SinkOptions` value ``options`` (the wire
+    format, the writer id, the apply mode, how values are decoded, the table's options,
+    the object store's options)::
+
+        sink(path, schema, options=SinkOptions(format="debezium", apply_mode="executors"))
 
     Args:
         path: The table (created from ``schema`` when missing): a directory, or an
             object-store URL (``s3://bucket/prefix``, ``gs://...``, ``az://...``) with
             ``options.storage_options`` and the environment's credentials.
         schema: Table schema (object or dict) used to create the table.
-        options: Every option in one value (default: :class:`SinkOptions`).
         dead_letter: Where rejected events go (None: kept in the table and counted).
+        options: Every option in one value (default: :class:`SinkOptions`).
+        **removed: None: a keyword the sink took before (``format=``, ``app_id=``...)
+            raises :class:`~cdc_sink.errors.InvalidArgument` naming the field of
+            :class:`SinkOptions` that replaces it (:data:`REMOVED_KEYWORDS`).
 
     Returns:
         A :class:`SinkFunction` (callable ``(df, batch_id)``, with ``.table`` and
@@ -554,24 +565,15 @@ def sink(
         InvalidOption: No table at ``path`` and no ``schema``, or a bad option or
             combination of options (:meth:`SinkOptions.checked` lists them), checked
             before anything is created.
-        InvalidArgument: ``decode_processes`` is not an int.
+        InvalidArgument: A keyword other than ``schema``, ``dead_letter`` and ``options``
+            (a ``TypeError``, as Python's own for an unknown keyword), or ``options`` is
+            not a :class:`SinkOptions`.
     """
-    opts = _with_shorthands(
-        options or SinkOptions(),
-        format=format,
-        app_id=app_id,
-        apply_mode=apply_mode,
-        table=table_options,
-        bucket_partitioned=bucket_partitioned,
-    )
-    decode = _with_shorthands(
-        opts.decode,
-        json_decoder=json_decoder,
-        options=decoder_options,
-        processes=decode_processes,
-        where=decode_in,
-    )
-    opts = replace(opts, decode=decode).checked()
+    if removed:
+        raise InvalidArgument(_removed_keywords_message(removed))
+    if options is not None and not isinstance(options, SinkOptions):
+        raise InvalidArgument(f"sink() options must be a SinkOptions, not {type(options).__name__}")
+    opts = (options or SinkOptions()).checked()
     if opts.app_id is None:
         opts = replace(opts, app_id=default_app_id(path))
     if schema is not None and not isinstance(schema, TableSchema):
@@ -579,12 +581,18 @@ def sink(
     return SinkFunction(os.fspath(path), schema=schema, options=opts, dead_letter=dead_letter)
 
 
-_O = TypeVar("_O", SinkOptions, DecodeOptions)
-
-
-def _with_shorthands(value: _O, **fields: Any) -> _O:
-    """``value`` with the fields given (not :data:`UNSET`) replaced."""
-    given = {k: v for k, v in fields.items() if v is not UNSET}
-    if "options" in given:  # decoder options: None is none
-        given["options"] = given["options"] or {}
-    return replace(value, **given) if given else value
+def _removed_keywords_message(given: Mapping[str, Any]) -> str:
+    """Why :func:`sink` refuses ``given``: each keyword with what replaces it."""
+    parts = []
+    for name in given:
+        instead = REMOVED_KEYWORDS.get(name)
+        parts.append(
+            f"{name}= is now {instead}"
+            if instead
+            else f"{name}= is not an argument (sink takes path, schema, dead_letter, options)"
+        )
+    return (
+        "sink() got an unexpected keyword argument: "
+        + "; ".join(parts)
+        + " (README.md, 'Migrating from the sink's keywords')"
+    )

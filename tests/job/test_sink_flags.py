@@ -129,6 +129,8 @@ def test_the_flags_the_job_had_keep_their_names(flag: str) -> None:
 def test_the_help_is_the_fields_docstring() -> None:
     flags = {f.flag: f for f in option_flags()}
     assert flags["--page-rows"].help == "Rows per page (fixed at creation)"
+    assert flags["--stats-limit"].help == "How many per-batch stats SinkFunction.stats keeps"
+    assert all(f.help for f in option_flags())  # every field has its docstring
     text = build_parser().format_help()
     assert "Rows per page (fixed at creation) (default 65536)" in " ".join(text.split())
     assert "(default 0o640)" in text  # --file-mode shown as permission bits

@@ -1,19 +1,22 @@
-"""The typed facade of cdc_sink.spark: lazy exports, argument checks of ``sink``, and the
+"""The typed facade of cdc_sink.spark: lazy exports, argument checks of ``sink`` (one
+options value; a removed keyword names the field that replaces it), and the
 offsets helpers both apply modes share (no Spark session needed)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 import cdc_sink.spark
-from cdc_sink.errors import InvalidOption
-from cdc_sink.spark import SinkFunction, sink
+from cdc_sink.errors import InvalidArgument, InvalidOption
+from cdc_sink.spark import DecodeOptions, SinkFunction, SinkOptions, sink
 from cdc_sink.spark._batch import end_offsets, merge_offsets
+from cdc_sink.spark.writer import REMOVED_KEYWORDS
 
 SCHEMA = {
     "columns": [{"name": "id", "type": "int64", "nullable": False}],
@@ -41,7 +44,11 @@ def test_lazy_exports_are_the_real_objects() -> None:
 
 
 def test_sink_creates_the_table_and_returns_a_sink_function(tmp_path: Path) -> None:
-    fn = sink(tmp_path / "t", schema=SCHEMA, format="debezium", apply_mode="executors")
+    fn = sink(
+        tmp_path / "t",
+        schema=SCHEMA,
+        options=SinkOptions(format="debezium", apply_mode="executors"),
+    )
     assert isinstance(fn, SinkFunction)
     assert (fn.format, fn.apply_mode, fn.app_id) == (
         "debezium",
@@ -53,20 +60,53 @@ def test_sink_creates_the_table_and_returns_a_sink_function(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "option"),
+    ("options", "option"),
     [
-        ({"format": "avro"}, "format"),
-        ({"apply_mode": "cluster"}, "apply_mode"),
-        ({"json_decoder": "jvm", "decoder_options": {"x": 1}}, "decoder_options"),
+        (SinkOptions(format="avro"), "format"),  # type: ignore[arg-type]
+        (SinkOptions(apply_mode="cluster"), "apply_mode"),  # type: ignore[arg-type]
+        (
+            SinkOptions(decode=DecodeOptions(json_decoder="jvm", options={"x": 1})),
+            "decoder_options",
+        ),
     ],
 )
-def test_bad_arguments_raise_invalid_option(
-    tmp_path: Path, kwargs: dict[str, object], option: str
+def test_bad_options_raise_invalid_option(
+    tmp_path: Path, options: SinkOptions, option: str
 ) -> None:
     with pytest.raises(InvalidOption) as info:
-        sink(tmp_path / "t", schema=SCHEMA, **kwargs)  # type: ignore[arg-type]
+        sink(tmp_path / "t", SCHEMA, options=options)
     assert info.value.option == option
     assert isinstance(info.value, ValueError)  # callers catching ValueError still do
+
+
+@pytest.mark.parametrize("keyword", sorted(REMOVED_KEYWORDS))
+def test_a_removed_keyword_is_a_type_error_naming_the_field_that_replaces_it(
+    tmp_path: Path, keyword: str
+) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        sink(tmp_path / "t", SCHEMA, **{keyword: None})  # type: ignore[arg-type]
+    assert isinstance(info.value, TypeError)  # as Python's own unknown-keyword error
+    assert f"{keyword}= is now {REMOVED_KEYWORDS[keyword]}" in str(info.value)
+    assert not (tmp_path / "t").exists()  # refused before anything is created
+
+
+def test_each_removed_keyword_names_a_field_of_the_options() -> None:
+    for keyword, instead in REMOVED_KEYWORDS.items():
+        path = instead.removeprefix("SinkOptions(").split("=")[0]
+        nested = instead.partition("DecodeOptions(")[2].split("=")[0]
+        assert path in {f.name for f in fields(SinkOptions)}, keyword
+        if path == "decode":
+            assert nested in {f.name for f in fields(DecodeOptions)}, keyword
+
+
+def test_an_unknown_keyword_names_the_arguments_sink_takes(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="sink takes path, schema, dead_letter, options"):
+        sink(tmp_path / "t", SCHEMA, dead_letters=None)  # type: ignore[call-arg]
+
+
+def test_options_of_another_type_are_a_type_error(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument, match="options must be a SinkOptions, not dict"):
+        sink(tmp_path / "t", SCHEMA, options={"format": "json"})  # type: ignore[arg-type]
 
 
 def test_no_table_and_no_schema_is_an_error(tmp_path: Path) -> None:

@@ -1,14 +1,12 @@
 """The sink's one configuration value: ``SinkOptions`` is frozen all the way down,
 survives pickling (a Spark Connect server or an executor may carry it), is checked once
-with every bad combination refused by a typed error, and ``sink``'s keyword shorthands
-fill its fields (no Spark session needed)."""
+with every bad combination refused by a typed error (no Spark session needed)."""
 
 from __future__ import annotations
 
 import pickle
 from dataclasses import FrozenInstanceError
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -90,33 +88,6 @@ def test_the_sink_keeps_the_checked_options_and_names_its_writer(tmp_path: Path)
         assert fn.options.apply_mode == "executors"
         assert fn.options.decode.where == "executors"
         assert fn.options.app_id == fn.app_id == f"cdc_sink:{tmp_path / 't'}"
-    finally:
-        fn.close()
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "field", "want"),
-    [
-        ({"format": "rowv2"}, "format", "rowv2"),
-        ({"app_id": "mine"}, "app_id", "mine"),
-        ({"decode_in": "executors"}, "decode_in", "executors"),
-        ({"decoder_options": {"strict": False}}, "decoder", {"strict": False}),
-    ],
-)
-def test_keyword_shorthands_take_precedence_over_options(
-    tmp_path: Path, kwargs: dict[str, Any], field: str, want: Any
-) -> None:
-    base = SinkOptions(format="json", app_id="base", decode=DecodeOptions(options={}))
-    fn = sink(tmp_path / "t", schema=ID_A_B, options=base, **kwargs)
-    try:
-        got = {
-            "format": fn.options.format,
-            "app_id": fn.app_id,
-            "decode_in": fn.options.decode_in,
-            "decoder": dict(fn.options.decode.options),
-        }[field]
-        assert got == want
-        assert fn.options.format == kwargs.get("format", "json")  # others untouched
     finally:
         fn.close()
 
