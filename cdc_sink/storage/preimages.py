@@ -64,7 +64,7 @@ LIVE = "_live"
 """The field telling a live key's row (true) from a tombstone (false)."""
 
 _HEADER_FIELDS = {"version": True, "bucket": True, "schema_id": True, "rows": True, "bytes": False}
-_HEADER_AT = len(WAL_MAGIC) + RECORD_HEADER_SIZE  # where the header record's payload starts
+_HEADER_AT = len(WAL_MAGIC)  # where the header record starts (a WalCorruption's offset)
 
 
 def preimage_field(column_id: int) -> str:
@@ -189,7 +189,7 @@ def read_preimages(
             path=path,
             offset=_HEADER_AT,
         )
-    body_at = _HEADER_AT + len(records[0]) + RECORD_HEADER_SIZE
+    body_at = _HEADER_AT + RECORD_HEADER_SIZE + len(records[0])  # record 1's start
     limit = body_limit(h.get("bytes"), len(records[1]), what="pre-images", path=path)
     check_expansion(records[1], limit=limit, what="pre-images body", path=path, offset=body_at)
     try:

@@ -202,7 +202,7 @@ def read_change_segment(
             f"change segment has {len(records)} records, expected 2", path=path, offset=0
         )
     header = _header(records[0], path)
-    body_at = len(WAL_MAGIC) + 2 * RECORD_HEADER_SIZE + len(records[0])
+    body_at = len(WAL_MAGIC) + RECORD_HEADER_SIZE + len(records[0])  # record 1's start
     limit = body_limit(header.bytes, len(records[1]), what="change segment", path=path)
     check_expansion(records[1], limit=limit, what="change segment body", path=path, offset=body_at)
     if header.format == FORMAT_COMPACT:

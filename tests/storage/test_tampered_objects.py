@@ -25,10 +25,11 @@ import pytest
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage.framing import RECORD_HEADER_SIZE
 from cdc_sink.storage.objectstore import ObjectStore, as_store
 from cdc_sink.storage.preimages import preimages_schema, read_preimages, write_preimages
 from cdc_sink.storage.segments import read_change_segment, write_change_segment
-from cdc_sink.storage.wal import decode_segment, encode_segment
+from cdc_sink.storage.wal import WAL_MAGIC, decode_segment, encode_segment
 from tests.fixtures import ID_A
 
 BUCKET, VERSION = 3, 7
@@ -93,7 +94,7 @@ def test_a_header_field_that_is_no_int_in_range_is_wal_corruption(
     with pytest.raises(WalCorruption) as err:
         _read(kind, store, rel, schema)
     assert err.value.path == store.location(rel)
-    assert err.value.offset > 0  # the header record's, not the file's start
+    assert err.value.offset == len(WAL_MAGIC)  # where the header record starts
     assert field in str(err.value)
 
 
@@ -138,8 +139,11 @@ def test_a_header_declaring_fewer_bytes_than_the_body_holds_is_wal_corruption(
 ) -> None:
     rel = _WRITE[kind](store, schema)
     _rewrite(store, rel, lambda h: json.dumps({**h, "bytes": 10}))
-    with pytest.raises(WalCorruption, match="would decompress"):
+    header = decode_segment(store.get(rel), path=rel)[0]
+    with pytest.raises(WalCorruption, match="would decompress") as err:
         _read(kind, store, rel, schema)
+    assert err.value.path == store.location(rel)
+    assert err.value.offset == len(WAL_MAGIC) + RECORD_HEADER_SIZE + len(header)  # record 1
 
 
 # ---------------------------------------------------------------- decompression bombs
