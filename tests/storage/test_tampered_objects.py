@@ -25,8 +25,10 @@ import pytest
 from cdc_sink.changes import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage.bounded_ipc import MAX_EXPANSION
 from cdc_sink.storage.framing import RECORD_HEADER_SIZE
 from cdc_sink.storage.objectstore import ObjectStore, as_store
+from cdc_sink.storage.pages import PageFileWriter, PageReader
 from cdc_sink.storage.preimages import preimages_schema, read_preimages, write_preimages
 from cdc_sink.storage.segments import read_change_segment, write_change_segment
 from cdc_sink.storage.wal import WAL_MAGIC, decode_segment, encode_segment
@@ -158,7 +160,8 @@ READER = textwrap.dedent(
     import resource, sys
     from cdc_sink.schema import TableSchema
     from cdc_sink.storage.objectstore import as_store
-    from cdc_sink.storage.preimages import read_preimages
+    from cdc_sink.storage.pages import PageFileWriter, PageReader
+from cdc_sink.storage.preimages import read_preimages
     from cdc_sink.storage.segments import read_change_segment
     from tests.fixtures import ID_A
 
@@ -213,3 +216,16 @@ def test_a_decompression_bomb_is_refused_before_the_reader_grows(
     grown, error = proc.stdout.split()
     assert error == "WalCorruption"
     assert int(grown) < 64 << 20
+
+
+def test_a_page_that_would_decompress_past_the_expansion_limit_is_wal_corruption(
+    tmp_path: Path,
+) -> None:
+    bomb = _bomb()  # a stream of one column: what a page blob is
+    writer = PageFileWriter(str(tmp_path), "_pages/0/x.pages")
+    loc = writer.add(bomb, 1, None)  # its CRC is the bomb's: only the size gives it away
+    writer.finish()
+    assert len(bomb) * MAX_EXPANSION < BOMB_ROWS * 8
+    with pytest.raises(WalCorruption, match="would decompress") as err:
+        PageReader(str(tmp_path)).array(loc)
+    assert err.value.offset == loc.offset
