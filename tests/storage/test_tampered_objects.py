@@ -160,8 +160,7 @@ READER = textwrap.dedent(
     import resource, sys
     from cdc_sink.schema import TableSchema
     from cdc_sink.storage.objectstore import as_store
-    from cdc_sink.storage.pages import PageFileWriter, PageReader
-from cdc_sink.storage.preimages import read_preimages
+    from cdc_sink.storage.preimages import read_preimages
     from cdc_sink.storage.segments import read_change_segment
     from tests.fixtures import ID_A
 
