@@ -64,24 +64,30 @@ def item_bytes(node: Node) -> int:
 
 
 class _Span:
-    """The bytes ``data[lo:hi]`` with what every item step reads from them."""
+    """The bytes ``data[lo:hi]`` with the length of the varint at each (chunk by chunk,
+    in one byte each: 11 means longer than 10 bytes)."""
 
     def __init__(self, data: np.ndarray, lo: int, hi: int, extra: int) -> None:
         self.lo = lo
         n = hi - lo + extra
-        d = data[lo : lo + n + 10]
+        d = data[lo : lo + n + 10]  # a view where the buffer's padding is enough
         if len(d) < n + 10:
             d = np.concatenate([d, np.zeros(n + 10 - len(d), np.uint8)])
         self.data = d
-        cont = d >= 0x80
-        run = cont[:n].copy()
-        vlen = np.ones(n, np.uint8) + run
-        for k in range(1, 10):
-            run &= cont[k : k + n]
-            vlen += run
-        self.vlen = vlen  # 11: longer than 10 bytes
-        b = d[:n].astype(np.int16)
-        self.small = np.where(vlen == 1, (b >> 1) ^ -(b & 1), -1)  # one-byte varints
+        self.vlen = np.ones(n, np.uint8)
+        for a in range(0, n, _CHUNK):
+            b = min(a + _CHUNK, n)
+            cont = d[a : b + 10] >= 0x80
+            run = cont[: b - a].copy()
+            for k in range(1, 10):
+                self.vlen[a:b] += run
+                run &= cont[k : k + b - a]
+            self.vlen[a:b] += run
+
+    def small(self, q: np.ndarray) -> np.ndarray:
+        """The value of the one-byte varints at ``q`` (-1 where longer)."""
+        b = self.data[q].astype(np.int64)
+        return np.where(self.vlen[q] == 1, (b >> 1) ^ -(b & 1), -1)
 
     def step(self, node: Node) -> Step:
         """The item step of ``node`` on positions relative to :attr:`lo`."""
@@ -95,14 +101,14 @@ class _Span:
             return lambda q: np.where(self.vlen[q] <= 10, q + self.vlen[q], -1)
         if kind == "enum":
             k = len(node.symbols)
-            return lambda q: np.where((self.small[q] >= 0) & (self.small[q] < k), q + 1, -1)
+            return lambda q: np.where((self.small(q) >= 0) & (self.small(q) < k), q + 1, -1)
         if kind == "union":
             return self._union([self.step(b) for b in node.branches])
         return self._record([self.step(t) for _, t in node.fields])
 
     def _union(self, branches: list[Step]) -> Step:
         def step(q: np.ndarray) -> np.ndarray:
-            idx = self.small[q]
+            idx = self.small(q)
             out = np.full(len(q), -1, dtype=np.int64)
             for i, f in enumerate(branches):
                 at = np.flatnonzero(idx == i)

@@ -61,11 +61,7 @@ from cdc_sink.formats._arrays import (
 )
 from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
 from cdc_sink.formats._avro_encode import debezium_avro_encoder
-from cdc_sink.formats._avro_evolution import (
-    RegistryEvolution,
-    SchemaEvolutionError,
-    schema_changes,
-)
+from cdc_sink.formats._avro_evolution import SchemaEvolutionError, schema_changes
 from cdc_sink.formats._avro_read import Reader, Val, padded
 from cdc_sink.formats._avro_rows import (
     RunColumns,
@@ -76,7 +72,7 @@ from cdc_sink.formats._avro_rows import (
 )
 from cdc_sink.formats._avro_schema import Node
 from cdc_sink.formats._avro_values import raw_text
-from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, FormatName, SchemaEvolution
+from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, FormatName
 from cdc_sink.formats._debezium_events import placeholder_forms
 from cdc_sink.formats._debezium_source import binlog_numbers, binlog_seq
 from cdc_sink.formats.avro_wire import (
@@ -98,8 +94,10 @@ _OP_CODE = np.full(256, -1, dtype=np.int8)
 _OP_CODE[np.frombuffer(_OPS, np.uint8)] = np.arange(len(_OPS), dtype=np.int8)
 _UNITS = {"ms": UNIT_MS, "us": UNIT_US, "ns": UNIT_NS}
 _SEQUENCE_SOURCES = ("column", "lsn", "binlog", "ts_ms")
-RUN_BYTES = 8 << 20
-"""Bytes of messages decoded together (a run), each run one pass per schema group."""
+RUN_BYTES = 256 << 10
+"""Bytes of messages decoded together (a run), each run one pass per schema group: few
+enough that a run of the smallest events (a few dozen bytes each, a column array of
+every field of each) takes a bounded multiple of its bytes."""
 
 
 class DebeziumAvroDecoder(Decoder):
@@ -158,11 +156,6 @@ class DebeziumAvroDecoder(Decoder):
         self.schema_evolution = check_choice(
             "schema_evolution", schema_evolution, ("none", "add_columns")
         )
-
-    def evolution(self) -> SchemaEvolution | None:
-        """With ``schema_evolution="add_columns"``, the columns of the registry's schemas
-        (:class:`~._avro_evolution.RegistryEvolution`, calling :meth:`schema_changes`)."""
-        return RegistryEvolution(self) if self.schema_evolution == "add_columns" else None
 
     def schema_changes(self, ids: Iterable[int], schema: TableSchema) -> list[tuple[str, str]]:
         """The columns (name, type) the table must gain to take the rows of the schemas

@@ -48,6 +48,8 @@ from cdc_sink.formats.debezium import encode_debezium
 from cdc_sink.formats.native_json import encode_json
 from cdc_sink.formats.rowv2 import CODEC_VERSION, FLAG_BIG, encode_event
 from cdc_sink.schema import TableSchema
+from tests.avro.offline import URL as OFFLINE_URL
+from tests.avro.offline import OfflineRegistry, header, zigzag
 
 SCHEMA = TableSchema.from_dict(
     {
@@ -424,11 +426,179 @@ def _rowv2_cases() -> list[HostileCase]:
     return [HostileCase(name, "rowv2", build) for name, build in cases]
 
 
+# ====================================================================== Avro messages
+_DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}
+_VALUE = {
+    "type": "record",
+    "name": "Value",
+    "namespace": "hostile",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": ["null", "string"], "default": None},
+        {"name": "qty", "type": ["null", "long"], "default": None},
+        {"name": "price", "type": ["null", _DECIMAL], "default": None},
+        {"name": "ratio", "type": ["null", "double"], "default": None},
+        {"name": "flag", "type": ["null", "boolean"], "default": None},
+        {"name": "blob", "type": ["null", "bytes"], "default": None},
+    ],
+}
+
+
+def _avro_envelope(extra: Any = "null") -> dict[str, Any]:
+    """The envelope of :data:`SCHEMA`'s rows, with an ignored field ``junk`` of type
+    ``extra`` after ``op`` (hostile types go there)."""
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": "hostile",
+        "fields": [
+            {"name": "before", "type": ["null", _VALUE], "default": None},
+            {"name": "after", "type": ["null", "hostile.Value"], "default": None},
+            {"name": "op", "type": "string"},
+            {"name": "junk", "type": extra},
+        ],
+    }
+
+
+def _laughs(levels: int, width: int) -> dict[str, Any]:
+    """Records of ``width`` fields of the previous record, ``levels`` deep."""
+    t: Any = {
+        "type": "record",
+        "name": "L0",
+        "fields": [{"name": f"f{i}", "type": "null"} for i in range(width)],
+    }
+    for k in range(1, levels + 1):
+        fields = [{"name": "f0", "type": t}]
+        fields += [{"name": f"f{i}", "type": f"L{k - 1}"} for i in range(1, width)]
+        t = {"type": "record", "name": f"L{k}", "fields": fields}
+    return t
+
+
+AVRO = OfflineRegistry()
+"""The schemas of the Avro cases (registered at import, so a child has the same ids)."""
+_PLAIN = AVRO.register(_avro_envelope())
+_LAUGHS = AVRO.register(_avro_envelope(_laughs(9, 10)), writable=False)
+_WIDE = AVRO.register(_avro_envelope(["null", _laughs(2, 20)]))
+_NULLS = AVRO.register(_avro_envelope({"type": "array", "items": "null"}))
+_INTS = AVRO.register(_avro_envelope({"type": "array", "items": ["null", "long"]}))
+
+
+def _full(ev: dict[str, Any]) -> dict[str, Any]:
+    """``ev`` with every column set (an Avro row holds them all; null where not given)."""
+    return {**ev, "set": {c.name: ev["set"].get(c.name) for c in SCHEMA.value_columns}}
+
+
+def _avro_row(ev: dict[str, Any]) -> dict[str, Any]:
+    return {"id": ev["key"]["id"], **ev["set"]}
+
+
+class _AvroCases:
+    """The hostile Avro batches: hostile schemas, and hostile bytes in valid ones."""
+
+    def msg(self, sid: int, ev: dict[str, Any], junk: Any = None) -> bytes:
+        datum = {"before": None, "after": _avro_row(ev), "op": "c", "junk": junk}
+        return AVRO.message(sid, datum)
+
+    def billion_laughs(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        # a schema of a few hundred bytes expanding to 10**9 types: refused at load,
+        # each of its 18-byte messages rejected with the reason
+        def one(i: int) -> tuple[bytes, Intent]:
+            body = b"\x00\x02" + zigzag(i) + b"\x00" * 6 + b"\x02c"
+            return header(_LAUGHS) + body, Intent(MUST_REJECT)
+
+        return _fill(size, one)
+
+    def untaken_branches(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        # thousands of types in a union branch no message takes
+        def one(i: int) -> tuple[bytes, Intent]:
+            ev = _full(_event(i, {"qty": i, "name": f"n{i}"}))
+            return self.msg(_WIDE, ev), Intent(MUST_ACCEPT, ev)
+
+        return _fill(size, one)
+
+    def zero_byte_blocks(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        # arrays of nulls in blocks of one item each: a few blocks are fine, thousands
+        # refuse their message
+        def one(i: int) -> tuple[bytes, Intent]:
+            ev = _full(_event(i, {"qty": i}))
+            blocks = rng.choice([1, 4, 2000, 20_000])
+            m = self.msg(_NULLS, ev, [])
+            m = m[:-1] + zigzag(1) * blocks + b"\x00"
+            return m, Intent(MUST_ACCEPT, ev) if blocks < 16 else Intent(MUST_REJECT)
+
+        return _fill(size, one)
+
+    def int_arrays(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        # Debezium's int[]: array<["null", "long"]> of a quarter of a million items
+        def one(i: int) -> tuple[bytes, Intent]:
+            ev = _full(_event(i, {"qty": i}))
+            xs = [
+                None if rng.random() < 0.2 else rng.randrange(-(2**40), 2**40)
+                for _ in range(size // 16)
+            ]
+            return self.msg(_INTS, ev, xs), Intent(MUST_ACCEPT, ev)
+
+        return _fill(size, one)
+
+    def bad_bytes(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        # endless varints, lengths past the end, truncations, invalid UTF-8
+        good = [self.msg(_PLAIN, _full(_event(k, {"name": "x" * 40, "qty": k}))) for k in range(50)]
+
+        def one(i: int) -> tuple[bytes, Intent]:
+            kind = i % 4
+            m = rng.choice(good)
+            if kind == 0:
+                return m[:5] + b"\x02" + b"\xff" * 2000, Intent(MUST_REJECT)
+            if kind == 1:
+                return m[:5] + b"\x02\x02\x02" + b"\xfe\xff\xff\xff\x0f" + b"a" * 100, Intent(
+                    MUST_REJECT
+                )
+            if kind == 2:
+                return m[: rng.randrange(5, len(m) - 1)], Intent(MUST_REJECT)
+            ev = _full(_event(i, {"name": "PLACEHOLDER" * 1000}))
+            bad = self.msg(_PLAIN, ev).replace(b"PLACEHOLDER" * 1000, b"a" * 10_999 + b"\xff")
+            return bad, Intent(MUST_REJECT)
+
+        return _fill(size, one)
+
+    def long_values(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        def one(i: int) -> tuple[bytes, Intent]:
+            s = "".join(rng.choices("abcdéü€😀 ", k=size // 12))
+            ev = _full(_event(i, {"name": s, "blob": rng.randbytes(size // 12)}))
+            return self.msg(_PLAIN, ev), Intent(MUST_ACCEPT, ev)
+
+        return _fill(size, one)
+
+    def one_key(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        pool = []
+        for ev in _one_key_events(rng):
+            full = _full(ev)
+            pool.append((self.msg(_PLAIN, full), Intent(MUST_ACCEPT, full)))
+        return _fill(size, lambda i: rng.choice(pool))
+
+
+def _avro_cases() -> list[HostileCase]:
+    """The hostile Avro batches."""
+    g = _AvroCases()
+    cases = [
+        ("billion_laughs", g.billion_laughs),
+        ("untaken_branches", g.untaken_branches),
+        ("zero_byte_blocks", g.zero_byte_blocks),
+        ("int_arrays", g.int_arrays),
+        ("bad_bytes", g.bad_bytes),
+        ("long_values", g.long_values),
+        ("many_events_one_key", g.one_key),
+    ]
+    opts = {"registry_url": OFFLINE_URL}
+    return [HostileCase(name, "debezium-avro", build, dict(opts)) for name, build in cases]
+
+
 CASES: tuple[HostileCase, ...] = (
     *_rowv2_cases(),
     *_json_cases("json", False),
     *_json_cases("debezium", False),
     *_json_cases("debezium", True),
+    *_avro_cases(),
 )
 """Every hostile batch, for every format."""
 
@@ -448,8 +618,8 @@ def memory_limit(bytes_in: int) -> int:
 
 def modes(case: HostileCase) -> tuple[str, ...]:
     """The decoder paths of a case: the JSON formats' compiled passes and their numpy
-    fallbacks (rowv2 has one path)."""
-    return ("compiled",) if case.fmt == "rowv2" else ("compiled", "numpy")
+    fallbacks (rowv2 and Avro have one path)."""
+    return ("compiled", "numpy") if case.fmt in ("json", "debezium") else ("compiled",)
 
 
 # ====================================================================== checking
@@ -536,6 +706,8 @@ def _run_case(label: str, mode: str, seed: int, size: int) -> Cost:
     """In the child: builds, warms up, measures and checks one case."""
     case = next(c for c in CASES if c.label == label)
     _set_mode(mode)
+    if case.fmt == "debezium-avro":
+        AVRO.install()  # the schemas from this process, not a registry
     options = {k: v for k, v in case.options.items() if not k.startswith("_")}
     decoder = get_decoder(case.fmt, **options)
     msgs, intents = case.build(random.Random(seed), size)

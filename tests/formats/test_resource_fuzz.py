@@ -6,7 +6,11 @@ the envelope): declared column counts of 65,535, 4-byte ids, duplicated ids, hug
 offsets and truncated headers; events of hundreds of thousands of unknown, repeated or
 ignored members; nesting a million levels deep; numbers of a million digits; long
 strings (plain, escaped, invalid UTF-8), member names and base64 values; many events on
-one key. The JSON cases run on the compiled passes and on their numpy fallbacks.
+one key. The JSON cases run on the compiled passes and on their numpy fallbacks. The
+Avro cases (Debezium Avro, the schemas served in-process) add hostile schemas (issue 49):
+a "billion laughs" schema refused at load, thousands of types in a branch no message
+takes, arrays of nulls in thousands of one-item blocks, Debezium ``int[]`` arrays of a
+quarter of a million items, endless varints, lengths past the end, truncations.
 
 How it is measured (:func:`tests.formats.hostile.measure`): each case is decoded in a
 child forked from a fork server that has already imported numpy, pyarrow and cdc_sink.
@@ -69,5 +73,11 @@ def test_hostile_input_costs_a_bounded_amount_per_byte(case: HostileCase, mode: 
 
 def test_every_format_and_path_has_hostile_cases() -> None:
     formats = {(c.fmt, bool(c.options.get("_envelope"))) for c in CASES}
-    assert formats == {("rowv2", False), ("json", False), ("debezium", False), ("debezium", True)}
+    assert formats == {
+        ("rowv2", False),
+        ("json", False),
+        ("debezium", False),
+        ("debezium", True),
+        ("debezium-avro", False),
+    }
     assert {m for _, m in RUNS} == {"compiled", "numpy"}
