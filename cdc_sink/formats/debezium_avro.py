@@ -61,7 +61,11 @@ from cdc_sink.formats._arrays import (
 )
 from cdc_sink.formats._arrays_runs import Columns, decode_in_runs
 from cdc_sink.formats._avro_encode import debezium_avro_encoder
-from cdc_sink.formats._avro_evolution import SchemaEvolutionError, schema_changes
+from cdc_sink.formats._avro_evolution import (
+    RegistryEvolution,
+    SchemaEvolutionError,
+    schema_changes,
+)
 from cdc_sink.formats._avro_read import Reader, Val, padded
 from cdc_sink.formats._avro_rows import (
     RunColumns,
@@ -72,7 +76,7 @@ from cdc_sink.formats._avro_rows import (
 )
 from cdc_sink.formats._avro_schema import Node
 from cdc_sink.formats._avro_values import raw_text
-from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, FormatName
+from cdc_sink.formats._base import TS_MISSING, Decoded, Decoder, FormatName, SchemaEvolution
 from cdc_sink.formats._debezium_events import placeholder_forms
 from cdc_sink.formats._debezium_source import binlog_numbers, binlog_seq
 from cdc_sink.formats.avro_wire import (
@@ -156,6 +160,11 @@ class DebeziumAvroDecoder(Decoder):
         self.schema_evolution = check_choice(
             "schema_evolution", schema_evolution, ("none", "add_columns")
         )
+
+    def evolution(self) -> SchemaEvolution | None:
+        """With ``schema_evolution="add_columns"``, the columns of the registry's schemas
+        (:class:`~._avro_evolution.RegistryEvolution`, calling :meth:`schema_changes`)."""
+        return RegistryEvolution(self) if self.schema_evolution == "add_columns" else None
 
     def schema_changes(self, ids: Iterable[int], schema: TableSchema) -> list[tuple[str, str]]:
         """The columns (name, type) the table must gain to take the rows of the schemas
