@@ -64,7 +64,7 @@ FLAG_NAMES: Mapping[FieldPath, str] = types.MappingProxyType(
 
 _NOTES: Mapping[FieldPath, str] = types.MappingProxyType(
     {
-        ("app_id",): "the job's default: from the checkpoint",
+        ("app_id",): "the job derives it from the checkpoint instead",
         ("decode", "options"): "VALUE is parsed as JSON when it parses, else taken as a string",
         ("storage_options",): "a secret here is refused: credentials come from the environment",
     }
@@ -91,7 +91,7 @@ class OptionFlag:
         default: The field's default.
         choices: The values of a ``choice`` (with ``none`` for None, when the field takes
             None and its default is another value).
-        help: The field's attribute docstring, first sentence.
+        help: The field's attribute docstring, up to its first sentence's end or ``;``.
     """
 
     path: FieldPath
@@ -117,7 +117,7 @@ class OptionFlag:
                 self.flag, action="append", default=[], metavar="KEY=VALUE", help=text
             )
             return
-        text += f" (default {shown})" if shown is not None else ""
+        text += f" (default {shown})" if shown is not None and self.kind != "bool" else ""
         if self.kind == "bool":
             action = "store_true" if not self.default else argparse.BooleanOptionalAction
             parser.add_argument(self.flag, action=action, default=self.default, help=text)
@@ -230,7 +230,7 @@ def _help_text(doc: str) -> str:
         r":\w+:`(~?)([^`]*)`", lambda m: m[2].rsplit(".", 1)[-1] if m[1] else m[2], text
     )
     text = text.replace("``", "")
-    first = re.split(r"(?<=\.)\s+(?=[A-Z])", text, maxsplit=1)[0]
+    first = re.split(r"(?<=\.)\s+(?=[A-Z])|;\s+", text, maxsplit=1)[0]
     return first.rstrip(" .").replace("%", "%%")
 
 

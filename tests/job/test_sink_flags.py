@@ -131,8 +131,8 @@ def test_the_help_is_the_fields_docstring() -> None:
     assert flags["--page-rows"].help == "Rows per page (fixed at creation)"
     assert flags["--stats-limit"].help == "How many per-batch stats SinkFunction.stats keeps"
     assert all(f.help for f in option_flags())  # every field has its docstring
-    text = build_parser().format_help()
-    assert "Rows per page (fixed at creation) (default 65536)" in " ".join(text.split())
+    text = " ".join(build_parser().format_help().split())
+    assert "Rows per page (fixed at creation) (default 65536)" in text
     assert "(default 0o640)" in text  # --file-mode shown as permission bits
 
 
