@@ -5,20 +5,26 @@ each a fixed sequence of encodings. :class:`Reader` therefore reads one *field* 
 record in one numpy step (all the records' varints, lengths or floats at once, each at
 its own offset), then the next field, keeping one read offset per record; a union reads
 every record's branch index, then each branch on the records that took it. What comes
-out is a tree of :class:`Val` (one per schema node) holding numpy columns: integers,
+out is a tree of :class:`Val` (one per schema node read) holding numpy columns: integers,
 floats, byte spans into the message buffer, branch indices. The cost is a few numpy
-operations per field of the schema, whatever the number of records.
+operations per field the records hold, whatever the number of records: a branch no
+record takes and a type whose values take no bytes (``null``, records of them) are not
+walked (:func:`unread`: their fields are made when a decoder asks for them), and the
+schema's expansion is bounded when it is loaded (:data:`~._avro_schema.MAX_EXPANDED`).
 
-Arrays and maps are walked block by block and item by item (one step per item index, over
-the records that still have items): the decoders read no column from them, only their
-bytes are skipped (a block given with its byte size is skipped at once).
+Arrays and maps are skipped (the decoders read no column from them) block by block: a
+block of fixed-width items at once, a block of items made of varints by jump tables
+(:mod:`._avro_skip`), other items item by item (one step per item index, over the
+records that still have items); a block given with its byte size at once. A record may
+have :data:`MAX_BLOCKS` blocks and one more per :data:`BYTES_PER_BLOCK` of its bytes.
 
 Nothing here raises on message bytes. A record whose bytes do not fit its schema (a
 varint longer than 10 bytes or past the end, a length or count past the end, a union
 branch or enum symbol out of range, a boolean byte that is not 0 or 1, trailing bytes)
 gets a reason; its offset jumps to its end so that what follows reads nothing from it.
 Every read is bounds-checked against the record's own end, and a count is refused when
-it exceeds the bytes left, so the work and memory of a record are bounded by its size.
+it exceeds the bytes left (items of no bytes: :data:`ZERO_ITEMS_PER_BLOCK`), so the work
+and memory of a record are bounded by its size.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 
 from cdc_sink.formats._arrays import refuse, unaligned
 from cdc_sink.formats._avro_schema import Node
-from cdc_sink.formats._avro_skip import MAX_ITEM_BYTES, Jumps, item_bytes
+from cdc_sink.formats._avro_skip import Jumps, item_bytes, map_entry
 
 __all__ = [
     "BYTES_PER_BLOCK",
@@ -255,7 +261,8 @@ class Reader:
         or split it in blocks of many bytes; tiny blocks only make work)."""
         assert node.items is not None
         width = node.items.width if node.kind == "array" else -1
-        item_size = item_bytes(node.items) if node.kind == "array" else -1
+        item = node.items if node.kind == "array" else map_entry(node.items)
+        tabled = item_bytes(item) > 0  # jump tables (:mod:`._avro_skip`)
         jumps: Jumps | None = None
         active = rows
         while len(active):
@@ -282,13 +289,15 @@ class Reader:
             if width >= 0:
                 self.pos[items] += todo * width  # the whole block at once
                 continue
-            if 0 < item_size <= MAX_ITEM_BYTES and len(items):  # many items at once
+            if tabled and len(items):  # many items at once
                 if jumps is None:
                     hi = int(self.end[items].max())
-                    jumps = Jumps(self._pad, int(self.pos[items].min()), hi, node.items)
+                    jumps = Jumps(self._pad, int(self.pos[items].min()), hi, item)
                 after = jumps.skip(self.pos[items], todo, self.end[items])
                 bad = after < 0
-                self._fail(items[bad], "array item does not fit its type or runs past the end")
+                self._fail(
+                    items[bad], f"{node.kind} item does not fit its type or runs past the end"
+                )
                 self.pos[items[~bad]] = after[~bad]
                 continue
             while len(items):

@@ -30,37 +30,47 @@ import numpy as np
 
 from cdc_sink.formats._avro_schema import Node
 
-__all__ = ["MAX_ITEM_BYTES", "Jumps", "item_bytes"]
+__all__ = ["UNBOUNDED", "Jumps", "item_bytes", "map_entry"]
 
-MAX_ITEM_BYTES = 4096
-"""Largest item (in bytes) skipped with jump tables; larger item types go item by item."""
-_CHUNK = 1 << 16
+UNBOUNDED = 1 << 30
+"""The size :func:`item_bytes` gives an item with a string or bytes in it: its size is
+read from its bytes (an item too large for the tables is stepped by its type)."""
+_CHUNK = 1 << 14
 _MAX_BRANCHES = 64  # branch indices of one byte
 _MAX_JUMP = 64
+_K = np.arange(10, dtype=np.int64)
 
 Step = Callable[[np.ndarray], np.ndarray]
 """Where an item starting at each position ends (-1: not an item there)."""
 
 
 def item_bytes(node: Node) -> int:
-    """The most bytes an item of ``node`` takes, or -1 when ``node`` is not a type
-    this module skips (a string, bytes, an array or map, a wide union or enum)."""
+    """The most bytes an item of ``node`` takes (:data:`UNBOUNDED` with a string or
+    bytes in it), or -1 when ``node`` is not a type this module skips (an array or map,
+    a wide union or enum)."""
     kind = node.kind
     if node.width >= 0:
         return node.width
     if kind in ("int", "long"):
         return 10
+    if kind in ("string", "bytes"):
+        return UNBOUNDED
     if kind == "enum":
         return 1 if len(node.symbols) <= _MAX_BRANCHES else -1
     if kind == "union":
         if len(node.branches) > _MAX_BRANCHES:
             return -1
         sizes = [item_bytes(b) for b in node.branches]
-        return -1 if -1 in sizes else 1 + max(sizes)
+        return -1 if -1 in sizes else min(1 + max(sizes), UNBOUNDED)
     if kind == "record":
         sizes = [item_bytes(t) for _, t in node.fields]
-        return -1 if -1 in sizes else sum(sizes)
+        return -1 if -1 in sizes else min(sum(sizes), UNBOUNDED)
     return -1
+
+
+def map_entry(values: Node) -> Node:
+    """A map's entry as the record of its key and value (skipped like an array item)."""
+    return Node("record", fields=[("key", Node("string")), ("value", values)])
 
 
 class _Span:
@@ -68,7 +78,7 @@ class _Span:
     in one byte each: 11 means longer than 10 bytes)."""
 
     def __init__(self, data: np.ndarray, lo: int, hi: int, extra: int) -> None:
-        self.lo = lo
+        self.lo, self.limit = lo, hi - lo  # no item ends past the records' ends
         n = hi - lo + extra
         d = data[lo : lo + n + 10]  # a view where the buffer's padding is enough
         if len(d) < n + 10:
@@ -99,12 +109,31 @@ class _Span:
             return lambda q: q + w
         if kind in ("int", "long"):
             return lambda q: np.where(self.vlen[q] <= 10, q + self.vlen[q], -1)
+        if kind in ("string", "bytes"):
+            return self._blob
         if kind == "enum":
             k = len(node.symbols)
             return lambda q: np.where((self.small(q) >= 0) & (self.small(q) < k), q + 1, -1)
         if kind == "union":
             return self._union([self.step(b) for b in node.branches])
         return self._record([self.step(t) for _, t in node.fields])
+
+    def _blob(self, q: np.ndarray) -> np.ndarray:
+        """A length (a varint) and that many bytes; past the span: -1."""
+        n = self.vlen[q].astype(np.int64)
+        length = self.small(q)
+        wide = np.flatnonzero((n > 1) & (n <= 10))
+        if len(wide):  # lengths of more than one byte, decoded whole
+            qw = q[wide]
+            b = self.data[qw[:, None] + _K].astype(np.uint64) & np.uint64(0x7F)
+            keep = n[wide][:, None] > _K
+            u = np.bitwise_or.reduce(np.where(keep, b << (7 * _K).astype(np.uint64), 0), axis=1)
+            u = u.astype(np.uint64)
+            length[wide] = (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(
+                np.int64
+            )
+        out = q + n + length
+        return np.where((n <= 10) & (length >= 0) & (out <= self.limit), out, -1)
 
     def _union(self, branches: list[Step]) -> Step:
         def step(q: np.ndarray) -> np.ndarray:
@@ -114,17 +143,17 @@ class _Span:
                 at = np.flatnonzero(idx == i)
                 if len(at):
                     out[at] = f(q[at] + 1)
-            return out
+            return np.where(out <= self.limit, out, -1)
 
         return step
 
-    @staticmethod
-    def _record(fields: list[Step]) -> Step:
+    def _record(self, fields: list[Step]) -> Step:
         def step(q: np.ndarray) -> np.ndarray:
             x = q.astype(np.int64)
             for f in fields:
                 ok = np.flatnonzero(x >= 0)
                 x[ok] = f(x[ok])
+                x[x > self.limit] = -1
             return x
 
         return step
@@ -132,6 +161,10 @@ class _Span:
 
 class Jumps:
     """Item sizes at every position of a span and their J-item compositions.
+
+    An item larger than the tables' integers hold (a long string) is marked so, and
+    stepped by its type where it is met (each such item is that many bytes long, so there
+    are few of them).
 
     Args:
         data: The padded message buffer.
@@ -144,18 +177,17 @@ class Jumps:
         size = max(item_bytes(item), 1)
         self.lo, self.n = lo, hi - lo + 1
         dtype = np.uint8 if size * 2 <= 255 else np.uint16
-        top = np.iinfo(dtype).max
-        span = _Span(data, lo, hi, size + 1)
-        step = span.step(item)
+        self.big = int(np.iinfo(dtype).max)  # the item is this size or more
+        span = _Span(data, lo, hi, min(size, 1 << 12) + 1)
+        self.step = span.step(item)
         d = np.zeros(self.n, dtype)
         for a in range(0, self.n, _CHUNK):
             q = np.arange(a, min(a + _CHUNK, self.n), dtype=np.int64)
-            nxt = step(q)
-            d[a : a + len(q)] = np.where(nxt > q, nxt - q, 0).astype(dtype)
-        del span
+            nxt = self.step(q)
+            d[a : a + len(q)] = np.where(nxt > q, np.minimum(nxt - q, self.big), 0).astype(dtype)
         self.one = d
         self.j, dj = 1, d
-        while self.j * 2 <= _MAX_JUMP and size * self.j * 2 <= top:
+        while self.j * 2 <= _MAX_JUMP and (size >= self.big or size * self.j * 2 < self.big):
             dj = self._double(dj)
             self.j *= 2
         self.many = dj
@@ -167,27 +199,31 @@ class Jumps:
             first = d[q].astype(np.int64)
             second = d[np.minimum(q + first, self.n - 1)].astype(np.int64)
             ok = (first > 0) & (second > 0) & (q + first < self.n)
-            out[q] = np.where(ok, first + second, 0).astype(d.dtype)
+            out[q] = np.where(ok, np.minimum(first + second, self.big), 0).astype(d.dtype)
         return out
 
     def skip(self, pos: np.ndarray, count: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Where ``count`` items from each ``pos`` end (-1: an item is not valid, or
-        runs past ``end``)."""
+        runs past ``end``): J items at a time where J are left and are not a large
+        item, else one."""
         x = pos - self.lo
         stop = end - self.lo
-        rem = count.copy()
+        rem = count.astype(np.int64)
         live = np.flatnonzero(rem > 0)
-        for table, j in ((self.many, self.j), (self.one, 1)):
-            while len(live):
-                go = live[rem[live] >= j]
-                if not len(go):
-                    break
-                d = table[np.minimum(x[go], self.n - 1)].astype(np.int64)
-                x[go] = np.where(d > 0, x[go] + d, -1)
-                rem[go] -= j
-                dead = go[(d == 0) | (x[go] > stop[go])]
-                x[dead] = -1
-                rem[dead] = 0
-                live = live[rem[live] > 0]
-            live = np.flatnonzero(rem > 0)
+        while len(live):
+            at = np.minimum(x[live], self.n - 1)
+            jump = self.many[at].astype(np.int64)
+            far = (rem[live] >= self.j) & (jump > 0) & (jump < self.big)
+            d = np.where(far, jump, self.one[at].astype(np.int64))
+            large = ~far & (d >= self.big)
+            if large.any():  # an item too large for the tables: stepped by its type
+                r = live[large]
+                d[large] = np.maximum(self.step(x[r]) - x[r], 0)
+            go = d > 0
+            x[live] = np.where(go, x[live] + d, -1)
+            rem[live] -= np.where(far, self.j, 1)
+            dead = live[~go | (x[live] > stop[live])]
+            x[dead] = -1
+            rem[dead] = 0
+            live = live[rem[live] > 0]
         return np.where(x >= 0, x + self.lo, -1)

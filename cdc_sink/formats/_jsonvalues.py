@@ -14,8 +14,9 @@ float32, float64       numbers (``NaN``/``Infinity`` included); a finite literal
                        ``"Infinity"``, ``"-Infinity"`` (Kafka Connect's JsonConverter)
 bool                   ``true``/``false``
 string                 strings (unescaped, valid UTF-8)
-binary                 base64 strings (standard alphabet, padded); with a Connect
-                       schema, Debezium geometries ``{"wkb": base64, "srid": n}``
+binary                 base64 strings (standard alphabet, padded); with
+                       :attr:`Hints.connect`, Debezium geometries ``{"wkb": base64,
+                       "srid": n}`` (their WKB bytes)
 date32                 ISO dates ``"YYYY-MM-DD"`` or integers (days since the epoch),
                        within 0001-01-01..9999-12-31
 timestamp[us, UTC]     ISO 8601 strings (with ``Z``/offset, or naive = UTC; 7 to 9
@@ -307,8 +308,8 @@ def _texts(cv: _Conversion) -> None:
 
 
 def _binaries(cv: _Conversion) -> None:
-    """Base64 strings; with a Connect schema, Debezium geometries too (``{"wkb": base64,
-    "srid": n}``: the column holds the WKB bytes, as the Avro decoder reads them)."""
+    """Base64 strings; with :attr:`Hints.connect`, Debezium geometries too (``{"wkb":
+    base64, "srid": n}``: the column holds the WKB bytes, as the Avro decoder reads them)."""
     raw, b = cv.strings()
     arr, b2 = b64decode(raw)
     cv.refuse(cv.txt, b | b2)

@@ -48,7 +48,8 @@ database), else the payload's ``ts_ms`` (when the connector processed it).
 
 A malformed envelope never raises: a schema that is not a Kafka Connect struct schema
 (nested deeper than 64 levels, ``fields``/``parameters`` of the wrong JSON type, a
-decimal ``scale`` that is not an integer in 0..38) rejects its events with a reason,
+decimal ``scale`` that is not an integer in 0..38, a Kafka Connect ``Decimal`` without
+its ``scale``) rejects its events with a reason,
 and any exception that still escapes the vectorized decode is isolated by bisection to
 the messages that raise it (rejected, the reason naming the exception class).
 
@@ -72,7 +73,9 @@ Value encodings (Debezium's defaults and the usual alternatives), per column typ
 - ISO timestamps with 7 to 9 fraction digits are truncated to microseconds, like
   ``NanoTimestamp`` integers; dates and timestamps outside 0001-01-01..9999-12-31 (such
   as PostgreSQL ``infinity``, written as 9223372036825200000) are rejected;
-- binary: base64 strings; other types as in the native JSON format.
+- binary: base64 strings, or Debezium geometries (``{"wkb": base64, "srid": n}``,
+  ``io.debezium.data.geometry.Geometry``/``Geography``: the column holds the WKB bytes,
+  as the Avro decoder's); other types as in the native JSON format.
 
 The envelope's ``schema`` objects are deduplicated (hashing their bytes with Arrow) and
 parsed once per distinct schema, so hints cost nothing per event. As the schema is most

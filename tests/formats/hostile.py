@@ -481,6 +481,7 @@ _LAUGHS = AVRO.register(_avro_envelope(_laughs(9, 10)), writable=False)
 _WIDE = AVRO.register(_avro_envelope(["null", _laughs(2, 20)]))
 _NULLS = AVRO.register(_avro_envelope({"type": "array", "items": "null"}))
 _INTS = AVRO.register(_avro_envelope({"type": "array", "items": ["null", "long"]}))
+_MAP = AVRO.register(_avro_envelope({"type": "map", "values": "null"}))
 
 
 def _full(ev: dict[str, Any]) -> dict[str, Any]:
@@ -540,6 +541,16 @@ class _AvroCases:
 
         return _fill(size, one)
 
+    def empty_keys(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
+        # a map of a quarter of a million entries of one byte each (an empty key, a null)
+        def one(i: int) -> tuple[bytes, Intent]:
+            ev = _full(_event(i, {"qty": i}))
+            n = size // 8
+            m = self.msg(_MAP, ev, {})[:-1] + zigzag(n) + b"\x00" * n + b"\x00"
+            return m, Intent(MUST_ACCEPT, ev)
+
+        return _fill(size, one)
+
     def bad_bytes(self, rng: random.Random, size: int) -> tuple[list[bytes], list[Intent]]:
         # endless varints, lengths past the end, truncations, invalid UTF-8
         good = [self.msg(_PLAIN, _full(_event(k, {"name": "x" * 40, "qty": k}))) for k in range(50)]
@@ -585,6 +596,7 @@ def _avro_cases() -> list[HostileCase]:
         ("untaken_branches", g.untaken_branches),
         ("zero_byte_blocks", g.zero_byte_blocks),
         ("int_arrays", g.int_arrays),
+        ("map_of_empty_keys", g.empty_keys),
         ("bad_bytes", g.bad_bytes),
         ("long_values", g.long_values),
         ("many_events_one_key", g.one_key),

@@ -297,3 +297,73 @@ def test_an_item_that_is_not_of_its_type_refuses_its_record_only():
     truncated = zigzag(3) + items[:-1]
     _, reasons = _read(schema, [good, branch, good, endless, short, truncated, good])
     assert [r is None for r in reasons] == [True, False, True, False, False, False, True]
+
+
+BLOB_ITEMS: dict[str, tuple[Any, Any]] = {
+    "string": ({"type": "array", "items": "string"}, lambda r, big: "é" * (big or r.randrange(9))),
+    "nullable bytes": (
+        {"type": "array", "items": ["null", "bytes"]},
+        lambda r, big: None if r.random() < 0.3 else r.randbytes(big or r.randrange(200)),
+    ),
+    "map of longs": ({"type": "map", "values": "long"}, None),
+    "map of records": (
+        {
+            "type": "map",
+            "values": {
+                "type": "record",
+                "name": "V",
+                "fields": [{"name": "s", "type": "string"}, {"name": "n", "type": "int"}],
+            },
+        },
+        None,
+    ),
+}
+
+
+def _blob_items(name: str, rnd: Any, k: int, big: int) -> Any:
+    kind, make = BLOB_ITEMS[name]
+    if make is not None:
+        return [make(rnd, big if i == k // 2 else 0) for i in range(k)]
+    if kind["values"] == "long":
+        return {
+            f"k{i}" + "x" * (big if i == k // 2 else 0): rnd.randrange(-(2**40), 2**40)
+            for i in range(k)
+        }
+    return {f"k{i}": {"s": "y" * (big if i == k // 2 else i % 7), "n": i} for i in range(k)}
+
+
+@pytest.mark.parametrize("item", list(BLOB_ITEMS))
+def test_arrays_and_maps_with_strings_are_skipped_as_fastavro_reads_them(
+    item: str, reads: list[int]
+):
+    import random
+
+    rnd = random.Random(7)
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "xs", "type": BLOB_ITEMS[item][0]}, {"name": "n", "type": "long"}],
+    }
+    counts = [0, 1, 2, 3, 63, 64, 65, 3000] + [rnd.randrange(30) for _ in range(30)]
+    bigs = [0] * len(counts)
+    bigs[1] = bigs[6] = 70_000  # an item larger than the tables hold
+    records = [
+        {"xs": _blob_items(item, rnd, k, big), "n": rnd.randrange(-9, 9)}
+        for k, big in zip(counts, bigs, strict=True)
+    ]
+    val, reasons = _read(schema, _write(schema, records))
+    assert (reasons == None).all(), reasons  # noqa: E711
+    assert val.children["n"].ints.tolist() == [r["n"] for r in records]  # type: ignore[union-attr]
+    assert reads[0] <= 3
+
+
+def test_a_map_of_a_million_empty_keys_is_skipped_at_once(reads: list[int]):
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "m", "type": {"type": "map", "values": "null"}}],
+    }
+    blob = zigzag(1 << 20) + b"\x00" * (1 << 20) + b"\x00"  # a block of 2**20 "" keys
+    _, reasons = _read(schema, [blob, blob[:-2]])
+    assert reasons[0] is None and reasons[1] is not None
+    assert reads[0] <= 2

@@ -10,7 +10,8 @@ one key. The JSON cases run on the compiled passes and on their numpy fallbacks.
 Avro cases (Debezium Avro, the schemas served in-process) add hostile schemas (issue 49):
 a "billion laughs" schema refused at load, thousands of types in a branch no message
 takes, arrays of nulls in thousands of one-item blocks, Debezium ``int[]`` arrays of a
-quarter of a million items, endless varints, lengths past the end, truncations.
+quarter of a million items, maps of as many empty keys, endless varints, lengths past the
+end, truncations.
 
 How it is measured (:func:`tests.formats.hostile.measure`): each case is decoded in a
 child forked from a fork server that has already imported numpy, pyarrow and cdc_sink.
