@@ -1,25 +1,29 @@
-"""Skipping many Avro array items at once, by jump tables over the bytes (private).
+"""Skipping many Avro array items and map entries at once, by jump tables (private).
 
-The decoders keep no value of an array (:mod:`._avro_read`); they need only where it
-ends. Items of a fixed width are skipped a block at once; this module skips items whose
-size depends on their bytes but which hold no length-prefixed data: ``int``, ``long``,
-``enum``, ``boolean``, fixed-width types, unions of them (Debezium's ``int[]`` is an
-``array<["null", "long"]>``) and records of them. For such an item type T:
+The decoders keep no value of an array or a map (:mod:`._avro_read`); they need only
+where it ends. Items of a fixed width are skipped a block at once; this module skips the
+items whose size depends on their bytes: ``int``, ``long``, ``enum``, ``boolean``,
+``string``, ``bytes``, fixed-width types, unions of them (Debezium's ``int[]`` is an
+``array<["null", "long"]>``) and records of them, and map entries (a key and a value).
+For such an item type T (:func:`item_bytes` is not -1; an array or map inside an item
+is not such a type, and goes item by item):
 
-- :func:`item_sizes` gives, for *every* byte position p of the span the records' arrays
-  lie in, the bytes an item of T starting at p would take (0: the bytes there are not a
-  T), evaluated a chunk of positions at a time (varint lengths from the continuation
-  bits, union branches from one-byte indices, records composed field by field);
-- :class:`Jumps` composes that table with itself into the bytes of J items in a row
+- :class:`Jumps` gives, for *every* byte position p of the span the records' items lie
+  in, the bytes an item of T starting at p would take (0: the bytes there are not a T),
+  evaluated a chunk of positions at a time (varint lengths from the continuation bits,
+  union branches from one-byte indices, lengths decoded, records composed field by
+  field); an item larger than the table's integers hold is marked so;
+- it composes that table with itself into the bytes of J items in a row
   (D_2J[p] = D_J[p] + D_J[p + D_J[p]]), J as large as the table's integer width allows;
-- :meth:`Jumps.skip` then moves every record over its block's items, J at a time, then
-  one at a time: one numpy step for J items of every record, instead of a walk of T's
-  types per item.
+- :meth:`Jumps.skip` then moves every record over its block's items, J at a time where
+  J are left, else one (a marked item stepped by its type: there are few, as each is
+  large): one numpy step for J items of every record, instead of a walk of T's types
+  per item.
 
 Memory is a few bytes per byte of the span (the tables are ``uint8`` or ``uint16``;
 positions are computed in chunks). An item whose bytes are not a T (a varint of more
-than 10 bytes, a branch out of range, a boolean byte other than 0 or 1) makes its record
-bad, as does an item that runs past the record's end.
+than 10 bytes, a branch out of range, a boolean byte other than 0 or 1, a negative
+length) makes its record bad, as does an item that runs past the record's end.
 """
 
 from __future__ import annotations
