@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from cdc_sink.errors import InvalidOption
 from cdc_sink.storage.change_codec import WAL_CODECS, WalCompression
-from cdc_sink.storage.fsutil import DEFAULT_FILE_MODE, check_file_mode
 from cdc_sink.storage.objectstore.cache import DEFAULT_CACHE_BYTES
+from cdc_sink.storage.objectstore.local import DEFAULT_FILE_MODE, check_file_mode
 from cdc_sink.storage.pages import PAGE_CODECS, PageCompression
 
 __all__ = ["TableOptions"]
