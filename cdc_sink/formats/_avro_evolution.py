@@ -26,13 +26,13 @@ from cdc_sink.errors import SchemaEvolutionError
 from cdc_sink.formats._avro_schema import Node
 from cdc_sink.formats._avro_values import type_name
 from cdc_sink.formats._base import SchemaEvolution
-from cdc_sink.formats._jsonvalues import UNIT_DAYS, UNIT_TIME_OF_DAY
 from cdc_sink.formats.avro_wire import (
     HEADER_BYTES,
     RegistrySettings,
     SchemaLookup,
     SchemaRegistryUnavailable,
 )
+from cdc_sink.formats.value_ranges import UNIT_DAYS, UNIT_TIME_OF_DAY
 from cdc_sink.schema import TableSchema, parse_type
 
 __all__ = ["RegistryEvolution", "SchemaEvolutionError", "column_type", "schema_changes"]

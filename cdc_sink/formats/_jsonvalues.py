@@ -75,11 +75,11 @@ from cdc_sink.formats.value_ranges import (
     MAX_MICROS,
     MIN_DAY,
     MIN_MICROS,
+    UNIT_DAYS,
     UNIT_MS,
     UNIT_NS,
+    UNIT_TIME_OF_DAY,
 )
-from cdc_sink.formats.value_ranges import UNIT_DAYS as UNIT_DAYS
-from cdc_sink.formats.value_ranges import UNIT_TIME_OF_DAY as UNIT_TIME_OF_DAY
 from cdc_sink.schema import Column
 
 _ZONED = r"[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$"
