@@ -81,6 +81,7 @@ from cdc_sink.formats._debezium_events import placeholder_forms
 from cdc_sink.formats._debezium_source import binlog_numbers, binlog_seq
 from cdc_sink.formats.avro_wire import (
     HEADER_BYTES,
+    MAX_NEW_IDS,
     RegistrySettings,
     SchemaLookup,
     fetch_schemas,
@@ -114,6 +115,9 @@ class DebeziumAvroDecoder(Decoder):
         registry_auth: ``"user:password"`` for HTTP basic auth.
         registry_ssl: TLS files: ``ca_location``, ``certificate_location``,
             ``key_location``.
+        registry_max_new_ids: How many schema ids this process has not looked up yet one
+            batch may name (more fail the batch with ``TooManySchemaIds`` before any
+            request: messages naming ids the registry never gave).
         timestamp_unit: Unit of integer timestamp fields whose schema names none.
         ignore_unknown_columns: Ignore fields of ``after`` the table does not have.
         unavailable_value_placeholder: As :class:`~.debezium.DebeziumDecoder`'s.
@@ -138,6 +142,7 @@ class DebeziumAvroDecoder(Decoder):
         registry_timeout: float = 10.0,
         registry_auth: str | None = None,
         registry_ssl: Mapping[str, str] | None = None,
+        registry_max_new_ids: int = MAX_NEW_IDS,
         timestamp_unit: Literal["ms", "us", "ns"] = "us",
         ignore_unknown_columns: bool = False,
         unavailable_value_placeholder: str | bytes | None = UNAVAILABLE_VALUE,
@@ -150,6 +155,13 @@ class DebeziumAvroDecoder(Decoder):
             self.registry = RegistrySettings.from_options(
                 registry_url, registry_timeout, registry_auth, registry_ssl
             )
+        if type(registry_max_new_ids) is not int or registry_max_new_ids < 1:
+            raise InvalidOption(
+                "decoder option 'registry_max_new_ids' must be an int >= 1, "
+                f"got {registry_max_new_ids!r}",
+                option="registry_max_new_ids",
+            )
+        self.registry_max_new_ids = registry_max_new_ids
         self.timestamp_unit = check_choice("timestamp_unit", timestamp_unit, tuple(_UNITS))
         self.ignore_unknown_columns = check_bool("ignore_unknown_columns", ignore_unknown_columns)
         forms = placeholder_forms(unavailable_value_placeholder)
@@ -185,7 +197,7 @@ class DebeziumAvroDecoder(Decoder):
                 "the 'debezium-avro' decoder needs the decoder option 'registry_url'",
                 option="registry_url",
             )
-        lookups = fetch_schemas(self.registry, wanted)
+        lookups = fetch_schemas(self.registry, wanted, max_new_ids=self.registry_max_new_ids)
         return schema_changes(self.registry, lookups, wanted, schema)
 
     def decode_with_meta(
@@ -200,7 +212,10 @@ class DebeziumAvroDecoder(Decoder):
 
         Raises:
             SchemaRegistryUnavailable: The registry could not be reached for a schema id
-                that is not cached yet (nothing is decoded).
+                that is not cached yet (nothing is decoded); ``SchemaRegistryMismatch``
+                when it knows none of the batch's ids and looks like the wrong registry.
+            TooManySchemaIds: The batch names more new schema ids than
+                ``registry_max_new_ids``.
             InvalidOption: A message needs a schema and no ``registry_url`` was given.
         """
         parts = binary_parts(values)
@@ -233,7 +248,7 @@ class DebeziumAvroDecoder(Decoder):
                 "the 'debezium-avro' decoder needs the decoder option 'registry_url'",
                 option="registry_url",
             )
-        return fetch_schemas(self.registry, wanted)
+        return fetch_schemas(self.registry, wanted, max_new_ids=self.registry_max_new_ids)
 
     def _decode_run(
         self,

@@ -51,7 +51,9 @@ class OfflineRegistry:
         fastavro.schemaless_writer(buf, self.parsed[sid], datum)
         return header(sid) + buf.getvalue()
 
-    def lookups(self, settings: Any, ids: Iterable[int]) -> dict[int, SchemaLookup]:
+    def lookups(
+        self, settings: Any, ids: Iterable[int], *, max_new_ids: int = 0
+    ) -> dict[int, SchemaLookup]:
         """What :func:`~cdc_sink.formats.avro_wire.fetch_schemas` gives for ``ids``."""
         out: dict[int, SchemaLookup] = {}
         for sid in sorted(set(int(i) for i in ids)):

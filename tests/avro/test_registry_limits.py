@@ -154,6 +154,24 @@ def test_a_batch_naming_more_new_ids_than_the_limit_fails_before_any_fetch(
     assert sum(registry.gets.values()) == 0
 
 
+def test_the_decoder_option_sets_how_many_new_ids_a_batch_may_name(registry: Registry) -> None:
+    registry.knows(1, 2, 3)
+    dec = DebeziumAvroDecoder(registry_url=registry.url, registry_max_new_ids=2)
+    with pytest.raises(TooManySchemaIds, match="more than the 2 a batch") as info:
+        dec.decode_with_meta(_messages([1, 2, 3]), MYSQL_CUSTOMERS)
+    assert (info.value.count, info.value.limit) == (3, 2)
+    assert sum(registry.gets.values()) == 0
+    assert len(dec.decode_with_meta(_messages([1, 2]), MYSQL_CUSTOMERS).batch) == 2
+    assert len(dec.decode_with_meta(_messages([1, 2, 3]), MYSQL_CUSTOMERS).batch) == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "10", True])
+def test_a_bad_new_ids_limit_is_an_invalid_option(bad: Any) -> None:
+    with pytest.raises(InvalidOption) as info:
+        DebeziumAvroDecoder(registry_url="http://127.0.0.1:1", registry_max_new_ids=bad)
+    assert info.value.option == "registry_max_new_ids"
+
+
 def test_new_ids_are_fetched_together_over_kept_alive_connections(registry: Registry) -> None:
     ids = list(range(1, 201))
     registry.knows(*ids)
