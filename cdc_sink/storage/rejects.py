@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from cdc_sink.changes import Rejects
 from cdc_sink.errors import WalCorruption
+from cdc_sink.storage.bounded_ipc import check_expansion, expansion_limit
 from cdc_sink.storage.layout import REJECTS_DIR, attempt_stem, rejects_file
 from cdc_sink.storage.log_entry import LogEntry
 from cdc_sink.storage.objectstore import StoreLike, as_store
@@ -123,6 +124,17 @@ def read_rejects(where: StoreLike, rel: str) -> pa.Table:
             or ``rel`` is no rejects path of the table.
     """
     path, data = read_committed_object(where, "rejects", rel, "a rejects file named by the log")
+    if data[:6] != b"ARROW1":
+        raise WalCorruption("rejects file is not an Arrow IPC file", path=path, offset=0)
+    # An IPC file is its stream after 8 bytes of magic and padding: its decompressed size
+    # is checked from the metadata before Arrow allocates it (a zstd bomb is refused).
+    check_expansion(
+        memoryview(data)[8:],
+        limit=expansion_limit(len(data)),
+        what="rejects file",
+        path=path,
+        offset=8,
+    )
     try:
         table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
     except (pa.ArrowInvalid, OSError) as exc:

@@ -30,6 +30,7 @@ from cdc_sink.storage.framing import RECORD_HEADER_SIZE
 from cdc_sink.storage.objectstore import ObjectStore, as_store
 from cdc_sink.storage.pages import PageFileWriter, PageReader
 from cdc_sink.storage.preimages import preimages_schema, read_preimages, write_preimages
+from cdc_sink.storage.rejects import REJECTS_SCHEMA, read_rejects, write_rejects
 from cdc_sink.storage.segments import read_change_segment, write_change_segment
 from cdc_sink.storage.wal import WAL_MAGIC, decode_segment, encode_segment
 from tests.fixtures import ID_A
@@ -228,3 +229,27 @@ def test_a_page_that_would_decompress_past_the_expansion_limit_is_wal_corruption
     with pytest.raises(WalCorruption, match="would decompress") as err:
         PageReader(str(tmp_path)).array(loc)
     assert err.value.offset == loc.offset
+
+
+def test_a_rejects_file_that_would_decompress_past_the_limit_is_wal_corruption(
+    store: ObjectStore,
+) -> None:
+    rel = write_rejects(store, VERSION, REJECTS_SCHEMA.empty_table())
+    zeros = pa.array(np.zeros(BOMB_ROWS, dtype=np.int64))
+    sink = pa.BufferOutputStream()
+    opts = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_file(sink, pa.schema([("c0", pa.int64())]), options=opts) as w:
+        w.write_batch(pa.RecordBatch.from_arrays([zeros], names=["c0"]))
+    bomb = sink.getvalue().to_pybytes()
+    assert len(bomb) < 64 << 10
+    store.put(rel, bomb)
+    with pytest.raises(WalCorruption, match="would decompress") as err:
+        read_rejects(store, rel)
+    assert err.value.offset == 8
+
+
+def test_a_rejects_file_that_is_no_arrow_file_is_wal_corruption(store: ObjectStore) -> None:
+    rel = write_rejects(store, VERSION, REJECTS_SCHEMA.empty_table())
+    store.put(rel, b"PAR1" + b"\0" * 64)
+    with pytest.raises(WalCorruption, match="not an Arrow IPC file"):
+        read_rejects(store, rel)
