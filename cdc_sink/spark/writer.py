@@ -42,6 +42,12 @@ goes through one :class:`~cdc_sink.transaction.Transaction` of the table. Per mi
 
 The commit protocol behind steps 3-4 is described in docs/architecture.md §4.
 
+Two parts: :class:`SinkFunction`, the ``foreachBatch`` function, is the router that hands
+each micro-batch to the :class:`TableWriter` of its table, which holds that table's state
+(the table handle, the apply mode, the transaction flow above, the dead-letter
+forwarding, the batch stats). The sink has one table today, so the router hands every
+batch, whole, to its one writer; routing one batch to many tables is the router's to add.
+
 The function pickles (``pickle`` and ``cloudpickle``, which Spark Connect's
 ``foreachBatch`` uses): what it carries is its configuration (path, options, app id, the
 dead-letter sink); what a process holds while it runs batches (the open table, the apply
@@ -96,6 +102,7 @@ __all__ = [
     "JsonDecoder",
     "SinkFunction",
     "SinkOptions",
+    "TableWriter",
     "sink",
 ]
 
@@ -164,24 +171,21 @@ class BatchStats:
         return self.committed_ms - self.ts_sample
 
 
-class SinkFunction:
-    """The ``foreachBatch`` callable returned by :func:`sink`: ``fn(df, batch_id)`` commits
-    one micro-batch of Kafka records as one table version.
+class TableWriter:
+    """One table's writer: its table handle, the transaction of each micro-batch (decide,
+    prepare, commit), the dead-letter forwarding and the batch stats. :class:`SinkFunction`
+    routes each micro-batch to the writer of its table (one table today).
 
     Args:
         path: The table: a directory or an object-store URL (``s3://bucket/prefix``...,
             opened with ``options.storage_options``).
-        schema: The schema to create the table with when ``path`` holds none.
-        options: The sink's options (checked here; defaults: :class:`SinkOptions`).
+        options: The table's sink options, checked (:meth:`SinkOptions.checked`).
         dead_letter: Where rejected events are forwarded (None: kept in the table only).
-
-    Raises:
-        InvalidOption: ``path`` holds no table and no ``schema`` was given, or an option
-            is bad (see :meth:`SinkOptions.checked`).
+        table: The table, open in this process (None: opened on first use).
 
     Attributes:
         options: The checked options.
-        app_id: The writer id of the sink's commits.
+        app_id: The writer id of the table's commits.
         table: The table, open in this process (opened on first use after unpickling).
         mode: The apply mode (:class:`~cdc_sink.spark._mode.ApplyStrategy`), made on
             first use in this process.
@@ -209,27 +213,16 @@ class SinkFunction:
     def __init__(
         self,
         path: str,
-        *,
-        schema: TableSchema | None = None,
-        options: SinkOptions | None = None,
+        options: SinkOptions,
         dead_letter: DeadLetterSink | None = None,
+        table: Table | None = None,
     ) -> None:
         self.path = path
-        self.options = (options or SinkOptions()).checked()
-        self.app_id = self.options.app_id or default_app_id(path)
+        self.options = options
+        self.app_id = options.app_id or default_app_id(path)
         self.dead_letter = dead_letter
         self._init_process_state()
-        try:
-            self._table = self._open()
-        except TableNotFound:
-            if schema is None:
-                raise InvalidOption(
-                    f"no table at {path} and no schema to create it with", option="schema"
-                ) from None
-            storage = self.options.storage_options or None
-            self._table = create_table(
-                path, schema, options=self.options.table, storage_options=storage
-            )
+        self._table = table
 
     # ------------------------------------------------------------------ pickling
     def _init_process_state(self) -> None:
@@ -244,11 +237,11 @@ class SinkFunction:
         self._offsets: Offsets | None = None  # the last commit's
 
     def __getstate__(self) -> dict[str, Any]:
-        """The sink's configuration only (path, options, app id, dead-letter sink)."""
+        """The writer's configuration only (path, options, app id, dead-letter sink)."""
         return {k: v for k, v in self.__dict__.items() if k not in self._PROCESS_LOCAL}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """A sink in this process: its configuration, and no process state yet."""
+        """A writer in this process: its configuration, and no process state yet."""
         self.__dict__.update(state)
         self._init_process_state()
 
@@ -303,8 +296,8 @@ class SinkFunction:
         """Bucket-partitioned batches found split across tasks (each was shuffled)."""
         return self.mode.misaligned_batches if isinstance(self.mode, ExecutorsApply) else 0
 
-    # ------------------------------------------------------------------ entry point
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
+    # ------------------------------------------------------------------ one batch
+    def write(self, df: DataFrame, batch_id: int) -> None:
         """Commits micro-batch ``batch_id`` (Kafka source rows ``df``) exactly once.
 
         Raises:
@@ -478,6 +471,164 @@ class SinkFunction:
             if entry.kind == "data" and entry.app_id == self.app_id:
                 return entry.source_offsets
         return {}
+
+
+class SinkFunction:
+    """The ``foreachBatch`` callable returned by :func:`sink`: ``fn(df, batch_id)`` commits
+    one micro-batch of Kafka records as one table version.
+
+    It is the router of the sink: it hands each micro-batch to the :class:`TableWriter`
+    of its table. With one table (today's sink) the whole batch goes to that one writer,
+    whose state it shows (``table``, ``stats``, ``on_batch``...).
+
+    Args:
+        path: The table: a directory or an object-store URL (``s3://bucket/prefix``...,
+            opened with ``options.storage_options``).
+        schema: The schema to create the table with when ``path`` holds none.
+        options: The sink's options (checked here; defaults: :class:`SinkOptions`).
+        dead_letter: Where rejected events are forwarded (None: kept in the table only).
+
+    Raises:
+        InvalidOption: ``path`` holds no table and no ``schema`` was given, or an option
+            is bad (see :meth:`SinkOptions.checked`).
+
+    Attributes:
+        writer: The table's :class:`TableWriter`.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        schema: TableSchema | None = None,
+        options: SinkOptions | None = None,
+        dead_letter: DeadLetterSink | None = None,
+    ) -> None:
+        checked = (options or SinkOptions()).checked()
+        storage = checked.storage_options or None
+        try:
+            table = open_table(path, options=checked.table, storage_options=storage)
+        except TableNotFound:
+            if schema is None:
+                raise InvalidOption(
+                    f"no table at {path} and no schema to create it with", option="schema"
+                ) from None
+            table = create_table(path, schema, options=checked.table, storage_options=storage)
+        self.writer = TableWriter(path, checked, dead_letter, table)
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Commits micro-batch ``batch_id`` (Kafka source rows ``df``) exactly once, each
+        table's rows by its writer.
+
+        Raises:
+            Exception: Whatever failed; nothing of the batch is visible then, and Spark
+                retries it.
+        """
+        for writer, rows in self._route(df):
+            writer.write(rows, batch_id)
+
+    def _route(self, df: DataFrame) -> list[tuple[TableWriter, DataFrame]]:
+        """The writers of the batch's tables, each with its rows: one table, all of them."""
+        return [(self.writer, df)]
+
+    # ------------------------------------------------------------------ the one table's writer
+    @property
+    def path(self) -> str:
+        """The table's path or URL."""
+        return self.writer.path
+
+    @property
+    def options(self) -> SinkOptions:
+        """The checked options."""
+        return self.writer.options
+
+    @property
+    def app_id(self) -> str:
+        """The writer id of the sink's commits."""
+        return self.writer.app_id
+
+    @property
+    def dead_letter(self) -> DeadLetterSink | None:
+        """Where rejected events are forwarded."""
+        return self.writer.dead_letter
+
+    @property
+    def table(self) -> Table:
+        """The table, open in this process (opened here on first use)."""
+        return self.writer.table
+
+    @property
+    def mode(self) -> ApplyStrategy:
+        """The apply mode, made in this process on first use."""
+        return self.writer.mode
+
+    @property
+    def stats(self) -> deque[BatchStats]:
+        """The :class:`BatchStats` of the last batches run in this process."""
+        return self.writer.stats
+
+    @property
+    def on_batch(self) -> Callable[[BatchStats], None] | None:
+        """Called with each batch's :class:`BatchStats` (exceptions logged); of this
+        process only (not pickled)."""
+        return self.writer.on_batch
+
+    @on_batch.setter
+    def on_batch(self, fn: Callable[[BatchStats], None] | None) -> None:
+        self.writer.on_batch = fn
+
+    @property
+    def dead_letters(self) -> int:
+        """Rejects recorded by this process's commits."""
+        return self.writer.dead_letters
+
+    @dead_letters.setter
+    def dead_letters(self, n: int) -> None:
+        self.writer.dead_letters = n
+
+    @property
+    def dead_letters_forwarded(self) -> int:
+        """Dead letters this process forwarded."""
+        return self.writer.dead_letters_forwarded
+
+    @property
+    def format(self) -> FormatName:
+        """Encoding of the Kafka values."""
+        return self.writer.format
+
+    @property
+    def apply_mode(self) -> ApplyMode:
+        """Where the buckets are prepared."""
+        return self.writer.apply_mode
+
+    @property
+    def decode_in(self) -> DecodeIn:
+        """Where the Kafka values are decoded."""
+        return self.writer.decode_in
+
+    @property
+    def decode_pool(self) -> DecodePool | None:
+        """Driver mode's decode worker processes (None: decoding in the driver's thread)."""
+        return self.writer.decode_pool
+
+    @property
+    def bucket_figures(self) -> dict[int, BucketFigures]:
+        """Executors mode: memory figures of the buckets held by executors, per bucket."""
+        return self.writer.bucket_figures
+
+    @property
+    def misaligned_batches(self) -> int:
+        """Bucket-partitioned batches found split across tasks (each was shuffled)."""
+        return self.writer.misaligned_batches
+
+    def gc_floor(self) -> int | None:
+        """The oldest version GC must keep so that no reject is lost before it is
+        forwarded (:meth:`TableWriter.gc_floor`)."""
+        return self.writer.gc_floor()
+
+    def close(self) -> None:
+        """Closes the writer (:meth:`TableWriter.close`)."""
+        self.writer.close()
 
 
 def _value_prefixes(df: DataFrame, n: int) -> pa.BinaryArray:

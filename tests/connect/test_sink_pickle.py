@@ -48,7 +48,7 @@ def test_a_used_sink_pickles_without_its_process_state(
 
     assert isinstance(copy, SinkFunction)
     assert (copy.path, copy.options, copy.app_id) == (fn.path, fn.options, fn.app_id)
-    assert copy._table is None and copy._mode is None  # made on first use, not carried
+    assert copy.writer._table is None and copy.writer._mode is None  # made on first use
     assert copy.on_batch is None and len(copy.stats) == 0 and copy.dead_letters == 0
     assert copy.table is not fn.table and copy.table.version == fn.table.version
     assert isinstance(copy.mode, ExecutorsApply if apply_mode == "executors" else DriverApply)

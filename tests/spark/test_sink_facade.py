@@ -16,7 +16,7 @@ import cdc_sink.spark
 from cdc_sink.errors import InvalidArgument, InvalidOption
 from cdc_sink.spark import DecodeOptions, SinkFunction, SinkOptions, sink
 from cdc_sink.spark._batch import end_offsets, merge_offsets
-from cdc_sink.spark.writer import REMOVED_KEYWORDS
+from cdc_sink.spark.writer import REMOVED_KEYWORDS, TableWriter
 
 SCHEMA = {
     "columns": [{"name": "id", "type": "int64", "nullable": False}],
@@ -133,3 +133,28 @@ def test_merge_offsets_keeps_the_larger_offset_of_a_partition() -> None:
         "a": {"0": 8, "1": 3, "2": 1},
         "b": {"0": 2},
     }
+
+
+def test_the_sink_routes_each_batch_to_its_one_tables_writer(tmp_path: Path) -> None:
+    fn = sink(tmp_path / "t", SCHEMA, options=SinkOptions(app_id="w"))
+    assert isinstance(fn.writer, TableWriter)
+    batch = object()  # the router does not look into a one-table batch
+    assert fn._route(batch) == [(fn.writer, batch)]  # type: ignore[arg-type]
+    written: list[tuple[object, int]] = []
+    fn.writer.write = lambda df, batch_id: written.append((df, batch_id))  # type: ignore[method-assign]
+    fn(batch, 3)  # type: ignore[arg-type]
+    assert written == [(batch, 3)]
+
+
+def test_the_sink_shows_its_writers_state(tmp_path: Path) -> None:
+    fn = sink(tmp_path / "t", SCHEMA, options=SinkOptions(app_id="w"))
+    w = fn.writer
+    assert (fn.path, fn.options, fn.app_id, fn.table) == (w.path, w.options, w.app_id, w.table)
+    assert fn.stats is w.stats and fn.gc_floor() == w.gc_floor()
+
+    def observe(st: object) -> None:
+        return None
+
+    fn.on_batch = observe
+    fn.dead_letters = 2
+    assert (w.on_batch, w.dead_letters) == (observe, 2)

@@ -35,7 +35,7 @@ def test_partitions_without_records_carry_their_offsets_forward(tmp_path: Path) 
     )
     t.compact()  # a maintenance entry in between: not a data entry of "job"
     fn = _sink(tmp_path / "t", "job")  # a restarted writer: it finds its last entry
-    assert fn._all_offsets({"orders": {"1": 9}}) == {"orders": {"0": 5, "1": 9}}
-    assert fn._all_offsets({"orders": {"2": 1}}) == {"orders": {"0": 5, "1": 7, "2": 1}}
+    assert fn.writer._all_offsets({"orders": {"1": 9}}) == {"orders": {"0": 5, "1": 9}}
+    assert fn.writer._all_offsets({"orders": {"2": 1}}) == {"orders": {"0": 5, "1": 7, "2": 1}}
     fresh = _sink(tmp_path / "t", "newcomer")
-    assert fresh._all_offsets({"orders": {"0": 1}}) == {"orders": {"0": 1}}
+    assert fresh.writer._all_offsets({"orders": {"0": 1}}) == {"orders": {"0": 1}}

@@ -218,10 +218,10 @@ def test_the_sinks_gc_floor_follows_what_it_forwarded(table: Table, tmp_path: Pa
         table.root, options=SinkOptions(app_id="job"), dead_letter=Down(tmp_path / "dlq")
     )
     assert fn.gc_floor() == fn.table.oldest_version  # nothing known forwarded yet
-    fn._forward()  # fails, logged: the rejects stay in the table
+    fn.writer._forward()  # fails, logged: the rejects stay in the table
     assert fn.gc_floor() == fn.table.oldest_version
     Down.up = True
-    fn._forward()
+    fn.writer._forward()
     assert fn.gc_floor() == fn.table.version + 1
     no_sink = SinkFunction(table.root, options=SinkOptions(app_id="job"))
     assert no_sink.gc_floor() is None
