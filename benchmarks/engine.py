@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.tablet import MemTablet, TabletOptions
 

@@ -116,7 +116,7 @@ def build_table(path: Path, rows: int, segments: int, seed: int = 5) -> None:
     """An orders table: ``rows`` rows, a snapshot of every bucket, then ``segments``
     update batches after it (what a restart replays)."""
     from cdc_sink import create_table
-    from cdc_sink.changes import ChangeBatch
+    from cdc_sink.batch import ChangeBatch
 
     with open(SCHEMA_FILE, encoding="utf-8") as f:
         schema = json.load(f)
@@ -141,7 +141,7 @@ def build_table(path: Path, rows: int, segments: int, seed: int = 5) -> None:
 def bench_sink(args: argparse.Namespace) -> dict[str, Any]:
     """The sink's share of a restart, in-process (see the module docstring)."""
     from cdc_sink import open_table
-    from cdc_sink.changes import ChangeBatch
+    from cdc_sink.batch import ChangeBatch
 
     path = Path(args.dir) / "sink_table"
     if not args.reuse or not (path / "_table.json").exists():

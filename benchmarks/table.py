@@ -41,7 +41,7 @@ from engine import insert_batch, make_schema, update_batch
 import cdc_sink.engine.core
 import cdc_sink.table
 from cdc_sink import TableOptions, create_table, open_table
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.engine import core_of
 from cdc_sink.storage.snapshot import write_snapshot
 

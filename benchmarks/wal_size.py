@@ -54,7 +54,7 @@ from engine import column_values, insert_batch, make_schema
 
 import cdc_sink.engine._commit
 from cdc_sink import TableOptions, create_table, open_table
-from cdc_sink.changes import SET_PREFIX, ChangeBatch
+from cdc_sink.batch import SET_PREFIX, ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.change_codec import FORMAT_COMPACT, FORMAT_WIRE, encode_compact
 from cdc_sink.storage.segments import read_change_segment, write_change_segment

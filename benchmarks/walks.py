@@ -109,7 +109,7 @@ def _batch(t: Any, txn: Any) -> Any:
     """The next batch's events as a ChangeBatch of the transaction's schema."""
     import importlib
 
-    for name in ("cdc_sink.batch", "cdc_sink.changes"):  # the module's name before and after
+    for name in ("cdc_sink.batch", "cdc_sink.batch"):  # the module's name before and after
         try:
             mod = importlib.import_module(name)
             break

@@ -14,7 +14,7 @@ Importing this package imports neither Spark nor Kafka.
 """
 
 from cdc_sink import errors
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.errors import (
     CdcSinkError,
     CommitConflict,

@@ -398,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "jars": _cmd_jars,
     }
     try:
-        from cdc_sink.extras import require
+        from cdc_sink.utils.extras import require
 
         if args.command != "jars":  # one plain line; the others print with rich: the cli extra
             require("rich", feature="cdc-sink")

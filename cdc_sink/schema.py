@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc_sink.arrays import one_array
 from cdc_sink.errors import SchemaError
-from cdc_sink.values import CONVERSION_ERRORS, coerce, coercer, parse_date, parse_timestamp
+from cdc_sink.utils.arrays import one_array
+from cdc_sink.utils.values import CONVERSION_ERRORS, coerce, coercer, parse_date, parse_timestamp
 
 __all__ = [
     "TEMPORAL_RANGE",

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink import changefeed
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.engine import CommitResult, PreparedBucket, TableCore, TableOptions, create_files
 from cdc_sink.engine.inputs import keys_table, timestamp_ms, to_batch
 from cdc_sink.engine.location import check_created, open_location

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.engine import CommitResult, PreparedBucket, TableCore
 from cdc_sink.engine.requirements import (
     AssertBatchNotCommitted,

@@ -47,7 +47,7 @@ bytes) depends only on ``length % 32``; rows are radix-sorted by that class, so 
 runs on a few contiguous slices holding exactly the rows that need it. No Python loop runs
 per row (only per stripe index, per step and per length class).
 
-Throughput figures are in docs/benchmarks.md ("Spark bucketing hash").
+Throughput figures are in docs/benchmarks-history.md ("Spark bucketing hash").
 """
 
 from __future__ import annotations

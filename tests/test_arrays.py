@@ -1,4 +1,4 @@
-"""cdc_sink.arrays.search_sorted: numpy's searchsorted of integer values in a sorted
+"""cdc_sink.utils.arrays.search_sorted: numpy's searchsorted of integer values in a sorted
 array of row ids, in the array's own dtype (no conversion of the array), with the same
 answer as numpy's for every value, in range or not."""
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc_sink.arrays import search_sorted
+from cdc_sink.utils.arrays import search_sorted
 
 
 @given(

@@ -1,4 +1,4 @@
-"""Unit tests of cdc_sink.changes: building, validating, converting and splitting batches."""
+"""Unit tests of cdc_sink.batch: building, validating, converting and splitting batches."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.changes import (
+from cdc_sink.batch import (
     OP_DELETE,
     OP_INSERT,
     OP_TRUNCATE,

@@ -1,4 +1,4 @@
-"""``cdc_sink.parallel.ordered_map``: results in input order whatever order the threads
+"""``cdc_sink.utils.parallel.ordered_map``: results in input order whatever order the threads
 finish in, the work really overlaps, an exception reaches the consumer at its item's
 turn, the look-ahead is bounded, and a consumer that stops cancels what was not started."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cdc_sink.parallel import ordered_map
+from cdc_sink.utils.parallel import ordered_map
 
 
 def test_results_come_in_input_order_from_overlapping_threads() -> None:

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workload import OP_INSERT, OP_UPDATE, VALUE_COLS, arrow_type, run_worker, updated_columns
 
 from cdc_sink import create_table, open_table
-from cdc_sink.changes import SET_PREFIX
+from cdc_sink.batch import SET_PREFIX
 from cdc_sink.table import TableOptions
 
 

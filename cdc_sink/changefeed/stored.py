@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import OP_DELETE, OP_INSERT, ChangeBatch
+from cdc_sink.batch import OP_DELETE, OP_INSERT, ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.preimages import LIVE, preimage_field, read_preimages
 from cdc_sink.tablet import MemTablet, TabletOptions

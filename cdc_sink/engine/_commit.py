@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.engine import _maintenance
 from cdc_sink.engine.pending import PendingBucket
 from cdc_sink.engine.results import CommitResult, PreparedBucket

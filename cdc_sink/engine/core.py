@@ -36,7 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.engine import _commit, _maintenance
 from cdc_sink.engine.location import immutable
 from cdc_sink.engine.options import TableOptions

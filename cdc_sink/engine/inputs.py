@@ -9,10 +9,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.errors import InvalidArgument, SchemaError
 from cdc_sink.schema import TableSchema
-from cdc_sink.values import parse_timestamp
+from cdc_sink.utils.values import parse_timestamp
 
 __all__ = ["keys_table", "timestamp_ms", "to_batch"]
 

@@ -51,7 +51,7 @@ class TableOptions:
     It applies to value and key pages; row hashes (random bits) and the index slots (decoded
     at every bucket load) are never compressed. Any page is read whatever it was written
     with, so the option can change between opens. zstd writes the fewest bytes, lz4 more,
-    uncompressed pages the most (docs/benchmarks.md, "Byte-split compressed pages", "Per
+    uncompressed pages the most (docs/benchmarks-history.md, "Byte-split compressed pages", "Per
     codec"). An uncompressed page is mapped without a copy where a compressed one is
     decompressed when first read, so ``None`` gives the fastest cold reads for the most disk
     (docs/design-notes.md, "Snapshot pages are zstd by default"). In-memory tablets are
@@ -60,7 +60,7 @@ class TableOptions:
     """Codec of the WAL segments written from now on: ``"lz4"`` (the default), ``"zstd"``
     or ``None``; any segment is read whatever it was written with. zstd writes fewer
     bytes than lz4, but a reopen's replay waits for its slower decompression
-    (docs/benchmarks.md, "zstd pages by default", "WAL codec", and "Compact WAL", "Where
+    (docs/benchmarks-history.md, "zstd pages by default", "WAL codec", and "Compact WAL", "Where
     the time goes"). Batches under 4,096 events are never compressed."""
     change_images: bool = False
     """Each commit of this process also writes, beside a bucket's WAL segment, the

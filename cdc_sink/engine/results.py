@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cdc_sink.changes import Rejects
+from cdc_sink.batch import Rejects
 
 __all__ = ["CommitResult", "PreparedBucket"]
 

@@ -1,7 +1,7 @@
 """Event formats on Kafka: one registry of decoders and encoders, by format name.
 
 Every format turns one Arrow array of Kafka message values (``binary``) into the canonical
-:class:`~cdc_sink.changes.ChangeBatch` plus :class:`~cdc_sink.changes.Rejects`. A decoder
+:class:`~cdc_sink.batch.ChangeBatch` plus :class:`~cdc_sink.batch.Rejects`. A decoder
 never raises for a bad event: anything that cannot be decoded, or that violates the
 schema, is returned as a reject with its position and a reason, and the rest of the batch
 decodes normally (docs/architecture.md §3, "Formats on Kafka"). Its encoder writes native
@@ -33,7 +33,7 @@ Decoding is vectorized over the whole array (numpy/pyarrow); the only per-event 
 loops are in the encoders, which are producer/test tools, and in formatting the reason
 strings of rejected events.
 
-Layering: this package imports only :mod:`cdc_sink.schema`, :mod:`cdc_sink.changes` and
+Layering: this package imports only :mod:`cdc_sink.schema`, :mod:`cdc_sink.batch` and
 :mod:`cdc_sink.errors` (never Spark, Kafka or the tablet).
 """
 

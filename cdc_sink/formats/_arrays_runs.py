@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.formats._arrays import Parts, new_reasons, no_reason
 from cdc_sink.formats._base import TS_MISSING, Decoded
 from cdc_sink.schema import TableSchema

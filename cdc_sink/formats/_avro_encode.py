@@ -192,7 +192,7 @@ def debezium_avro_encoder(
         SchemaRegistryUnavailable: The schema could not be registered.
         MissingExtra: fastavro is not installed (the ``avro`` extra).
     """
-    from cdc_sink.extras import require
+    from cdc_sink.utils.extras import require
 
     require("fastavro", feature="the 'debezium-avro' encoder")
     import fastavro

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal, get_args
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
 
 __all__ = [

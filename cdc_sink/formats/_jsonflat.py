@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import OP_DELETE, OP_NAMES, OP_TRUNCATE
+from cdc_sink.batch import OP_DELETE, OP_NAMES, OP_TRUNCATE
 from cdc_sink.formats._arrays import Parts, gather, int_bounds, new_reasons
 from cdc_sink.formats._arrays_runs import Columns, merge_columns
 from cdc_sink.formats._base import TS_MISSING

@@ -32,7 +32,7 @@ decimal128(p, s)       decimal strings or numbers exact at scale s with at most 
 =====================  ===============================================================
 
 ``null`` is a null value of any column (nullability is checked by
-:meth:`~cdc_sink.changes.ChangeBatch.from_arrow`). A refused value is either *invalid*
+:meth:`~cdc_sink.batch.ChangeBatch.from_arrow`). A refused value is either *invalid*
 (not a value of the type) or *out of range* (a value of the type the column cannot
 hold); the reject reason says which.
 """

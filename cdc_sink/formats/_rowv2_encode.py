@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
+from cdc_sink.batch import OP_CODES, OP_DELETE, OP_NAMES
 from cdc_sink.formats._arrays import int_bounds
 from cdc_sink.formats._base import EventEncoder
 from cdc_sink.schema import Column, TableSchema, coerce, type_to_str

@@ -62,7 +62,7 @@ from cdc_sink.formats import _registry_http
 from cdc_sink.formats._arrays import Parts, refuse
 from cdc_sink.formats._avro_schema import BadAvroSchema, Node, parse_schema
 from cdc_sink.formats._registry_http import FETCH_THREADS
-from cdc_sink.redact import mask_url, masked
+from cdc_sink.utils.redact import mask_url, masked
 
 __all__ = [
     "CACHE_SIZE",
@@ -118,7 +118,7 @@ class RegistrySettings:
 
     def __repr__(self) -> str:
         """The settings with ``auth`` masked, and the URL without user info
-        (:mod:`cdc_sink.redact`): reprs end up in logs and in Spark's task errors."""
+        (:mod:`cdc_sink.utils.redact`): reprs end up in logs and in Spark's task errors."""
         shown = (
             f"{f.name}={(masked(f.name, v) if isinstance(v, str) else v)!r}"
             for f in fields(self)

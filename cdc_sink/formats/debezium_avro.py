@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc_sink.changes import OP_CODES, OP_DELETE, OP_UPSERT
+from cdc_sink.batch import OP_CODES, OP_DELETE, OP_UPSERT
 from cdc_sink.errors import InvalidOption
 from cdc_sink.formats._arrays import (
     Parts,

@@ -66,7 +66,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import OP_CODES, OP_DELETE, OP_NAMES
+from cdc_sink.batch import OP_CODES, OP_DELETE, OP_NAMES
 from cdc_sink.formats._arrays import (
     Parts,
     binary_parts,

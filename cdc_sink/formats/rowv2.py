@@ -11,7 +11,7 @@ decoding" (docs/design/2018-07-19-row-format.md), preceded by one op byte::
     |      |       |       |           |         |             |             | u16 (u32)  |        |
     +------+-------+-------+-----------+---------+-------------+-------------+------------+--------+
 
-- op: 0 insert, 1 upsert, 2 update, 3 delete (:data:`cdc_sink.changes.OP_CODES`);
+- op: 0 insert, 1 upsert, 2 update, 3 delete (:data:`cdc_sink.batch.OP_CODES`);
 - flags bit 0 ("big"): column ids and offsets take 4 bytes instead of 1 and 2. A writer
   sets it when a column id is above 255 or the values take more than 65535 bytes; the
   other flag bits must be 0;
@@ -81,7 +81,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc_sink.changes import OP_DELETE
+from cdc_sink.batch import OP_DELETE
 from cdc_sink.formats._arrays import (
     Parts,
     binary_parts,

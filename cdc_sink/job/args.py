@@ -36,7 +36,7 @@ import tomllib
 
 from cdc_sink.errors import MissingExtra
 from cdc_sink.kafka.properties import ClientProperties
-from cdc_sink.redact import is_secret
+from cdc_sink.utils.redact import is_secret
 
 if TYPE_CHECKING:
     from cdc_sink.table import TableOptions
@@ -330,7 +330,7 @@ def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
     takes them).
 
     Raises:
-        ValueError: An item has no ``=``, or is a secret by :mod:`cdc_sink.redact`'s rule
+        ValueError: An item has no ``=``, or is a secret by :mod:`cdc_sink.utils.redact`'s rule
             (``secret_access_key``, ``session_token``, ``account_key``, ``sas_key``..., or
             a value such as an endpoint with user info), which comes from the
             environment; the message names the key, never the value.

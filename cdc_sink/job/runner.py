@@ -329,9 +329,9 @@ def _table_and_checkpoint(args: argparse.Namespace) -> tuple[str, str, str]:
             URL of no store (cdc_sink's StoreConfigError, which is a CdcSinkError), or a
             checkpoint URL with user info (the error does not show it).
     """
-    from cdc_sink.redact import has_userinfo
     from cdc_sink.storage.objectstore import StoreConfigError
     from cdc_sink.storage.objectstore.urls import parse_store_url
+    from cdc_sink.utils.redact import has_userinfo
 
     try:
         where = parse_store_url(args.table_path)

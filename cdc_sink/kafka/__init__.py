@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cdc_sink._lazy import lazy_exports
+from cdc_sink.utils.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.schema import TableSchema
 
 __all__ = ["EVENT_FIELDS", "encode_key", "event_keys", "keyed_events"]

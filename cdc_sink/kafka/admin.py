@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cdc_sink.errors import CdcSinkError
-from cdc_sink.extras import require
 from cdc_sink.kafka._clients import confluent_client
+from cdc_sink.utils.extras import require
 
 __all__ = ["admin_client", "create_topic"]
 

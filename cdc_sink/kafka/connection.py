@@ -75,7 +75,7 @@ def check_connection(
         InvalidOption: Settings librdkafka cannot take (``ClientProperties.confluent_config``).
         MissingExtra: confluent-kafka is not installed (the ``kafka`` extra).
     """
-    from cdc_sink.extras import require
+    from cdc_sink.utils.extras import require
 
     require("confluent_kafka", feature="the Kafka connection check")
     from confluent_kafka import KafkaException

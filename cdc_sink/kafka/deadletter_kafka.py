@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow as pa
 
 from cdc_sink import dead_letters as base
-from cdc_sink.extras import require, require_any
 from cdc_sink.kafka._clients import confluent_client
 from cdc_sink.kafka.producer import BackendName, RawProducer, resolve_backend
 from cdc_sink.kafka.properties import ClientProperties
+from cdc_sink.utils.extras import require, require_any
 
 __all__ = ["KafkaDeadLetter"]
 

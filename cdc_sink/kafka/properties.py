@@ -32,7 +32,7 @@ placeholders, resolved when the file is read: ``${env:NAME}`` (an environment
 variable), ``${file:PATH:KEY}`` (a key of another properties file, Kafka's
 ``FileConfigProvider``) and ``${dir:DIR:NAME}`` (a whole file, as Kubernetes mounts
 secrets; Kafka's ``DirectoryConfigProvider``). ``repr`` of the settings masks every
-secret by the one rule of :mod:`cdc_sink.redact` (by name, and by value: a private key, a
+secret by the one rule of :mod:`cdc_sink.utils.redact` (by name, and by value: a private key, a
 URL's user info, an OAuth configuration), and no error shows a value: a malformed line,
 an unreadable or non-UTF-8 file, an unresolved placeholder are named by file and line.
 
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_sink.errors import InvalidOption
-from cdc_sink.redact import masked_mapping
+from cdc_sink.utils.redact import masked_mapping
 
 __all__ = ["PROPERTIES_ENV", "ClientProperties", "parse_properties", "pem_lines"]
 

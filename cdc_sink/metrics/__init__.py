@@ -27,7 +27,7 @@ try:
     from cdc_sink.metrics.server import MetricsServer, MetricsServerError, start_metrics_server
     from cdc_sink.metrics.sink import OPS, OUTCOMES, PHASES, RESULTS, BatchFigures, SinkMetrics
 except ModuleNotFoundError as exc:  # prometheus-client: the "metrics" extra
-    from cdc_sink.extras import missing_extra
+    from cdc_sink.utils.extras import missing_extra
 
     raise missing_extra(exc, feature="cdc_sink.metrics") from exc
 

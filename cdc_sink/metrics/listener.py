@@ -8,7 +8,7 @@ only when a listener is attached.
 
 The streaming job does not attach a listener: a PySpark listener makes Spark call back
 into Python over Py4J on every query event (started, progress, idle), which costs
-events/s and CPU end to end (``benchmarks/metrics_overhead.py``: docs/benchmarks.md,
+events/s and CPU end to end (``benchmarks/metrics_overhead.py``: docs/benchmarks-history.md,
 "Metrics overhead"). It polls instead:
 :class:`ProgressPoller` reads ``query.lastProgress`` from the loop that already waits on
 the query, and copies each new progress once.

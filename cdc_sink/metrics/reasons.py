@@ -4,7 +4,7 @@ A reason string names the column, the raw value, the op it saw (``column 'amount
 not a valid float64``): free text, unbounded. A metrics label must not be, so every
 reason is mapped to one of :data:`REASON_CLASSES` by the first matching rule below. The
 rules follow the messages the decoders (:mod:`cdc_sink.formats`, the JVM decoder of
-:mod:`cdc_sink.spark.decode`), :class:`~cdc_sink.changes.ChangeBatch` validation and the
+:mod:`cdc_sink.spark.decode`), :class:`~cdc_sink.batch.ChangeBatch` validation and the
 tablets produce; most are anchored at the start of the message, and the type errors at
 its end, so a column name or raw value quoted inside a reason cannot change its class.
 

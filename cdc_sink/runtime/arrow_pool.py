@@ -9,7 +9,7 @@ With ``mimalloc`` a new process's first applies of a micro-batch are slower than
 later ones, and the sink's applies in a Kafka -> sink run slower than with ``jemalloc``,
 which is as fast from the first batch on. mimalloc takes fewer page faults, not more: the
 cost is inside the allocator, so the choice follows the timings, not the fault counts
-(docs/benchmarks.md, "End to end", "Per format, and pyarrow's allocator": each allocator
+(docs/benchmarks-history.md, "End to end", "Per format, and pyarrow's allocator": each allocator
 under ``benchmarks/apply_batches.py`` and ``benchmarks/e2e_ceiling.py``).
 
 The streaming job (``streaming_jobs/cdc_to_tablets.py --arrow-memory-pool``) picks

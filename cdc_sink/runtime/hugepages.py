@@ -4,7 +4,7 @@ On Linux, numpy calls ``madvise(MADV_HUGEPAGE)`` on every array of 4 MB or more 
 ``/sys/kernel/mm/transparent_hugepage/enabled`` is ``madvise``), so the first touch of
 such an array takes 2 MB pages from the kernel. Where that is cheap it saves TLB misses;
 where it is not, every fresh array the apply, the replay and the cold reads allocate pays
-for it (a virtual machine whose huge-page faults are slow: docs/benchmarks.md, "Reopen of
+for it (a virtual machine whose huge-page faults are slow: docs/benchmarks-history.md, "Reopen of
 10M rows x 20 columns + 100 segments, and cold reads", "numpy's huge pages"). Databases
 commonly advise turning transparent huge pages off for the same reason (latency spikes on
 faults and compaction).
@@ -13,7 +13,7 @@ pyarrow's default pool on Linux, the mimalloc Arrow bundles, does the same for i
 arenas: it reserves them 1 GiB at a time with ``madvise(MADV_HUGEPAGE)``, and then
 returns freed parts of them with ``MADV_DONTNEED``, which splits the huge pages again;
 ``MIMALLOC_ALLOW_THP=0`` stops it asking, which shortens a large bulk load and a cold
-read of zstd-compressed pages where huge-page faults are slow (docs/benchmarks.md, "The
+read of zstd-compressed pages where huge-page faults are slow (docs/benchmarks-history.md, "The
 larger workload: 10M rows, 500K-event micro-batches", "pyarrow's mimalloc and
 transparent huge pages"). mimalloc reads that variable once, when pyarrow's library is
 loaded, so it can only be set for processes started later (:data:`MIMALLOC_THP_ENV`).

@@ -4,7 +4,7 @@ Every micro-batch allocates the same working arrays again (the decoder's token a
 column arrays, the bucket split). glibc serves each large one from fresh pages and
 returns them to the kernel on free, so each batch page-faults its arrays back in and
 the kernel zeroes every page again. Keeping the buffers shortens the driver's decode, on
-its own and in a Kafka -> sink run (docs/benchmarks.md, "End to end", "numpy buffers
+its own and in a Kafka -> sink run (docs/benchmarks-history.md, "End to end", "numpy buffers
 reused, and the fold without a sort").
 
 :func:`reusing` installs, for the current context only (numpy's memory handler is a

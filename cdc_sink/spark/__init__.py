@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cdc_sink._lazy import lazy_exports
-from cdc_sink.extras import require
+from cdc_sink.utils.extras import require
+from cdc_sink.utils.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cdc_sink.spark.source import register

@@ -6,7 +6,7 @@
 - the Kafka *end offsets* of a batch and their merge;
 - the *rejects* (merged and sorted by :func:`~cdc_sink.storage.rejects.batch_reject_records`)
   completed with the raw Kafka key and value bytes;
-- the *wire table* (the wire form of :mod:`cdc_sink.changes` plus the bookkeeping columns
+- the *wire table* (the wire form of :mod:`cdc_sink.batch` plus the bookkeeping columns
   of :mod:`cdc_sink.spark.decode`) split into a validated batch, rejects and bookkeeping;
 - counts and producer timestamps of the accepted events.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import OP_NAMES, ChangeBatch, Rejects
+from cdc_sink.batch import OP_NAMES, ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark.decode import META_COLUMNS
 from cdc_sink.storage.rejects import REJECTS_SCHEMA, conform_rejects

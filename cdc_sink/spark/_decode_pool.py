@@ -4,7 +4,7 @@ decode_processes=N)``).
 Driver mode decodes each Arrow batch the moment Spark streams it to the driver
 (:mod:`cdc_sink.spark._arrow_stream`), but in the driver's one Python thread, and in the
 end-to-end benchmark that thread (decode, then apply) is the bound while the machine's
-cores are only partly busy (docs/benchmarks.md, "End to end", "Where the CPU goes"; the
+cores are only partly busy (docs/benchmarks-history.md, "End to end", "Where the CPU goes"; the
 pool's own runs follow it, "Decode worker processes"). Threads do not help: the decoder
 is many numpy steps with Python between them, which holds the GIL. A
 :class:`DecodePool` hands each batch to one of N worker processes instead, and the

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.runtime import numpy_pool
 from cdc_sink.spark._arrow_stream import Collected, collect_arrow
 from cdc_sink.spark._batch import (

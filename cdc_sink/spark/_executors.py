@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import Rejects
+from cdc_sink.batch import Rejects
 from cdc_sink.engine import PreparedBucket, TableCore, core_of
 from cdc_sink.formats import FormatName
 from cdc_sink.schema import TableSchema

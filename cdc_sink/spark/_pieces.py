@@ -8,7 +8,7 @@ where ``piece`` is that bucket's rows as an Arrow IPC stream. Spark then shuffle
 large binary values per batch (a byte copy), and the preparing task reads the pieces
 back without conversion.
 
-A piece holds wire rows (the wire form of :mod:`cdc_sink.changes`, plus the
+A piece holds wire rows (the wire form of :mod:`cdc_sink.batch`, plus the
 bookkeeping columns ``__reason``, ``__topic``, ``__partition``, ``__offset`` and
 ``__ts_ms``); the pieces of one bucket may have different columns (a batch's wire form
 carries only the value columns its events set), and :func:`unpack` joins them with the
@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.bucketing import bucket_ids
-from cdc_sink.changes import ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
 
 __all__ = [

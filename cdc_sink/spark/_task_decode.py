@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import (
     PreparedBatch,

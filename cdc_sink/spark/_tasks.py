@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.formats import FormatName
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import with_raw_bytes

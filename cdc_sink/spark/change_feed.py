@@ -27,13 +27,13 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
 from cdc_sink.changefeed import META_COLUMNS
+from cdc_sink.engine.inputs import timestamp_ms
 from cdc_sink.errors import SchemaMismatch, VersionNotFound
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._tables import TableCache, storage_options_from
 from cdc_sink.spark.options import StorageOptions
 from cdc_sink.spark.types import arrow_schema, conform_batch, spark_type
 from cdc_sink.table import Table
-from cdc_sink.engine.inputs import timestamp_ms
 
 __all__ = [
     "ChangeFeedPartition",

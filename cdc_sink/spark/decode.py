@@ -8,7 +8,7 @@ a point or an exponent, which Jackson reads as a double before Spark has its tex
 judged on its own token, read from the message (:mod:`._json_tokens`), so a decimal is
 stored exactly or rejected, never rounded or wrapped, and a finite float beyond its type
 is rejected, not stored as an infinity. The result has the wire-form columns of
-:mod:`cdc_sink.changes` plus bookkeeping columns, and a ``__reason`` column naming why an
+:mod:`cdc_sink.batch` plus bookkeeping columns, and a ``__reason`` column naming why an
 event is malformed (first reason wins)::
 
     __op, __seq, <key columns>, <col>, __set__<col>, ...,
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cdc_sink.changes import SET_PREFIX
+from cdc_sink.batch import SET_PREFIX
 from cdc_sink.errors import InvalidOption
 from cdc_sink.formats.native_json import TRUNCATE_REFUSED
 from cdc_sink.formats.value_ranges import PG_INFINITY as _PG_INFINITY

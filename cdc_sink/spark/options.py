@@ -28,7 +28,7 @@ from typing import Any, Literal, get_args
 from cdc_sink.engine import TableOptions
 from cdc_sink.errors import InvalidArgument, InvalidOption
 from cdc_sink.formats import FORMATS, FormatName
-from cdc_sink.redact import masked_mapping
+from cdc_sink.utils.redact import masked_mapping
 
 __all__ = [
     "ApplyMode",
@@ -132,7 +132,7 @@ class DecodeOptions:
         object.__setattr__(self, "options", _frozen_mapping(self.options))
 
     def __repr__(self) -> str:
-        """Masks the secret options (:mod:`cdc_sink.redact`: ``registry_auth``, a
+        """Masks the secret options (:mod:`cdc_sink.utils.redact`: ``registry_auth``, a
         ``registry_url`` with user info...)."""
         return (
             f"DecodeOptions(json_decoder={self.json_decoder!r}, "

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cdc_sink.errors import SparkSessionConflict
-from cdc_sink.extras import require
+from cdc_sink.utils.extras import require
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -49,7 +49,7 @@ from pyspark.sql.types import (
 
 from cdc_sink.errors import SchemaError
 from cdc_sink.schema import TableSchema, type_to_str
-from cdc_sink.values import type_kind
+from cdc_sink.utils.values import type_kind
 
 __all__ = ["arrow_schema", "column_value", "conform_batch", "spark_schema", "spark_type"]
 
@@ -154,7 +154,7 @@ def column_value(value: Any, t: pa.DataType) -> Any:
 
 class _Literal:
     """The exact conversion of a literal, one per type kind
-    (:func:`cdc_sink.values.type_kind`; a method named after it)."""
+    (:func:`cdc_sink.utils.values.type_kind`; a method named after it)."""
 
     @staticmethod
     def integer(value: Any, t: pa.DataType) -> int:

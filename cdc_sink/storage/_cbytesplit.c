@@ -6,7 +6,7 @@
  * join(src, dst, n, width, stride): the inverse: byte j of value i comes from
  *     src[j*n + i] and goes to dst + i*stride + j.
  *
- * numpy does this one strided byte at a time (docs/benchmarks.md, "Byte-split compressed
+ * numpy does this one strided byte at a time (docs/benchmarks-history.md, "Byte-split compressed
  * pages", "How the bytes are moved", compares the two). For 8-byte values
  * both directions are the transpose of 8x8 byte blocks: eight 64-bit loads, three
  * rounds of masked swaps in registers (Hacker's Delight's transpose, on bytes), eight

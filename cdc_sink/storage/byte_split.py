@@ -7,7 +7,7 @@ those bytes interleaved with the varying ones and finds short matches only. Writ
 0 of every value, then byte 1 of every value, and so on (Parquet's ``BYTE_STREAM_SPLIT``
 encoding, Blosc's shuffle filter) puts the repeating bytes in long runs, which the
 codec then finds: pages come out smaller and zstd encodes them faster
-(docs/benchmarks.md, "Byte-split compressed pages", per codec and per column).
+(docs/benchmarks-history.md, "Byte-split compressed pages", per codec and per column).
 
 A ``decimal128`` page whose values all fit in 64 bits (every high word the sign of its
 low word, as for any precision up to 18) is split as its low words; other decimal pages
@@ -16,7 +16,7 @@ is slow).
 
 The bytes move in C (``cdc_sink/storage/_cbytesplit.c``: 8x8 byte blocks transposed in
 registers, without the GIL) when the extension was built, else in numpy (one strided
-pass per stream, slower: docs/benchmarks.md, "Byte-split compressed pages", "How the
+pass per stream, slower: docs/benchmarks-history.md, "Byte-split compressed pages", "How the
 bytes are moved"); both write the same bytes.
 
 The filter is applied only to pages that are compressed: an uncompressed page stays the
@@ -121,7 +121,7 @@ def split_page(arr: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
     values = _values(arr, width)
     if pa.types.is_decimal128(type):
         # 16-byte values: split only as 64-bit words (a wide split is slow, and its
-        # sign words compress better interleaved: docs/benchmarks.md)
+        # sign words compress better interleaved: docs/benchmarks-history.md)
         if not _fits_64_bits(arr):
             return None
         width, type = 8, pa.int64()

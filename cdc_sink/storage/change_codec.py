@@ -38,10 +38,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc_sink.arrays import one_array
-from cdc_sink.changes import OP_TRUNCATE, SET_PREFIX, ChangeBatch
+from cdc_sink.batch import OP_TRUNCATE, SET_PREFIX, ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
+from cdc_sink.utils.arrays import one_array
 
 __all__ = [
     "COMPRESS_MIN_EVENTS",
@@ -73,7 +73,7 @@ WAL_CODECS: tuple[WalCompression, ...] = ("lz4", "zstd", None)
 DEFAULT_COMPRESSION: WalCompression = "lz4"
 """Codec of format 2 bodies: LZ4, whose decompression costs less than ZSTD's (replay speed
 is what reopening a table waits for), for somewhat more bytes than ZSTD writes; both keep
-a segment under Parquet's size (docs/benchmarks.md, "Compact WAL", "Where the time
+a segment under Parquet's size (docs/benchmarks-history.md, "Compact WAL", "Where the time
 goes")."""
 
 COMPRESS_MIN_EVENTS = 4096

@@ -40,7 +40,6 @@ import pyarrow as pa
 
 from cdc_sink.errors import WalCorruption
 from cdc_sink.filters import PageStats, physical_value
-from cdc_sink.parallel import ordered_map
 from cdc_sink.storage.bounded_ipc import check_expansion, expansion_limit
 from cdc_sink.storage.byte_split import join_page, split_page
 from cdc_sink.storage.objectstore import (
@@ -51,6 +50,7 @@ from cdc_sink.storage.objectstore import (
     as_store,
 )
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
+from cdc_sink.utils.parallel import ordered_map
 
 __all__ = [
     "PAGE_CODECS",

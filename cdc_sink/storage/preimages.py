@@ -35,7 +35,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import OP_TRUNCATE, ChangeBatch
+from cdc_sink.batch import OP_TRUNCATE, ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.bounded_ipc import check_expansion, decompressed_size

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import Rejects
+from cdc_sink.batch import Rejects
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.bounded_ipc import check_expansion, expansion_limit
 from cdc_sink.storage.layout import REJECTS_DIR, attempt_stem, rejects_file

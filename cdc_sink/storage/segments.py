@@ -27,7 +27,7 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.bounded_ipc import check_expansion, decompressed_size, expansion_limit

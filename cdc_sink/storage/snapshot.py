@@ -24,10 +24,10 @@ compacts: the caller compacts the tablet at the version first (``MemTablet.compa
 Pages are written with the table's ``page_compression`` codec (value pages and key pages;
 row hashes never: they are random bits; the index slots never: every bucket load would
 decompress them into fresh memory instead of mapping them, for the bytes zstd saves:
-docs/benchmarks.md, "zstd pages by default", "Index slots uncompressed"), and each blob
+docs/benchmarks-history.md, "zstd pages by default", "Index slots uncompressed"), and each blob
 reads with whatever codec it was written with. The pages to write are queued, compressed
 in as many threads as the process may use cores and appended in queue order
-(:func:`~cdc_sink.storage.pages.encoded_pages`; docs/benchmarks.md, "Snapshot pages
+(:func:`~cdc_sink.storage.pages.encoded_pages`; docs/benchmarks-history.md, "Snapshot pages
 compressed in parallel"), the value pages' statistics computed in the same threads.
 Manifests and page files are objects of the table's store, each written once
 (``put_new``, before the log entry that names the snapshot); loading reads the manifest
@@ -74,7 +74,6 @@ from pyroaring import FrozenBitMap
 
 from cdc_sink.errors import TabletStateError, WalCorruption
 from cdc_sink.filters import PageStats
-from cdc_sink.parallel import ordered_map
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage import layout
 from cdc_sink.storage.faults import fault_point, register
@@ -97,6 +96,7 @@ from cdc_sink.tablet.column import Base, PageList
 from cdc_sink.tablet.keyindex import seed_from_json, seed_to_json
 from cdc_sink.tablet.memtablet import MemTablet
 from cdc_sink.tablet.page_loads import MIN_PARALLEL, usable_cores
+from cdc_sink.utils.parallel import ordered_map
 
 __all__ = [
     "PAGE_FORMAT",
@@ -537,7 +537,7 @@ def load_snapshot(
 
 def _arrays(reader: PageReader, locs: list[PageLoc]) -> list[pa.Array]:
     """The pages at ``locs``, CRC-checked and decoded in a few threads (both release the
-    GIL: docs/benchmarks.md, "Cold reads built page by page")."""
+    GIL: docs/benchmarks-history.md, "Cold reads built page by page")."""
     threads = min(usable_cores(), 8) if len(locs) >= MIN_PARALLEL else 1
     return list(ordered_map(reader.array, locs, threads, name="cdc_sink-load"))
 

@@ -12,7 +12,7 @@
  * This is linear probing, one row after another, as a scalar hash table inserts. numpy
  * cannot probe row by row, so without this extension the index sorts the rows by home
  * slot and takes a running maximum (KeyIndex._build): several passes over arrays of the
- * keys' length where this loop makes one (docs/benchmarks.md, "zstd pages by default",
+ * keys' length where this loop makes one (docs/benchmarks-history.md, "zstd pages by default",
  * "The key index in C", times the two). The homes are random, so each insert is a cache
  * miss; the home slot of the row 16 ahead is prefetched, so the misses of several rows
  * overlap instead of coming one after another. The GIL is released while placing.

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc_sink.changes import OP_DELETE, OP_TRUNCATE, OP_UPDATE, OP_UPSERT, ChangeBatch, Rejects
+from cdc_sink.batch import OP_DELETE, OP_TRUNCATE, OP_UPDATE, OP_UPSERT, ChangeBatch, Rejects
 from cdc_sink.schema import Column
 from cdc_sink.tablet.fold import SEQ_NONE, FoldResult, fold_events
 from cdc_sink.tablet.keyindex import KeyIndex

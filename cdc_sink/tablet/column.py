@@ -30,7 +30,6 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.arrays import one_array, search_sorted
 from cdc_sink.filters import PageStats, page_stats
 from cdc_sink.schema import Column
 from cdc_sink.tablet.keystore import (
@@ -41,6 +40,7 @@ from cdc_sink.tablet.keystore import (
     take,
 )
 from cdc_sink.tablet.lazy_pages import LazyPage, PageEntry, PageList, PageLoader, page_of
+from cdc_sink.utils.arrays import one_array, search_sorted
 
 __all__ = [
     "Base",

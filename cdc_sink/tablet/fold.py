@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdc_sink.changes import OP_DELETE, OP_INSERT, OP_UPSERT
+from cdc_sink.batch import OP_DELETE, OP_INSERT, OP_UPSERT
 
 __all__ = ["SEQ_NONE", "FoldResult", "fold_events"]
 

@@ -25,7 +25,7 @@ The C extension (``_cslots.siphash``) hashes row after row; without it numpy run
 same rounds over blocks of rows (their temporaries stay in the CPU cache), one round of
 numpy operations per 8-byte word index (the rows sorted by length, so the rows still
 that long are a prefix of a block). The numpy rounds are several times slower than the
-C loop (docs/benchmarks.md, "Salted key index").
+C loop (docs/benchmarks-history.md, "Salted key index").
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.arrays import one_array
 from cdc_sink.tablet.keystore import arrow_validity, arrow_values_view, fixed_width_dtype
+from cdc_sink.utils.arrays import one_array
 
 try:  # built from cdc_sink/tablet/_cslots.c at install; optional
     from cdc_sink.tablet import _cslots as _cslots

@@ -22,7 +22,7 @@ the longest probe sequence (a few at load <= 0.6; :meth:`KeyIndex.probe_stats` m
 the probe distances). Inserts and rebuilds place rows in C (``_cslots.c``: linear
 probing row by row, the home slots of the rows ahead prefetched), faster than numpy's
 sorted one-pass build, which is the fallback when the extension was not built
-(docs/benchmarks.md, "zstd pages by default", "The key index in C").
+(docs/benchmarks-history.md, "zstd pages by default", "The key index in C").
 
 Row ids are dense and assigned in insertion order; :meth:`KeyIndex.truncate` forgets the
 rows of a rolled-back version.
@@ -37,10 +37,10 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.arrays import one_array
 from cdc_sink.bucketing import spark_xxhash64
 from cdc_sink.tablet.keyhash import salted_hash
 from cdc_sink.tablet.keystore import KeyStore
+from cdc_sink.utils.arrays import one_array
 
 try:  # built from cdc_sink/tablet/_cslots.c at install; optional
     from cdc_sink.tablet import _cslots as _cslots
@@ -200,7 +200,7 @@ class KeyIndex:
         all linear probing asks. Runs that reach the end of the array go on from slot 0
         (:meth:`_place`). One sort and a sequential scatter instead of :meth:`_place`'s
         random probing rounds, with three temporaries of the keys' length (both builds
-        timed in docs/benchmarks.md, "zstd pages by default", "The key index in C"). The
+        timed in docs/benchmarks-history.md, "zstd pages by default", "The key index in C"). The
         two place keys differently within a cluster; either is a valid linear-probing
         table."""
         n = len(hm)
@@ -313,7 +313,7 @@ class KeyIndex:
         if _cslots is not None:  # probes row by row in C, any number of rows
             _cslots.place(hm, self._slots, int(self._shift), self.count)
         elif k >= self.count:  # as many new keys as old: one sequential rebuild of all
-            # is cheaper than probing for the new ones (docs/benchmarks.md, "Bulk load
+            # is cheaper than probing for the new ones (docs/benchmarks-history.md, "Bulk load
             # without probing, sorting or copies", "The key index takes a large insert")
             if self.count or self._removed:
                 self._alloc(self._bits)
@@ -427,7 +427,7 @@ class KeyIndex:
         if _increasing_integers(keys):  # distinct keys, seen without a sort (a load)
             return np.arange(n, dtype=np.int64)
         # A sort of the values, far cheaper than the stable argsort it may skip
-        # (docs/benchmarks.md, "Page compression and the load path", "Load path").
+        # (docs/benchmarks-history.md, "Page compression and the load path", "Load path").
         sorted_hash = np.sort(key_hash)
         if not (sorted_hash[1:] == sorted_hash[:-1]).any():
             return np.arange(n, dtype=np.int64)  # distinct hashes: distinct keys

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.arrays import one_array
+from cdc_sink.utils.arrays import one_array
 
 __all__ = ["KeyStore", "fixed_width_dtype", "take"]
 

@@ -32,8 +32,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap, FrozenBitMap
 
-from cdc_sink.arrays import GrowingArray, one_array
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.errors import TabletStateError, VersionNotFound
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet.apply import (
@@ -52,6 +51,7 @@ from cdc_sink.tablet.column import ColumnStore, Delta
 from cdc_sink.tablet.fold import SEQ_NONE, FoldResult
 from cdc_sink.tablet.keyindex import KeyIndex, new_seed
 from cdc_sink.tablet.reads import lookup, read_columns, scan
+from cdc_sink.utils.arrays import GrowingArray, one_array
 
 __all__ = ["ApplyResult", "MemTablet", "TabletOptions"]
 

@@ -6,7 +6,7 @@ pages in a pool of threads (:func:`cdc_sink.tablet.reads.scan`), reading them th
 scan too small for that (fewer than ``reads.MIN_PARALLEL_CELLS`` cells) still has its
 stored pages read by :func:`load_pages` in a few threads first: Arrow's IPC reader and
 the CRC check release the GIL, and one page of 20 compressed columns is 20 decodes, so
-the decodes of a cold read of compressed pages overlap on the cores (docs/benchmarks.md,
+the decodes of a cold read of compressed pages overlap on the cores (docs/benchmarks-history.md,
 "Cold reads of compressed pages in parallel").
 
 Only the pages the scan will return as they are loaded this way (its columns, and the

@@ -23,12 +23,12 @@ import pyarrow as pa
 from pyroaring import BitMap, FrozenBitMap
 
 from cdc_sink.filters import Predicate, evaluate, may_match, parse_filter, physical_predicate
-from cdc_sink.parallel import ordered_map
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet.apply import u32
 from cdc_sink.tablet.column import PageSource
 from cdc_sink.tablet.keystore import take
 from cdc_sink.tablet.page_loads import load_pages, unloaded_pages, usable_cores
+from cdc_sink.utils.parallel import ordered_map
 
 if TYPE_CHECKING:
     from cdc_sink.tablet.memtablet import MemTablet
@@ -98,14 +98,14 @@ def scan(
     Each output page is built (its stored pages read, deltas applied, dead and
     filtered-out rows dropped, column by column while the page is in cache) by
     :class:`_PageBuilder`; a scan of at least :data:`MIN_PARALLEL_CELLS` cells builds its
-    pages in a few threads (:func:`~cdc_sink.parallel.ordered_map`), since decoding,
+    pages in a few threads (:func:`~cdc_sink.utils.parallel.ordered_map`), since decoding,
     rebuilding and Arrow's ``filter`` release the GIL.
 
     A stored page the scan reads stays in memory only if the scan returns it as it is
     (no row of it dropped, no delta on it). A page the scan copies anyway is read again
     by the next reader that needs it: a cold read of a compressed table then decodes
     each such page into memory that the next page reuses, instead of keeping a decoded
-    copy beside the filtered one (docs/benchmarks.md, "Cold reads built page by page").
+    copy beside the filtered one (docs/benchmarks-history.md, "Cold reads built page by page").
     """
     rows = tablet.row_count_at(version)
     cols = read_columns(schema, columns)

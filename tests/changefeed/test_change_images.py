@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import cdc_sink
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.engine import TableCore, core_of
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage.layout import CHANGE_DATA_DIR, images_file

@@ -6,7 +6,7 @@ throughout; afterwards every retained version equals the reference model fed fro
 topic at its batch's offsets, nothing is lost or applied twice, the dead letters are
 exactly the rejected records, and every version read the same way each time.
 
-The long run is ``benchmarks/chaos.py`` (figures in docs/benchmarks.md, "Chaos").
+The long run is ``benchmarks/chaos.py`` (figures in docs/benchmarks-history.md, "Chaos").
 """
 
 from __future__ import annotations

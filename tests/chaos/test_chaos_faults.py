@@ -7,7 +7,7 @@ retained version equals the reference model at its batch's offsets, nothing is l
 applied twice, and the dead letters are exactly the rejected records.
 
 The long runs are ``benchmarks/chaos.py --broker-bounces/--enospc-runs/--eio-runs``
-(figures in docs/benchmarks.md, "Chaos").
+(figures in docs/benchmarks-history.md, "Chaos").
 """
 
 from __future__ import annotations

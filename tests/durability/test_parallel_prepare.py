@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.engine import _commit as commit
 from cdc_sink.engine import core_of
 from cdc_sink.errors import InvalidOption

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cdc_sink import create_table, open_table
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.engine import core_of
 from cdc_sink.errors import CommitConflict, InvalidOption
 from cdc_sink.table import Table, TableOptions

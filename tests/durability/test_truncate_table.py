@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from cdc_sink.changes import OP_TRUNCATE
+from cdc_sink.batch import OP_TRUNCATE
 from cdc_sink.table import TableOptions, create_table, open_table
 from tests.fixtures import ID_V_SEQ
 

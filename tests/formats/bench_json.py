@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.formats import Decoded, Decoder, _jsonscan
 from cdc_sink.formats.debezium import DebeziumDecoder, encode_debezium
 from cdc_sink.formats.native_json import JsonDecoder, encode_json

@@ -30,7 +30,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-from cdc_sink.changes import OP_DELETE, OP_NAMES, ChangeBatch
+from cdc_sink.batch import OP_DELETE, OP_NAMES, ChangeBatch
 from cdc_sink.formats import Decoded, Decoder, FormatName, get_decoder
 from cdc_sink.formats._arrays import decimal_fits
 from cdc_sink.formats.debezium import encode_debezium

@@ -42,7 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_sink.changes import OP_NAMES
+from cdc_sink.batch import OP_NAMES
 from cdc_sink.formats import FormatName, get_decoder
 from cdc_sink.formats.debezium import encode_debezium
 from cdc_sink.formats.native_json import encode_json

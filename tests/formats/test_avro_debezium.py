@@ -358,7 +358,7 @@ def test_options_are_checked_and_the_decoder_pickles(registry: LocalRegistry):
 
 # ============================================================ the registry of formats
 def test_the_format_is_registered_with_its_decoder_and_encoder(registry: LocalRegistry):
-    from cdc_sink.changes import ChangeBatch
+    from cdc_sink.batch import ChangeBatch
     from cdc_sink.formats import get_decoder, get_format
     from tests.formats.support import ALL_TYPES
 

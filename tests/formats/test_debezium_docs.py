@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.changes import OP_CODES, OP_DELETE, OP_UPSERT, ChangeBatch
+from cdc_sink.batch import OP_CODES, OP_DELETE, OP_UPSERT, ChangeBatch
 from cdc_sink.errors import CdcSinkError, InvalidOption
 from cdc_sink.formats import Decoded, get_decoder
 from cdc_sink.formats.debezium import DebeziumDecoder

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.formats import FORMATS, Decoded, Decoder, decoder_options, get_decoder
 from cdc_sink.formats.native_json import encode_json
 from cdc_sink.formats.rowv2 import encode_event

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc_sink.changes import OP_DELETE, OP_UPSERT
+from cdc_sink.batch import OP_DELETE, OP_UPSERT
 from cdc_sink.formats import get_decoder
 from cdc_sink.formats.rowv2 import (
     _GROUP_MIN,

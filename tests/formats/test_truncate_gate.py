@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cdc_sink import create_table
-from cdc_sink.changes import OP_TRUNCATE
+from cdc_sink.batch import OP_TRUNCATE
 from cdc_sink.errors import InvalidOption
 from cdc_sink.formats import REGISTRY, _jsonflat, get_decoder
 from cdc_sink.formats.native_json import TRUNCATE_REFUSED, JsonDecoder

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.formats import _jsonflat, _jsonscan, get_decoder
 from cdc_sink.formats._decimaltext import counted, decimal_text
 from cdc_sink.formats._rowv2_encode import pack_row

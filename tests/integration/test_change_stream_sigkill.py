@@ -15,7 +15,7 @@ Its cost is the readers' starts: each kill costs a Spark start (JVM, session, st
 query) and its first micro-batches. The suite runs :data:`KILLS` of them
 (``CDC_SINK_STREAM_KILLS``, default 6); the issue's run of 20 and more is
 ``CDC_SINK_STREAM_KILLS=20 pytest tests/integration/test_change_stream_sigkill.py``
-(docs/benchmarks.md, "Change stream", has its runs).
+(docs/benchmarks-history.md, "Change stream", has its runs).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
-from cdc_sink.changes import ChangeBatch, Rejects
+from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.formats import get_decoder
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import to_change_batch

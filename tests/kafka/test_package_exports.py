@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import cdc_sink.kafka as kafka_pkg
-from cdc_sink.extras import MissingExtra, require, require_any
 from cdc_sink.kafka.deadletter import KafkaDeadLetter, ParquetDeadLetter
 from cdc_sink.kafka.producer import CdcProducer, DeliveryError
+from cdc_sink.utils.extras import MissingExtra, require, require_any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -119,7 +119,7 @@ class Hide(importlib.abc.MetaPathFinder):
         return None
 sys.meta_path.insert(0, Hide())
 import cdc_sink, cdc_sink.table, cdc_sink.kafka, cdc_sink.kafka.jars
-from cdc_sink.extras import MissingExtra
+from cdc_sink.utils.extras import MissingExtra
 schema = cdc_sink.TableSchema.from_dict({
     "columns": [{"name": "id", "type": "int64", "nullable": False},
                 {"name": "v", "type": "string"}],

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from cdc_sink.errors import CdcSinkError
-from cdc_sink.extras import MissingExtra
 from cdc_sink.storage.objectstore import (
     BucketNotFound,
     ConditionalWritesUnsupported,
@@ -22,6 +21,7 @@ from cdc_sink.storage.objectstore import (
 from cdc_sink.storage.objectstore.cloud import PROBE_PREFIX, ObstoreStore
 from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.storage.objectstore.urls import parse_store_url
+from cdc_sink.utils.extras import MissingExtra
 from cdc_sink_testkit.s3 import SeaweedS3
 from tests.objectstore.proxy import IgnoringConditionalPuts
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from cdc_sink.errors import CdcSinkError, InvalidOption
 from cdc_sink.kafka.properties import ClientProperties
-from cdc_sink.redact import is_secret
 from cdc_sink.storage.objectstore import store_for
+from cdc_sink.utils.redact import is_secret
 from tests.security.shown import logged
 
 _MARK = re.compile(r"ZQ\d+QZ")

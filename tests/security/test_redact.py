@@ -1,4 +1,4 @@
-"""The one secret rule (:mod:`cdc_sink.redact`), and issue 49's finding 3: the registry
+"""The one secret rule (:mod:`cdc_sink.utils.redact`), and issue 49's finding 3: the registry
 password in the reprs of the sink options and of the registry settings."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cdc_sink.formats.avro_wire import RegistrySettings
-from cdc_sink.redact import MASK, is_secret, is_secret_key, mask_url, masked, scrub
 from cdc_sink.spark.options import DecodeOptions, SinkOptions
+from cdc_sink.utils.redact import MASK, is_secret, is_secret_key, mask_url, masked, scrub
 
 SECRET = "reg-SECRET-pw"
 

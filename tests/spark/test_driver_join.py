@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.formats import TS_MISSING, get_decoder
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import op_counts

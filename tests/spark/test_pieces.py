@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cdc_sink.batch import SET_PREFIX, ChangeBatch
 from cdc_sink.bucketing import bucket_ids
-from cdc_sink.changes import SET_PREFIX, ChangeBatch
 from cdc_sink.formats import REGISTRY
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.spark import _pieces

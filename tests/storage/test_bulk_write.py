@@ -147,7 +147,7 @@ def test_a_lost_commit_race_leaves_no_files_and_a_retry_commits(tmp_path: Path) 
 def test_prepared_in_one_process_committed_in_another(tmp_path: Path) -> None:
     """Executors mode: a worker's table prepares, the driver's table commits, and the
     worker's table goes on from its own bulk tablet."""
-    from cdc_sink.changes import ChangeBatch
+    from cdc_sink.batch import ChangeBatch
 
     driver = create_table(tmp_path / "t", SCHEMA, options=OPTS)
     worker = open_table(tmp_path / "t", options=OPTS)

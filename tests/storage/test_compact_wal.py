@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc_sink.changes import SET_PREFIX, ChangeBatch
+from cdc_sink.batch import SET_PREFIX, ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.bounded_ipc import decompressed_size

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cdc_sink.tablet.reads as reads
-from cdc_sink.changes import OP_UPSERT
+from cdc_sink.batch import OP_UPSERT
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.framing import read_records
 from cdc_sink.storage.snapshot import SNAPSHOT_MAGIC

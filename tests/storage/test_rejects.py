@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.changes import Rejects
+from cdc_sink.batch import Rejects
 from cdc_sink.dead_letters import forward
 from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
@@ -90,7 +90,7 @@ def test_a_lost_commit_race_leaves_no_rejects_file(table: Table) -> None:
 
 
 def _one_event_batch(table: Table) -> Any:
-    from cdc_sink.changes import ChangeBatch
+    from cdc_sink.batch import ChangeBatch
 
     batch, _ = ChangeBatch.from_events(
         [{"op": "insert", "key": {"id": 9}, "set": {}}], table.schema

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.bounded_ipc import MAX_EXPANSION

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdc_sink.changes import OP_DELETE, OP_INSERT, OP_UPDATE, OP_UPSERT
+from cdc_sink.batch import OP_DELETE, OP_INSERT, OP_UPDATE, OP_UPSERT
 from cdc_sink.tablet.fold import SEQ_NONE, FoldResult, _exclusive_segmented_max, fold_events
 
 

@@ -12,8 +12,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.bucketing import spark_xxhash64
-from cdc_sink.changes import ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.tablet.apply import group_keys
 from cdc_sink.tablet.keyindex import KeyIndex

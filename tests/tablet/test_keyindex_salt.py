@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.bucketing import spark_xxhash64
-from cdc_sink.changes import ChangeBatch
 from cdc_sink.engine import core_of
 from cdc_sink.errors import WalCorruption
 from cdc_sink.schema import TableSchema

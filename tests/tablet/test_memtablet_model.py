@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.errors import VersionNotFound
 from cdc_sink.schema import TableSchema
 from cdc_sink.tablet import MemTablet, TabletOptions

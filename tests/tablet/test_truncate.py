@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc_sink.changes import ChangeBatch
+from cdc_sink.batch import ChangeBatch
 from cdc_sink.schema import TableSchema
 from cdc_sink.tablet import MemTablet, TabletOptions
 from tests.fixtures import ID_V, ID_V_SEQ

@@ -640,7 +640,7 @@ def store_for(
             an unknown option.
         BucketNotFound, StoreAccessDenied, ConditionalWritesUnsupported: Found by the
             probe.
-        cdc_sink.extras.MissingExtra: An object-store URL without ``obstore`` installed.
+        cdc_sink.utils.extras.MissingExtra: An object-store URL without ``obstore`` installed.
     """
     from cdc_sink.storage.objectstore.urls import open_store
 

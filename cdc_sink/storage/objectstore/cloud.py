@@ -23,7 +23,7 @@ the client keys (``AWS_ALLOW_HTTP``, ``AZURE_ALLOW_INVALID_CERTIFICATES``,
 boolean client key takes ``true``/``false`` (``1``/``0``, ``yes``/``no``, ``on``/``off``)
 and nothing else.
 
-No error message holds an option's value (:mod:`cdc_sink.redact`): obstore's messages,
+No error message holds an option's value (:mod:`cdc_sink.utils.redact`): obstore's messages,
 which echo values (``failed to parse "<value>" as boolean``), are scrubbed of every
 option value but the endpoint's and the region's, and of every quoted value; one that
 had to be scrubbed is not chained either. An endpoint with user info
@@ -60,7 +60,6 @@ from obstore.exceptions import (
 )
 from obstore.store import from_url
 
-from cdc_sink.redact import has_userinfo, scrub
 from cdc_sink.storage.objectstore import (
     BucketNotFound,
     ConditionalWritesUnsupported,
@@ -74,6 +73,7 @@ from cdc_sink.storage.objectstore import (
     StoreIOError,
 )
 from cdc_sink.storage.objectstore.urls import parse_store_url
+from cdc_sink.utils.redact import has_userinfo, scrub
 
 __all__ = ["CLIENT_OPTIONS", "PROBE_PREFIX", "ObstoreStore"]
 
@@ -133,7 +133,7 @@ _QUOTED = re.compile(r'"[^"]*"')
 
 def _first_line(exc: BaseException, hidden: tuple[str, ...] = ()) -> str:
     """obstore's message without its debug dump, and without the ``hidden`` values or any
-    URL's user info (:func:`cdc_sink.redact.scrub`)."""
+    URL's user info (:func:`cdc_sink.utils.redact.scrub`)."""
     text = str(exc).strip()
     return scrub(text.splitlines()[0], hidden) if text else type(exc).__name__
 

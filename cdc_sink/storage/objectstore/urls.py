@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from cdc_sink.extras import MissingExtra
-from cdc_sink.redact import has_userinfo, mask_url
 from cdc_sink.storage.objectstore import ObjectStore, StoreConfigError
 from cdc_sink.storage.objectstore.local import LocalStore
+from cdc_sink.utils.extras import MissingExtra
+from cdc_sink.utils.redact import has_userinfo, mask_url
 
 __all__ = ["OBJECT_STORE_SCHEMES", "StoreUrl", "open_store", "parse_store_url"]
 

@@ -44,8 +44,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from cdc_sink.extras import require
 from cdc_sink.kafka.admin import admin_client, create_topic
+from cdc_sink.utils.extras import require
 from cdc_sink_testkit.kafka.container import (
     IMAGE_ENV,
     TestcontainersKafka,

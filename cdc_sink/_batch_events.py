@@ -1,4 +1,4 @@
-"""Native event dicts to columns: the phases of :meth:`cdc_sink.changes.ChangeBatch.from_events`.
+"""Native event dicts to columns: the phases of :meth:`cdc_sink.batch.ChangeBatch.from_events`.
 
 An event is ``{"op", "key", "set", "seq"?}`` (see ``from_events``). :func:`split_events`
 takes the events apart (one pass over the dicts), :func:`column_from_py` builds one
@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink.schema import Column, TableSchema, coercer, type_to_str
-from cdc_sink.values import CONVERSION_ERRORS
+from cdc_sink.utils.values import CONVERSION_ERRORS
 
 __all__ = ["column_from_py", "event_seqs", "set_columns", "split_events"]
 

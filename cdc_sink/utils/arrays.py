@@ -25,7 +25,7 @@ def search_sorted(a: np.ndarray, values: Any) -> np.ndarray:
 
     numpy converts the *array* to the common dtype when the two differ: searching a
     10M-row ``uint32`` array for a few ``int64`` page starts copied all of it to
-    ``int64`` first, on every call (docs/benchmarks.md, "The larger workload: 10M rows,
+    ``int64`` first, on every call (docs/benchmarks-history.md, "The larger workload: 10M rows,
     500K-event micro-batches", "numpy converting row ids on every search"). Values above
     ``a``'s dtype range are past every element; negative ones before every element.
     """

@@ -38,8 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdc_sink._events import column_from_py, event_seqs, set_columns, split_events
-from cdc_sink.arrays import one_array
+from cdc_sink._batch_events import column_from_py, event_seqs, set_columns, split_events
 from cdc_sink.errors import SchemaMismatch
 from cdc_sink.schema import (
     Column,
@@ -50,6 +49,7 @@ from cdc_sink.schema import (
     type_to_str,
     value_bounds,
 )
+from cdc_sink.utils.arrays import one_array
 
 __all__ = [
     "OP_CODES",
