@@ -455,13 +455,21 @@ def read_manifest(where: StoreLike, rel: str) -> SnapshotManifest:
             f"snapshot manifest is malformed ({type(exc).__name__})", path=path, offset=0
         ) from None
     _check_page_files(manifest, path)
-    if manifest.page_format > PAGE_FORMAT:
-        raise WalCorruption(
-            f"snapshot manifest has page format {manifest.page_format}, newer than this"
-            f" cdc_sink reads ({PAGE_FORMAT}): upgrade cdc_sink to read this table",
-            path=path,
-            offset=0,
-        )
+    for name, found, known in (
+        ("page format", manifest.page_format, PAGE_FORMAT),
+        ("statistics format", manifest.stats_format, STATS_FORMAT),
+    ):
+        if found > known:
+            raise WalCorruption(
+                f"snapshot manifest has {name} {found}, newer than this cdc_sink reads "
+                f"({known}): upgrade cdc_sink to read this table",
+                path=path,
+                offset=0,
+            )
+        if found < 1:
+            raise WalCorruption(
+                f"snapshot manifest has {name} {found}, which is no format", path=path, offset=0
+            )
     return manifest
 
 
