@@ -89,29 +89,6 @@ def prepare_buckets(
     return prepared
 
 
-def commit_prepared(
-    s: TableCore,
-    version: int,
-    prepared: Sequence[PreparedBucket],
-    app_id: str | None,
-    batch_id: int | None,
-    events: int | None,
-    rejects: pa.Table | None,
-    source_offsets: Mapping[str, Mapping[str, int]] | None,
-) -> CommitResult:
-    """Makes version ``version`` visible with every bucket of ``prepared``, atomically.
-
-    ``rejects`` (columns of :data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`) are written
-    durably first and named by the log entry, so they exist exactly when the version
-    does; ``source_offsets`` go into the entry.
-
-    Raises:
-        CommitConflict: Another writer committed ``version`` first (then call
-            :func:`abort_prepared`).
-    """
-    return _commit(s, version, prepared, app_id, batch_id, events, rejects, source_offsets)
-
-
 # ---------------------------------------------------------------------- prepare
 @dataclass
 class _Plan:
@@ -275,7 +252,7 @@ def _prepared(
 
 
 # ---------------------------------------------------------------------- commit
-def _commit(
+def commit_prepared(
     s: TableCore,
     version: int,
     prepared: Sequence[PreparedBucket],
@@ -285,6 +262,16 @@ def _commit(
     rejects: pa.Table | None,
     source_offsets: Mapping[str, Mapping[str, int]] | None,
 ) -> CommitResult:
+    """Makes version ``version`` visible with every bucket of ``prepared``, atomically.
+
+    ``rejects`` (columns of :data:`~cdc_sink.storage.rejects.REJECTS_SCHEMA`) are written
+    durably first and named by the log entry, so they exist exactly when the version
+    does; ``source_offsets`` go into the entry.
+
+    Raises:
+        CommitConflict: Another writer committed ``version`` first (then call
+            :func:`abort_prepared`).
+    """
     fault_point("table.prepared")
     total = ApplyResult()
     for p in prepared:
