@@ -410,25 +410,43 @@ def _bounds(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return p.starts, p.ends
 
 
+def _struct_members(
+    parts: Parts, m: Members, sel: np.ndarray, names: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The members of the objects ``sel`` (sorted member ids): each member's id, the index
+    of its name in ``names`` (-1: another name) and the position of its object in
+    ``sel``."""
+    child = np.flatnonzero(np.isin(m.parent, sel) & (m.parent >= 0))
+    code = match_strings(
+        parts.data, m.name_start[child], m.name_end[child], m.name_escaped[child], names
+    )
+    return child, code, np.searchsorted(sel, m.parent[child])
+
+
+def _member(
+    child: np.ndarray, code: np.ndarray, owner: np.ndarray, j: int, bad: np.ndarray
+) -> np.ndarray:
+    """Per object, the member id of its member named ``names[j]`` (-1: none); an object
+    naming it twice is marked in ``bad``."""
+    k = len(bad)
+    at = code == j
+    o = owner[at]
+    bad[o[np.bincount(o, minlength=k)[o] > 1]] = True
+    out = np.full(k, -1, dtype=np.int64)
+    out[o] = child[at]
+    return out
+
+
 def _variable_scale(
     parts: Parts, m: Members, sel: np.ndarray, t: pa.DataType
 ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Debezium ``VariableScaleDecimal`` objects ``{"scale": k, "value": base64}``."""
     k = len(sel)
-    child = np.flatnonzero(np.isin(m.parent, sel) & (m.parent >= 0))
-    code = match_strings(
-        parts.data, m.name_start[child], m.name_end[child], m.name_escaped[child], _STRUCT_NAMES
-    )
-    owner = np.searchsorted(sel, m.parent[child])
-    scale_m = np.full(k, -1, dtype=np.int64)
-    value_m = np.full(k, -1, dtype=np.int64)
-    dup = np.zeros(k, dtype=bool)
-    for j, target in ((0, scale_m), (1, value_m)):
-        at = code == j
-        o = owner[at]
-        dup[o[np.bincount(o, minlength=k)[o] > 1]] = True
-        target[o] = child[at]
-    bad = dup | (scale_m < 0) | (value_m < 0)
+    child, code, owner = _struct_members(parts, m, sel, _STRUCT_NAMES)
+    bad = np.zeros(k, dtype=bool)
+    scale_m = _member(child, code, owner, 0, bad)
+    value_m = _member(child, code, owner, 1, bad)
+    bad |= (scale_m < 0) | (value_m < 0)
     bad |= np.where(scale_m >= 0, m.kind[np.maximum(scale_m, 0)] != KIND_NUMBER, True)
     bad |= np.where(value_m >= 0, m.kind[np.maximum(value_m, 0)] != KIND_STRING, True)
     use = np.flatnonzero(~bad)
@@ -451,18 +469,10 @@ def _geometry(parts: Parts, m: Members, sel: np.ndarray) -> tuple[pa.Array, np.n
     """Debezium ``Geometry``/``Geography`` objects: their ``wkb`` (base64) as bytes; an
     object with another member, or without a string ``wkb``, is bad."""
     k = len(sel)
-    child = np.flatnonzero(np.isin(m.parent, sel) & (m.parent >= 0))
-    code = match_strings(
-        parts.data, m.name_start[child], m.name_end[child], m.name_escaped[child], _GEOMETRY
-    )
-    owner = np.searchsorted(sel, m.parent[child])
-    wkb_m = np.full(k, -1, dtype=np.int64)
+    child, code, owner = _struct_members(parts, m, sel, _GEOMETRY)
     bad = np.zeros(k, dtype=bool)
     bad[owner[code < 0]] = True  # a member other than wkb and srid
-    at = code == 0
-    o = owner[at]
-    bad[o[np.bincount(o, minlength=k)[o] > 1]] = True
-    wkb_m[o] = child[at]
+    wkb_m = _member(child, code, owner, 0, bad)
     bad |= np.where(wkb_m >= 0, m.kind[np.maximum(wkb_m, 0)] != KIND_STRING, True)
     use = np.flatnonzero(~bad)
     raw, b = _strings(parts, m, wkb_m[use])

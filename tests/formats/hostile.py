@@ -460,8 +460,9 @@ def _avro_envelope(extra: Any = "null") -> dict[str, Any]:
     }
 
 
-def _laughs(levels: int, width: int) -> dict[str, Any]:
-    """Records of ``width`` fields of the previous record, ``levels`` deep."""
+def laughs(levels: int, width: int = 10) -> dict[str, Any]:
+    """Records of ``width`` fields of the previous record, ``levels`` deep (the first of
+    ``width`` nulls): a schema of a few hundred bytes that expands to width**levels."""
     t: Any = {
         "type": "record",
         "name": "L0",
@@ -477,8 +478,8 @@ def _laughs(levels: int, width: int) -> dict[str, Any]:
 AVRO = OfflineRegistry()
 """The schemas of the Avro cases (registered at import, so a child has the same ids)."""
 _PLAIN = AVRO.register(_avro_envelope())
-_LAUGHS = AVRO.register(_avro_envelope(_laughs(9, 10)), writable=False)
-_WIDE = AVRO.register(_avro_envelope(["null", _laughs(2, 20)]))
+_LAUGHS = AVRO.register(_avro_envelope(laughs(9, 10)), writable=False)
+_WIDE = AVRO.register(_avro_envelope(["null", laughs(2, 20)]))
 _NULLS = AVRO.register(_avro_envelope({"type": "array", "items": "null"}))
 _INTS = AVRO.register(_avro_envelope({"type": "array", "items": ["null", "long"]}))
 _MAP = AVRO.register(_avro_envelope({"type": "map", "values": "null"}))

@@ -29,23 +29,9 @@ from cdc_sink.formats._avro_schema import MAX_EXPANDED, BadAvroSchema, parse_sch
 from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder
 from cdc_sink.schema import TableSchema
 from tests.avro.offline import URL, OfflineRegistry, header, zigzag
+from tests.formats.hostile import laughs
 
 TABLE = TableSchema.from_dict({"columns": [{"name": "id", "type": "int64"}], "primary_key": ["id"]})
-
-
-def laughs(levels: int, width: int = 10) -> dict[str, Any]:
-    """Records of ``width`` fields of the previous record, ``levels`` deep (the first of
-    ``width`` nulls): a schema of a few hundred bytes that expands to width**levels."""
-    t: Any = {
-        "type": "record",
-        "name": "L0",
-        "fields": [{"name": f"f{i}", "type": "null"} for i in range(width)],
-    }
-    for k in range(1, levels + 1):
-        fields = [{"name": "f0", "type": t}]
-        fields += [{"name": f"f{i}", "type": f"L{k - 1}"} for i in range(1, width)]
-        t = {"type": "record", "name": f"L{k}", "fields": fields}
-    return t
 
 
 def envelope(extra: Any) -> dict[str, Any]:

@@ -6,9 +6,7 @@ when both are given. Real servers, scraped by a real client."""
 from __future__ import annotations
 
 import logging
-import shlex
 import ssl
-import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -20,23 +18,6 @@ from cdc_sink.metrics.server import BasicAuth, start_metrics_server
 
 UNPROTECTED = "cdc_sink_metrics_endpoint_unprotected"
 AUTH = BasicAuth("prometheus", "s3cret")
-OPENSSL_REQ = (
-    "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
-    "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
-)
-
-
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("tls")
-    crt, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(
-        [*shlex.split(OPENSSL_REQ), "-keyout", str(key), "-out", str(crt)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return crt, key
 
 
 def _registry() -> CollectorRegistry:
