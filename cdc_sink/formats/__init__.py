@@ -59,6 +59,7 @@ from cdc_sink.formats.debezium import DebeziumDecoder, debezium_encoder
 from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder, debezium_avro_encoder
 from cdc_sink.formats.native_json import JsonDecoder, json_encoder
 from cdc_sink.formats.rowv2 import Rowv2Decoder, rowv2_encoder
+from cdc_sink.formats.source_tables import Routed, SourceTable, route
 from cdc_sink.schema import TableSchema
 
 __all__ = [
@@ -70,10 +71,13 @@ __all__ = [
     "EventEncoder",
     "Format",
     "FormatName",
+    "Routed",
     "SchemaEvolution",
+    "SourceTable",
     "decoder_options",
     "get_decoder",
     "get_format",
+    "route",
 ]
 
 
