@@ -1,9 +1,10 @@
 """Table schemas: columns with stable ids, a primary key, an optional sequence column.
 
 A :class:`TableSchema` is immutable. Schema changes (:meth:`TableSchema.add_column`,
-:meth:`TableSchema.drop_column`, :meth:`TableSchema.rename_column`) return a new schema
-with ``schema_id + 1``; column ids are never reused (``next_column_id`` only grows), so
-data written under an old schema stays addressable by column id.
+:meth:`TableSchema.drop_column`, :meth:`TableSchema.rename_column`,
+:meth:`TableSchema.widen_column`) return a new schema with ``schema_id + 1``; column ids
+are never reused (``next_column_id`` only grows), so data written under an old schema
+stays addressable by column id.
 
 The dictionary form (``from_dict``/``to_dict``) of a schema (docs/architecture.md §3)::
 
@@ -38,6 +39,7 @@ __all__ = [
     "coerce",
     "coercer",
     "has_bounds",
+    "is_widening",
     "may_exceed_bounds",
     "out_of_bounds",
     "parse_date",
@@ -101,6 +103,21 @@ def parse_type(text: str) -> pa.DataType:
         f"unsupported column type {text!r}; supported: int8, int16, int32, int64, float32, "
         "float64, bool, string, binary, date32, timestamp[us, UTC], decimal128(p, s)"
     )
+
+
+def is_widening(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether every value of type ``old`` is a value of type ``new`` that a cast of the
+    stored ``old`` arrays gives exactly: ``int8`` to ``int16``, ``int32`` or ``int64`` (and
+    so on up the integers), ``float32`` to ``float64``, ``decimal128(p, s)`` to
+    ``decimal128(p2, s)`` with ``p2 > p`` (the same scale). A type is not a widening of
+    itself."""
+    if old in _INTEGER_TYPES and new in _INTEGER_TYPES:
+        return bool(new.bit_width > old.bit_width)
+    if old == pa.float32():
+        return bool(new == pa.float64())
+    if pa.types.is_decimal128(old) and pa.types.is_decimal128(new):
+        return bool(new.scale == old.scale and new.precision > old.precision)
+    return False
 
 
 def type_to_str(t: pa.DataType) -> str:
@@ -588,3 +605,35 @@ class TableSchema:
         return replace(
             self, columns=cols, primary_key=pk, sequence_column=seq, schema_id=self.schema_id + 1
         )
+
+    def widen_column(self, name: str, type: str | pa.DataType) -> TableSchema:
+        """Returns a new schema in which column ``name`` has the wider type ``type`` (same
+        id; rows written before read their values cast to it, see :func:`is_widening`).
+
+        A key column is never widened: its values are hashed (to route rows to buckets,
+        and in the key index) by their stored width, so an ``int32`` key and the same
+        ``int64`` key hash differently.
+
+        Raises:
+            SchemaError: The column is missing, a key column, or ``type`` is not a
+                widening of its type (the message names the column and both types).
+        """
+        if not self.has_column(name):
+            raise SchemaError(f"cannot widen {name!r}: no such column")
+        t = parse_type(type) if isinstance(type, str) else type
+        col = self.column(name)
+        change = f"column {name!r} from {type_to_str(col.type)} to {type_to_str(t)}"
+        if parse_type(type_to_str(t)) != t or not is_widening(col.type, t):
+            raise SchemaError(
+                f"cannot widen {change}: not a lossless widening (int8 -> int16 -> int32 "
+                "-> int64, float32 -> float64, decimal128(p, s) -> decimal128(p2, s) with "
+                "p2 > p)"
+            )
+        if name in self.primary_key:
+            raise SchemaError(
+                f"cannot widen key {change}: keys are hashed (bucket routing and the key "
+                "index) by their stored width, so existing rows would hash differently"
+            )
+        wide = replace(col, type=t, default=col.default.cast(t))
+        cols = tuple(wide if c.id == col.id else c for c in self.columns)
+        return replace(self, columns=cols, schema_id=self.schema_id + 1)

@@ -360,10 +360,12 @@ class Table:
         return Transaction(self._core, app_id=app_id, batch_id=batch_id)
 
     def is_committed(self, app_id: str | None, batch_id: int | None) -> bool:
-        """Whether ``(app_id, batch_id)`` (or a later batch of ``app_id``) is committed."""
+        """Whether ``(app_id, batch_id)`` (or a later batch of ``app_id``) is committed, as
+        of the newest version this table committed or followed (no request: a batch
+        another writer committed since makes this writer's commit lose its race)."""
         if app_id is None or batch_id is None:
             return False
-        last = self.log.last_batch_id(app_id)
+        last = self._core.last_batch_id(app_id)
         return last is not None and batch_id <= last
 
     # ------------------------------------------------------------------ maintenance
@@ -391,6 +393,23 @@ class Table:
     def rename_column(self, old: str, new: str) -> int:
         """Renames a column (older versions read the old name); returns the new version."""
         return self._core.change_schema(self.schema.rename_column(old, new))
+
+    def widen_column(self, name: str, type: str | pa.DataType) -> int:
+        """Widens a column's type losslessly (:meth:`TableSchema.widen_column
+        <cdc_sink.schema.TableSchema.widen_column>`: ``int8`` up to ``int64``, ``float32``
+        to ``float64``, a decimal to a larger precision of the same scale); returns the
+        new version.
+
+        Nothing is rewritten: rows written before read their values cast to the new
+        type, and reads of older versions keep the type they had. The first widening
+        raises the table's protocol versions (docs/format.md, "Protocol versions"), so
+        older releases refuse the table instead of misreading it.
+
+        Raises:
+            SchemaError: The column is missing or a key column, or ``type`` is not a
+                widening of its type.
+        """
+        return self._core.change_schema(self.schema.widen_column(name, type))
 
     def gc(
         self,

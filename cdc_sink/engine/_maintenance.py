@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from cdc_sink.engine.options import TableOptions
 from cdc_sink.engine.pending import PendingBucket
 from cdc_sink.errors import CommitConflict, TableExists, VersionNotFound
-from cdc_sink.schema import TableSchema
+from cdc_sink.schema import TableSchema, is_widening
 from cdc_sink.storage.gc import GcPlan, GcPolicy, execute_gc, plan_gc
 from cdc_sink.storage.layout import TABLE_FILE, file_version, schema_key
 from cdc_sink.storage.objectstore import ObjectExists, ObjectStore, StoreLike, as_store
 from cdc_sink.storage.objectstore.local import LocalStore
-from cdc_sink.storage.protocol import protocol_fields
+from cdc_sink.storage.protocol import WIDENING_VERSION, protocol_fields, raised_fields
 from cdc_sink.storage.snapshot import (
     LocationUpdate,
     apply_locations,
@@ -264,8 +264,15 @@ def _committed_snapshots(s: TableCore, version: int, refs: Mapping[int, BucketRe
 
 
 def change_schema(s: TableCore, new: TableSchema) -> int:
-    """Commits ``new`` as the table's schema in a version of its own; returns it."""
+    """Commits ``new`` as the table's schema in a version of its own; returns it.
+
+    A schema that widens a column raises the table's protocol versions first
+    (:func:`raise_protocol`): from that version on, the table holds pages, deltas and
+    segments of a narrower type than its schema names.
+    """
     s.refresh()
+    if widens(s.schema_at(s.version), new):
+        raise_protocol(s, WIDENING_VERSION)
     v = s.version + 1
     committed = new.schema_id <= max(sid for _, sid in s.history.schemas)
     write_schema(s.store, new, committed=committed)
@@ -277,6 +284,25 @@ def change_schema(s: TableCore, new: TableSchema) -> int:
         t.set_schema(new)
     s.publish(v, [])
     return v
+
+
+def widens(old: TableSchema, new: TableSchema) -> bool:
+    """Whether ``new`` gives a column of ``old`` (by id) a wider type."""
+    return any(
+        o.id == c.id and is_widening(o.type, c.type) for o in old.columns for c in new.columns
+    )
+
+
+def raise_protocol(s: TableCore, version: int) -> None:
+    """Raises the reader and writer versions in the table's ``_table.json`` to at least
+    ``version`` (before the version that needs them commits: a crash in between leaves a
+    table that older releases refuse a little early, never one they misread)."""
+    meta = json.loads(s.store.get(TABLE_FILE))
+    raised = raised_fields(meta, version)
+    if raised is not None:
+        s.store.put(TABLE_FILE, json.dumps(raised).encode())
+        meta = raised
+    s._meta = meta
 
 
 def _own_entry(

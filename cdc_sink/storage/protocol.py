@@ -13,6 +13,11 @@ numbers, so an older release never misreads or damages a table a newer one chang
 table created before the fields existed has neither and is protocol version 1. Every
 change of a file's format from now on raises the versions it needs and is listed in
 docs/format.md's changelog.
+
+A table is created at :data:`CREATED_VERSION` and raised only when it first uses what an
+older release would misread (:func:`raised_fields`): a column widened by a schema change
+(:data:`WIDENING_VERSION`; its older pages, deltas and segments hold the narrower type,
+which a version-1 reader would read as the wider one).
 """
 
 from __future__ import annotations
@@ -22,18 +27,49 @@ from typing import Any, Literal
 
 from cdc_sink.errors import UnsupportedTableVersion
 
-__all__ = ["READER_VERSION", "WRITER_VERSION", "check_protocol", "protocol_fields"]
+__all__ = [
+    "CREATED_VERSION",
+    "READER_VERSION",
+    "WIDENING_VERSION",
+    "WRITER_VERSION",
+    "check_protocol",
+    "protocol_fields",
+    "raised_fields",
+]
 
-READER_VERSION = 1
+READER_VERSION = 2
 """The highest reader protocol version this release implements."""
 
-WRITER_VERSION = 1
+WRITER_VERSION = 2
 """The highest writer protocol version this release implements."""
+
+CREATED_VERSION = 1
+"""The reader and writer version of a table created by this release (one that uses
+nothing a version-1 release would misread)."""
+
+WIDENING_VERSION = 2
+"""The reader and writer version of a table in which a column was widened (docs/format.md,
+"Column type changes")."""
 
 
 def protocol_fields() -> dict[str, int]:
     """The protocol fields a table created by this release carries in ``_table.json``."""
-    return {"reader_version": READER_VERSION, "writer_version": WRITER_VERSION}
+    return {"reader_version": CREATED_VERSION, "writer_version": CREATED_VERSION}
+
+
+def raised_fields(meta: Mapping[str, Any], version: int) -> dict[str, Any] | None:
+    """``meta`` (a parsed ``_table.json``) with its reader and writer versions raised to
+    at least ``version``, or None when they are there already."""
+    have = [meta.get(f"{kind}_version", 1) for kind in ("reader", "writer")]
+    if all(type(v) is int and v >= version for v in have):
+        return None
+    return {
+        **meta,
+        **{
+            f"{kind}_version": max(v, version) if type(v) is int else version
+            for kind, v in zip(("reader", "writer"), have, strict=True)
+        },
+    }
 
 
 def check_protocol(

@@ -18,6 +18,12 @@ on first access, and a base loaded from a snapshot holds its pages as a
 :class:`~cdc_sink.tablet.lazy_pages.PageList` (:mod:`cdc_sink.tablet.lazy_pages`;
 re-exported here). Compaction shares an untouched page's entry, loaded or not, so the
 page keeps its loader (and storage can tell that it is stored already).
+
+A column widened by a schema change (:meth:`TableSchema.widen_column
+<cdc_sink.schema.TableSchema.widen_column>`) keeps the pages and deltas written before
+as they are, of the narrower type they were written with: the store reads every page and
+delta through :meth:`ColumnStore.typed`, which casts it (one vectorized cast) to the
+column's current type, so nothing is rewritten and every read sees one type.
 """
 
 from __future__ import annotations
@@ -127,11 +133,26 @@ class ColumnStore:
     def __init__(self, column: Column, page_rows: int, version: int = 0) -> None:
         self.column = column
         self.page_rows = page_rows
-        self.dtype = fixed_width_dtype(column.type)
         self.state: tuple[tuple[Base, ...], tuple[Delta, ...]] = (
             (Base(version=version, num_rows=0, pages=()),),
             (),
         )
+
+    @property
+    def column(self) -> Column:
+        """The column as the tablet's schema has it now (its values are read as its type)."""
+        return self._column
+
+    @column.setter
+    def column(self, column: Column) -> None:
+        self._column = column
+        self.dtype = fixed_width_dtype(column.type)
+
+    def typed(self, arr: pa.Array) -> pa.Array:
+        """``arr`` (a page or a delta's values) as the column's type: one written before
+        the column was widened holds the narrower type it was written with, and is cast."""
+        t = self._column.type
+        return arr if arr.type == t else arr.cast(t)
 
     # ------------------------------------------------------------------ writes
     def add_delta(self, delta: Delta) -> None:
@@ -204,7 +225,7 @@ class ColumnStore:
         def page_at(p: int, keep: bool = True) -> pa.Array:
             start = p * self.page_rows
             length = min(self.page_rows, num_rows - start)
-            page = page_of(base.page_entry(p), keep) if p < len(base.pages) else None
+            page = self.typed(page_of(base.page_entry(p), keep)) if p < len(base.pages) else None
             if not touched_any[p] and page is not None and len(page) == length:
                 return page
             if whole is not None:
@@ -256,7 +277,7 @@ class ColumnStore:
                 # A new page written whole by one delta (a load; delta rows are sorted
                 # and unique): the page is that slice of the delta, not a copy.
                 vals = d.values.slice(lo, length)
-                return one_array(vals)
+                return self.typed(one_array(vals))
         if self.dtype is not None:
             return self._materialize_fixed(page, have, start, length, touched)
         pieces = [page] if page is not None else []
@@ -268,7 +289,7 @@ class ColumnStore:
             idx[have:] = off
             off += 1
         for d, lo, hi in touched:
-            pieces.append(d.values.slice(lo, hi - lo))
+            pieces.append(self.typed(d.values.slice(lo, hi - lo)))
             idx[d.rows[lo:hi].astype(np.int64) - start] = np.arange(off, off + hi - lo)
             off += hi - lo
         return pa.concat_arrays(pieces).take(pa.array(idx))
@@ -340,6 +361,7 @@ class ColumnStore:
             The validity mask, created (all valid) if ``values`` hold nulls and there was none.
         """
         assert self.dtype is not None
+        values = self.typed(values)
         data[rows] = arrow_values_view(values, self.dtype)
         dv = arrow_validity(values)
         if dv is not None:
@@ -397,7 +419,7 @@ class ColumnStore:
         for k, d in enumerate(ds, start=1):
             sel = np.flatnonzero(src == k)
             if len(sel):
-                pieces.append(take(d.values, off[sel]))
+                pieces.append(self.typed(take(d.values, off[sel])))
                 order_parts.append(sel)
         if len(pieces) == 1:
             return pieces[0]
@@ -416,7 +438,7 @@ class ColumnStore:
             valid: np.ndarray | None = None
             for p in hit_pages.tolist():
                 lo, hi = bounds[p], bounds[p + 1]
-                page = base.pages[p]
+                page = self.typed(base.pages[p])
                 local = rows[lo:hi] - p * pr
                 data[lo:hi] = arrow_values_view(page, self.dtype)[local]
                 pv = arrow_validity(page)
@@ -426,7 +448,7 @@ class ColumnStore:
                     valid[lo:hi] = pv[local]
             return numpy_to_arrow(data, valid, self.column.type)
         parts = [
-            base.pages[p].take(pa.array(rows[bounds[p] : bounds[p + 1]] - p * pr))
+            self.typed(base.pages[p].take(pa.array(rows[bounds[p] : bounds[p + 1]] - p * pr)))
             for p in hit_pages.tolist()
         ]
         return pa.concat_arrays(parts) if parts else pa.array([], type=self.column.type)

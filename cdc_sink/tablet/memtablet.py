@@ -179,7 +179,9 @@ class MemTablet:
 
     def set_schema(self, schema: TableSchema) -> None:
         """Switches to a newer schema of the same table (added columns read their
-        default for existing rows; dropped columns stay for older versions)."""
+        default for existing rows; dropped columns stay for older versions; a widened
+        column reads what was written before cast to its new type, see
+        :meth:`ColumnStore.typed <cdc_sink.tablet.column.ColumnStore.typed>`)."""
         if self._pending is not None:
             raise TabletStateError("cannot change the schema with a pending version")
         self.schema = schema
@@ -215,7 +217,10 @@ class MemTablet:
             store = self.columns[self._seq_col.id]
             base = store.base_at(version)
             if base.pages:
-                vals = pa.chunked_array(base.pages).combine_chunks()
+                # Pages written before the column was widened are of a narrower type.
+                vals = pa.chunked_array(
+                    [store.typed(p) for p in base.pages], type=store.column.type
+                ).combine_chunks()
                 arr = np.asarray(
                     vals.fill_null(SEQ_NONE).cast(pa.int64()).to_numpy(zero_copy_only=False),
                     dtype=np.int64,

@@ -86,6 +86,8 @@ def _page_source(
 
 
 def _as_type(arr: pa.Array, c: Column) -> pa.Array:
+    """``arr`` as the type ``c`` has in the schema read: a column widened since that
+    version is held as its newer type, and its values then all fit the older one."""
     return arr if arr.type == c.type else arr.cast(c.type)
 
 
@@ -259,7 +261,7 @@ def lookup(
             got = tablet.index.keys[kpos].take(uniq)
         else:
             got = tablet.ensure_column(c).gather(uniq, version)
-        out.append(take(got, inverse))
+        out.append(_as_type(take(got, inverse), c))
     return pa.Table.from_arrays(out, schema=schema.arrow_schema([c.name for c in cols]))
 
 
@@ -288,5 +290,5 @@ def gather_columns(
             arr = pa.nulls(len(rows), type=c.type)
         else:
             arr = t.ensure_column(schema.column_by_id(c.id)).gather(rows, version)
-        out.append(arr.cast(c.type) if arr.type != c.type else arr)
+        out.append(_as_type(arr, c))
     return out

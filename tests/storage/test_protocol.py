@@ -12,7 +12,7 @@ import pytest
 import cdc_sink
 from cdc_sink.errors import UnsupportedTableVersion
 from cdc_sink.storage.layout import TABLE_FILE
-from cdc_sink.storage.protocol import READER_VERSION, WRITER_VERSION
+from cdc_sink.storage.protocol import CREATED_VERSION, READER_VERSION, WRITER_VERSION
 
 SCHEMA = {
     "columns": [
@@ -41,9 +41,9 @@ def _edit_meta(root: Path, **fields: object) -> None:
     (root / TABLE_FILE).write_text(json.dumps(meta))
 
 
-def test_a_new_table_names_the_versions_this_release_writes(tmp_path: Path) -> None:
+def test_a_new_table_names_the_versions_its_files_need(tmp_path: Path) -> None:
     meta = json.loads((_table(tmp_path) / TABLE_FILE).read_text())
-    assert (meta["reader_version"], meta["writer_version"]) == (READER_VERSION, WRITER_VERSION)
+    assert (meta["reader_version"], meta["writer_version"]) == (CREATED_VERSION, CREATED_VERSION)
 
 
 def test_a_table_needing_a_newer_reader_is_refused_naming_both_versions(
