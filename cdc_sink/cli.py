@@ -8,7 +8,7 @@
     cdc-sink run --bootstrap-servers K --topic T --table-path P [job flags...]
     cdc-sink query PATH [--version V | --timestamp T] [--columns a,b] [--limit N]
     cdc-sink versions PATH
-    cdc-sink stats PATH [--json]
+    cdc-sink stats PATH [--json]            (PATH: a table, or a root holding tables)
     cdc-sink jars [--spark-version V]
     cdc-sink --log-level DEBUG ...
 
@@ -22,7 +22,9 @@ testkit``); without it ``demo`` says so and exits with code 1. ``run`` runs the
 streaming job (:mod:`cdc_sink.job`; ``cdc-sink run --help`` lists its flags). ``query``,
 ``versions`` and ``stats`` read a table with plain Python (no Spark); ``stats`` shows
 rows, memory, outstanding deltas and bytes on disk (:meth:`cdc_sink.table.Table.stats`),
-``--json`` for machines.
+``--json`` for machines. Given a root holding tables (a directory or an object-store
+prefix whose children, or children's children, are tables) instead of a table, ``stats``
+lists each: name, version, live rows, last commit time and schema id.
 
 ``jars`` prints the paths of Spark's Kafka source jars for a Spark version, for
 ``spark-submit --jars`` (resolved from Maven Central once, then cached;
@@ -35,6 +37,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -85,9 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="table statistics: rows, memory, deltas, disk",
         description="Loads every bucket of the table's latest version and "
         "shows its live rows, in-memory bytes, outstanding delta versions "
-        "and the bytes of its WAL, snapshots and log on disk.",
+        "and the bytes of its WAL, snapshots and log on disk. Given a root holding "
+        "tables (ROOT/NAME or ROOT/NAME/NAME), lists every table under it: version, "
+        "live rows, last commit time, schema id.",
     )
-    stats.add_argument("path", help="table directory")
+    stats.add_argument("path", help="table directory or URL, or a root holding tables")
     stats.add_argument("--json", action="store_true", help="print JSON (with every bucket)")
     _add_jars(sub)
     return parser
@@ -303,12 +308,108 @@ def _size(n: int) -> str:
     return f"{x:.1f} {unit}"
 
 
+def _tables_under(root: str) -> list[str]:
+    """The tables under ``root`` (a directory or an object-store URL) that are its
+    children or its children's children, as names relative to it (``inventory.customers``,
+    ``inventory/customers``), sorted. A table's own directory is not searched further."""
+    from cdc_sink.storage.layout import TABLE_FILE, is_table
+    from cdc_sink.storage.objectstore import store_for
+    from cdc_sink.storage.objectstore.urls import parse_store_url
+
+    where = parse_store_url(root)
+    if where.kind != "local":  # one listing of every object under the prefix
+        store = store_for(root, check_conditional_writes=False)
+        found = []
+        for key in store.list_keys():
+            parts = key.split("/")
+            if parts[-1] == TABLE_FILE and len(parts) in (2, 3):
+                found.append("/".join(parts[:-1]))
+        return sorted(t for t in found if t.split("/")[0] not in found)
+    names: list[str] = []
+    for child in _subdirs(where.prefix):
+        path = os.path.join(where.prefix, child)
+        if is_table(path):
+            names.append(child)
+        else:
+            names += [f"{child}/{g}" for g in _subdirs(path) if is_table(os.path.join(path, g))]
+    return sorted(names)
+
+
+def _subdirs(path: str) -> list[str]:
+    """The directories in ``path`` (not hidden ones; nothing if it is none)."""
+    try:
+        with os.scandir(path) as it:
+            return [
+                e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+            ]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _table_row(root: str, name: str) -> dict[str, Any]:
+    """One line of ``cdc-sink stats ROOT``: the table ``name`` under ``root`` (its
+    ``error`` if it cannot be read)."""
+    import cdc_sink
+    from cdc_sink.errors import CdcSinkError
+
+    path = os.path.join(root, name) if "://" not in root else f"{root.rstrip('/')}/{name}"
+    try:
+        table = cdc_sink.open_table(path)
+        st = table.stats(load=True)
+        entry = table.log.read(st.version)
+    except CdcSinkError as exc:
+        return {"table": name, "error": str(exc)}
+    return {
+        "table": name,
+        "version": st.version,
+        "live_rows": st.live_rows,
+        "commit_time_ms": entry.commit_time_ms,
+        "schema_id": entry.schema_id,
+    }
+
+
+def _cmd_stats_of_root(args: argparse.Namespace, names: list[str]) -> int:
+    """``cdc-sink stats ROOT``: one line per table under the root."""
+    from rich.table import Table as RichTable
+
+    rows = [_table_row(args.path, name) for name in names]
+    failed = any("error" in r for r in rows)
+    if args.json:
+        print(json.dumps({"root": args.path, "tables": rows}, indent=1))
+        return 1 if failed else 0
+    out = RichTable(title=f"tables under {args.path}")
+    for col in ("table", "version", "live rows", "last commit (UTC)", "schema id"):
+        out.add_column(col, justify="left" if col == "table" else "right", overflow="fold")
+    for r in rows:
+        if "error" in r:
+            out.add_row(r["table"], f"error: {r['error']}", "", "", "")
+            continue
+        when = dt.datetime.fromtimestamp(r["commit_time_ms"] / 1000, dt.timezone.utc)
+        out.add_row(
+            r["table"],
+            str(r["version"]),
+            str(r["live_rows"]),
+            when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            str(r["schema_id"]),
+        )
+    _console().print(out)
+    return 1 if failed else 0
+
+
 def _cmd_stats(args: argparse.Namespace) -> int:
     from rich.table import Table as RichTable
 
     import cdc_sink
+    from cdc_sink.errors import TableNotFound
 
-    st = cdc_sink.open_table(args.path).stats(load=True)
+    try:
+        table = cdc_sink.open_table(args.path)
+    except TableNotFound:
+        names = _tables_under(args.path)
+        if not names:
+            raise
+        return _cmd_stats_of_root(args, names)
+    st = table.stats(load=True)
     if args.json:
         print(json.dumps(st.to_dict(), indent=1))
         return 0
