@@ -620,10 +620,16 @@ class TableSchema:
         """
         if not self.has_column(name):
             raise SchemaError(f"cannot widen {name!r}: no such column")
-        t = parse_type(type) if isinstance(type, str) else type
         col = self.column(name)
+        try:
+            t = parse_type(type) if isinstance(type, str) else type
+            supported = parse_type(type_to_str(t)) == t
+        except SchemaError as exc:
+            raise SchemaError(
+                f"cannot widen column {name!r} from {type_to_str(col.type)} to {type!s}: {exc}"
+            ) from None
         change = f"column {name!r} from {type_to_str(col.type)} to {type_to_str(t)}"
-        if parse_type(type_to_str(t)) != t or not is_widening(col.type, t):
+        if not supported or not is_widening(col.type, t):
             raise SchemaError(
                 f"cannot widen {change}: not a lossless widening (int8 -> int16 -> int32 "
                 "-> int64, float32 -> float64, decimal128(p, s) -> decimal128(p2, s) with "
