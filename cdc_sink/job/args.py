@@ -45,6 +45,7 @@ __all__ = [
     "ENV_PREFIX",
     "LOG_LEVELS",
     "build_parser",
+    "database_options",
     "job_decoder_options",
     "key_value_pairs",
     "parse_args",
@@ -84,8 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_stream_args(p: argparse.ArgumentParser) -> None:
     """What the job reads, where it writes, and how the query runs."""
     p.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
-    p.add_argument("--topic", required=True, help="topic to read (comma-separated for several)")
+    p.add_argument("--topic", default=None, help="topic to read (comma-separated for several)")
+    p.add_argument(
+        "--subscribe-pattern",
+        default=None,
+        metavar="REGEX",
+        help="read every topic matching REGEX (Spark's subscribePattern; instead of "
+        "--topic), e.g. 'dbserver1\\.inventory\\..*' for a whole database",
+    )
     _add_table_args(p)
+    _add_database_args(p)
     p.add_argument(
         "--trigger",
         default="1 second",
@@ -155,9 +164,86 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
     """Where the table is."""
     p.add_argument(
         "--table-path",
-        required=True,
+        default=None,
         help="the cdc_sink table: a directory, or an object-store URL (s3://bucket/prefix, "
         "gs://..., az://...; with --storage-option and the environment's credentials)",
+    )
+    p.add_argument(
+        "--table-root",
+        default=None,
+        metavar="URL",
+        help="write a whole database: each source table to its own table under this "
+        "directory or object-store prefix, created from the schema its messages carry "
+        "(instead of --table-path; formats debezium and debezium-avro)",
+    )
+
+
+def _add_database_args(p: argparse.ArgumentParser) -> None:
+    """A whole database under ``--table-root`` (:mod:`cdc_sink.spark.database`)."""
+    db = p.add_argument_group("whole database (with --table-root)")
+    db.add_argument(
+        "--table-name-format",
+        default=None,
+        metavar="FORMAT",
+        help="a table's name from its source block: placeholders {db}, {schema}, {table}, "
+        "{topic} (default: the qualified name, db.table or db.schema.table)",
+    )
+    db.add_argument(
+        "--include-tables",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="write only the tables whose name matches (repeatable)",
+    )
+    db.add_argument(
+        "--exclude-tables",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="leave out the tables whose name matches (repeatable)",
+    )
+    db.add_argument(
+        "--key-columns",
+        action="append",
+        default=[],
+        metavar="TABLE=COL,COL",
+        help="key columns of a table (replacing its message key's; needed for a table "
+        "without a primary key, which is skipped otherwise; repeatable)",
+    )
+    db.add_argument(
+        "--schema-dir",
+        default=None,
+        metavar="DIR",
+        help="schemaless JSON (schemas.enable=false): the directory of <table>.json schema files",
+    )
+    db.add_argument(
+        "--default-buckets",
+        type=int,
+        default=4,
+        metavar="N",
+        help="buckets of a table the job creates (default 4)",
+    )
+    db.add_argument(
+        "--table-buckets",
+        action="append",
+        default=[],
+        metavar="TABLE=N",
+        help="buckets of one table the job creates (repeatable)",
+    )
+    db.add_argument(
+        "--tables-memory-budget",
+        type=int,
+        default=2 << 30,
+        metavar="BYTES",
+        help="tablet bytes the open tables may hold before the least recently written "
+        "are released (default 2 GiB)",
+    )
+    db.add_argument(
+        "--commit-threads",
+        type=int,
+        default=8,
+        metavar="N",
+        help="tables written concurrently within a micro-batch (default 8)",
     )
 
 
@@ -485,4 +571,70 @@ def parse_args(
     given = sys.argv[1:] if argv is None else argv
     if missing and not {"-h", "--help"} & set(given):
         parser.error(missing)  # no pyspark: the job cannot run
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    problem = _one_of_each(args)
+    if problem:
+        parser.error(problem)
+    return args
+
+
+def _one_of_each(args: argparse.Namespace) -> str | None:
+    """What is wrong with the choice of source and target (None: nothing): one of
+    ``--topic`` and ``--subscribe-pattern``, one of ``--table-path`` and ``--table-root``,
+    and the flags of the other kind of job left out."""
+    if (args.topic is None) == (args.subscribe_pattern is None):
+        return "give one of --topic and --subscribe-pattern"
+    if (args.table_path is None) == (args.table_root is None):
+        return "give one of --table-path (one table) and --table-root (a whole database)"
+    if args.table_root is not None and args.schema_file:
+        return "--schema-file is for --table-path; with --table-root use --schema-dir"
+    if args.table_path is not None:
+        given = [
+            flag
+            for flag, value in (
+                ("--table-name-format", args.table_name_format),
+                ("--include-tables", args.include_tables),
+                ("--exclude-tables", args.exclude_tables),
+                ("--key-columns", args.key_columns),
+                ("--schema-dir", args.schema_dir),
+                ("--table-buckets", args.table_buckets),
+            )
+            if value
+        ]
+        if given:
+            return f"{', '.join(given)}: for --table-root (a whole database) only"
+    return None
+
+
+def database_options(args: argparse.Namespace) -> Any:
+    """The :class:`~cdc_sink.spark.database.DatabaseOptions` of the arguments.
+
+    Raises:
+        ValueError: A bad ``TABLE=...`` item, or an option the options refuse.
+    """
+    from cdc_sink.spark.database import DatabaseOptions
+
+    keys = {}
+    for name, cols in key_value_pairs(args.key_columns, "--key-columns"):
+        columns = tuple(c.strip() for c in cols.split(",") if c.strip())
+        if not columns:
+            raise ValueError(f"--key-columns {name}=: names no column")
+        keys[name] = columns
+    buckets = {}
+    for name, n in key_value_pairs(args.table_buckets, "--table-buckets"):
+        try:
+            buckets[name] = int(n)
+        except ValueError:
+            raise ValueError(f"--table-buckets {name}={n}: not an integer") from None
+    return DatabaseOptions(
+        table_root=args.table_root,
+        table_name_format=args.table_name_format,
+        include_tables=tuple(args.include_tables),
+        exclude_tables=tuple(args.exclude_tables),
+        key_columns=keys,
+        schema_dir=args.schema_dir,
+        num_buckets=args.default_buckets,
+        buckets=buckets,
+        memory_budget_bytes=args.tables_memory_budget,
+        commit_threads=args.commit_threads,
+    ).checked()

@@ -19,6 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from cdc_sink.job.args import job_decoder_options, parse_args, parse_kafka_options
+from cdc_sink.job.query_loop import run_until_stopped
 from cdc_sink.job.schedule import Maintenance
 from cdc_sink.kafka.properties import ClientProperties
 
@@ -333,16 +334,17 @@ def _table_and_checkpoint(args: argparse.Namespace) -> tuple[str, str, str]:
     from cdc_sink.storage.objectstore.urls import parse_store_url
     from cdc_sink.utils.redact import has_userinfo
 
+    flag = "--table-path" if args.table_path is not None else "--table-root"
     try:
-        where = parse_store_url(args.table_path)
+        where = parse_store_url(args.table_path if args.table_path is not None else args.table_root)
     except StoreConfigError as exc:
-        raise ValueError(f"--table-path: {exc}") from None
+        raise ValueError(f"{flag}: {exc}") from None
     if where.kind == "local":
         table_path = os.path.abspath(where.prefix)
         checkpoint = args.checkpoint or table_path.rstrip("/") + ".checkpoint"
     elif not args.checkpoint:
         raise ValueError(
-            f"--table-path {where.url} is on an object store: give --checkpoint (a "
+            f"{flag} {where.url} is on an object store: give --checkpoint (a "
             "directory or a URL Spark's file systems reach)"
         )
     else:
@@ -407,7 +409,7 @@ def _kafka_stream(
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap_servers)
-        .option("subscribe", args.topic)
+        .option(*_subscription(args))
         .option("startingOffsets", args.starting_offsets)
         .option("failOnDataLoss", "true")
     )
@@ -429,6 +431,14 @@ def _kafka_stream(
     return writer
 
 
+def _subscription(args: argparse.Namespace) -> tuple[str, str]:
+    """The Kafka source's subscription option: ``subscribe`` (``--topic``) or
+    ``subscribePattern`` (``--subscribe-pattern``)."""
+    if args.subscribe_pattern is not None:
+        return "subscribePattern", args.subscribe_pattern
+    return "subscribe", args.topic
+
+
 def _run(
     args: argparse.Namespace,
     *,
@@ -441,12 +451,20 @@ def _run(
     client_properties: ClientProperties,
     stop: _StopRequest,
 ) -> int:
-    from pyspark.errors import StreamingQueryException
-
     from cdc_sink.metrics import ProgressPoller
     from cdc_sink.metrics.observer import BatchObserver
 
     spark = _start_spark(args, checkpoint, dict(options.storage_options))
+    if args.table_root is not None:
+        from cdc_sink.job.database_run import run_database
+
+        writer = _kafka_stream(spark, args, kafka_options, checkpoint)
+        try:
+            return run_database(
+                args, writer, metrics, options, client_properties, stop.event, lambda: stop.signum
+            )
+        finally:
+            spark.stop()
     sink_fn = _sink(args, table_path, options, client_properties)
     observer = BatchObserver(sink_fn, metrics, log=logger).attach()
     observer.refresh_table()  # the table gauges before the first batch
@@ -474,23 +492,12 @@ def _run(
         app_id,
         checkpoint,
     )
-    failure: BaseException | None = None
-    try:
-        while not stop.event.is_set():
-            if query.awaitTermination(0.5):  # type: ignore[arg-type]  # seconds, a float
-                break
-            progress.poll()  # Kafka rates and offsets behind latest, from Spark's progress
-            observer.refresh_if_due()  # the table gauges catch up after the last batch
-    except StreamingQueryException as exc:
-        failure = exc
-    if stop.event.is_set() and query.isActive:
-        logger.info("signal %s: stopping (the batch in flight finishes)", stop.signum)
-        try:
-            query.stop()  # from the main thread, outside any other Py4J call
-        except Exception as exc:  # the batch in flight failed meanwhile
-            failure = exc
-    if failure is None:
-        failure = query.exception()
+
+    def tick() -> None:
+        progress.poll()  # Kafka rates and offsets behind latest, from Spark's progress
+        observer.refresh_if_due()  # the table gauges catch up after the last batch
+
+    failure = run_until_stopped(query, stop.event, tick, lambda: stop.signum)
     progress.poll()  # the last trigger's figures
     try:
         sink_fn.close()  # forwards what is left, closes the dead-letter producers

@@ -13,17 +13,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdc_sink.batch import OP_NAMES, ChangeBatch, Rejects
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark.decode import META_COLUMNS
-from cdc_sink.storage.rejects import REJECTS_SCHEMA, conform_rejects
+from cdc_sink.storage.rejects import REJECTS_SCHEMA, batch_reject_records, conform_rejects
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -186,3 +187,44 @@ def max_ts(meta: pa.Table) -> int | None:
 
     v = pc.max(meta.column("__ts_ms")).as_py()
     return None if v is None else int(v)
+
+
+def rejected_batch(raw: pa.Table, reasons: str | Sequence[str]) -> PreparedBatch:
+    """A micro-batch whose every record (``raw``: driver mode's raw columns, with
+    ``key``, ``value``, ``topic``, ``partition`` and ``offset``) is refused, for
+    ``reasons`` (one for all, or one per record): nothing is prepared, the version stores
+    the records as its rejects."""
+    n = raw.num_rows
+    texts = [reasons] * n if isinstance(reasons, str) else list(reasons)
+    refused = Rejects(np.arange(n, dtype=np.int64), texts)
+    records, _ = batch_reject_records(refused, source=raw)
+    return PreparedBatch(
+        records,
+        events=n,
+        log_events=0,
+        offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
+        ops={},
+        phases={},
+        max_ts_ms=None,
+        ts_sample=np.empty(0, np.int64),
+    )
+
+
+def with_refused_tail(prepared: PreparedBatch, tail: pa.Table, reason: str) -> PreparedBatch:
+    """``prepared`` (of a batch's first records) with the records after them, ``tail``,
+    refused for ``reason``: their rejects follow the batch's (positions after its
+    records), and the batch's end offsets and event count include them."""
+    more = rejected_batch(tail, reason)
+    shifted = more.rejects.set_column(
+        0, "position", pc.add(more.rejects.column("position"), prepared.events)
+    )
+    return PreparedBatch(
+        pa.concat_tables([prepared.rejects, shifted]),
+        events=prepared.events + more.events,
+        log_events=prepared.log_events,
+        offsets=merge_offsets({t: dict(p) for t, p in prepared.offsets.items()}, more.offsets),
+        ops=prepared.ops,
+        phases=prepared.phases,
+        max_ts_ms=prepared.max_ts_ms,
+        ts_sample=prepared.ts_sample,
+    )

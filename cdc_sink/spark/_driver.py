@@ -126,26 +126,53 @@ class DriverApply(ApplyStrategy):
             raw, pieces = _collect_and_decode(raw_df, hand_over, decode, decoding, slices)
             t1 = time.perf_counter()
             joined = _Joined.of(pieces, raw)
-        t2 = time.perf_counter()
-        txn.prepare(joined.parts)
-        records, _ = batch_reject_records(joined.refused, txn.refused(), source=raw)
-        t3 = time.perf_counter()
-        ts = joined.ts
-        step = max(1, len(ts) // TS_SAMPLE)
-        return PreparedBatch(
-            records,
-            events=raw.num_rows,
-            log_events=joined.events,
-            offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
-            ops=joined.ops,
-            phases={
-                "read": t1 - t0 - decoding[0],
-                "decode": t2 - t1 + decoding[0],
-                "apply": t3 - t2,
-            },
-            max_ts_ms=int(ts.max()) if len(ts) else None,
-            ts_sample=ts[::step],
+        return _prepared(txn, raw, joined, t0, t1, decoding[0])
+
+    def prepare_rows(self, txn: Transaction, raw: pa.Table) -> PreparedBatch:
+        """Decodes ``raw`` (a micro-batch's records already in the driver, the columns of
+        :func:`raw_columns`) in the calling thread and prepares its buckets into ``txn``.
+        """
+        from cdc_sink.formats import get_decoder
+
+        t0 = time.perf_counter()
+        decoder = get_decoder(self.options.format, **self.options.decode.options)
+        dec = decoder.decode_with_meta(  # no numpy_pool here: routers call it in threads
+            raw.column("value"),
+            txn.schema,
+            position=np.arange(raw.num_rows, dtype=np.int64),
+            keys=raw.column("key"),
         )
+        joined = _Joined.of([(0, _Piece.of(dec))], raw)
+        t1 = time.perf_counter()
+        return _prepared(txn, raw, joined, t0, t1, t1 - t0)
+
+
+def _prepared(
+    txn: Transaction, raw: pa.Table, joined: _Joined, t0: float, t1: float, decoding: float
+) -> PreparedBatch:
+    """Prepares the decoded batch ``joined`` (of the records ``raw``) into ``txn``; the
+    batch's figures count from ``t0``, the records in the driver at ``t1`` after
+    ``decoding`` seconds of decoding."""
+    t2 = time.perf_counter()
+    txn.prepare(joined.parts)
+    records, _ = batch_reject_records(joined.refused, txn.refused(), source=raw)
+    t3 = time.perf_counter()
+    ts = joined.ts
+    step = max(1, len(ts) // TS_SAMPLE)
+    return PreparedBatch(
+        records,
+        events=raw.num_rows,
+        log_events=joined.events,
+        offsets=end_offsets(raw.column("topic"), raw.column("partition"), raw.column("offset")),
+        ops=joined.ops,
+        phases={
+            "read": t1 - t0 - decoding,
+            "decode": t2 - t1 + decoding,
+            "apply": t3 - t2,
+        },
+        max_ts_ms=int(ts.max()) if len(ts) else None,
+        ts_sample=ts[::step],
+    )
 
 
 def _collect_and_decode(

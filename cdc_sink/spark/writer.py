@@ -63,7 +63,7 @@ import logging
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Never, Protocol
@@ -76,7 +76,13 @@ from cdc_sink.engine import CommitResult
 from cdc_sink.errors import InvalidArgument, InvalidOption, TableNotFound
 from cdc_sink.formats import FormatName, SchemaEvolution, get_decoder
 from cdc_sink.schema import TableSchema
-from cdc_sink.spark._batch import Offsets, PreparedBatch, merge_offsets
+from cdc_sink.spark._batch import (
+    Offsets,
+    PreparedBatch,
+    merge_offsets,
+    rejected_batch,
+    with_refused_tail,
+)
 from cdc_sink.spark._decode_pool import DecodePool
 from cdc_sink.spark._driver import DriverApply, JvmDriverApply
 from cdc_sink.spark._executors import ExecutorsApply
@@ -304,17 +310,72 @@ class TableWriter:
             Exception: Whatever failed; nothing of the batch is visible then, and Spark
                 retries it.
         """
-        t0 = time.perf_counter()
         self._evolve_schema(df)
+        self.write_with(lambda txn: self.mode.prepare(self.table, txn, df), batch_id)
+
+    def write_rows(
+        self, raw: pa.Table, batch_id: int, *, refuse_from: int | None = None, reason: str = ""
+    ) -> BatchResult:
+        """Commits micro-batch ``batch_id`` of this table from its raw Kafka records,
+        already in the driver (driver mode's columns: :func:`~cdc_sink.spark._driver.
+        raw_columns`), exactly once; returns what became of it. A router that splits one
+        micro-batch among many tables (:mod:`cdc_sink.spark.database`) calls this.
+
+        Args:
+            raw: The table's records of the batch, in order.
+            batch_id: Spark's micro-batch id.
+            refuse_from: The records from this one on are refused for ``reason`` (stored
+                as the version's rejects) instead of applied (None: none is).
+            reason: Why, with ``refuse_from``.
+
+        Raises:
+            InvalidOption: The writer's apply mode does not prepare rows in the driver.
+            Exception: Whatever failed; nothing of the batch is visible then.
+        """
+        mode = self.mode
+        if not isinstance(mode, DriverApply):
+            raise InvalidOption(
+                "a routed table is prepared in the driver: apply_mode='driver' with "
+                "decode.where='driver' and decode.json_decoder='python'",
+                option="apply_mode",
+            )
+        if refuse_from is None or refuse_from >= raw.num_rows:
+            return self.write_with(lambda txn: mode.prepare_rows(txn, raw), batch_id)
+        if refuse_from <= 0:
+            return self.reject_rows(raw, batch_id, reason)
+        head, tail = raw.slice(0, refuse_from), raw.slice(refuse_from)
+        return self.write_with(
+            lambda txn: with_refused_tail(mode.prepare_rows(txn, head), tail, reason), batch_id
+        )
+
+    def reject_rows(
+        self, raw: pa.Table, batch_id: int, reasons: str | Sequence[str]
+    ) -> BatchResult:
+        """Commits micro-batch ``batch_id`` of this table with every record of ``raw``
+        refused for ``reasons`` (one for all, or one per record; e.g. a table stopped by a
+        change it cannot take), exactly once: the rejects are stored with a version of
+        their own and forwarded as dead letters."""
+        return self.write_with(lambda txn: rejected_batch(raw, reasons), batch_id)
+
+    def write_with(
+        self, prepare: Callable[[Transaction], PreparedBatch], batch_id: int
+    ) -> BatchResult:
+        """Commits micro-batch ``batch_id`` exactly once, its buckets prepared into the
+        transaction by ``prepare``; returns what became of it.
+
+        Raises:
+            Exception: Whatever failed; nothing of the batch is visible then.
+        """
+        t0 = time.perf_counter()
         txn = self.table.transaction(app_id=self.app_id, batch_id=batch_id)
         if txn.skipped:  # a replay after a restart
             st = BatchStats(batch_id, None, True, 0, 0, result="skipped")
             st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
             self._finish(st, t0)
-            return
+            return "skipped"
         try:
             with txn:  # any error: nothing of the attempt is visible
-                prepared = self.mode.prepare(self.table, txn, df)
+                prepared = prepare(txn)
                 t1 = time.perf_counter()
                 res = self._commit(txn, prepared)
                 prepared.phases["commit"] = time.perf_counter() - t1
@@ -333,6 +394,7 @@ class TableWriter:
         st = self._committed_stats(batch_id, prepared, res)
         st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
         self._finish(st, t0)
+        return "committed"
 
     def _evolve_schema(self, df: DataFrame) -> None:
         """Schema evolution, for any format whose decoder evolves the table's schema

@@ -1,0 +1,776 @@
+"""A whole database in one job: the ``foreachBatch`` router of many CDC topics into many
+tables, each created and evolved from its source's own schema.
+
+A Debezium connector writes one topic per table of a database (``dbserver1.inventory.
+customers``, ``...orders``...), every message carrying its table's schema. One streaming
+query subscribes to all of them (``subscribePattern``), and :func:`database_sink`
+returns its ``foreachBatch`` function::
+
+    query = (spark.readStream.format("kafka")
+             .option("subscribePattern", r"dbserver1\\.inventory\\..*")...load()
+             .writeStream.foreachBatch(database_sink(DatabaseOptions("s3://lake/inventory"),
+                                                     options=SinkOptions(format="debezium")))
+             .option("checkpointLocation", ckpt).start())
+
+Per micro-batch ``(df, batch_id)`` (docs/architecture.md, "A whole database in one job"):
+
+1. *Route*: the batch's records come to the driver once (``toArrow``) and each is given
+   its source table by the ``source`` block it carries (database, schema, table; not by
+   its topic: :func:`~cdc_sink.formats.source_tables.route`, vectorized). The table's name
+   is :attr:`DatabaseOptions.table_name_format` of those; ``include_tables`` and
+   ``exclude_tables`` select tables by it. Heartbeats, transaction metadata, schema
+   change events, logical messages and tombstones are counted and left out; a record
+   that names no table is a reject of the root's :data:`UNROUTED` table (forwarded as a
+   dead letter with its Kafka coordinates, exactly once).
+2. *Create and evolve*: the first records of a table not under the root yet create it
+   from the schema they carry (:mod:`cdc_sink.spark._source_schemas`: columns and types
+   as docs/compatibility.md maps them, the primary key from the message key's schema).
+   Each distinct schema of the batch is compared with the table's
+   (:func:`~cdc_sink.formats.source_schema.schema_change`): new columns are added (an
+   optional one, or a required one with its default), lossless widenings applied, each
+   in a version of its own. A change the table cannot take *stops that table*: its
+   records from the first one carrying that schema on are refused with the reason (its
+   dead letters), now and in every later batch, while the other tables go on. A table
+   whose messages name no key, and for which the user named no key columns, is skipped
+   (logged once, counted).
+3. *Commit, per table, concurrently*: each table's records go to its
+   :class:`~cdc_sink.spark.writer.TableWriter`, which commits them as one version under
+   the job's ``(app_id, batch_id)`` (exactly once per table: after a crash between two
+   tables' commits the replayed batch skips the tables that hold it and commits the
+   others). The writes of different tables run on ``commit_threads`` threads.
+4. *Memory*: after the batch, while the tablets held exceed ``memory_budget_bytes`` the
+   least recently written tables are closed (their tablets released); the next record of
+   one opens it again.
+
+A stopped table stays stopped across restarts: the stop is recorded under the root
+(``_database/stopped/<name>.json``, its reason and batch) once the version refusing its
+records is committed; docs/operations.md says how an operator resolves it. The router
+pickles as the single-table sink does: its configuration only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from cdc_sink.engine import core_of
+from cdc_sink.errors import InvalidOption, NoPrimaryKey, SchemaError, TableNotFound
+from cdc_sink.formats import source_tables
+from cdc_sink.formats.source_schema import SchemaChange, schema_change
+from cdc_sink.formats.source_tables import Routed, SourceTable, route
+from cdc_sink.spark._driver import raw_columns
+from cdc_sink.spark._source_schemas import SourceSchemas
+from cdc_sink.spark.options import SinkOptions
+from cdc_sink.spark.writer import BatchStats, DeadLetterSink, TableWriter, default_app_id
+from cdc_sink.storage.objectstore import ObjectStore, store_for
+from cdc_sink.storage.objectstore.urls import parse_store_url
+from cdc_sink.table import Table, create_table, open_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "UNROUTED",
+    "DatabaseOptions",
+    "DatabaseSink",
+    "RouterStats",
+    "TableEvents",
+    "database_sink",
+    "table_path",
+]
+
+logger = logging.getLogger(__name__)
+
+UNROUTED = "_unrouted"
+"""The table under the root whose versions hold the records that name no table (as
+rejects: forwarded as dead letters, exactly once)."""
+_UNROUTED_SCHEMA = {
+    "columns": [{"name": "id", "type": "int64", "nullable": False}],
+    "primary_key": ["id"],
+    "num_buckets": 1,
+}
+_STOPPED_PREFIX = "_database/stopped/"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.$-]{0,254}$")
+_PLACEHOLDERS = ("db", "schema", "table", "topic")
+_IGNORED_KINDS = {
+    source_tables.TOMBSTONE: "tombstone",
+    source_tables.HEARTBEAT: "heartbeat",
+    source_tables.TRANSACTION: "transaction",
+    source_tables.MESSAGE: "message",
+    source_tables.SCHEMA_CHANGE: "schema_change",
+}
+"""Kinds of records that name no table and are no error, by their label."""
+
+
+@dataclass(frozen=True)
+class DatabaseOptions:
+    """Where and how a whole-database sink writes its tables.
+
+    Attributes:
+        table_root: The directory or object-store prefix (``s3://bucket/lake``) each
+            table is written under, as ``<table_root>/<name>``.
+        table_name_format: A table's name from its source: ``str.format`` placeholders
+            ``{db}``, ``{schema}``, ``{table}``, ``{topic}`` (None: the qualified name,
+            ``db.table`` or ``db.schema.table``). A name is letters, digits and
+            ``_.$-``, not starting with ``_`` (the root's own entries).
+        include_tables: Regexes on the name: when given, only tables one matches
+            (``re.fullmatch``).
+        exclude_tables: Regexes on the name: tables one matches are left out.
+        key_columns: Key columns per table name (they replace the message key's fields;
+            the only way to take a table whose messages have no key).
+        schema_dir: Schemaless JSON: the directory of ``<name>.json`` schema files.
+        num_buckets: Buckets of a table created by the sink.
+        buckets: Buckets per table name, overriding ``num_buckets``.
+        memory_budget_bytes: Tablet bytes the open tables may hold after a batch before
+            the least recently written are closed.
+        commit_threads: Tables written concurrently.
+    """
+
+    table_root: str
+    table_name_format: str | None = None
+    include_tables: tuple[str, ...] = ()
+    exclude_tables: tuple[str, ...] = ()
+    key_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    schema_dir: str | None = None
+    num_buckets: int = 4
+    buckets: Mapping[str, int] = field(default_factory=dict)
+    memory_budget_bytes: int = 2 << 30
+    commit_threads: int = 8
+
+    def checked(self) -> DatabaseOptions:
+        """The options, checked.
+
+        Raises:
+            InvalidOption: A bad regex, name format, count or budget, naming the option.
+        """
+        if not isinstance(self.table_root, str) or not self.table_root:
+            raise InvalidOption("table_root must name a directory or URL", option="table_root")
+        _check_format(self.table_name_format)
+        for opt in ("include_tables", "exclude_tables"):
+            for rx in getattr(self, opt):
+                try:
+                    re.compile(rx)
+                except re.error as exc:
+                    raise InvalidOption(f"{opt}: bad regex {rx!r}: {exc}", option=opt) from None
+        for opt in ("num_buckets", "commit_threads", "memory_budget_bytes"):
+            v = getattr(self, opt)
+            if type(v) is not int or v < 1:
+                raise InvalidOption(f"{opt} must be an int >= 1, got {v!r}", option=opt)
+        for name, n in self.buckets.items():
+            if type(n) is not int or n < 1:
+                raise InvalidOption(f"buckets[{name!r}] must be an int >= 1", option="buckets")
+        return replace(
+            self,
+            key_columns={k: tuple(v) for k, v in self.key_columns.items()},
+            include_tables=tuple(self.include_tables),
+            exclude_tables=tuple(self.exclude_tables),
+        )
+
+    def name_of(self, source: SourceTable, topic: str) -> str:
+        """The table name of ``source`` (read from a record of ``topic``)."""
+        if self.table_name_format is None:
+            return source.qualified()
+        return self.table_name_format.format(
+            db=source.db or "", schema=source.schema or "", table=source.table, topic=topic
+        )
+
+    def selects(self, name: str) -> bool:
+        """Whether table ``name`` is written (``include_tables``, ``exclude_tables``)."""
+        if self.include_tables and not any(re.fullmatch(r, name) for r in self.include_tables):
+            return False
+        return not any(re.fullmatch(r, name) for r in self.exclude_tables)
+
+
+def _check_format(fmt: str | None) -> None:
+    """Refuses a name format with a placeholder other than :data:`_PLACEHOLDERS`."""
+    if fmt is None:
+        return
+    try:
+        fmt.format(**{p: "x" for p in _PLACEHOLDERS})
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InvalidOption(
+            f"table_name_format {fmt!r}: placeholders are {{db}}, {{schema}}, {{table}}, "
+            f"{{topic}} ({type(exc).__name__}: {exc})",
+            option="table_name_format",
+        ) from None
+
+
+def table_path(root: str, name: str) -> str:
+    """The path or URL of table ``name`` under ``root``."""
+    if parse_store_url(root).kind == "local":
+        return os.path.join(root, name)
+    return root.rstrip("/") + "/" + name
+
+
+class TableEvents(Protocol):
+    """What a whole-database sink tells about its tables (e.g.
+    :class:`~cdc_sink.metrics.tables.TableMetrics`)."""
+
+    def observe(self, table: str, st: BatchStats) -> None:
+        """One table's micro-batch."""
+
+    def table_created(self, table: str) -> None:
+        """A table was created from its source's schema."""
+
+    def table_stopped(self, table: str, reason: str) -> None:
+        """A table was stopped by a change it cannot take."""
+
+    def table_skipped(self, table: str, reason: str, events: int) -> None:
+        """Records of a table were left out (no primary key)."""
+
+    def tables_open(self, n: int, bytes_: int) -> None:
+        """Tables held open after a batch, and their tablets' bytes."""
+
+
+@dataclass
+class RouterStats:
+    """What the router did with one micro-batch.
+
+    Attributes:
+        batch_id: Spark's micro-batch id.
+        events: Records in the batch.
+        tables: Table name -> what became of its records (``committed``, ``skipped``:
+            held already, or left out for want of a key; ``failed``).
+        ignored: Records left out, by kind (``heartbeat``, ``transaction``,
+            ``tombstone``, ``message``, ``schema_change``, ``excluded``).
+        unrouted: Records that named no table (rejects of :data:`UNROUTED`).
+        total_s: Seconds of the whole batch.
+    """
+
+    batch_id: int
+    events: int = 0
+    tables: dict[str, str] = field(default_factory=dict)
+    ignored: dict[str, int] = field(default_factory=dict)
+    unrouted: int = 0
+    total_s: float = 0.0
+
+
+@dataclass
+class _Part:
+    """One table's records in a micro-batch (positions ascending)."""
+
+    name: str
+    source: SourceTable
+    rows: np.ndarray
+    schema_rows: np.ndarray
+
+
+class _SharedDeadLetters:
+    """The one dead-letter sink of a database sink, shared by its tables' writers:
+    writes are serialized, and a writer's close does not close it."""
+
+    def __init__(self, sink: DeadLetterSink) -> None:
+        self.sink = sink
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"sink": self.sink}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.sink = state["sink"]
+        self._lock = threading.Lock()
+
+    def write(self, records: pa.Table) -> None:
+        """Writes ``records`` to the shared sink."""
+        with self._lock:
+            self.sink.write(records)
+
+
+class DatabaseSink:
+    """The ``foreachBatch`` callable of :func:`database_sink`: routes each micro-batch's
+    records to their tables, creating and evolving them (module docstring).
+
+    Args:
+        database: Where and how the tables are written.
+        options: Every table's sink options (``format``: ``debezium`` or
+            ``debezium-avro``; driver apply mode).
+        dead_letter: Where rejected records go (None: kept in the tables only).
+
+    Raises:
+        InvalidOption: A bad option, or one the router does not support.
+
+    Attributes:
+        stats: The :class:`RouterStats` of the last batches run in this process.
+        events: Hooks told about tables (:class:`TableEvents`; this process only).
+    """
+
+    _PROCESS_LOCAL = (
+        "_writers",
+        "_schemas",
+        "_store",
+        "_stopped",
+        "_skipped",
+        "_lock",
+        "stats",
+        "events",
+    )
+
+    def __init__(
+        self,
+        database: DatabaseOptions,
+        *,
+        options: SinkOptions | None = None,
+        dead_letter: DeadLetterSink | None = None,
+    ) -> None:
+        self.database = database.checked()
+        opts = (options or SinkOptions()).checked()
+        _check_router_options(opts)
+        if opts.app_id is None:
+            opts = replace(opts, app_id=default_app_id(self.database.table_root))
+        self.options = opts
+        self.dead_letter = _SharedDeadLetters(dead_letter) if dead_letter is not None else None
+        SourceSchemas(  # checks the format and the registry options now
+            opts.format, opts.decode.options, schema_dir=self.database.schema_dir
+        )
+        self._init_process_state()
+
+    def _init_process_state(self) -> None:
+        """This process's state, empty: tables are opened on first use."""
+        self._writers: OrderedDict[str, TableWriter] = OrderedDict()
+        self._schemas: SourceSchemas | None = None
+        self._store: ObjectStore | None = None
+        self._stopped: dict[str, str] | None = None
+        self._skipped: set[str] = set()
+        self._lock = threading.RLock()
+        self.stats: list[RouterStats] = []
+        self.events: TableEvents | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The router's configuration only."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._PROCESS_LOCAL}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A router in this process: its configuration, and no process state yet."""
+        self.__dict__.update(state)
+        self._init_process_state()
+
+    @property
+    def app_id(self) -> str:
+        """The writer id of every table's commits."""
+        assert self.options.app_id is not None
+        return self.options.app_id
+
+    @property
+    def writers(self) -> Mapping[str, TableWriter]:
+        """The writers of the tables open in this process, by table name."""
+        return self._writers
+
+    def table(self, name: str) -> Table:
+        """Table ``name`` under the root, open in this process (opened if need be).
+
+        Raises:
+            TableNotFound: The root holds no table ``name``.
+        """
+        with self._lock:
+            hit = self._writers.get(name)
+        return (hit or self._open_writer(name)).table
+
+    # ------------------------------------------------------------------ one batch
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Commits micro-batch ``batch_id`` (Kafka source rows ``df``) exactly once to
+        every table it touches.
+
+        Raises:
+            Exception: What failed (the first table's error; the others' are logged);
+                the tables that committed hold the batch, the others do not, and Spark's
+                retry commits only those.
+        """
+        self.write_rows(raw_columns(df).toArrow(), batch_id)
+
+    def write_rows(self, raw: pa.Table, batch_id: int) -> RouterStats:
+        """:meth:`__call__` of records already in the driver (the columns of
+        :func:`~cdc_sink.spark._driver.raw_columns`); what the router did."""
+        t0 = time.perf_counter()
+        raw = raw.combine_chunks()
+        st = RouterStats(batch_id, events=raw.num_rows)
+        routed = route(
+            self.options.format,
+            raw.column("value"),
+            raw.column("key"),
+            decoder_options=self.options.decode.options,
+        )
+        parts, unrouted = self._parts(raw, routed, st)
+        jobs: list[tuple[str, Callable[[], str]]] = []
+        if len(unrouted[0]):
+            st.unrouted = len(unrouted[0])
+            jobs.append((UNROUTED, _bind(self._write_unrouted, raw, unrouted, batch_id)))
+        for part in parts:
+            jobs.append((part.name, _bind(self._write_part, raw, part, batch_id)))
+        try:
+            self._run(jobs, st)
+        finally:
+            self._release_memory({p.name for p in parts})
+            st.total_s = time.perf_counter() - t0
+            self.stats = [*self.stats[-99:], st]
+        return st
+
+    def _parts(
+        self, raw: pa.Table, routed: Routed, st: RouterStats
+    ) -> tuple[list[_Part], tuple[np.ndarray, list[str]]]:
+        """The batch's records by table (the selected ones), and the unrouted records
+        with their reasons (ascending); what is left out is counted in ``st``."""
+        codes = routed.codes
+        kinds = routed.kinds
+        for kind, label in _IGNORED_KINDS.items():
+            n = int(np.count_nonzero((codes < 0) & (kinds == kind)))
+            if n:
+                st.ignored[label] = n
+        bad = [np.flatnonzero((codes < 0) & (kinds == source_tables.OTHER))]
+        reasons = [str(routed.reasons[i] or "the record names no source table") for i in bad[0]]
+        topics = raw.column("topic")
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(routed.tables) + 1))
+        parts: list[_Part] = []
+        for code, source in enumerate(routed.tables):
+            rows = order[bounds[code] : bounds[code + 1]]
+            if not len(rows):
+                continue
+            name = self.database.name_of(source, str(topics[int(rows[0])]))
+            if not _NAME.match(name):
+                bad.append(rows)
+                why = f"table name {name!r} (of source table {source.qualified()}) is not valid"
+                reasons += [why] * len(rows)
+            elif not self.database.selects(name):
+                st.ignored["excluded"] = st.ignored.get("excluded", 0) + len(rows)
+            else:
+                parts.append(_Part(name, source, rows, routed.schema_rows[code]))
+        rows = np.concatenate(bad).astype(np.int64)
+        order = np.argsort(rows, kind="stable")
+        return parts, (rows[order], [reasons[int(i)] for i in order])
+
+    def _run(self, jobs: list[tuple[str, Callable[[], str]]], st: RouterStats) -> None:
+        """Runs the tables' writes on the commit threads; raises the first error once
+        every write has ended."""
+        if not jobs:
+            return
+        errors: list[BaseException] = []
+        workers = min(self.database.commit_threads, len(jobs))
+        with ThreadPoolExecutor(workers, thread_name_prefix="cdc_sink-table") as pool:
+            futures = [(name, pool.submit(fn)) for name, fn in jobs]
+            for name, fut in futures:
+                try:
+                    st.tables[name] = fut.result()
+                except BaseException as exc:  # every table ends before the batch fails
+                    st.tables[name] = "failed"
+                    logger.error("table %s: batch %d failed: %s", name, st.batch_id, exc)
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    # ------------------------------------------------------------------ one table
+    def _write_part(self, raw: pa.Table, part: _Part, batch_id: int) -> str:
+        """Writes one table's records of the batch; what became of them."""
+        sub = raw.take(pa.array(part.rows))
+        stopped = self._stopped_reason(part.name)
+        if stopped is not None:
+            writer = self._known_writer(part.name) or self._open_writer(part.name)
+            result = writer.reject_rows(sub, batch_id, f"table stopped: {stopped}")
+            return self._observed(part.name, writer, result)
+        try:
+            writer = self._writer(part, raw)
+        except NoPrimaryKey as exc:
+            self._skip(part.name, str(exc), len(part.rows))
+            return "skipped"
+        refused = self._evolve(writer, part, raw)
+        if refused is None:
+            return self._observed(part.name, writer, writer.write_rows(sub, batch_id))
+        cut, reason = refused
+        result = writer.write_rows(
+            sub, batch_id, refuse_from=cut, reason=f"table stopped: {reason}"
+        )
+        self._stop(part.name, reason, batch_id)  # once committed: a crash before finds it again
+        return self._observed(part.name, writer, result)
+
+    def _observed(self, name: str, writer: TableWriter, result: str) -> str:
+        """Tells the hooks of table ``name``'s batch; returns ``result``."""
+        if self.events is not None and writer.stats and result == "committed":
+            self.events.observe(name, writer.stats[-1])
+        return result
+
+    def _write_unrouted(
+        self, raw: pa.Table, unrouted: tuple[np.ndarray, list[str]], batch_id: int
+    ) -> str:
+        """Commits the records that name no table as rejects of :data:`UNROUTED`."""
+        rows, reasons = unrouted
+        return self._unrouted_writer().reject_rows(raw.take(pa.array(rows)), batch_id, reasons)
+
+    def _known_writer(self, name: str) -> TableWriter | None:
+        """The writer of table ``name`` if it is open (now the most recently used)."""
+        with self._lock:
+            hit = self._writers.get(name)
+            if hit is not None:
+                self._writers.move_to_end(name)
+            return hit
+
+    def _writer(self, part: _Part, raw: pa.Table) -> TableWriter:
+        """The writer of ``part``'s table: open, or created from the schema of its first
+        record.
+
+        Raises:
+            NoPrimaryKey: The table has no key (the caller skips it).
+        """
+        hit = self._known_writer(part.name)
+        if hit is not None:
+            return hit
+        try:
+            return self._open_writer(part.name)
+        except TableNotFound:
+            pass
+        row = int(part.schema_rows[0])
+        schema = self._source_schemas().schema_of(
+            part.name,
+            _bytes(raw, "value", row),
+            _bytes(raw, "key", row),
+            num_buckets=self.database.buckets.get(part.name, self.database.num_buckets),
+        )
+        path = table_path(self.database.table_root, part.name)
+        table = create_table(
+            path,
+            schema,
+            options=self.options.table,
+            storage_options=self.options.storage_options or None,
+        )
+        logger.info("table %s created from %s at %s", part.name, part.source.qualified(), path)
+        if self.events is not None:
+            self.events.table_created(part.name)
+        return self._add_writer(part.name, TableWriter(path, self.options, self.dead_letter, table))
+
+    def _open_writer(self, name: str) -> TableWriter:
+        """The writer of table ``name``, opened (raises TableNotFound)."""
+        path = table_path(self.database.table_root, name)
+        storage = self.options.storage_options or None
+        table = open_table(path, options=self.options.table, storage_options=storage)
+        return self._add_writer(name, TableWriter(path, self.options, self.dead_letter, table))
+
+    def _add_writer(self, name: str, writer: TableWriter) -> TableWriter:
+        """Keeps ``writer`` (the most recently used)."""
+        with self._lock:
+            self._writers[name] = writer
+            self._writers.move_to_end(name)
+        return writer
+
+    def _unrouted_writer(self) -> TableWriter:
+        """The writer of :data:`UNROUTED` (its table created on first use)."""
+        hit = self._known_writer(UNROUTED)
+        if hit is not None:
+            return hit
+        path = table_path(self.database.table_root, UNROUTED)
+        storage = self.options.storage_options or None
+        try:
+            table = open_table(path, options=self.options.table, storage_options=storage)
+        except TableNotFound:
+            table = create_table(
+                path, _UNROUTED_SCHEMA, options=self.options.table, storage_options=storage
+            )
+        return self._add_writer(UNROUTED, TableWriter(path, self.options, self.dead_letter, table))
+
+    # ------------------------------------------------------------------ schemas
+    def _source_schemas(self) -> SourceSchemas:
+        """The schemas of the sources' messages (made on first use)."""
+        with self._lock:
+            if self._schemas is None:
+                self._schemas = SourceSchemas(
+                    self.options.format,
+                    self.options.decode.options,
+                    schema_dir=self.database.schema_dir,
+                    key_columns=self.database.key_columns,
+                )
+            return self._schemas
+
+    def _evolve(self, writer: TableWriter, part: _Part, raw: pa.Table) -> tuple[int, str] | None:
+        """Takes each distinct schema of ``part`` into the table (columns added, widened,
+        each in a version of its own). At the first one the table cannot take: (the
+        index in ``part.rows`` of its first record, why); later ones are not looked at."""
+        table = writer.table
+        for row in part.schema_rows.tolist():
+            try:
+                source = self._source_schemas().schema_of(
+                    part.name,
+                    _bytes(raw, "value", row),
+                    _bytes(raw, "key", row),
+                    num_buckets=table.schema.num_buckets,
+                )
+            except NoPrimaryKey:
+                continue  # the table has its key (named by the user): the rows are checked
+            except SchemaError as exc:
+                return _index_of(part.rows, row), f"a schema no table can take: {exc}"
+            change = schema_change(table.schema, source)
+            if change.refused is not None:
+                return _index_of(part.rows, row), change.refused
+            _apply_change(part.name, table, change)
+        return None
+
+    # ------------------------------------------------------------------ stops and skips
+    def _stopped_reason(self, name: str) -> str | None:
+        """Why table ``name`` is stopped (None: it is not)."""
+        with self._lock:
+            if self._stopped is None:
+                self._stopped = self._load_stops()
+            return self._stopped.get(name)
+
+    def _load_stops(self) -> dict[str, str]:
+        """The stops recorded under the root."""
+        store = self._root_store()
+        out: dict[str, str] = {}
+        for key in store.list_keys(_STOPPED_PREFIX):
+            try:
+                doc = json.loads(store.get(key))
+                out[str(doc["table"])] = str(doc["reason"])
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning("unreadable stop record %s: %s", key, exc)
+        return out
+
+    def _stop(self, name: str, reason: str, batch_id: int) -> None:
+        """Records that table ``name`` is stopped, for ``reason``."""
+        doc = {"table": name, "reason": reason, "batch_id": batch_id, "ms": int(time.time() * 1e3)}
+        self._root_store().put(f"{_STOPPED_PREFIX}{name}.json", json.dumps(doc).encode())
+        with self._lock:
+            if self._stopped is None:
+                self._stopped = self._load_stops()
+            self._stopped[name] = reason
+        logger.error(
+            "table %s stopped: %s; its records go to the dead letters from batch %d on "
+            "(docs/operations.md, 'A stopped table')",
+            name,
+            reason,
+            batch_id,
+        )
+        if self.events is not None:
+            self.events.table_stopped(name, reason)
+
+    def _skip(self, name: str, reason: str, n: int) -> None:
+        """Leaves out ``n`` records of table ``name`` (it has no key)."""
+        with self._lock:
+            first = name not in self._skipped
+            self._skipped.add(name)
+        if first:
+            logger.warning("table %s skipped: %s (--key-columns takes it)", name, reason)
+        if self.events is not None:
+            self.events.table_skipped(name, "no_primary_key", n)
+
+    def _root_store(self) -> ObjectStore:
+        """The store of the table root (its ``_database/`` entries)."""
+        with self._lock:
+            if self._store is None:
+                root = self.database.table_root
+                local = parse_store_url(root).kind == "local"
+                if local:
+                    os.makedirs(root, exist_ok=True)
+                storage = None if local else (self.options.storage_options or None)
+                self._store = store_for(root, storage, check_conditional_writes=False)
+            return self._store
+
+    # ------------------------------------------------------------------ memory
+    def _release_memory(self, used: set[str]) -> None:
+        """Closes the least recently written tables while the tablets held exceed the
+        budget (never one written in this batch)."""
+        sizes = {name: _held_bytes(w) for name, w in list(self._writers.items())}
+        total = sum(sizes.values())
+        for name in list(self._writers):
+            if total <= self.database.memory_budget_bytes:
+                break
+            if name in used or name == UNROUTED:
+                continue
+            with self._lock:
+                writer = self._writers.pop(name)
+            writer.close()
+            total -= sizes[name]
+            logger.info("table %s released (%d bytes of tablets)", name, sizes[name])
+        if self.events is not None:
+            self.events.tables_open(len(self._writers), total)
+
+    def close(self) -> None:
+        """Closes every table's writer (forwarding what is left) and the dead-letter
+        sink."""
+        with self._lock:
+            writers = list(self._writers.values())
+            self._writers.clear()
+        for writer in writers:
+            writer.close()
+        if self.dead_letter is not None:
+            close = getattr(self.dead_letter.sink, "close", None)
+            if close is not None:
+                close()
+
+
+def _bind(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
+    """``fn`` with ``args`` bound (a loop's values, not its variables)."""
+    return lambda: fn(*args)
+
+
+def _bytes(raw: pa.Table, column: str, row: int) -> bytes | None:
+    """One cell of a binary column of ``raw``."""
+    v = raw.column(column)[row].as_py()
+    return None if v is None else bytes(v)
+
+
+def _index_of(rows: np.ndarray, row: int) -> int:
+    """Where record ``row`` is in a table's ``rows`` (ascending)."""
+    return int(np.searchsorted(rows, row))
+
+
+def _apply_change(name: str, table: Table, change: SchemaChange) -> None:
+    """Adds and widens the columns ``change`` names, each in a version of its own."""
+    for col in change.add:
+        logger.info("table %s: adding column %s %s", name, col.name, col.type)
+        table.add_column(col.name, col.type, nullable=col.nullable, default=col.default)
+    for col_name, new_type in change.widen:
+        logger.info("table %s: widening column %s to %s", name, col_name, new_type)
+        table.widen_column(col_name, new_type)
+
+
+def _held_bytes(writer: TableWriter) -> int:
+    """Bytes of the tablets ``writer``'s table holds."""
+    core = core_of(writer.table)
+    with core.exclusive():
+        return sum(int(t.memory_bytes()) for t in core.held_tablets().values())
+
+
+def _check_router_options(opts: SinkOptions) -> None:
+    """Refuses sink options the router does not take."""
+    if opts.apply_mode != "driver" or opts.decode_in != "driver" or opts.jvm_json:
+        raise InvalidOption(
+            "a whole-database sink prepares its tables in the driver: apply_mode='driver', "
+            "decode.where='driver', decode.json_decoder='python'",
+            option="apply_mode",
+        )
+    if opts.decode.processes:
+        raise InvalidOption(
+            "a whole-database sink decodes on its commit threads: decode.processes must be 0",
+            option="decode.processes",
+        )
+
+
+def database_sink(
+    database: DatabaseOptions | str,
+    *,
+    options: SinkOptions | None = None,
+    dead_letter: DeadLetterSink | None = None,
+) -> DatabaseSink:
+    """Returns the ``foreachBatch`` function that writes a whole database's CDC topics,
+    one table per source table under ``database.table_root`` (module docstring).
+
+    Args:
+        database: The options, or just the table root.
+        options: Every table's sink options (``format`` ``debezium`` or
+            ``debezium-avro``; driver apply mode).
+        dead_letter: Where rejected records go.
+
+    Raises:
+        InvalidOption: A bad option.
+    """
+    if isinstance(database, str):
+        database = DatabaseOptions(database)
+    return DatabaseSink(database, options=options, dead_letter=dead_letter)

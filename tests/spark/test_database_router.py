@@ -1,0 +1,317 @@
+"""The whole-database router without Spark: micro-batches of Debezium records (Arrow, the
+driver's raw columns) routed to many tables under a root, created from the schemas the
+messages carry, evolved, stopped, skipped; exactly once per table, also across a failure
+between two tables' commits.
+
+The messages are Debezium's documented MySQL tutorial events
+(tests/formats/debezium_docs/mysql_customers_create.json) with the table, the fields and
+the values changed; the expected tables are computed by a dictionary model.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from cdc_sink.errors import InvalidOption
+from cdc_sink.spark import SinkOptions
+from cdc_sink.spark.database import UNROUTED, DatabaseOptions, DatabaseSink
+from cdc_sink.spark.writer import TableWriter
+from cdc_sink.table import open_table
+
+DOCS = Path(__file__).parent.parent / "formats" / "debezium_docs"
+CREATE = json.loads((DOCS / "mysql_customers_create.json").read_text())
+KEY = json.loads((DOCS / "mysql_customers_key.json").read_text())
+
+Field = tuple[str, str, bool]  # name, Connect type, optional
+CUSTOMERS: list[Field] = [
+    ("id", "int32", False),
+    ("first_name", "string", False),
+    ("last_name", "string", False),
+    ("email", "string", False),
+]
+ORDERS: list[Field] = [
+    ("order_number", "int32", False),
+    ("purchaser", "int32", False),
+    ("quantity", "int32", False),
+]
+
+
+def _struct(fields: Sequence[Field], name: str) -> dict[str, Any]:
+    return {
+        "type": "struct",
+        "fields": [{"type": t, "optional": o, "field": f} for f, t, o in fields],
+        "optional": True,
+        "name": name,
+    }
+
+
+def message(
+    table: str,
+    fields: Sequence[Field],
+    op: str,
+    row: dict[str, Any] | None,
+    *,
+    before: dict[str, Any] | None = None,
+    key_field: str | None = "id",
+    db: str = "inventory",
+) -> tuple[bytes | None, bytes]:
+    """A Debezium JSON message (key, value) of ``table``, shaped as the docs' event."""
+    doc = copy.deepcopy(CREATE)
+    env = doc["schema"]
+    value_name = f"dbserver1.{db}.{table}.Value"
+    for i, f in enumerate(env["fields"]):
+        if f.get("field") in ("before", "after"):
+            env["fields"][i] = {**_struct(fields, value_name), "field": f["field"]}
+    env["name"] = f"dbserver1.{db}.{table}.Envelope"
+    p = doc["payload"]
+    p["before"], p["after"], p["op"] = before, row, op
+    p["source"]["db"], p["source"]["table"] = db, table
+    key: bytes | None = None
+    if key_field is not None:
+        kt = next(t for f, t, _ in fields if f == key_field)
+        kdoc = {
+            "schema": {
+                "type": "struct",
+                "fields": [{"type": kt, "optional": False, "field": key_field}],
+                "optional": False,
+                "name": f"dbserver1.{db}.{table}.Key",
+            },
+            "payload": {key_field: (row or before or {})[key_field]},
+        }
+        key = json.dumps(kdoc).encode()
+    return key, json.dumps(doc).encode()
+
+
+def batch(messages: Sequence[tuple[bytes | None, bytes | None]], start: int = 0) -> pa.Table:
+    """The driver's raw columns of ``messages`` (one topic per table, partition 0)."""
+    topics = []
+    for _, v in messages:
+        table = json.loads(v)["payload"]["source"]["table"] if v and b'"source"' in v else "x"
+        topics.append(f"dbserver1.inventory.{table}")
+    n = len(messages)
+    return pa.table(
+        {
+            "key": pa.array([k for k, _ in messages], pa.binary()),
+            "value": pa.array([v for _, v in messages], pa.binary()),
+            "topic": pa.array(topics, pa.string()),
+            "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(range(start, start + n), pa.int64()),
+            "__kafka_ms": pa.array([1_700_000_000_000] * n, pa.int64()),
+        }
+    )
+
+
+def customer(i: int, **more: Any) -> dict[str, Any]:
+    return {"id": i, "first_name": f"f{i}", "last_name": f"l{i}", "email": f"{i}@x", **more}
+
+
+def order(i: int, q: int) -> dict[str, Any]:
+    return {"order_number": i, "purchaser": 1000 + i % 3, "quantity": q}
+
+
+def rows_of(root: Path, name: str, key: str) -> list[dict[str, Any]]:
+    return sorted(open_table(str(root / name)).read().to_pylist(), key=lambda r: r[key])
+
+
+def sink(root: Path, **opts: Any) -> DatabaseSink:
+    return DatabaseSink(
+        DatabaseOptions(str(root), num_buckets=2, **opts),
+        options=SinkOptions(format="debezium"),
+    )
+
+
+def test_tables_are_created_from_the_messages_and_hold_exactly_their_rows(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    msgs = [
+        message("customers", CUSTOMERS, "r", customer(1)),
+        message("orders", ORDERS, "r", order(1, 5), key_field="order_number"),
+        message("customers", CUSTOMERS, "c", customer(2)),
+        message("customers", CUSTOMERS, "u", customer(1, email="new@x"), before=customer(1)),
+        message("orders", ORDERS, "c", order(2, 7), key_field="order_number"),
+        message("orders", ORDERS, "d", None, before=order(1, 5), key_field="order_number"),
+    ]
+    st = s.write_rows(batch(msgs), 0)
+    assert st.tables == {"inventory.customers": "committed", "inventory.orders": "committed"}
+    assert rows_of(tmp_path, "inventory.customers", "id") == [
+        customer(1, email="new@x"),
+        customer(2),
+    ]
+    assert rows_of(tmp_path, "inventory.orders", "order_number") == [order(2, 7)]
+    t = open_table(str(tmp_path / "inventory.customers"))
+    assert t.schema.primary_key == ("id",) or list(t.schema.primary_key) == ["id"]
+
+
+def test_a_replayed_batch_commits_nothing_again(tmp_path: Path) -> None:
+    msgs = [
+        message("customers", CUSTOMERS, "c", customer(1)),
+        message("orders", ORDERS, "c", order(1, 1), key_field="order_number"),
+    ]
+    sink(tmp_path).write_rows(batch(msgs), 3)
+    versions = {
+        n: open_table(str(tmp_path / n)).version
+        for n in ("inventory.customers", "inventory.orders")
+    }
+    again = sink(tmp_path).write_rows(batch(msgs), 3)  # a restarted job replays batch 3
+    assert set(again.tables.values()) == {"skipped"}
+    for n, v in versions.items():
+        assert open_table(str(tmp_path / n)).version == v
+
+
+def test_a_failure_between_two_tables_commits_replays_only_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    msgs = [
+        message("customers", CUSTOMERS, "c", customer(1)),
+        message("orders", ORDERS, "c", order(1, 1), key_field="order_number"),
+    ]
+    real = TableWriter.write_rows
+    failed: list[str] = []
+
+    def flaky(self: TableWriter, raw: pa.Table, batch_id: int, **kw: Any) -> Any:
+        if self.path.endswith("inventory.orders") and not failed:
+            failed.append(self.path)
+            raise OSError("injected: the process dies before this table's commit")
+        return real(self, raw, batch_id, **kw)
+
+    monkeypatch.setattr(TableWriter, "write_rows", flaky)
+    with pytest.raises(OSError, match="injected"):
+        sink(tmp_path).write_rows(batch(msgs), 0)
+    customers = open_table(str(tmp_path / "inventory.customers"))
+    assert customers.is_committed(customers.versions()[-1]["app_id"], 0)
+    st = sink(tmp_path).write_rows(batch(msgs), 0)  # Spark's retry, in a new process
+    assert st.tables == {"inventory.customers": "skipped", "inventory.orders": "committed"}
+    assert rows_of(tmp_path, "inventory.customers", "id") == [customer(1)]
+    assert rows_of(tmp_path, "inventory.orders", "order_number") == [order(1, 1)]
+    data = [
+        v
+        for v in open_table(str(tmp_path / "inventory.customers")).versions()
+        if v.get("batch_id") == 0
+    ]
+    assert len(data) == 1
+
+
+def test_a_new_optional_column_is_added_and_earlier_rows_read_null(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    s.write_rows(batch([message("customers", CUSTOMERS, "c", customer(1))]), 0)
+    wider = [*CUSTOMERS, ("phone", "string", True)]
+    s.write_rows(batch([message("customers", wider, "c", customer(2, phone="555"))], 1), 1)
+    assert rows_of(tmp_path, "inventory.customers", "id") == [
+        customer(1, phone=None),
+        customer(2, phone="555"),
+    ]
+
+
+def test_a_change_the_table_cannot_take_stops_only_that_table(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    s.write_rows(
+        batch(
+            [
+                message("customers", CUSTOMERS, "c", customer(1)),
+                message("orders", ORDERS, "c", order(1, 1), key_field="order_number"),
+            ]
+        ),
+        0,
+    )
+    retyped = [("id", "int32", False), ("first_name", "int64", False), *CUSTOMERS[2:]]
+    msgs = [
+        message("customers", CUSTOMERS, "c", customer(2)),
+        message("customers", retyped, "c", {**customer(3), "first_name": 7}),
+        message("orders", ORDERS, "c", order(2, 2), key_field="order_number"),
+        message("customers", CUSTOMERS, "c", customer(4)),
+    ]
+    st = s.write_rows(batch(msgs, 2), 1)
+    assert st.tables["inventory.orders"] == "committed"
+    assert rows_of(tmp_path, "inventory.customers", "id") == [customer(1), customer(2)]
+    assert rows_of(tmp_path, "inventory.orders", "order_number") == [order(1, 1), order(2, 2)]
+    rejects = open_table(str(tmp_path / "inventory.customers")).rejects()
+    assert rejects.column("offset").to_pylist() == [3, 5]
+    assert all("first_name" in r for r in rejects.column("reason").to_pylist())
+    # a new process: the stop holds, even for records of the old schema
+    later = sink(tmp_path).write_rows(
+        batch([message("customers", CUSTOMERS, "c", customer(5))], 6), 2
+    )
+    assert later.tables == {"inventory.customers": "committed"}
+    assert rows_of(tmp_path, "inventory.customers", "id") == [customer(1), customer(2)]
+    last = open_table(str(tmp_path / "inventory.customers")).rejects()
+    assert last.column("offset").to_pylist() == [6]
+    assert last.column("reason")[0].as_py().startswith("table stopped:")
+
+
+def test_a_table_without_a_key_is_skipped_unless_key_columns_name_one(tmp_path: Path) -> None:
+    msgs = [message("audit", CUSTOMERS, "c", customer(1), key_field=None)]
+    st = sink(tmp_path).write_rows(batch(msgs), 0)
+    assert st.tables == {"inventory.audit": "skipped"}
+    assert not (tmp_path / "inventory.audit").exists()
+    st = sink(tmp_path, key_columns={"inventory.audit": ("id",)}).write_rows(batch(msgs), 1)
+    assert st.tables == {"inventory.audit": "committed"}
+    assert rows_of(tmp_path, "inventory.audit", "id") == [customer(1)]
+
+
+def test_records_naming_no_table_are_dead_letters_with_their_coordinates(tmp_path: Path) -> None:
+    good = message("customers", CUSTOMERS, "c", customer(1))
+    no_source = (None, json.dumps({"payload": {"op": "c", "after": customer(9)}}).encode())
+    heartbeat = (None, json.dumps({"ts_ms": 1}).encode())
+    st = sink(tmp_path).write_rows(batch([no_source, good, heartbeat, (b"k", None)]), 0)
+    assert st.unrouted == 1
+    assert st.ignored.get("tombstone") == 1
+    rejects = open_table(str(tmp_path / UNROUTED)).rejects()
+    assert rejects.column("offset").to_pylist() == [0]
+    assert rejects.column("value")[0].as_py() == no_source[1]
+    assert "source" in rejects.column("reason")[0].as_py()
+
+
+def test_include_and_exclude_select_tables_by_name(tmp_path: Path) -> None:
+    msgs = [
+        message("customers", CUSTOMERS, "c", customer(1)),
+        message("orders", ORDERS, "c", order(1, 1), key_field="order_number"),
+    ]
+    st = sink(tmp_path, exclude_tables=(r".*\.orders",)).write_rows(batch(msgs), 0)
+    assert st.tables == {"inventory.customers": "committed"}
+    assert st.ignored["excluded"] == 1
+    st = sink(tmp_path / "b", include_tables=(r".*\.orders",)).write_rows(batch(msgs), 0)
+    assert st.tables == {"inventory.orders": "committed"}
+
+
+def test_table_name_format(tmp_path: Path) -> None:
+    s = sink(tmp_path, table_name_format="{db}_{table}")
+    s.write_rows(batch([message("customers", CUSTOMERS, "c", customer(1))]), 0)
+    assert rows_of(tmp_path, "inventory_customers", "id") == [customer(1)]
+
+
+def test_tables_over_the_memory_budget_are_released_and_reopened(tmp_path: Path) -> None:
+    s = sink(tmp_path, memory_budget_bytes=1)
+    s.write_rows(batch([message("customers", CUSTOMERS, "c", customer(1))]), 0)
+    s.write_rows(
+        batch([message("orders", ORDERS, "c", order(1, 1), key_field="order_number")], 1), 1
+    )
+    assert "inventory.customers" not in s.writers  # released: not written in batch 1
+    s.write_rows(batch([message("customers", CUSTOMERS, "c", customer(2))], 2), 2)
+    assert rows_of(tmp_path, "inventory.customers", "id") == [customer(1), customer(2)]
+
+
+@pytest.mark.parametrize(
+    ("opts", "option"),
+    [
+        ({"table_name_format": "{nope}"}, "table_name_format"),
+        ({"include_tables": ("(",)}, "include_tables"),
+        ({"commit_threads": 0}, "commit_threads"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_option(
+    tmp_path: Path, opts: dict[str, Any], option: str
+) -> None:
+    with pytest.raises(InvalidOption) as e:
+        sink(tmp_path, **opts)
+    assert e.value.option == option
+
+
+def test_formats_without_a_source_block_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidOption, match="Debezium"):
+        DatabaseSink(DatabaseOptions(str(tmp_path)), options=SinkOptions(format="json"))
