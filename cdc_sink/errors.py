@@ -26,6 +26,7 @@ The hierarchy::
       InvalidArgument (TypeError)         an argument of a type a function does not take
       MissingExtra (ImportError)          an optional dependency is not installed
       SchemaError                         an invalid table schema
+        NoPrimaryKey                      a source table's schema names no primary key
       SchemaMismatch                      data not of the schema it is written/read with
       SchemaEvolutionError (RuntimeError) a registry schema the table cannot take
       SchemaRegistryUnavailable (RuntimeError)
@@ -104,6 +105,11 @@ class MissingExtra(CdcSinkError, ImportError):
 
 class SchemaError(CdcSinkError):
     """A table schema is invalid (unknown type, duplicate name, bad key, ...)."""
+
+
+class NoPrimaryKey(SchemaError):
+    """A table created from its source's schema has no primary key: the source's message
+    key names none and none was given (the message names the source table)."""
 
 
 class SchemaMismatch(CdcSinkError):
