@@ -82,7 +82,12 @@ from cdc_sink.formats._debezium_events import (
     Body,
     event_body,
 )
-from cdc_sink.formats._debezium_schema import _MAX_SCHEMA_DEPTH, ENVELOPE, strip_shared_schema
+from cdc_sink.formats._debezium_schema import (
+    _MAX_SCHEMA_DEPTH,
+    ENVELOPE,
+    Shared,
+    strip_shared_schema,
+)
 from cdc_sink.formats._jsonmembers import (
     children,
     column_array,
@@ -260,8 +265,11 @@ def route(
     if isinstance(dec, DebeziumAvroDecoder):
         lookups = dec._schemas(parts, None)  # the decoder's registry lookups and checks
         found = _in_runs(parts, AVRO_RUN_BYTES, _AvroRun(parts, lookups))
-    else:
-        found = _in_runs(parts, RUN_BYTES * 4, _JsonRun(parts))
+    else:  # runs of about one scan chunk once shared envelope schemas are cut off
+        live = np.flatnonzero(parts.valid & (parts.lengths > 10))
+        at = int(parts.starts[live[0]]) if len(live) else 0
+        enveloped = len(live) and parts.data[at : at + 10].tobytes() == b'{"schema":'
+        found = _in_runs(parts, RUN_BYTES * (4 if enveloped else 1), _JsonRun(parts))
     return _routed(found)
 
 
@@ -374,7 +382,7 @@ class _JsonRun:
         return _finish(found)
 
     def _schema_keys(
-        self, parts: Parts, m: Members, schema_m: np.ndarray, shared: Any
+        self, parts: Parts, m: Members, schema_m: np.ndarray, shared: Shared | None
     ) -> np.ndarray:
         """The key of each message's envelope schema (-1: none), by its bytes."""
         key = np.full(parts.n, -1, dtype=np.int64)
@@ -406,7 +414,7 @@ def _unnamed_kinds(parts: Parts, m: Members, body: Body, payload_m: np.ndarray) 
     l1 = np.flatnonzero(m.level == 1)
     members = np.concatenate([l1[~envelope[m.event[l1]]], children(m, payload_m, level=2)])
     members.sort()
-    scratch = new_reasons(len(payload_m))  # a repeated member: the first one counts
+    scratch = new_reasons(len(payload_m))  # a repeated member is no matter here
     status_m, id_m, ddl_m, changes_m, before_m, after_m = named_members(
         parts, m, members, _EXTRA, scratch
     )
