@@ -51,7 +51,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from cdc_sink.errors import BadAvroSchema, NoPrimaryKey, SchemaError
-from cdc_sink.formats._avro_schema import Node, parse_schema
+from cdc_sink.formats._avro_schema import Node, _small_int, parse_schema
 from cdc_sink.formats._debezium_schema import CONNECT_DECIMAL, _BadSchema, key_fields, row_fields
 from cdc_sink.formats.value_ranges import (
     TS_UNIT_BY_NAME,
@@ -143,11 +143,11 @@ def connect_column_type(
 def _column_type(t: str, name: str, params: Mapping[str, Any], variable_scale: int) -> str:
     what = f"{t} {name}" if name else t
     if name == CONNECT_DECIMAL and t == "bytes":
-        scale = _int_param(params.get("scale"))
-        if scale is None or not 0 <= scale <= 38:
+        scale = _small_int(params.get("scale"), -1)
+        if not 0 <= scale <= 38:
             raise _Unsupported(f"{what} with scale {params.get('scale')!r} (need 0..38)")
-        precision = _int_param(params.get("connect.decimal.precision"))
-        p = precision if precision is not None and 1 <= precision <= 38 else 38
+        precision = _small_int(params.get("connect.decimal.precision"), 0)
+        p = precision if 1 <= precision <= 38 else 38
         return f"decimal128({max(p, scale, 1)}, {scale})"
     if name == VARIABLE_SCALE_DECIMAL and t == "struct":
         return f"decimal128(38, {variable_scale})"
@@ -165,15 +165,6 @@ def _column_type(t: str, name: str, params: Mapping[str, Any], variable_scale: i
     if t in _PRIMITIVES:
         return _PRIMITIVES[t]
     raise _Unsupported(f"{what}: no column type holds it (no decoder reads it)")
-
-
-def _int_param(v: Any) -> int | None:
-    """A Connect parameter given as an integer or as digits."""
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v) < 10:
-        return int(v)
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    return None
 
 
 # ---------------------------------------------------------------------- fields
@@ -250,7 +241,7 @@ def _connect_field(f: Mapping[str, Any], variable_scale: int) -> _Field:
         nullable=bool(f.get("optional", False)),
         default=f.get("default"),
         unit=TS_UNIT_BY_NAME.get(str(name)),
-        scale=_int_param(params.get("scale")) or 0,
+        scale=max(_small_int(params.get("scale"), 0), 0),
         latin1=False,
     )
 

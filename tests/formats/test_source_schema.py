@@ -295,10 +295,15 @@ CASES: list[tuple[str, dict[str, Any], Any, str, Any]] = [
     ),
 ]
 
-UNSUPPORTED: list[tuple[str, dict[str, Any]]] = [
-    ("array", field("array", items={"type": "int32", "optional": True})),
-    ("DoubleVector", field("array", "io.debezium.data.DoubleVector", items={"type": "float64"})),
-    ("map", field("map", keys={"type": "string"}, values={"type": "int32"})),
+# (id, field schema, a value as JsonConverter writes it)
+UNSUPPORTED: list[tuple[str, dict[str, Any], Any]] = [
+    ("array", field("array", items={"type": "int32", "optional": True}), [1, None]),
+    (
+        "DoubleVector",
+        field("array", "io.debezium.data.DoubleVector", items={"type": "float64"}),
+        [1.5],
+    ),
+    ("map", field("map", keys={"type": "string"}, values={"type": "int32"}), {"a": 1}),
     (
         "Point",
         struct(
@@ -308,12 +313,14 @@ UNSUPPORTED: list[tuple[str, dict[str, Any]]] = [
             ("wkb", "bytes", True),
             ("srid", "int32", True),
         ),
+        {"x": 1.0, "y": 2.0, "wkb": WKB, "srid": None},
     ),
     (
         "StructuredTimestamp",
         struct("io.debezium.time.StructuredTimestamp", ("year", "int32", False)),
+        {"year": 2024},
     ),
-    ("struct", struct("", ("a", "int32", True))),
+    ("struct", struct("", ("a", "int32", True)), {"a": 1}),
 ]
 
 
@@ -415,13 +422,21 @@ def test_connect_column_type_names_a_type_or_refuses():
         connect_column_type("array")
 
 
-@pytest.mark.parametrize("f", [u[1] for u in UNSUPPORTED], ids=[u[0] for u in UNSUPPORTED])
-def test_a_field_no_column_holds_refuses_the_table_or_is_left_out(f: dict[str, Any]):
+@pytest.mark.parametrize(
+    ("f", "raw"), [u[1:] for u in UNSUPPORTED], ids=[u[0] for u in UNSUPPORTED]
+)
+def test_a_field_no_column_holds_refuses_the_table_or_is_left_out(f: dict[str, Any], raw: Any):
     schema = envelope(field("string", f="name"), f)
-    with pytest.raises(SchemaError, match=r"source table 'srv.db.t'.*field 'x'"):
+    with pytest.raises(SchemaError, match=r"source table 'srv\.db\.t'.*field 'x'"):
         schema_from_connect(schema, KEY, num_buckets=1, source="srv.db.t")
     table = schema_from_connect(schema, KEY, num_buckets=1, skip_unsupported=True)
     assert table.names == ["id", "name"]
+    msg = {"schema": schema, "payload": create({"id": 1, "name": "a", "x": raw})}
+    out = decode([json.dumps(msg).encode()], table, ignore_unknown_columns=True)
+    assert len(out.rejects) == 0, out.rejects.reasons
+    assert events(out.batch)[0][1:] == ({"id": 1}, {"name": "a"})
+    out = decode([json.dumps(msg).encode()], table)
+    assert out.rejects.reasons == ["unknown column 'x'"]
 
 
 def test_a_field_no_column_holds_in_avro():
