@@ -801,3 +801,45 @@ def test_every_reason_is_given():
     )
     refused = schema_change(old, new).refused or ""
     assert "'a'" in refused and "'b'" in refused and "'c'" in refused
+
+
+def test_a_change_applied_gives_the_sources_columns():
+    """``add`` and ``widen`` are the arguments of ``add_column`` and ``widen_column``:
+    applied, the table has the source's columns with their types and defaults."""
+    old = table_of(*BASE)
+    new = table_of(
+        field("int64", f="qty"),
+        field("float64", f="r"),
+        decimal_field("2", "12") | {"field": "p"},
+        dict(decimal_field("2", "10"), field="price", optional=False, default="EtaH"),
+        dict(field("int64", "io.debezium.time.MicroTimestamp", f="ts"), default=1529507596945104),
+    )
+    change = schema_change(old, new)
+    assert change.refused is None and len(change.add) == 2 and len(change.widen) == 3
+    t = old
+    for a in change.add:
+        t = t.add_column(a.name, a.type, nullable=a.nullable, default=a.default)
+    for name, type_ in change.widen:
+        t = t.widen_column(name, type_)
+    assert [(c.name, c.type, c.nullable, c.default) for c in t.columns] == [
+        (c.name, c.type, c.nullable, c.default) for c in new.columns
+    ]
+    assert schema_change(t, new) == SchemaChange()
+
+
+def test_documented_mysql_event_in_avro_decodes_into_the_table_its_schema_creates(
+    registry: OfflineRegistry,
+):
+    key = doc("mysql_customers_key.json")["schema"]
+    table = schema_from_avro(avro_schema(MYSQL_SCHEMA), avro_schema(key), num_buckets=2)
+    sid = registry.register(avro_schema(MYSQL_SCHEMA))
+    payload = doc("mysql_customers_create.json")["payload"]
+    msg = registry.message(sid, avro_datum(MYSQL_SCHEMA, payload))
+    out = DebeziumAvroDecoder(registry_url=URL).decode_with_meta(
+        pa.array([msg], pa.binary()), table
+    )
+    assert len(out.rejects) == 0, out.rejects.reasons
+    assert events(out.batch)[0][1:] == (
+        {"id": 1004},
+        {"first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer.org"},
+    )
