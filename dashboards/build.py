@@ -7,7 +7,10 @@ Regenerate the committed JSON after changing this file::
 
 One overview dashboard for the streaming job (``streaming_jobs/cdc_to_tablets.py
 --metrics-port``), a row per concern: throughput, freshness, Kafka, batches, rejects and
-dead letters, versions, memory and deltas, storage, compaction and GC. Every query filters
+dead letters, versions, memory and deltas, storage, compaction and GC; a job writing many
+tables (``cdc_sink.metrics.tables``) adds its per-table panels to the rows they belong to
+(the busiest, slowest and most rejecting tables, stopped tables, open tables and their
+bytes). Every query filters
 on the template variables ``table`` and ``app_id`` (both multi-valued, ``All`` matches
 everything) and reads from the Prometheus data source chosen in ``datasource``.
 ``dashboards/provisioning/`` loads the JSON into any Grafana as it is.
@@ -68,6 +71,7 @@ DEAD_LETTER_WARN_PER_S = 0.1
 DEAD_LETTER_CRIT_PER_S = 1.0
 DELTAS_WARN = 20.0  # TableOptions.compact_every's default
 DELTAS_CRIT = 100.0
+TOP_TABLES = 10  # the tables a panel of a many-table job draws (topk)
 
 
 def _sel(extra: str = "") -> str:
@@ -124,6 +128,8 @@ class _Spec:
     height: int = 8
     stacked: bool = False
     thresholds: _Thresholds | None = None
+    right_axis: tuple[str, str] | None = None
+    """(refId, unit): that query's unit, drawn on a right-hand axis."""
 
 
 def _stat(
@@ -213,9 +219,116 @@ def _panel(spec: _Spec, panel_id: int) -> Any:
         panel = panel.thresholds_style(
             common_b.GraphThresholdsStyleConfig().mode(common_m.GraphThresholdsStyleMode.DASHED)
         )
+    if spec.right_axis is not None:
+        ref_id, unit = spec.right_axis
+        panel = panel.override_by_query(
+            ref_id,
+            [
+                dash_m.DynamicConfigValue(id_val="unit", value=unit),
+                dash_m.DynamicConfigValue(id_val="custom.axisPlacement", value="right"),
+            ],
+        )
     for t in _targets(spec):
         panel = panel.with_target(t)
     return panel
+
+
+@dataclass(frozen=True)
+class _TablePanels:
+    """The panels of a job writing many tables (``cdc_sink.metrics.tables``), one set per
+    row they belong to. Only the worst tables have series of their own; the others are
+    summed under ``table="_other"``. The job-wide series carry no ``table`` label: the
+    ``table`` variable's ``All`` shows them."""
+
+    fresh: _Thresholds
+    commit_age: _Thresholds
+    top: int = TOP_TABLES
+
+    def events(self) -> _Spec:
+        """Throughput: the busiest tables."""
+        rate = _rate("cdc_sink_table_events_total")
+        return _Spec(
+            "Events by table",
+            f"Events per second of the {self.top} busiest tables (a job writing many tables; "
+            '"_other": the tables without series of their own).',
+            "ops",
+            (_Query(f"topk({self.top}, sum by (table) ({rate}))", "{{table}}"),),
+            width=24,
+        )
+
+    def freshness(self) -> list[_Spec]:
+        """Freshness: the slowest tables and the ones that committed longest ago."""
+        p99 = f"max by (table) (cdc_sink_table_freshness_p99_seconds{_sel()})"
+        last = f"max by (table) (cdc_sink_table_last_commit_timestamp_seconds{_sel()})"
+        return [
+            _Spec(
+                "Worst tables by freshness",
+                f"The {self.top} tables with the highest freshness p99 of their last batch "
+                "(a job writing many tables).",
+                "s",
+                (_Query(f"topk({self.top}, {p99})", "{{table}}"),),
+                width=12,
+                thresholds=self.fresh,
+            ),
+            _Spec(
+                "Tables by time since last commit",
+                f"The {self.top} tables that committed longest ago (an idle source table "
+                "commits nothing; see the Kafka lag).",
+                "s",
+                (_Query(f"topk({self.top}, time() - {last})", "{{table}}"),),
+                width=12,
+                thresholds=self.commit_age,
+            ),
+        ]
+
+    def rejects(self) -> list[_Spec]:
+        """Rejects: by table, skipped events, stopped tables."""
+        rejects = _rate("cdc_sink_table_rejects_total")
+        skipped = _rate("cdc_sink_tables_skipped_events_total")
+        return [
+            _Spec(
+                "Rejects by table",
+                f"Rejected events per second of the {self.top} tables rejecting most.",
+                "ops",
+                (_Query(f"topk({self.top}, sum by (table) ({rejects}))", "{{table}}"),),
+            ),
+            _Spec(
+                "Skipped events by reason",
+                "Events of tables the job cannot write (e.g. no primary key), per second.",
+                "ops",
+                (_Query(f"sum by (reason) ({skipped})", "{{reason}}"),),
+                stacked=True,
+            ),
+            _Spec(
+                "Stopped tables",
+                "Tables stopped by a schema change they cannot take (their events go to the "
+                'dead letters): how many, and which ("_other": how many without a label '
+                "of their own).",
+                "short",
+                (
+                    _Query(f"max by (app_id) (cdc_sink_tables_stopped{_sel()})", "stopped tables"),
+                    _Query(f"max by (table) (cdc_sink_table_stopped{_sel()}) > 0", "{{table}}"),
+                ),
+            ),
+        ]
+
+    def open(self) -> _Spec:
+        """Memory: the tables held in memory and their bytes."""
+        created = f"increase(cdc_sink_tables_created_total{_sel()}[{RATE}])"
+        return _Spec(
+            "Tables open / memory",
+            "Tables known to the job and held in memory (the budget of open tables), "
+            "tables created, and the bytes the open tables hold (right axis).",
+            "short",
+            (
+                _Query(f"max by (app_id) (cdc_sink_tables_known{_sel()})", "known"),
+                _Query(f"max by (app_id) (cdc_sink_tables_open{_sel()})", "open"),
+                _Query(f"sum by (app_id) ({created})", "created"),
+                _Query(f"max by (app_id) (cdc_sink_tables_open_bytes{_sel()})", "open bytes"),
+            ),
+            width=24,
+            right_axis=("D", "bytes"),
+        )
 
 
 def _rows() -> list[_Row]:
@@ -226,6 +339,7 @@ def _rows() -> list[_Row]:
     received = _rate("cdc_sink_events_total", 'outcome="received"')
     committed = _rate("cdc_sink_batches_total", 'result="committed"')
     since_commit = f"time() - max by (table) (cdc_sink_last_commit_timestamp_seconds{_sel()})"
+    tables = _TablePanels(fresh, commit_age)
     return [
         _Row(
             "Overview",
@@ -309,6 +423,7 @@ def _rows() -> list[_Row]:
                     "short",
                     (*_p50_p99("cdc_sink_batch_events"),),
                 ),
+                tables.events(),
             ],
         ),
         _Row(
@@ -331,6 +446,7 @@ def _rows() -> list[_Row]:
                     width=12,
                     thresholds=commit_age,
                 ),
+                *tables.freshness(),
             ],
         ),
         _Row(
@@ -442,6 +558,7 @@ def _rows() -> list[_Row]:
                     stacked=True,
                     thresholds=dlq,
                 ),
+                *tables.rejects(),
             ],
         ),
         _Row(
@@ -505,6 +622,7 @@ def _rows() -> list[_Row]:
                     width=12,
                     thresholds=_Thresholds(DELTAS_WARN, DELTAS_CRIT),
                 ),
+                tables.open(),
             ],
         ),
         _Row(

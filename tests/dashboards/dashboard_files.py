@@ -48,6 +48,18 @@ METRICS = {
     "cdc_sink_gc_duration_seconds": "histogram",
     "cdc_sink_gc_removed_files_total": "counter",
     "cdc_sink_gc_removed_bytes_total": "counter",
+    # a job writing many tables (cdc_sink.metrics.tables)
+    "cdc_sink_table_events_total": "counter",
+    "cdc_sink_table_rejects_total": "counter",
+    "cdc_sink_table_last_commit_timestamp_seconds": "gauge",
+    "cdc_sink_table_freshness_p99_seconds": "gauge",
+    "cdc_sink_table_stopped": "gauge",
+    "cdc_sink_tables_known": "gauge",
+    "cdc_sink_tables_open": "gauge",
+    "cdc_sink_tables_open_bytes": "gauge",
+    "cdc_sink_tables_created_total": "counter",
+    "cdc_sink_tables_stopped": "gauge",
+    "cdc_sink_tables_skipped_events_total": "counter",
 }
 
 _METRIC_RE = re.compile(r"\bcdc_sink_[a-z0-9_]+")

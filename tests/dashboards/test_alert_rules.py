@@ -27,6 +27,7 @@ ALERTS = {
     "CdcSinkGcFailing",
     "CdcSinkBatchesFailing",
     "CdcSinkKafkaLagHigh",
+    "CdcSinkTableStopped",
 }
 
 

@@ -5,6 +5,9 @@ labelled, hooks that never raise."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +20,21 @@ from cdc_sink.metrics.tables import MAX_SKIP_REASONS, OTHER, TableMetrics
 from cdc_sink.spark.writer import BatchStats
 
 APP = "job-1"
+PER_TABLE = {
+    "cdc_sink_table_events_total",
+    "cdc_sink_table_rejects_total",
+    "cdc_sink_table_last_commit_timestamp_seconds",
+    "cdc_sink_table_freshness_p99_seconds",
+    "cdc_sink_table_stopped",
+}
+METRIC_NAMES = PER_TABLE | {
+    "cdc_sink_tables_known",
+    "cdc_sink_tables_open",
+    "cdc_sink_tables_open_bytes",
+    "cdc_sink_tables_created_total",
+    "cdc_sink_tables_stopped",
+    "cdc_sink_tables_skipped_events_total",
+}
 COMMITTED_MS = 1_700_000_000_000
 
 
@@ -52,13 +70,7 @@ def test_cap_holds_with_more_tables_than_max_tables() -> None:
     m = TableMetrics(max_tables=10, app_id=APP)
     for i in range(10 + 20):
         m.observe(f"db.t{i:02d}", batch(5, freshness_ms=10.0 * (i % 7)))
-    for name in (
-        "cdc_sink_table_events_total",
-        "cdc_sink_table_rejects_total",
-        "cdc_sink_table_stopped",
-        "cdc_sink_table_freshness_p99_seconds",
-        "cdc_sink_table_last_commit_timestamp_seconds",
-    ):
+    for name in sorted(PER_TABLE):
         labels = series(m, name)
         assert len(labels) <= 10 + 1, name
         assert set(labels) - {OTHER} <= set(m.labelled())
@@ -237,3 +249,94 @@ def test_shares_a_registry_with_sink_metrics() -> None:
 def test_max_tables_must_be_a_positive_integer(bad: object) -> None:
     with pytest.raises(InvalidOption):
         TableMetrics(max_tables=bad)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- the dashboard
+
+
+@pytest.mark.integration
+def test_every_table_panel_has_data_from_a_real_prometheus(tmp_path: Path) -> None:
+    """The dashboard's panels over these metrics, as Grafana sends them, against a real
+    Prometheus scraping a TableMetrics: each query returns a finite series, with the
+    ``table`` variable on ``All`` (the job-wide series carry no ``table`` label) and, for
+    the per-table panels, on one table."""
+    from cdc_sink.metrics import start_metrics_server
+    from tests.dashboards.dashboard_files import (
+        committed_dashboard,
+        metric_names,
+        panel_queries,
+        panels,
+    )
+    from tests.dashboards.panel_check import RATE_INTERVAL, check_panels, wait_for
+    from tests.dashboards.prometheus_server import PrometheusServer, finite_series
+
+    m = TableMetrics(max_tables=3, app_id=APP)
+    m.table_stopped("db.t1", "column type change")
+    server = start_metrics_server(m.registry)
+    stop = threading.Event()
+
+    def feed() -> None:
+        i = 0
+        while not stop.wait(0.2):
+            i += 1
+            m.observe(f"db.t{i % 6}", batch(10, rejected=i % 2, freshness_ms=100.0 * (i % 6)))
+            m.table_created(f"db.t{i}")
+            m.table_skipped("db.audit", "no primary key", 2)
+            m.tables_open(3, 1000 + i)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    dashboard = committed_dashboard()
+    ours = [
+        p
+        for p in panels(dashboard)
+        if any(metric_names(t["expr"]) & METRIC_NAMES for t in p["targets"])
+    ]
+    per_table = [p for p in ours if all(metric_names(t["expr"]) <= PER_TABLE for t in p["targets"])]
+    assert {p["title"] for p in ours} >= {
+        "Worst tables by freshness",
+        "Rejects by table",
+        "Stopped tables",
+        "Tables open / memory",
+    }
+    try:
+        target = f"127.0.0.1:{server.port}"
+        with PrometheusServer(tmp_path / "prometheus", [target]) as prom:
+            start = time.time()
+            wait_for(
+                "five scrapes",
+                lambda: prom.value(f'count_over_time(up{{instance="{target}"}}[1m]) >= 5'),
+                60,
+            )
+            end = time.time()
+            empty = []
+            for q in panel_queries({"panels": ours}):
+                expr = (
+                    q.expr.replace("$__rate_interval", RATE_INTERVAL)
+                    .replace("$table", ".*")
+                    .replace("$app_id", APP)
+                )
+                if not finite_series(prom.query(expr, at=end)):
+                    empty.append(f"{q.name}: {expr}")
+            empty += check_panels(prom, {"panels": per_table}, "db.t1", APP, start - 5, end)
+    finally:
+        stop.set()
+        feeder.join(timeout=5)
+        server.close()
+    assert empty == [], "\n".join(empty)
+
+
+def test_the_families_are_the_documented_ones_and_the_dashboards_know_them() -> None:
+    from tests.dashboards.dashboard_files import METRICS
+
+    m = TableMetrics(app_id=APP)
+    m.observe("t", batch(1))
+    m.table_skipped("u", "no primary key", 1)  # a reason's series exists once seen
+    samples = {
+        s.name
+        for fam in text_string_to_metric_families(generate_latest(m.registry).decode())
+        for s in fam.samples
+    }
+    exported = {n for n in samples if not n.endswith("_created")}
+    assert exported == METRIC_NAMES | {"cdc_sink_tables_metrics_errors_total"}
+    assert set(METRICS) >= METRIC_NAMES
