@@ -131,7 +131,7 @@ def run_database(
     )
     sink = DatabaseSink(database_options(args), options=options, dead_letter=dead_letter)
     if not args.remote:
-        sink.events = TableMetrics(metrics.registry)
+        sink.events = TableMetrics(metrics.registry, app_id=sink.app_id)
     batches = DatabaseBatches(
         sink,
         compact_every=args.compact_every,
