@@ -52,6 +52,7 @@ import pyarrow as pa
 
 from cdc_sink.errors import BadAvroSchema, NoPrimaryKey, SchemaError
 from cdc_sink.formats._avro_schema import Node, _small_int, parse_schema
+from cdc_sink.formats._avro_values import _GEOMETRY, _VARIABLE_SCALE
 from cdc_sink.formats._debezium_schema import CONNECT_DECIMAL, _BadSchema, key_fields, row_fields
 from cdc_sink.formats.value_ranges import (
     TS_UNIT_BY_NAME,
@@ -79,9 +80,6 @@ VARIABLE_SCALE = 18
 without precision): ``decimal128(38, 18)``, Spark's default decimal. A value with more
 digits after the point, or more than 20 before it, is rejected when decoded."""
 
-VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-GEOMETRIES = ("io.debezium.data.geometry.Geometry", "io.debezium.data.geometry.Geography")
-"""The geometry structs the decoders read (their ``wkb``); ``Point`` is not one of them."""
 TIMESTAMP_STRINGS = ("io.debezium.time.ZonedTimestamp", "io.debezium.time.IsoTimestamp")
 """ISO 8601 timestamp strings (with their offset, or ``Z``)."""
 
@@ -149,9 +147,9 @@ def _column_type(t: str, name: str, params: Mapping[str, Any], variable_scale: i
         precision = _small_int(params.get("connect.decimal.precision"), 0)
         p = precision if 1 <= precision <= 38 else 38
         return f"decimal128({max(p, scale, 1)}, {scale})"
-    if name == VARIABLE_SCALE_DECIMAL and t == "struct":
+    if name == _VARIABLE_SCALE and t == "struct":
         return f"decimal128(38, {variable_scale})"
-    if name in GEOMETRIES and t == "struct":
+    if name in _GEOMETRY and t == "struct":  # the structs the decoders read the wkb of
         return "binary"
     unit = TS_UNIT_BY_NAME.get(name)
     if unit is not None and t in _INTS:
