@@ -46,7 +46,7 @@ import cdc_sink.engine._commit as commit_mod
 import cdc_sink.storage.gc as gc_mod
 from cdc_sink.engine import TableCore
 from cdc_sink.errors import VersionNotFound
-from cdc_sink.schema import TableSchema
+from cdc_sink.schema import TableSchema, type_to_str
 from cdc_sink.storage import faults
 from cdc_sink.storage.version_log import LOG_MAGIC, VersionLog
 from cdc_sink.table import Table, TableOptions, create_table, open_table
@@ -74,6 +74,15 @@ REOPEN_OPTS = [
 ]
 APPS = ("app-a", "app-b")
 ADD_NAMES = ("c0", "c1", "c2", "c5", "x", "y")
+#: The types a value column of each type (as strategies name them) may be widened to.
+WIDER = {
+    "int8": ("int16", "int32", "int64"),
+    "int16": ("int32", "int64"),
+    "int32": ("int64",),
+    "float32": ("float64",),
+    "decimal128(10, 2)": ("decimal128(12, 2)",),
+    "decimal128(12, 2)": ("decimal128(20, 2)",),
+}
 RENAME_NAMES = ("r0", "r1", "c0", "c3", "k9", "s2")
 
 # Steps that hit a known, reported bug are switched off or worked around while its flag is
@@ -178,6 +187,10 @@ def _rename_column(row: dict[str, Any], *, old: str, new: str) -> None:
 
 def _drop_column(row: dict[str, Any], *, name: str) -> None:
     del row[name]
+
+
+def _same_values(row: dict[str, Any]) -> None:
+    """A widening changes no value."""
 
 
 def _files(root: str) -> set[str]:
@@ -440,6 +453,23 @@ class TableMachine(RuleBasedStateMachine):
         new = self.schema.drop_column(name)
         v = self.table.drop_column(name)
         self._change_model(v, new, functools.partial(_drop_column, name=name))
+
+    @rule(data=st.data())
+    def widen_column(self, data: st.DataObject) -> None:
+        """Rows written before read their values in the wider type; the events drawn
+        after it hold values only the wider type holds."""
+        wider = [
+            (c.name, t)
+            for c in self.schema.value_columns
+            for t in WIDER.get(type_to_str(c.type), ())
+        ]
+        if not wider:
+            return
+        name, to = data.draw(st.sampled_from(wider))
+        new = self.schema.widen_column(name, to)
+        v = self.table.widen_column(name, to)
+        event(f"widen_column: {type_to_str(self.schema.column(name).type)} -> {to}")
+        self._change_model(v, new, _same_values)
 
     def _change_model(self, v: int, new: TableSchema, fix: Callable[[dict[str, Any]], Any]) -> None:
         self.model.schema = new
