@@ -68,6 +68,7 @@ from cdc_sink.formats._arrays import (
     new_reasons,
     no_reason,
     refuse,
+    scatter,
     spans,
     sub_parts,
 )
@@ -109,7 +110,7 @@ from cdc_sink.formats._schema_json import SchemaTextError, load_schema_json
 from cdc_sink.formats.avro_wire import HEADER_BYTES, SchemaLookup, wire_headers
 from cdc_sink.formats.debezium import _is_null_literal
 from cdc_sink.formats.debezium_avro import RUN_BYTES as AVRO_RUN_BYTES
-from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder, _record
+from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder, _mask, _record
 from cdc_sink.schema import Column
 
 __all__ = [
@@ -553,16 +554,7 @@ def _placed(pieces: list[tuple[np.ndarray, pa.Array]], n: int) -> pa.Array:
     if not pieces:
         return pa.nulls(n, pa.string())
     rows = np.concatenate([r for r, _ in pieces])
-    values = pa.concat_arrays([v for _, v in pieces])
-    full = np.full(n, -1, dtype=np.int64)
-    full[rows] = np.arange(len(rows))
-    return values.take(pa.array(full, mask=full < 0))
-
-
-def _mask(n: int, rows: np.ndarray) -> np.ndarray:
-    m = np.zeros(n, dtype=bool)
-    m[rows] = True
-    return m
+    return scatter(pa.concat_arrays([v for _, v in pieces]), rows, n)
 
 
 # ---------------------------------------------------------------------- tables

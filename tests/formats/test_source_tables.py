@@ -510,17 +510,21 @@ def test_avro_heartbeats_transactions_and_messages_are_no_error(registry: LocalR
     transaction = Topic(registry, TRANSACTION_SCHEMA)
     message = Topic(registry, PG_MESSAGE_SCHEMA)
     mysql = Topic(registry, MYSQL_SCHEMA)
+    schema_change = Topic(registry, AVRO_SCHEMA_CHANGE_SCHEMA)
+    change = {k: SCHEMA_CHANGE_EVENT[k] for k in ("ts_ms", "databaseName", "schemaName")}
     values = [
         heartbeat({"ts_ms": 1718000000123}),
         transaction(BEGIN),
         mysql(MYSQL_CREATE["payload"]),
         transaction(END),
         message(doc("pg_message_transactional_payload.json")),
+        schema_change({"source": {"db": "testDB", "table": "customers"}, **change}),
     ]
     r = routed_avro(registry, values)
     check_shape(r, len(values))
-    assert r.kinds.tolist() == [HEARTBEAT, TRANSACTION, ROW, TRANSACTION, MESSAGE]
-    assert r.codes.tolist() == [-1, -1, 0, -1, -1]
+    assert r.kinds.tolist() == [HEARTBEAT, TRANSACTION, ROW, TRANSACTION, MESSAGE, SCHEMA_CHANGE]
+    assert r.codes.tolist() == [-1, -1, 0, -1, -1, -1]
+    assert r.reasons.tolist() == [None] * len(values)
 
 
 def test_avro_messages_that_name_no_table_are_other_with_a_reason(registry: LocalRegistry):
@@ -553,6 +557,26 @@ def test_avro_needs_the_registry_option():
 
 
 FIELD_ID = {"type": "int32", "optional": False, "field": "id"}
+AVRO_SCHEMA_CHANGE_SCHEMA = {  # a schema change event's value (its source names a table)
+    "type": "struct",
+    "fields": [
+        {
+            "type": "struct",
+            "fields": [
+                {"type": "string", "optional": False, "field": "db"},
+                {"type": "string", "optional": True, "field": "table"},
+            ],
+            "optional": False,
+            "name": "io.debezium.connector.sqlserver.Source",
+            "field": "source",
+        },
+        {"type": "int64", "optional": False, "field": "ts_ms"},
+        {"type": "string", "optional": True, "field": "databaseName"},
+        {"type": "string", "optional": True, "field": "schemaName"},
+    ],
+    "optional": False,
+    "name": "io.debezium.connector.sqlserver.SchemaChangeValue",
+}
 PG_MESSAGE_SCHEMA = {  # a PostgreSQL logical decoding message's value (postgresql.adoc)
     "type": "struct",
     "fields": [
