@@ -324,7 +324,8 @@ def _tables_under(root: str) -> list[str]:
             parts = key.split("/")
             if parts[-1] == TABLE_FILE and len(parts) in (2, 3):
                 found.append("/".join(parts[:-1]))
-        return sorted(t for t in found if t.split("/")[0] not in found)
+        tables = set(found)  # a table's own keys hold no table: skip any found there
+        return sorted(t for t in found if "/" not in t or t.split("/")[0] not in tables)
     names: list[str] = []
     for child in _subdirs(where.prefix):
         path = os.path.join(where.prefix, child)

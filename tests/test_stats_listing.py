@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from pathlib import Path
 
 import pytest
 
 import cdc_sink
 from cdc_sink.cli import main
+from cdc_sink_testkit.s3 import SeaweedS3
 from tests.fixtures import ID_V
 
 SCHEMA = {**ID_V, "num_buckets": 2}
@@ -94,3 +96,32 @@ def test_a_directory_without_tables_is_still_no_table(
     (tmp_path / "a" / "b").mkdir(parents=True)
     assert main(["stats", str(tmp_path)]) == 1
     assert "no cdc_sink table" in capsys.readouterr().err
+
+
+def test_stats_of_an_object_store_root(
+    s3_server: SeaweedS3, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On S3 the tables are found by one listing of the root's prefix; the command takes
+    its credentials from the environment."""
+    root = s3_server.url(f"root-{uuid.uuid4().hex}")
+    options = s3_server.storage_options()
+    opts = cdc_sink.TableOptions.for_tests()
+    for name, n in (("inventory.customers", 4), ("inventory.orders", 2), ("db/t", 1)):
+        t = cdc_sink.create_table(f"{root}/{name}", SCHEMA, options=opts, storage_options=options)
+        t.apply([{"op": "upsert", "key": {"id": i}, "set": {"v": "x"}} for i in range(n)])
+    env = {
+        "AWS_ENDPOINT_URL": options["endpoint"],
+        "AWS_REGION": options["region"],
+        "AWS_ACCESS_KEY_ID": options["access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": options["secret_access_key"],
+        "AWS_ALLOW_HTTP": "true",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert main(["stats", root, "--json"]) == 0, capsys.readouterr().err
+    rows = {r["table"]: r for r in json.loads(capsys.readouterr().out)["tables"]}
+    assert {n: (r["version"], r["live_rows"]) for n, r in rows.items()} == {
+        "db/t": (1, 1),
+        "inventory.customers": (1, 4),
+        "inventory.orders": (1, 2),
+    }
