@@ -24,6 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc_sink.errors import InvalidArgument, InvalidOption
+from cdc_sink.formats import _jsonscan
 from cdc_sink.formats import route as exported_route
 from cdc_sink.formats.avro_wire import cache_clear
 from cdc_sink.formats.source_tables import (
@@ -45,6 +46,7 @@ from tests.avro.offline import OfflineRegistry, header
 from tests.avro.produce import AvroWriter
 from tests.formats.fuzz_decoders import byte_mutations, ci_settings, json_mutations, truncations
 from tests.formats.test_debezium_docs import MYSQL_CREATE, MYSQL_SCHEMA, PG_CREATE, PG_SCHEMA, doc
+from tests.formats.test_neighbours import HOSTILE
 
 MYSQL = SourceTable("inventory", None, "customers")
 PG = SourceTable("postgres", "public", "customers")
@@ -659,6 +661,36 @@ def test_mutated_documented_events_never_raise_nor_disturb_their_neighbours(seed
         j = i % k if i < k else i - (len(values) - k)
         assert r.kinds[i] == DOCUMENTED_ROUTED.kinds[j]
         assert table_of(r, i) == table_of(DOCUMENTED_ROUTED, j)
+
+
+def outcome(r: Routed, i: int) -> tuple[int, SourceTable | None, str | None]:
+    return int(r.kinds[i]), table_of(r, i), r.reasons[i]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_a_message_routes_the_same_whatever_its_neighbours(compiled: bool, monkeypatch: Any):
+    """Shuffled, each message after a hostile fragment (an open string, a trailing
+    backslash...), with the compiled scan and with numpy's."""
+    if not compiled:
+        monkeypatch.setattr(_jsonscan, "_cscan", None)
+
+    @ci_settings(15)
+    @given(st.integers(0, 2**32 - 1))
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        msgs = [*DOCUMENTED, *(m for msg in DOCUMENTED for m in json_mutations(msg, rng, 6))]
+        order = list(range(len(msgs)))
+        rng.shuffle(order)
+        mixed: list[bytes | None] = []
+        for k, i in enumerate(order):
+            mixed += [HOSTILE[k % len(HOSTILE)], msgs[i]]
+        first, second = routed_json(list(msgs)), routed_json(mixed)
+        for k, i in enumerate(order):
+            assert outcome(first, i) == outcome(second, 2 * k + 1), msgs[i][:300]
+        for i in range(len(DOCUMENTED)):
+            assert outcome(first, i) == outcome(DOCUMENTED_ROUTED, i)
+
+    run()
 
 
 @FUZZ
