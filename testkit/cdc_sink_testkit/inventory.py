@@ -15,7 +15,7 @@ reference model of the tables: :meth:`InventoryStream.reference` (at the end) an
 The tables are the tutorial's (``customers``, ``addresses``, ``orders``, ``products``,
 ``products_on_hand``, ``geom``, with its rows as the initial snapshot) and three more:
 ``order_lines`` (composite key ``order_number, line_no``; ``DECIMAL(10,2)``,
-``DATETIME(6)`` as ``MicroTimestamp`` and ``TIMESTAMP`` as ``ZonedTimestamp``),
+``DATETIME(6)`` as ``MicroTimestamp`` and ``TIMESTAMP(6)`` as ``ZonedTimestamp``),
 ``customer_events`` (no primary key: Debezium sends null keys; users name
 :attr:`InventoryStream.no_key_columns` as its key) and ``promotions`` (created
 mid-stream). In the order of time, the stream holds:
@@ -34,14 +34,15 @@ mid-stream). In the order of time, the stream holds:
    incompatible change: the reference of ``orders`` stops before it), and (PostgreSQL only)
    ``TRUNCATE order_lines`` (op ``t``, no key).
 
-Both flavors capture the same changes; they differ in the ``source`` block (MySQL: ``db``,
+Both flavors run the same workload; their messages differ in the ``source`` block (MySQL: ``db``,
 ``table``, binlog ``file``/``pos``/``row``; PostgreSQL: ``db``, ``schema``, ``table``,
 ``txId``, ``lsn``), in the qualified table names (MySQL ``inventory.<table>``,
 PostgreSQL ``postgres.inventory.<table>``: Debezium's example database ``postgres``,
 schema ``inventory``), in ``products.weight`` (MySQL ``FLOAT``: Connect ``float``;
 PostgreSQL ``FLOAT``, i.e. double precision: ``double``), geometries' SRID (MySQL 0,
-PostGIS none) and the truncate. Update and delete events carry the full ``before`` row
-(MySQL ``binlog_row_image=FULL``, PostgreSQL ``REPLICA IDENTITY FULL``).
+PostGIS none) and the truncate (after which their random choices part). Update and
+delete events carry the full ``before`` row (MySQL ``binlog_row_image=FULL``,
+PostgreSQL ``REPLICA IDENTITY FULL``).
 
 Avro: each schema version is registered with the registry client given
 (``register(subject, schema) -> id``): values under ``<topic>-value`` (the envelope
@@ -383,17 +384,18 @@ class _Event:
 
     ``op``: ``c``/``r``/``u``/``d``/``t`` for a change event of ``table``, None for a
     tombstone (of ``table``) or a heartbeat or transaction record (``table`` None).
+    ``row``: the change's ``after`` (c/r/u) or ``before`` (d) as Python values.
     """
 
     topic: str
-    table: str | None
-    op: str | None
-    row: dict[str, Any] | None  # after (c/r/u) or before (d), Python values
-    columns: tuple[_Col, ...]
     key_schema: dict[str, Any] | None
     key: dict[str, Any] | None
-    value_schema: dict[str, Any] | None
-    payload: dict[str, Any] | None
+    value_schema: dict[str, Any] | None = None
+    payload: dict[str, Any] | None = None
+    table: str | None = None
+    op: str | None = None
+    row: dict[str, Any] | None = None
+    columns: tuple[_Col, ...] = ()
 
 
 @dataclass
@@ -402,7 +404,6 @@ class _TableState:
     columns: list[_Col]
     key: tuple[str, ...]
     rows: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
-    schema_version: int = 0
     value_schema: dict[str, Any] | None = None
     key_schema: dict[str, Any] | None = None
 
@@ -445,6 +446,10 @@ class _Generator:
     def db(self) -> str:
         return "inventory" if self.flavor == "mysql" else "postgres"
 
+    @property
+    def connector(self) -> str:
+        return "mysql" if self.flavor == "mysql" else "postgresql"
+
     def qualified(self, table: str) -> str:
         """``inventory.customers`` (MySQL), ``postgres.inventory.customers`` (PostgreSQL)."""
         return f"inventory.{table}" if self.flavor == "mysql" else f"postgres.inventory.{table}"
@@ -455,7 +460,6 @@ class _Generator:
     # -- schemas
     def _new_schema(self, t: _TableState) -> None:
         """The table's value and key schemas after a DDL change (or at the start)."""
-        t.schema_version += 1
         ns = f"{self.prefix}.inventory.{t.name}"
         row = {
             "type": "struct",
@@ -497,21 +501,21 @@ class _Generator:
                 for n, t, opt, d in fields
             ],
             "optional": False,
-            "name": f"io.debezium.connector.{self.flavor.replace('postgres', 'postgresql')}.Source",
+            "name": f"io.debezium.connector.{self.connector}.Source",
             "field": "source",
         }
 
     # -- time and positions
     def tick(self) -> int:
         """Advances the clock; the event time in ms."""
-        self.clock += dt.timedelta(milliseconds=self.rng.randint(3, 400))
+        self.clock += dt.timedelta(microseconds=self.rng.randint(3_000, 400_000))
         return (self.clock - _EPOCH) // dt.timedelta(milliseconds=1)
 
     def _source(self, table: str, snapshot: bool, ts_ms: int, row: int) -> dict[str, Any]:
         self.pos += self.rng.randint(40, 400) if row == 0 else 0
         common = {
             "version": _VERSION,
-            "connector": "mysql" if self.flavor == "mysql" else "postgresql",
+            "connector": self.connector,
             "name": self.prefix,
             "ts_ms": ts_ms,
             "ts_us": ts_ms * 1000,
@@ -524,7 +528,7 @@ class _Generator:
                 **common,
                 "table": table,
                 "server_id": 0 if snapshot else 223344,
-                "gtid": None,
+                "gtid": None if self.tx is None else self.tx["id"],
                 "file": "mysql-bin.000003",
                 "pos": 154 if snapshot else self.pos,
                 "row": 0 if snapshot else row,
@@ -548,15 +552,8 @@ class _Generator:
         t = self.tables[table]
         ts = self.tick()
         snapshot = op == "r"
-        before: dict[str, Any] | None = None
-        after: dict[str, Any] | None = None
-        if op in ("u", "d"):
-            assert row is not None
-            before = t.rows[t.key_of(row)]
-        if op in ("c", "r", "u"):
-            after = row
-        if op == "d":
-            before = row
+        before = t.rows[t.key_of(row)] if row is not None and op in ("u", "d") else None
+        after = row if op in ("c", "r", "u") else None
         wire = {c.name: c for c in t.columns}
         tx = None
         if self.tx is not None:
@@ -589,36 +586,17 @@ class _Generator:
                 del t.rows[t.key_of(ref)]
             else:
                 t.rows[t.key_of(ref)] = dict(ref)
+        key_schema = t.key_schema if key is not None else None
+        topic, name, cols = self.topic(table), self.qualified(table), tuple(t.columns)
+        row = None if op == "t" else dict(after if after is not None else before or {})
         self.out.append(
-            _Event(
-                topic=self.topic(table),
-                table=self.qualified(table),
-                op=op,
-                row=None if op == "t" else dict(after if after is not None else before or {}),
-                columns=tuple(t.columns),
-                key_schema=t.key_schema if key is not None else None,
-                key=key,
-                value_schema=t.value_schema,
-                payload=payload,
-            )
+            _Event(topic, key_schema, key, t.value_schema, payload, name, op, row, cols)
         )
         if self.refused_from is None and self._is_refused(t):
             self.refused_from = len(self.out) - 1
         self.changes += 1
-        if op == "d":  # the tombstone
-            self.out.append(
-                _Event(
-                    self.topic(table),
-                    self.qualified(table),
-                    None,
-                    None,
-                    tuple(t.columns),
-                    t.key_schema if key is not None else None,
-                    key,
-                    None,
-                    None,
-                )
-            )
+        if op == "d":  # its tombstone
+            self.out.append(_Event(topic, key_schema, key, table=name, columns=cols))
 
     def _is_refused(self, t: _TableState) -> bool:
         return t.name == _REFUSED_TABLE and t.col("quantity").kind == "string"
@@ -662,34 +640,15 @@ class _Generator:
             "data_collections": colls,
             "ts_ms": self.tick(),
         }
-        self.out.append(
-            _Event(
-                f"{self.prefix}.transaction",
-                None,
-                None,
-                None,
-                (),
-                _TX_KEY,
-                {"id": self.tx["id"]},
-                _TX_VALUE,
-                payload,
-            )
-        )
+        key = {"id": self.tx["id"]}
+        self.out.append(_Event(f"{self.prefix}.transaction", _TX_KEY, key, _TX_VALUE, payload))
 
     def heartbeat(self) -> None:
         """A heartbeat record on ``__debezium-heartbeat.<prefix>``."""
+        key = {"serverName": self.prefix}
+        value = {"ts_ms": self.tick()}
         self.out.append(
-            _Event(
-                f"__debezium-heartbeat.{self.prefix}",
-                None,
-                None,
-                None,
-                (),
-                _HB_KEY,
-                {"serverName": self.prefix},
-                _HB_VALUE,
-                {"ts_ms": self.tick()},
-            )
+            _Event(f"__debezium-heartbeat.{self.prefix}", _HB_KEY, key, _HB_VALUE, value)
         )
 
     # -- DDL
@@ -777,10 +736,8 @@ class _Generator:
         }
 
     def _event_row(self, cid: int, kind: str, detail: str | None) -> dict[str, Any]:
-        eid = self.next_id["customer_events"]
-        self.next_id["customer_events"] += 1
         return {
-            "event_id": eid,
+            "event_id": self._new_id("customer_events"),
             "customer_id": cid,
             "kind": kind,
             "detail": detail,
@@ -791,8 +748,7 @@ class _Generator:
         rows = self.tables[table].rows
         if not rows:
             return None
-        keys = sorted(rows)
-        return keys[self.rng.randrange(len(keys))]
+        return list(rows)[self.rng.randrange(len(rows))]  # (in the order rows came)
 
     def _new_id(self, table: str) -> int:
         n = self.next_id[table]
@@ -1156,13 +1112,23 @@ _TX_VALUE: dict[str, Any] = {
 
 # --------------------------------------------------------------------------- encoding
 class _JsonWriter:
-    """Kafka Connect's JsonConverter with ``schemas.enable=true``."""
+    """Kafka Connect's JsonConverter with ``schemas.enable=true`` (each schema's text
+    written once, as the converter caches it)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[bytes, dict[str, Any]]] = {}
+
+    def _write(self, schema: dict[str, Any], payload: Any) -> bytes:
+        found = self._texts.get(id(schema))
+        if found is None:  # (holds the schema: its id stays its own)
+            found = self._texts[id(schema)] = (_json(schema), schema)
+        return b'{"schema":' + found[0] + b',"payload":' + _json(payload) + b"}"
 
     def key(self, topic: str, schema: dict[str, Any], payload: Any) -> bytes:
-        return _json({"schema": schema, "payload": payload})
+        return self._write(schema, payload)
 
     def value(self, topic: str, schema: dict[str, Any], payload: Any) -> bytes:
-        return _json({"schema": schema, "payload": payload})
+        return self._write(schema, payload)
 
 
 def _json(obj: Any) -> bytes:
