@@ -149,6 +149,22 @@ def test_the_exported_route_is_this_one_and_other_formats_are_refused():
         route("debezium", binary([b"{}"]), binary([None, None]))
 
 
+def test_chunked_and_string_arrays_route_as_binary_ones():
+    values = [
+        value(MYSQL_CREATE["payload"], MYSQL_SCHEMA, True),
+        None,
+        value(PG_CREATE["payload"], None, False),
+    ]
+    want = routed_json(values)
+    chunked = pa.chunked_array([binary(values[:1]), binary(values[1:])])
+    strings = pa.array([None if v is None else v.decode() for v in values], pa.large_string())
+    for arr in (chunked, strings):
+        r = route("debezium", arr, None)
+        assert r.tables == want.tables == [MYSQL, PG]
+        assert r.codes.tolist() == want.codes.tolist() == [0, -1, 1]
+        assert r.kinds.tolist() == want.kinds.tolist()
+
+
 def test_an_empty_batch_routes_nothing():
     r = routed_json([])
     check_shape(r, 0)
