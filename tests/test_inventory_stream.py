@@ -266,6 +266,18 @@ def test_refused_change_stops_the_tables_reference_before_it(tmp_path: Path) -> 
     assert plain.reference()["inventory.customers"].equals(end["inventory.customers"])
     n = len(msgs)
     check_against_table(stream, tmp_path, get_decoder("debezium").decode_with_meta, [n])
+    # the change is one the table cannot take: every later row of orders is refused
+    later = [
+        m.value
+        for i, m in enumerate(msgs)
+        if m.topic == "dbserver1.inventory.orders" and i >= at and m.value is not None
+    ]
+    rows = [v for v in later if json.loads(v)["payload"]["op"] in ("c", "u")]
+    got = get_decoder("debezium").decode_with_meta(
+        pa.array(rows, pa.binary()), table_schemas("mysql")["orders"]
+    )
+    assert len(rows) > 5 and len(got.rejects) == len(rows)
+    assert all("quantity" in r for r in got.rejects.reasons)
 
 
 def test_refused_change_registers_under_a_subject_of_its_own(

@@ -34,14 +34,14 @@ mid-stream). In the order of time, the stream holds:
    incompatible change: the reference of ``orders`` stops before it), and (PostgreSQL only)
    ``TRUNCATE order_lines`` (op ``t``, no key).
 
-Both flavors run the same workload; their messages differ in the ``source`` block (MySQL: ``db``,
-``table``, binlog ``file``/``pos``/``row``; PostgreSQL: ``db``, ``schema``, ``table``,
-``txId``, ``lsn``), in the qualified table names (MySQL ``inventory.<table>``,
-PostgreSQL ``postgres.inventory.<table>``: Debezium's example database ``postgres``,
-schema ``inventory``), in ``products.weight`` (MySQL ``FLOAT``: Connect ``float``;
-PostgreSQL ``FLOAT``, i.e. double precision: ``double``), geometries' SRID (MySQL 0,
-PostGIS none) and the truncate (after which their random choices part). Update and
-delete events carry the full ``before`` row (MySQL ``binlog_row_image=FULL``,
+Both flavors run the same workload; their messages differ in the ``source`` block
+(MySQL: ``db``, ``table``, binlog ``file``/``pos``/``row``; PostgreSQL: ``db``,
+``schema``, ``table``, ``txId``, ``lsn``), in the qualified table names (MySQL
+``inventory.<table>``, PostgreSQL ``postgres.inventory.<table>``: Debezium's example
+database ``postgres``, schema ``inventory``), in ``products.weight`` (MySQL ``FLOAT``:
+Connect ``float``; PostgreSQL ``FLOAT``, i.e. double precision: ``double``), geometries'
+SRID (MySQL 0, PostGIS none) and the truncate (after which their random choices part).
+Update and delete events carry the full ``before`` row (MySQL ``binlog_row_image=FULL``,
 PostgreSQL ``REPLICA IDENTITY FULL``).
 
 Avro: each schema version is registered with the registry client given
@@ -51,6 +51,14 @@ Avro: each schema version is registered with the registry client given
 (a new id). The refused change's schema is registered under ``<topic>-value-refused``, as
 a registry that checks compatibility refuses it under the stream's subject (the decoder
 reads a message's writer schema by its id, whatever the subject).
+
+The reference applies Debezium's semantics to each table's change events in order: ``c``
+and ``r`` insert the ``after`` row, ``u`` replaces the row with ``after`` (full rows), ``d``
+deletes the row of ``before``'s key, ``t`` empties the table; tombstones, heartbeats and
+transaction records change nothing. A row written before a column was added holds the
+column's default (MySQL fills existing rows so), and values are those the sink's columns
+hold (dates as ``date32``, both timestamp kinds as ``timestamp[us, UTC]``, decimals as
+``decimal128``, geometries as their WKB bytes).
 
 Everything follows from the seed.
 """
@@ -311,6 +319,13 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "promotions": ("id",),
 }
 _NO_KEY_TABLE = "customer_events"
+
+
+def _qualified(flavor: Flavor, table: str) -> str:
+    """``inventory.customers`` (MySQL), ``postgres.inventory.customers`` (PostgreSQL)."""
+    return f"inventory.{table}" if flavor == "mysql" else f"postgres.inventory.{table}"
+
+
 _NO_KEY_COLUMNS = ("event_id",)
 _REFUSED_TABLE = "orders"
 
@@ -451,8 +466,7 @@ class _Generator:
         return "mysql" if self.flavor == "mysql" else "postgresql"
 
     def qualified(self, table: str) -> str:
-        """``inventory.customers`` (MySQL), ``postgres.inventory.customers`` (PostgreSQL)."""
-        return f"inventory.{table}" if self.flavor == "mysql" else f"postgres.inventory.{table}"
+        return _qualified(self.flavor, table)
 
     def topic(self, table: str) -> str:
         return f"{self.prefix}.inventory.{table}"
@@ -1227,7 +1241,7 @@ class InventoryStream:
         """
         if table not in DATABASE_TABLES:
             raise KeyError(f"no table {table!r} in the inventory database")
-        return f"inventory.{table}" if self.flavor == "mysql" else f"postgres.inventory.{table}"
+        return _qualified(self.flavor, table)
 
     def key_columns(self, table: str) -> tuple[str, ...]:
         """The key columns of a table (qualified name): its primary key, or for the
@@ -1260,11 +1274,11 @@ class InventoryStream:
             raise ValueError(f"n must be in 0..{len(self._events)}, got {n}")
         rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
         columns: dict[str, tuple[_Col, ...]] = {}
+        stop = len(self._events) if self.refused_from is None else self.refused_from
         for i, e in enumerate(self._events[:n]):
             if e.table is None or e.op is None:
                 continue
-            refused = e.table == self.refused_table and self.refused_from is not None
-            if refused and i >= self.refused_from:  # type: ignore[operator]
+            if e.table == self.refused_table and i >= stop:
                 continue
             live = rows.setdefault(e.table, {})
             columns[e.table] = e.columns
