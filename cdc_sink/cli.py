@@ -271,6 +271,12 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _utc(ms: int) -> str:
+    """A commit time (milliseconds since the epoch) as UTC to the millisecond."""
+    when = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
 def _cmd_versions(args: argparse.Namespace) -> int:
     from rich.table import Table as RichTable
 
@@ -281,11 +287,10 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     for col in ("version", "committed (UTC)", "kind", "app_id", "batch_id", "buckets", "stats"):
         out.add_column(col, overflow="fold")
     for v in table.versions():
-        when = dt.datetime.fromtimestamp(v["commit_time_ms"] / 1000, dt.timezone.utc)
         stats = " ".join(f"{k}={n}" for k, n in sorted(v["stats"].items()) if n)
         out.add_row(
             str(v["version"]),
-            when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            _utc(v["commit_time_ms"]),
             str(v["kind"]),
             str(v["app_id"] or ""),
             "" if v["batch_id"] is None else str(v["batch_id"]),
@@ -385,12 +390,11 @@ def _cmd_stats_of_root(args: argparse.Namespace, names: list[str]) -> int:
         if "error" in r:
             out.add_row(r["table"], f"error: {r['error']}", "", "", "")
             continue
-        when = dt.datetime.fromtimestamp(r["commit_time_ms"] / 1000, dt.timezone.utc)
         out.add_row(
             r["table"],
             str(r["version"]),
             str(r["live_rows"]),
-            when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            _utc(r["commit_time_ms"]),
             str(r["schema_id"]),
         )
     _console().print(out)
