@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pytest
 
 from cdc_sink.formats import get_decoder
+from cdc_sink.formats.avro_wire import cache_clear
 from cdc_sink.formats.debezium_avro import DebeziumAvroDecoder
 from cdc_sink.schema import TableSchema
 from cdc_sink.table import create_table
@@ -30,6 +32,7 @@ from cdc_sink_testkit.inventory import (
     Message,
     inventory_stream,
 )
+from cdc_sink_testkit.registry import LocalRegistry
 from tests.avro.offline import URL, OfflineRegistry
 
 DOCS = Path(__file__).parent / "formats" / "debezium_docs"
@@ -184,6 +187,8 @@ def check_against_table(
     tmp_path: Path,
     decode: Any,
     cuts: list[int],
+    *,
+    min_rows: int = 300,
 ) -> None:
     """Decodes and applies each table's messages up to each cut; the table read then
     equals the reference at that cut."""
@@ -218,7 +223,7 @@ def check_against_table(
             read = read.select(expected.column_names).sort_by([(k, "ascending") for k in keys])
             assert read.to_pylist() == expected.to_pylist(), (qualified, cut)
             n_checked += expected.num_rows
-    assert n_checked > 300
+    assert n_checked > min_rows
 
 
 def test_reference_is_what_the_json_decoder_and_a_table_make_of_each_table(
@@ -239,6 +244,25 @@ def test_reference_is_what_the_avro_decoder_and_a_table_make_of_each_table(
     n = len(stream.messages())
     decoder = DebeziumAvroDecoder(registry_url=URL)
     check_against_table(stream, tmp_path, decoder.decode_with_meta, [n // 2, n])
+
+
+def test_a_real_registry_takes_every_schema_version_and_serves_the_decoder(
+    schema_registry: LocalRegistry, tmp_path: Path
+) -> None:
+    """Apicurio (compatibility BACKWARD) takes the added columns and the widening under
+    each topic's subject; the decoder reads them back by id."""
+    cache_clear()
+    prefix = f"inv{uuid.uuid4().hex[:8]}"
+    stream = inventory_stream(
+        "postgres", "avro", events=600, registry=schema_registry, topic_prefix=prefix
+    )
+    versions = schema_registry.request(
+        "GET", f"/subjects/{prefix}.inventory.customers-value/versions"
+    )
+    assert versions == [1, 2, 3]
+    decoder = DebeziumAvroDecoder(registry_url=schema_registry.url)
+    n = len(stream.messages())
+    check_against_table(stream, tmp_path, decoder.decode_with_meta, [n], min_rows=100)
 
 
 def test_refused_change_stops_the_tables_reference_before_it(tmp_path: Path) -> None:
