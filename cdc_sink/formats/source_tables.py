@@ -195,6 +195,8 @@ class Routed:
             schema of the table's messages (JSON: the envelope ``schema`` bytes, the
             messages without one counting as one more; Avro: the writer schema id),
             first occurrence first.
+        schema_keys: Per message (int64): equal for messages of the same value schema
+            within this result (-1: none); what :attr:`schema_rows` picks from.
     """
 
     codes: np.ndarray
@@ -202,6 +204,7 @@ class Routed:
     reasons: np.ndarray
     kinds: np.ndarray
     schema_rows: list[np.ndarray]
+    schema_keys: np.ndarray
 
 
 @dataclass
@@ -595,7 +598,12 @@ def _routed(found: _Found) -> Routed:
         schema_rows = _schema_rows(codes, found.schema_key, len(tables))
     kinds = found.kinds.astype(np.int8)
     return Routed(
-        codes=codes, tables=tables, reasons=found.reasons, kinds=kinds, schema_rows=schema_rows
+        codes=codes,
+        tables=tables,
+        reasons=found.reasons,
+        kinds=kinds,
+        schema_rows=schema_rows,
+        schema_keys=np.asarray(found.schema_key, dtype=np.int64),
     )
 
 

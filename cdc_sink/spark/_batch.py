@@ -210,11 +210,12 @@ def rejected_batch(raw: pa.Table, reasons: str | Sequence[str]) -> PreparedBatch
     )
 
 
-def with_refused_tail(prepared: PreparedBatch, tail: pa.Table, reason: str) -> PreparedBatch:
-    """``prepared`` (of a batch's first records) with the records after them, ``tail``,
-    refused for ``reason``: their rejects follow the batch's (positions after its
-    records), and the batch's end offsets and event count include them."""
-    more = rejected_batch(tail, reason)
+def with_refused(prepared: PreparedBatch, refused: pa.Table, reason: str) -> PreparedBatch:
+    """``prepared`` (of the records of a batch that were applied) with the batch's other
+    records, ``refused``, refused for ``reason``: their rejects follow the batch's
+    (positions after its records), and the batch's end offsets and event count include
+    them."""
+    more = rejected_batch(refused, reason)
     shifted = more.rejects.set_column(
         0, "position", pc.add(more.rejects.column("position"), prepared.events)
     )

@@ -259,12 +259,14 @@ class RouterStats:
 
 @dataclass
 class _Part:
-    """One table's records in a micro-batch (positions ascending)."""
+    """One table's records in a micro-batch (positions ascending), with the schema key
+    of each."""
 
     name: str
     source: SourceTable
     rows: np.ndarray
     schema_rows: np.ndarray
+    schema_keys: np.ndarray
 
 
 class _SharedDeadLetters:
@@ -445,7 +447,8 @@ class DatabaseSink:
             elif not self.database.selects(name):
                 st.ignored["excluded"] = st.ignored.get("excluded", 0) + len(rows)
             else:
-                parts.append(_Part(name, source, rows, routed.schema_rows[code]))
+                keys = routed.schema_keys[rows]
+                parts.append(_Part(name, source, rows, routed.schema_rows[code], keys))
         rows = np.concatenate(bad).astype(np.int64)
         order = np.argsort(rows, kind="stable")
         return parts, (rows[order], [reasons[int(i)] for i in order])
@@ -483,13 +486,11 @@ class DatabaseSink:
         except NoPrimaryKey as exc:
             self._skip(part.name, str(exc), len(part.rows))
             return "skipped"
-        refused = self._evolve(writer, part, raw)
+        refused = self._evolve(writer, part, sub)
         if refused is None:
             return self._observed(part.name, writer, writer.write_rows(sub, batch_id))
-        cut, reason = refused
-        result = writer.write_rows(
-            sub, batch_id, refuse_from=cut, reason=f"table stopped: {reason}"
-        )
+        mask, reason = refused
+        result = writer.write_rows(sub, batch_id, refused=mask, reason=f"table stopped: {reason}")
         self._stop(part.name, reason, batch_id)  # once committed: a crash before finds it again
         return self._observed(part.name, writer, result)
 
@@ -589,27 +590,53 @@ class DatabaseSink:
                 )
             return self._schemas
 
-    def _evolve(self, writer: TableWriter, part: _Part, raw: pa.Table) -> tuple[int, str] | None:
-        """Takes each distinct schema of ``part`` into the table (columns added, widened,
-        each in a version of its own). At the first one the table cannot take: (the
-        index in ``part.rows`` of its first record, why); later ones are not looked at."""
+    def _evolve(
+        self, writer: TableWriter, part: _Part, sub: pa.Table
+    ) -> tuple[np.ndarray, str] | None:
+        """Takes each distinct schema of ``part``'s records (``sub``) into the table:
+        columns added, widened, each in a version of its own.
+
+        Kafka orders records per partition only, so a schema the table cannot take is
+        refused per partition: in each partition where it appears, from its first record
+        on. Returns (the mask of the refused records of ``sub``, why), or None when the
+        table takes every schema."""
         table = writer.table
-        for row in part.schema_rows.tolist():
-            try:
-                source = self._source_schemas().schema_of(
-                    part.name,
-                    _bytes(raw, "value", row),
-                    _bytes(raw, "key", row),
-                    num_buckets=table.schema.num_buckets,
-                )
-            except NoPrimaryKey:
-                continue  # the table has its key (named by the user): the rows are checked
-            except SchemaError as exc:
-                return _index_of(part.rows, row), f"a schema no table can take: {exc}"
-            change = schema_change(table.schema, source)
-            if change.refused is not None:
-                return _index_of(part.rows, row), change.refused
-            _apply_change(part.name, table, change)
+        partition = np.asarray(sub.column("partition").to_numpy(zero_copy_only=False), np.int64)
+        offset = np.asarray(sub.column("offset").to_numpy(zero_copy_only=False), np.int64)
+        _, first = np.unique(np.stack([part.schema_keys, partition]), axis=1, return_index=True)
+        cut: dict[int, int] = {}
+        why: str | None = None
+        for i in np.sort(first).tolist():
+            refused = self._refusal(part.name, table, sub, i)
+            if refused is not None:
+                p = int(partition[i])
+                cut[p] = min(cut.get(p, int(offset[i])), int(offset[i]))
+                why = why or refused
+        if why is None:
+            return None
+        limit = np.full(len(offset), np.iinfo(np.int64).max, dtype=np.int64)
+        for p, o in cut.items():
+            limit[partition == p] = o
+        return offset >= limit, why
+
+    def _refusal(self, name: str, table: Table, sub: pa.Table, i: int) -> str | None:
+        """Takes the schema record ``i`` of ``sub`` carries into ``table``; why the table
+        cannot take it (None: it took it, or it has nothing to take)."""
+        try:
+            source = self._source_schemas().schema_of(
+                name,
+                _bytes(sub, "value", i),
+                _bytes(sub, "key", i),
+                num_buckets=table.schema.num_buckets,
+            )
+        except NoPrimaryKey:
+            return None  # the table has the key the user named: the rows are checked
+        except SchemaError as exc:
+            return f"a schema no table can take: {exc}"
+        change = schema_change(table.schema, source)
+        if change.refused is not None:
+            return change.refused
+        _apply_change(name, table, change)
         return None
 
     # ------------------------------------------------------------------ stops and skips
@@ -714,11 +741,6 @@ def _bytes(raw: pa.Table, column: str, row: int) -> bytes | None:
     """One cell of a binary column of ``raw``."""
     v = raw.column(column)[row].as_py()
     return None if v is None else bytes(v)
-
-
-def _index_of(rows: np.ndarray, row: int) -> int:
-    """Where record ``row`` is in a table's ``rows`` (ascending)."""
-    return int(np.searchsorted(rows, row))
 
 
 def _apply_change(name: str, table: Table, change: SchemaChange) -> None:

@@ -81,7 +81,7 @@ from cdc_sink.spark._batch import (
     PreparedBatch,
     merge_offsets,
     rejected_batch,
-    with_refused_tail,
+    with_refused,
 )
 from cdc_sink.spark._decode_pool import DecodePool
 from cdc_sink.spark._driver import DriverApply, JvmDriverApply
@@ -314,7 +314,12 @@ class TableWriter:
         self.write_with(lambda txn: self.mode.prepare(self.table, txn, df), batch_id)
 
     def write_rows(
-        self, raw: pa.Table, batch_id: int, *, refuse_from: int | None = None, reason: str = ""
+        self,
+        raw: pa.Table,
+        batch_id: int,
+        *,
+        refused: np.ndarray | None = None,
+        reason: str = "",
     ) -> BatchResult:
         """Commits micro-batch ``batch_id`` of this table from its raw Kafka records,
         already in the driver (driver mode's columns: :func:`~cdc_sink.spark._driver.
@@ -324,9 +329,9 @@ class TableWriter:
         Args:
             raw: The table's records of the batch, in order.
             batch_id: Spark's micro-batch id.
-            refuse_from: The records from this one on are refused for ``reason`` (stored
-                as the version's rejects) instead of applied (None: none is).
-            reason: Why, with ``refuse_from``.
+            refused: A mask of the records refused for ``reason`` (stored as the
+                version's rejects) instead of applied (None: none is).
+            reason: Why, with ``refused``.
 
         Raises:
             InvalidOption: The writer's apply mode does not prepare rows in the driver.
@@ -339,13 +344,13 @@ class TableWriter:
                 "decode.where='driver' and decode.json_decoder='python'",
                 option="apply_mode",
             )
-        if refuse_from is None or refuse_from >= raw.num_rows:
+        if refused is None or not refused.any():
             return self.write_with(lambda txn: mode.prepare_rows(txn, raw), batch_id)
-        if refuse_from <= 0:
+        if refused.all():
             return self.reject_rows(raw, batch_id, reason)
-        head, tail = raw.slice(0, refuse_from), raw.slice(refuse_from)
+        kept, out = raw.filter(pa.array(~refused)), raw.filter(pa.array(refused))
         return self.write_with(
-            lambda txn: with_refused_tail(mode.prepare_rows(txn, head), tail, reason), batch_id
+            lambda txn: with_refused(mode.prepare_rows(txn, kept), out, reason), batch_id
         )
 
     def reject_rows(

@@ -315,3 +315,34 @@ def test_bad_options_are_refused_naming_the_option(
 def test_formats_without_a_source_block_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidOption, match="Debezium"):
         DatabaseSink(DatabaseOptions(str(tmp_path)), options=SinkOptions(format="json"))
+
+
+def test_a_refused_schema_is_refused_per_kafka_partition_from_its_first_record(
+    tmp_path: Path,
+) -> None:
+    """Kafka orders records within a partition only: records of partition 0 are applied
+    whatever partition 1 carries; in partition 1 the refused schema's first record and
+    every later one are refused, the earlier ones applied."""
+    retyped = [("id", "int32", False), ("first_name", "int64", False), *CUSTOMERS[2:]]
+    msgs = [
+        message("customers", CUSTOMERS, "c", customer(1)),  # p1
+        message("customers", retyped, "c", {**customer(2), "first_name": 2}),  # p1, refused
+        message("customers", CUSTOMERS, "c", customer(3)),  # p1, after it: refused
+        message("customers", CUSTOMERS, "c", customer(4)),  # p0
+        message("customers", CUSTOMERS, "c", customer(5)),  # p0
+    ]
+    raw = batch(msgs).set_column(3, "partition", pa.array([1, 1, 1, 0, 0], pa.int32()))
+    raw = raw.set_column(4, "offset", pa.array([10, 11, 12, 20, 21], pa.int64()))
+    sink(tmp_path).write_rows(raw, 0)
+    assert rows_of(tmp_path, "inventory.customers", "id") == [
+        customer(1),
+        customer(4),
+        customer(5),
+    ]
+    rejects = open_table(str(tmp_path / "inventory.customers")).rejects()
+    assert sorted(
+        zip(rejects.column("partition").to_pylist(), rejects.column("offset").to_pylist())
+    ) == [
+        (1, 11),
+        (1, 12),
+    ]
