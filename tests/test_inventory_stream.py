@@ -673,3 +673,33 @@ def test_invalid_arguments_are_refused() -> None:
         inventory_stream("mysql", "avro")
     with pytest.raises(ValueError, match="events"):
         inventory_stream("mysql", "json", events=50)
+
+
+class Recorder:
+    """A producer that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes | None, bytes | None, int | None]] = []
+        self.flushed = 0
+
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None
+    ) -> None:
+        self.records.append((topic, key, value, partition))
+
+    def flush(self, timeout: float = 30.0) -> int:
+        self.flushed += 1
+        return 0
+
+
+def test_produce_sends_every_message_in_order_to_one_partition(
+    json_stream: InventoryStream,
+) -> None:
+    producer = Recorder()
+    assert json_stream.produce(producer) == len(json_stream.messages())
+    assert producer.flushed == 1
+    assert [(t, k, v) for t, k, v, _ in producer.records] == [
+        (m.topic, m.key, m.value) for m in json_stream.messages()
+    ]
+    assert {p for *_, p in producer.records} == {0}
+    assert set(json_stream.topics()) == {m.topic for m in json_stream.messages()}

@@ -84,6 +84,7 @@ __all__ = [
     "DATABASE_TABLES",
     "InventoryStream",
     "Message",
+    "RecordProducer",
     "SchemaRegistrar",
     "inventory_stream",
 ]
@@ -118,6 +119,18 @@ class Message:
     topic: str
     key: bytes | None
     value: bytes | None
+
+
+class RecordProducer(Protocol):
+    """A Kafka producer of raw records (:class:`cdc_sink.kafka.producer.RawProducer` is one)."""
+
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None
+    ) -> None:
+        """Queues one record."""
+
+    def flush(self, timeout: float = 30.0) -> int:
+        """Waits for the queued records' deliveries."""
 
 
 class SchemaRegistrar(Protocol):
@@ -1231,6 +1244,28 @@ class InventoryStream:
     def messages(self) -> list[Message]:
         """Every message, in produce order (a topic's messages in their table's order)."""
         return list(self._messages)
+
+    def topics(self) -> list[str]:
+        """Every topic the stream writes: the tables', then the transaction and heartbeat
+        topics (create them before producing; one partition each keeps Debezium's order)."""
+        prefix = self.topic_prefix
+        return [*self.tables.values(), f"{prefix}.transaction", f"__debezium-heartbeat.{prefix}"]
+
+    def produce(self, producer: RecordProducer, *, partition: int | None = 0) -> int:
+        """Produces every message in order and waits for their delivery.
+
+        Args:
+            producer: The producer.
+            partition: The partition of every record (a keyless record would otherwise go
+                to any partition, out of its table's order); None: the key decides.
+
+        Returns:
+            The number of records produced.
+        """
+        for m in self._messages:
+            producer.produce(m.topic, m.key, m.value, partition=partition)
+        producer.flush()
+        return len(self._messages)
 
     def qualified(self, table: str) -> str:
         """The qualified name of a source table (``customers`` -> ``inventory.customers``
