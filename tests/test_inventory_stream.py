@@ -12,12 +12,14 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import io
 import json
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pytest
 
@@ -703,3 +705,30 @@ def test_produce_sends_every_message_in_order_to_one_partition(
     ]
     assert {p for *_, p in producer.records} == {0}
     assert set(json_stream.topics()) == {m.topic for m in json_stream.messages()}
+
+
+def test_avro_messages_are_whole_datums_of_their_registered_schemas() -> None:
+    """Every Avro key and value (tables, heartbeats, transaction records) reads back to
+    its last byte with the schema its id names, and says what the JSON stream says."""
+    offline = OfflineRegistry()
+    avro = inventory_stream("mysql", "avro", events=400, registry=Registrar(offline))
+    js = inventory_stream("mysql", "json", events=400)
+    assert len(avro.messages()) == len(js.messages())
+    kinds: Counter[str] = Counter()
+    for a, j in zip(avro.messages(), js.messages(), strict=True):
+        assert a.topic == j.topic
+        for got, want in ((a.key, j.key), (a.value, j.value)):
+            assert (got is None) == (want is None)
+            if got is None or want is None:
+                continue
+            assert got[0] == 0
+            buf = io.BytesIO(got[5:])
+            datum = fastavro.schemaless_reader(buf, offline.parsed[int.from_bytes(got[1:5], "big")])
+            assert buf.tell() == len(got) - 5
+            payload = json.loads(want)["payload"]
+            assert isinstance(datum, dict) and list(datum) == list(payload)
+            for name in ("op", "status", "id", "serverName", "ts_ms"):
+                if name in payload and not isinstance(payload[name], dict):
+                    assert datum[name] == payload[name]
+            kinds[a.topic.rsplit(".", 1)[-1] if "inventory" not in a.topic else "table"] += 1
+    assert kinds["table"] > 500 and kinds["transaction"] > 100 and kinds["dbserver1"] > 0
