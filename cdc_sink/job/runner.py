@@ -453,6 +453,7 @@ def _run(
 ) -> int:
     from cdc_sink.metrics import ProgressPoller
     from cdc_sink.metrics.observer import BatchObserver
+    from cdc_sink.metrics.tables import TableMetrics
 
     spark = _start_spark(args, checkpoint, dict(options.storage_options))
     if args.table_root is not None:
@@ -466,7 +467,10 @@ def _run(
         finally:
             spark.stop()
     sink_fn = _sink(args, table_path, options, client_properties)
-    observer = BatchObserver(sink_fn, metrics, log=logger).attach()
+    tables = TableMetrics(metrics.registry, app_id=app_id)  # the one-table case of many
+    observer = BatchObserver(
+        sink_fn, metrics, log=logger, tables=tables, table_name=metrics.table
+    ).attach()
     observer.refresh_table()  # the table gauges before the first batch
     maintenance = Maintenance(
         sink_fn.table,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from cdc_sink.metrics.sink import PHASES, BatchFigures, SinkMetrics, batch_result, outcome_counts
+from cdc_sink.metrics.tables import TableMetrics
 from cdc_sink.storage.objectstore.counters import StoreCounters
 
 __all__ = ["BatchObserver", "format_batch"]
@@ -66,6 +67,10 @@ class BatchObserver:
         log: Logger of the per-batch line (default this module's).
         stats_interval: Seconds between two refreshes of the table gauges from batches.
         disk_max_age: Seconds a directory walk of the table is reused for its gauges.
+        tables: The per-table metrics (:class:`~cdc_sink.metrics.tables.TableMetrics`)
+            this one-table job also reports to, as a many-table job's router does: its
+            batches under ``table_name``, and the table's memory as the tables open.
+        table_name: The table's ``table`` label.
     """
 
     def __init__(
@@ -76,8 +81,12 @@ class BatchObserver:
         log: logging.Logger | None = None,
         stats_interval: float = 5.0,
         disk_max_age: float = 10.0,
+        tables: TableMetrics | None = None,
+        table_name: str = "",
     ) -> None:
         self.sink_fn = sink_fn
+        self.tables = tables
+        self.table_name = table_name
         self.metrics = metrics
         self.log = log or logger
         self.stats_interval = stats_interval
@@ -112,6 +121,8 @@ class BatchObserver:
         """Counts, logs and refreshes the table gauges after one micro-batch."""
         if self.metrics is not None:
             self.metrics.observe_batch(st)
+        if self.tables is not None:
+            self.tables.observe(self.table_name, st)
         result = batch_result(st)
         try:
             line = format_batch(st)
@@ -157,3 +168,5 @@ class BatchObserver:
             self.log.warning("table statistics failed; table gauges not refreshed", exc_info=True)
             return
         self.metrics.observe_table(stats)
+        if self.tables is not None:
+            self.tables.tables_open(1, stats.memory_bytes)

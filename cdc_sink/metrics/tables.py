@@ -229,6 +229,8 @@ class TableMetrics:
         self._stopped_n.labels(**b)
         for m in (self._events, self._rejects, self._stopped):
             m.labels(table=OTHER, **b)
+        self._skipped.labels(**b, reason="no_primary_key")  # the router's reason
+        self._reasons.add("no_primary_key")
 
     # ------------------------------------------------------------------ hooks
     @_never_raises
