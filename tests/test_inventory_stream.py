@@ -732,3 +732,25 @@ def test_avro_messages_are_whole_datums_of_their_registered_schemas() -> None:
                     assert datum[name] == payload[name]
             kinds[a.topic.rsplit(".", 1)[-1] if "inventory" not in a.topic else "table"] += 1
     assert kinds["table"] > 500 and kinds["transaction"] > 100 and kinds["dbserver1"] > 0
+
+
+def test_a_primary_key_update_is_a_delete_its_tombstone_and_a_create(
+    json_stream: InventoryStream,
+) -> None:
+    s = json_stream
+    msgs = s.messages()
+    table = s.qualified("promotions")
+    rekeys = []
+    for i in range(len(msgs) - 2):
+        a, tomb, c = msgs[i : i + 3]
+        if a.topic != s.tables[table] or a.value is None or c.value is None:
+            continue
+        old, new = json.loads(a.value)["payload"], json.loads(c.value)["payload"]
+        if old["op"] == "d" and tomb.value is None and c.topic == a.topic and new["op"] == "c":
+            before, after = dict(old["before"]), dict(new["after"])
+            if {**before, "id": 0} == {**after, "id": 0}:
+                rekeys.append((i, before["id"], after["id"]))
+    assert rekeys
+    i, old_id, new_id = rekeys[0]
+    ids = s.reference_at(i + 3)[table].column("id").to_pylist()
+    assert new_id in ids and old_id not in ids

@@ -22,7 +22,8 @@ mid-stream). In the order of time, the stream holds:
 
 1. snapshot reads (op ``r``, ``source.snapshot`` true) of every initial row;
 2. transactions of interleaved inserts, updates and deletes across the tables (each
-   delete followed by its tombstone, as ``tombstones.on.delete=true`` does), framed by
+   delete followed by its tombstone, as ``tombstones.on.delete=true`` does; a primary key
+   update of ``promotions`` as a delete, its tombstone and a create), framed by
    ``BEGIN``/``END`` records on ``<prefix>.transaction`` (the envelopes carry their
    ``transaction`` block) and heartbeats on ``__debezium-heartbeat.<prefix>`` now and
    then; at fixed shares of the stream: ``ALTER TABLE customers ADD COLUMN phone
@@ -638,6 +639,13 @@ class _Generator:
     def delete(self, table: str, key: tuple[Any, ...]) -> None:
         self.change(table, "d", dict(self.tables[table].rows[key]))
 
+    def rekey(self, table: str, key: tuple[Any, ...], **new_key: Any) -> None:
+        """An update of a row's primary key: Debezium sends a delete of the old key (and
+        its tombstone), then a create of the new one."""
+        row = self.tables[table].rows[key]
+        self.delete(table, key)
+        self.insert(table, {**row, **new_key})
+
     def begin(self) -> None:
         """Starts a transaction (a BEGIN record on ``<prefix>.transaction``)."""
         self.tx_id += 1
@@ -1003,9 +1011,11 @@ class _Generator:
         r = self.rng.random()
         if r < 0.5 or key is None:
             self.insert("promotions", self._promotion())
-        elif r < 0.8:
+        elif r < 0.75:
             disc = decimal.Decimal(self.rng.randint(100, 9000)).scaleb(-2)
             self.update("promotions", key, discount=disc)
+        elif r < 0.85:
+            self.rekey("promotions", key, id=self._new_id("promotions"))
         else:
             self.delete("promotions", key)
         return True
