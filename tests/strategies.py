@@ -24,6 +24,16 @@ VALUE_TYPES = [
     "timestamp[us, UTC]",
     "decimal128(10, 2)",
 ]
+#: The types a value column of each of VALUE_TYPES (and of the types it widens to) may be
+#: widened to (TableSchema.widen_column).
+WIDER = {
+    "int8": ("int16", "int32", "int64"),
+    "int16": ("int32", "int64"),
+    "int32": ("int64",),
+    "float32": ("float64",),
+    "decimal128(10, 2)": ("decimal128(12, 2)",),
+    "decimal128(12, 2)": ("decimal128(20, 2)",),
+}
 KEY_SHAPES = [["int64"], ["int32"], ["string"], ["int32", "string"], ["date32", "int64"]]
 
 

@@ -18,24 +18,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import cdc_sink
+from cdc_sink.schema import type_to_str
 from cdc_sink.table import Table, TableOptions
 from tests.changefeed.diff import feed_records, reference_feed, replay, snapshot
 from tests.model import normalize
-from tests.strategies import VALUE_TYPES, events, key_pool, schemas, values_of
+from tests.strategies import VALUE_TYPES, WIDER, events, key_pool, schemas, values_of
 
 _FRESH = itertools.count()  # column names never reused within a run
 
 
 def _schema_change(data: st.DataObject, table: Table) -> None:
-    """Adds (with or without a default), drops or renames a value column."""
+    """Adds (with or without a default), drops, renames or widens a value column."""
     schema = table.schema
     droppable = [c.name for c in schema.value_columns if c.name != schema.sequence_column]
-    kind = data.draw(st.sampled_from(["add", "add", "drop", "rename"]))
-    if kind == "add" or len(droppable) < 2:
+    wider = [(c.name, t) for c in schema.value_columns for t in WIDER.get(type_to_str(c.type), ())]
+    kind = data.draw(st.sampled_from(["add", "add", "drop", "rename", "widen"]))
+    if kind == "widen" and wider:
+        table.widen_column(*data.draw(st.sampled_from(wider)))
+        event("widen_column")
+    elif kind in ("add", "widen") or len(droppable) < 2:
         t = data.draw(st.sampled_from(VALUE_TYPES))
         default: Any = data.draw(st.one_of(st.none(), values_of(t)))
         table.add_column(f"n{next(_FRESH)}", t, default=default)

@@ -51,7 +51,7 @@ from cdc_sink.storage import faults
 from cdc_sink.storage.version_log import LOG_MAGIC, VersionLog
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from tests.model import RefModel, model_rows, table_to_rows
-from tests.strategies import VALUE_TYPES, events, key_pool, schemas, values_of
+from tests.strategies import VALUE_TYPES, WIDER, events, key_pool, schemas, values_of
 
 OPTS = TableOptions.for_tests()
 # Options a reopened writer may use (page_rows always comes from the table itself).
@@ -74,15 +74,6 @@ REOPEN_OPTS = [
 ]
 APPS = ("app-a", "app-b")
 ADD_NAMES = ("c0", "c1", "c2", "c5", "x", "y")
-#: The types a value column of each type (as strategies name them) may be widened to.
-WIDER = {
-    "int8": ("int16", "int32", "int64"),
-    "int16": ("int32", "int64"),
-    "int32": ("int64",),
-    "float32": ("float64",),
-    "decimal128(10, 2)": ("decimal128(12, 2)",),
-    "decimal128(12, 2)": ("decimal128(20, 2)",),
-}
 RENAME_NAMES = ("r0", "r1", "c0", "c3", "k9", "s2")
 
 # Steps that hit a known, reported bug are switched off or worked around while its flag is
