@@ -64,12 +64,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdc_sink.engine import core_of
 from cdc_sink.errors import InvalidOption, NoPrimaryKey, SchemaError, TableNotFound
 from cdc_sink.formats import source_tables
 from cdc_sink.formats.source_schema import SchemaChange, schema_change
 from cdc_sink.formats.source_tables import Routed, SourceTable, route
+from cdc_sink.spark._batch import with_refused
 from cdc_sink.spark._driver import raw_columns
 from cdc_sink.spark._source_schemas import SourceSchemas
 from cdc_sink.spark.options import SinkOptions
@@ -389,7 +391,10 @@ class DatabaseSink:
                 the tables that committed hold the batch, the others do not, and Spark's
                 retry commits only those.
         """
-        self.write_rows(raw_columns(df).toArrow(), batch_id)
+        if self.options.apply_mode == "executors":
+            self.write_distributed(df, batch_id)
+        else:
+            self.write_rows(raw_columns(df).toArrow(), batch_id)
 
     def write_rows(self, raw: pa.Table, batch_id: int) -> RouterStats:
         """:meth:`__call__` of records already in the driver (the columns of
@@ -418,6 +423,119 @@ class DatabaseSink:
             self.stats = [*self.stats[-99:], st]
         return st
 
+    def write_distributed(self, df: DataFrame, batch_id: int) -> RouterStats:
+        """:meth:`__call__` in executors mode: the records are routed in Spark tasks
+        (:class:`~cdc_sink.spark._database_tasks.TagTask`) and each table's are prepared
+        in tasks by its writer; the driver reads the counts per table, one record per
+        distinct schema and partition, and the records that name no table."""
+        from pyspark.sql import functions as F
+
+        from cdc_sink.spark._database_tasks import KAFKA_COLUMNS, TAGGED_DDL
+
+        t0 = time.perf_counter()
+        st = RouterStats(batch_id)
+        tagged = df.select(*KAFKA_COLUMNS).mapInArrow(self._tag_task(), TAGGED_DDL).persist()
+        try:
+            counts = {r[0]: int(r[1]) for r in tagged.groupBy("__table").count().collect()}
+            st.events = sum(counts.values())
+            reps = (
+                tagged.where(F.col("__rep"))
+                .select("__table", "key", "value", "partition", "offset")
+                .toArrow()
+            )
+            jobs = self._distributed_jobs(tagged, counts, reps, batch_id, st)
+            self._run(jobs, st)
+        finally:
+            tagged.unpersist()
+            self._release_memory(set(st.tables))
+            st.total_s = time.perf_counter() - t0
+            self.stats = [*self.stats[-99:], st]
+        return st
+
+    def _tag_task(self) -> Any:
+        """The ``mapInArrow`` task that routes records in executors."""
+        from cdc_sink.spark._database_tasks import TagTask
+
+        return TagTask(
+            self.options.format,
+            self.options.decode.options,
+            name_of=self.database.name_of,
+            selects=self.database.selects,
+            valid=_valid_name,
+            ignored=_IGNORED_KINDS,
+            unrouted=UNROUTED,
+        )
+
+    def _distributed_jobs(
+        self,
+        tagged: DataFrame,
+        counts: Mapping[str, int],
+        reps: pa.Table,
+        batch_id: int,
+        st: RouterStats,
+    ) -> list[tuple[str, Callable[[], str]]]:
+        """The tables' writes of a batch routed in tasks (left-out records counted)."""
+        from pyspark.sql import functions as F
+
+        from cdc_sink.spark._database_tasks import IGNORED
+
+        jobs: list[tuple[str, Callable[[], str]]] = []
+        names = reps.column("__table")
+        for label, n in sorted(counts.items()):
+            if label.startswith(IGNORED):
+                st.ignored[label[len(IGNORED) :]] = n
+            elif label == UNROUTED:
+                st.unrouted = n
+                rows = tagged.where(F.col("__table") == UNROUTED)
+                jobs.append((UNROUTED, _bind(self._write_unrouted_rows, rows, batch_id)))
+            else:
+                mine = reps.filter(pc.equal(names, label))
+                part = tagged.where(F.col("__table") == label)
+                jobs.append((label, _bind(self._write_tasks_part, label, part, mine, batch_id)))
+        return jobs
+
+    def _write_unrouted_rows(self, rows: DataFrame, batch_id: int) -> str:
+        """Commits the records that name no table (routed in tasks) as rejects."""
+        got = _driver_rows(rows, "__reason")
+        reasons = [
+            str(r or "the record names no source table") for r in got.column("__reason").to_pylist()
+        ]
+        return self._unrouted_writer().reject_rows(got, batch_id, reasons)
+
+    def _write_tasks_part(self, name: str, part: DataFrame, reps: pa.Table, batch_id: int) -> str:
+        """Writes one table's records (routed in tasks) through its writer's apply mode;
+        what became of them."""
+        from pyspark.sql import functions as F
+
+        stopped = self._stopped_reason(name)
+        if stopped is not None:
+            writer = self._known_writer(name) or self._open_writer(name)
+            result = writer.reject_rows(_driver_rows(part), batch_id, f"table stopped: {stopped}")
+            return self._observed(name, writer, result)
+        reps = reps.sort_by([("partition", "ascending"), ("offset", "ascending")])
+        try:
+            writer = self._writer(name, None, reps.slice(0, 1))
+        except NoPrimaryKey as exc:
+            self._skip(name, str(exc), int(part.count()))
+            return "skipped"
+        table, mode = writer.table, writer.mode
+        refused = self._evolve(name, table, reps)
+        if refused is None:
+            result = writer.write_with(lambda txn: mode.prepare(table, txn, part), batch_id)
+            return self._observed(name, writer, result)
+        cut, reason = refused
+        cond = F.lit(False)
+        for p, o in cut.items():
+            cond = cond | ((F.col("partition") == p) & (F.col("offset") >= o))
+        out = _driver_rows(part.where(cond))
+        kept = part.where(~cond)
+        why = f"table stopped: {reason}"
+        result = writer.write_with(
+            lambda txn: with_refused(mode.prepare(table, txn, kept), out, why), batch_id
+        )
+        self._stop(name, reason, batch_id)
+        return self._observed(name, writer, result)
+
     def _parts(
         self, raw: pa.Table, routed: Routed, st: RouterStats
     ) -> tuple[list[_Part], tuple[np.ndarray, list[str]]]:
@@ -440,7 +558,7 @@ class DatabaseSink:
             if not len(rows):
                 continue
             name = self.database.name_of(source, str(topics[int(rows[0])]))
-            if not _NAME.match(name):
+            if not _valid_name(name):
                 bad.append(rows)
                 why = f"table name {name!r} (of source table {source.qualified()}) is not valid"
                 reasons += [why] * len(rows)
@@ -481,16 +599,19 @@ class DatabaseSink:
             writer = self._known_writer(part.name) or self._open_writer(part.name)
             result = writer.reject_rows(sub, batch_id, f"table stopped: {stopped}")
             return self._observed(part.name, writer, result)
+        first = int(part.schema_rows[0])
         try:
-            writer = self._writer(part, raw)
+            writer = self._writer(part.name, part.source, raw.slice(first, 1))
         except NoPrimaryKey as exc:
             self._skip(part.name, str(exc), len(part.rows))
             return "skipped"
-        refused = self._evolve(writer, part, sub)
+        refused = self._evolve(part.name, writer.table, representatives(sub, part.schema_keys))
         if refused is None:
             return self._observed(part.name, writer, writer.write_rows(sub, batch_id))
-        mask, reason = refused
-        result = writer.write_rows(sub, batch_id, refused=mask, reason=f"table stopped: {reason}")
+        cut, reason = refused
+        result = writer.write_rows(
+            sub, batch_id, refused=refused_mask(sub, cut), reason=f"table stopped: {reason}"
+        )
         self._stop(part.name, reason, batch_id)  # once committed: a crash before finds it again
         return self._observed(part.name, writer, result)
 
@@ -515,38 +636,38 @@ class DatabaseSink:
                 self._writers.move_to_end(name)
             return hit
 
-    def _writer(self, part: _Part, raw: pa.Table) -> TableWriter:
-        """The writer of ``part``'s table: open, or created from the schema of its first
-        record.
+    def _writer(self, name: str, source: SourceTable | None, first: pa.Table) -> TableWriter:
+        """The writer of table ``name``: open, or created from the schema its record
+        ``first`` (one row: ``key``, ``value``) carries.
 
         Raises:
             NoPrimaryKey: The table has no key (the caller skips it).
         """
-        hit = self._known_writer(part.name)
+        hit = self._known_writer(name)
         if hit is not None:
             return hit
         try:
-            return self._open_writer(part.name)
+            return self._open_writer(name)
         except TableNotFound:
             pass
-        row = int(part.schema_rows[0])
         schema = self._source_schemas().schema_of(
-            part.name,
-            _bytes(raw, "value", row),
-            _bytes(raw, "key", row),
-            num_buckets=self.database.buckets.get(part.name, self.database.num_buckets),
+            name,
+            _bytes(first, "value", 0),
+            _bytes(first, "key", 0),
+            num_buckets=self.database.buckets.get(name, self.database.num_buckets),
         )
-        path = table_path(self.database.table_root, part.name)
+        path = table_path(self.database.table_root, name)
         table = create_table(
             path,
             schema,
             options=self.options.table,
             storage_options=self.options.storage_options or None,
         )
-        logger.info("table %s created from %s at %s", part.name, part.source.qualified(), path)
+        origin = source.qualified() if source is not None else "its records' source"
+        logger.info("table %s created from %s at %s", name, origin, path)
         if self.events is not None:
-            self.events.table_created(part.name)
-        return self._add_writer(part.name, TableWriter(path, self.options, self.dead_letter, table))
+            self.events.table_created(name)
+        return self._add_writer(name, TableWriter(path, self.options, self.dead_letter, table))
 
     def _open_writer(self, name: str) -> TableWriter:
         """The writer of table ``name``, opened (raises TableNotFound)."""
@@ -590,34 +711,26 @@ class DatabaseSink:
                 )
             return self._schemas
 
-    def _evolve(
-        self, writer: TableWriter, part: _Part, sub: pa.Table
-    ) -> tuple[np.ndarray, str] | None:
-        """Takes each distinct schema of ``part``'s records (``sub``) into the table:
-        columns added, widened, each in a version of its own.
+    def _evolve(self, name: str, table: Table, reps: pa.Table) -> tuple[dict[int, int], str] | None:
+        """Takes the schema each record of ``reps`` carries (the first record of each
+        distinct schema in each Kafka partition: :func:`representatives`) into the
+        table: columns added, widened, each in a version of its own.
 
         Kafka orders records per partition only, so a schema the table cannot take is
         refused per partition: in each partition where it appears, from its first record
-        on. Returns (the mask of the refused records of ``sub``, why), or None when the
+        on. Returns ({partition: the offset refusing starts at}, why), or None when the
         table takes every schema."""
-        table = writer.table
-        partition = np.asarray(sub.column("partition").to_numpy(zero_copy_only=False), np.int64)
-        offset = np.asarray(sub.column("offset").to_numpy(zero_copy_only=False), np.int64)
-        _, first = np.unique(np.stack([part.schema_keys, partition]), axis=1, return_index=True)
+        partition = np.asarray(reps.column("partition").to_numpy(zero_copy_only=False), np.int64)
+        offset = np.asarray(reps.column("offset").to_numpy(zero_copy_only=False), np.int64)
         cut: dict[int, int] = {}
         why: str | None = None
-        for i in np.sort(first).tolist():
-            refused = self._refusal(part.name, table, sub, i)
+        for i in range(reps.num_rows):
+            refused = self._refusal(name, table, reps, i)
             if refused is not None:
-                p = int(partition[i])
-                cut[p] = min(cut.get(p, int(offset[i])), int(offset[i]))
+                p, o = int(partition[i]), int(offset[i])
+                cut[p] = min(cut.get(p, o), o)
                 why = why or refused
-        if why is None:
-            return None
-        limit = np.full(len(offset), np.iinfo(np.int64).max, dtype=np.int64)
-        for p, o in cut.items():
-            limit[partition == p] = o
-        return offset >= limit, why
+        return None if why is None else (cut, why)
 
     def _refusal(self, name: str, table: Table, sub: pa.Table, i: int) -> str | None:
         """Takes the schema record ``i`` of ``sub`` carries into ``table``; why the table
@@ -732,9 +845,52 @@ class DatabaseSink:
                 close()
 
 
+def _valid_name(name: str) -> bool:
+    """Whether ``name`` can be a table's name under the root."""
+    return bool(_NAME.match(name))
+
+
+def _driver_rows(rows: DataFrame, *extra: str) -> pa.Table:
+    """Records of a tagged batch, brought to the driver in Kafka order with the columns
+    a reject records (and ``extra``)."""
+    from pyspark.sql import functions as F
+
+    got = rows.select(
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("__kafka_ms"),
+        *extra,
+    ).toArrow()
+    return got.sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
+    )
+
+
 def _bind(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
     """``fn`` with ``args`` bound (a loop's values, not its variables)."""
     return lambda: fn(*args)
+
+
+def representatives(sub: pa.Table, schema_keys: np.ndarray) -> pa.Table:
+    """The first record of each distinct schema key in each Kafka partition of ``sub``
+    (records of one table, in order), ordered by partition and offset."""
+    partition = np.asarray(sub.column("partition").to_numpy(zero_copy_only=False), np.int64)
+    _, first = np.unique(np.stack([schema_keys, partition]), axis=1, return_index=True)
+    reps = sub.take(pa.array(np.sort(first)))
+    return reps.sort_by([("partition", "ascending"), ("offset", "ascending")])
+
+
+def refused_mask(sub: pa.Table, cut: Mapping[int, int]) -> np.ndarray:
+    """The records of ``sub`` refused by ``cut`` ({partition: first refused offset})."""
+    partition = np.asarray(sub.column("partition").to_numpy(zero_copy_only=False), np.int64)
+    offset = np.asarray(sub.column("offset").to_numpy(zero_copy_only=False), np.int64)
+    limit = np.full(len(offset), np.iinfo(np.int64).max, dtype=np.int64)
+    for p, o in cut.items():
+        limit[partition == p] = o
+    return offset >= limit
 
 
 def _bytes(raw: pa.Table, column: str, row: int) -> bytes | None:
@@ -762,11 +918,17 @@ def _held_bytes(writer: TableWriter) -> int:
 
 def _check_router_options(opts: SinkOptions) -> None:
     """Refuses sink options the router does not take."""
-    if opts.apply_mode != "driver" or opts.decode_in != "driver" or opts.jvm_json:
+    if opts.jvm_json:
         raise InvalidOption(
-            "a whole-database sink prepares its tables in the driver: apply_mode='driver', "
-            "decode.where='driver', decode.json_decoder='python'",
-            option="apply_mode",
+            "a whole-database sink reads Debezium messages with the Python decoders: "
+            "decode.json_decoder='python'",
+            option="decode.json_decoder",
+        )
+    if opts.apply_mode == "driver" and opts.decode_in != "driver":
+        raise InvalidOption(
+            "a whole-database sink in driver mode decodes in the driver (decode.where="
+            "'driver'); apply_mode='executors' decodes and prepares in tasks",
+            option="decode.where",
         )
     if opts.decode.processes:
         raise InvalidOption(
