@@ -438,8 +438,11 @@ class ColumnStore:
             valid: np.ndarray | None = None
             for p in hit_pages.tolist():
                 lo, hi = bounds[p], bounds[p + 1]
-                page = self.typed(base.pages[p])
+                page = base.pages[p]
                 local = rows[lo:hi] - p * pr
+                if page.type != self.column.type:  # written before a widening
+                    page = self.typed(page.take(pa.array(local)))  # cast the rows only
+                    local = np.arange(hi - lo)
                 data[lo:hi] = arrow_values_view(page, self.dtype)[local]
                 pv = arrow_validity(page)
                 if pv is not None:
