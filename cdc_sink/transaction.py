@@ -60,7 +60,9 @@ class Transaction:
     (its argument is the table's engine, :func:`cdc_sink.engine.core_of`).
 
     Attributes:
-        version: The version this transaction commits (the newest at decide time + 1).
+        version: The version this transaction commits (the newest this process knew at
+            decide time + 1; another writer's commit since makes the commit lose its
+            race).
         schema: The schema the events are validated and written with.
         app_id: The writing application (``None``: no exactly-once bookkeeping).
         batch_id: Its micro-batch id.
@@ -93,7 +95,8 @@ class Transaction:
 
     @property
     def latest(self) -> int:
-        """The newest committed version when this transaction was made."""
+        """The newest version this process had committed or followed when this
+        transaction was made (it decides without reading the log)."""
         return self.version - 1
 
     # ------------------------------------------------------------------ prepare

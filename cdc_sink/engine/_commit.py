@@ -138,9 +138,12 @@ def _prepare_buckets(
 
 
 def _begin(s: TableCore, bucket: int, version: int, batch: ChangeBatch) -> _Plan:
-    """The first step of a bucket's prepare, under the lock: follow the log, check the
-    version, settle what an earlier attempt left, and pick the bulk path or the WAL."""
-    s.refresh()
+    """The first step of a bucket's prepare, under the lock: check the version
+    (following the log only when this process is behind it: an executor's table, whose
+    driver commits), settle what an earlier attempt left, and pick the bulk path or the
+    WAL."""
+    if s.version < version - 1:
+        s.refresh()
     if s.version != version - 1:
         raise CommitConflict(f"cannot prepare version {version}: the table is at {s.version}")
     schema_id = s.schema_at(s.version).schema_id
@@ -307,6 +310,7 @@ def commit_prepared(
     except CommitConflict:
         if rejects_rel is not None:
             s.discard([rejects_rel])
+        s.follow_lost_race()
         raise
     except BaseException:
         # The outcome is unknown (e.g. the directory fsync failed after the entry was

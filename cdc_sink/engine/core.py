@@ -143,12 +143,14 @@ class TableCore:
             yield
 
     def begin(self, app_id: str | None, batch_id: int | None) -> Opened:
-        """Step 1, decide: follows the log and fixes the next version, or finds the
-        writer's batch committed already."""
+        """Step 1, decide, from this process's view and without a request: the next
+        version follows the newest one it committed or followed, and the writer's batch
+        is a replay if that version's idempotency table holds it. A version another
+        writer committed since makes the commit's conditional create fail, which is when
+        the writer reads the log (:meth:`follow_lost_race`)."""
         self._writer_repair()
         with self._lock:
-            self.refresh()
-            last = self.log.last_batch_id(app_id) if app_id is not None else None
+            last = self.last_batch_id(app_id) if app_id is not None else None
             replay = batch_id is not None and last is not None and batch_id <= last
             return Opened(self.version + 1, self.schema_at(self.version), replay)
 
@@ -211,8 +213,16 @@ class TableCore:
             _commit.abort_prepared(self, version, prepared)
 
     def last_batch_id(self, app_id: str) -> int | None:
-        """The last batch id the log records for ``app_id``."""
-        return self.log.last_batch_id(app_id)
+        """The last batch id of ``app_id`` as of the newest version this process
+        followed (from the idempotency table it holds: no request in the steady state)."""
+        return self.log.app_transactions(self.version).get(app_id)
+
+    def follow_lost_race(self) -> None:
+        """After this process's conditional create of a log entry failed: reads the
+        entries after the newest version it knew (probing from it, :meth:`refresh`) and
+        follows them, so that its next transaction starts from the newest version."""
+        with self._lock:
+            self.refresh()
 
     # ------------------------------------------------------------------ own versions
     def compact(self) -> int:
@@ -256,11 +266,8 @@ class TableCore:
 
     def oldest_version(self) -> int:
         """The oldest readable version."""
-        oldest = self.log.oldest()
-        floor = self.log.newest_checkpoint_version()
-        # Once GC has written a checkpoint at its horizon, versions below it are gone even
-        # if a crash left some of their log entries behind.
-        return max(0 if oldest is None else oldest, 0 if floor is None else floor)
+        oldest = self.log.oldest_readable()
+        return 0 if oldest is None else oldest
 
     def schema_of(self, schema_id: int) -> TableSchema:
         """The schema with id ``schema_id``."""
@@ -386,8 +393,9 @@ class TableCore:
             if oldest > self.history.upto + 1:
                 # GC deleted entries this process never read: start from its checkpoint.
                 self.history = History.from_log(self.log)
-            else:
-                self.history.extend(self.log)
+            else:  # the entries after those it holds (cached ones cost no request)
+                for entry in self.log.entries(self.history.upto + 1, latest):
+                    self.history.add(entry)
             self._settle_bulk(latest)
             for b, t in list(self._tablets.items()):
                 self.settle_pending(b, t, latest)

@@ -94,13 +94,19 @@ class LogFiles:
         """The store key of the checkpoint at ``version``."""
         return f"{LOG_DIR}/{checkpoint_name(version)}"
 
-    def _entry_versions(self) -> list[int]:
+    def _listed_versions(self) -> tuple[list[int], list[int]]:
+        """The versions of the entries and of the checkpoints in ``_log``, sorted (one
+        listing)."""
         keys = self.store.list_keys(LOG_DIR)
-        return sorted(int(m.group(1)) for k in keys if (m := _ENTRY_RE.match(k)))
+        entries = sorted(int(m.group(1)) for k in keys if (m := _ENTRY_RE.match(k)))
+        checkpoints = sorted(int(m.group(1)) for k in keys if (m := _CHECKPOINT_RE.match(k)))
+        return entries, checkpoints
+
+    def _entry_versions(self) -> list[int]:
+        return self._listed_versions()[0]
 
     def _checkpoint_versions(self) -> list[int]:
-        keys = self.store.list_keys(LOG_DIR)
-        return sorted(int(m.group(1)) for k in keys if (m := _CHECKPOINT_RE.match(k)))
+        return self._listed_versions()[1]
 
     def _entry_exists(self, version: int) -> bool:
         """Whether an entry object (finished or not) exists for ``version``."""
@@ -120,8 +126,11 @@ class LogFiles:
         cached = self._entries.get(version)
         if cached is not None:
             return cached
+        return self._parse(version, self.store.get(self.entry_key(version)))
+
+    def _parse(self, version: int, data: bytes) -> LogEntry | int:
+        """:meth:`_load` of the bytes ``data`` read from version ``version``'s entry."""
         path = self.entry_path(version)
-        data = self.store.get(self.entry_key(version))
         res = read_records(data, path=path, magic=LOG_MAGIC, allow_torn_tail=True)
         if not res.records:
             if _complete_record(data):

@@ -53,7 +53,10 @@ the retained entries are always one contiguous run ending at the latest version.
 
 In memory, a :class:`VersionLog` caches the entries it has validated (they are
 immutable) and the latest version; finding newer versions costs one ``stat`` (a ``HEAD``
-or ``GET`` on an object store) per version. The log reads, lists, creates and deletes
+or ``GET`` on an object store) per version. A commit it makes is its latest version and
+a cached entry, so a writer that asks only about versions up to its own commits (the
+idempotency table as of its version: :meth:`VersionLog.app_transactions`) makes no
+request for them. The log reads, lists, creates and deletes
 its objects through its store; deleting old entries and repairing after a crash delete
 in order (a local store unlinks the files and fsyncs the directory once for the whole
 batch; an object store deletes them one by one), and repair asks the store for commits'
@@ -63,6 +66,7 @@ Returned :class:`LogEntry` objects are shared with the cache: do not mutate.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import Any
@@ -204,11 +208,36 @@ class VersionLog(LogFiles):
         Raises:
             WalCorruption: The log is damaged below its newest entry.
         """
-        latest = self.latest()
-        if latest is None:
-            return None
-        present = set(self._entry_versions())
-        v = latest
+        return self._run_start(self._entry_versions())
+
+    def oldest_readable(self) -> int | None:
+        """The oldest version a read may ask for, or ``None`` when nothing is committed:
+        :meth:`oldest`, raised to the newest checkpoint (once GC has written a checkpoint
+        at its horizon, the versions below it are gone even if a crash left some of their
+        entries behind). One listing of ``_log``.
+
+        Raises:
+            WalCorruption: The log is damaged below its newest entry.
+        """
+        entries, checkpoints = self._listed_versions()
+        oldest = self._run_start(entries)
+        if oldest is None or not checkpoints:
+            return oldest
+        return max(oldest, checkpoints[-1])
+
+    def _run_start(self, listed: list[int]) -> int | None:
+        """The oldest version of the contiguous run of ``listed`` entry versions (a
+        listing of ``_log``) that ends at the latest version. Walks down from the newest
+        version this log has seen, without a probe, while the listing holds it; else
+        (a first look, GC deleted past it, or newer versions since) from :meth:`latest`,
+        on a fresh listing."""
+        present = set(listed)
+        if self._latest is None or self._latest not in present:
+            if self.latest() is None:
+                return None
+            present = set(self._entry_versions())
+        v = self._latest
+        assert v is not None
         while v - 1 in present:
             v -= 1
         return v
@@ -269,6 +298,8 @@ class VersionLog(LogFiles):
             VersionNotFound: A version in the range is not retained or not committed.
             WalCorruption: An entry is damaged.
         """
+        if from_version is not None and to_version is not None:  # no probe for the newest
+            return [self.read(v) for v in range(from_version, to_version + 1)]
         latest = self.latest()
         if latest is None:
             if from_version is None and to_version is None:
@@ -318,7 +349,9 @@ class VersionLog(LogFiles):
         """The idempotency table: the last ``batch_id`` of every ``app_id``.
 
         Built from the newest checkpoint at or below ``version`` plus the entries after
-        it; computed incrementally across calls.
+        it; computed incrementally across calls. As of a given ``version`` at or after the
+        one computed last, with the entries in between cached (a writer's own commits
+        are), it costs no request.
 
         Args:
             version: As of this committed version (default: the latest).
@@ -330,6 +363,12 @@ class VersionLog(LogFiles):
             VersionNotFound: ``version`` is not committed.
             WalCorruption: Entries the table needs are missing or damaged.
         """
+        held = None if version is None else self._held_transactions(version)
+        return held if held is not None else self._read_transactions(version)
+
+    def _read_transactions(self, version: int | None) -> dict[str, int]:
+        """:meth:`app_transactions` from the log: the checkpoint and the entries after it
+        (or the table computed last and the entries after it, while they are retained)."""
         latest = self.latest()
         target = latest if version is None else version
         if target is None:
@@ -373,6 +412,25 @@ class VersionLog(LogFiles):
             self._txn = (target, table)
             return dict(table)
         raise AssertionError("unreachable")
+
+    def _held_transactions(self, version: int) -> dict[str, int] | None:
+        """The idempotency table as of ``version`` from what this log holds, without a
+        request: the table it computed last, folded forward over the cached entries up to
+        ``version`` (a writer's own commits are cached). ``None`` when it holds no table
+        at or below ``version`` or lacks an entry in between."""
+        if self._txn is None or self._txn[0] > version:
+            return None
+        done, table = self._txn
+        newer = [self._entries.get(v) for v in range(done + 1, version + 1)]
+        if any(e is None for e in newer):
+            return None
+        table = dict(table)
+        for e in newer:
+            assert e is not None
+            if e.app_id is not None and e.batch_id is not None:
+                table[e.app_id] = e.batch_id
+        self._txn = (version, table)
+        return dict(table)
 
     def last_batch_id(self, app_id: str) -> int | None:
         """The last committed ``batch_id`` of ``app_id`` (``None``: never committed).
@@ -434,16 +492,24 @@ class VersionLog(LogFiles):
         faults.fault_point("log.created")
         faults.fault_point("log.dir_fsynced")
         self._entries[v] = entry
+        if self._latest is None or v > self._latest:
+            self._latest = v  # the next probe for newer versions starts after it
 
     def _is_ours(self, version: int, data: bytes) -> bool:
         """Whether the entry found at ``version`` is byte for byte the one this commit
         wrote: an object store's client retries a create whose answer was lost, and the
         retry finds the first attempt's object. (The entry names this attempt's files,
-        unique to it, so no other writer writes the same bytes.)"""
+        unique to it, so no other writer writes the same bytes.) Another writer's entry
+        is kept in the cache, for the loser's look at the versions it lost to."""
         try:
-            return self.store.get(self.entry_key(version)) == data
+            found = self.store.get(self.entry_key(version))
         except FileNotFoundError:
             return False
+        if found == data:
+            return True
+        with contextlib.suppress(WalCorruption):
+            self._parse(version, found)
+        return False
 
     # ------------------------------------------------------------ checkpoints
 

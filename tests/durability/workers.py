@@ -66,6 +66,9 @@ def race_writer(
         for r in range(rounds):
             armed[0] = True
             events = race_batch(app_index, r)
+            # A writer commits after the newest version it knows; it follows the other
+            # writers' versions when it reads (here), or when its commit loses a race.
+            table.version  # noqa: B018
             lost = False
             try:
                 res = table.apply(events, app_id=app_id, batch_id=r)
@@ -78,6 +81,7 @@ def race_writer(
             if lost:
                 armed[0] = False
                 with retry_lock:
+                    table.version  # noqa: B018  (the losers retried before it committed)
                     res = table.apply(events, app_id=app_id, batch_id=r)
                 results.put(("retried", app_id, r, res.version, res.skipped))
             round_done.wait(BARRIER_TIMEOUT)

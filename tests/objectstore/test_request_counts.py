@@ -1,0 +1,155 @@
+"""Requests a writer makes per commit, on each backend (a directory and the S3 server),
+counted by the store's own counters (``store.counters``).
+
+A writer trusts its own view of the log: a steady-state commit is the WAL segment of
+each bucket it touches and the conditional create of the log entry, nothing else (no
+LIST, GET or HEAD), and the exactly-once check of a replayed batch is answered from the
+idempotency table the writer holds, without a request. Only a lost race (the
+conditional create finds the entry taken) makes the writer read the log, and then only
+the entries after the newest version it knew: the loser gets ``CommitConflict``, and its
+next commit is a steady-state one again.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_sink.engine import core_of
+from cdc_sink.errors import CommitConflict
+from cdc_sink.schema import TableSchema
+from cdc_sink.storage.objectstore.counters import CALL_KINDS, CallKind
+from cdc_sink.table import Table, create_table, open_table
+from tests.objectstore.conftest import Target
+
+SCHEMA = TableSchema.from_dict(
+    {
+        "columns": [
+            {"name": "id", "type": "int64", "nullable": False},
+            {"name": "name", "type": "string"},
+        ],
+        "primary_key": ["id"],
+        "num_buckets": 2,
+    }
+)
+STEADY_COMMITS = 5
+READS: tuple[CallKind, ...] = ("GET", "HEAD", "LIST")
+
+
+def _events(batch: int, keys: range = range(16)) -> list[dict[str, object]]:
+    """Upserts of ``keys`` (16 keys reach both buckets)."""
+    return [{"op": "upsert", "key": {"id": k}, "set": {"name": f"b{batch}"}} for k in keys]
+
+
+def _requests(table: Table, step: object) -> dict[CallKind, int]:
+    """Runs ``step()`` and returns the requests ``table``'s store made meanwhile."""
+    before = table.store.counters.snapshot()
+    step()  # type: ignore[operator]
+    return table.store.counters.snapshot().minus(before).requests
+
+
+def _puts_only(puts: int) -> dict[CallKind, int]:
+    return {k: puts if k == "PUT" else 0 for k in CALL_KINDS}
+
+
+def _writer(target: Target) -> Table:
+    """A new table on ``target`` with one warm-up commit (the writer's first commit
+    proves the store's conditional writes and loads the buckets' tablets)."""
+    table = create_table(target.url, SCHEMA, storage_options=target.options or None)
+    table.apply(_events(0), app_id="job", batch_id=0)
+    return table
+
+
+def _buckets_touched(table: Table) -> int:
+    return len(table.log.read(table.log.latest() or 0).buckets)
+
+
+def test_a_steady_state_commit_is_its_segments_and_the_log_entry(target: Target) -> None:
+    table = _writer(target)
+    for batch in range(1, STEADY_COMMITS + 1):
+        got = _requests(table, lambda b=batch: table.apply(_events(b), app_id="job", batch_id=b))
+        assert _buckets_touched(table) == 2
+        assert got == _puts_only(2 + 1), f"commit of batch {batch}"
+    got = _requests(table, lambda: table.apply(_events(9, range(1)), app_id="job", batch_id=9))
+    assert got == _puts_only(1 + 1)  # one key: one bucket
+    assert table.version == STEADY_COMMITS + 2
+
+
+def test_a_replayed_batch_is_skipped_without_a_request(target: Target) -> None:
+    table = _writer(target)
+    table.apply(_events(1), app_id="job", batch_id=1)
+    for batch in (0, 1):
+        assert _requests(
+            table, lambda b=batch: table.apply(_events(b), app_id="job", batch_id=b).skipped
+        ) == _puts_only(0)
+        assert _requests(
+            table,
+            lambda b=batch: table.is_committed("job", b),  # type: ignore[arg-type]
+        ) == _puts_only(0)
+    assert table.is_committed("job", 1) and not table.is_committed("job", 2)
+    assert table.apply(_events(0), app_id="job", batch_id=0).skipped
+
+
+def test_a_reopened_writer_answers_the_exactly_once_check_from_what_it_read(
+    target: Target,
+) -> None:
+    first = _writer(target)
+    first.apply(_events(1), app_id="job", batch_id=1)
+    table = open_table(target.url, storage_options=target.options or None)
+    assert table.apply(_events(1), app_id="job", batch_id=1).skipped
+    assert _requests(table, lambda: table.is_committed("job", 1)) == _puts_only(0)
+    table.apply(_events(2), app_id="job", batch_id=2)
+    got = _requests(table, lambda: table.apply(_events(3), app_id="job", batch_id=3))
+    assert got == _puts_only(3)
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_a_lost_race_reads_only_the_entries_after_the_losers_version(
+    target: Target, ahead: int
+) -> None:
+    winner = _writer(target)
+    loser = open_table(target.url, storage_options=target.options or None)
+    loser.apply(_events(1), app_id="loser", batch_id=1)  # both writers are warm
+    winner.read()  # the winner follows the loser's version
+    known = loser.version
+    for batch in range(1, ahead + 1):
+        winner.apply(_events(batch), app_id="job", batch_id=batch)
+
+    def lose() -> None:
+        with pytest.raises(CommitConflict, match="committed by another writer"):
+            loser.apply(_events(2), app_id="loser", batch_id=2)
+
+    got = _requests(loser, lose)
+    assert got["PUT"] == 2 + 1  # its segments and the failed create (then removed)
+    # The taken entry, the others after it up to a probe that finds none, and the
+    # segments of each version it lost to (2 buckets: replayed into its tablets); one
+    # listing of _log for the oldest readable version.
+    assert got["GET"] <= 1 + ahead + 2 * ahead
+    assert got["LIST"] <= 1 and got["HEAD"] == 0
+    assert got["DELETE"] <= 2  # its abort removes its segments
+    assert not loser.is_committed("loser", 2) and loser.is_committed("job", ahead)
+    assert core_of(loser).version == known + ahead  # what the next transaction starts from
+    got = _requests(loser, lambda: loser.apply(_events(2), app_id="loser", batch_id=2))
+    assert got == _puts_only(3)
+    assert loser.read().equals(open_table(target.url, storage_options=target.options).read())
+
+
+def test_two_writers_deciding_the_same_version_one_wins(target: Target) -> None:
+    a = _writer(target)
+    b = open_table(target.url, storage_options=target.options or None)
+    txns = [t.transaction(app_id=name, batch_id=1) for t, name in ((a, "a"), (b, "b"))]
+    assert txns[0].version == txns[1].version
+    for t, txn in zip((a, b), txns, strict=True):
+        txn.prepare(sorted(_to_parts(t, txn)))
+    txns[0].commit()
+    with pytest.raises(CommitConflict, match="committed by another writer"):
+        txns[1].commit()
+    txns[1].abort()
+    assert [v["app_id"] for v in b.versions()][-1] == "a"
+    assert b.apply(_events(2), app_id="b", batch_id=1).version == txns[0].version + 1
+
+
+def _to_parts(table: Table, txn: object) -> list[tuple[int, object]]:
+    from cdc_sink.engine.inputs import to_batch
+
+    batch, _ = to_batch(_events(7), txn.schema)  # type: ignore[attr-defined]
+    return list(batch.split_by_bucket().items())
