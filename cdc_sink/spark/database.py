@@ -291,6 +291,49 @@ class _SharedDeadLetters:
         with self._lock:
             self.sink.write(records)
 
+    def of_table(self, name: str) -> _TableDeadLetters:
+        """Table ``name``'s view of the shared sink."""
+        return _TableDeadLetters(self, name)
+
+
+class _TableDeadLetters:
+    """One table's view of the shared dead-letter sink. Every table numbers its versions
+    from 1 under the job's one app id, so the sink's exactly-once cursor
+    (``forwarded_version``) and its per-version records (``write_version``) are kept per
+    table, under ``<app id>|<table>``; a sink without them gets a cursor file in each
+    table, named from this view's ``repr`` (the same in every process)."""
+
+    def __init__(self, shared: _SharedDeadLetters, table: str) -> None:
+        self.shared = shared
+        self.table = table
+        self.exactly_once = bool(getattr(shared.sink, "exactly_once", False))
+
+    def __repr__(self) -> str:
+        return f"{self.shared.sink!r}[{self.table}]"
+
+    def _app(self, app_id: str) -> str:
+        return f"{app_id}|{self.table}"
+
+    def forwarded_version(self, app_id: str) -> int | None:
+        """The newest version of this table the sink holds."""
+        forwarded = getattr(self.shared.sink, "forwarded_version", None)
+        with self.shared._lock:
+            version: int | None = None if forwarded is None else forwarded(self._app(app_id))
+        return version
+
+    def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
+        """Writes the rejects of this table's ``version``, once."""
+        with self.shared._lock:
+            write_version = getattr(self.shared.sink, "write_version", None)
+            if write_version is None:
+                self.shared.sink.write(records)
+            else:
+                write_version(records, app_id=self._app(app_id), version=version)
+
+    def write(self, records: pa.Table) -> None:
+        """Writes ``records`` to the shared sink."""
+        self.shared.write(records)
+
 
 class DatabaseSink:
     """The ``foreachBatch`` callable of :func:`database_sink`: routes each micro-batch's
@@ -667,14 +710,20 @@ class DatabaseSink:
         logger.info("table %s created from %s at %s", name, origin, path)
         if self.events is not None:
             self.events.table_created(name)
-        return self._add_writer(name, TableWriter(path, self.options, self.dead_letter, table))
+        writer = TableWriter(path, self.options, self._dead_letters(name), table)
+        return self._add_writer(name, writer)
 
     def _open_writer(self, name: str) -> TableWriter:
         """The writer of table ``name``, opened (raises TableNotFound)."""
         path = table_path(self.database.table_root, name)
         storage = self.options.storage_options or None
         table = open_table(path, options=self.options.table, storage_options=storage)
-        return self._add_writer(name, TableWriter(path, self.options, self.dead_letter, table))
+        writer = TableWriter(path, self.options, self._dead_letters(name), table)
+        return self._add_writer(name, writer)
+
+    def _dead_letters(self, name: str) -> _TableDeadLetters | None:
+        """Table ``name``'s view of the dead-letter sink (None: there is none)."""
+        return None if self.dead_letter is None else self.dead_letter.of_table(name)
 
     def _add_writer(self, name: str, writer: TableWriter) -> TableWriter:
         """Keeps ``writer`` (the most recently used)."""
@@ -696,7 +745,8 @@ class DatabaseSink:
             table = create_table(
                 path, _UNROUTED_SCHEMA, options=self.options.table, storage_options=storage
             )
-        return self._add_writer(UNROUTED, TableWriter(path, self.options, self.dead_letter, table))
+        writer = TableWriter(path, self.options, self._dead_letters(UNROUTED), table)
+        return self._add_writer(UNROUTED, writer)
 
     # ------------------------------------------------------------------ schemas
     def _source_schemas(self) -> SourceSchemas:
