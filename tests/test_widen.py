@@ -373,3 +373,20 @@ def test_added_required_column_reads_its_default_everywhere_but_older_versions(
         (0, "update_preimage", None),
         (0, "update_postimage", D("2.5")),
     }
+
+
+def test_a_table_open_elsewhere_follows_the_widening(tmp_path: Path) -> None:
+    """A second process's table, loaded before the widening, replays it (its tablets
+    switch to the wider type) and then writes values only the wider type holds."""
+    root = tmp_path / "t"
+    a = create_table(root, _schema("int16"), options=OPTS)
+    a.apply([{"op": "insert", "key": {"k": i}, "set": {"v": i}} for i in range(12)])
+    b = open_table(root, options=OPTS)
+    assert b.read().num_rows == 12  # b's tablets are loaded, at int16
+    a.widen_column("v", "int32")
+    a.apply([{"op": "update", "key": {"k": 0}, "set": {"v": 100_000}}])
+    got = b.read()
+    assert got.schema.field("v").type == pa.int32()
+    assert {k: r["v"] for k, r in _rows(got).items()} == {0: 100_000} | {i: i for i in range(1, 12)}
+    b.apply([{"op": "update", "key": {"k": 1}, "set": {"v": -100_000}}])
+    assert _rows(a.read())[1]["v"] == -100_000
