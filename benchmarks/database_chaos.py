@@ -1,0 +1,150 @@
+"""The whole-database job SIGKILLed at random during a many-table stream (issue 48).
+
+Usage::
+
+    .venv/bin/python benchmarks/database_chaos.py [--roots local,s3] [--tables 50]
+        [--kills 10] [--events 20000] [--malformed 20] [--seed 48] [--workdir DIR]
+        [--json results.json]
+
+For each table root (a local directory, a prefix on a SeaweedFS S3 server started for
+the run), one run of tests/chaos/database_harness.py: ``cdc-sink run --table-root``
+subscribed by pattern to one topic per table on a local Kafka broker (or the cluster
+``$CDC_SINK_KAFKA_BOOTSTRAP`` names), Debezium JSON change events of ``--tables``
+tables produced while the job runs, records naming no table among them, a Parquet
+dead-letter directory; ``--kills`` runs of the job SIGKILLed (process group and all) at
+random moments, then one ``available-now`` run. Checked afterwards: every table equals
+its model, no table's log holds a batch id twice, the records naming no table are dead
+letters exactly once. Prints one line per killed run, then a table of the results and
+a JSON summary; exits 1 when a check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cdc_sink_testkit.kafka import BOOTSTRAP_ENV, start_kafka
+from tests.chaos.database_harness import DatabaseChaosConfig, run_database_chaos
+
+COLUMNS = (
+    ("root", "root"),
+    ("tables", "tables"),
+    ("events", "events"),
+    ("kills", "SIGKILLs"),
+    ("start_kills", "of them at start"),
+    ("batches", "batches"),
+    ("versions", "table versions"),
+    ("rows", "rows"),
+    ("wrong_tables", "wrong tables"),
+    ("duplicated_batches", "batches applied twice"),
+    ("dead_letters", "dead letters"),
+    ("dead_letters_expected", "expected"),
+    ("final_seconds", "final run s"),
+    ("wall_seconds", "wall s"),
+)
+
+
+def table(results: dict[str, dict[str, object]]) -> str:
+    """The results as a Markdown table, one row per root."""
+    lines = [
+        "| " + " | ".join(h for _, h in COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    for root, res in results.items():
+        cells = [root] + [
+            str(len(v)) if isinstance(v := res[k], list) else str(v) for k, _ in COLUMNS[1:]
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs one chaos run per root; returns the exit code."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--roots", default="local,s3", help="local, s3 or both")
+    p.add_argument("--tables", type=int, default=50)
+    p.add_argument("--kills", type=int, default=10, help="SIGKILLed runs per root")
+    p.add_argument("--events", type=int, default=20000, help="change events per root")
+    p.add_argument("--malformed", type=int, default=20, help="records naming no table")
+    p.add_argument("--max-offsets", type=int, default=1000, help="records per micro-batch")
+    p.add_argument("--chunk", type=int, default=200, help="records produced every --pace s")
+    p.add_argument("--pace", type=float, default=0.5)
+    p.add_argument(
+        "--start-kill-share",
+        type=float,
+        default=0.2,
+        help="share of the kills that fall in the job's start, before its first batch",
+    )
+    p.add_argument("--seed", type=int, default=48)
+    p.add_argument("--workdir", default=None, help="kept afterwards when given")
+    p.add_argument("--json", default=None, help="write the results here")
+    args = p.parse_args(argv)
+    kind = "external" if os.environ.get(BOOTSTRAP_ENV) else "local"
+    roots = args.roots.split(",")
+    broker = start_kafka(num_partitions=1, kind=kind)  # type: ignore[arg-type]
+    base = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="db_chaos_"))
+    s3 = None
+    if "s3" in roots:
+        from cdc_sink_testkit.s3 import SeaweedS3
+
+        s3 = SeaweedS3().start()
+    results: dict[str, dict[str, object]] = {}
+    ok = True
+    try:
+        for root in roots:
+            name = f"dbchaos{uuid.uuid4().hex[:8]}"
+            cfg = DatabaseChaosConfig(
+                bootstrap=broker.bootstrap_servers,
+                workdir=base / root,
+                prefix=name,
+                tables=args.tables,
+                events=args.events,
+                malformed=args.malformed,
+                kills=args.kills,
+                seed=args.seed,
+                max_offsets=args.max_offsets,
+                chunk=args.chunk,
+                pace=args.pace,
+                start_kill_share=args.start_kill_share,
+                table_root="" if root == "local" else s3.url(f"{name}/root"),  # type: ignore[union-attr]
+                storage_options={} if root == "local" else s3.storage_options(),  # type: ignore[union-attr]
+            )
+            res = run_database_chaos(
+                cfg,
+                log=lambda m, root=root: print(
+                    f"[{time.strftime('%H:%M:%S')}] {root}: {m}", flush=True
+                ),
+            )
+            results[root] = json.loads(res.to_json())
+            for failure in res.failures:
+                print(f"{root}: FAILED: {failure}", flush=True)
+            ok = ok and not res.failures
+    finally:
+        broker.stop()
+        if s3 is not None:
+            s3.stop()
+        if not args.workdir:
+            shutil.rmtree(base, ignore_errors=True)
+    print(table(results))
+    summary = json.dumps(
+        {"command": " ".join([sys.executable, *sys.argv]), "results": results},
+        indent=1,
+        sort_keys=True,
+    )
+    print(summary)
+    if args.json:
+        Path(args.json).write_text(summary)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
