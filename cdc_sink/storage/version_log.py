@@ -564,13 +564,19 @@ class VersionLog(LogFiles):
         Returns:
             The checkpoint, or ``None`` if there is none.
         """
+        found = None
         for v in reversed(self._checkpoint_versions()):
             if max_version is not None and v > max_version:
                 continue
-            ckpt = self._load_checkpoint(v)
-            if ckpt is not None:
-                return ckpt
-        return None
+            found = self._load_checkpoint(v)
+            if found is not None:
+                break
+        if max_version is None and self._txn is None:
+            # The idempotency table as of the checkpoint (or, without one, as of before
+            # version 0): folded over the entries read after it, it answers the writer's
+            # first exactly-once check without another request.
+            self._txn = (found.version, dict(found.app_ids)) if found else (-1, {})
+        return found
 
     # ------------------------------------------------------------ maintenance
 

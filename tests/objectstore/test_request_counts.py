@@ -94,9 +94,14 @@ def test_a_reopened_writer_answers_the_exactly_once_check_from_what_it_read(
 ) -> None:
     first = _writer(target)
     first.apply(_events(1), app_id="job", batch_id=1)
+    first.gc(dry_run=False, retain_versions=1)  # a checkpoint, and entries below it gone
+    first.apply(_events(2), app_id="other", batch_id=7)
     table = open_table(target.url, storage_options=target.options or None)
+    asked = (("job", 1), ("job", 2), ("other", 7))
+    for app, batch in asked:
+        assert _requests(table, lambda a=app, b=batch: table.is_committed(a, b)) == _puts_only(0)
+    assert [table.is_committed(a, b) for a, b in asked] == [True, False, True]
     assert table.apply(_events(1), app_id="job", batch_id=1).skipped
-    assert _requests(table, lambda: table.is_committed("job", 1)) == _puts_only(0)
     table.apply(_events(2), app_id="job", batch_id=2)
     got = _requests(table, lambda: table.apply(_events(3), app_id="job", batch_id=3))
     assert got == _puts_only(3)
