@@ -78,6 +78,11 @@ def _sel(extra: str = "") -> str:
     return "{" + SELECTOR + (", " + extra if extra else "") + "}"
 
 
+def _job_sel() -> str:
+    """The matchers of a job-wide metric (it has no ``table`` label)."""
+    return '{app_id=~"$app_id"}'
+
+
 def _rate(metric: str, extra: str = "") -> str:
     return f"rate({metric}{_sel(extra)}[{RATE}])"
 
@@ -284,7 +289,7 @@ class _TablePanels:
     def rejects(self) -> list[_Spec]:
         """Rejects: by table, skipped events, stopped tables."""
         rejects = _rate("cdc_sink_table_rejects_total")
-        skipped = _rate("cdc_sink_tables_skipped_events_total")
+        skipped = f"rate(cdc_sink_tables_skipped_events_total{_job_sel()}[{RATE}])"
         return [
             _Spec(
                 "Rejects by table",
@@ -306,25 +311,27 @@ class _TablePanels:
                 "of their own).",
                 "short",
                 (
-                    _Query(f"max by (app_id) (cdc_sink_tables_stopped{_sel()})", "stopped tables"),
-                    _Query(f"max by (table) (cdc_sink_table_stopped{_sel()}) > 0", "{{table}}"),
+                    _Query(
+                        f"max by (app_id) (cdc_sink_tables_stopped{_job_sel()})", "stopped tables"
+                    ),
+                    _Query(f"max by (table) (cdc_sink_table_stopped{_sel()})", "{{table}}"),
                 ),
             ),
         ]
 
     def open(self) -> _Spec:
         """Memory: the tables held in memory and their bytes."""
-        created = f"increase(cdc_sink_tables_created_total{_sel()}[{RATE}])"
+        created = f"increase(cdc_sink_tables_created_total{_job_sel()}[{RATE}])"
         return _Spec(
             "Tables open / memory",
             "Tables known to the job and held in memory (the budget of open tables), "
             "tables created, and the bytes the open tables hold (right axis).",
             "short",
             (
-                _Query(f"max by (app_id) (cdc_sink_tables_known{_sel()})", "known"),
-                _Query(f"max by (app_id) (cdc_sink_tables_open{_sel()})", "open"),
+                _Query(f"max by (app_id) (cdc_sink_tables_known{_job_sel()})", "known"),
+                _Query(f"max by (app_id) (cdc_sink_tables_open{_job_sel()})", "open"),
                 _Query(f"sum by (app_id) ({created})", "created"),
-                _Query(f"max by (app_id) (cdc_sink_tables_open_bytes{_sel()})", "open bytes"),
+                _Query(f"max by (app_id) (cdc_sink_tables_open_bytes{_job_sel()})", "open bytes"),
             ),
             width=24,
             right_axis=("D", "bytes"),

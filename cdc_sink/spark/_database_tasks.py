@@ -84,8 +84,11 @@ class TagTask:
         )
         codes = routed.codes.astype(np.int64)
         named = codes >= 0
-        table = np.where(named, labels[np.where(named, codes, 0)], kind_label[routed.kinds])
-        reason = np.where(named, why[np.where(named, codes, 0)], routed.reasons)
+        at = np.where(named, codes, len(labels))  # one past the tables: a record of none
+        none = np.array([None], dtype=object)
+        labels, why = np.concatenate([labels, none]), np.concatenate([why, none])
+        table = np.where(named, labels[at], kind_label[routed.kinds])
+        reason = np.where(named, why[at], routed.reasons)
         partition = np.asarray(rb.column("partition").to_numpy(zero_copy_only=False), np.int64)
         rep = np.zeros(len(codes), dtype=bool)
         if named.any():

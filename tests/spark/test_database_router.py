@@ -341,8 +341,56 @@ def test_a_refused_schema_is_refused_per_kafka_partition_from_its_first_record(
     ]
     rejects = open_table(str(tmp_path / "inventory.customers")).rejects()
     assert sorted(
-        zip(rejects.column("partition").to_pylist(), rejects.column("offset").to_pylist())
+        zip(
+            rejects.column("partition").to_pylist(),
+            rejects.column("offset").to_pylist(),
+            strict=True,
+        )
     ) == [
         (1, 11),
         (1, 12),
     ]
+
+
+def _kafka_columns(raw: pa.Table) -> pa.RecordBatch:
+    """``raw`` as the Kafka source's columns a routing task gets."""
+    ts = pa.array([1_700_000_000_000_000] * raw.num_rows, pa.timestamp("us", tz="UTC"))
+    cols = [
+        raw.column(c).combine_chunks() for c in ("key", "value", "topic", "partition", "offset")
+    ]
+    return pa.RecordBatch.from_arrays(
+        [*cols, ts], names=["key", "value", "topic", "partition", "offset", "timestamp"]
+    )
+
+
+def test_the_routing_task_tags_batches_with_and_without_tables(tmp_path: Path) -> None:
+    """Executors mode's routing task: each record's table, the first record of each schema
+    per partition, the reason of a record naming no table; a batch holding no table's
+    record (only heartbeats, say: a topic of its own in a task of its own) too."""
+    s = sink(tmp_path)
+    task = s._tag_task()
+    heartbeat = (None, json.dumps({"ts_ms": 1}).encode())
+    no_source = (None, json.dumps({"payload": {"op": "c", "after": {"id": 1}}}).encode())
+    only = task.tag(_kafka_columns(batch([heartbeat, heartbeat])))
+    assert only.column("__table").to_pylist() == ["\x00heartbeat"] * 2
+    assert only.column("__rep").to_pylist() == [False, False]
+    wider = [*CUSTOMERS, ("phone", "string", True)]
+    msgs = [
+        message("customers", CUSTOMERS, "c", customer(1)),
+        no_source,
+        message("customers", CUSTOMERS, "c", customer(2)),
+        message("customers", wider, "c", customer(3, phone="1")),
+        message("orders", ORDERS, "c", order(1, 1), key_field="order_number"),
+    ]
+    got = task.tag(_kafka_columns(batch(msgs)))
+    assert got.column("__table").to_pylist() == [
+        "inventory.customers",
+        UNROUTED,
+        "inventory.customers",
+        "inventory.customers",
+        "inventory.orders",
+    ]
+    assert got.column("__rep").to_pylist() == [True, False, False, True, True]
+    reasons = got.column("__reason").to_pylist()
+    assert reasons[1] and "source" in reasons[1]
+    assert reasons[0] is None
