@@ -124,7 +124,7 @@ def test_the_inventory_database_in_one_job(
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("subscribePattern", rf"(__debezium-heartbeat\.{p}|{p}\..*)")
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 250)
+        .option("maxOffsetsPerTrigger", 400)
         .load()
         .writeStream.foreachBatch(fn)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
