@@ -235,7 +235,8 @@ class VersionLog(LogFiles):
         if self._latest is None or self._latest not in present:
             if self.latest() is None:
                 return None
-            present = set(self._entry_versions())
+            if self._latest not in present:
+                present = set(self._entry_versions())
         v = self._latest
         assert v is not None
         while v - 1 in present:
