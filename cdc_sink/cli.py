@@ -126,6 +126,13 @@ def _add_demo(sub: Any) -> None:
         help="directory for the table and the "
         "checkpoint (default: a new temporary directory, kept)",
     )
+    demo.add_argument(
+        "--database",
+        action="store_true",
+        help="the whole-database demo: Debezium's inventory database (nine tables, one "
+        "topic each, a table and a column appearing mid-stream, a widening) into one "
+        "table per source table, by one job (--format debezium or debezium-avro)",
+    )
     demo.add_argument("--seed", type=int, default=7, help="seed of the orders stream")
     demo.add_argument("--partitions", type=int, default=4, help="partitions of the topic")
     demo.add_argument(

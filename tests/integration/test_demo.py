@@ -167,3 +167,18 @@ def test_streaming_job_under_spark_submit(
     assert f"at version 1 (latest {version})" in query.stdout
     assert f"rows: {rows_v1}" in query.stdout
     assert "sum_amount" in query.stdout
+
+
+def test_demo_database_builds_every_table_of_the_inventory_database(tmp_path: Path) -> None:
+    """``cdc-sink demo --database``: nine tables created from their messages' schemas by
+    one job, each equal to the stream's reference (the demo checks; its exit code and
+    table say so)."""
+    cmd = [sys.executable, "-m", "cdc_sink.cli", "demo", "--database", "--events", "200"]
+    cmd += ["--workdir", str(tmp_path / "demo")]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, f"exit code {proc.returncode}\n{out}\n{proc.stderr[-5000:]}"
+    assert out.count(" equal ") == 9, out
+    assert "DIFFERS" not in out
+    assert "OK: 9 tables" in out
+    assert (tmp_path / "demo" / "tables" / "inventory.customers" / "_table.json").is_file()

@@ -160,7 +160,12 @@ def _workdir(opts: DemoOptions) -> Path:
 
 def run_from_args(args: Any) -> int:
     """``cdc-sink demo``: the demo with the options the CLI parsed (its ``demo``
-    arguments, ``decoder_options`` already parsed into a dict); the exit status."""
+    arguments, ``decoder_options`` already parsed into a dict); the exit status. With
+    ``--database``, the whole-database demo (:mod:`cdc_sink_testkit.demo.database`)."""
+    if getattr(args, "database", False):
+        from cdc_sink_testkit.demo.database import run_database_demo
+
+        return run_database_demo(args)
     opts = DemoOptions(
         events=args.events,
         format=args.format,
