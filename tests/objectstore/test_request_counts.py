@@ -158,3 +158,16 @@ def _to_parts(table: Table, txn: object) -> list[tuple[int, object]]:
 
     batch, _ = to_batch(_events(7), txn.schema)  # type: ignore[attr-defined]
     return list(batch.split_by_bucket().items())
+
+
+def test_a_table_that_reads_follows_the_other_writers_versions(target: Target) -> None:
+    writer = _writer(target)
+    both = open_table(target.url, storage_options=target.options or None)
+    both.apply(_events(1), app_id="both", batch_id=1)
+    writer.read()
+    writer.apply(_events(2), app_id="job", batch_id=2)
+    assert both.version == writer.version  # a read follows the log, as before
+    assert both.read().equals(writer.read())
+    assert both.is_committed("job", 2)
+    newest = writer.version
+    assert both.apply(_events(3), app_id="both", batch_id=2).version == newest + 1
