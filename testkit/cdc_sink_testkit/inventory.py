@@ -134,6 +134,30 @@ class RecordProducer(Protocol):
         """Waits for the queued records' deliveries."""
 
 
+class KafkaRecordProducer:
+    """confluent_kafka's producer as a :class:`RecordProducer`.
+
+    Args:
+        bootstrap: The brokers.
+    """
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None
+    ) -> None:
+        """Queues one record."""
+        kw: dict[str, Any] = {} if partition is None else {"partition": partition}
+        self.p.produce(topic, key=key, value=value, **kw)
+
+    def flush(self, timeout: float = 30.0) -> int:
+        """Waits for the queued records' deliveries; how many are still queued."""
+        return int(self.p.flush(timeout))
+
+
 class SchemaRegistrar(Protocol):
     """A schema registry client (:class:`cdc_sink_testkit.registry.LocalRegistry` is one)."""
 

@@ -16,7 +16,6 @@ exactly once.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -26,27 +25,10 @@ import pytest
 from cdc_sink import open_table
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
 from cdc_sink.spark import DatabaseOptions, DecodeOptions, SinkOptions, database_sink
-from cdc_sink_testkit.inventory import InventoryStream, inventory_stream
+from cdc_sink_testkit.demo.database import start_database_query, stream_pattern
+from cdc_sink_testkit.inventory import InventoryStream, KafkaRecordProducer, inventory_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
-
-
-class _Producer:
-    """confluent_kafka's producer as :class:`~cdc_sink_testkit.inventory.RecordProducer`."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka import Producer
-
-        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-
-    def produce(
-        self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None
-    ) -> None:
-        kw: dict[str, Any] = {} if partition is None else {"partition": partition}
-        self.p.produce(topic, key=key, value=value, **kw)
-
-    def flush(self, timeout: float = 30.0) -> int:
-        return int(self.p.flush(timeout))
 
 
 def _sorted(t: pa.Table, keys: list[str]) -> list[dict[str, Any]]:
@@ -104,7 +86,7 @@ def test_the_inventory_database_in_one_job(
     )
     for topic in s.topics():
         kafka.create_topic(topic, partitions=1)
-    s.produce(_Producer(kafka.bootstrap_servers))
+    s.produce(KafkaRecordProducer(kafka.bootstrap_servers))
     options = {"registry_url": schema_registry.url} if encoding == "avro" else {}
     dlq = ParquetDeadLetter(tmp_path / "dlq")
     root = tmp_path / "root"
@@ -118,17 +100,8 @@ def test_the_inventory_database_in_one_job(
         ),
         dead_letter=dlq,
     )
-    p = re.escape(prefix)
-    query = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribePattern", rf"(__debezium-heartbeat\.{p}|{p}\..*)")
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 400)
-        .load()
-        .writeStream.foreachBatch(fn)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
+    query = start_database_query(
+        spark, kafka.bootstrap_servers, stream_pattern(s), fn, tmp_path / "ckpt", 400
     )
     try:
         query.processAllAvailable()

@@ -23,6 +23,7 @@ import pytest
 from cdc_sink import open_table
 from cdc_sink.kafka.deadletter import ParquetDeadLetter
 from cdc_sink.spark import DatabaseOptions, SinkOptions, database_sink
+from cdc_sink_testkit.demo.database import start_database_query
 from tests.spark.test_database_router import CUSTOMERS, ORDERS, Field, customer, message, order
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kafka]
@@ -142,16 +143,8 @@ def test_a_database_through_kafka_and_spark(
         options=SinkOptions(format="debezium", apply_mode=mode, app_id=f"db-{mode}"),
         dead_letter=dlq,
     )
-    query = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribePattern", prefix + r"\..*")
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 60)
-        .load()
-        .writeStream.foreachBatch(fn)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
+    query = start_database_query(
+        spark, kafka.bootstrap_servers, prefix + r"\..*", fn, tmp_path / "ckpt", 60
     )
     try:
         query.processAllAvailable()

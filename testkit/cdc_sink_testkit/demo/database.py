@@ -24,30 +24,12 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from cdc_sink_testkit.inventory import InventoryStream, inventory_stream
+from cdc_sink_testkit.inventory import InventoryStream, KafkaRecordProducer, inventory_stream
 
 if TYPE_CHECKING:
     from cdc_sink.formats import FormatName
 
-__all__ = ["run_database_demo"]
-
-
-class _Producer:
-    """confluent_kafka's producer as the stream's ``RecordProducer``."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka import Producer
-
-        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-
-    def produce(
-        self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None
-    ) -> None:
-        kw: dict[str, Any] = {} if partition is None else {"partition": partition}
-        self.p.produce(topic, key=key, value=value, **kw)
-
-    def flush(self, timeout: float = 30.0) -> int:
-        return int(self.p.flush(timeout))
+__all__ = ["run_database_demo", "start_database_query", "stream_pattern"]
 
 
 def run_database_demo(args: Any, console: Console | None = None) -> int:
@@ -87,6 +69,31 @@ def run_database_demo(args: Any, console: Console | None = None) -> int:
         f"{time.perf_counter() - t0:.1f}s"
     )
     return 0 if ok else 1
+
+
+def stream_pattern(stream: InventoryStream) -> str:
+    """The ``subscribePattern`` of every topic of ``stream`` (its tables', transaction
+    metadata and heartbeats)."""
+    p = re.escape(stream.topic_prefix)
+    return rf"(__debezium-heartbeat\.{p}|{p}\..*)"
+
+
+def start_database_query(
+    spark: Any, bootstrap: str, pattern: str, sink: Any, checkpoint: Path, max_offsets: int
+) -> Any:
+    """The started query of every topic matching ``pattern`` from its earliest offset
+    into ``sink`` (``foreachBatch``), at most ``max_offsets`` records per micro-batch."""
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribePattern", pattern)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_offsets)
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
 
 
 def _kafka(started: list[Any]) -> str:
@@ -137,7 +144,7 @@ def _produce(stream: InventoryStream, bootstrap: str, console: Console) -> None:
 
     for topic in stream.topics():
         create_topic(bootstrap, topic, 1)
-    n = stream.produce(_Producer(bootstrap))
+    n = stream.produce(KafkaRecordProducer(bootstrap))
     counts = stream.events_by_table()
     console.print(f"produced {n} messages to {len(stream.topics())} topics: {counts}")
 
@@ -170,17 +177,8 @@ def _run_query(
     )
     spark = local_spark("cdc_sink-demo-database")
     try:
-        p = re.escape(stream.topic_prefix)
-        query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribePattern", rf"(__debezium-heartbeat\.{p}|{p}\..*)")
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", 150)  # several micro-batches
-            .load()
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(workdir / "checkpoint"))
-            .start()
+        query = start_database_query(
+            spark, bootstrap, stream_pattern(stream), sink, workdir / "checkpoint", 150
         )
         try:
             query.processAllAvailable()
