@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cdc_sink.job.args import database_options
 from cdc_sink.job.query_loop import run_until_stopped
-from cdc_sink.job.schedule import Maintenance
+from cdc_sink.job.schedule import Maintenance, maintenance_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -60,28 +60,13 @@ class DatabaseBatches:
 
     Args:
         sink: The router.
-        compact_every: Compact a table after every N of its committed batches (0: never).
-        gc_every: GC a table after every N of its committed batches (0: never).
-        retain_versions: GC's retention by count.
-        retain_seconds: GC's retention by age.
+        settings: The maintenance's settings (:func:`~cdc_sink.job.schedule.
+            maintenance_settings`), each table's counted on its own.
     """
 
-    def __init__(
-        self,
-        sink: DatabaseSink,
-        *,
-        compact_every: int,
-        gc_every: int,
-        retain_versions: int | None,
-        retain_seconds: float | None,
-    ) -> None:
+    def __init__(self, sink: DatabaseSink, settings: Mapping[str, Any]) -> None:
         self.sink = sink
-        self.settings: dict[str, Any] = {
-            "compact_every": compact_every,
-            "gc_every": gc_every,
-            "retain_versions": retain_versions,
-            "retain_seconds": retain_seconds,
-        }
+        self.settings = dict(settings)
         self._maintenance: dict[str, Maintenance] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -132,13 +117,7 @@ def run_database(
     sink = DatabaseSink(database_options(args), options=options, dead_letter=dead_letter)
     if not args.remote:
         sink.events = TableMetrics(metrics.registry, app_id=sink.app_id)
-    batches = DatabaseBatches(
-        sink,
-        compact_every=args.compact_every,
-        gc_every=args.gc_every,
-        retain_versions=args.retain_versions,
-        retain_seconds=args.retain_seconds,
-    )
+    batches = DatabaseBatches(sink, maintenance_settings(args))
     query = stream.foreachBatch(batches).start()
     logger.info(
         "started: %s -> tables under %s (format %s, app id %r)",

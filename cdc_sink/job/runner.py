@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_sink.job.args import job_decoder_options, parse_args, parse_kafka_options
 from cdc_sink.job.query_loop import run_until_stopped
-from cdc_sink.job.schedule import Maintenance
+from cdc_sink.job.schedule import Maintenance, maintenance_settings
 from cdc_sink.kafka.properties import ClientProperties
 
 if TYPE_CHECKING:
@@ -210,13 +210,7 @@ def _batches(
     runs (:class:`RemoteBatches`); else one of this process, with its metrics."""
     if not args.remote:
         return _foreach_batch(sink_fn, maintenance, observer)
-    return RemoteBatches(
-        sink_fn,
-        compact_every=args.compact_every,
-        gc_every=args.gc_every,
-        retain_versions=args.retain_versions,
-        retain_seconds=args.retain_seconds,
-    )
+    return RemoteBatches(sink_fn, **maintenance_settings(args))
 
 
 class _StopRequest:
@@ -473,13 +467,7 @@ def _run(
     ).attach()
     observer.refresh_table()  # the table gauges before the first batch
     maintenance = Maintenance(
-        sink_fn.table,
-        metrics,
-        compact_every=args.compact_every,
-        gc_every=args.gc_every,
-        retain_versions=args.retain_versions,
-        retain_seconds=args.retain_seconds,
-        gc_floor=sink_fn.gc_floor,
+        sink_fn.table, metrics, gc_floor=sink_fn.gc_floor, **maintenance_settings(args)
     )
     writer = _kafka_stream(spark, args, kafka_options, checkpoint).foreachBatch(
         _batches(args, sink_fn, maintenance, observer)

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cdc_sink.metrics import SinkMetrics
     from cdc_sink.table import Table
 
-__all__ = ["Maintenance"]
+__all__ = ["Maintenance", "maintenance_settings"]
 
 logger = logging.getLogger("cdc_to_tablets")
+
+
+def maintenance_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's maintenance flags as :class:`Maintenance`'s keyword arguments."""
+    return {
+        "compact_every": args.compact_every,
+        "gc_every": args.gc_every,
+        "retain_versions": args.retain_versions,
+        "retain_seconds": args.retain_seconds,
+    }
 
 
 class Maintenance:

@@ -54,9 +54,9 @@ if TYPE_CHECKING:
 __all__ = ["DriverApply", "JvmDriverApply", "raw_columns"]
 
 
-def raw_columns(df: DataFrame) -> DataFrame:
+def raw_columns(df: DataFrame, *extra: str) -> DataFrame:
     """The Kafka source columns driver mode reads: key, value, topic, partition, offset,
-    and the record timestamp in milliseconds as ``__kafka_ms``."""
+    and the record timestamp in milliseconds as ``__kafka_ms`` (then ``extra``)."""
     from pyspark.sql import functions as F
 
     return df.select(
@@ -66,6 +66,7 @@ def raw_columns(df: DataFrame) -> DataFrame:
         "partition",
         "offset",
         F.unix_millis("timestamp").alias("__kafka_ms"),
+        *extra,
     )
 
 

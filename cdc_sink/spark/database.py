@@ -79,6 +79,7 @@ from cdc_sink.spark.writer import BatchStats, DeadLetterSink, TableWriter, defau
 from cdc_sink.storage.objectstore import ObjectStore, store_for
 from cdc_sink.storage.objectstore.urls import parse_store_url
 from cdc_sink.table import Table, create_table, open_table
+from cdc_sink.utils.process_local import ProcessLocal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -335,7 +336,7 @@ class _TableDeadLetters:
         self.shared.write(records)
 
 
-class DatabaseSink:
+class DatabaseSink(ProcessLocal):
     """The ``foreachBatch`` callable of :func:`database_sink`: routes each micro-batch's
     records to their tables, creating and evolving them (module docstring).
 
@@ -393,15 +394,6 @@ class DatabaseSink:
         self._lock = threading.RLock()
         self.stats: list[RouterStats] = []
         self.events: TableEvents | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The router's configuration only."""
-        return {k: v for k, v in self.__dict__.items() if k not in self._PROCESS_LOCAL}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """A router in this process: its configuration, and no process state yet."""
-        self.__dict__.update(state)
-        self._init_process_state()
 
     @property
     def app_id(self) -> str:
@@ -903,17 +895,7 @@ def _valid_name(name: str) -> bool:
 def _driver_rows(rows: DataFrame, *extra: str) -> pa.Table:
     """Records of a tagged batch, brought to the driver in Kafka order with the columns
     a reject records (and ``extra``)."""
-    from pyspark.sql import functions as F
-
-    got = rows.select(
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
-        F.unix_millis("timestamp").alias("__kafka_ms"),
-        *extra,
-    ).toArrow()
+    got = raw_columns(rows, *extra).toArrow()
     return got.sort_by(
         [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
     )

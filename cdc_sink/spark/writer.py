@@ -93,6 +93,7 @@ from cdc_sink.stats import BucketFigures
 from cdc_sink.storage.objectstore.urls import parse_store_url
 from cdc_sink.table import Table, create_table, open_table
 from cdc_sink.transaction import Transaction
+from cdc_sink.utils.process_local import ProcessLocal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -177,7 +178,7 @@ class BatchStats:
         return self.committed_ms - self.ts_sample
 
 
-class TableWriter:
+class TableWriter(ProcessLocal):
     """One table's writer: its table handle, the transaction of each micro-batch (decide,
     prepare, commit), the dead-letter forwarding and the batch stats. :class:`SinkFunction`
     routes each micro-batch to the writer of its table (one table today).
@@ -241,15 +242,6 @@ class TableWriter:
         self.on_batch: Callable[[BatchStats], None] | None = None
         self._forwarded: int | None = None  # every version <= this is forwarded
         self._offsets: Offsets | None = None  # the last commit's
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The writer's configuration only (path, options, app id, dead-letter sink)."""
-        return {k: v for k, v in self.__dict__.items() if k not in self._PROCESS_LOCAL}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """A writer in this process: its configuration, and no process state yet."""
-        self.__dict__.update(state)
-        self._init_process_state()
 
     @property
     def table(self) -> Table:
