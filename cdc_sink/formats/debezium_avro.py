@@ -221,7 +221,7 @@ class DebeziumAvroDecoder(Decoder):
         parts = binary_parts(values)
         pos = position_array(position, parts.n)
         kparts = key_parts(keys, parts.n)
-        lookups = self._schemas(parts, kparts)
+        lookups = self.schema_lookups(parts, kparts)
         data = padded(parts.data)
         kdata = None if kparts is None else padded(kparts.data)
 
@@ -232,7 +232,7 @@ class DebeziumAvroDecoder(Decoder):
         return decode_in_runs(parts, pos, schema, RUN_BYTES, run)
 
     # ------------------------------------------------------------------ phases
-    def _schemas(self, parts: Parts, kparts: Parts | None) -> dict[int, SchemaLookup]:
+    def schema_lookups(self, parts: Parts, kparts: Parts | None) -> dict[int, SchemaLookup]:
         """The schemas of every id named by a value or key (fetched before decoding, so
         an unreachable registry fails the batch rather than refusing its events)."""
         scratch = new_reasons(parts.n)

@@ -267,7 +267,7 @@ def route(
 
     dec = get_decoder(cast(FormatName, format), **dict(decoder_options or {}))  # checks the options
     if isinstance(dec, DebeziumAvroDecoder):
-        lookups = dec._schemas(parts, None)  # the decoder's registry lookups and checks
+        lookups = dec.schema_lookups(parts, None)  # the decoder's registry lookups and checks
         found = _in_runs(parts, AVRO_RUN_BYTES, _AvroRun(parts, lookups))
     else:  # runs of about one scan chunk once shared envelope schemas are cut off
         live = np.flatnonzero(parts.valid & (parts.lengths > 10))

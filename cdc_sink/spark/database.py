@@ -278,18 +278,18 @@ class _SharedDeadLetters:
 
     def __init__(self, sink: DeadLetterSink) -> None:
         self.sink = sink
-        self._lock = threading.Lock()
+        self._mutex = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"sink": self.sink}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.sink = state["sink"]
-        self._lock = threading.Lock()
+        self._mutex = threading.Lock()
 
     def write(self, records: pa.Table) -> None:
         """Writes ``records`` to the shared sink."""
-        with self._lock:
+        with self._mutex:
             self.sink.write(records)
 
     def of_table(self, name: str) -> _TableDeadLetters:
@@ -318,13 +318,13 @@ class _TableDeadLetters:
     def forwarded_version(self, app_id: str) -> int | None:
         """The newest version of this table the sink holds."""
         forwarded = getattr(self.shared.sink, "forwarded_version", None)
-        with self.shared._lock:
+        with self.shared._mutex:
             version: int | None = None if forwarded is None else forwarded(self._app(app_id))
         return version
 
     def write_version(self, records: pa.Table, *, app_id: str, version: int) -> None:
         """Writes the rejects of this table's ``version``, once."""
-        with self.shared._lock:
+        with self.shared._mutex:
             write_version = getattr(self.shared.sink, "write_version", None)
             if write_version is None:
                 self.shared.sink.write(records)
@@ -360,7 +360,7 @@ class DatabaseSink(ProcessLocal):
         "_store",
         "_stopped",
         "_skipped",
-        "_lock",
+        "_mutex",
         "stats",
         "events",
     )
@@ -391,7 +391,7 @@ class DatabaseSink(ProcessLocal):
         self._store: ObjectStore | None = None
         self._stopped: dict[str, str] | None = None
         self._skipped: set[str] = set()
-        self._lock = threading.RLock()
+        self._mutex = threading.RLock()
         self.stats: list[RouterStats] = []
         self.events: TableEvents | None = None
 
@@ -412,7 +412,7 @@ class DatabaseSink(ProcessLocal):
         Raises:
             TableNotFound: The root holds no table ``name``.
         """
-        with self._lock:
+        with self._mutex:
             hit = self._writers.get(name)
         return (hit or self._open_writer(name)).table
 
@@ -665,7 +665,7 @@ class DatabaseSink(ProcessLocal):
 
     def _known_writer(self, name: str) -> TableWriter | None:
         """The writer of table ``name`` if it is open (now the most recently used)."""
-        with self._lock:
+        with self._mutex:
             hit = self._writers.get(name)
             if hit is not None:
                 self._writers.move_to_end(name)
@@ -719,7 +719,7 @@ class DatabaseSink(ProcessLocal):
 
     def _add_writer(self, name: str, writer: TableWriter) -> TableWriter:
         """Keeps ``writer`` (the most recently used)."""
-        with self._lock:
+        with self._mutex:
             self._writers[name] = writer
             self._writers.move_to_end(name)
         return writer
@@ -743,7 +743,7 @@ class DatabaseSink(ProcessLocal):
     # ------------------------------------------------------------------ schemas
     def _source_schemas(self) -> SourceSchemas:
         """The schemas of the sources' messages (made on first use)."""
-        with self._lock:
+        with self._mutex:
             if self._schemas is None:
                 self._schemas = SourceSchemas(
                     self.options.format,
@@ -797,7 +797,7 @@ class DatabaseSink(ProcessLocal):
     # ------------------------------------------------------------------ stops and skips
     def _stopped_reason(self, name: str) -> str | None:
         """Why table ``name`` is stopped (None: it is not)."""
-        with self._lock:
+        with self._mutex:
             if self._stopped is None:
                 self._stopped = self._load_stops()
             return self._stopped.get(name)
@@ -818,7 +818,7 @@ class DatabaseSink(ProcessLocal):
         """Records that table ``name`` is stopped, for ``reason``."""
         doc = {"table": name, "reason": reason, "batch_id": batch_id, "ms": int(time.time() * 1e3)}
         self._root_store().put(f"{_STOPPED_PREFIX}{name}.json", json.dumps(doc).encode())
-        with self._lock:
+        with self._mutex:
             if self._stopped is None:
                 self._stopped = self._load_stops()
             self._stopped[name] = reason
@@ -834,7 +834,7 @@ class DatabaseSink(ProcessLocal):
 
     def _skip(self, name: str, reason: str, n: int) -> None:
         """Leaves out ``n`` records of table ``name`` (it has no key)."""
-        with self._lock:
+        with self._mutex:
             first = name not in self._skipped
             self._skipped.add(name)
         if first:
@@ -844,7 +844,7 @@ class DatabaseSink(ProcessLocal):
 
     def _root_store(self) -> ObjectStore:
         """The store of the table root (its ``_database/`` entries)."""
-        with self._lock:
+        with self._mutex:
             if self._store is None:
                 root = self.database.table_root
                 local = parse_store_url(root).kind == "local"
@@ -865,7 +865,7 @@ class DatabaseSink(ProcessLocal):
                 break
             if name in used or name == UNROUTED:
                 continue
-            with self._lock:
+            with self._mutex:
                 writer = self._writers.pop(name)
             writer.close()
             total -= sizes[name]
@@ -876,7 +876,7 @@ class DatabaseSink(ProcessLocal):
     def close(self) -> None:
         """Closes every table's writer (forwarding what is left) and the dead-letter
         sink."""
-        with self._lock:
+        with self._mutex:
             writers = list(self._writers.values())
             self._writers.clear()
         for writer in writers:
