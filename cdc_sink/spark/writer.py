@@ -73,7 +73,7 @@ import pyarrow as pa
 
 from cdc_sink.dead_letters import DEAD_LETTER_SCHEMA, forward
 from cdc_sink.engine import CommitResult
-from cdc_sink.errors import InvalidArgument, InvalidOption, TableNotFound
+from cdc_sink.errors import CommitConflict, InvalidArgument, InvalidOption, TableNotFound
 from cdc_sink.formats import FormatName, SchemaEvolution, get_decoder
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import (
@@ -116,6 +116,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 BatchResult = Literal["committed", "skipped", "failed"]
+
+COMMIT_ATTEMPTS = 2
+"""How many times a micro-batch is decided and committed before a lost race fails it:
+the writer commits without reading the log, so another writer's commit (a notebook's
+``add_column``, a second job) is learnt from the conditional create it loses; the second
+attempt decides from the log it then read (skipped if the winner was this batch)."""
 
 
 class DeadLetterSink(Protocol):
@@ -364,34 +370,46 @@ class TableWriter(ProcessLocal):
             Exception: Whatever failed; nothing of the batch is visible then.
         """
         t0 = time.perf_counter()
-        txn = self.table.transaction(app_id=self.app_id, batch_id=batch_id)
-        if txn.skipped:  # a replay after a restart
-            st = BatchStats(batch_id, None, True, 0, 0, result="skipped")
-            st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
-            self._finish(st, t0)
-            return "skipped"
-        try:
-            with txn:  # any error: nothing of the attempt is visible
-                prepared = prepare(txn)
-                t1 = time.perf_counter()
-                res = self._commit(txn, prepared)
-                prepared.phases["commit"] = time.perf_counter() - t1
-        except BaseException as exc:
-            st = BatchStats(
-                batch_id,
-                None,
-                False,
-                0,
-                0,
-                result="failed",
-                error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-            )
-            self._finish(st, t0)
-            raise
+        for attempt in range(COMMIT_ATTEMPTS):
+            txn = self.table.transaction(app_id=self.app_id, batch_id=batch_id)
+            if txn.skipped:  # a replay after a restart, or a lost race's winner
+                st = BatchStats(batch_id, None, True, 0, 0, result="skipped")
+                st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
+                self._finish(st, t0)
+                return "skipped"
+            try:
+                with txn:  # any error: nothing of the attempt is visible
+                    prepared = prepare(txn)
+                    t1 = time.perf_counter()
+                    res = self._commit(txn, prepared)
+                    prepared.phases["commit"] = time.perf_counter() - t1
+                break
+            except CommitConflict as exc:
+                if attempt + 1 < COMMIT_ATTEMPTS:  # the writer follows the log, and retries
+                    logger.warning("batch %d: %s; deciding it again", batch_id, exc)
+                    continue
+                self._failed(batch_id, exc, t0)
+                raise
+            except BaseException as exc:
+                self._failed(batch_id, exc, t0)
+                raise
         st = self._committed_stats(batch_id, prepared, res)
         st.dead_letters_forwarded, st.phases["dead_letters"] = self._forward(txn)
         self._finish(st, t0)
         return "committed"
+
+    def _failed(self, batch_id: int, exc: BaseException, t0: float) -> None:
+        """Records a failed batch's stats."""
+        st = BatchStats(
+            batch_id,
+            None,
+            False,
+            0,
+            0,
+            result="failed",
+            error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+        )
+        self._finish(st, t0)
 
     def _evolve_schema(self, df: DataFrame) -> None:
         """Schema evolution, for any format whose decoder evolves the table's schema

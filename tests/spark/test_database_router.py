@@ -394,3 +394,22 @@ def test_the_routing_task_tags_batches_with_and_without_tables(tmp_path: Path) -
     reasons = got.column("__reason").to_pylist()
     assert reasons[1] and "source" in reasons[1]
     assert reasons[0] is None
+
+
+def test_a_commit_lost_to_another_writer_is_decided_again(tmp_path: Path) -> None:
+    """The writer commits without reading the log: another writer's version (a notebook's
+    add_column here) is learnt from the conditional create the writer loses; the table's
+    writer then decides the batch again and commits it at the next version, once."""
+    sink(tmp_path).write_rows(batch([message("customers", CUSTOMERS, "c", customer(1))]), 0)
+    path = str(tmp_path / "inventory.customers")
+    writer = TableWriter(path, SinkOptions(format="debezium", app_id="w").checked())
+    writer.write_rows(batch([message("customers", CUSTOMERS, "c", customer(2))], 1), 1)
+    open_table(path).add_column("note", "string")  # elsewhere
+    got = writer.write_rows(batch([message("customers", CUSTOMERS, "c", customer(3))], 2), 2)
+    assert got == "committed"
+    assert [st.result for st in writer.stats] == ["committed", "committed"]
+    t = open_table(path)
+    assert [v["batch_id"] for v in t.versions() if v["app_id"] == "w"] == [1, 2]
+    assert rows_of(tmp_path, "inventory.customers", "id") == [
+        customer(i, note=None) for i in (1, 2, 3)
+    ]
