@@ -71,6 +71,7 @@ from cdc_sink.errors import InvalidOption, NoPrimaryKey, SchemaError, TableNotFo
 from cdc_sink.formats import source_tables
 from cdc_sink.formats.source_schema import SchemaChange, schema_change
 from cdc_sink.formats.source_tables import Routed, SourceTable, route
+from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import with_refused
 from cdc_sink.spark._driver import raw_columns
 from cdc_sink.spark._source_schemas import SourceSchemas
@@ -782,13 +783,13 @@ class DatabaseSink(ProcessLocal):
                 name,
                 _bytes(sub, "value", i),
                 _bytes(sub, "key", i),
-                num_buckets=table.schema.num_buckets,
+                num_buckets=_own_schema(table).num_buckets,
             )
         except NoPrimaryKey:
             return None  # the table has the key the user named: the rows are checked
         except SchemaError as exc:
             return f"a schema no table can take: {exc}"
-        change = schema_change(table.schema, source)
+        change = schema_change(_own_schema(table), source)
         if change.refused is not None:
             return change.refused
         _apply_change(name, table, change)
@@ -941,11 +942,21 @@ def _apply_change(name: str, table: Table, change: SchemaChange) -> None:
         table.widen_column(col_name, new_type)
 
 
+def _own_schema(table: Table) -> TableSchema:
+    """The newest schema the table's writer knows, without reading the log (a writer
+    learns another's versions from the commit it loses: :data:`~cdc_sink.spark.writer.
+    COMMIT_ATTEMPTS`), so that a steady-state batch makes no request for it."""
+    core = core_of(table)
+    return core.schema_at(core.version)
+
+
 def _held_bytes(writer: TableWriter) -> int:
     """Bytes of the tablets ``writer``'s table holds."""
     core = core_of(writer.table)
-    with core.exclusive():
-        return sum(int(t.memory_bytes()) for t in core.held_tablets().values())
+    buckets = core.schema_at(core.version).num_buckets
+    with core.exclusive():  # no log read: what this process holds, as it holds it
+        held = (core.writer_tablet(b) for b in range(buckets))
+        return sum(int(t.memory_bytes()) for t in held if t is not None)
 
 
 def _check_router_options(opts: SinkOptions) -> None:
