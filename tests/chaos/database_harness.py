@@ -37,6 +37,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -80,8 +81,14 @@ class DatabaseChaosConfig:
         chunk: Records produced at a time while a job runs (every ``pace`` seconds).
         pace: Seconds between two chunks.
         start_kill_share: Share of the kills that fall at a random moment of the job's
-            start (before its first batch of the run); the others fall after it.
-        kill_after: Seconds after the run's first batch within which the kill falls.
+            start (before its first batch of the run).
+        aimed_kill_share: Share of the kills aimed at the run's first batch, the backlog
+            of the time the job was down, while it commits its tables: at a random
+            fraction (``aim``) of the time the earlier runs took to log their first
+            batch.
+        aim: Range of that fraction.
+        kill_after: Seconds after the run's first batch within which the other kills
+            fall.
         run_timeout: Seconds a killed run may take to log its first batch.
         final_timeout: Seconds the final run may take.
         table_root: The root's URL on an object store (empty: ``workdir/root``).
@@ -102,6 +109,8 @@ class DatabaseChaosConfig:
     chunk: int = 150
     pace: float = 0.5
     start_kill_share: float = 0.2
+    aimed_kill_share: float = 0.0
+    aim: tuple[float, float] = (0.85, 1.02)
     kill_after: tuple[float, float] = (0.0, 4.0)
     run_timeout: float = 240.0
     final_timeout: float = 600.0
@@ -129,7 +138,10 @@ class DatabaseChaosResult:
     records: int = 0
     kills: int = 0
     start_kills: int = 0
+    aimed_kills: int = 0
+    last_batch_logged: int = -1
     batches_at_kills: list[int] = field(default_factory=list)
+    tables_ahead_at_kills: list[int] = field(default_factory=list)
     first_batch_seconds: list[float] = field(default_factory=list)
     batches: int = 0
     versions: int = 0
@@ -322,7 +334,11 @@ class _Job:
 
     def batches(self) -> int:
         """Micro-batches the run logged as done."""
-        return len(BATCH_LINE.findall(self.log_path.read_text(errors="replace")))
+        return len(self.batch_ids())
+
+    def batch_ids(self) -> list[int]:
+        """The ids of the micro-batches the run logged as done."""
+        return [int(b) for b in BATCH_LINE.findall(self.log_path.read_text(errors="replace"))]
 
     def wait_batches(self, n: int, timeout: float) -> bool:
         """Waits until the run logged ``n`` batches (False: it exited or timed out)."""
@@ -346,14 +362,41 @@ class _Job:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-40:])
 
 
+def _tables_holding(cfg: DatabaseChaosConfig, names: list[str], batch_id: int) -> int:
+    """How many of the tables ``names`` hold micro-batch ``batch_id``."""
+    from cdc_sink.errors import TableNotFound
+    from cdc_sink.spark.database import table_path
+    from cdc_sink.table import open_table
+
+    n = 0
+    for name in names:
+        try:
+            table = open_table(
+                table_path(cfg.root, name), storage_options=cfg.storage_options or None
+            )
+        except TableNotFound:
+            continue
+        n += any(v.get("batch_id") == batch_id for v in table.versions()[-3:])
+    return n
+
+
 def _killed_run(
-    cfg: DatabaseChaosConfig, res: DatabaseChaosResult, k: int, rng: random.Random, log: Any
+    cfg: DatabaseChaosConfig,
+    res: DatabaseChaosResult,
+    k: int,
+    rng: random.Random,
+    names: list[str],
+    log: Any,
 ) -> None:
     job = _Job(cfg, str(k), available_now=False)
+    roll = rng.random()
     try:
-        if rng.random() < cfg.start_kill_share:
+        if roll < cfg.start_kill_share:
             time.sleep(rng.uniform(1.0, 12.0))  # in the JVM's start, the session's, the plan's
             res.start_kills += 1
+        elif roll < cfg.start_kill_share + cfg.aimed_kill_share and res.first_batch_seconds:
+            time.sleep(rng.uniform(*cfg.aim) * statistics.median(res.first_batch_seconds))
+            res.aimed_kills += 1
         elif job.wait_batches(1, cfg.run_timeout):
             res.first_batch_seconds.append(round(time.monotonic() - job.t0, 1))
             time.sleep(rng.uniform(*cfg.kill_after))
@@ -364,13 +407,22 @@ def _killed_run(
         log(f"run {k}: exited {code} by itself (see {job.log_path})")
         return
     res.kills += 1
-    res.batches_at_kills.append(job.batches())
-    log(f"run {k}: SIGKILL after {job.batches()} batches of the run")
+    ids = job.batch_ids()
+    res.batches_at_kills.append(len(ids))
+    res.last_batch_logged = max([res.last_batch_logged, *ids])
+    # the batch after the last one logged: the tables that committed it before the kill
+    ahead = _tables_holding(cfg, names, res.last_batch_logged + 1)
+    res.tables_ahead_at_kills.append(ahead)
+    log(
+        f"run {k}: SIGKILL after {len(ids)} batches of the run; {ahead} tables held "
+        f"batch {res.last_batch_logged + 1}"
+    )
 
 
 def run_database_chaos(cfg: DatabaseChaosConfig, *, log: Any = print) -> DatabaseChaosResult:
     """One run (see the module docstring); returns the verified result."""
     from cdc_sink.kafka.admin import create_topic
+    from cdc_sink.spark.database import UNROUTED
 
     t0 = time.monotonic()
     cfg.workdir.mkdir(parents=True, exist_ok=True)
@@ -378,13 +430,14 @@ def run_database_chaos(cfg: DatabaseChaosConfig, *, log: Any = print) -> Databas
     res = DatabaseChaosResult(tables=cfg.tables, events=stream.events, records=len(stream.records))
     for topic in sorted({t for t, _, _ in stream.records}):
         create_topic(cfg.bootstrap, topic, 1)
+    names = [*sorted(stream.model), UNROUTED]
     producer = _Producer(cfg, stream.records)
     producer.start()
     rng = random.Random(cfg.seed)
     for k in range(cfg.kills):
         producer.running.set()
         try:
-            _killed_run(cfg, res, k, rng, log)
+            _killed_run(cfg, res, k, rng, names, log)
         finally:
             producer.running.clear()
     producer.drain()

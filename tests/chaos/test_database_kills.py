@@ -39,6 +39,7 @@ def test_random_sigkills_of_a_many_table_job_lose_and_double_nothing(
         kills=KILLS,
         seed=48,
         start_kill_share=0.0,
+        aimed_kill_share=1.0,  # after the first run: at its first batch's commits
         kill_after=(0.0, 2.0),
     )
     res = run_database_chaos(cfg)
