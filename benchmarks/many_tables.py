@@ -2,15 +2,18 @@
 
 ``DatabaseSink.write_rows`` (the code a Spark ``foreachBatch`` runs after ``toArrow``) is
 given micro-batches of ``--events`` Debezium JSON events with schemas (the documented
-MySQL envelope, tests/formats/debezium_docs), spread over ``N`` source tables uniformly or
-Zipf-skewed (``s = --zipf``), and the same batches' events all in one table. Each table:
+MySQL envelope, tests/formats/debezium_docs), spread over ``N`` source tables (uniformly,
+Zipf-skewed with s = 1.1, or uniformly over a subset of 100 tables drawn anew for each
+measured batch), and the same batches' events all in one table. Each table:
 ``id`` int64 key, ``name`` and ``status`` strings, ``amount`` Connect ``Decimal(12, 2)``,
 ``qty`` int32, ``updated_at`` ``io.debezium.time.Timestamp``. A run: a fresh root, one
 warm-up batch of inserts that creates every table (not timed), then ``--batches``
-batches of 80% updates of existing keys (with ``before``), 15% inserts, 5% deletes.
+batches of 80% updates of existing keys (with ``before``), 15% inserts, 5% deletes. The
+tables have ``--buckets`` buckets and ``--prepare-threads`` prepare threads.
 
 Each (configuration, run) is a child process of its own, so that its peak RSS is its own.
-Per configuration: events/s over the measured batches (median of the runs), wall time per
+Per configuration: events/s over the measured batches (median of the runs), and per CPU
+second of the process (every thread; the figure to compare on a loaded machine), wall time per
 batch (p50/p99 over every run's batches), peak and grown RSS of the process, freshness
 per table (the time the table's commit returned, through the ``TableEvents.observe``
 hook, minus the time the batch was handed to ``write_rows``: no Kafka or trigger, the
@@ -20,19 +23,23 @@ them) for the tables written in the last batch (hot) and those not (idle), the t
 open and their bytes after each batch (``TableEvents.tables_open``) against
 ``memory_budget_bytes``, and the time of a one-event batch to a table not open in the
 process (a reload: ``open_table`` and its tablets' load) against one to an open table.
+The tables' ``BatchStats.phases`` summed per batch, and the time of the budget's byte
+count over every open table, say where a batch's time goes.
 
-Configurations are ``<tables><u|z>-t<commit_threads>[-b<budget MB>]``, e.g. ``1u-t8``,
-``200u-t4``, ``1000z-t8-b64``.
+Configurations are ``<tables><u|z|w>-t<commit_threads>[-b<budget MiB>]`` (uniform, Zipf,
+subset), e.g. ``1u-t8``, ``200u-t4``, ``1000w-t8-b16``.
 
 Run::
 
     NUMPY_MADVISE_HUGEPAGE=0 .venv/bin/python benchmarks/many_tables.py \\
-        [--configs 1u-t8,200u-t1,200u-t4,200u-t8,200z-t8,1000u-t8,1000z-t8,1000z-t8-b64] \\
-        [--runs 3] [--batches 4] [--events 50000] [--dir /tmp/cdc_many_tables] \\
-        [--json out.json] [--profile 200u-t8]
+        [--configs 1u-t8,200u-t8,200z-t8,200u-t1,200u-t4,1000w-t8-b16,1000z-t8] \\
+        [--runs 3] [--batches 3] [--events 50000] [--dir /tmp/cdc_many_tables] \\
+        [--buckets 4] [--prepare-threads N] [--json out.json] [--from-json out.json] \\
+        [--profile 200u-t1]
 
-``--profile CONFIG`` runs that configuration once under cProfile and prints where the
-measured batches' time goes.
+``--profile CONFIG`` runs that configuration once under cProfile (the commit threads
+included) and prints where the measured batches' time goes; ``--from-json`` prints the
+report of a saved run. docs/benchmarks.md ("Many tables in one job") has the figures.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +74,7 @@ from cdc_sink.spark.writer import BatchStats
 
 DOCS = Path(__file__).resolve().parent.parent / "tests" / "formats" / "debezium_docs"
 CONFIG = re.compile(r"^(\d+)([uzw])-t(\d+)(?:-b(\d+))?$")
-DEFAULT_CONFIGS = "1u-t8,200u-t1,200u-t4,200u-t8,200z-t8,1000u-t8,1000z-t8,1000z-t8-b64"
+DEFAULT_CONFIGS = "1u-t8,200u-t8,200z-t8,200u-t1,200u-t4,1000w-t8-b16,1000z-t8"
 SPREADS = {"u": "uniform", "z": "zipf", "w": "subset"}
 SUBSET = 100
 """Tables a batch of the ``w`` spread writes (drawn anew each batch, uniform in them)."""
@@ -325,12 +332,9 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
     warm = work.batch(True)
     root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
     budget = cfg.budget_mb << 20 if cfg.budget_mb else None
-    dbo = DatabaseOptions(
-        root,
-        commit_threads=cfg.threads,
-        num_buckets=args.buckets,
-        **({"memory_budget_bytes": budget} if budget else {}),
-    )
+    dbo = DatabaseOptions(root, commit_threads=cfg.threads, num_buckets=args.buckets)
+    if budget:
+        dbo = replace(dbo, memory_budget_bytes=budget)
     sink_options = SinkOptions(
         format="debezium", table=TableOptions(prepare_threads=args.prepare_threads)
     )
@@ -435,7 +439,7 @@ def _profile_tables(sink: DatabaseSink, profiles: list[cProfile.Profile]) -> Non
             prof.disable()
             profiles.append(prof)
 
-    sink._write_part = profiled  # type: ignore[method-assign]
+    sink._write_part = profiled  # type: ignore[method-assign,assignment]
     sink.profiling = on  # type: ignore[attr-defined]
 
 
@@ -567,7 +571,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--configs", default=DEFAULT_CONFIGS)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--batches", type=int, default=4, help="measured batches per run")
+    ap.add_argument("--batches", type=int, default=3, help="measured batches per run")
     ap.add_argument("--events", type=int, default=50_000, help="events per micro-batch")
     ap.add_argument("--dir", default="/tmp/cdc_many_tables", help="where the roots are made")
     ap.add_argument(
@@ -596,9 +600,10 @@ def main() -> None:
         print(res.profile)
         print(f"events/s {res.events_per_s:,.0f}; batches s {res.batch_s}")
         return
+    rows: list[dict[str, Any]] = []
+    base: dict[str, Any] | None = None
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
-        rows, base = [], None
         for name, got in saved.items():
             cfg = Config.parse(name)
             runs = [RunResult(**r) for r in got["runs"]]
@@ -607,8 +612,7 @@ def main() -> None:
         report(rows)
         return
     print(machine())
-    rows, everything = [], {}
-    base: dict[str, Any] | None = None
+    everything: dict[str, Any] = {}
     for name in args.configs.split(","):
         cfg = Config.parse(name)
         runs = []
