@@ -79,7 +79,7 @@ from cdc_sink.spark.options import SinkOptions
 from cdc_sink.spark.writer import BatchStats, DeadLetterSink, TableWriter, default_app_id
 from cdc_sink.storage.objectstore import ObjectStore, store_for
 from cdc_sink.storage.objectstore.urls import parse_store_url
-from cdc_sink.table import Table, create_table, open_table
+from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink.utils.process_local import ProcessLocal
 
 if TYPE_CHECKING:
@@ -378,7 +378,7 @@ class DatabaseSink(ProcessLocal):
         _check_router_options(opts)
         if opts.app_id is None:
             opts = replace(opts, app_id=default_app_id(self.database.table_root))
-        self.options = opts
+        self.options = _one_prepare_thread(opts)
         self.dead_letter = _SharedDeadLetters(dead_letter) if dead_letter is not None else None
         SourceSchemas(  # checks the format and the registry options now
             opts.format, opts.decode.options, schema_dir=self.database.schema_dir
@@ -957,6 +957,18 @@ def _held_bytes(writer: TableWriter) -> int:
     with core.exclusive():  # no log read: what this process holds, as it holds it
         held = (core.writer_tablet(b) for b in range(buckets))
         return sum(int(t.memory_bytes()) for t in held if t is not None)
+
+
+def _one_prepare_thread(opts: SinkOptions) -> SinkOptions:
+    """``opts`` with one thread preparing each table's buckets unless the user chose a
+    number (``TableOptions.prepare_threads``): the router writes its tables on
+    ``commit_threads`` threads already, and a thread pool of each table's own, started
+    for each batch, cost more than it gained (docs/benchmarks.md, "Many tables in one
+    job")."""
+    table = opts.table or TableOptions()
+    if table.prepare_threads is not None:
+        return opts
+    return replace(opts, table=replace(table, prepare_threads=1))
 
 
 def _check_router_options(opts: SinkOptions) -> None:
