@@ -42,7 +42,8 @@ COLUMNS = (
     ("kills", "SIGKILLs"),
     ("start_kills", "of them at start"),
     ("aimed_kills", "aimed at a batch"),
-    ("tables_ahead_at_kills", "kills after a table committed the next batch"),
+    ("fault_point_deaths", "fault-point deaths"),
+    ("tables_ahead_at_kills", "runs ended between tables' commits"),
     ("batches", "batches"),
     ("versions", "table versions"),
     ("rows", "rows"),
@@ -81,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--roots", default="local,s3", help="local, s3 or both")
     p.add_argument("--tables", type=int, default=50)
-    p.add_argument("--kills", type=int, default=10, help="SIGKILLed runs per root")
+    p.add_argument(
+        "--kills",
+        type=int,
+        default=10,
+        help="killed runs per root (SIGKILLs and fault-point deaths)",
+    )
     p.add_argument("--events", type=int, default=20000, help="change events per root")
     p.add_argument("--malformed", type=int, default=20, help="records naming no table")
     p.add_argument("--max-offsets", type=int, default=1000, help="records per micro-batch")
@@ -99,6 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         default=0.4,
         help="share of the kills aimed at the run's first batch while it commits its tables",
     )
+    p.add_argument(
+        "--fault-point-share",
+        type=float,
+        default=0.0,
+        help="share of the runs left to die at a random storage fault point "
+        "(CDC_SINK_CRASH_RANDOM), mostly while a batch commits its tables",
+    )
+    p.add_argument("--fault-probability", type=float, default=0.005)
     p.add_argument(
         "--kill-after",
         default="0,10",
@@ -137,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                 pace=args.pace,
                 start_kill_share=args.start_kill_share,
                 aimed_kill_share=args.aimed_kill_share,
+                fault_point_share=args.fault_point_share,
+                fault_probability=args.fault_probability,
                 kill_after=tuple(float(x) for x in args.kill_after.split(",")),  # type: ignore[arg-type]
                 table_root="" if root == "local" else s3.url(f"{name}/root"),  # type: ignore[union-attr]
                 storage_options={} if root == "local" else s3.storage_options(),  # type: ignore[union-attr]

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdc_sink.storage.faults import CRASH_RANDOM_ENV
 from tests.integration.streams import cdc_sink_command, job_process_env
 from tests.spark.test_database_router import message
 
@@ -87,6 +88,10 @@ class DatabaseChaosConfig:
             fraction (``aim``) of the time the earlier runs took to log their first
             batch.
         aim: Range of that fraction.
+        fault_point_share: Share of the runs left to die at a random storage fault
+            point (``CDC_SINK_CRASH_RANDOM``: each point the job reaches kills it with
+            ``fault_probability``), most of them while a batch commits its tables.
+        fault_probability: The probability of dying at each fault point reached.
         kill_after: Seconds after the run's first batch within which the other kills
             fall.
         run_timeout: Seconds a killed run may take to log its first batch.
@@ -111,6 +116,8 @@ class DatabaseChaosConfig:
     start_kill_share: float = 0.2
     aimed_kill_share: float = 0.0
     aim: tuple[float, float] = (0.85, 1.02)
+    fault_point_share: float = 0.0
+    fault_probability: float = 0.005
     kill_after: tuple[float, float] = (0.0, 4.0)
     run_timeout: float = 240.0
     final_timeout: float = 600.0
@@ -139,6 +146,7 @@ class DatabaseChaosResult:
     kills: int = 0
     start_kills: int = 0
     aimed_kills: int = 0
+    fault_point_deaths: list[str] = field(default_factory=list)
     last_batch_logged: int = -1
     batches_at_kills: list[int] = field(default_factory=list)
     tables_ahead_at_kills: list[int] = field(default_factory=list)
@@ -320,13 +328,20 @@ def job_env(cfg: DatabaseChaosConfig) -> dict[str, str]:
 class _Job:
     """One run of the job, its output in ``job-<name>.log``."""
 
-    def __init__(self, cfg: DatabaseChaosConfig, name: str, *, available_now: bool) -> None:
+    def __init__(
+        self,
+        cfg: DatabaseChaosConfig,
+        name: str,
+        *,
+        available_now: bool,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.t0 = time.monotonic()
         self.log_path = cfg.workdir / f"job-{name}.log"
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
                 job_command(cfg, available_now=available_now),
-                env=job_env(cfg),
+                env={**job_env(cfg), **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own group: the JVM and the Python workers
@@ -388,10 +403,15 @@ def _killed_run(
     names: list[str],
     log: Any,
 ) -> None:
-    job = _Job(cfg, str(k), available_now=False)
     roll = rng.random()
+    fault_run = 1.0 - roll <= cfg.fault_point_share
+    crash = {CRASH_RANDOM_ENV: f"{cfg.seed * 1000 + k}:{cfg.fault_probability}"}
+    job = _Job(cfg, str(k), available_now=False, env=crash if fault_run else None)
     try:
-        if roll < cfg.start_kill_share:
+        if fault_run:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                job.proc.wait(timeout=cfg.run_timeout)
+        elif roll < cfg.start_kill_share:
             time.sleep(rng.uniform(1.0, 12.0))  # in the JVM's start, the session's, the plan's
             res.start_kills += 1
         elif roll < cfg.start_kill_share + cfg.aimed_kill_share and res.first_batch_seconds:
@@ -402,21 +422,24 @@ def _killed_run(
             time.sleep(rng.uniform(*cfg.kill_after))
     finally:
         code = job.kill()
-    if code is not None:
+    text = job.log_path.read_text(errors="replace")
+    if code is not None and fault_run and "crash injected at fault point " in text:
+        point = text.split("crash injected at fault point ", 1)[1].split("\n", 1)[0]
+        res.fault_point_deaths.append(point)
+        log(f"run {k}: died at fault point {point}")
+    elif code is not None:
         res.failures.append(f"run {k}: the job exited {code} by itself: {job.tail()}")
         log(f"run {k}: exited {code} by itself (see {job.log_path})")
         return
-    res.kills += 1
+    else:
+        res.kills += 1
     ids = job.batch_ids()
     res.batches_at_kills.append(len(ids))
     res.last_batch_logged = max([res.last_batch_logged, *ids])
     # the batch after the last one logged: the tables that committed it before the kill
     ahead = _tables_holding(cfg, names, res.last_batch_logged + 1)
     res.tables_ahead_at_kills.append(ahead)
-    log(
-        f"run {k}: SIGKILL after {len(ids)} batches of the run; {ahead} tables held "
-        f"batch {res.last_batch_logged + 1}"
-    )
+    log(f"run {k}: after {len(ids)} batches of the run {ahead} tables held the next batch")
 
 
 def run_database_chaos(cfg: DatabaseChaosConfig, *, log: Any = print) -> DatabaseChaosResult:
