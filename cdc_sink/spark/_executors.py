@@ -66,8 +66,10 @@ __all__ = ["MISALIGNED_LIMIT", "ExecutorsApply"]
 
 _log = logging.getLogger(__name__)
 
-_TABLES = TableCache()
-"""This worker's tables prepared into (tablets cached across batches; rebuilt after fork)."""
+_TABLES = TableCache(capacity=64)
+"""This worker's tables prepared into (tablets cached across batches; rebuilt after fork):
+up to 64, the least recently used dropped first, so that a whole-database job's tables
+(:mod:`cdc_sink.spark.database`) are not reloaded by every task."""
 
 _MESSAGE = pa.schema(
     [
