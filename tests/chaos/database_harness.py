@@ -11,7 +11,9 @@ One run (:func:`run_database_chaos`)::
                       a job runs
     killed runs       the job (``--trigger 1 second``, a Parquet dead-letter directory),
                       SIGKILLed at a random moment: of its start, of a micro-batch (while
-                      its tables commit, concurrently), or between two batches
+                      its tables commit, concurrently), or between two batches; or left
+                      to die at a random storage fault point (``CDC_SINK_CRASH_RANDOM``),
+                      most of them reached while a batch commits its tables
     final run         the job with ``--trigger available-now``, which must exit 0
 
 Then :func:`verify` checks, from the stream as produced (each table's dictionary model)
