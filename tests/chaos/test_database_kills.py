@@ -7,9 +7,10 @@ name no table are in the dead letters exactly once.
 
 Each kill costs a Spark start (JVM, session, streaming query, first micro-batch), the
 most of this test's time: the suite runs :data:`KILLS` of them
-(``CDC_SINK_DATABASE_KILLS``, default 2). The issue's run (50 tables, 10 kills and more,
-a local root and one on S3) is ``benchmarks/database_chaos.py`` (docs/benchmarks.md,
-"Many tables: SIGKILL").
+(``CDC_SINK_DATABASE_KILLS``, default 1: seed 48 makes it a death at a storage fault
+point while the batch commits its tables; 2 adds a SIGKILL). The issue's run (50
+tables, 10 kills and more, a local root and one on S3) is
+``benchmarks/database_chaos.py`` (docs/benchmarks.md, "Many tables: SIGKILL").
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tests.chaos.database_harness import DatabaseChaosConfig, run_database_chaos
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
-KILLS = int(os.environ.get("CDC_SINK_DATABASE_KILLS", "2"))
+KILLS = int(os.environ.get("CDC_SINK_DATABASE_KILLS", "1"))
 
 
 def test_random_sigkills_of_a_many_table_job_lose_and_double_nothing(

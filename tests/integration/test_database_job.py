@@ -7,7 +7,8 @@ key and one created mid-stream, columns added and widened while the stream runs,
 tombstones) goes to one topic per table, with its transaction-metadata and heartbeat
 topics (the job subscribes to them too: their records are no tables' and no errors),
 then one record that names no table (no ``source`` block). One ``available-now``
-run of the job subscribed by pattern must leave every table equal to the stream's
+run of the job subscribed by pattern, in executors mode (the records routed and the
+tables prepared in Spark tasks), must leave every table equal to the stream's
 reference model, and the record naming no table in the dead letters exactly once, with
 its topic, partition and offset.
 """
@@ -89,6 +90,8 @@ def test_cdc_sink_run_writes_every_table_of_a_database_exactly(
             "available-now",
             "--max-offsets-per-trigger",
             "700",
+            "--apply-mode",
+            "executors",  # routed and prepared in Spark tasks (driver mode: the inventory test)
             "--master",
             "local[2]",
             "--spark-log-level",
