@@ -112,7 +112,10 @@ def _start_spark(
         return SparkSession.builder.remote(args.remote).getOrCreate()
     builder = SparkSession.builder.appName(args.query_name).config(map=conf)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not spark-submit: Spark starts here
-        builder = builder.master(args.master or os.environ.get("SPARK_MASTER") or "local[*]")
+        master = args.master or os.environ.get("SPARK_MASTER") or "local[*]"
+        if master.startswith("local"):  # its Python workers run this environment's Python
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.master(master)
         own = s3a_checkpoint_conf(in_process_conf(), checkpoint, storage_options)
         builder = builder.config(map=dict[str, Any](own))
     spark = builder.getOrCreate()
