@@ -40,6 +40,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -215,20 +216,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{mode}: {res.to_json()} ({time.monotonic() - t0:.0f}s)", flush=True)
             ok = ok and not res.failures
     finally:
-        broker.stop()
-        if s3 is not None:
-            s3.stop()
-        if not args.workdir:
-            shutil.rmtree(base, ignore_errors=True)
+        stop_servers(broker, s3, base if not args.workdir else None)
+    report_results(results, args.json)
+    return 0 if ok else 1
+
+
+def stop_servers(broker: Any, s3: Any, workdir: Path | None) -> None:
+    """Stops the runs' broker and S3 server (None: none) and removes their work
+    directory (None: kept, the user named it)."""
+    broker.stop()
+    if s3 is not None:
+        s3.stop()
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def report_results(results: dict[str, Any], json_path: str | None) -> None:
+    """Prints the runs' results as JSON, with the command that made them, and writes them
+    to ``json_path`` when given."""
     summary = json.dumps(
         {"command": " ".join([sys.executable, *sys.argv]), "results": results},
         indent=1,
         sort_keys=True,
     )
     print(summary)
-    if args.json:
-        Path(args.json).write_text(summary)
-    return 0 if ok else 1
+    if json_path:
+        Path(json_path).write_text(summary)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -31,6 +30,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from chaos import report_results, stop_servers  # benchmarks/ is sys.path[0] when run
 
 from cdc_sink_testkit.kafka import BOOTSTRAP_ENV, start_kafka
 from tests.chaos.database_harness import DatabaseChaosConfig, run_database_chaos
@@ -168,20 +169,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{root}: FAILED: {failure}", flush=True)
             ok = ok and not res.failures
     finally:
-        broker.stop()
-        if s3 is not None:
-            s3.stop()
-        if not args.workdir:
-            shutil.rmtree(base, ignore_errors=True)
+        stop_servers(broker, s3, base if not args.workdir else None)
     print(table(results))
-    summary = json.dumps(
-        {"command": " ".join([sys.executable, *sys.argv]), "results": results},
-        indent=1,
-        sort_keys=True,
-    )
-    print(summary)
-    if args.json:
-        Path(args.json).write_text(summary)
+    report_results(results, args.json)
     return 0 if ok else 1
 
 

@@ -83,7 +83,10 @@ from cdc_sink_testkit.avro_connect import avro_datum, avro_schema
 
 __all__ = [
     "DATABASE_TABLES",
+    "HEARTBEAT_SCHEMA",
+    "TRANSACTION_SCHEMA",
     "InventoryStream",
+    "KafkaRecordProducer",
     "Message",
     "RecordProducer",
     "SchemaRegistrar",
@@ -700,14 +703,16 @@ class _Generator:
             "ts_ms": self.tick(),
         }
         key = {"id": self.tx["id"]}
-        self.out.append(_Event(f"{self.prefix}.transaction", _TX_KEY, key, _TX_VALUE, payload))
+        self.out.append(
+            _Event(f"{self.prefix}.transaction", _TX_KEY, key, TRANSACTION_SCHEMA, payload)
+        )
 
     def heartbeat(self) -> None:
         """A heartbeat record on ``__debezium-heartbeat.<prefix>``."""
         key = {"serverName": self.prefix}
         value = {"ts_ms": self.tick()}
         self.out.append(
-            _Event(f"__debezium-heartbeat.{self.prefix}", _HB_KEY, key, _HB_VALUE, value)
+            _Event(f"__debezium-heartbeat.{self.prefix}", _HB_KEY, key, HEARTBEAT_SCHEMA, value)
         )
 
     # -- DDL
@@ -1075,7 +1080,7 @@ class _Generator:
         self.end()
 
 
-_MYSQL_SOURCE = [  # (field, type, optional, default false): the documented order
+_COMMON_SOURCE = [  # (field, type, optional, default false): every connector's first
     ("version", "string", False, False),
     ("connector", "string", False, False),
     ("name", "string", False, False),
@@ -1084,6 +1089,9 @@ _MYSQL_SOURCE = [  # (field, type, optional, default false): the documented orde
     ("ts_ns", "int64", False, False),
     ("snapshot", "boolean", True, True),
     ("db", "string", False, False),
+]
+_MYSQL_SOURCE = [  # then the documented order of each connector's own
+    *_COMMON_SOURCE,
     ("table", "string", True, False),
     ("server_id", "int64", False, False),
     ("gtid", "string", True, False),
@@ -1094,14 +1102,7 @@ _MYSQL_SOURCE = [  # (field, type, optional, default false): the documented orde
     ("query", "string", True, False),
 ]
 _PG_SOURCE = [
-    ("version", "string", False, False),
-    ("connector", "string", False, False),
-    ("name", "string", False, False),
-    ("ts_ms", "int64", False, False),
-    ("ts_us", "int64", False, False),
-    ("ts_ns", "int64", False, False),
-    ("snapshot", "boolean", True, True),
-    ("db", "string", False, False),
+    *_COMMON_SOURCE,
     ("sequence", "string", True, False),
     ("schema", "string", False, False),
     ("table", "string", False, False),
@@ -1121,41 +1122,39 @@ _TRANSACTION_BLOCK: dict[str, Any] = {
     "version": 1,
     "field": "transaction",
 }
-_HB_KEY: dict[str, Any] = {
-    "type": "struct",
-    "fields": [{"type": "string", "optional": False, "field": "serverName"}],
-    "optional": False,
-    "name": "io.debezium.connector.common.ServerNameKey",
-    "version": 1,
-}
-_HB_VALUE: dict[str, Any] = {
-    "type": "struct",
-    "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
-    "optional": False,
-    "name": "io.debezium.connector.common.Heartbeat",
-    "version": 1,
-}
-_TX_KEY: dict[str, Any] = {
-    "type": "struct",
-    "fields": [{"type": "string", "optional": False, "field": "id"}],
-    "optional": False,
-    "name": "io.debezium.connector.common.TransactionMetadataKey",
-    "version": 1,
-}
-_TX_VALUE: dict[str, Any] = {
-    "type": "struct",
-    "fields": [
-        {"type": "string", "optional": False, "field": "status"},
-        {"type": "string", "optional": False, "field": "id"},
-        {"type": "int64", "optional": True, "field": "event_count"},
+
+
+def _common_struct(name: str, fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Connect struct schema of Debezium's ``io.debezium.connector.common`` (required,
+    version 1)."""
+    return {
+        "type": "struct",
+        "fields": fields,
+        "optional": False,
+        "name": f"io.debezium.connector.common.{name}",
+        "version": 1,
+    }
+
+
+def _field(type_: str, name: str, *, optional: bool = False) -> dict[str, Any]:
+    return {"type": type_, "optional": optional, "field": name}
+
+
+_HB_KEY = _common_struct("ServerNameKey", [_field("string", "serverName")])
+HEARTBEAT_SCHEMA = _common_struct("Heartbeat", [_field("int64", "ts_ms")])
+"""Debezium's heartbeat value schema (``SchemaFactory.heartbeatValueSchema``)."""
+_TX_KEY = _common_struct("TransactionMetadataKey", [_field("string", "id")])
+TRANSACTION_SCHEMA = _common_struct(
+    "TransactionMetadataValue",
+    [
+        _field("string", "status"),
+        _field("string", "id"),
+        _field("int64", "event_count", optional=True),
         {
             "type": "array",
             "items": {
                 "type": "struct",
-                "fields": [
-                    {"type": "string", "optional": False, "field": "data_collection"},
-                    {"type": "int64", "optional": False, "field": "event_count"},
-                ],
+                "fields": [_field("string", "data_collection"), _field("int64", "event_count")],
                 "optional": True,
                 "name": "event.collection",
                 "version": 1,
@@ -1163,12 +1162,10 @@ _TX_VALUE: dict[str, Any] = {
             "optional": True,
             "field": "data_collections",
         },
-        {"type": "int64", "optional": False, "field": "ts_ms"},
+        _field("int64", "ts_ms"),
     ],
-    "optional": False,
-    "name": "io.debezium.connector.common.TransactionMetadataValue",
-    "version": 1,
-}
+)
+"""Debezium's transaction metadata value schema (``SchemaFactory.transactionValueSchema``)."""
 
 
 # --------------------------------------------------------------------------- encoding

@@ -39,6 +39,7 @@ from cdc_sink.formats.source_tables import (
     SourceTable,
     route,
 )
+from cdc_sink_testkit.inventory import HEARTBEAT_SCHEMA, TRANSACTION_SCHEMA
 from cdc_sink_testkit.registry import LocalRegistry
 from tests.avro.connect import avro_datum, avro_schema
 from tests.avro.offline import URL as OFFLINE_URL
@@ -299,40 +300,6 @@ def test_tombstones_name_no_table_and_are_no_error_with_or_without_keys():
         assert r.reasons.tolist() == [None] * 5
 
 
-HEARTBEAT_SCHEMA = {  # SchemaFactory.heartbeatValueSchema
-    "type": "struct",
-    "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
-    "optional": False,
-    "name": "io.debezium.connector.common.Heartbeat",
-    "version": 1,
-}
-TRANSACTION_SCHEMA = {  # SchemaFactory.transactionValueSchema
-    "type": "struct",
-    "fields": [
-        {"type": "string", "optional": False, "field": "status"},
-        {"type": "string", "optional": False, "field": "id"},
-        {"type": "int64", "optional": True, "field": "event_count"},
-        {
-            "type": "array",
-            "items": {
-                "type": "struct",
-                "fields": [
-                    {"type": "string", "optional": False, "field": "data_collection"},
-                    {"type": "int64", "optional": False, "field": "event_count"},
-                ],
-                "optional": True,
-                "name": "event.collection",
-                "version": 1,
-            },
-            "optional": True,
-            "field": "data_collections",
-        },
-        {"type": "int64", "optional": False, "field": "ts_ms"},
-    ],
-    "optional": False,
-    "name": "io.debezium.connector.common.TransactionMetadataValue",
-    "version": 1,
-}
 # the PostgreSQL connector's documented transaction boundaries (postgresql.adoc)
 BEGIN = {
     "status": "BEGIN",
