@@ -19,7 +19,7 @@ from tests.chaos.harness import ChaosConfig, run_chaos
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
-KILLS = {"driver": 2, "executors": 1}
+KILLS = {"driver": 1, "executors": 1}
 
 
 @pytest.mark.parametrize("apply_mode", ["driver", "executors"])
