@@ -9,7 +9,9 @@ measured batch), and the same batches' events all in one table. Each table:
 ``qty`` int32, ``updated_at`` ``io.debezium.time.Timestamp``. A run: a fresh root, one
 warm-up batch of inserts that creates every table (not timed), then ``--batches``
 batches of 80% updates of existing keys (with ``before``), 15% inserts, 5% deletes. The
-tables have ``--buckets`` buckets and ``--prepare-threads`` prepare threads.
+tables have ``--buckets`` buckets (the router's default), the one table
+``--one-table-buckets`` (4, as the demo's and a one-table job's schema), and
+``--prepare-threads`` prepare threads.
 
 Each (configuration, run) is a child process of its own, so that its peak RSS is its own.
 Per configuration: events/s over the measured batches (median of the runs), and per CPU
@@ -34,7 +36,8 @@ Run::
     NUMPY_MADVISE_HUGEPAGE=0 .venv/bin/python benchmarks/many_tables.py \\
         [--configs 1u-t8,200u-t8,200z-t8,200u-t1,200u-t4,1000w-t8-b16,1000z-t8] \\
         [--runs 3] [--batches 3] [--events 50000] [--dir /tmp/cdc_many_tables] \\
-        [--buckets 4] [--prepare-threads N] [--json out.json] [--from-json out.json] \\
+        [--buckets 1] [--one-table-buckets 4] [--prepare-threads N] \\
+        [--json out.json] [--from-json out.json] \\
         [--profile 200u-t1]
 
 ``--profile CONFIG`` runs that configuration once under cProfile (the commit threads
@@ -332,7 +335,8 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
     warm = work.batch(True)
     root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
     budget = cfg.budget_mb << 20 if cfg.budget_mb else None
-    dbo = DatabaseOptions(root, commit_threads=cfg.threads, num_buckets=args.buckets)
+    buckets = args.one_table_buckets if cfg.tables == 1 else args.buckets
+    dbo = DatabaseOptions(root, commit_threads=cfg.threads, num_buckets=buckets)
     if budget:
         dbo = replace(dbo, memory_budget_bytes=budget)
     sink_options = SinkOptions(
@@ -575,7 +579,16 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=50_000, help="events per micro-batch")
     ap.add_argument("--dir", default="/tmp/cdc_many_tables", help="where the roots are made")
     ap.add_argument(
-        "--buckets", type=int, default=4, help="DatabaseOptions.num_buckets (its default: 4)"
+        "--buckets",
+        type=int,
+        default=DatabaseOptions("-").num_buckets,
+        help="buckets of each table when there are several (default: the router's default)",
+    )
+    ap.add_argument(
+        "--one-table-buckets",
+        type=int,
+        default=4,
+        help="buckets of the one table (default 4, as a one-table job's schema has)",
     )
     ap.add_argument(
         "--prepare-threads",
@@ -672,6 +685,8 @@ def _child(cfg: Config, args: argparse.Namespace, seed: int, *, profile: bool) -
         str(seed),
         "--buckets",
         str(args.buckets),
+        "--one-table-buckets",
+        str(args.one_table_buckets),
     ]
     if args.prepare_threads:
         cmd += ["--prepare-threads", str(args.prepare_threads)]

@@ -219,9 +219,9 @@ def _add_database_args(p: argparse.ArgumentParser) -> None:
     db.add_argument(
         "--default-buckets",
         type=int,
-        default=4,
+        default=1,
         metavar="N",
-        help="buckets of a table the job creates (default 4)",
+        help="buckets of a table the job creates (default 1; --table-buckets for a large one)",
     )
     db.add_argument(
         "--table-buckets",

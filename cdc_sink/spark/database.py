@@ -135,7 +135,9 @@ class DatabaseOptions:
         key_columns: Key columns per table name (they replace the message key's fields;
             the only way to take a table whose messages have no key).
         schema_dir: Schemaless JSON: the directory of ``<name>.json`` schema files.
-        num_buckets: Buckets of a table created by the sink.
+        num_buckets: Buckets of a table created by the sink (1: a table's batch is
+            prepared on one thread, and the router writes tables concurrently; name a
+            large table's buckets in ``buckets``).
         buckets: Buckets per table name, overriding ``num_buckets``.
         memory_budget_bytes: Tablet bytes the open tables may hold after a batch before
             the least recently written are closed.
@@ -148,7 +150,7 @@ class DatabaseOptions:
     exclude_tables: tuple[str, ...] = ()
     key_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     schema_dir: str | None = None
-    num_buckets: int = 4
+    num_buckets: int = 1
     buckets: Mapping[str, int] = field(default_factory=dict)
     memory_budget_bytes: int = 2 << 30
     commit_threads: int = 8
@@ -449,8 +451,8 @@ class DatabaseSink(ProcessLocal):
         if len(unrouted[0]):
             st.unrouted = len(unrouted[0])
             jobs.append((UNROUTED, _bind(self._write_unrouted, raw, unrouted, batch_id)))
-        for part in parts:
-            jobs.append((part.name, _bind(self._write_part, raw, part, batch_id)))
+        for part, sub in zip(parts, _by_table(raw, parts), strict=True):
+            jobs.append((part.name, _bind(self._write_part, raw, part, sub, batch_id)))
         try:
             self._run(jobs, st)
         finally:
@@ -627,9 +629,9 @@ class DatabaseSink(ProcessLocal):
             raise errors[0]
 
     # ------------------------------------------------------------------ one table
-    def _write_part(self, raw: pa.Table, part: _Part, batch_id: int) -> str:
-        """Writes one table's records of the batch; what became of them."""
-        sub = raw.take(pa.array(part.rows))
+    def _write_part(self, raw: pa.Table, part: _Part, sub: pa.Table, batch_id: int) -> str:
+        """Writes one table's records of the batch (``sub``: ``part.rows`` of ``raw``);
+        what became of them."""
         stopped = self._stopped_reason(part.name)
         if stopped is not None:
             writer = self._known_writer(part.name) or self._open_writer(part.name)
@@ -902,6 +904,16 @@ def _driver_rows(rows: DataFrame, *extra: str) -> pa.Table:
     )
 
 
+def _by_table(raw: pa.Table, parts: list[_Part]) -> list[pa.Table]:
+    """Each part's records of ``raw``: one take of them all, then a slice per part (a
+    take per table would pay its fixed cost for every table of the batch)."""
+    if not parts:
+        return []
+    grouped = raw.take(pa.array(np.concatenate([p.rows for p in parts])))
+    starts = np.cumsum([0] + [len(p.rows) for p in parts])
+    return [grouped.slice(int(a), len(p.rows)) for p, a in zip(parts, starts[:-1], strict=True)]
+
+
 def _bind(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
     """``fn`` with ``args`` bound (a loop's values, not its variables)."""
     return lambda: fn(*args)
@@ -911,7 +923,9 @@ def representatives(sub: pa.Table, schema_keys: np.ndarray) -> pa.Table:
     """The first record of each distinct schema key in each Kafka partition of ``sub``
     (records of one table, in order), ordered by partition and offset."""
     partition = np.asarray(sub.column("partition").to_numpy(zero_copy_only=False), np.int64)
-    _, first = np.unique(np.stack([schema_keys, partition]), axis=1, return_index=True)
+    order = np.lexsort((np.arange(len(partition)), partition, schema_keys))
+    sk, pt = schema_keys[order], partition[order]
+    first = order[np.r_[True, (sk[1:] != sk[:-1]) | (pt[1:] != pt[:-1])]]
     reps = sub.take(pa.array(np.sort(first)))
     return reps.sort_by([("partition", "ascending"), ("offset", "ascending")])
 
