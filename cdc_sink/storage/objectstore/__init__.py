@@ -7,6 +7,9 @@ The interface is what every one of those can do, and nothing more::
 
     get(key) -> bytes                    the whole object
     get_range(key, start, length)        exactly ``length`` bytes at ``start``
+    get_ranges(key, ranges)              several (start, length) ranges of one object,
+                                         near ones coalesced into one GET, the GETs
+                                         issued concurrently (a bounded number at once)
     put(key, data)                       create or replace (atomic: readers see the old
                                          object or the new one, never a part)
     put_if_absent(key, data)             create, or raise ObjectExists: the commit point
@@ -77,11 +80,13 @@ re-exported here)::
 from __future__ import annotations
 
 import abc
+import bisect
 import builtins
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -99,7 +104,11 @@ from cdc_sink.errors import (
 from cdc_sink.storage.objectstore.counters import CallKind, StoreCounters
 
 __all__ = [
+    "RANGE_HOLE_BYTES",
+    "RANGE_MAX_BYTES",
+    "RANGE_READ_THREADS",
     "BucketNotFound",
+    "ByteRange",
     "CallKind",
     "ConditionalWritesUnsupported",
     "NewObject",
@@ -117,6 +126,7 @@ __all__ = [
     "as_store",
     "check_key",
     "check_prefix",
+    "coalesce_ranges",
     "store_for",
 ]
 
@@ -176,6 +186,51 @@ def check_prefix(prefix: object) -> str:
 def _check_length(start: int, length: int) -> None:
     if type(start) is not int or type(length) is not int or start < 0 or length < 0:
         raise ValueError(f"a byte range needs ints start >= 0, length >= 0: {start!r}, {length!r}")
+
+
+# ---------------------------------------------------------------- ranges
+
+RANGE_HOLE_BYTES = 1 << 20
+"""Two ranges of one object at most this many bytes apart are read with one GET (the
+bytes between them read and dropped): object_store's ``get_ranges`` coalesces at this
+distance, and an object store's round trip costs more than reading that much."""
+
+RANGE_MAX_BYTES = 8 << 20
+"""Ranges are not merged into a GET longer than this (as Arrow's
+``range_size_limit``), so a large read is several GETs issued in parallel: the size of
+the byte-range GETs S3's performance guidelines name. A single longer range is one GET."""
+
+RANGE_READ_THREADS = 8
+"""The most GETs one :meth:`ObjectStore.get_ranges` has in flight at once."""
+
+ByteRange: TypeAlias = tuple[int, int]
+"""A byte range of an object: (start, length)."""
+
+
+def coalesce_ranges(
+    ranges: Iterable[ByteRange],
+    *,
+    hole_bytes: int = RANGE_HOLE_BYTES,
+    max_bytes: int = RANGE_MAX_BYTES,
+) -> list[ByteRange]:
+    """The GETs that read ``ranges`` ((start, length) pairs, in any order, overlapping
+    or not): sorted, each a (start, length) covering whole ranges of ``ranges``, two
+    ranges merged when the hole between them is at most ``hole_bytes`` and the merged
+    range is at most ``max_bytes`` long. Empty ranges need no GET and are left out.
+    """
+    merged: list[ByteRange] = []
+    lo = hi = -1
+    for start, length in sorted(r for r in ranges if r[1] > 0):
+        end = start + length
+        if lo >= 0 and start <= hi + hole_bytes and max(hi, end) - lo <= max_bytes:
+            hi = max(hi, end)
+            continue
+        if lo >= 0:
+            merged.append((lo, hi - lo))
+        lo, hi = start, end
+    if lo >= 0:
+        merged.append((lo, hi - lo))
+    return merged
 
 
 # ---------------------------------------------------------------- new objects
@@ -398,6 +453,98 @@ class ObjectStore(abc.ABC):
             )
         return data
 
+    range_read_threads: int = RANGE_READ_THREADS
+    """The most GETs :meth:`get_ranges` has in flight at once."""
+
+    range_hole_bytes: int = RANGE_HOLE_BYTES
+    """:meth:`get_ranges` reads two ranges this close with one GET."""
+
+    range_max_bytes: int = RANGE_MAX_BYTES
+    """:meth:`get_ranges` merges ranges into GETs of at most this many bytes."""
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> builtins.list[bytes]:
+        """The bytes of each (start, length) of ``ranges`` in the object at ``key``, in
+        the order given: exactly as :meth:`get_range` of each would return them, in
+        fewer requests. Ranges near each other are read with one GET
+        (:func:`coalesce_ranges` with :attr:`range_hole_bytes` and
+        :attr:`range_max_bytes`), and the GETs are issued concurrently, at most
+        :attr:`range_read_threads` at once. Each GET is counted, with the bytes it read
+        (the holes between ranges too).
+
+        Raises:
+            ObjectNotFound: No object there.
+            ShortRead: The object ends before the end of a range.
+            StoreIOError: The store failed.
+        """
+        return self.get_ranges_of({key: ranges})[key]
+
+    def get_ranges_of(
+        self, wanted: Mapping[str, Sequence[ByteRange]]
+    ) -> dict[str, builtins.list[bytes]]:
+        """:meth:`get_ranges` of several objects at once (``wanted`` maps each key to its
+        ranges), their GETs issued together, at most :attr:`range_read_threads` at once.
+
+        Raises:
+            ObjectNotFound: One of the objects does not exist.
+            ShortRead: One ends before the end of one of its ranges.
+            StoreIOError: The store failed.
+        """
+        gets: builtins.list[tuple[str, int, int]] = []
+        for key, ranges in wanted.items():
+            check_key(key)
+            for start, length in ranges:
+                _check_length(start, length)
+            merged = coalesce_ranges(
+                ranges, hole_bytes=self.range_hole_bytes, max_bytes=self.range_max_bytes
+            )
+            gets += [(key, start, length) for start, length in merged]
+        pieces = dict(zip(gets, self._get_many(gets), strict=True))
+        return {key: self._cut(key, ranges, pieces) for key, ranges in wanted.items()}
+
+    def _cut(
+        self,
+        key: str,
+        ranges: Sequence[ByteRange],
+        pieces: Mapping[tuple[str, int, int], bytes],
+    ) -> builtins.list[bytes]:
+        """The bytes of each of ``ranges`` of ``key``, cut from the GETs' ``pieces``."""
+        gets = sorted((start, length) for k, start, length in pieces if k == key)
+        starts = [start for start, _ in gets]
+        out: builtins.list[bytes] = []
+        for start, length in ranges:
+            if length == 0:
+                out.append(b"")
+                continue
+            i = bisect.bisect_right(starts, start) - 1
+            data, at = pieces[(key, *gets[i])], start - starts[i]
+            piece = data if at == 0 and length == len(data) else data[at : at + length]
+            if len(piece) != length:
+                raise ShortRead(
+                    f"{self.url}: {key} has {starts[i] + len(data)} bytes or fewer, "
+                    f"a read of {length} bytes at {start} needs {start + length}"
+                )
+            out.append(piece)
+        return out
+
+    def _get_many(self, gets: builtins.list[tuple[str, int, int]]) -> builtins.list[bytes]:
+        """The bytes of each (key, start, length) of ``gets`` (one counted GET each;
+        fewer bytes only at the object's end), at most :attr:`range_read_threads` in
+        flight."""
+
+        def one(get: tuple[str, int, int]) -> bytes:
+            data = b""
+            try:
+                data = self._get_range(*get)
+            finally:
+                self.counters.add("GET", len(data))
+            return data
+
+        threads = min(self.range_read_threads, len(gets))
+        if threads <= 1:
+            return [one(get) for get in gets]
+        with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-get") as pool:
+            return list(pool.map(one, gets))
+
     def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         """Create or replace the object at ``key`` (atomic, durable on return).
 
@@ -467,9 +614,14 @@ class ObjectStore(abc.ABC):
             self.counters.add("LIST", 0, requests=requests)
         return sorted(infos, key=lambda i: i.key)
 
-    def list_keys(self, prefix: str = "") -> builtins.list[str]:
+    def list_keys(self, prefix: str = "", *, start_after: str | None = None) -> builtins.list[str]:
         """The keys of :meth:`list`, sorted, without sizes or times (a file system then
         reads only its directories; an object store makes the same requests).
+
+        Args:
+            prefix: As for :meth:`list`.
+            start_after: Only the keys that sort after this one (an object store asks
+                for them alone: S3's ``start-after``; a local store filters its listing).
 
         Raises:
             StoreIOError: The store failed.
@@ -478,7 +630,10 @@ class ObjectStore(abc.ABC):
         keys: builtins.list[str] = []
         requests = 1
         try:
-            keys, requests = self._list_keys(prefix)
+            if start_after is None:
+                keys, requests = self._list_keys(prefix)
+            else:
+                keys, requests = self._list_keys_after(prefix, start_after)
         finally:
             self.counters.add("LIST", 0, requests=requests)
         return sorted(keys)
@@ -566,6 +721,12 @@ class ObjectStore(abc.ABC):
         """The keys under ``prefix`` (any order) and the requests it took."""
         infos, requests = self._list(prefix)
         return [i.key for i in infos], requests
+
+    def _list_keys_after(self, prefix: str, start_after: str) -> tuple[builtins.list[str], int]:
+        """The keys under ``prefix`` that sort after ``start_after`` (any order) and the
+        requests it took (default: :meth:`_list_keys`, filtered)."""
+        keys, requests = self._list_keys(prefix)
+        return [k for k in keys if k > start_after], requests
 
     @abc.abstractmethod
     def _delete(self, key: str) -> None: ...

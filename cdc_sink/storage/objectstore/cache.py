@@ -23,9 +23,15 @@ from __future__ import annotations
 import builtins
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
-from cdc_sink.storage.objectstore import ObjectInfo, ObjectStore, check_key, check_prefix
+from cdc_sink.storage.objectstore import (
+    ByteRange,
+    ObjectInfo,
+    ObjectStore,
+    check_key,
+    check_prefix,
+)
 
 __all__ = ["DEFAULT_CACHE_BYTES", "CachingStore", "ObjectCache"]
 
@@ -153,6 +159,51 @@ class CachingStore(ObjectStore):
             self.cache.put((key, start, length), data)
         return data
 
+    @property
+    def range_read_threads(self) -> int:  # type: ignore[override]
+        """The inner store's."""
+        return self.inner.range_read_threads
+
+    @property
+    def range_hole_bytes(self) -> int:  # type: ignore[override]
+        """The inner store's."""
+        return self.inner.range_hole_bytes
+
+    @property
+    def range_max_bytes(self) -> int:  # type: ignore[override]
+        """The inner store's."""
+        return self.inner.range_max_bytes
+
+    def get_ranges_of(
+        self, wanted: Mapping[str, Sequence[ByteRange]]
+    ) -> dict[str, builtins.list[bytes]]:
+        """As :meth:`ObjectStore.get_ranges_of`: the ranges of cacheable keys the cache
+        holds from it, the others read together (coalesced, concurrently) and those of
+        cacheable keys kept, each range by itself."""
+        out: dict[str, builtins.list[bytes | None]] = {}
+        todo: dict[str, builtins.list[ByteRange]] = {}
+        for key, ranges in wanted.items():
+            keep = self.cacheable(check_key(key))
+            got = [
+                self.cache.get((key, start, length)) if keep and length else None
+                for start, length in ranges
+            ]
+            out[key] = got
+            missing = [r for r, data in zip(ranges, got, strict=True) if data is None]
+            if missing:
+                todo[key] = missing
+        fetched = super().get_ranges_of(todo) if todo else {}
+        for key, datas in fetched.items():
+            keep = self.cacheable(key)
+            it = iter(datas)
+            got = out[key]
+            for i, ((start, length), data) in enumerate(zip(wanted[key], got, strict=True)):
+                if data is None:
+                    got[i] = data = next(it)
+                    if keep and length:
+                        self.cache.put((key, start, length), data)
+        return {key: [b"" if d is None else d for d in got] for key, got in out.items()}
+
     def head(self, key: str) -> ObjectInfo:
         """As :meth:`ObjectStore.head`; an immutable object's answer is kept."""
         info = self._sizes.get(key)
@@ -182,6 +233,9 @@ class CachingStore(ObjectStore):
 
     def _list_keys(self, prefix: str) -> tuple[builtins.list[str], int]:
         return self.inner.list_keys(prefix), 1
+
+    def _list_keys_after(self, prefix: str, start_after: str) -> tuple[builtins.list[str], int]:
+        return self.inner.list_keys(prefix, start_after=start_after), 1
 
     def _delete(self, key: str) -> None:
         self._sizes.pop(key, None)
