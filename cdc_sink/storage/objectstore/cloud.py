@@ -386,6 +386,16 @@ class ObstoreStore(ObjectStore):
         infos = self._call(prefix or "/", collect)
         return infos, max(1, math.ceil(len(infos) / _PAGE))
 
+    def _list_keys_after(self, prefix: str, start_after: str) -> tuple[list[str], int]:
+        def collect() -> list[str]:
+            stream = obstore.list(
+                self._store, prefix=prefix or None, offset=start_after, chunk_size=_PAGE
+            )
+            return [m["path"] for chunk in stream for m in chunk]
+
+        keys = self._call(prefix or "/", collect)
+        return keys, max(1, math.ceil(len(keys) / _PAGE))
+
     def _delete(self, key: str) -> None:
         self._call(key, lambda: obstore.delete(self._store, key))
 
