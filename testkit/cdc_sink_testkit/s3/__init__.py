@@ -9,11 +9,14 @@
         store = store_for(s3.url("t1"), s3.storage_options())
 
 The pieces: :mod:`~cdc_sink_testkit.s3.server` (the process, ports, readiness, buckets)
-and :mod:`~cdc_sink_testkit.s3.sigv4` (the signed bucket requests the kit makes itself).
+and :mod:`~cdc_sink_testkit.s3.sigv4` (the signed bucket requests the kit makes itself);
+:mod:`~cdc_sink_testkit.s3.latency` puts a fixed network latency in front of a server
+(:class:`LatencyProxy`).
 """
 
 from __future__ import annotations
 
+from cdc_sink_testkit.s3.latency import REQUEST_KINDS, LatencyProxy
 from cdc_sink_testkit.s3.server import WEED_ENV, S3StartError, SeaweedS3, find_weed
 
-__all__ = ["WEED_ENV", "S3StartError", "SeaweedS3", "find_weed"]
+__all__ = ["REQUEST_KINDS", "WEED_ENV", "LatencyProxy", "S3StartError", "SeaweedS3", "find_weed"]
