@@ -37,7 +37,7 @@ a real store adds a TCP and TLS handshake per connection.
 Run:  .venv/bin/python benchmarks/object_store_latency.py [--latencies 0,10,30]
       [--systems cdc_sink,delta_merge,delta_append] [--rows 50000] [--batches 12]
       [--batch-events 2000] [--old-batch 3] [--repeat 3] [--venvs .bench_venvs]
-      [--json out.json]
+      [--cdc-sink HEAD|tree|<commit>] [--json out.json]
 """
 
 from __future__ import annotations
@@ -178,6 +178,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--old-batch", type=int, default=3, help="the old version read cold")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--venvs", default=os.path.join(ROOT, ".bench_venvs"))
+    ap.add_argument(
+        "--cdc-sink",
+        default="HEAD",
+        help="cdc_sink code measured: a commit (git archive, as benchmarks/peers.py does) "
+        "or 'tree' (the working tree as it is)",
+    )
     ap.add_argument("--json", default=None, help="also write every figure to this file")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return ap
@@ -197,13 +203,14 @@ def _delta_options(endpoint: str, s3: Any) -> dict[str, str]:
 
 
 def run_system(
-    python: str, spec: dict[str, Any], requests: Callable[[], dict[str, int]]
+    python: str, spec: dict[str, Any], requests: Callable[[], dict[str, int]], path: str
 ) -> tuple[dict[str, Any], list[tuple[str, dict[str, int]]]]:
-    """Runs one worker; its figures and the proxy's requests of each step it marked."""
+    """Runs one worker (``path``: where its ``cdc_sink`` package is); its figures and the
+    proxy's requests of each step it marked."""
     spec_path = spec["out"] + ".spec.json"
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, WORKERS]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([path, WORKERS]))
     proc = subprocess.Popen(
         [python, os.path.abspath(__file__), "--worker", spec_path],
         stdin=subprocess.PIPE,
@@ -306,9 +313,7 @@ def main() -> None:
         "read_newest": expected["after_batch"][args.batches],
         "read_old": expected["after_batch"][args.old_batch],
     }
-    head = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    cdc_path, head = peers.export_cdc_sink(args.cdc_sink, work)
     runs: dict[int, dict[str, list[dict[str, Any]]]] = {
         lat: {s: [] for s in systems} for lat in latencies
     }
@@ -335,7 +340,7 @@ def main() -> None:
                             "out": os.path.join(work, f"{name}.json"),
                         }
                         python = sys.executable if s == "cdc_sink" else delta_python
-                        fig, steps = run_system(python, spec, proxy.requests)
+                        fig, steps = run_system(python, spec, proxy.requests, cdc_path)
                         if s != "delta_append":
                             for step, want in digests.items():
                                 if fig[f"{step}_digest"] != want:
@@ -357,7 +362,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     results = {lat: {s: _median(runs[lat][s]) for s in systems} for lat in latencies}
     print(
-        f"\ncdc_sink at {head}; {platform.processor() or platform.machine()}, "
+        f"\ncdc_sink: {head}; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, load average during the runs {statistics.median(loads):.1f} "
         f"(max {max(loads):.1f}); rows={args.rows} batches={args.batches}x"
         f"{args.batch_events} old version after batch {args.old_batch}, "
