@@ -62,6 +62,7 @@ from typing import BinaryIO, Protocol
 
 from cdc_sink.errors import InvalidOption
 from cdc_sink.storage.hookslot import HookSlot
+from cdc_sink.utils.cpu_gate import blocking
 
 __all__ = [
     "DEFAULT_DIR_MODE",
@@ -190,9 +191,11 @@ def _note(kind: str, path: str, *, fd: int | None = None, source: str | None = N
 
 
 def _fsync(fd: int, path: str) -> None:
-    """``os.fsync`` whose error names the file (the one-line reason an operator sees)."""
+    """``os.fsync`` whose error names the file (the one-line reason an operator sees).
+    A storage wait: the thread's CPU gate slot is free meanwhile (:func:`blocking`)."""
     try:
-        os.fsync(fd)
+        with blocking():
+            os.fsync(fd)
     except OSError as exc:
         if exc.filename is not None or not path:
             raise

@@ -73,6 +73,7 @@ from cdc_sink.storage.objectstore import (
     StoreIOError,
 )
 from cdc_sink.storage.objectstore.urls import parse_store_url
+from cdc_sink.utils.cpu_gate import blocking
 from cdc_sink.utils.redact import has_userinfo, scrub
 
 __all__ = ["CLIENT_OPTIONS", "PROBE_PREFIX", "ObstoreStore"]
@@ -311,9 +312,11 @@ class ObstoreStore(ObjectStore):
 
     def _call(self, key: str, fn: Callable[[], _T], *, create: bool = False) -> _T:
         """``fn()``, obstore's errors turned into this interface's (their text scrubbed of
-        the option values, and chained only when it held none)."""
+        the option values, and chained only when it held none). A storage wait: the
+        thread's CPU gate slot is free meanwhile (:func:`~cdc_sink.utils.cpu_gate.blocking`)."""
         try:
-            return fn()
+            with blocking():
+                return fn()
         except (AlreadyExistsError, PreconditionError) as exc:
             raise ObjectExists(f"{key} exists in {self.url}") from self._cause(exc)
         except FileNotFoundError as exc:

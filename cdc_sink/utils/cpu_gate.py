@@ -1,0 +1,65 @@
+"""A gate on the CPU work of many threads that mostly wait on storage (internal).
+
+The whole-database router writes the tables of a micro-batch on a pool of threads so
+that their storage waits (fsyncs, object-store requests) overlap. Their CPU work is
+mostly small numpy and Arrow calls, each of which releases and takes the GIL again: with
+many threads runnable at once, every such call contends for it, and the contention costs
+more CPU than the work (docs/benchmarks.md, "Many tables in one job"). A :class:`CpuGate`
+lets at most ``slots`` of its threads run between two storage waits; a thread holding it
+gives its slot up for the length of each wait (:func:`blocking`), so the waits still
+overlap across all the threads.
+
+Code that waits on storage wraps the wait in :func:`blocking`; in a thread that holds no
+gate (every thread but the router's) it does nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["CpuGate", "blocking"]
+
+_local = threading.local()
+
+
+class CpuGate:
+    """At most ``slots`` threads at once between :meth:`held` and its end, except while
+    they are in :func:`blocking`."""
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"a CPU gate needs at least one slot, got {slots}")
+        self.slots = slots
+        self._sem = threading.Semaphore(slots)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Runs the ``with`` body in one of the gate's slots (waiting for one)."""
+        if getattr(_local, "gate", None) is not None:
+            raise RuntimeError("this thread already holds a CPU gate")
+        self._sem.acquire()
+        _local.gate = self
+        try:
+            yield
+        finally:
+            _local.gate = None
+            self._sem.release()
+
+
+@contextmanager
+def blocking() -> Iterator[None]:
+    """A storage wait: the calling thread's gate slot (if it holds one) is free for
+    another thread until the wait ends, then taken again."""
+    gate: CpuGate | None = getattr(_local, "gate", None)
+    if gate is None:
+        yield
+        return
+    _local.gate = None  # a nested wait (a retry's) gives nothing up twice
+    gate._sem.release()
+    try:
+        yield
+    finally:
+        gate._sem.acquire()
+        _local.gate = gate
