@@ -39,6 +39,7 @@ Layering: this package imports only :mod:`cdc_sink.schema`, :mod:`cdc_sink.batch
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -189,7 +190,10 @@ def decoder_options(cls: type[Decoder]) -> frozenset[str]:
     return _keyword_options(cls.__init__)
 
 
+@functools.lru_cache(maxsize=256)
 def _keyword_options(fn: Callable[..., Any]) -> frozenset[str]:
+    """Names of the keyword-only parameters of ``fn`` (read once per function: every
+    decoder a router makes checks its options against them)."""
     params = inspect.signature(fn).parameters.values()
     return frozenset(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
 

@@ -14,6 +14,7 @@ module reads them for :mod:`cdc_sink.formats.debezium`:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,8 @@ def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
     for every event of a table, and S is most of the bytes. The first event is indexed
     alone to find its prefix ``{"schema":S,``; every event starting with exactly those
     bytes (one vectorized comparison) is rewritten as ``{"payload":P}`` into a compact
-    copy of the run, and is given S by :class:`SchemaHints`. The prefix
+    copy of the run, and is given S by :class:`SchemaHints`, when their schemas are a
+    quarter of the run's bytes at least (else the copy costs more than it saves). The prefix
     is valid JSON in the first event, so the grammar check of the rest still covers the
     whole event.
     """
@@ -93,7 +95,10 @@ def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
         pa.scalar(d[s0 : cut + 1].tobytes(), pa.binary_view()),
     )
     shared = np.asarray(same.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-    if shared.sum() < 2:
+    count = int(shared.sum())
+    if count < 2 or 4 * count * size < int(parts.lengths[parts.valid].sum()):
+        # Cutting copies the whole run: worth it only when the schemas cut off are a
+        # good part of its bytes (not for one table's events among many tables').
         return parts, None
     begin = np.where(shared, parts.starts + size - 1, parts.starts)
     lengths = parts.ends - begin
@@ -164,12 +169,9 @@ class SchemaHints:
             self.schema_id[shared.mask] = len(texts)
             texts.append(shared.schema)
         for text in texts:
-            try:
-                self.fields.append(fields_of(_load_schema(text)))
-                errors.append(None)
-            except _BadSchema as exc:
-                self.fields.append({})
-                errors.append(f"invalid envelope schema: {exc}")
+            fields, err = _parsed_fields(fields_of, text)
+            self.fields.append(fields)
+            errors.append(err)
         for u, err in enumerate(errors):
             if err is not None:
                 refuse(reasons, self.schema_id == u, err)
@@ -192,6 +194,20 @@ class SchemaHints:
                 params = f.get("parameters") or {}
                 scale[u] = _scale(params.get("scale"), int(scale[u]))
         return Hints(ts_unit=unit[ids], dec_base64=b64[ids], dec_scale=scale[ids], connect=True)
+
+
+@functools.lru_cache(maxsize=2048)
+def _parsed_fields(
+    fields_of: FieldsOf, text: bytes | None
+) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The field schemas of one envelope schema text and the reason it is refused (None:
+    valid), parsed once per distinct text: a table's events repeat their schema batch
+    after batch, and a router decodes each table's few events of a batch separately.
+    The dictionaries are shared by every caller: they are only read."""
+    try:
+        return fields_of(_load_schema(text)), None
+    except _BadSchema as exc:
+        return {}, f"invalid envelope schema: {exc}"
 
 
 class _BadSchema(Exception):

@@ -169,6 +169,8 @@ def refuse_members(
     """Refuses the events of members ``sel`` with ``template`` formatted with a member's
     value text (``{raw}``) or decoded name (``{name!r}``): the first member of ``sel``
     (document order) of each event that has no reason yet, once per event."""
+    if not len(sel):
+        return
     first = _first_unrefused(reasons, m, sel)
     if not len(first):
         return
@@ -236,13 +238,14 @@ def column_array(
     values, bad, oor = column_values(parts, m, sel, c, target, hints)
     if oor.any():
         refuse_range(reasons, parts, m, sel[oor], c)
-    refuse_members(
-        reasons,
-        parts,
-        m,
-        sel[bad & ~oor],
-        f"column {c.name!r}: {{raw}} is not a valid {type_to_str(c.type)}",
-    )
+    if bad.any():
+        refuse_members(
+            reasons,
+            parts,
+            m,
+            sel[bad & ~oor],
+            f"column {c.name!r}: {{raw}} is not a valid {type_to_str(c.type)}",
+        )
     return scatter(values, rows, n)
 
 

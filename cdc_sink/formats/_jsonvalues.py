@@ -343,13 +343,16 @@ def _dates(cv: _Conversion) -> None:
 def _timestamps(cv: _Conversion) -> None:
     """ISO 8601 strings or integers (in the unit of the hints), within the range."""
     txt, num = cv.txt, cv.num
-    raw, b = cv.strings()
-    arr, b2 = parse_timestamps(raw)
-    micros = np.asarray(arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
-    r = (micros < MIN_MICROS) | (micros > MAX_MICROS)
-    cv.refuse(txt, b | b2 | r)
-    cv.oor[txt[r & ~(b | b2)]] = True
-    cv.out.put(txt, arr)
+    if len(txt):
+        raw, b = cv.strings()
+        arr, b2 = parse_timestamps(raw)
+        micros = np.asarray(arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
+        r = (micros < MIN_MICROS) | (micros > MAX_MICROS)
+        cv.refuse(txt, b | b2 | r)
+        cv.oor[txt[r & ~(b | b2)]] = True
+        cv.out.put(txt, arr)
+    if not len(num):
+        return
     hints = cv.hints
     unit = None if hints is None or hints.ts_unit is None else hints.ts_unit[num]
     v, b, _ = int_values(cv.parts, cv.m, cv.sel[num], *int_bounds(pa.int64()))
@@ -370,13 +373,14 @@ def _decimals(cv: _Conversion) -> None:
         else hints.dec_base64[txt]
     )
     raw, b = cv.strings()
-    plain = np.flatnonzero(~b64)
-    arr, b2 = cast_rows(raw.take(pa.array(plain)), pa.string())
-    arr, b3, r3 = decimal_text(arr, t)
-    cv.bad[txt[plain[b2 | b3]]] = True
-    cv.oor[txt[plain[r3 & ~b2]]] = True
     cv.bad[txt[b]] = True
-    cv.out.put(txt[plain], arr)
+    plain = np.flatnonzero(~b64)
+    if len(plain):
+        arr, b2 = cast_rows(_some(raw, plain), pa.string())
+        arr, b3, r3 = decimal_text(arr, t)
+        cv.bad[txt[plain[b2 | b3]]] = True
+        cv.oor[txt[plain[r3 & ~b2]]] = True
+        cv.out.put(txt[plain], arr)
     packed = np.flatnonzero(b64)
     if len(packed):
         scale = (
@@ -384,20 +388,26 @@ def _decimals(cv: _Conversion) -> None:
             if hints is None or hints.dec_scale is None
             else hints.dec_scale[txt[packed]]
         )
-        arr, b4, r4 = unscaled_decimals(raw.take(pa.array(packed)), scale, t)
+        arr, b4, r4 = unscaled_decimals(_some(raw, packed), scale, t)
         cv.bad[txt[packed[b4]]] = True
         cv.oor[txt[packed[r4]]] = True
         cv.out.put(txt[packed], arr)
-    arr, b5, r5 = decimal_text(number_tokens(cv.parts, cv.m, cv.sel[num]), t)
-    cv.bad[num[b5]] = True
-    cv.oor[num[r5]] = True
-    cv.out.put(num, arr)
+    if len(num):
+        arr, b5, r5 = decimal_text(number_tokens(cv.parts, cv.m, cv.sel[num]), t)
+        cv.bad[num[b5]] = True
+        cv.oor[num[r5]] = True
+        cv.out.put(num, arr)
     obj = np.flatnonzero(cv.kind == KIND_OBJECT)
     if cv.connect and len(obj):
         arr, b6, r6 = _variable_scale(cv.parts, cv.m, cv.sel[obj], t)
         cv.bad[obj[b6]] = True
         cv.oor[obj[r6]] = True
         cv.out.put(obj, arr)
+
+
+def _some(arr: pa.Array, at: np.ndarray) -> pa.Array:
+    """``arr[at]`` (``at`` ascending positions); ``arr`` itself when ``at`` is all of it."""
+    return arr if len(at) == len(arr) else arr.take(pa.array(at))
 
 
 def raw_data(arr: pa.Array) -> np.ndarray:
@@ -596,12 +606,19 @@ def unscaled_decimals(
     bad |= oor
     valid = p.valid & ~bad
     out = _Out(m, target)
+    if len(scale) and scale[0] == target.scale and (scale == scale[0]).all():
+        # every value at the target's scale: its bytes are the target's, no cast
+        over = valid & ~decimal_fits(le, target.precision)
+        oor |= over
+        bad |= over
+        return fixed_array(le, valid & ~over, target), bad, oor & bad
     for s in np.unique(scale).tolist():
         at = np.flatnonzero(scale == s)
         if not 0 <= s <= 38:
             bad[at] = True
             continue
-        arr = fixed_array(le[at], valid[at], pa.decimal128(38, int(s)))
+        arr = fixed_array(le, valid, pa.decimal128(38, int(s))) if len(at) == m else None
+        arr = fixed_array(le[at], valid[at], pa.decimal128(38, int(s))) if arr is None else arr
         arr, b = cast_rows(arr, target)
         if s <= target.scale:  # no digit is dropped: the cast fails on range only
             oor[at[b & valid[at]]] = True

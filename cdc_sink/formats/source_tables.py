@@ -51,6 +51,7 @@ each schema once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -406,7 +407,7 @@ class _JsonRun:
         k = self.schema_keys.get(text)
         if k is None:
             k = self.schema_keys[text] = len(self.schema_keys)
-            self.schema_kinds.append(_named_kind(_schema_name(text)))
+            self.schema_kinds.append(_schema_kind(text))
         return k
 
 
@@ -446,6 +447,13 @@ def _texts(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray, what:
     out = column_array(parts, m, sel, _TEXT, pa.string(), parts.n, scratch)
     refuse(reasons, ~no_reason(scratch), f"{what} is not a valid string")
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema_kind(text: bytes) -> int:
+    """The kind an envelope schema's name says (-1: none), read once per distinct text:
+    a table's events repeat their schema in every batch."""
+    return _named_kind(_schema_name(text))
 
 
 def _schema_name(text: bytes) -> str | None:
