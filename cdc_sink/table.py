@@ -35,7 +35,7 @@ from cdc_sink import changefeed
 from cdc_sink.batch import ChangeBatch, Rejects
 from cdc_sink.engine import CommitResult, PreparedBucket, TableCore, TableOptions, create_files
 from cdc_sink.engine.inputs import keys_table, timestamp_ms, to_batch
-from cdc_sink.engine.location import check_created, open_location
+from cdc_sink.engine.location import open_location
 from cdc_sink.errors import InvalidOption
 from cdc_sink.schema import TableSchema
 from cdc_sink.stats import TableStats
@@ -99,8 +99,7 @@ def open_table(
         cdc_sink.storage.objectstore.StoreConfigError: A bad URL or store.
     """
     root, store = open_location(path, storage_options, options, probe=False)
-    check_created(root, store)
-    return Table(root, options=options, store=store)
+    return Table(root, options=options, store=store)  # TableNotFound: no table, or no version 0
 
 
 class Table:

@@ -323,6 +323,7 @@ def commit_prepared(
     fault_point("table.committed")
     s.history.add(entry)
     _publish_prepared(s, version, prepared)
+    _maintenance.write_last_checkpoint(s)
     return CommitResult(
         version=version, counts=total.counts(), rejects=total.rejects, buckets=sorted(refs)
     )

@@ -13,6 +13,7 @@ version in a version of kind ``snapshot``; a schema change is a version of kind
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -24,7 +25,13 @@ from cdc_sink.errors import CommitConflict, TableExists, VersionNotFound
 from cdc_sink.schema import TableSchema, is_widening
 from cdc_sink.storage.gc import GcPlan, GcPolicy, execute_gc, plan_gc
 from cdc_sink.storage.layout import TABLE_FILE, file_version, schema_key
-from cdc_sink.storage.objectstore import ObjectExists, ObjectStore, StoreLike, as_store
+from cdc_sink.storage.objectstore import (
+    ObjectExists,
+    ObjectStore,
+    ObjectStoreError,
+    StoreLike,
+    as_store,
+)
 from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.storage.protocol import WIDENING_VERSION, protocol_fields, raised_fields
 from cdc_sink.storage.snapshot import (
@@ -39,6 +46,8 @@ from cdc_sink.tablet.keyindex import new_seed, seed_to_json
 
 if TYPE_CHECKING:
     from cdc_sink.engine.core import TableCore
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "change_schema",
@@ -248,6 +257,7 @@ def compact(s: TableCore) -> int:
     apply_locations(locations)
     s.history.add(entry)
     s.publish(v, [])
+    write_last_checkpoint(s)
     return v
 
 
@@ -261,6 +271,28 @@ def _committed_snapshots(s: TableCore, version: int, refs: Mapping[int, BucketRe
         return False
     mine = {b: r.snapshot for b, r in refs.items()}
     return entry.kind == "snapshot" and {b: r.snapshot for b, r in entry.buckets.items()} == mine
+
+
+def write_last_checkpoint(s: TableCore, *, force: bool = False) -> None:
+    """After a commit of this writer: replaces the table's last-checkpoint pointer with
+    the checkpoint as of the newest version when it is due
+    (:meth:`~cdc_sink.storage.version_log.VersionLog.checkpoint_due`:
+    ``TableOptions.checkpoint_every`` versions or ``checkpoint_tail_bytes`` of entries
+    after the pointer it knows), or with ``force``. The pointer is a hint: a store that
+    fails to write it is logged, and the committed version stands."""
+    v = s.version
+    opts = s.options
+    due = s.log.checkpoint_due(v, opts.checkpoint_every, opts.checkpoint_tail_bytes)
+    if not (force or due) or s.history.upto != v:
+        return
+    snaps = {}
+    for b in range(s.schema_at(v).num_buckets):
+        snap = s.history.snapshot_at(b, v)
+        snaps[b] = snap[1] if snap else None
+    try:
+        s.log.write_last_checkpoint(v, snaps, s.history.schema_id_at(v), s.history.pointer_extra())
+    except (ObjectStoreError, OSError) as exc:
+        logger.warning("could not write the last-checkpoint pointer of %s: %s", s.root, exc)
 
 
 def change_schema(s: TableCore, new: TableSchema) -> int:
@@ -283,6 +315,7 @@ def change_schema(s: TableCore, new: TableSchema) -> int:
     for t in s._tablets.values():
         t.set_schema(new)
     s.publish(v, [])
+    write_last_checkpoint(s)
     return v
 
 
@@ -346,6 +379,8 @@ def collect_garbage(s: TableCore, policy: GcPolicy, *, dry_run: bool) -> GcPlan:
     if dry_run:
         return plan
     execute_gc(s.log, s.history, plan, oldest=oldest)
+    if plan.horizon > (s.log.last_checkpoint_version or -1):
+        write_last_checkpoint(s, force=True)  # else an open lists the whole log
     s._cache.clear()
     for t in s._tablets.values():
         t.release(max(t.oldest, min(plan.horizon, t.committed)))

@@ -1,5 +1,7 @@
-"""Where a table lives: its root and store from a path or URL, and whether a table is
-there (what :func:`cdc_sink.create_table` and :func:`cdc_sink.open_table` do first)."""
+"""Where a table lives: its root and store from a path or URL (what
+:func:`cdc_sink.create_table` and :func:`cdc_sink.open_table` do first; whether a table
+is there, the open's :class:`~cdc_sink.engine.core.TableCore` finds out from the files it
+reads anyway)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,11 @@ import os
 from collections.abc import Mapping
 
 from cdc_sink.engine.options import TableOptions
-from cdc_sink.errors import TableNotFound
-from cdc_sink.storage.layout import TABLE_FILE, kind_of
-from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore, store_for
+from cdc_sink.storage.layout import kind_of
+from cdc_sink.storage.objectstore import ObjectStore, store_for
 from cdc_sink.storage.objectstore.urls import parse_store_url
-from cdc_sink.storage.version_log import VersionLog
 
-__all__ = ["check_created", "immutable", "open_location"]
+__all__ = ["immutable", "open_location"]
 
 
 def immutable(key: str) -> bool:
@@ -38,16 +38,3 @@ def open_location(
     mode = (options or TableOptions()).file_mode
     url = os.fspath(url)
     return root, store_for(url, storage_options, check_conditional_writes=probe, file_mode=mode)
-
-
-def check_created(root: str, store: ObjectStore) -> None:
-    """Raises TableNotFound unless ``store`` holds a table whose version 0 is committed."""
-    try:
-        store.head(TABLE_FILE)
-    except ObjectNotFound:
-        raise TableNotFound(f"no cdc_sink table at {root}") from None
-    if VersionLog(root, store=store).latest() is None:
-        raise TableNotFound(
-            f"the table at {root} was never created completely "
-            "(create_table crashed before committing version 0)"
-        )

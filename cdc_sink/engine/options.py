@@ -77,6 +77,18 @@ class TableOptions:
     """GC keeps at least this many newest versions ..."""
     retain_seconds: float = 3600.0
     """... and every version committed within this many seconds."""
+    checkpoint_every: int = 3
+    """The writer replaces the table's last-checkpoint pointer (``_log/_last_checkpoint``:
+    the checkpoint as of its newest version, one ``PUT``) once this many versions were
+    committed after the pointer it knows ...
+
+    An open reads the pointer, lists only the log entries after it and reads those, so
+    that an open makes a number of requests that does not grow with the retained
+    versions: with the default, the table file, the pointer, one listing and at most
+    two entries (docs/format.md, "The last-checkpoint pointer")."""
+    checkpoint_tail_bytes: int = 256 * 1024
+    """... or once the log entries committed after it hold this many bytes (entries
+    of many buckets are large)."""
     prepare_threads: int | None = None
     """Threads that prepare the buckets of one batch at once (each bucket's WAL segment
     encoded, compressed and fsynced, its tablet applied); ``None`` (the default): one per
@@ -105,6 +117,10 @@ class TableOptions:
                 f"object_cache_bytes must be an int >= 0, got {cache!r}",
                 option="object_cache_bytes",
             )
+        for name in ("checkpoint_every", "checkpoint_tail_bytes"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise InvalidOption(f"{name} must be an int >= 1, got {value!r}", option=name)
         threads = self.prepare_threads
         if threads is not None and (type(threads) is not int or threads < 1):
             raise InvalidOption(

@@ -58,6 +58,13 @@ class History:
                 missing, or the checkpoint that replaced deleted entries is damaged.
         """
         h = cls()
+        opened = log.take_opened_checkpoint()
+        if opened is not None:  # the log started from the last-checkpoint pointer
+            ptr, latest = opened
+            h._add_checkpoint(ptr, log.last_checkpoint_path)
+            for e in log.entries(ptr.version + 1, latest):  # cached: no request
+                h.add(e)
+            return h
         cp = log.read_checkpoint()
         if cp is not None:
             h._add_checkpoint(cp, log.checkpoint_path(cp.version))
@@ -87,10 +94,13 @@ class History:
                 that is no segment file of the table.
         """
         extra = cp.extra or {}
-        for b, rel in cp.bucket_snapshots.items():
-            if rel:
-                checked("snapshot", rel, source=source, ref=f"bucket {b} snapshot")
-                self.snapshots.setdefault(int(b), []).append((_snap_version(rel), rel))
+        if "snapshots" not in extra:
+            for b, rel in cp.bucket_snapshots.items():
+                if rel:
+                    checked("snapshot", rel, source=source, ref=f"bucket {b} snapshot")
+                    self.snapshots.setdefault(int(b), []).append((_snap_version(rel), rel))
+        else:
+            self._add_whole(extra, source)
         try:
             segments = {
                 int(b): [(int(v), r) for v, r in segs]
@@ -109,6 +119,49 @@ class History:
         if not self.schemas:
             self.schemas.append((cp.version, cp.schema_id))
         self.upto = cp.version
+
+    def _add_whole(self, extra: dict[str, Any], source: str) -> None:
+        """The snapshots, bulk versions and pre-images of a last-checkpoint pointer's
+        ``extra`` (:meth:`pointer_extra`), every path checked.
+
+        Raises:
+            WalCorruption: They are malformed or name a path that is no file of its kind.
+        """
+        try:
+            snaps = {
+                int(b): [(int(v), r) for v, r in pairs] for b, pairs in extra["snapshots"].items()
+            }
+            bulk = {int(b): [int(v) for v in vs] for b, vs in extra.get("bulk", {}).items()}
+            images = {
+                int(b): {int(v): r for v, r in pairs}
+                for b, pairs in extra.get("images", {}).items()
+            }
+        except (TypeError, ValueError, AttributeError):
+            raise WalCorruption(
+                "checkpoint holds malformed snapshot, bulk or image lists", path=source, offset=0
+            ) from None
+        for b, pairs in snaps.items():
+            for v, r in pairs:
+                checked("snapshot", r, source=source, ref=f"bucket {b} snapshot of version {v}")
+            self.snapshots[b] = sorted(pairs)
+        for b, by_version in images.items():
+            for v, r in by_version.items():
+                checked("images", r, source=source, ref=f"bucket {b} images of version {v}")
+            self.images[b] = by_version
+        self.bulk.update(bulk)
+
+    def pointer_extra(self) -> dict[str, Any]:
+        """``extra`` for the last-checkpoint pointer at :attr:`upto`: the whole history
+        (every segment, snapshot, bulk version and pre-images file it holds, and the
+        schema changes), so that a history started from it equals one built from the
+        log."""
+        extra = self.checkpoint_extra(self.upto, {})
+        extra["snapshots"] = {str(b): [[v, r] for v, r in s] for b, s in self.snapshots.items()}
+        extra["bulk"] = {str(b): list(vs) for b, vs in self.bulk.items()}
+        extra["images"] = {
+            str(b): [[v, r] for v, r in sorted(m.items())] for b, m in self.images.items()
+        }
+        return extra
 
     def extend(self, log: VersionLog) -> None:
         """Adds the log entries newer than what the history holds."""

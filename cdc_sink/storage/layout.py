@@ -9,6 +9,9 @@ the Parquet dead-letter sink.
       _schema/00000000.json                one file per schema id
       _log/00000000000000000042.json       one log entry per version (storage.version_log)
       _log/_checkpoint.00000000000000000040.json
+      _log/_last_checkpoint                the newest checkpoint the writer wrote, with
+                                           the entry of its version (an optional hint:
+                                           an open starts from it; storage.version_log)
       _wal/<bucket>/<version>-<attempt>.wal            change segments (storage.segments)
       _snapshots/<bucket>/<version>-<attempt>.manifest snapshot manifests (storage.snapshot)
       _pages/<bucket>/<version>-<attempt>.pages        snapshot pages
@@ -48,6 +51,7 @@ __all__ = [
     "BUCKET_DIRS",
     "CHANGE_DATA_DIR",
     "DEAD_LETTERS_DIR",
+    "LAST_CHECKPOINT_KEY",
     "LOG_DIR",
     "PAGES_DIR",
     "REJECTS_DIR",
@@ -90,6 +94,9 @@ PAGES_DIR = "_pages"
 REJECTS_DIR = "_rejects"
 DEAD_LETTERS_DIR = "_dead_letters"
 CHANGE_DATA_DIR = "_change_data"
+LAST_CHECKPOINT_KEY = f"{LOG_DIR}/_last_checkpoint"
+"""The store key of the last-checkpoint pointer (it sorts after every entry and
+checkpoint of ``_log``, so a listing that starts after an entry lists it too)."""
 BUCKET_DIRS: tuple[str, ...] = (WAL_DIR, SNAPSHOTS_DIR, PAGES_DIR, CHANGE_DATA_DIR)
 """The directories that hold one sub-directory per bucket of version-named files."""
 

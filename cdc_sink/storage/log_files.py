@@ -17,6 +17,7 @@ that crashed (:meth:`~cdc_sink.storage.objectstore.ObjectStore.abandoned_tempora
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -24,18 +25,21 @@ import re
 from cdc_sink.errors import WalCorruption
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import read_records
-from cdc_sink.storage.layout import LOG_DIR, checkpoint_name, entry_name
+from cdc_sink.storage.layout import LAST_CHECKPOINT_KEY, LOG_DIR, checkpoint_name, entry_name
 from cdc_sink.storage.log_entry import Checkpoint, LogEntry
 from cdc_sink.storage.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from cdc_sink.storage.objectstore.local import LocalStore
 
-__all__ = ["CHECKPOINT_MAGIC", "LOG_MAGIC", "LogFiles"]
+__all__ = ["CHECKPOINT_MAGIC", "LAST_CHECKPOINT_MAGIC", "LOG_MAGIC", "LogFiles"]
 
 LOG_MAGIC = b"CDCLOG\x00\x01"
 """Header of a log entry file: ``CDCLOG`` + format version 1."""
 
 CHECKPOINT_MAGIC = b"CDCCKP\x00\x01"
 """Header of a checkpoint file: ``CDCCKP`` + format version 1."""
+
+LAST_CHECKPOINT_MAGIC = b"CDCLCP\x00\x01"
+"""Header of the last-checkpoint pointer (``_log/_last_checkpoint``): ``CDCLCP`` + 1."""
 
 _ENTRY_RE = re.compile(rf"^{LOG_DIR}/(\d{{20}})\.json$")
 _CHECKPOINT_RE = re.compile(rf"^{LOG_DIR}/_checkpoint\.(\d{{20}})\.json$")
@@ -75,6 +79,7 @@ class LogFiles:
         self.log_dir = os.path.join(self.root, LOG_DIR)
         self.store: ObjectStore = LocalStore(self.root) if store is None else store
         self._entries: dict[int, LogEntry] = {}
+        self._sizes: dict[int, int] = {}  # bytes of the entries read or written
 
     def entry_path(self, version: int) -> str:
         """The file of version ``version``'s entry."""
@@ -83,6 +88,11 @@ class LogFiles:
     def checkpoint_path(self, version: int) -> str:
         """The file of the checkpoint at ``version``."""
         return os.path.join(self.log_dir, checkpoint_name(version))
+
+    @property
+    def last_checkpoint_path(self) -> str:
+        """The file of the last-checkpoint pointer."""
+        return os.path.join(self.root, *LAST_CHECKPOINT_KEY.split("/"))
 
     @staticmethod
     def entry_key(version: int) -> str:
@@ -101,6 +111,40 @@ class LogFiles:
         entries = sorted(int(m.group(1)) for k in keys if (m := _ENTRY_RE.match(k)))
         checkpoints = sorted(int(m.group(1)) for k in keys if (m := _CHECKPOINT_RE.match(k)))
         return entries, checkpoints
+
+    def _listed_after(self, version: int) -> tuple[list[int], list[int]]:
+        """:meth:`_listed_versions` of the keys after version ``version``'s entry: the
+        entries above it and every checkpoint (checkpoints sort after entries); one
+        listing that starts after that key."""
+        keys = self.store.list_keys(LOG_DIR, start_after=self.entry_key(version))
+        entries = sorted(int(m.group(1)) for k in keys if (m := _ENTRY_RE.match(k)))
+        checkpoints = sorted(int(m.group(1)) for k in keys if (m := _CHECKPOINT_RE.match(k)))
+        return entries, checkpoints
+
+    def _load_last_checkpoint(self) -> tuple[Checkpoint, LogEntry] | None:
+        """The last-checkpoint pointer: the checkpoint it holds and the entry of that
+        checkpoint's version, or None when it is missing or damaged (it is a hint).
+
+        Raises:
+            WalCorruption: An intact pointer (its CRC holds) names a path that is no file
+                of the table: tampering, never skipped (as a checkpoint's).
+        """
+        path = self.last_checkpoint_path
+        try:
+            data = self.store.get(LAST_CHECKPOINT_KEY)
+            res = read_records(data, path=path, magic=LAST_CHECKPOINT_MAGIC, allow_torn_tail=False)
+            if len(res.records) != 1:
+                return None
+            obj = json.loads(res.records[0])
+            ckpt = Checkpoint.from_json(json.dumps(obj["checkpoint"]))
+            entry = LogEntry.from_json(json.dumps(obj["entry"]))
+        except (OSError, ObjectStoreError, ValueError, WalCorruption, TypeError, KeyError):
+            return None
+        if ckpt.version != entry.version:
+            return None
+        ckpt.check_paths(path)
+        entry.check_paths(path)
+        return ckpt, entry
 
     def _entry_versions(self) -> list[int]:
         return self._listed_versions()[0]
@@ -154,6 +198,7 @@ class LogFiles:
                 offset=0,
             )
         self._entries[version] = entry
+        self._sizes[version] = len(data)
         return entry
 
     def _load_committed(self, version: int) -> LogEntry:

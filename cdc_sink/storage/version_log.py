@@ -46,6 +46,15 @@ again. A damaged entry below the newest, or one with a valid CRC but bad content
 which is no file of its kind inside the table (absolute, climbing out with ``..``, of
 another kind: :func:`~cdc_sink.storage.layout.checked`), and that path is never opened.
 
+``_log/_last_checkpoint`` (magic ``CDCLCP\x00\x01``) is an optional hint, replaced by the
+writer every few versions (:meth:`VersionLog.write_last_checkpoint`): the checkpoint as of
+a recent version ``c``, with the table layer's whole history in ``extra`` and the entry of
+``c``. A first :meth:`VersionLog.latest` reads it, lists only the keys after entry ``c``
+(entries above it, and every checkpoint: they sort after entries) and reads those
+entries, so an open makes the same few requests however many versions are retained.
+Missing, damaged, or older than a checkpoint GC wrote since, it is ignored and the whole
+directory is listed, with the same answers (docs/format.md, §8.8).
+
 Checkpoints are derived data (the idempotency table and the per-bucket snapshot refs as
 of a version), written with a replacing atomic rename. Entries below the newest
 checkpoint may be deleted (:meth:`VersionLog.delete_entries_below`), oldest first, so
@@ -67,6 +76,7 @@ Returned :class:`LogEntry` objects are shared with the cache: do not mutate.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from typing import Any
@@ -74,14 +84,20 @@ from typing import Any
 from cdc_sink.errors import CommitConflict, VersionNotFound, WalCorruption
 from cdc_sink.storage import faults
 from cdc_sink.storage.framing import encode_file
-from cdc_sink.storage.layout import LOG_DIR
+from cdc_sink.storage.layout import LAST_CHECKPOINT_KEY, LOG_DIR
 from cdc_sink.storage.log_entry import BucketRef, Checkpoint, LogEntry
-from cdc_sink.storage.log_files import CHECKPOINT_MAGIC, LOG_MAGIC, LogFiles
+from cdc_sink.storage.log_files import (
+    CHECKPOINT_MAGIC,
+    LAST_CHECKPOINT_MAGIC,
+    LOG_MAGIC,
+    LogFiles,
+)
 from cdc_sink.storage.objectstore import ObjectExists, ObjectStore
 from cdc_sink.storage.objectstore.local import DEFAULT_FILE_MODE, LocalStore
 
 __all__ = [
     "CHECKPOINT_MAGIC",
+    "LAST_CHECKPOINT_MAGIC",
     "LOG_DIR",
     "LOG_MAGIC",
     "BucketRef",
@@ -95,6 +111,7 @@ faults.register(
     "log.created",
     "log.dir_fsynced",
     "log.checkpoint_written",
+    "log.pointer_written",
     "log.gc_deleting",
     "log.repair_removing",
 )
@@ -141,6 +158,8 @@ class VersionLog(LogFiles):
         self.file_mode = file_mode
         self._latest: int | None = None
         self._txn: tuple[int, dict[str, int]] | None = None
+        self._opened: Checkpoint | None = None  # the pointer's, until the history takes it
+        self._pointer: int | None = None  # the newest pointer version read or written
 
     # ------------------------------------------------------------ names
 
@@ -151,35 +170,23 @@ class VersionLog(LogFiles):
     def latest(self) -> int | None:
         """The newest committed version, or ``None`` when nothing is committed.
 
-        The first call lists the directory; later calls only probe for the next
-        versions' files. An unfinished newest entry is not committed and is skipped.
+        The first call starts from the last-checkpoint pointer and lists only the
+        entries after it (:meth:`_open_from_pointer`), or, without a usable pointer,
+        lists the directory; later calls only probe for the next versions' files. An
+        unfinished newest entry is not committed and is skipped.
 
         Raises:
             WalCorruption: The log is damaged below its newest entry.
         """
         v = self._latest
         if v is None:
-            versions = self._entry_versions()
-            if not versions:
+            v = self._open_from_pointer()
+            if v is not None:
+                self._latest = v  # the listing just made is as fresh as a probe
+                return v
+            v = self._latest_listed()
+            if v is None:
                 return None
-            top = versions[-1]
-            try:
-                got: LogEntry | int = self._load(top)
-            except FileNotFoundError:  # an unfinished entry removed by repair()
-                got = 0
-            if isinstance(got, LogEntry):
-                v = top
-            elif len(versions) >= 2 and versions[-2] == top - 1:
-                self._load_committed(top - 1)
-                v = top - 1
-            elif top == 0:
-                return None
-            else:
-                raise WalCorruption(
-                    f"log entry of version {top - 1} is missing below version {top}",
-                    path=self.entry_path(top - 1),
-                    offset=0,
-                )
         while True:  # probe for versions committed since
             nxt = v + 1
             try:
@@ -198,6 +205,126 @@ class VersionLog(LogFiles):
             return self.latest()
         self._latest = v
         return v
+
+    def _latest_listed(self) -> int | None:
+        """:meth:`latest` from a listing of the whole directory (no probe after it)."""
+        versions = self._entry_versions()
+        if not versions:
+            return None
+        top = versions[-1]
+        try:
+            got: LogEntry | int = self._load(top)
+        except FileNotFoundError:  # an unfinished entry removed by repair()
+            got = 0
+        if isinstance(got, LogEntry):
+            return top
+        if len(versions) >= 2 and versions[-2] == top - 1:
+            self._load_committed(top - 1)
+            return top - 1
+        if top == 0:
+            return None
+        raise WalCorruption(
+            f"log entry of version {top - 1} is missing below version {top}",
+            path=self.entry_path(top - 1),
+            offset=0,
+        )
+
+    def _open_from_pointer(self) -> int | None:
+        """The newest committed version, found from the last-checkpoint pointer: its
+        checkpoint, then one listing that starts after its version and the entries it
+        lists (read and cached). ``None`` when the pointer cannot be used (missing,
+        damaged, or older than a checkpoint GC wrote since, whose entries below may be
+        gone) or the entries after it are not one contiguous run: the caller then lists
+        the whole directory, which also names any damage."""
+        found = self._load_last_checkpoint()
+        if found is None:
+            return None
+        ckpt, entry = found
+        c = ckpt.version
+        tail, checkpoints = self._listed_after(c)
+        if (checkpoints and checkpoints[-1] > c) or tail != list(range(c + 1, c + 1 + len(tail))):
+            return None
+        v = c
+        for nxt in tail:
+            try:
+                got = self._load_committed(nxt) if nxt != tail[-1] else self._load(nxt)
+            except FileNotFoundError:  # removed by repair() since the listing
+                break
+            if isinstance(got, int):  # an unfinished newest entry: not committed
+                break
+            v = nxt
+        self._entries.setdefault(c, entry)
+        self._opened = ckpt
+        self._pointer = c if self._pointer is None else max(self._pointer, c)
+        if self._txn is None:
+            self._txn = (c, dict(ckpt.app_ids))
+        return v
+
+    def take_opened_checkpoint(self) -> tuple[Checkpoint, int] | None:
+        """The checkpoint of the last-checkpoint pointer this log's first :meth:`latest`
+        started from, with that newest version, once (the history built on open starts
+        from it; a later rebuild lists the log). The entries after it are cached, so
+        reading them costs no request. ``None`` when the log did not start from a
+        pointer, or it was taken."""
+        ckpt, self._opened = self._opened, None
+        if ckpt is None or self._latest is None:
+            return None
+        return ckpt, self._latest
+
+    @property
+    def last_checkpoint_version(self) -> int | None:
+        """The version of the newest last-checkpoint pointer this log read or wrote
+        (``None``: none)."""
+        return self._pointer
+
+    def checkpoint_due(self, version: int, every: int, tail_bytes: int) -> bool:
+        """Whether the writer should write the last-checkpoint pointer at ``version``:
+        this log knows of no pointer, or ``every`` versions or more, or entries of
+        ``tail_bytes`` bytes or more (of those whose size it knows), were committed
+        after the newest one it knows."""
+        if self._pointer is None:
+            return True
+        if version - self._pointer >= every:
+            return True
+        held = sum(self._sizes.get(v, 0) for v in range(self._pointer + 1, version + 1))
+        return held >= tail_bytes
+
+    def write_last_checkpoint(
+        self,
+        version: int,
+        bucket_snapshots: dict[int, str | None],
+        schema_id: int,
+        extra: dict[str, Any],
+    ) -> None:
+        """Replace the last-checkpoint pointer (``_log/_last_checkpoint``) with the
+        checkpoint as of the committed ``version`` and that version's entry.
+
+        The pointer is a hint for opening (:meth:`latest`): it deletes nothing and moves
+        no oldest readable version, and a reader that finds it missing, damaged or older
+        than GC's newest checkpoint lists the log instead. Writing it costs one ``PUT``
+        (the idempotency table and the entry come from what a writer holds).
+
+        Args:
+            version: A committed version.
+            bucket_snapshots: Per bucket, the newest snapshot at or below ``version``.
+            schema_id: The schema id at ``version``.
+            extra: The table layer's state as of ``version`` (the whole history of the
+                retained versions: a history started from the pointer holds what one
+                built from the log holds).
+
+        Raises:
+            VersionNotFound: ``version`` is not committed.
+        """
+        entry = self.read(version)
+        ckpt = Checkpoint(
+            version, self.app_transactions(version), dict(bucket_snapshots), schema_id, extra
+        )
+        payload = {"checkpoint": json.loads(ckpt.to_json()), "entry": json.loads(entry.to_json())}
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        data = encode_file([text.encode("utf-8")], magic=LAST_CHECKPOINT_MAGIC)
+        self.store.put(LAST_CHECKPOINT_KEY, data)  # locally: temp, fsync, rename
+        faults.fault_point("log.pointer_written")
+        self._pointer = version if self._pointer is None else max(self._pointer, version)
 
     def oldest(self) -> int | None:
         """The oldest version whose entry is retained, or ``None`` when empty.
@@ -493,6 +620,7 @@ class VersionLog(LogFiles):
         faults.fault_point("log.created")
         faults.fault_point("log.dir_fsynced")
         self._entries[v] = entry
+        self._sizes[v] = len(data)
         if self._latest is None or v > self._latest:
             self._latest = v  # the next probe for newer versions starts after it
 

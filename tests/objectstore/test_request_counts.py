@@ -3,21 +3,30 @@ counted by the store's own counters (``store.counters``).
 
 A writer trusts its own view of the log: a steady-state commit is the WAL segment of
 each bucket it touches and the conditional create of the log entry, nothing else (no
-LIST, GET or HEAD), and the exactly-once check of a replayed batch is answered from the
+LIST, GET or HEAD; every ``TableOptions.checkpoint_every`` versions also the ``PUT`` of
+the last-checkpoint pointer), and the exactly-once check of a replayed batch is answered from the
 idempotency table the writer holds, without a request. Only a lost race (the
 conditional create finds the entry taken) makes the writer read the log, and then only
 the entries after the newest version it knew: the loser gets ``CommitConflict``, and its
 next commit is a steady-state one again.
+
+An open reads the table file and the last-checkpoint pointer, makes one listing of the
+log entries after the pointer's version and reads those: at most 5 requests, however
+many versions the table retains.
 """
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from cdc_sink.engine import core_of
 from cdc_sink.errors import CommitConflict
 from cdc_sink.schema import TableSchema
+from cdc_sink.storage.framing import encode_file
 from cdc_sink.storage.objectstore.counters import CALL_KINDS, CallKind
+from cdc_sink.storage.version_log import LOG_MAGIC, LogEntry, VersionLog
 from cdc_sink.table import Table, create_table, open_table
 from tests.objectstore.conftest import Target
 
@@ -51,6 +60,13 @@ def _puts_only(puts: int) -> dict[CallKind, int]:
     return {k: puts if k == "PUT" else 0 for k in CALL_KINDS}
 
 
+def _commit_puts(table: Table, writes: int) -> dict[CallKind, int]:
+    """What a steady-state commit of ``writes`` WAL segments makes: those, the log
+    entry, and the last-checkpoint pointer if the commit was the one that wrote it."""
+    pointer = table.log.last_checkpoint_version == core_of(table).version
+    return _puts_only(writes + 1 + pointer)
+
+
 def _writer(target: Target) -> Table:
     """A new table on ``target`` with one warm-up commit (the writer's first commit
     proves the store's conditional writes and loads the buckets' tablets)."""
@@ -68,9 +84,9 @@ def test_a_steady_state_commit_is_its_segments_and_the_log_entry(target: Target)
     for batch in range(1, STEADY_COMMITS + 1):
         got = _requests(table, lambda b=batch: table.apply(_events(b), app_id="job", batch_id=b))
         assert _buckets_touched(table) == 2
-        assert got == _puts_only(2 + 1), f"commit of batch {batch}"
+        assert got == _commit_puts(table, 2), f"commit of batch {batch}"
     got = _requests(table, lambda: table.apply(_events(9, range(1)), app_id="job", batch_id=9))
-    assert got == _puts_only(1 + 1)  # one key: one bucket
+    assert got == _commit_puts(table, 1)  # one key: one bucket
     assert table.version == STEADY_COMMITS + 2
 
 
@@ -104,7 +120,7 @@ def test_a_reopened_writer_answers_the_exactly_once_check_from_what_it_read(
     assert table.apply(_events(1), app_id="job", batch_id=1).skipped
     table.apply(_events(2), app_id="job", batch_id=2)
     got = _requests(table, lambda: table.apply(_events(3), app_id="job", batch_id=3))
-    assert got == _puts_only(3)
+    assert got == _commit_puts(table, 2)
 
 
 @pytest.mark.parametrize("ahead", [1, 3])
@@ -134,7 +150,7 @@ def test_a_lost_race_reads_only_the_entries_after_the_losers_version(
     assert not loser.is_committed("loser", 2) and loser.is_committed("job", ahead)
     assert core_of(loser).version == known + ahead  # what the next transaction starts from
     got = _requests(loser, lambda: loser.apply(_events(2), app_id="loser", batch_id=2))
-    assert got == _puts_only(3)
+    assert got == _commit_puts(loser, 2)
     assert loser.read().equals(open_table(target.url, storage_options=target.options).read())
 
 
@@ -171,3 +187,65 @@ def test_a_table_that_reads_follows_the_other_writers_versions(target: Target) -
     assert both.is_committed("job", 2)
     newest = writer.version
     assert both.apply(_events(3), app_id="both", batch_id=2).version == newest + 1
+
+
+OPEN_REQUESTS = 5
+
+
+def _open_requests(target: Target) -> tuple[Table, dict[CallKind, int]]:
+    """A new open of the table on ``target`` and every request it made (its store is
+    new: its counters hold the open alone)."""
+    table = open_table(target.url, storage_options=target.options or None)
+    store = getattr(table.store, "inner", table.store)  # the cache counts what reaches it
+    return table, store.counters.snapshot().requests
+
+
+def _raw_entries(target: Target, versions: range) -> None:
+    """Commits empty versions (no bucket, no writer) straight to the log, concurrently:
+    a long history made quickly."""
+    store = target.open(check_conditional_writes=False)
+
+    def put(v: int) -> None:
+        entry = LogEntry(version=v, app_id=None, batch_id=None, commit_time_ms=v, schema_id=0)
+        data = encode_file([entry.to_json().encode("utf-8")], magic=LOG_MAGIC)
+        store.put_if_absent(VersionLog.entry_key(v), data)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, versions))
+
+
+@pytest.mark.parametrize("retained", [10, 1000])
+def test_an_open_makes_a_constant_number_of_requests(target: Target, retained: int) -> None:
+    """Whatever the tail after the pointer (each position of the checkpoint cadence),
+    an open makes at most 5 requests, with 10 or 1,000 retained versions, and sees the
+    writer's newest version, rows and idempotency table."""
+    table = create_table(target.url, SCHEMA, storage_options=target.options or None)
+    first = 1
+    if retained > 10:  # a long history of empty versions, then the writer's own
+        _raw_entries(target, range(1, retained - 6))
+        table = open_table(target.url, storage_options=target.options or None)
+        first = table.version + 1
+    cadence = table.options.checkpoint_every
+    for batch in range(first, retained):
+        table.apply(_events(batch, range(batch % 16, batch % 16 + 2)), app_id="job", batch_id=batch)
+        if batch + cadence < retained:
+            continue
+        opened, got = _open_requests(target)
+        assert sum(got.values()) <= OPEN_REQUESTS, f"open at version {batch}: {got}"
+        assert got["LIST"] == 1 and got["HEAD"] == 0 and got["PUT"] == 0
+        assert opened.version == table.version == batch
+        assert opened.is_committed("job", batch) and not opened.is_committed("job", batch + 1)
+    assert opened.oldest_version == 0 and len(opened.versions()) == retained
+    assert opened.read().equals(table.read())
+
+
+def test_a_listing_after_a_key_lists_only_the_keys_after_it(target: Target) -> None:
+    store = target.open()
+    for name in ("a", "b", "c", "d"):
+        store.put(f"p/{name}", b"x")
+    store.put("q/e", b"x")
+    before = store.counters.snapshot()
+    assert store.list_keys("p", start_after="p/b") == ["p/c", "p/d"]
+    assert store.list_keys("p", start_after="p/bb") == ["p/c", "p/d"]
+    assert store.list_keys("p", start_after="p/d") == []
+    assert store.counters.snapshot().minus(before).requests["LIST"] == 3

@@ -166,7 +166,11 @@ def _written_json(root: Path) -> dict[str, set[str]]:
     keys.update(segment=set(), images=set())
     for path in (root / layout.LOG_DIR).iterdir():
         rec: dict[str, Any] = json.loads(_records(path)[0])
-        if path.name.startswith("_checkpoint."):
+        if f"{layout.LOG_DIR}/{path.name}" == layout.LAST_CHECKPOINT_KEY:  # §8.8
+            keys["checkpoint"] |= set(rec) | set(rec["checkpoint"]) - {"extra"}
+            keys["checkpoint"] |= {f"extra.{k}" for k in rec["checkpoint"].get("extra", {})}
+            keys["entry"] |= set(rec["entry"])
+        elif path.name.startswith("_checkpoint."):
             keys["checkpoint"] |= set(rec) - {"extra"}
             keys["checkpoint"] |= {f"extra.{k}" for k in rec.get("extra", {})}
         else:
