@@ -261,7 +261,10 @@ class TableCore:
         """The newest committed version in the log."""
         v = self.log.latest()
         if v is None:
-            raise TableNotFound(f"table at {self.root} has no committed version")
+            raise TableNotFound(
+                f"the table at {self.root} was never created completely "
+                "(create_table crashed before committing version 0)"
+            )
         return v
 
     def oldest_version(self) -> int:
