@@ -37,7 +37,11 @@ a real store adds a TCP and TLS handshake per connection.
 Run:  .venv/bin/python benchmarks/object_store_latency.py [--latencies 0,10,30]
       [--systems cdc_sink,delta_merge,delta_append] [--rows 50000] [--batches 12]
       [--batch-events 2000] [--old-batch 3] [--repeat 3] [--venvs .bench_venvs]
-      [--cdc-sink HEAD|tree|<commit>] [--json out.json]
+      [--cdc-sink HEAD|tree|<commit>] [--proxy testkit|toxiproxy] [--json out.json]
+
+``--proxy toxiproxy`` builds Toxiproxy's server with ``go install`` (from the Go module
+proxy, into ``<venvs>/toxiproxy``) and puts it in front instead, with a ``latency`` toxic
+on each direction, and the test kit's proxy at 0 ms behind it to count the requests.
 """
 
 from __future__ import annotations
@@ -185,8 +189,117 @@ def parser() -> argparse.ArgumentParser:
         "or 'tree' (the working tree as it is)",
     )
     ap.add_argument("--json", default=None, help="also write every figure to this file")
+    ap.add_argument(
+        "--proxy",
+        default="testkit",
+        choices=["testkit", "toxiproxy"],
+        help="the latency proxy: the test kit's LatencyProxy, or Toxiproxy (needs go)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return ap
+
+
+TOXIPROXY = "github.com/Shopify/toxiproxy/v2/cmd/server@latest"
+"""What ``go install`` builds for ``--proxy toxiproxy``."""
+
+
+def toxiproxy_server(cache: str) -> str:
+    """Toxiproxy's server binary, built from the Go module proxy into ``cache`` on first
+    use (``GOPATH=<cache>/go go install ...``).
+
+    Raises:
+        SystemExit: No ``go`` on ``PATH``.
+    """
+    binary = os.path.join(cache, "go", "bin", "server")
+    if not os.path.exists(binary):
+        go = shutil.which("go")
+        if go is None:
+            raise SystemExit("--proxy toxiproxy needs go on PATH (or use --proxy testkit)")
+        print(f"building Toxiproxy into {cache}", flush=True)
+        env = dict(
+            os.environ,
+            GOPATH=os.path.join(cache, "go"),
+            GOCACHE=os.path.join(cache, "go-build"),
+            GOFLAGS="-modcacherw",
+        )
+        subprocess.run([go, "install", TOXIPROXY], check=True, env=env)
+    return binary
+
+
+class Toxiproxy:
+    """A Toxiproxy server on 127.0.0.1 with one proxy to ``upstream_host:upstream_port``
+    and a ``latency`` toxic of ``delay_ms`` on each direction (``.endpoint``), in front of
+    a :class:`~cdc_sink_testkit.s3.LatencyProxy` of 0 ms that counts the requests
+    (``.requests()``), so both proxies give the same counts."""
+
+    def __init__(self, binary: str, upstream_host: str, upstream_port: int, delay_ms: int):
+        from cdc_sink_testkit.s3 import LatencyProxy
+        from cdc_sink_testkit.s3.server import _free_ports
+
+        self.counter = LatencyProxy(upstream_host, upstream_port, 0)
+        self.requests = self.counter.requests
+        self.delay_ms = delay_ms
+        self.binary = binary
+        self.api = f"http://127.0.0.1:{_free_ports('127.0.0.1', 1)[0]}"
+        self.endpoint = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        import urllib.request
+
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.api + path, data=data, method=method)
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read()
+        return json.loads(text) if text else None
+
+    def __enter__(self) -> Toxiproxy:
+        self.counter.start()
+        port = self.api.rsplit(":", 1)[1]
+        self._proc = subprocess.Popen(
+            [self.binary, "-host", "127.0.0.1", "-port", port],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._call("GET", "/version")
+                break
+            except OSError:
+                if time.monotonic() > deadline or self._proc.poll() is not None:
+                    self.__exit__(None, None, None)
+                    raise
+                time.sleep(0.1)
+        proxy = self._call(
+            "POST",
+            "/proxies",
+            {"name": "s3", "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{self.counter.port}"},
+        )
+        self.endpoint = "http://" + proxy["listen"]
+        for stream in ("upstream", "downstream"):
+            self._call(
+                "POST",
+                "/proxies/s3/toxics",
+                {
+                    "name": f"latency_{stream}",
+                    "type": "latency",
+                    "stream": stream,
+                    "attributes": {"latency": self.delay_ms, "jitter": 0},
+                },
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        self.counter.stop()
 
 
 def _delta_options(endpoint: str, s3: Any) -> dict[str, str]:
@@ -256,7 +369,7 @@ def summary(fig: dict[str, Any], steps: list[tuple[str, dict[str, int]]]) -> dic
     return out
 
 
-def _print(results: dict[str, dict[str, dict[str, Any]]]) -> None:
+def _print(results: dict[int, dict[str, dict[str, Any]]]) -> None:
     rows = [
         ("commit p50 (ms)", "commit_p50_ms", "{:.0f}"),
         ("commit p99 (ms)", "commit_p99_ms", "{:.0f}"),
@@ -306,6 +419,11 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}: choose from {', '.join(SYSTEMS)}")
     delta_python = peers.venv_python("delta", peers.SYSTEMS["delta"][2], args.venvs)
+    toxiproxy = (
+        toxiproxy_server(os.path.join(args.venvs, "toxiproxy"))
+        if args.proxy == "toxiproxy"
+        else None
+    )
     work = tempfile.mkdtemp(prefix="cdc_latency_bench_")
     data = os.path.join(work, "data")
     expected = generate(data, args.rows, args.batches, args.batch_events, args.old_batch, 11)
@@ -322,7 +440,11 @@ def main() -> None:
     try:
         for r in range(args.repeat):
             for lat in latencies:
-                with LatencyProxy(server.host, server.ports["s3"], lat) as proxy:
+                with (
+                    LatencyProxy(server.host, server.ports["s3"], lat)
+                    if toxiproxy is None
+                    else Toxiproxy(toxiproxy, server.host, server.ports["s3"], lat)
+                ) as proxy:
                     order = systems if (r + lat) % 2 == 0 else systems[::-1]
                     for s in order:
                         name = f"{s}-r{r}-l{lat}-{uuid.uuid4().hex[:8]}"
@@ -363,7 +485,8 @@ def main() -> None:
     results = {lat: {s: _median(runs[lat][s]) for s in systems} for lat in latencies}
     print(
         f"\ncdc_sink: {head}; {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, load average during the runs {statistics.median(loads):.1f} "
+        f"{os.cpu_count()} CPUs, proxy {args.proxy}, load average during the runs "
+        f"{statistics.median(loads):.1f} "
         f"(max {max(loads):.1f}); rows={args.rows} batches={args.batches}x"
         f"{args.batch_events} old version after batch {args.old_batch}, "
         f"repeats={args.repeat} (medians)\n"
