@@ -36,7 +36,7 @@ Run::
     NUMPY_MADVISE_HUGEPAGE=0 .venv/bin/python benchmarks/many_tables.py \\
         [--configs 1u-t8,200u-t8,200z-t8,200u-t1,200u-t4,1000w-t8-b16,1000z-t8] \\
         [--runs 3] [--batches 3] [--events 50000] [--dir /tmp/cdc_many_tables] \\
-        [--buckets 1] [--one-table-buckets 4] [--prepare-threads N] \\
+        [--buckets 1] [--one-table-buckets 4] [--prepare-threads N] [--cpu-threads N] \\
         [--json out.json] [--from-json out.json] \\
         [--profile 200u-t1]
 
@@ -336,7 +336,9 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
     root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
     budget = cfg.budget_mb << 20 if cfg.budget_mb else None
     buckets = args.one_table_buckets if cfg.tables == 1 else args.buckets
-    dbo = DatabaseOptions(root, commit_threads=cfg.threads, num_buckets=buckets)
+    dbo = DatabaseOptions(
+        root, commit_threads=cfg.threads, num_buckets=buckets, cpu_threads=args.cpu_threads
+    )
     if budget:
         dbo = replace(dbo, memory_budget_bytes=budget)
     sink_options = SinkOptions(
@@ -585,6 +587,12 @@ def main() -> None:
         help="buckets of each table when there are several (default: the router's default)",
     )
     ap.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=None,
+        help="DatabaseOptions.cpu_threads (default: the router's, the machine's cores)",
+    )
+    ap.add_argument(
         "--one-table-buckets",
         type=int,
         default=4,
@@ -690,6 +698,8 @@ def _child(cfg: Config, args: argparse.Namespace, seed: int, *, profile: bool) -
     ]
     if args.prepare_threads:
         cmd += ["--prepare-threads", str(args.prepare_threads)]
+    if args.cpu_threads:
+        cmd += ["--cpu-threads", str(args.cpu_threads)]
     if profile:
         cmd += ["--profile", cfg.name]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -80,6 +80,7 @@ from cdc_sink.spark.writer import BatchStats, DeadLetterSink, TableWriter, defau
 from cdc_sink.storage.objectstore import ObjectStore, store_for
 from cdc_sink.storage.objectstore.urls import parse_store_url
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from cdc_sink.utils.cpu_gate import CpuGate
 from cdc_sink.utils.process_local import ProcessLocal
 
 if TYPE_CHECKING:
@@ -141,7 +142,11 @@ class DatabaseOptions:
         buckets: Buckets per table name, overriding ``num_buckets``.
         memory_budget_bytes: Tablet bytes the open tables may hold after a batch before
             the least recently written are closed.
-        commit_threads: Tables written concurrently.
+        commit_threads: Tables written concurrently (their storage waits overlap).
+        cpu_threads: Of those, how many run CPU work (decode, apply) at once, in driver
+            mode; the others wait until one of them waits on storage. None: the driver's
+            cores. Many threads running small numpy and Arrow calls at once contend for
+            the GIL and spend more CPU than the work (:mod:`cdc_sink.utils.cpu_gate`).
     """
 
     table_root: str
@@ -154,6 +159,7 @@ class DatabaseOptions:
     buckets: Mapping[str, int] = field(default_factory=dict)
     memory_budget_bytes: int = 2 << 30
     commit_threads: int = 8
+    cpu_threads: int | None = None
 
     def checked(self) -> DatabaseOptions:
         """The options, checked.
@@ -174,6 +180,13 @@ class DatabaseOptions:
             v = getattr(self, opt)
             if type(v) is not int or v < 1:
                 raise InvalidOption(f"{opt} must be an int >= 1, got {v!r}", option=opt)
+        if self.cpu_threads is not None and (
+            type(self.cpu_threads) is not int or self.cpu_threads < 1
+        ):
+            raise InvalidOption(
+                f"cpu_threads must be None or an int >= 1, got {self.cpu_threads!r}",
+                option="cpu_threads",
+            )
         for name, n in self.buckets.items():
             if type(n) is not int or n < 1:
                 raise InvalidOption(f"buckets[{name!r}] must be an int >= 1", option="buckets")
@@ -395,6 +408,7 @@ class DatabaseSink(ProcessLocal):
         self._stopped: dict[str, str] | None = None
         self._skipped: set[str] = set()
         self._mutex = threading.RLock()
+        self._gate = CpuGate(self.database.cpu_threads or os.cpu_count() or 1)
         self.stats: list[RouterStats] = []
         self.events: TableEvents | None = None
 
@@ -454,7 +468,7 @@ class DatabaseSink(ProcessLocal):
         for part, sub in zip(parts, _by_table(raw, parts), strict=True):
             jobs.append((part.name, _bind(self._write_part, raw, part, sub, batch_id)))
         try:
-            self._run(jobs, st)
+            self._run([(name, self._gated(fn)) for name, fn in jobs], st)
         finally:
             self._release_memory({p.name for p in parts})
             st.total_s = time.perf_counter() - t0
@@ -608,6 +622,16 @@ class DatabaseSink(ProcessLocal):
         rows = np.concatenate(bad).astype(np.int64)
         order = np.argsort(rows, kind="stable")
         return parts, (rows[order], [reasons[int(i)] for i in order])
+
+    def _gated(self, fn: Callable[[], str]) -> Callable[[], str]:
+        """``fn`` run in a slot of the router's CPU gate (driver mode: the tables' decode
+        and apply run in this process; their storage waits give the slot up)."""
+
+        def run() -> str:
+            with self._gate.held():
+                return fn()
+
+        return run
 
     def _run(self, jobs: list[tuple[str, Callable[[], str]]], st: RouterStats) -> None:
         """Runs the tables' writes on the commit threads; raises the first error once

@@ -11,6 +11,12 @@ overlap across all the threads.
 
 Code that waits on storage wraps the wait in :func:`blocking`; in a thread that holds no
 gate (every thread but the router's) it does nothing.
+
+A thread coming back from a wait takes a slot again, but waits for one at most
+:data:`REACQUIRE_S` and then goes on without one: a thread may hold a lock across a
+storage wait (a table's dead letters, the root's stop records) that another gated
+thread, holding a slot, waits for, and an unbounded wait for the slot would deadlock the
+two. So the gate bounds the threads doing CPU work most of the time, never correctness.
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["CpuGate", "blocking"]
+__all__ = ["REACQUIRE_S", "CpuGate", "blocking"]
+
+REACQUIRE_S = 0.05
+"""Seconds a thread back from a storage wait waits for a slot before going on without."""
 
 _local = threading.local()
 
@@ -40,26 +49,29 @@ class CpuGate:
         if getattr(_local, "gate", None) is not None:
             raise RuntimeError("this thread already holds a CPU gate")
         self._sem.acquire()
-        _local.gate = self
+        _local.gate, _local.slotted = self, True
         try:
             yield
         finally:
             _local.gate = None
-            self._sem.release()
+            if _local.slotted:
+                self._sem.release()
 
 
 @contextmanager
 def blocking() -> Iterator[None]:
     """A storage wait: the calling thread's gate slot (if it holds one) is free for
-    another thread until the wait ends, then taken again."""
+    another thread until the wait ends, then taken again (waiting at most
+    :data:`REACQUIRE_S` for it)."""
     gate: CpuGate | None = getattr(_local, "gate", None)
     if gate is None:
         yield
         return
     _local.gate = None  # a nested wait (a retry's) gives nothing up twice
-    gate._sem.release()
+    if _local.slotted:
+        gate._sem.release()
     try:
         yield
     finally:
-        gate._sem.acquire()
+        _local.slotted = gate._sem.acquire(timeout=REACQUIRE_S)
         _local.gate = gate
