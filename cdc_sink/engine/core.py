@@ -53,7 +53,7 @@ from cdc_sink.storage.objectstore.cache import CachingStore
 from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.storage.protocol import check_protocol
 from cdc_sink.storage.rejects import version_rejects
-from cdc_sink.storage.segments import read_change_segment
+from cdc_sink.storage.segments import SegmentPrefetch, read_change_segment
 from cdc_sink.storage.snapshot import apply_locations, load_snapshot, read_manifest
 from cdc_sink.storage.version_log import VersionLog
 from cdc_sink.tablet import MemTablet, TabletOptions
@@ -303,28 +303,39 @@ class TableCore:
         """Bucket ``bucket`` at ``version`` from disk: newest snapshot <= version, then
         the segments after it."""
         snap = self.history.snapshot_at(bucket, version)
-        if snap is None:
-            start = self.history.schemas[0][0] if self.history.schemas else 0
-            tablet = self.empty_tablet(bucket, start)
-        else:
-            start, rel = snap
-            manifest = read_manifest(self.store, rel)
-            tablet = load_snapshot(
-                self.store,
-                manifest,
-                self.schema_of(manifest.schema_id),
-                lambda v: self.empty_tablet(bucket, v),
-            )
-        self.loaded_events = self.replay(tablet, start, version, merge=True)
+        start = snap[0] if snap else self.history.schemas[0][0] if self.history.schemas else 0
+        segs = self.history.segments_between(bucket, start, version)
+        # The segments are fetched while the snapshot loads (on an object store)
+        with SegmentPrefetch(self.store, [r for _, r in segs]) as segments:
+            if snap is None:
+                tablet = self.empty_tablet(bucket, start)
+            else:
+                manifest = read_manifest(self.store, snap[1])
+                tablet = load_snapshot(
+                    self.store,
+                    manifest,
+                    self.schema_of(manifest.schema_id),
+                    lambda v: self.empty_tablet(bucket, v),
+                )
+            self.loaded_events = self.replay(tablet, start, version, merge=True, ahead=segments)
         return tablet
 
-    def replay(self, tablet: MemTablet, start: int, version: int, *, merge: bool = False) -> int:
+    def replay(
+        self,
+        tablet: MemTablet,
+        start: int,
+        version: int,
+        *,
+        merge: bool = False,
+        ahead: SegmentPrefetch | None = None,
+    ) -> int:
         """Brings ``tablet`` from ``start`` to ``version`` by replaying segments;
         returns the events replayed.
 
         With ``merge``, consecutive segments of one schema are folded as one batch (the
         fold is exact, so the result equals applying them one by one); the versions in
-        between are then not kept in memory (reads of them load from disk).
+        between are then not kept in memory (reads of them load from disk). ``ahead``:
+        the segments being fetched already (a cold load's).
         """
         segs = self.history.segments_between(tablet.bucket, start, version)
         i = 0
@@ -340,7 +351,14 @@ class TableCore:
                 and self.history.schema_id_at(segs[i + len(run)][0]) == schema.schema_id
             ):
                 run.append(segs[i + len(run)])
-            batches = [read_change_segment(self.store, r, schema)[1] for _, r in run]
+            batches = [
+                (
+                    ahead.read(r, schema)
+                    if ahead is not None
+                    else read_change_segment(self.store, r, schema)
+                )[1]
+                for _, r in run
+            ]
             events += sum(len(x) for x in batches)
             last = run[-1][0]
             tablet.apply(ChangeBatch.concat(batches), last)

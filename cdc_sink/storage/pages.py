@@ -18,8 +18,11 @@ written with its :meth:`~cdc_sink.storage.objectstore.ObjectStore.open_new` (a l
 store streams the file to disk as it is appended to; an object store's is assembled in
 memory and written with one ``put_new``), and read memory-mapped, each file once, without
 a copy, where the store has a file to map
-(:meth:`~cdc_sink.storage.objectstore.ObjectStore.local_path`), else each blob with one
-``get_range`` of its (file, offset, length), never the whole file.
+(:meth:`~cdc_sink.storage.objectstore.ObjectStore.local_path`), else by ranges, never the
+whole file: the blobs a load or a scan will read are fetched together first
+(:meth:`PageReader.prefetch`: one :meth:`~cdc_sink.storage.objectstore.ObjectStore.get_ranges_of`,
+which coalesces near blobs into one GET and issues the GETs concurrently), and a blob not
+fetched so is read with one ``get_range`` of its (file, offset, length).
 
 Page statistics (``min``/``max``) are stored in the physical form of
 :func:`cdc_sink.filters.physical_value`; see :mod:`cdc_sink.storage.snapshot` for the
@@ -32,6 +35,7 @@ import base64
 import datetime as dt
 import decimal
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -43,6 +47,7 @@ from cdc_sink.filters import PageStats, physical_value
 from cdc_sink.storage.bounded_ipc import check_expansion, expansion_limit
 from cdc_sink.storage.byte_split import join_page, split_page
 from cdc_sink.storage.objectstore import (
+    RANGE_READ_THREADS,
     ObjectNotFound,
     ObjectStore,
     ShortRead,
@@ -50,6 +55,7 @@ from cdc_sink.storage.objectstore import (
     as_store,
 )
 from cdc_sink.tablet.column import Base, LazyPage, PageEntry
+from cdc_sink.tablet.lazy_pages import PageLoader
 from cdc_sink.utils.parallel import ordered_map
 
 __all__ = [
@@ -307,9 +313,13 @@ class PageFileWriter:
         self._out.abort()
 
 
+_Blob = tuple[str, int, int]  # file, offset, length
+
+
 class PageReader:
     """Page blobs of a table's page files: memory-mapped where the store has a file to
-    map (each file once), else each read with one ranged ``get``.
+    map (each file once), else read by ranges: the blobs a load or a scan will read are
+    fetched together first (:meth:`prefetch`), any other with one ranged ``get``.
 
     A blob's CRC is checked when the blob is first read (:meth:`array`, :meth:`blob`),
     before any of its data is returned; :meth:`check` checks locations against the files'
@@ -322,19 +332,24 @@ class PageReader:
     def __init__(self, where: StoreLike) -> None:
         self.store = as_store(where)
         self._maps: dict[str, pa.Buffer] = {}
+        self._fetched: dict[_Blob, bytes] = {}  # prefetched, each taken by its one read
 
     def check(self, locs: Iterable[PageLoc]) -> None:
         """Checks that the files of ``locs`` exist and hold every blob (maps them where
-        the store has files to map; else one ``HEAD`` per file).
+        the store has files to map; else one ``HEAD`` per file, issued concurrently).
 
         Raises:
             WalCorruption: A page file is missing or truncated.
         """
-        sizes: dict[str, int] = {}
+        locs = list(locs)
+        first = {loc.file: loc for loc in locs}
+        if len(first) > 1 and self.store.local_path(locs[0].file) is None:
+            with ThreadPoolExecutor(min(len(first), RANGE_READ_THREADS)) as pool:
+                sizes = dict(zip(first, pool.map(self._size, first.values()), strict=True))
+        else:
+            sizes = {f: self._size(loc) for f, loc in first.items()}
         for loc in locs:
-            size = sizes.get(loc.file)
-            if size is None:
-                size = sizes[loc.file] = self._size(loc)
+            size = sizes[loc.file]
             if loc.offset < 0 or loc.offset + loc.length > size:
                 raise WalCorruption(
                     "a snapshot page file is truncated",
@@ -374,11 +389,61 @@ class PageReader:
             self._maps[loc.file] = buf
         return buf
 
+    def prefetch(self, locs: Iterable[PageLoc]) -> list[PageLoc]:
+        """Fetches the blobs at ``locs`` that no read took yet, together (one
+        :meth:`~cdc_sink.storage.objectstore.ObjectStore.get_ranges_of`: near blobs of
+        a file in one GET, the GETs concurrent), for the next read of each to take
+        instead of a GET of its own; returns the locations fetched (:meth:`forget` those
+        a read may not take). Nothing where the store has files to map. A fetch that
+        fails fetches nothing: each read then reads, and fails, by itself.
+        """
+        wanted: dict[str, list[PageLoc]] = {}
+        for loc in locs:
+            if (loc.file, loc.offset, loc.length) not in self._fetched and loc.length:
+                wanted.setdefault(loc.file, []).append(loc)
+        if not wanted or self.store.local_path(next(iter(wanted))) is not None:
+            return []
+        try:
+            got = self.store.get_ranges_of(
+                {f: [(loc.offset, loc.length) for loc in ls] for f, ls in wanted.items()}
+            )
+        except (ObjectNotFound, ShortRead):
+            return []
+        fetched: list[PageLoc] = []
+        for f, ls in wanted.items():
+            for loc, data in zip(ls, got[f], strict=True):
+                self._fetched[(loc.file, loc.offset, loc.length)] = data
+                fetched.append(loc)
+        return fetched
+
+    def forget(self, locs: Iterable[PageLoc]) -> None:
+        """Drops what :meth:`prefetch` fetched at ``locs`` and no read took."""
+        for loc in locs:
+            self._fetched.pop((loc.file, loc.offset, loc.length), None)
+
+    def prefetch_pages(self, loaders: Sequence[PageLoader]) -> list[PageLoader]:
+        """:meth:`prefetch` of the stored pages of ``loaders`` (this reader's
+        :class:`StoredPage` s; a tablet's :class:`~cdc_sink.tablet.lazy_pages.PageFetcher`);
+        returns the loaders whose pages were fetched."""
+        stored = [ld for ld in loaders if isinstance(ld, StoredPage) and ld.reader is self]
+        done = {
+            (loc.file, loc.offset, loc.length) for loc in self.prefetch(ld.loc for ld in stored)
+        }
+        return [ld for ld in stored if (ld.loc.file, ld.loc.offset, ld.loc.length) in done]
+
+    def forget_pages(self, loaders: Sequence[PageLoader]) -> None:
+        """:meth:`forget` of the stored pages of ``loaders``."""
+        self.forget(ld.loc for ld in loaders if isinstance(ld, StoredPage))
+
     def _piece(self, loc: PageLoc) -> pa.Buffer:
         """The bytes at ``loc`` (fewer if the file ends first)."""
         mapped = self._map(loc)
         if mapped is not None:
             return mapped.slice(loc.offset, loc.length)
+        if self._fetched:
+            data = self._fetched.pop((loc.file, loc.offset, loc.length), None)
+            if data is not None:
+                return pa.py_buffer(data)
         try:
             return pa.py_buffer(self.store.get_range(loc.file, loc.offset, loc.length))
         except ObjectNotFound:
@@ -453,6 +518,12 @@ class StoredPage:
     def __init__(self, loc: PageLoc, reader: PageReader) -> None:
         self.loc = loc
         self.reader = reader
+
+    @property
+    def fetcher(self) -> PageReader:
+        """The reader, which fetches many stored pages together
+        (:meth:`PageReader.prefetch_pages`)."""
+        return self.reader
 
     def __call__(self) -> pa.Array:
         """The page (read now).

@@ -15,7 +15,9 @@ A segment is encoded in memory and written with one ``put_new`` of its unique ke
 table's store (:mod:`~cdc_sink.storage.objectstore`: a local store creates, writes and
 fsyncs the file and its directory; an object store ``PUT`` s it) *before* the log entry
 that names it is created; a segment no entry names is an orphan of a failed attempt.
-Committed segments are read with one ``get``, without repair: damage there is data loss
+Committed segments are read with one ``get`` each (a cold load's, on an object store,
+concurrently with the bucket's snapshot: :class:`SegmentPrefetch`), without repair:
+damage there is data loss
 and raises WalCorruption. So does a header that is not what a writer writes (every field
 an int in range: no ``Infinity``), and a body that would decompress to more than its
 header declares (checked before anything is decompressed: :mod:`.bounded_ipc`).
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cdc_sink.batch import ChangeBatch
@@ -51,11 +55,12 @@ from cdc_sink.storage.layout import (
     file_version,
     segment_file,
 )
-from cdc_sink.storage.objectstore import ObjectNotFound, StoreLike, as_store
+from cdc_sink.storage.objectstore import RANGE_READ_THREADS, ObjectNotFound, StoreLike, as_store
 from cdc_sink.storage.wal import WAL_MAGIC, decode_segment, encode_segment
 
 __all__ = [
     "SegmentHeader",
+    "SegmentPrefetch",
     "body_limit",
     "file_version",
     "read_change_segment",
@@ -183,8 +188,68 @@ def read_committed_records(
     return path, decode_segment(data, path=path)
 
 
+_SEGMENT = "a committed WAL segment"
+
+
+class SegmentPrefetch:
+    """Committed segments read in the background, concurrently (at most
+    :data:`~cdc_sink.storage.objectstore.RANGE_READ_THREADS` at once), while the caller
+    does something else (loads the bucket's snapshot); :meth:`read` then decodes one
+    from the bytes fetched. A context manager: on exit, reads not started are cancelled.
+    Where the store has files (a local store), nothing is fetched ahead: each
+    :meth:`read` reads its file then.
+
+    Args:
+        where: The table's store (a path: a local store on that directory).
+        rels: The segments' keys, from the log.
+    """
+
+    def __init__(self, where: StoreLike, rels: Sequence[str]) -> None:
+        self.store = as_store(where)
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: dict[str, Future[tuple[str, bytes]]] = {}
+        if rels and self.store.local_path(rels[0]) is None:
+            self._pool = ThreadPoolExecutor(
+                min(len(rels), RANGE_READ_THREADS), thread_name_prefix="cdc_sink-wal"
+            )
+            for rel in dict.fromkeys(rels):
+                self._ahead[rel] = self._pool.submit(
+                    read_committed_object, self.store, "segment", rel, _SEGMENT
+                )
+
+    def read(self, rel: str, schema: TableSchema) -> tuple[SegmentHeader, ChangeBatch]:
+        """:func:`read_change_segment` of ``rel``, from the bytes fetched ahead (each
+        segment's once) if they were.
+
+        Raises:
+            WalCorruption: As :func:`read_change_segment`.
+        """
+        ahead = self._ahead.pop(rel, None)
+        return read_change_segment(
+            self.store, rel, schema, fetched=None if ahead is None else ahead.result()
+        )
+
+    def close(self) -> None:
+        """Cancels the reads not started and waits for the others."""
+        for fut in self._ahead.values():
+            fut.cancel()
+        self._ahead.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> SegmentPrefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def read_change_segment(
-    where: StoreLike, rel: str, schema: TableSchema
+    where: StoreLike,
+    rel: str,
+    schema: TableSchema,
+    *,
+    fetched: tuple[str, bytes] | None = None,
 ) -> tuple[SegmentHeader, ChangeBatch]:
     """Reads a committed segment back into a batch of ``schema``.
 
@@ -192,11 +257,22 @@ def read_change_segment(
     checked again here (:func:`~.layout.checked`), so no path outside the table is ever
     opened as a segment.
 
+    Args:
+        where: The table's store (a path: a local store on that directory).
+        rel: The segment's key.
+        schema: The schema of its batch.
+        fetched: Where the segment is and its bytes, read already by
+            :func:`read_committed_object` (:class:`SegmentPrefetch`); else it is read now.
+
     Raises:
         WalCorruption: The segment is damaged or incomplete, or ``rel`` is no segment
             path of the table.
     """
-    path, records = read_committed_records(where, "segment", rel, "a committed WAL segment")
+    if fetched is None:
+        path, records = read_committed_records(where, "segment", rel, _SEGMENT)
+    else:
+        path = fetched[0]
+        records = decode_segment(fetched[1], path=path)
     if len(records) != 2:
         raise WalCorruption(
             f"change segment has {len(records)} records, expected 2", path=path, offset=0

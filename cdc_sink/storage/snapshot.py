@@ -496,7 +496,9 @@ def load_snapshot(
     and decoded when first read, so loading reads only the key, row-hash, index and
     deletion-vector blobs (and the sequence column's pages, which the tablet keeps in a
     dense array); a damaged value page raises :class:`WalCorruption` from the read that
-    first touches it, before any of its data is returned.
+    first touches it, before any of its data is returned. Where the store has no files to
+    map, the blobs read at load are fetched together first
+    (:meth:`~cdc_sink.storage.pages.PageReader.prefetch`).
 
     Args:
         where: The table's store (a path: a local store on that directory).
@@ -510,6 +512,19 @@ def load_snapshot(
     """
     reader = PageReader(where)
     reader.check(manifest.locations())
+    at_load = [p for ps in manifest.keys for p in ps] + manifest.row_hash
+    at_load += [p for p in (manifest.dv, manifest.index_slots) if p is not None]
+    fetched = reader.prefetch(at_load)  # together: near blobs in one GET, GETs concurrent
+    try:
+        return _load(reader, manifest, schema, tablet_factory)
+    finally:
+        reader.forget(fetched)
+
+
+def _load(
+    reader: PageReader, manifest: SnapshotManifest, schema: TableSchema, tablet_factory: Any
+) -> MemTablet:
+    """:func:`load_snapshot` once the page files are checked."""
     tablet: MemTablet = tablet_factory(manifest.version)
     v = manifest.version
     known = {c.id: c for c in schema.value_columns}

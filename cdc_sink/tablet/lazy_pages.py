@@ -8,6 +8,11 @@ of lazy pages not read yet: a page is read (memory-mapped, checked against its C
 decoded) on first access only, so opening a table touches no value page, and a read of
 some columns never touches the pages of the others. A page's row count is known without
 loading it.
+
+A loader may also name a :class:`PageFetcher` (its ``fetcher`` attribute): something
+that fetches the stored bytes of many pages together ahead of their loads (one request
+for near pages of a file on an object store), which a scan asks for the pages it is
+about to read (:func:`cdc_sink.tablet.page_loads.prefetched`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Protocol, TypeAlias, overload
 
 import pyarrow as pa
 
-__all__ = ["LazyPage", "PageEntry", "PageList", "PageLoader", "page_of"]
+__all__ = ["LazyPage", "PageEntry", "PageFetcher", "PageList", "PageLoader", "page_of"]
 
 
 class PageLoader(Protocol):
@@ -30,6 +35,20 @@ class PageLoader(Protocol):
 
     def __call__(self) -> pa.Array:
         """The page's array."""
+        ...
+
+
+class PageFetcher(Protocol):
+    """Fetches the stored bytes of many pages together, before they are loaded (see the
+    module docstring); storage implements it."""
+
+    def prefetch_pages(self, loaders: Sequence[PageLoader]) -> Sequence[PageLoader]:
+        """Fetches the pages of ``loaders`` (the ones it knows) for their next loads to
+        take; returns the loaders it fetched for."""
+        ...
+
+    def forget_pages(self, loaders: Sequence[PageLoader]) -> None:
+        """Drops what it fetched for ``loaders`` and no load took."""
         ...
 
 

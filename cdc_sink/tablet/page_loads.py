@@ -13,20 +13,26 @@ Only the pages the scan will return as they are loaded this way (its columns, an
 pages its filter keeps, with no deleted row): a read of some columns still never
 touches the pages of the others. Uncompressed pages are zero-copy, and loading them
 costs only their CRC.
+
+Before a scan reads its stored pages, their bytes are fetched together
+(:func:`prefetched`: each loader's :class:`~cdc_sink.tablet.lazy_pages.PageFetcher`),
+so that a cold read on an object store makes one request per run of near pages, all
+issued concurrently, instead of one request per page as it walks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from cdc_sink.tablet.column import ColumnStore, LazyPage
+from cdc_sink.tablet.lazy_pages import PageFetcher, PageLoader
 
-__all__ = ["MIN_PARALLEL", "load_pages", "unloaded_pages", "usable_cores"]
+__all__ = ["MIN_PARALLEL", "load_pages", "prefetched", "unloaded_pages", "usable_cores"]
 
 MIN_PARALLEL = 4
 """Fewer unloaded pages than this are left to load on access (a pool is not worth it)."""
@@ -59,6 +65,25 @@ def load_pages(pages: Sequence[LazyPage]) -> None:
     with ThreadPoolExecutor(threads, thread_name_prefix="cdc_sink-pages") as pool:
         for _ in pool.map(_try_load, pages):
             pass
+
+
+@contextlib.contextmanager
+def prefetched(pages: Iterable[LazyPage]) -> Iterator[None]:
+    """Within the block, the stored bytes of ``pages`` not loaded yet are fetched
+    already (by their loaders' fetchers, each fetcher's pages together), for their loads
+    to take; what no load took is dropped when the block ends."""
+    groups: dict[int, tuple[PageFetcher, list[PageLoader]]] = {}
+    for page in pages:
+        fetcher = getattr(page.loader, "fetcher", None)
+        if fetcher is not None and not page.loaded:
+            groups.setdefault(id(fetcher), (fetcher, []))[1].append(page.loader)
+    done = [(fetcher, fetcher.prefetch_pages(loaders)) for fetcher, loaders in groups.values()]
+    try:
+        yield
+    finally:
+        for fetcher, loaders in done:
+            if loaders:
+                fetcher.forget_pages(loaders)
 
 
 def _try_load(page: LazyPage) -> None:

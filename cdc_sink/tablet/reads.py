@@ -27,7 +27,7 @@ from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet.apply import u32
 from cdc_sink.tablet.column import PageSource
 from cdc_sink.tablet.keystore import take
-from cdc_sink.tablet.page_loads import load_pages, unloaded_pages, usable_cores
+from cdc_sink.tablet.page_loads import load_pages, prefetched, unloaded_pages, usable_cores
 from cdc_sink.utils.parallel import ordered_map
 
 if TYPE_CHECKING:
@@ -108,6 +108,11 @@ def scan(
     by the next reader that needs it: a cold read of a compressed table then decodes
     each such page into memory that the next page reuses, instead of keeping a decoded
     copy beside the filtered one (docs/benchmarks-history.md, "Cold reads built page by page").
+
+    The stored pages are fetched ahead of their decoding, a window of
+    :data:`PREFETCH_CELLS` cells at a time, each window's together
+    (:func:`~cdc_sink.tablet.page_loads.prefetched`: on an object store, one request per
+    run of near pages, issued concurrently).
     """
     rows = tablet.row_count_at(version)
     cols = read_columns(schema, columns)
@@ -127,20 +132,44 @@ def scan(
     )
     pages = np.flatnonzero(page_ok).tolist()
     threads = min(usable_cores(), MAX_SCAN_THREADS)
-    if len(pages) < 2 or sum(builder.length(p) for p in pages) * len(need) < MIN_PARALLEL_CELLS:
-        threads = 1
-        whole = page_ok & (builder.dead_bounds[1:] == builder.dead_bounds[:-1])
-        load_pages(  # the stored pages it returns as they are, in parallel (page_loads)
-            [
-                page
-                for c in need
-                if _key_position(tablet, c) is None
-                for page in unloaded_pages(tablet.ensure_column(c), version, whole)
-            ]
-        )
-    for batch in ordered_map(builder.build, pages, threads, name="cdc_sink-scan"):
-        if batch is not None:
-            yield batch
+    small = len(pages) < 2 or sum(builder.length(p) for p in pages) * len(need) < MIN_PARALLEL_CELLS
+    stores = [tablet.ensure_column(c) for c in need if _key_position(tablet, c) is None]
+    for window in _windows(pages, builder, len(need)):
+        in_window = np.zeros_like(page_ok)
+        in_window[window] = True
+        # The stored bytes of the window's pages fetched together first (page_loads)
+        with prefetched(p for s in stores for p in unloaded_pages(s, version, in_window)):
+            if small:  # the stored pages it returns as they are, in parallel (page_loads)
+                whole = in_window & (builder.dead_bounds[1:] == builder.dead_bounds[:-1])
+                load_pages([p for s in stores for p in unloaded_pages(s, version, whole)])
+            for batch in ordered_map(
+                builder.build, window, 1 if small else threads, name="cdc_sink-scan"
+            ):
+                if batch is not None:
+                    yield batch
+
+
+PREFETCH_CELLS = 1 << 23
+"""A scan fetches the stored pages of this many cells (rows x columns read) at a time
+(:func:`~cdc_sink.tablet.page_loads.prefetched`), so the bytes fetched ahead of their
+decoding stay bounded whatever the table's size."""
+
+
+def _windows(pages: list[int], builder: _PageBuilder, columns: int) -> list[list[int]]:
+    """``pages`` in runs of at most :data:`PREFETCH_CELLS` cells (at least a page each)."""
+    out: list[list[int]] = []
+    run: list[int] = []
+    cells = 0
+    for p in pages:
+        n = builder.length(p) * columns
+        if run and cells + n > PREFETCH_CELLS:
+            out.append(run)
+            run, cells = [], 0
+        run.append(p)
+        cells += n
+    if run:
+        out.append(run)
+    return out
 
 
 MIN_PARALLEL_CELLS = 1 << 20
