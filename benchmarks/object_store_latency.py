@@ -251,7 +251,7 @@ class Toxiproxy:
         req = urllib.request.Request(self.api + path, data=data, method=method)
         with urllib.request.urlopen(req, timeout=10) as resp:
             text = resp.read()
-        return json.loads(text) if text else None
+        return json.loads(text) if text.startswith((b"{", b"[")) else text
 
     def __enter__(self) -> Toxiproxy:
         self.counter.start()
@@ -271,6 +271,15 @@ class Toxiproxy:
                     self.__exit__(None, None, None)
                     raise
                 time.sleep(0.1)
+        try:
+            self._configure()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _configure(self) -> None:
+        """Creates the proxy and its two toxics."""
         proxy = self._call(
             "POST",
             "/proxies",
@@ -288,7 +297,6 @@ class Toxiproxy:
                     "attributes": {"latency": self.delay_ms, "jitter": 0},
                 },
             )
-        return self
 
     def __exit__(self, *exc: object) -> None:
         if self._proc is not None:
