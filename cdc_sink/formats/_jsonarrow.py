@@ -29,9 +29,16 @@ _CHUNK_BYTES = RUN_BYTES  # Arrow validation chunks
 
 
 def string_values(
-    parts: Parts, starts: np.ndarray, ends: np.ndarray, escaped: np.ndarray
+    parts: Parts,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    escaped: np.ndarray,
+    *,
+    views: bool = False,
 ) -> tuple[pa.Array, np.ndarray]:
-    """The contents of JSON strings (between quotes), unescaped, as ``binary``.
+    """The contents of JSON strings (between quotes), unescaped, as ``binary`` (or as
+    ``binary_view`` with ``views``: for a caller that casts them itself, e.g. to
+    ``string``, which then gathers the bytes once).
 
     Strings without a backslash are views of the input; escaped ones are unescaped the
     way Arrow's JSON parser unescapes them (by the compiled pass when it is built).
@@ -43,13 +50,14 @@ def string_values(
     esc = np.flatnonzero(escaped)
     bad = np.zeros(len(starts), dtype=bool)
     if not len(esc):
-        return plain.cast(pa.binary()), bad
+        return plain if views else plain.cast(pa.binary()), bad
     if _jsonscan._cscan is not None:
         decoded, bad_esc = _unescape_compiled(parts.data, starts[esc], ends[esc])
     else:
         decoded, bad_esc = _unescape(parts.data, starts[esc] - 1, ends[esc] + 1)
     bad[esc] = bad_esc
-    return _replaced(plain, esc, decoded.cast(pa.binary_view())).cast(pa.binary()), bad
+    out = _replaced(plain, esc, decoded.cast(pa.binary_view()))
+    return out if views else out.cast(pa.binary()), bad
 
 
 def _replaced(views: pa.Array, at: np.ndarray, other: pa.Array) -> pa.Array:

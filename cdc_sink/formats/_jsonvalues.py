@@ -138,9 +138,14 @@ class _Out:
         return merged.take(pa.array(idx, mask=idx < 0))
 
 
-def _strings(parts: Parts, m: Members, sel: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """Unescaped contents of string members (``binary``) and a mask of bad escapes."""
-    return string_values(parts, m.value_start[sel] + 1, m.value_end[sel] - 1, m.value_escaped[sel])
+def _strings(
+    parts: Parts, m: Members, sel: np.ndarray, *, views: bool = False
+) -> tuple[pa.Array, np.ndarray]:
+    """Unescaped contents of string members (``binary``, or ``binary_view`` with
+    ``views``) and a mask of bad escapes."""
+    return string_values(
+        parts, m.value_start[sel] + 1, m.value_end[sel] - 1, m.value_escaped[sel], views=views
+    )
 
 
 def column_values(
@@ -301,7 +306,7 @@ def _bools(cv: _Conversion) -> None:
 
 def _texts(cv: _Conversion) -> None:
     """Strings, unescaped, valid UTF-8."""
-    raw, b = cv.strings()
+    raw, b = _strings(cv.parts, cv.m, cv.sel[cv.txt], views=True)  # one gather, in the cast
     arr, b2 = cast_rows(raw, pa.string())
     cv.refuse(cv.txt, b | b2)
     cv.out.put(cv.txt, arr)

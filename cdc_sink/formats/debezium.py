@@ -78,10 +78,12 @@ Value encodings (Debezium's defaults and the usual alternatives), per column typ
   as the Avro decoder's); other types as in the native JSON format.
 
 The envelope's ``schema`` objects are deduplicated (hashing their bytes with Arrow) and
-parsed once per distinct schema, so hints cost nothing per event. As the schema is most
-of an enveloped event's bytes and repeats in every event of a table, events that start
+parsed once per distinct schema text, across calls too (a router decodes each table's
+events of a batch in a call of its own), so hints cost nothing per event. As the schema is
+most of an enveloped event's bytes and repeats in every event of a table, events that start
 with exactly the same ``{"schema": ...,`` prefix as the first one are cut down to their
-payload before they are indexed (one vectorized comparison; see
+payload before they are indexed when they are a good part of the run (one vectorized
+comparison; see
 :func:`~cdc_sink.formats._debezium_schema.strip_shared_schema`). Decoding is vectorized
 like the native JSON format (:mod:`cdc_sink.formats._jsonscan`).
 

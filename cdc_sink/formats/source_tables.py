@@ -449,7 +449,7 @@ def _texts(parts: Parts, m: Members, idx: np.ndarray, reasons: np.ndarray, what:
     return out
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=2048)
 def _schema_kind(text: bytes) -> int:
     """The kind an envelope schema's name says (-1: none), read once per distinct text:
     a table's events repeat their schema in every batch."""
