@@ -83,7 +83,8 @@ def test_a_table_that_cannot_be_read_is_shown_and_fails_the_command(
 ) -> None:
     broken = root / "inventory.broken"
     broken.mkdir()
-    (broken / "_table.json").write_text("{}")  # an identity file, no committed version
+    # what a create_table that crashed before version 0 leaves: the identity file alone
+    (broken / "_table.json").write_bytes((root / "inventory.orders" / "_table.json").read_bytes())
     assert main(["stats", str(root), "--json"]) == 1
     rows = {r["table"]: r for r in json.loads(capsys.readouterr().out)["tables"]}
     assert "never created completely" in rows["inventory.broken"]["error"]

@@ -27,7 +27,9 @@ from cdc_sink.storage.framing import encode_file, read_records
 from cdc_sink.storage.history import History
 from cdc_sink.storage.layout import LAST_CHECKPOINT_KEY
 from cdc_sink.storage.log_files import LAST_CHECKPOINT_MAGIC
+from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from cdc_sink_testkit.faults import FaultStore
 
 SCHEMA = TableSchema.from_dict(
     {
@@ -258,6 +260,25 @@ def test_an_intact_pointer_naming_a_path_outside_the_table_is_refused(
     with pytest.raises(WalCorruption, match="invalid") as err:
         open_table(tmp_path)
     assert err.value.path == str(pointer)
+
+
+@pytest.mark.parametrize("fault", ["fail", "tear"])
+def test_a_pointer_write_that_fails_leaves_the_commit_standing(
+    tmp_path: Path, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _table(tmp_path, 2)
+    store = FaultStore(LocalStore(tmp_path))
+    table = Table(str(tmp_path), options=OPTIONS, store=store)
+    if fault == "fail":
+        store.fail("put", key=LAST_CHECKPOINT_KEY, times=None)
+    else:  # a store that kept part of the object (a local store never does)
+        store.tear("put", key=LAST_CHECKPOINT_KEY, keep=0.5, times=None)
+    for b in range(3, 9):
+        _apply(table, b)
+    assert table.version == 8
+    assert "could not write the last-checkpoint pointer" in caplog.text
+    assert _answers(tmp_path)["latest"] == 8
+    _same_answers(tmp_path)
 
 
 _STEPS = st.lists(
