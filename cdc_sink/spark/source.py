@@ -72,6 +72,7 @@ from pyspark.sql.types import StructType
 from cdc_sink.changefeed import ChangesNotRetained
 from cdc_sink.errors import InvalidOption, SchemaMismatch
 from cdc_sink.spark import change_feed, change_stream
+from cdc_sink.spark._catalog_location import location_of, with_location, without_location
 from cdc_sink.spark._tables import TableCache, storage_options_from
 from cdc_sink.spark.options import StorageOptions
 from cdc_sink.spark.types import arrow_schema, column_value, conform_batch, spark_schema
@@ -326,19 +327,27 @@ class CdcSinkDataSource(DataSource):
             return self._feed.schema
         if self._resolved is None:
             self._resolved = _resolve(self.options)
-        return self._resolved.schema
+        return with_location(self._resolved.schema, self.options)  # for a catalog table
 
     def reader(self, schema: StructType) -> CdcSinkScan | change_feed.ChangeFeedScan:
         """A reader of the resolved version (resolved here when Spark was given a schema
-        and never called :meth:`schema`), or of the resolved change-feed range."""
+        and never called :meth:`schema`), or of the resolved change-feed range. A table
+        named in SQL comes with no options: its location is in ``schema``
+        (:mod:`cdc_sink.spark._catalog_location`)."""
         if change_feed.wants_feed(self.options):
             feed = self._feed
             if feed is None or feed.schema != schema:  # a schema given with spark.read
                 feed = change_feed.resolve_given_feed(self.options, schema)
             return change_feed.ChangeFeedScan(feed)
+        options: Mapping[str, str] = self.options
+        location = location_of(schema)
+        if location is not None:
+            schema = without_location(schema)
+            if not any(str(k).lower() == "path" for k in options):
+                options = {**options, "path": location}
         resolved = self._resolved
         if resolved is None or resolved.schema != schema:
-            resolved = _resolve(self.options, user_schema=schema)
+            resolved = _resolve(options, user_schema=schema)
         return CdcSinkReader(resolved) if resolved.push_filters else CdcSinkScan(resolved)
 
     def streamReader(self, schema: StructType) -> change_stream.ChangeStreamReader:

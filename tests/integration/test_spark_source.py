@@ -691,3 +691,29 @@ def test_reads_of_a_version_repeat_while_commits_go_on(
     assert not errors, errors
     assert len(commits) >= 8
     assert _spark_rows(_read(cdc_spark, str(path))) == _rows(cdc_sink.open_table(path).read())
+
+
+# ---------------------------------------------------------------------- SQL names
+@pytest.mark.parametrize("clause", ["LOCATION '{path}'", "OPTIONS (path '{path}')"])
+def test_a_table_named_in_sql_reads_its_newest_version(
+    cdc_spark: SparkSession, tmp_path: Path, clause: str
+) -> None:
+    """``CREATE TABLE … USING cdc_sink`` with a location, then ``SELECT`` by name: Spark
+    gives the reader no options then, only the stored schema, which carries the
+    location (cdc_sink/spark/_catalog_location.py)."""
+    t = cdc_sink.create_table(tmp_path / "named", SCHEMA, options=TableOptions.for_tests())
+    rng = random.Random(9)
+    t.apply([_insert(i, rng) for i in range(20)])
+    name = f"named_{abs(hash((clause, str(tmp_path)))) % 10**8}"
+    cdc_spark.sql(f"CREATE TABLE {name} USING cdc_sink {clause.format(path=t.root)}")
+    try:
+        assert _spark_rows(cdc_spark.sql(f"SELECT * FROM {name}")) == _rows(t.read())
+        t.apply([{"op": "delete", "key": {"id": 3}}, _insert(99, rng)])
+        got = cdc_spark.sql(f"SELECT id, s FROM {name} WHERE id > 2").toArrow()
+        assert _rows(got) == _rows(
+            t.read(columns=["id", "s"]).filter(pc.greater(pc.field("id"), 2))
+        )
+        meta = cdc_spark.sql(f"SELECT * FROM {name}").schema.fields[0].metadata
+        assert list(meta) == ["cdc_sink.location"] and meta["cdc_sink.location"].endswith("/named")
+    finally:
+        cdc_spark.sql(f"DROP TABLE IF EXISTS {name}")
