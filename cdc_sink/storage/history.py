@@ -60,8 +60,12 @@ class History:
         h = cls()
         opened = log.take_opened_checkpoint()
         if opened is not None:  # the log started from the last-checkpoint pointer
-            ptr, latest = opened
+            ptr, latest, horizon = opened
             h._add_checkpoint(ptr, log.last_checkpoint_path)
+            if horizon is not None:  # GC deleted the pre-images at or below its horizon
+                for images in h.images.values():
+                    for v in [v for v in images if v <= horizon]:
+                        del images[v]
             for e in log.entries(ptr.version + 1, latest):  # cached: no request
                 h.add(e)
             return h

@@ -159,6 +159,7 @@ class VersionLog(LogFiles):
         self._latest: int | None = None
         self._txn: tuple[int, dict[str, int]] | None = None
         self._opened: Checkpoint | None = None  # the pointer's, until the history takes it
+        self._opened_gc: int | None = None  # GC's newest checkpoint listed with it
         self._pointer: int | None = None  # the newest pointer version read or written
 
     # ------------------------------------------------------------ names
@@ -255,21 +256,23 @@ class VersionLog(LogFiles):
             v = nxt
         self._entries.setdefault(c, entry)
         self._opened = ckpt
+        self._opened_gc = checkpoints[-1] if checkpoints else None
         self._pointer = c if self._pointer is None else max(self._pointer, c)
         if self._txn is None:
             self._txn = (c, dict(ckpt.app_ids))
         return v
 
-    def take_opened_checkpoint(self) -> tuple[Checkpoint, int] | None:
+    def take_opened_checkpoint(self) -> tuple[Checkpoint, int, int | None] | None:
         """The checkpoint of the last-checkpoint pointer this log's first :meth:`latest`
-        started from, with that newest version, once (the history built on open starts
-        from it; a later rebuild lists the log). The entries after it are cached, so
-        reading them costs no request. ``None`` when the log did not start from a
-        pointer, or it was taken."""
+        started from, with that newest version and the version of GC's newest checkpoint
+        (``None``: none), listed with it; once (the history built on open starts from it;
+        a later rebuild lists the log). The entries after it are cached, so reading them
+        costs no request. ``None`` when the log did not start from a pointer, or it was
+        taken."""
         ckpt, self._opened = self._opened, None
         if ckpt is None or self._latest is None:
             return None
-        return ckpt, self._latest
+        return ckpt, self._latest, self._opened_gc
 
     @property
     def last_checkpoint_version(self) -> int | None:

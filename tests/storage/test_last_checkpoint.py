@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc_sink.engine import core_of
-from cdc_sink.errors import TableNotFound, WalCorruption
+from cdc_sink.errors import InvalidOption, TableNotFound, WalCorruption
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.framing import encode_file, read_records
 from cdc_sink.storage.history import History
@@ -41,7 +41,8 @@ SCHEMA = TableSchema.from_dict(
         "num_buckets": 2,
     }
 )
-OPTIONS = TableOptions(snapshot_every=3, retain_seconds=0.0)
+OPTIONS = TableOptions(snapshot_every=3, retain_seconds=0.0, change_images=True, bulk_events=4)
+"""Snapshots, pre-images and bulk versions in the history the pointer carries."""
 
 
 def _pointer(root: Path) -> Path:
@@ -149,6 +150,12 @@ def test_the_pointer_is_written_by_bytes_too(tmp_path: Path) -> None:
     for b in range(1, 5):
         _apply(table, b)
         assert table.log.last_checkpoint_version == table.version
+
+
+@pytest.mark.parametrize("option", ["checkpoint_every", "checkpoint_tail_bytes"])
+def test_the_cadence_options_are_checked(option: str) -> None:
+    with pytest.raises(InvalidOption, match=option):
+        TableOptions(**{option: 0})
 
 
 def test_a_missing_pointer_falls_back_to_the_listing(tmp_path: Path) -> None:
