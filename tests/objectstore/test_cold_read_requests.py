@@ -101,6 +101,25 @@ def test_get_ranges_of_several_objects(target: Target) -> None:
         store.get_ranges_of({"a": [(0, 1)], "missing": [(0, 1)]})
 
 
+def test_a_missing_object_is_not_taken_for_a_range_past_its_end(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """obstore's message of a missing object may hold "416" (in a request id or a time):
+    it is still ObjectNotFound, not a short read."""
+    store = target.open()
+    if target.backend == "s3":
+        import obstore
+
+        def missing(*args: object, **kwargs: object) -> bytes:
+            raise FileNotFoundError("NoSuchKey, RequestId 18EE416B, elapsed 416.2us")
+
+        monkeypatch.setattr(obstore, "get_range", missing)
+    with pytest.raises(ObjectNotFound):
+        store.get_range("missing", 0, 1)
+    with pytest.raises(ObjectNotFound):
+        store.get_ranges("missing", [(0, 1), (5, 1)])
+
+
 class _SlowStore(LocalStore):
     """A directory whose ranged reads take a while, counting how many run at once."""
 
