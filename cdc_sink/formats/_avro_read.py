@@ -248,7 +248,12 @@ class Reader:
         self._fail(rows[bad], "union branch out of range")
         val = Val(node, rows, branch=np.where(bad, -1, idx))
         val.children = Unread(node, rows[:0])  # the branches no record takes
-        for i in np.unique(idx[~bad]).tolist():
+        taken = idx[~bad]
+        if len(taken) == len(idx) and len(idx) and (idx == idx[0]).all():
+            # every record takes the same branch (a column never or always null)
+            val.children[str(int(idx[0]))] = self.read(node.branches[int(idx[0])], rows)
+            return val
+        for i in np.unique(taken).tolist():
             val.children[str(i)] = self.read(node.branches[i], rows[idx == i])
         return val
 
