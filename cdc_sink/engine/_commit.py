@@ -37,7 +37,7 @@ from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.preimages import capture_preimages, write_preimages
 from cdc_sink.storage.rejects import write_rejects
-from cdc_sink.storage.segments import write_change_segment
+from cdc_sink.storage.segments import write_change_segment_sized
 from cdc_sink.storage.snapshot import apply_locations, write_snapshot
 from cdc_sink.storage.version_log import BucketRef, LogEntry
 from cdc_sink.tablet import ApplyResult, MemTablet
@@ -162,7 +162,7 @@ def _write(s: TableCore, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     if plan.bulk:
         return _write_bulk(s, plan)
     t, version = plan.tablet, plan.version
-    seg = write_change_segment(
+    seg, wal_bytes = write_change_segment_sized(
         s.store,
         plan.bucket,
         version,
@@ -174,7 +174,9 @@ def _write(s: TableCore, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     pending = PendingBucket(version=version, segment=seg)
     try:
         images = _write_images(s, plan, written)
-        snap = _maintenance.maybe_snapshot(s, t, plan.schema_id, written, len(plan.batch), pending)
+        snap = _maintenance.maybe_snapshot(
+            s, t, plan.schema_id, written, len(plan.batch), pending, wal_bytes
+        )
         res = t.apply(plan.batch, version)
     except BaseException:
         s.discard(written)
@@ -234,7 +236,7 @@ def _finish(
     """The last step of a bucket's prepare, under the lock: record what was prepared."""
     s._pending[plan.bucket] = pending
     if plan.bulk:
-        s._since_snapshot[plan.bucket] = (0, 0)
+        s._since_snapshot[plan.bucket] = (0, 0, 0)
     return prepared
 
 

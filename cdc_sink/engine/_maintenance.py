@@ -162,20 +162,23 @@ def maybe_snapshot(
     written: list[str],
     events: int,
     pending: PendingBucket,
+    wal_bytes: int = 0,
 ) -> str | None:
     """Snapshots ``t`` (at its committed version) when the policy says so.
 
-    Counts a new version of ``events`` events for the bucket. The snapshot's files are
-    appended to ``written`` and its page locations to ``pending`` (they become the
-    tablet's when the prepared version commits).
+    Counts a new version of ``events`` events and ``wal_bytes`` segment bytes
+    (decompressed) for the bucket. The snapshot's files are appended to ``written`` and
+    its page locations to ``pending`` (they become the tablet's when the prepared version
+    commits).
 
     Returns:
         The snapshot manifest's relative path, or ``None``.
     """
-    n, total = s._since_snapshot.get(t.bucket, (0, 0))
-    n, total = n + 1, total + events
-    s._since_snapshot[t.bucket] = (n, total)
-    if n < s.options.snapshot_every and total < s.options.snapshot_events:
+    n, total, size = s._since_snapshot.get(t.bucket, (0, 0, 0))
+    n, total, size = n + 1, total + events, size + wal_bytes
+    s._since_snapshot[t.bucket] = (n, total, size)
+    o = s.options
+    if n < o.snapshot_every and total < o.snapshot_events and size < o.snapshot_wal_bytes:
         return None
     return snapshot(s, t, schema_id, written, pending.locations)
 
@@ -211,7 +214,7 @@ def snapshot(
         for f in manifest.files
         if file_version(f) == t.committed and (previous is None or f not in previous.files)
     )
-    s._since_snapshot[t.bucket] = (0, 0)
+    s._since_snapshot[t.bucket] = (0, 0, 0)
     return rel
 
 

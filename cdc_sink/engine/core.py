@@ -128,8 +128,10 @@ class TableCore:
         self.version = self.latest()
         self.history = History.from_log(self.log)
         self._tablets: dict[int, MemTablet] = {}
-        self._since_snapshot: dict[int, tuple[int, int]] = {}  # segments, events
+        # per bucket since its last snapshot: segments, events, bytes (decompressed)
+        self._since_snapshot: dict[int, tuple[int, int, int]] = {}
         self.loaded_events = 0  # events the last load_bucket replayed
+        self.loaded_bytes = 0  # and the bytes of their segments (decompressed)
         self._pending: dict[int, PendingBucket] = {}
         self._cache: OrderedDict[tuple[int, int], MemTablet] = OrderedDict()
         self._lock = threading.RLock()
@@ -317,6 +319,7 @@ class TableCore:
                     self.schema_of(manifest.schema_id),
                     lambda v: self.empty_tablet(bucket, v),
                 )
+            self.loaded_bytes = 0
             self.loaded_events = self.replay(tablet, start, version, merge=True, ahead=segments)
         return tablet
 
@@ -351,15 +354,15 @@ class TableCore:
                 and self.history.schema_id_at(segs[i + len(run)][0]) == schema.schema_id
             ):
                 run.append(segs[i + len(run)])
-            batches = [
-                (
-                    ahead.read(r, schema)
-                    if ahead is not None
-                    else read_change_segment(self.store, r, schema)
-                )[1]
+            read = [
+                ahead.read(r, schema)
+                if ahead is not None
+                else read_change_segment(self.store, r, schema)
                 for _, r in run
             ]
+            batches = [b for _, b in read]
             events += sum(len(x) for x in batches)
+            self.loaded_bytes += sum(h.bytes or 0 for h, _ in read)
             last = run[-1][0]
             tablet.apply(ChangeBatch.concat(batches), last)
             tablet.commit(last)
@@ -383,7 +386,7 @@ class TableCore:
                 snap = self.history.snapshot_at(bucket, self.version)
                 start = snap[0] if snap else -1
                 segs = self.history.segments_between(bucket, start, self.version)
-                self._since_snapshot[bucket] = (len(segs), self.loaded_events)
+                self._since_snapshot[bucket] = (len(segs), self.loaded_events, self.loaded_bytes)
         return t
 
     def reader_tablet(self, bucket: int, version: int) -> MemTablet:

@@ -35,9 +35,15 @@ class TableOptions:
     snapshot_events: int = 4_000_000
     """... or once the bucket's WAL segments since its last snapshot hold this many events
     (a large batch into a bucket that has rows snapshots at the bucket's next version), so
-    that loading a bucket never replays much more than this. Events, not bytes: replay
-    cost follows the events, and compressed segments of a sparse workload are several
-    times smaller than those of a dense one."""
+    that loading a bucket never replays much more than this. Replay cost follows the
+    events, and compressed segments of a sparse workload are several times smaller than
+    those of a dense one ..."""
+    snapshot_wal_bytes: int = 256 << 20
+    """... or once those segments hold this many bytes decompressed (what a replay
+    decodes), so that wide events (large text or JSON values) cannot make a cold read of
+    any version, the newest or an older one between two snapshots, fetch and decode far
+    more than a snapshot holds. Together the three bound what a read costs beyond its
+    snapshot: segments (requests), events and bytes."""
     bulk_events: int = 100_000
     """A batch of at least this many events for a bucket that holds no rows yet (a
     table's initial load, a backfill into a new table, Debezium's initial snapshot) is

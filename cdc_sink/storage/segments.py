@@ -67,6 +67,7 @@ __all__ = [
     "read_committed_object",
     "read_committed_records",
     "write_change_segment",
+    "write_change_segment_sized",
 ]
 
 
@@ -113,7 +114,31 @@ def write_change_segment(
     body_format: int = FORMAT_COMPACT,
     compression: WalCompression = DEFAULT_COMPRESSION,
 ) -> str:
-    """Writes the segment of one bucket's batch durably; returns its key.
+    """Writes the segment of one bucket's batch durably; returns its key (see
+    :func:`write_change_segment_sized`)."""
+    return write_change_segment_sized(
+        where,
+        bucket,
+        version,
+        schema_id,
+        batch,
+        body_format=body_format,
+        compression=compression,
+    )[0]
+
+
+def write_change_segment_sized(
+    where: StoreLike,
+    bucket: int,
+    version: int,
+    schema_id: int,
+    batch: ChangeBatch,
+    *,
+    body_format: int = FORMAT_COMPACT,
+    compression: WalCompression = DEFAULT_COMPRESSION,
+) -> tuple[str, int]:
+    """Writes the segment of one bucket's batch durably; returns its key and the bytes
+    its batch holds decompressed (what a replay of it decodes).
 
     Args:
         where: The table's store (a path: a local store on that directory, whose files
@@ -127,7 +152,7 @@ def write_change_segment(
         compression: The codec of a format 2 body (``"lz4"``, ``"zstd"`` or None).
 
     Returns:
-        The segment's key (its path relative to the table root).
+        The segment's key (its path relative to the table root), and its batch's bytes.
     """
     if body_format not in (FORMAT_WIRE, FORMAT_COMPACT):
         raise ValueError(f"unknown change segment format {body_format}")
@@ -148,7 +173,7 @@ def write_change_segment(
     fault_point("wal.written")
     as_store(where).put_new(rel, data)
     fault_point("wal.fsynced")
-    return rel
+    return rel, header["bytes"]
 
 
 def read_committed_object(

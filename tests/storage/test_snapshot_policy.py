@@ -1,6 +1,8 @@
 """When the writer snapshots a bucket: after ``snapshot_every`` versions changed it, or
-once its WAL segments since the last snapshot hold ``snapshot_events`` events, counting
-what a reopened writer replayed, so that loading a bucket replays a bounded amount."""
+once its WAL segments since the last snapshot hold ``snapshot_events`` events or
+``snapshot_wal_bytes`` bytes (decompressed), counting what a reopened writer replayed,
+so that loading a bucket, at the newest version or an older one, replays a bounded
+amount."""
 
 from __future__ import annotations
 
@@ -22,15 +24,29 @@ def _events(n: int, tag: int) -> list[dict[str, object]]:
     ]
 
 
-def _replayed_events(t: Table, version: int) -> int:
-    """Events a cold load of bucket 0 at ``version`` replays."""
+def _replayed(t: Table, version: int) -> list[tuple[int, int]]:
+    """(events, bytes decompressed) of each segment a cold load of bucket 0 at
+    ``version`` replays."""
     snap = core_of(t).history.snapshot_at(0, version)
     start = snap[0] if snap else -1
     schema = TableSchema.from_dict(SCHEMA)
-    return sum(
-        len(read_change_segment(t.root, rel, schema)[1])
-        for _, rel in core_of(t).history.segments_between(0, start, version)
-    )
+    out = []
+    for _, rel in core_of(t).history.segments_between(0, start, version):
+        header, batch = read_change_segment(t.root, rel, schema)
+        out.append((len(batch), header.bytes or 0))
+    return out
+
+
+def _replayed_events(t: Table, version: int) -> int:
+    """Events a cold load of bucket 0 at ``version`` replays."""
+    return sum(n for n, _ in _replayed(t, version))
+
+
+def _wide(n: int, tag: int, width: int) -> list[dict[str, object]]:
+    return [
+        {"op": "upsert", "key": {"id": k}, "set": {"a": k, "b": f"{tag}:" + "x" * width}}
+        for k in range(n)
+    ]
 
 
 def _snapshot_versions(t: Table) -> list[int]:
@@ -90,4 +106,45 @@ def test_a_reopened_writer_counts_the_events_it_replayed(tmp_path: Path) -> None
     t.apply(_events(40, 1))
     t = open_table(tmp_path / "t", options=opts)  # 80 events since no snapshot
     t.apply(_events(30, 2))  # 110 >= 100: snapshot the previous version now
+    assert _snapshot_versions(t) == [t.version]
+
+
+def test_wide_events_snapshot_by_bytes_and_old_versions_replay_no_more(tmp_path: Path) -> None:
+    """Few events of wide values: the byte bound acts where the event bound never
+    would, and a cold read of any version (the newest, or one between two snapshots)
+    replays less than the bound plus one batch."""
+    opts = TableOptions(
+        page_rows=64,
+        snapshot_every=1000,
+        snapshot_events=10**12,
+        snapshot_wal_bytes=200_000,
+        **KEEP_VERSIONS,
+    )
+    t = create_table(tmp_path / "t", SCHEMA, options=opts)
+    widths = [4_000, 500, 9_000, 2_000, 2_000, 12_000, 300, 3_000, 3_000, 7_000, 9_000, 6_000]
+    for i, w in enumerate(widths):
+        t.apply(_wide(10, i, w))
+    assert len(_snapshot_versions(t)) >= 2
+    batch_bytes = max(b for v in range(1, t.version + 1) for _, b in _replayed(t, v))
+    for v in range(1, t.version + 1):
+        assert sum(b for _, b in _replayed(t, v)) < opts.snapshot_wal_bytes + batch_bytes
+    assert open_table(tmp_path / "t").read().sort_by("id").equals(t.read().sort_by("id"))
+
+
+def test_a_reopened_writer_counts_the_bytes_it_replayed(tmp_path: Path) -> None:
+    opts = TableOptions(
+        page_rows=64,
+        snapshot_every=1000,
+        snapshot_events=10**12,
+        snapshot_wal_bytes=150_000,
+        **KEEP_VERSIONS,
+    )
+    t = create_table(tmp_path / "t", SCHEMA, options=opts)
+    t.apply(_wide(10, 0, 6_000))
+    t.apply(_wide(10, 1, 6_000))
+    assert _snapshot_versions(t) == []
+    replayed = sum(b for _, b in _replayed(t, t.version))
+    assert 100_000 < replayed < 150_000
+    t = open_table(tmp_path / "t", options=opts)
+    t.apply(_wide(10, 2, 6_000))  # past the bound only with what the reopen replayed
     assert _snapshot_versions(t) == [t.version]
