@@ -37,7 +37,7 @@ from cdc_sink.errors import CommitConflict, VersionNotFound
 from cdc_sink.storage.faults import fault_point, register
 from cdc_sink.storage.preimages import capture_preimages, write_preimages
 from cdc_sink.storage.rejects import write_rejects
-from cdc_sink.storage.segments import write_change_segment_sized
+from cdc_sink.storage.segments import write_change_segment
 from cdc_sink.storage.snapshot import apply_locations, write_snapshot
 from cdc_sink.storage.version_log import BucketRef, LogEntry
 from cdc_sink.tablet import ApplyResult, MemTablet
@@ -162,7 +162,7 @@ def _write(s: TableCore, plan: _Plan) -> tuple[PreparedBucket, PendingBucket]:
     if plan.bulk:
         return _write_bulk(s, plan)
     t, version = plan.tablet, plan.version
-    seg, wal_bytes = write_change_segment_sized(
+    seg, wal_bytes = write_change_segment(
         s.store,
         plan.bucket,
         version,

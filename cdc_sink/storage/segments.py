@@ -67,7 +67,6 @@ __all__ = [
     "read_committed_object",
     "read_committed_records",
     "write_change_segment",
-    "write_change_segment_sized",
 ]
 
 
@@ -105,29 +104,6 @@ _HEADER_FIELDS = {
 
 
 def write_change_segment(
-    where: StoreLike,
-    bucket: int,
-    version: int,
-    schema_id: int,
-    batch: ChangeBatch,
-    *,
-    body_format: int = FORMAT_COMPACT,
-    compression: WalCompression = DEFAULT_COMPRESSION,
-) -> str:
-    """Writes the segment of one bucket's batch durably; returns its key (see
-    :func:`write_change_segment_sized`)."""
-    return write_change_segment_sized(
-        where,
-        bucket,
-        version,
-        schema_id,
-        batch,
-        body_format=body_format,
-        compression=compression,
-    )[0]
-
-
-def write_change_segment_sized(
     where: StoreLike,
     bucket: int,
     version: int,

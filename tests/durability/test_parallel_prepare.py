@@ -160,7 +160,7 @@ def test_a_failing_bucket_leaves_nothing_of_the_version(
     if where == "segment":
         original_seg = commit.write_change_segment
 
-        def seg(root_: str, bucket: int, *args: Any, **kwargs: Any) -> str:
+        def seg(root_: str, bucket: int, *args: Any, **kwargs: Any) -> tuple[str, int]:
             if bucket == fail_bucket:
                 raise _Boom("disk full")
             return original_seg(root_, bucket, *args, **kwargs)

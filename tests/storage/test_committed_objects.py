@@ -27,7 +27,7 @@ _Reader = Callable[[ObjectStore, str], object]
 def _segment(root: Path) -> str:
     schema = TableSchema.from_dict(ID_A)
     batch, _ = ChangeBatch.from_arrow(pa.table({"__op": ["insert"], "id": [1], "a": ["x"]}), schema)
-    return write_change_segment(root, 0, 1, schema.schema_id, batch)
+    return write_change_segment(root, 0, 1, schema.schema_id, batch)[0]
 
 
 def _rejects(root: Path) -> str:

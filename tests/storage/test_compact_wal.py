@@ -251,9 +251,9 @@ def test_sparse_segment_is_within_one_and_a_half_parquet_and_far_below_the_wire_
     schema, wire = _benchmark_like(20_000, seed=7)
     batch, rejects = ChangeBatch.from_arrow(wire, schema)
     assert not len(rejects)
-    rel = write_change_segment(str(tmp_path), 0, 1, 0, batch)
+    rel = write_change_segment(str(tmp_path), 0, 1, 0, batch)[0]
     compact = (tmp_path / rel).stat().st_size
-    rel1 = write_change_segment(str(tmp_path), 0, 1, 0, batch, body_format=FORMAT_WIRE)
+    rel1 = write_change_segment(str(tmp_path), 0, 1, 0, batch, body_format=FORMAT_WIRE)[0]
     legacy = (tmp_path / rel1).stat().st_size
     buf = io.BytesIO()
     pq.write_table(wire, buf)
@@ -266,7 +266,7 @@ def test_sparse_segment_is_within_one_and_a_half_parquet_and_far_below_the_wire_
 def test_new_segments_say_format_2_and_read_back(tmp_path: Path) -> None:
     schema, wire = _benchmark_like(500, seed=1)
     batch, _ = ChangeBatch.from_arrow(wire, schema)
-    rel = write_change_segment(str(tmp_path), 3, 9, 0, batch)
+    rel = write_change_segment(str(tmp_path), 3, 9, 0, batch)[0]
     records = read_segment(tmp_path / rel, repair=False)
     assert json.loads(records[0]) == {
         "version": 9,

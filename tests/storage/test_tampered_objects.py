@@ -52,7 +52,7 @@ def _segment(store: ObjectStore, schema: TableSchema) -> str:
     wire = pa.table({"__op": ["insert"] * 3, "id": [1, 2, 3], "a": ["x", "y", "z"]})
     batch, rejects = ChangeBatch.from_arrow(wire, schema)
     assert not len(rejects)
-    return write_change_segment(store, BUCKET, VERSION, schema.schema_id, batch)
+    return write_change_segment(store, BUCKET, VERSION, schema.schema_id, batch)[0]
 
 
 def _preimages(store: ObjectStore, schema: TableSchema) -> str:
