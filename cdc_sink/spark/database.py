@@ -465,8 +465,8 @@ class DatabaseSink(ProcessLocal):
         if len(unrouted[0]):
             st.unrouted = len(unrouted[0])
             jobs.append((UNROUTED, _bind(self._write_unrouted, raw, unrouted, batch_id)))
-        for part, sub in zip(parts, _by_table(raw, parts), strict=True):
-            jobs.append((part.name, _bind(self._write_part, raw, part, sub, batch_id)))
+        for part in parts:
+            jobs.append((part.name, _bind(self._write_part, raw, part, batch_id)))
         try:
             self._run([(name, self._gated(fn)) for name, fn in jobs], st)
         finally:
@@ -653,9 +653,9 @@ class DatabaseSink(ProcessLocal):
             raise errors[0]
 
     # ------------------------------------------------------------------ one table
-    def _write_part(self, raw: pa.Table, part: _Part, sub: pa.Table, batch_id: int) -> str:
-        """Writes one table's records of the batch (``sub``: ``part.rows`` of ``raw``);
-        what became of them."""
+    def _write_part(self, raw: pa.Table, part: _Part, batch_id: int) -> str:
+        """Writes one table's records of the batch; what became of them."""
+        sub = raw.take(pa.array(part.rows))  # one table's: small, its buffers reused
         stopped = self._stopped_reason(part.name)
         if stopped is not None:
             writer = self._known_writer(part.name) or self._open_writer(part.name)
@@ -926,16 +926,6 @@ def _driver_rows(rows: DataFrame, *extra: str) -> pa.Table:
     return got.sort_by(
         [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
     )
-
-
-def _by_table(raw: pa.Table, parts: list[_Part]) -> list[pa.Table]:
-    """Each part's records of ``raw``: one take of them all, then a slice per part (a
-    take per table would pay its fixed cost for every table of the batch)."""
-    if not parts:
-        return []
-    grouped = raw.take(pa.array(np.concatenate([p.rows for p in parts])))
-    starts = np.cumsum([0] + [len(p.rows) for p in parts])
-    return [grouped.slice(int(a), len(p.rows)) for p, a in zip(parts, starts[:-1], strict=True)]
 
 
 def _bind(fn: Callable[..., str], *args: Any) -> Callable[[], str]:

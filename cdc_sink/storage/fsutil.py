@@ -417,8 +417,9 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 
 def _write_new_file(path: str, data: bytes | bytearray | memoryview, mode: int) -> None:
     """Create ``path`` with O_EXCL and ``mode``, write and fsync it; remove it again on
-    any failure."""
-    fd = os.open(path, _CREATE_FLAGS, mode)
+    any failure. Creating the file is a storage wait too (the file system's journal)."""
+    with blocking():
+        fd = os.open(path, _CREATE_FLAGS, mode)
     try:
         if _recorder.current is not None:
             _note("create", path, fd=fd)
