@@ -1,5 +1,5 @@
 """Bounded chaos runs with environmental faults (see harness.py): the Kafka broker killed
-and restarted twice, the table's disk filling up, and fsync failing with EIO.
+and restarted, the table's disk filling up, and fsync failing with EIO.
 
 In each, the real streaming job must ride through the fault or fail with a one-line
 reason that names it, and, started again without the fault, resume: afterwards every
@@ -59,21 +59,23 @@ def local_kafka(chaos_kafka: KafkaHandle) -> Iterator[LocalKafka]:
         yield kafka
 
 
-def test_two_broker_bounces_lose_nothing(local_kafka: LocalKafka, tmp_path: Path) -> None:
+def test_a_broker_bounce_loses_nothing(local_kafka: LocalKafka, tmp_path: Path) -> None:
+    # One bounce in the suite's time budget; benchmarks/chaos.py --broker-bounces N
+    # bounces the broker again and again in one run of the job.
     cfg = _cfg(
         local_kafka,
         tmp_path,
         "broker",
         seed=21,
         broker=local_kafka,
-        broker_bounces=2,
+        broker_bounces=1,
         broker_down=(0.5, 2.0),
-        produce_seconds=65.0,
+        produce_seconds=40.0,
     )
     res = run_chaos(cfg)
     _check(res)
     bounces = [f for f in res.faults if f["fault"] == "broker"]
-    assert len(bounces) == 2, res.faults
+    assert len(bounces) == 1, res.faults
     assert all(f["outcome"] in ("rode through", "failed") for f in bounces), res.faults
 
 
