@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ID_A", "ID_A_B", "ID_A_B_C", "ID_A_B_SEQ", "ID_V", "ID_V_SEQ", "KEEP_VERSIONS"]
+__all__ = [
+    "ID_A",
+    "ID_A_B",
+    "ID_A_B_C",
+    "ID_A_B_SEQ",
+    "ID_NAME",
+    "ID_V",
+    "ID_V_SEQ",
+    "KEEP_VERSIONS",
+]
 
 #: GC settings (``TableOptions`` fields) under which a test table keeps every version it
 #: commits (the newest 1,000, none kept for its age), so each one can be read back:
@@ -21,6 +30,16 @@ ID_A: dict[str, Any] = {
     "columns": [
         {"name": "id", "type": "int64", "nullable": False},
         {"name": "a", "type": "string"},
+    ],
+    "primary_key": ["id"],
+    "num_buckets": 2,
+}
+
+#: An int64 key ``id`` and a string ``name``, in two buckets (the object-store tests').
+ID_NAME: dict[str, Any] = {
+    "columns": [
+        {"name": "id", "type": "int64", "nullable": False},
+        {"name": "name", "type": "string"},
     ],
     "primary_key": ["id"],
     "num_buckets": 2,

@@ -17,6 +17,7 @@ import pytest
 from cdc_sink.schema import TableSchema
 from cdc_sink.table import create_table, open_table
 from cdc_sink_testkit.s3 import LatencyProxy, SeaweedS3
+from tests.fixtures import ID_NAME
 
 DELAY_MS = 50
 
@@ -122,16 +123,7 @@ def test_stop_closes_open_connections(echo: _Echo) -> None:
 
 
 def test_a_table_on_s3_commits_and_reads_back_through_the_proxy(s3_server: SeaweedS3) -> None:
-    schema = TableSchema.from_dict(
-        {
-            "columns": [
-                {"name": "id", "type": "int64", "nullable": False},
-                {"name": "name", "type": "string"},
-            ],
-            "primary_key": ["id"],
-            "num_buckets": 2,
-        }
-    )
+    schema = TableSchema.from_dict(ID_NAME)
     with LatencyProxy("127.0.0.1", s3_server.ports["s3"], 5) as proxy:
         url = s3_server.url(f"latency-{uuid.uuid4().hex}")
         options = s3_server.storage_options(endpoint=proxy.endpoint)

@@ -28,18 +28,10 @@ from cdc_sink.storage.framing import encode_file
 from cdc_sink.storage.objectstore.counters import CALL_KINDS, CallKind
 from cdc_sink.storage.version_log import LOG_MAGIC, LogEntry, VersionLog
 from cdc_sink.table import Table, create_table, open_table
+from tests.fixtures import ID_NAME
 from tests.objectstore.conftest import Target
 
-SCHEMA = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "id", "type": "int64", "nullable": False},
-            {"name": "name", "type": "string"},
-        ],
-        "primary_key": ["id"],
-        "num_buckets": 2,
-    }
-)
+SCHEMA = TableSchema.from_dict(ID_NAME)
 STEADY_COMMITS = 5
 READS: tuple[CallKind, ...] = ("GET", "HEAD", "LIST")
 

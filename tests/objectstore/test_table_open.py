@@ -20,19 +20,11 @@ from cdc_sink.storage.objectstore.cache import CachingStore
 from cdc_sink.storage.version_log import VersionLog
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink_testkit.s3 import SeaweedS3
+from tests.fixtures import ID_NAME
 from tests.objectstore.conftest import Target
 from tests.objectstore.proxy import IgnoringConditionalPuts
 
-SCHEMA = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "id", "type": "int64", "nullable": False},
-            {"name": "name", "type": "string"},
-        ],
-        "primary_key": ["id"],
-        "num_buckets": 2,
-    }
-)
+SCHEMA = TableSchema.from_dict(ID_NAME)
 
 
 def test_create_writes_the_table_file_schema_and_version_0_to_the_store(target: Target) -> None:

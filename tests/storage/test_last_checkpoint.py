@@ -30,17 +30,9 @@ from cdc_sink.storage.log_files import LAST_CHECKPOINT_MAGIC
 from cdc_sink.storage.objectstore.local import LocalStore
 from cdc_sink.table import Table, TableOptions, create_table, open_table
 from cdc_sink_testkit.faults import FaultStore
+from tests.fixtures import ID_NAME
 
-SCHEMA = TableSchema.from_dict(
-    {
-        "columns": [
-            {"name": "id", "type": "int64", "nullable": False},
-            {"name": "name", "type": "string"},
-        ],
-        "primary_key": ["id"],
-        "num_buckets": 2,
-    }
-)
+SCHEMA = TableSchema.from_dict(ID_NAME)
 OPTIONS = TableOptions(snapshot_every=3, retain_seconds=0.0, change_images=True, bulk_events=4)
 """Snapshots, pre-images and bulk versions in the history the pointer carries."""
 
