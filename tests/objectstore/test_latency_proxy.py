@@ -5,6 +5,7 @@ works through it (with its HTTP requests counted per kind)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -46,8 +47,11 @@ class _Echo:
                 conn.sendall(data)
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):  # wakes the accept (a close alone does not)
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._thread.join(timeout=5)
+        assert not self._thread.is_alive()
 
 
 @pytest.fixture
