@@ -173,6 +173,8 @@ def worker(spec_path: str) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The command line (see the module docstring)."""
+    import peers  # here, as in main(): imported when the command line is read
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--latencies", default="0,10,30", help="ms added per direction")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
@@ -181,13 +183,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch-events", type=int, default=2_000)
     ap.add_argument("--old-batch", type=int, default=3, help="the old version read cold")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--venvs", default=os.path.join(ROOT, ".bench_venvs"))
-    ap.add_argument(
-        "--cdc-sink",
-        default="HEAD",
-        help="cdc_sink code measured: a commit (git archive, as benchmarks/peers.py does) "
-        "or 'tree' (the working tree as it is)",
-    )
+    peers.add_code_args(ap)
     ap.add_argument("--json", default=None, help="also write every figure to this file")
     ap.add_argument(
         "--proxy",

@@ -103,6 +103,19 @@ PLOT_REQUIREMENTS = ["matplotlib==3.10.7", _NUMPY]
 SLOW = {"iceberg", "paimon", "spark_delta"}
 
 
+def add_code_args(ap: argparse.ArgumentParser) -> None:
+    """``--venvs`` (where the peers' virtual environments are kept) and ``--cdc-sink``
+    (the code measured: a commit exported with git archive, or ``tree``), read by
+    :func:`venv_python` and :func:`export_cdc_sink`."""
+    ap.add_argument("--venvs", default=os.path.join(ROOT, ".bench_venvs"))
+    ap.add_argument(
+        "--cdc-sink",
+        default="HEAD",
+        help="the cdc_sink code measured: a commit (default HEAD, exported with "
+        "git archive) or 'tree' (the working tree as it is)",
+    )
+
+
 def venv_python(name: str, requirements: list[str] | None, cache: str) -> str:
     """The interpreter of a virtualenv holding ``requirements`` (created on first use)."""
     if requirements is None:
@@ -354,13 +367,7 @@ def main() -> None:
     )
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--work", default="/tmp/cdc_peers", help="data and tables (deleted after)")
-    ap.add_argument("--venvs", default=os.path.join(ROOT, ".bench_venvs"))
-    ap.add_argument(
-        "--cdc-sink",
-        default="HEAD",
-        help="the cdc_sink code measured: a commit (default HEAD, exported with "
-        "git archive) or 'tree' (the working tree as it is)",
-    )
+    add_code_args(ap)
     ap.add_argument("--json", default=None, help="write every measurement here")
     ap.add_argument("--markdown", default=None, help="write the markdown table here")
     ap.add_argument("--plot", default=None, help="write the PNG plot here")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_sink.errors import WalCorruption
-from cdc_sink.storage.layout import checked
+from cdc_sink.storage.layout import PathKind, checked
 from cdc_sink.storage.segments import file_version
 from cdc_sink.storage.version_log import Checkpoint, LogEntry, VersionLog
 
@@ -106,18 +106,14 @@ class History:
         else:
             self._add_whole(extra, source)
         try:
-            segments = {
-                int(b): [(int(v), r) for v, r in segs]
-                for b, segs in extra.get("segments", {}).items()
-            }
+            segments = _bucket_pairs(extra.get("segments", {}))
             schemas = [(int(v), int(s)) for v, s in extra.get("schemas", [])]
         except (TypeError, ValueError, AttributeError):
             raise WalCorruption(
                 "checkpoint holds malformed segment or schema lists", path=source, offset=0
             ) from None
         for b, pairs in segments.items():
-            for v, r in pairs:
-                checked("segment", r, source=source, ref=f"bucket {b} segment of version {v}")
+            _check_paths("segment", b, pairs, source)
             self.segments.setdefault(b, []).extend(pairs)
         self.schemas.extend(schemas)
         if not self.schemas:
@@ -132,9 +128,7 @@ class History:
             WalCorruption: They are malformed or name a path that is no file of its kind.
         """
         try:
-            snaps = {
-                int(b): [(int(v), r) for v, r in pairs] for b, pairs in extra["snapshots"].items()
-            }
+            snaps = _bucket_pairs(extra["snapshots"])
             bulk = {int(b): [int(v) for v in vs] for b, vs in extra.get("bulk", {}).items()}
             images = {
                 int(b): {int(v): r for v, r in pairs}
@@ -145,8 +139,7 @@ class History:
                 "checkpoint holds malformed snapshot, bulk or image lists", path=source, offset=0
             ) from None
         for b, pairs in snaps.items():
-            for v, r in pairs:
-                checked("snapshot", r, source=source, ref=f"bucket {b} snapshot of version {v}")
+            _check_paths("snapshot", b, pairs, source)
             self.snapshots[b] = sorted(pairs)
         for b, by_version in images.items():
             for v, r in by_version.items():
@@ -241,3 +234,19 @@ def _snap_version(rel: str) -> int:
     if v is None:
         raise ValueError(f"not a snapshot manifest name: {rel}")
     return v
+
+
+def _bucket_pairs(raw: Any) -> dict[int, list[tuple[int, str]]]:
+    """``{bucket: [[version, path], ...]}`` of a checkpoint's ``extra``, typed (a
+    malformed one raises TypeError, ValueError or AttributeError)."""
+    return {int(b): [(int(v), r) for v, r in pairs] for b, pairs in raw.items()}
+
+
+def _check_paths(kind: PathKind, bucket: int, pairs: list[tuple[int, str]], source: str) -> None:
+    """Every path of ``pairs`` (bucket ``bucket``'s) is a ``kind`` path of the table.
+
+    Raises:
+        WalCorruption: One is not.
+    """
+    for v, r in pairs:
+        checked(kind, r, source=source, ref=f"bucket {bucket} {kind} of version {v}")

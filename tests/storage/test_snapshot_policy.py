@@ -42,6 +42,17 @@ def _replayed_events(t: Table, version: int) -> int:
     return sum(n for n, _ in _replayed(t, version))
 
 
+def _byte_bound(wal_bytes: int) -> TableOptions:
+    """Options under which only ``snapshot_wal_bytes`` makes the writer snapshot."""
+    return TableOptions(
+        page_rows=64,
+        snapshot_every=1000,
+        snapshot_events=10**12,
+        snapshot_wal_bytes=wal_bytes,
+        **KEEP_VERSIONS,
+    )
+
+
 def _wide(n: int, tag: int, width: int) -> list[dict[str, object]]:
     return [
         {"op": "upsert", "key": {"id": k}, "set": {"a": k, "b": f"{tag}:" + "x" * width}}
@@ -113,13 +124,7 @@ def test_wide_events_snapshot_by_bytes_and_old_versions_replay_no_more(tmp_path:
     """Few events of wide values: the byte bound acts where the event bound never
     would, and a cold read of any version (the newest, or one between two snapshots)
     replays less than the bound plus one batch."""
-    opts = TableOptions(
-        page_rows=64,
-        snapshot_every=1000,
-        snapshot_events=10**12,
-        snapshot_wal_bytes=200_000,
-        **KEEP_VERSIONS,
-    )
+    opts = _byte_bound(200_000)
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     widths = [4_000, 500, 9_000, 2_000, 2_000, 12_000, 300, 3_000, 3_000, 7_000, 9_000, 6_000]
     for i, w in enumerate(widths):
@@ -132,13 +137,7 @@ def test_wide_events_snapshot_by_bytes_and_old_versions_replay_no_more(tmp_path:
 
 
 def test_a_reopened_writer_counts_the_bytes_it_replayed(tmp_path: Path) -> None:
-    opts = TableOptions(
-        page_rows=64,
-        snapshot_every=1000,
-        snapshot_events=10**12,
-        snapshot_wal_bytes=150_000,
-        **KEEP_VERSIONS,
-    )
+    opts = _byte_bound(150_000)
     t = create_table(tmp_path / "t", SCHEMA, options=opts)
     t.apply(_wide(10, 0, 6_000))
     t.apply(_wide(10, 1, 6_000))

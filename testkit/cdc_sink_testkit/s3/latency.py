@@ -31,7 +31,8 @@ import collections
 import contextlib
 import re
 import threading
-from types import TracebackType
+
+from cdc_sink_testkit.process import StartStop
 
 __all__ = ["REQUEST_KINDS", "LatencyProxy"]
 
@@ -75,7 +76,7 @@ class _RequestCounter:
                 self._totals.update(found)
 
 
-class LatencyProxy:
+class LatencyProxy(StartStop):
     """A proxy on 127.0.0.1 (``.endpoint``, ``.port``) in front of ``upstream_host:
     upstream_port`` that delays each direction by ``delay_ms`` (see the module docstring).
 
@@ -166,17 +167,6 @@ class LatencyProxy:
             loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         self._loop = self._thread = None
-
-    def __enter__(self) -> LatencyProxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # ------------------------------------------------------------ internals
 
