@@ -1,0 +1,73 @@
+package io.cdcsink.spark;
+
+import io.cdcsink.format.Column;
+import io.cdcsink.format.ReadPlan;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.SerializableConfiguration;
+
+/** The scan of one table version: one input partition per bucket. */
+final class CdcSinkScan implements Scan, Batch {
+  private final ReadPlan plan;
+  private final ReadOptions options;
+  private final StructType schema;
+
+  CdcSinkScan(ReadPlan plan, ReadOptions options, StructType schema) {
+    this.plan = plan;
+    this.options = options;
+    this.schema = schema;
+  }
+
+  @Override
+  public StructType readSchema() {
+    return schema;
+  }
+
+  @Override
+  public String description() {
+    return "cdc_sink " + plan.tableUri() + " version " + plan.version() + " columns "
+        + Arrays.toString(schema.fieldNames());
+  }
+
+  @Override
+  public Batch toBatch() {
+    return this;
+  }
+
+  @Override
+  public InputPartition[] planInputPartitions() {
+    InputPartition[] parts = new InputPartition[plan.numBuckets()];
+    for (int b = 0; b < parts.length; b++) {
+      parts[b] = new BucketPartition(b, plan.bucket(b));
+    }
+    return parts;
+  }
+
+  @Override
+  public PartitionReaderFactory createReaderFactory() {
+    Broadcast<SerializableConfiguration> conf = SerializableConfiguration.broadcast(
+        SparkSession.active().sparkContext(), options.hadoopConf(SparkHadoop.sessionConf()));
+    List<String> columns = new ArrayList<>(Arrays.asList(schema.fieldNames()));
+    String countBy = null;
+    if (columns.isEmpty()) { // count(*): the rows of a key column, whose pages a read needs anyway
+      for (Column c : plan.schema().columns()) {
+        if (c.isKey()) {
+          countBy = c.name();
+          break;
+        }
+      }
+      if (countBy == null) {
+        countBy = plan.schema().columns().get(0).name();
+      }
+    }
+    return new BucketReaderFactory(conf, columns, countBy);
+  }
+}
