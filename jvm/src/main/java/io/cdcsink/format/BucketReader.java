@@ -1,21 +1,541 @@
 package io.cdcsink.format;
 
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.BaseIntVector;
+import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.util.Text;
 import org.apache.hadoop.conf.Configuration;
+import org.roaringbitmap.RoaringBitmap;
 
 /** Reads the live rows of one bucket at the plan's version (merge-on-read §14.2-14.5). */
 public final class BucketReader implements AutoCloseable {
+  private static final int KEY = 0;
+  private static final int VALUE = 1;
+  private static final int SEQ = 2;
+
+  private final BucketPlan plan;
+  private final Configuration conf;
+  private final BufferAllocator allocator;
+  private final List<String> columns;
+  private final TableSchema schema;
+  private final Map<String, Fs.Ranged> files = new HashMap<>();
+  private final Map<Integer, TableSchema> schemas = new HashMap<>();
+  private final List<AutoCloseable> owned = new ArrayList<>();
+  private Fs fs;
+
   public BucketReader(BucketPlan plan, Configuration conf, BufferAllocator allocator, List<String> columns) {
+    this.plan = plan;
+    this.conf = conf;
+    this.allocator = allocator;
+    this.schema = plan.schema();
+    this.columns = columns == null ? names(schema) : List.copyOf(columns);
+    for (String c : this.columns) {
+      if (schema.column(c) == null) throw new IllegalArgumentException("no column " + c + " in the table's schema");
+    }
   }
 
+  private static List<String> names(TableSchema s) {
+    List<String> out = new ArrayList<>();
+    for (Column c : s.columns()) out.add(c.name());
+    return out;
+  }
+
+  /** The bucket's live rows as one or more batches; the caller closes each root. */
   public Iterator<VectorSchemaRoot> batches() throws CdcSinkFormatException {
-    throw new UnsupportedOperationException("not yet");
+    try {
+      return build();
+    } catch (Fs.MissingFileException e) {
+      // §14.7: a file GC removed after the version was resolved: not retained, not damage.
+      long oldest = ReadPlan.LogState.load(fs).oldestReadable;
+      if (plan.version() < oldest) {
+        throw new VersionNotRetainedException(plan.tableUri() + ": version " + plan.version()
+            + " is no longer retained: the oldest readable version is " + oldest, oldest);
+      }
+      throw e;
+    }
+  }
+
+  private Iterator<VectorSchemaRoot> build() throws CdcSinkFormatException {
+    fs = new Fs(plan.tableUri(), conf);
+    Manifest m = null;
+    if (plan.snapshotPath() != null) m = Manifest.parse(fs.read(plan.snapshotPath()), plan.snapshotPath());
+    boolean fast = m != null && plan.segmentPaths().isEmpty();
+    if (fast) {
+      for (String c : columns) {
+        Column col = schema.column(c);
+        if (col.isKey()) continue;
+        List<Manifest.Loc> pages = m.columns.get(col.id());
+        if (pages == null || covered(pages) != m.rowCount) fast = false;
+      }
+    }
+    if (fast) return new PageIterator(m, dv(m));
+    return merge(m);
+  }
+
+  private static long covered(List<Manifest.Loc> pages) {
+    long r = 0;
+    for (Manifest.Loc l : pages) r += l.rows;
+    return r;
+  }
+
+  private RoaringBitmap dv(Manifest m) throws CdcSinkFormatException {
+    if (m == null || m.dv == null) return new RoaringBitmap();
+    byte[] b = blob(m.dv);
+    RoaringBitmap bm = new RoaringBitmap();
+    try {
+      bm.deserialize(ByteBuffer.wrap(b));
+    } catch (Exception e) {
+      throw new CdcSinkFormatException(m.dv.file + ": offset " + m.dv.offset + ": deletion vector is not a Roaring bitmap");
+    }
+    if (bm.getLongCardinality() != m.dv.rows) {
+      throw new CdcSinkFormatException(m.dv.file + ": offset " + m.dv.offset + ": deletion vector holds "
+          + bm.getLongCardinality() + " rows, its location says " + m.dv.rows);
+    }
+    return bm;
+  }
+
+  private byte[] blob(Manifest.Loc l) throws CdcSinkFormatException {
+    Fs.Ranged f = files.get(l.file);
+    if (f == null) {
+      f = fs.openRanged(l.file);
+      files.put(l.file, f);
+    }
+    byte[] b = f.read(l.offset, l.length);
+    if (Framing.crc32c(b, 0, b.length) != l.crc) {
+      throw new CdcSinkFormatException(l.file + ": offset " + l.offset + ": page of " + l.length
+          + " bytes fails its CRC32C (corruption)");
+    }
+    return b;
+  }
+
+  /** A page as a vector of the column's type in S_v. */
+  private FieldVector page(Manifest.Loc l, Column c) throws CdcSinkFormatException {
+    String where = l.file + ": offset " + l.offset;
+    FieldVector v = Vectors.readPage(blob(l), allocator, where);
+    if (v.getValueCount() != l.rows) {
+      long n = v.getValueCount();
+      v.close();
+      throw new CdcSinkFormatException(where + ": page holds " + n + " rows, its location says " + l.rows);
+    }
+    return Vectors.cast(v, TableSchema.field(c), allocator, where);
+  }
+
+  /** No segment, every column in full pages: each page handed out, the DV applied. */
+  private final class PageIterator implements Iterator<VectorSchemaRoot> {
+    private final Manifest m;
+    private final RoaringBitmap dv;
+    private int page;
+    private final int pages;
+
+    PageIterator(Manifest m, RoaringBitmap dv) {
+      this.m = m;
+      this.dv = dv;
+      this.pages = m.rowCount == 0 ? 0 : (int) ((m.rowCount + m.pageRows - 1) / m.pageRows);
+    }
+
+    @Override
+    public boolean hasNext() {
+      return page < pages;
+    }
+
+    @Override
+    public VectorSchemaRoot next() {
+      if (!hasNext()) throw new NoSuchElementException();
+      int p = page++;
+      long start = (long) p * m.pageRows;
+      int rows = (int) Math.min(m.pageRows, m.rowCount - start);
+      int dead = dv.isEmpty() ? 0 : (int) dv.rangeCardinality(start, start + rows);
+      List<FieldVector> vs = new ArrayList<>();
+      List<Field> fields = new ArrayList<>();
+      try {
+        for (String name : columns) {
+          Column c = schema.column(name);
+          Manifest.Loc l;
+          if (c.isKey()) l = m.keys.get(schema.primaryKey().indexOf(name)).get(p);
+          else l = m.columns.get(c.id()).get(p);
+          if (l.rows != rows) throw new CdcSinkFormatException(l.file + ": offset " + l.offset + ": page " + p
+              + " of column " + name + " holds " + l.rows + " rows, expected " + rows);
+          FieldVector v = page(l, c);
+          if (dead > 0) v = filter(v, start, rows, c);
+          vs.add(v);
+          fields.add(TableSchema.field(c));
+        }
+      } catch (CdcSinkFormatException e) {
+        for (FieldVector v : vs) v.close();
+        throw new FormatRuntimeException(e);
+      }
+      // The vectors keep the schema's field (name and nullability).
+      List<FieldVector> named = new ArrayList<>();
+      for (int i = 0; i < vs.size(); i++) named.add(rename(vs.get(i), fields.get(i)));
+      return new VectorSchemaRoot(fields, named, rows - dead);
+    }
+
+    private FieldVector filter(FieldVector v, long start, int rows, Column c) {
+      FieldVector out = TableSchema.field(c).createVector(allocator);
+      out.setInitialCapacity(rows);
+      out.allocateNew();
+      int o = 0;
+      for (int i = 0; i < rows; i++) {
+        if (dv.contains((int) (start + i))) continue;
+        out.copyFromSafe(i, o++, v);
+      }
+      out.setValueCount(o);
+      v.close();
+      return out;
+    }
+  }
+
+  private FieldVector rename(FieldVector v, Field f) {
+    if (v.getField().equals(f)) return v;
+    org.apache.arrow.vector.util.TransferPair tp = v.getTransferPair(f, allocator);
+    tp.transfer();
+    return (FieldVector) tp.getTo();
+  }
+
+  /** A CdcSinkFormatException raised inside an iterator. */
+  public static final class FormatRuntimeException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    FormatRuntimeException(CdcSinkFormatException cause) {
+      super(cause.getMessage(), cause);
+    }
+
+    /** The format error. */
+    public CdcSinkFormatException format() {
+      return (CdcSinkFormatException) getCause();
+    }
+  }
+
+  // ---------------------------------------------------------------- merge-on-read (§14.3-14.5)
+
+  private final List<FieldVector> sources = new ArrayList<>();
+
+  private int register(FieldVector v) {
+    sources.add(v);
+    owned.add(v);
+    return sources.size() - 1;
+  }
+
+  private static long src(int vec, int idx) {
+    return ((long) vec << 32) | (idx & 0xffffffffL);
+  }
+
+  private static Object norm(Object o) {
+    if (o instanceof Text) return o.toString();
+    if (o instanceof byte[]) return ByteBuffer.wrap((byte[]) o);
+    return o;
+  }
+
+  private static Object keyOf(List<FieldVector> vs, int idx) {
+    if (vs.size() == 1) return norm(vs.get(0).getObject(idx));
+    Object[] k = new Object[vs.size()];
+    for (int i = 0; i < k.length; i++) k[i] = norm(vs.get(i).getObject(idx));
+    return Arrays.asList(k);
+  }
+
+  private TableSchema schemaOf(int id) throws CdcSinkFormatException {
+    if (id == schema.schemaId()) return schema;
+    TableSchema s = schemas.get(id);
+    if (s == null) {
+      s = ReadPlan.loadSchema(fs, id);
+      schemas.put(id, s);
+    }
+    return s;
+  }
+
+  private Iterator<VectorSchemaRoot> merge(Manifest m) throws CdcSinkFormatException {
+    boolean hasSegments = !plan.segmentPaths().isEmpty();
+    String seqName = schema.sequenceColumn();
+    Column seqCol = seqName == null ? null : schema.column(seqName);
+    int pageRows = m == null ? 1 : m.pageRows;
+    int baseRows = m == null ? 0 : (int) m.rowCount;
+
+    // Output columns.
+    int nc = columns.size();
+    int[] kind = new int[nc];
+    Column[] cols = new Column[nc];
+    int[][] basePages = new int[nc][]; // source ids of the base pages
+    long[] coverage = new long[nc];
+    int[] defaults = new int[nc];
+    Map<Integer, Integer> outByColId = new HashMap<>();
+    for (int i = 0; i < nc; i++) {
+      Column c = schema.column(columns.get(i));
+      cols[i] = c;
+      kind[i] = c.isKey() ? KEY : (hasSegments && seqCol != null && c.id() == seqCol.id()) ? SEQ : VALUE;
+      if (kind[i] == VALUE) {
+        outByColId.put(c.id(), i);
+        defaults[i] = register(Vectors.defaultVector(c, allocator));
+      }
+    }
+    // Key pages: needed for key output and to match events to rows.
+    boolean needKeys = hasSegments;
+    for (int k : kind) needKeys |= k == KEY;
+    List<List<FieldVector>> keyPages = new ArrayList<>(); // per page: the key columns
+    List<Integer> keyPageSrc = new ArrayList<>(); // per key column: src id of page 0 + page
+    int[][] keyPageIds = new int[schema.primaryKey().size()][];
+    if (m != null && needKeys) {
+      List<Column> kc = schema.keyColumns();
+      for (int k = 0; k < kc.size(); k++) {
+        List<Manifest.Loc> locs = m.keys.get(k);
+        keyPageIds[k] = new int[locs.size()];
+        for (int p = 0; p < locs.size(); p++) keyPageIds[k][p] = register(page(locs.get(p), kc.get(k)));
+      }
+      for (int p = 0; p < (keyPageIds.length == 0 ? 0 : keyPageIds[0].length); p++) {
+        List<FieldVector> l = new ArrayList<>();
+        for (int[] ids : keyPageIds) l.add(sources.get(ids[p]));
+        keyPages.add(l);
+      }
+    }
+    if (m != null) {
+      for (int i = 0; i < nc; i++) {
+        if (kind[i] != VALUE) continue;
+        List<Manifest.Loc> locs = m.columns.get(cols[i].id());
+        if (locs == null) continue;
+        basePages[i] = new int[locs.size()];
+        for (int p = 0; p < locs.size(); p++) basePages[i][p] = register(page(locs.get(p), cols[i]));
+        coverage[i] = covered(locs);
+      }
+    }
+    RoaringBitmap dvm = dv(m);
+    int n = baseRows;
+    BitSet live = new BitSet();
+    live.set(0, baseRows);
+    for (org.roaringbitmap.IntIterator it = dvm.getIntIterator(); it.hasNext(); ) live.clear(it.next());
+    BitSet fresh = new BitSet();
+    long[] seqArr = null;
+    BitSet hasSeq = null;
+    @SuppressWarnings("unchecked")
+    Map<Integer, Long>[] overrides = new Map[nc];
+    long[] newKeys = new long[16]; // rows >= baseRows: src(part key source id, idx)
+    List<List<FieldVector>> keySources = new ArrayList<>();
+
+    if (hasSegments) {
+      Map<Object, Integer> rows = new HashMap<>(Math.max(16, baseRows * 2));
+      for (int p = 0; p < keyPages.size(); p++) {
+        List<FieldVector> kv = keyPages.get(p);
+        int cnt = kv.get(0).getValueCount();
+        for (int i = 0; i < cnt; i++) rows.put(keyOf(kv, i), p * pageRows + i);
+      }
+      if (rows.size() != baseRows) {
+        throw new CdcSinkFormatException(plan.snapshotPath() + ": the key pages hold duplicate keys");
+      }
+      if (seqCol != null) {
+        seqArr = new long[Math.max(16, baseRows)];
+        hasSeq = new BitSet();
+        List<Manifest.Loc> locs = m == null ? null : m.columns.get(seqCol.id());
+        long cov = 0;
+        if (locs != null) {
+          for (int p = 0; p < locs.size(); p++) {
+            try (FieldVector v = page(locs.get(p), seqCol)) {
+              BaseIntVector iv = (BaseIntVector) v;
+              for (int i = 0; i < v.getValueCount(); i++) {
+                int r = p * pageRows + i;
+                if (!v.isNull(i)) {
+                  seqArr[r] = iv.getValueAsLong(i);
+                  hasSeq.set(r);
+                }
+              }
+            }
+          }
+          cov = covered(locs);
+        }
+        if (seqCol.defaultValue() != null) {
+          long d = ((Number) seqCol.defaultValue()).longValue();
+          for (long r = cov; r < baseRows; r++) {
+            seqArr[(int) r] = d;
+            hasSeq.set((int) r);
+          }
+        }
+      }
+      for (int i = 0; i < nc; i++) if (kind[i] == VALUE) overrides[i] = new HashMap<>();
+
+      for (int si = 0; si < plan.segmentPaths().size(); si++) {
+        String path = plan.segmentPaths().get(si);
+        byte[] d = fs.read(path);
+        Segment seg = Segment.read(d, path, plan.segmentVersion(si), plan.bucket(), this::schemaOf, allocator);
+        owned.add(seg);
+        TableSchema ss = seg.schema;
+        List<String> required = new ArrayList<>();
+        for (Column c : ss.columns()) if (ss.isRequired(c)) required.add(c.name());
+        for (Segment.Part part : seg.parts) {
+          int keySrc = keySources.size();
+          keySources.add(part.keys);
+          // The part's value columns that are output: (output index, source id, set bits)
+          List<int[]> outs = new ArrayList<>();
+          List<boolean[]> outSet = new ArrayList<>();
+          for (Map.Entry<String, FieldVector> e : part.values.entrySet()) {
+            Column segCol = ss.column(e.getKey());
+            Integer oi = outByColId.get(segCol.id());
+            if (oi == null) continue;
+            FieldVector cast = Vectors.cast(e.getValue(), TableSchema.field(cols[oi]), allocator, path);
+            e.setValue(cast);
+            outs.add(new int[] {oi, register(cast), 0});
+            outSet.add(part.set.get(e.getKey()));
+          }
+          List<boolean[]> reqSet = new ArrayList<>();
+          boolean reqMissing = false;
+          for (String rname : required) {
+            boolean[] s = part.set.get(rname);
+            if (s == null) reqMissing = true;
+            else reqSet.add(s);
+          }
+          int[] valIdx = new int[outs.size()];
+          for (int i = 0; i < part.n; i++) {
+            for (int j = 0; j < outs.size(); j++) {
+              if (outSet.get(j)[i]) {
+                int[] o = outs.get(j);
+                valIdx[j] = part.ranked ? o[2]++ : i;
+              }
+            }
+            byte op = part.ops[i];
+            if (op == 4) {
+              live.clear();
+              continue;
+            }
+            Object key = keyOf(part.keys, i);
+            Integer row = rows.get(key);
+            long seq = seqCol != null ? part.seqs[i] : 0;
+            if (seqCol != null && row != null && hasSeq.get(row) && seq < seqArr[row]) continue; // stale
+            boolean isLive = row != null && live.get(row);
+            boolean asInsert;
+            if (op == 0) {
+              asInsert = true;
+            } else if (op == 1) {
+              if (isLive) {
+                asInsert = false;
+              } else {
+                boolean ok = !reqMissing;
+                for (boolean[] s : reqSet) ok &= s[i];
+                if (!ok) continue; // rejected
+                asInsert = true;
+              }
+            } else if (op == 2) {
+              if (!isLive) continue; // rejected
+              asInsert = false;
+            } else { // delete
+              if (row != null) {
+                live.clear(row);
+              } else if (seqCol != null) {
+                row = n++;
+                newKeys = grow(newKeys, row - baseRows);
+                newKeys[row - baseRows] = src(keySrc, i);
+                rows.put(key, row);
+                fresh.set(row);
+              }
+              if (seqCol != null && row != null) {
+                seqArr = grow(seqArr, row);
+                seqArr[row] = seq;
+                hasSeq.set(row);
+              }
+              continue;
+            }
+            if (asInsert) {
+              if (row == null) {
+                row = n++;
+                newKeys = grow(newKeys, row - baseRows);
+                newKeys[row - baseRows] = src(keySrc, i);
+                rows.put(key, row);
+              } else {
+                for (Map<Integer, Long> ov : overrides) if (ov != null) ov.remove(row);
+              }
+              fresh.set(row);
+              live.set(row);
+            }
+            for (int j = 0; j < outs.size(); j++) {
+              if (outSet.get(j)[i]) {
+                int[] o = outs.get(j);
+                overrides[o[0]].put(row, src(o[1], valIdx[j]));
+              }
+            }
+            if (seqCol != null) {
+              seqArr = grow(seqArr, row);
+              seqArr[row] = seq;
+              hasSeq.set(row);
+            }
+          }
+        }
+      }
+    }
+
+    // Output (§14.5): the live rows, in row id order, in batches of up to pageRows rows.
+    int batchRows = m == null ? 65536 : Math.max(1, m.pageRows);
+    List<VectorSchemaRoot> out = new ArrayList<>();
+    int[] liveRows = live.stream().filter(r -> r < Integer.MAX_VALUE).toArray();
+    for (int from = 0; from < liveRows.length || (from == 0 && out.isEmpty() && false); from += batchRows) {
+      int cnt = Math.min(batchRows, liveRows.length - from);
+      List<FieldVector> vs = new ArrayList<>();
+      List<Field> fields = new ArrayList<>();
+      for (int i = 0; i < nc; i++) {
+        Field f = TableSchema.field(cols[i]);
+        FieldVector v = f.createVector(allocator);
+        v.setInitialCapacity(cnt);
+        v.allocateNew();
+        fields.add(f);
+        vs.add(v);
+        int keyIdx = kind[i] == KEY ? schema.primaryKey().indexOf(cols[i].name()) : -1;
+        for (int o = 0; o < cnt; o++) {
+          int r = liveRows[from + o];
+          if (kind[i] == KEY) {
+            if (r < baseRows) {
+              v.copyFromSafe(r % pageRows, o, sources.get(keyPageIds[keyIdx][r / pageRows]));
+            } else {
+              long s = newKeys[r - baseRows];
+              v.copyFromSafe((int) s, o, keySources.get((int) (s >>> 32)).get(keyIdx));
+            }
+          } else if (kind[i] == SEQ) {
+            if (hasSeq.get(r)) ((BaseIntVector) v).setWithPossibleTruncate(o, seqArr[r]);
+            else v.setNull(o);
+          } else {
+            Long s = overrides[i] == null ? null : overrides[i].get(r);
+            if (s != null) {
+              v.copyFromSafe((int) (long) s, o, sources.get((int) (s >>> 32)));
+            } else if (!fresh.get(r) && r < coverage[i]) {
+              v.copyFromSafe(r % pageRows, o, sources.get(basePages[i][r / pageRows]));
+            } else {
+              v.copyFromSafe(0, o, sources.get(defaults[i]));
+            }
+          }
+        }
+        v.setValueCount(cnt);
+      }
+      out.add(new VectorSchemaRoot(fields, vs, cnt));
+    }
+    closeOwned();
+    return out.iterator();
+  }
+
+  private static long[] grow(long[] a, int idx) {
+    if (idx < a.length) return a;
+    return Arrays.copyOf(a, Math.max(idx + 1, a.length * 2));
+  }
+
+  private void closeOwned() {
+    for (int i = owned.size() - 1; i >= 0; i--) {
+      try {
+        owned.get(i).close();
+      } catch (Exception ignored) {
+        // memory only
+      }
+    }
+    owned.clear();
+    sources.clear();
   }
 
   @Override
   public void close() {
+    closeOwned();
+    for (Fs.Ranged f : files.values()) f.close();
+    files.clear();
   }
 }

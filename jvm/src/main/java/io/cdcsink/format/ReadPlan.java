@@ -1,22 +1,247 @@
 package io.cdcsink.format;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
 import org.apache.hadoop.conf.Configuration;
 
 /** A resolved read of one table version: everything an executor needs, serializable. */
 public final class ReadPlan implements java.io.Serializable {
   private static final long serialVersionUID = 1L;
+  /** The highest reader protocol version this implementation reads (§2). */
+  public static final int READER_VERSION = 2;
 
-  public static ReadPlan resolve(String tableUri, Configuration conf, Long versionAsOf, Long timestampAsOfMs)
-      throws CdcSinkFormatException {
-    throw new UnsupportedOperationException("not yet");
+  private final String tableUri;
+  private final long version;
+  private final long commitTimeMs;
+  private final TableSchema schema;
+  private final BucketPlan[] buckets;
+  private final List<VersionInfo> history;
+  private final long oldestReadable;
+  private final long latest;
+
+  private ReadPlan(String tableUri, long version, long commitTimeMs, TableSchema schema, BucketPlan[] buckets,
+                   List<VersionInfo> history, long oldestReadable, long latest) {
+    this.tableUri = tableUri;
+    this.version = version;
+    this.commitTimeMs = commitTimeMs;
+    this.schema = schema;
+    this.buckets = buckets;
+    this.history = history;
+    this.oldestReadable = oldestReadable;
+    this.latest = latest;
   }
 
-  public String tableUri() { throw new UnsupportedOperationException(); }
-  public long version() { throw new UnsupportedOperationException(); }
-  public long commitTimeMs() { throw new UnsupportedOperationException(); }
-  public TableSchema schema() { throw new UnsupportedOperationException(); }
-  public int numBuckets() { throw new UnsupportedOperationException(); }
-  public BucketPlan bucket(int b) { throw new UnsupportedOperationException(); }
-  public List<VersionInfo> history() { throw new UnsupportedOperationException(); }
+  public String tableUri() { return tableUri; }
+  public long version() { return version; }
+  public long commitTimeMs() { return commitTimeMs; }
+  /** S_v. */
+  public TableSchema schema() { return schema; }
+  public int numBuckets() { return buckets.length; }
+  public BucketPlan bucket(int b) { return buckets[b]; }
+  /** Retained versions, oldest first. */
+  public List<VersionInfo> history() { return history; }
+  /** The oldest readable version when resolved (§8.5). */
+  public long oldestReadable() { return oldestReadable; }
+  /** The newest committed version when resolved (§8.4). */
+  public long latest() { return latest; }
+
+  /** Resolves per docs/format.md §14.1: versionAsOf / timestampAsOfMs may be null (latest). */
+  public static ReadPlan resolve(String tableUri, Configuration conf, Long versionAsOf, Long timestampAsOfMs)
+      throws CdcSinkFormatException {
+    Fs fs = new Fs(tableUri, conf);
+    checkProtocol(fs);
+    LogState log = LogState.load(fs);
+    long v;
+    if (versionAsOf != null) {
+      v = versionAsOf;
+    } else if (timestampAsOfMs != null) {
+      v = -1;
+      for (long u = log.oldestReadable; u <= log.latest; u++) {
+        if (log.entries.get(u).commitTimeMs <= timestampAsOfMs) v = u;
+        else break;
+      }
+      if (v < 0) {
+        throw new VersionNotRetainedException(fs.root + ": no retained version was committed at or before "
+            + timestampAsOfMs + " ms: the oldest readable version is " + log.oldestReadable + ", committed at "
+            + log.entries.get(log.oldestReadable).commitTimeMs + " ms", log.oldestReadable);
+      }
+    } else {
+      v = log.latest;
+    }
+    if (v < log.oldestReadable || v > log.latest) {
+      throw new VersionNotRetainedException(fs.root + ": version " + v + " is not retained: the oldest readable"
+          + " version is " + log.oldestReadable + " and the latest " + log.latest, log.oldestReadable);
+    }
+    LogEntry ev = log.entries.get(v);
+    TableSchema sv = loadSchema(fs, ev.schemaId);
+    BucketPlan[] plans = new BucketPlan[sv.numBuckets()];
+    for (int b = 0; b < plans.length; b++) {
+      String snap = null;
+      long s = -1;
+      TreeMap<Long, String> snaps = log.snapshots.getOrDefault(b, new TreeMap<>());
+      Map.Entry<Long, String> e = snaps.floorEntry(v);
+      if (e != null) {
+        s = e.getKey();
+        snap = e.getValue();
+      }
+      List<String> paths = new ArrayList<>();
+      List<Long> vs = new ArrayList<>();
+      for (Map.Entry<Long, String> seg : log.segments.getOrDefault(b, new TreeMap<>()).subMap(s, false, v, true)
+          .entrySet()) {
+        vs.add(seg.getKey());
+        paths.add(seg.getValue());
+      }
+      long[] va = new long[vs.size()];
+      for (int i = 0; i < va.length; i++) va[i] = vs.get(i);
+      plans[b] = new BucketPlan(fs.root, b, v, sv, snap, paths, va, log.oldestReadable);
+    }
+    List<VersionInfo> hist = new ArrayList<>();
+    for (long u = log.oldestReadable; u <= log.latest; u++) {
+      LogEntry x = log.entries.get(u);
+      hist.add(new VersionInfo(u, x.commitTimeMs, x.kind, x.appId, x.batchId));
+    }
+    return new ReadPlan(fs.root, v, ev.commitTimeMs, sv, plans, Collections.unmodifiableList(hist),
+        log.oldestReadable, log.latest);
+  }
+
+  static TableSchema loadSchema(Fs fs, int schemaId) throws CdcSinkFormatException {
+    String p = String.format("_schema/%08d.json", schemaId);
+    TableSchema s = TableSchema.parse(fs.read(p), p);
+    if (s.schemaId() != schemaId) throw new CdcSinkFormatException(p + ": holds schema id " + s.schemaId());
+    return s;
+  }
+
+  /** §2: refuse a table of a newer reader version before opening anything else. */
+  static void checkProtocol(Fs fs) throws CdcSinkFormatException {
+    byte[] d = fs.readOrNull("_table.json");
+    if (d == null) throw new CdcSinkFormatException(fs.root + ": not a cdc_sink table (no _table.json)");
+    JsonNode o = Json.parse(d, "_table.json");
+    for (String key : new String[] {"reader_version", "writer_version"}) {
+      JsonNode n = o.get(key);
+      if (n != null && (!n.isIntegralNumber() || !n.canConvertToLong() || n.longValue() < 1)) {
+        throw new CdcSinkFormatException("_table.json: " + key + " is not a positive integer (damaged table)");
+      }
+    }
+    long rv = o.has("reader_version") ? o.get("reader_version").longValue() : 1;
+    if (rv > READER_VERSION) {
+      throw new CdcSinkFormatException(fs.root + ": the table needs reader version " + rv
+          + "; this reader implements reader version " + READER_VERSION + " (unsupported table version)");
+    }
+  }
+
+  /** The log: latest, oldest readable, the retained entries, the history (§8.4-8.7). */
+  static final class LogState {
+    long latest;
+    long oldestReadable;
+    final Map<Long, LogEntry> entries = new HashMap<>();
+    final Map<Integer, TreeMap<Long, String>> snapshots = new HashMap<>();
+    final Map<Integer, TreeMap<Long, String>> segments = new HashMap<>();
+
+    static LogState load(Fs fs) throws CdcSinkFormatException {
+      TreeSet<Long> listed = new TreeSet<>();
+      TreeSet<Long> checkpoints = new TreeSet<>();
+      for (String name : fs.list("_log")) {
+        if (Json.ENTRY.matcher(name).matches()) listed.add(Long.parseLong(name.substring(0, 20)));
+        else if (Json.CHECKPOINT.matcher(name).matches()) checkpoints.add(Long.parseLong(name.substring(12, 32)));
+      }
+      if (listed.isEmpty()) throw new CdcSinkFormatException(fs.root + ": the table has no committed version");
+      LogState st = new LogState();
+      long n = listed.last();
+      String np = LogEntry.name(n);
+      byte[] d = fs.read(np);
+      Framing.Result r = Framing.read(d, np, Framing.LOG, true);
+      if (r.records.isEmpty() && r.tornTail) {
+        if (n == 0) throw new CdcSinkFormatException(fs.root + ": the table has no committed version");
+        if (!listed.contains(n - 1)) throw new CdcSinkFormatException(LogEntry.name(n - 1) + ": missing file (log damaged)");
+        st.latest = n - 1;
+      } else if (r.records.size() == 1 && !r.tornTail) {
+        st.latest = n;
+        Framing.Record rec = r.records.get(0);
+        st.entries.put(n, LogEntry.parse(d, rec.payloadOffset, rec.length, np, n));
+      } else {
+        throw new CdcSinkFormatException(np + ": offset " + r.goodEnd + ": log entry is damaged (corruption)");
+      }
+      long first = st.latest;
+      while (first > 0 && listed.contains(first - 1)) first--;
+      long newestCkp = checkpoints.isEmpty() ? -1 : checkpoints.floor(st.latest) == null ? -1 : checkpoints.floor(st.latest);
+      st.oldestReadable = Math.max(first, newestCkp);
+      // The newest valid checkpoint (bad framing, CRC or JSON: skipped).
+      long start = 0;
+      for (Long c : checkpoints.descendingSet()) {
+        if (c > st.latest) continue;
+        if (st.loadCheckpoint(fs, c)) {
+          start = c;
+          break;
+        }
+      }
+      if (start < first) {
+        throw new CdcSinkFormatException(fs.root + ": the log is damaged: entries " + start + " .. " + (first - 1)
+            + " are missing and no valid checkpoint replaces them");
+      }
+      for (long u = start; u <= st.latest; u++) {
+        LogEntry e = st.entries.get(u);
+        if (e == null) {
+          String p = LogEntry.name(u);
+          byte[] b = fs.read(p);
+          Framing.Record rec = Framing.readExactly(b, p, Framing.LOG, 1).get(0);
+          e = LogEntry.parse(b, rec.payloadOffset, rec.length, p, u);
+          st.entries.put(u, e);
+        }
+        if (u == start && start > 0) continue; // the checkpoint covers it
+        for (Map.Entry<Integer, String> s : e.segments.entrySet()) {
+          st.segments.computeIfAbsent(s.getKey(), k -> new TreeMap<>()).put(u, s.getValue());
+        }
+        for (Map.Entry<Integer, String> s : e.snapshots.entrySet()) {
+          st.snapshots.computeIfAbsent(s.getKey(), k -> new TreeMap<>()).put(Json.versionOf(s.getValue()), s.getValue());
+        }
+      }
+      return st;
+    }
+
+    /** Loads checkpoint c into the history; false when its framing, CRC or JSON is bad. */
+    boolean loadCheckpoint(Fs fs, long c) throws CdcSinkFormatException {
+      String p = String.format("_log/_checkpoint.%020d.json", c);
+      byte[] d = fs.readOrNull(p);
+      if (d == null) return false;
+      JsonNode o;
+      try {
+        List<Framing.Record> recs = Framing.readExactly(d, p, Framing.CHECKPOINT, 1);
+        o = Json.parse(d, recs.get(0).payloadOffset, recs.get(0).length, p);
+        if (Json.integer(o, "version", p) != c) return false;
+      } catch (CdcSinkFormatException e) {
+        return false;
+      }
+      JsonNode bs = o.get("bucket_snapshots");
+      if (bs != null && bs.isObject()) {
+        Iterator<Map.Entry<String, JsonNode>> it = bs.fields();
+        while (it.hasNext()) {
+          Map.Entry<String, JsonNode> b = it.next();
+          if (b.getValue().isNull()) continue;
+          String path = Json.path(b.getValue(), Json.SNAPSHOT, "snapshot", p);
+          snapshots.computeIfAbsent(Integer.parseInt(b.getKey()), k -> new TreeMap<>()).put(Json.versionOf(path), path);
+        }
+      }
+      JsonNode extra = o.get("extra");
+      JsonNode segs = extra == null ? null : extra.get("segments");
+      if (segs != null && segs.isObject()) {
+        Iterator<Map.Entry<String, JsonNode>> it = segs.fields();
+        while (it.hasNext()) {
+          Map.Entry<String, JsonNode> b = it.next();
+          for (JsonNode pair : b.getValue()) {
+            long u = pair.get(0).longValue();
+            String path = Json.path(pair.get(1), Json.SEGMENT, "segment", p);
+            segments.computeIfAbsent(Integer.parseInt(b.getKey()), k -> new TreeMap<>()).put(u, path);
+          }
+        }
+      }
+      return true;
+    }
+  }
 }
