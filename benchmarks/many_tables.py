@@ -37,6 +37,7 @@ Run::
         [--configs 1u-t8,200u-t8,200z-t8,200u-t1,200u-t4,1000w-t8-b16,1000z-t8] \\
         [--runs 3] [--batches 3] [--events 50000] [--dir /tmp/cdc_many_tables] \\
         [--buckets 1] [--one-table-buckets 4] [--prepare-threads N] [--cpu-threads N] \\
+        [--decode-processes N] \\
         [--json out.json] [--from-json out.json] \\
         [--profile 200u-t1]
 
@@ -71,7 +72,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdc_sink import TableOptions
-from cdc_sink.spark import SinkOptions
+from cdc_sink.spark import DecodeOptions, SinkOptions
 from cdc_sink.spark.database import DatabaseOptions, DatabaseSink, _held_bytes
 from cdc_sink.spark.writer import BatchStats
 
@@ -289,6 +290,21 @@ class Events:
         self.open.append((n, bytes_))
 
 
+def workers_cpu(sink: DatabaseSink) -> float:
+    """CPU seconds the sink's decode worker processes have spent (0 without them)."""
+    pool = sink._decode_pool
+    executor = None if pool is None else pool._pool
+    if executor is None:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in list(executor._processes or {}):
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def rss_bytes() -> int:
     """The process's resident set now."""
     with open("/proc/self/statm") as f:
@@ -342,7 +358,9 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
     if budget:
         dbo = replace(dbo, memory_budget_bytes=budget)
     sink_options = SinkOptions(
-        format="debezium", table=TableOptions(prepare_threads=args.prepare_threads)
+        format="debezium",
+        table=TableOptions(prepare_threads=args.prepare_threads),
+        decode=DecodeOptions(processes=args.decode_processes),
     )
     sink = DatabaseSink(dbo, options=sink_options)
     thread_profiles: list[cProfile.Profile] = []
@@ -355,7 +373,7 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
         sink.write_rows(warm, 0)
         times, fresh, event_fresh = [], [], []
         prof = cProfile.Profile() if profile else None
-        cpu0 = time.process_time()
+        cpu0 = time.process_time() + workers_cpu(sink)
         del warm
         events.phases.clear()
         for i in range(1, args.batches + 1):
@@ -380,7 +398,7 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
             for name, at in events.committed.items():
                 fresh.append(at - t0)
                 event_fresh += [at - t0] * counts[name]
-        cpu = time.process_time() - cpu0
+        cpu = time.process_time() + workers_cpu(sink) - cpu0
         rss_end = rss_bytes()
         last = set(st.tables)
         t0 = time.perf_counter()
@@ -604,6 +622,12 @@ def main() -> None:
         default=None,
         help="TableOptions.prepare_threads of every table (default: one per CPU)",
     )
+    ap.add_argument(
+        "--decode-processes",
+        type=int,
+        default=0,
+        help="decode worker processes of the router (DecodeOptions.processes; default 0)",
+    )
     ap.add_argument("--json", default=None, help="write every run's figures here")
     ap.add_argument("--profile", default=None, help="profile one run of this configuration")
     ap.add_argument("--from-json", default=None, help="print the report of a --json file")
@@ -700,6 +724,8 @@ def _child(cfg: Config, args: argparse.Namespace, seed: int, *, profile: bool) -
         cmd += ["--prepare-threads", str(args.prepare_threads)]
     if args.cpu_threads:
         cmd += ["--cpu-threads", str(args.cpu_threads)]
+    if args.decode_processes:
+        cmd += ["--decode-processes", str(args.decode_processes)]
     if profile:
         cmd += ["--profile", cfg.name]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)

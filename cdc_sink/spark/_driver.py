@@ -45,6 +45,7 @@ from cdc_sink.spark.options import SinkOptions
 from cdc_sink.storage.rejects import batch_reject_records
 from cdc_sink.table import Table
 from cdc_sink.transaction import Transaction
+from cdc_sink.utils.cpu_gate import blocking
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -129,20 +130,29 @@ class DriverApply(ApplyStrategy):
             joined = _Joined.of(pieces, raw)
         return _prepared(txn, raw, joined, t0, t1, decoding[0])
 
-    def prepare_rows(self, txn: Transaction, raw: pa.Table) -> PreparedBatch:
+    def prepare_rows(
+        self, txn: Transaction, raw: pa.Table, pool: DecodePool | None = None
+    ) -> PreparedBatch:
         """Decodes ``raw`` (a micro-batch's records already in the driver, the columns of
-        :func:`raw_columns`) in the calling thread and prepares its buckets into ``txn``.
-        """
+        :func:`raw_columns`) and prepares its buckets into ``txn``: decoded in the calling
+        thread, or by a worker of ``pool`` (a router's, shared by its tables; the thread
+        gives its CPU-gate slot up while it waits, :func:`~cdc_sink.utils.cpu_gate.
+        blocking`)."""
         from cdc_sink.formats import get_decoder
 
         t0 = time.perf_counter()
-        decoder = get_decoder(self.options.format, **self.options.decode.options)
-        dec = decoder.decode_with_meta(  # no numpy_pool here: routers call it in threads
-            raw.column("value"),
-            txn.schema,
-            position=np.arange(raw.num_rows, dtype=np.int64),
-            keys=raw.column("key"),
-        )
+        if pool is not None:
+            pending = pool.submit(txn.schema, raw.column("value"), raw.column("key"))
+            with blocking():
+                dec = pending.result()
+        else:
+            decoder = get_decoder(self.options.format, **self.options.decode.options)
+            dec = decoder.decode_with_meta(  # no numpy_pool here: routers call it in threads
+                raw.column("value"),
+                txn.schema,
+                position=np.arange(raw.num_rows, dtype=np.int64),
+                keys=raw.column("key"),
+            )
         joined = _Joined.of([(0, _Piece.of(dec))], raw)
         t1 = time.perf_counter()
         return _prepared(txn, raw, joined, t0, t1, t1 - t0)

@@ -37,7 +37,12 @@ Per micro-batch ``(df, batch_id)`` (docs/architecture.md, "A whole database in o
    :class:`~cdc_sink.spark.writer.TableWriter`, which commits them as one version under
    the job's ``(app_id, batch_id)`` (exactly once per table: after a crash between two
    tables' commits the replayed batch skips the tables that hold it and commits the
-   others). The writes of different tables run on ``commit_threads`` threads.
+   others). The writes of different tables run on ``commit_threads`` threads. With
+   ``SinkOptions(decode=DecodeOptions(processes=N))`` the tables' records are decoded in
+   N worker processes the router shares among its tables (driver mode; spawned on the
+   first batch, stopped by :meth:`DatabaseSink.close`): a commit thread hands its
+   table's records over and gives its CPU slot up while it waits, so the decoding of
+   some tables runs beside the apply and commit of others on another core.
 4. *Memory*: after the batch, while the tablets held exceed ``memory_budget_bytes`` the
    least recently written tables are closed (their tablets released); the next record of
    one opens it again.
@@ -73,6 +78,7 @@ from cdc_sink.formats.source_schema import SchemaChange, schema_change
 from cdc_sink.formats.source_tables import Routed, SourceTable, route
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import with_refused
+from cdc_sink.spark._decode_pool import DecodePool
 from cdc_sink.spark._driver import raw_columns
 from cdc_sink.spark._source_schemas import SourceSchemas
 from cdc_sink.spark.options import SinkOptions
@@ -377,6 +383,7 @@ class DatabaseSink(ProcessLocal):
         "_stopped",
         "_skipped",
         "_mutex",
+        "_decode_pool",
         "stats",
         "events",
     )
@@ -393,7 +400,9 @@ class DatabaseSink(ProcessLocal):
         _check_router_options(opts)
         if opts.app_id is None:
             opts = replace(opts, app_id=default_app_id(self.database.table_root))
-        self.options = _one_prepare_thread(opts)
+        # the tables' writers decode in the router's pool (one for all), not pools of their own
+        self.decode_processes = opts.decode.processes
+        self.options = _one_prepare_thread(replace(opts, decode=replace(opts.decode, processes=0)))
         self.dead_letter = _SharedDeadLetters(dead_letter) if dead_letter is not None else None
         SourceSchemas(  # checks the format and the registry options now
             opts.format, opts.decode.options, schema_dir=self.database.schema_dir
@@ -408,6 +417,7 @@ class DatabaseSink(ProcessLocal):
         self._stopped: dict[str, str] | None = None
         self._skipped: set[str] = set()
         self._mutex = threading.RLock()
+        self._decode_pool: DecodePool | None = None
         self._gate = CpuGate(self.database.cpu_threads or os.cpu_count() or 1)
         self.stats: list[RouterStats] = []
         self.events: TableEvents | None = None
@@ -465,6 +475,10 @@ class DatabaseSink(ProcessLocal):
         if len(unrouted[0]):
             st.unrouted = len(unrouted[0])
             jobs.append((UNROUTED, _bind(self._write_unrouted, raw, unrouted, batch_id)))
+        if self.decode_processes and self._decode_pool is None:
+            self._decode_pool = DecodePool(
+                self.decode_processes, self.options.format, dict(self.options.decode.options)
+            )
         for part in parts:
             jobs.append((part.name, _bind(self._write_part, raw, part, batch_id)))
         try:
@@ -668,11 +682,16 @@ class DatabaseSink(ProcessLocal):
             self._skip(part.name, str(exc), len(part.rows))
             return "skipped"
         refused = self._evolve(part.name, writer.table, representatives(sub, part.schema_keys))
+        pool = self._decode_pool
         if refused is None:
-            return self._observed(part.name, writer, writer.write_rows(sub, batch_id))
+            return self._observed(part.name, writer, writer.write_rows(sub, batch_id, pool=pool))
         cut, reason = refused
         result = writer.write_rows(
-            sub, batch_id, refused=refused_mask(sub, cut), reason=f"table stopped: {reason}"
+            sub,
+            batch_id,
+            refused=refused_mask(sub, cut),
+            reason=f"table stopped: {reason}",
+            pool=pool,
         )
         self._stop(part.name, reason, batch_id)  # once committed: a crash before finds it again
         return self._observed(part.name, writer, result)
@@ -901,11 +920,14 @@ class DatabaseSink(ProcessLocal):
             self.events.tables_open(len(self._writers), total)
 
     def close(self) -> None:
-        """Closes every table's writer (forwarding what is left) and the dead-letter
-        sink."""
+        """Closes every table's writer (forwarding what is left), the decode worker
+        processes and the dead-letter sink."""
         with self._mutex:
             writers = list(self._writers.values())
             self._writers.clear()
+            pool, self._decode_pool = self._decode_pool, None
+        if pool is not None:
+            pool.close()
         for writer in writers:
             writer.close()
         if self.dead_letter is not None:
@@ -1012,11 +1034,6 @@ def _check_router_options(opts: SinkOptions) -> None:
             "a whole-database sink in driver mode decodes in the driver (decode.where="
             "'driver'); apply_mode='executors' decodes and prepares in tasks",
             option="decode.where",
-        )
-    if opts.decode.processes:
-        raise InvalidOption(
-            "a whole-database sink decodes on its commit threads: decode.processes must be 0",
-            option="decode.processes",
         )
 
 

@@ -318,6 +318,7 @@ class TableWriter(ProcessLocal):
         *,
         refused: np.ndarray | None = None,
         reason: str = "",
+        pool: DecodePool | None = None,
     ) -> BatchResult:
         """Commits micro-batch ``batch_id`` of this table from its raw Kafka records,
         already in the driver (driver mode's columns: :func:`~cdc_sink.spark._driver.
@@ -330,6 +331,8 @@ class TableWriter(ProcessLocal):
             refused: A mask of the records refused for ``reason`` (stored as the
                 version's rejects) instead of applied (None: none is).
             reason: Why, with ``refused``.
+            pool: Decode worker processes to decode the records in (a router's, shared
+                by its tables; None: decoded in the calling thread).
 
         Raises:
             InvalidOption: The writer's apply mode does not prepare rows in the driver.
@@ -343,12 +346,12 @@ class TableWriter(ProcessLocal):
                 option="apply_mode",
             )
         if refused is None or not refused.any():
-            return self.write_with(lambda txn: mode.prepare_rows(txn, raw), batch_id)
+            return self.write_with(lambda txn: mode.prepare_rows(txn, raw, pool), batch_id)
         if refused.all():
             return self.reject_rows(raw, batch_id, reason)
         kept, out = raw.filter(pa.array(~refused)), raw.filter(pa.array(refused))
         return self.write_with(
-            lambda txn: with_refused(mode.prepare_rows(txn, kept), out, reason), batch_id
+            lambda txn: with_refused(mode.prepare_rows(txn, kept, pool), out, reason), batch_id
         )
 
     def reject_rows(

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from cdc_sink.errors import InvalidOption
-from cdc_sink.spark import SinkOptions
+from cdc_sink.spark import DecodeOptions, SinkOptions
 from cdc_sink.spark.database import UNROUTED, DatabaseOptions, DatabaseSink
 from cdc_sink.spark.writer import TableWriter
 from cdc_sink.table import open_table
@@ -120,15 +120,20 @@ def rows_of(root: Path, name: str, key: str) -> list[dict[str, Any]]:
     return sorted(open_table(str(root / name)).read().to_pylist(), key=lambda r: r[key])
 
 
-def sink(root: Path, **opts: Any) -> DatabaseSink:
+def sink(root: Path, processes: int = 0, **opts: Any) -> DatabaseSink:
+    """A router over ``root`` decoding in ``processes`` worker processes (0: its threads)."""
     return DatabaseSink(
         DatabaseOptions(str(root), num_buckets=2, **opts),
-        options=SinkOptions(format="debezium"),
+        options=SinkOptions(format="debezium", decode=DecodeOptions(processes=processes)),
     )
 
 
-def test_tables_are_created_from_the_messages_and_hold_exactly_their_rows(tmp_path: Path) -> None:
-    s = sink(tmp_path)
+@pytest.mark.parametrize("processes", [0, 1])
+def test_tables_are_created_from_the_messages_and_hold_exactly_their_rows(
+    tmp_path: Path, processes: int
+) -> None:
+    """Also with the tables' events decoded in a worker process shared by the tables."""
+    s = sink(tmp_path, processes)
     msgs = [
         message("customers", CUSTOMERS, "r", customer(1)),
         message("orders", ORDERS, "r", order(1, 5), key_field="order_number"),
@@ -146,6 +151,11 @@ def test_tables_are_created_from_the_messages_and_hold_exactly_their_rows(tmp_pa
     assert rows_of(tmp_path, "inventory.orders", "order_number") == [order(2, 7)]
     t = open_table(str(tmp_path / "inventory.customers"))
     assert t.schema.primary_key == ("id",) or list(t.schema.primary_key) == ["id"]
+    pool = s._decode_pool
+    assert (pool is not None and pool.running) == bool(processes)
+    assert all(w.mode.decode_pool is None for w in s.writers.values())  # none of their own
+    s.close()
+    assert s._decode_pool is None
 
 
 def test_a_replayed_batch_commits_nothing_again(tmp_path: Path) -> None:
@@ -208,8 +218,11 @@ def test_a_new_optional_column_is_added_and_earlier_rows_read_null(tmp_path: Pat
     ]
 
 
-def test_a_change_the_table_cannot_take_stops_only_that_table(tmp_path: Path) -> None:
-    s = sink(tmp_path)
+@pytest.mark.parametrize("processes", [0, 1])
+def test_a_change_the_table_cannot_take_stops_only_that_table(
+    tmp_path: Path, processes: int
+) -> None:
+    s = sink(tmp_path, processes)
     s.write_rows(
         batch(
             [
@@ -242,6 +255,7 @@ def test_a_change_the_table_cannot_take_stops_only_that_table(tmp_path: Path) ->
     last = open_table(str(tmp_path / "inventory.customers")).rejects()
     assert last.column("offset").to_pylist() == [6]
     assert last.column("reason")[0].as_py().startswith("table stopped:")
+    s.close()
 
 
 def test_a_table_without_a_key_is_skipped_unless_key_columns_name_one(tmp_path: Path) -> None:
