@@ -22,10 +22,10 @@ $(STAMP): pyproject.toml testkit/pyproject.toml cdc_sink/formats/_cscan.c \
 	    cdc_sink/formats/_cflat.c cdc_sink/formats/_cjson.h cdc_sink/formats/_cgrammar.h \
 	    cdc_sink/runtime/_npcache.c cdc_sink/storage/_cbytesplit.c cdc_sink/tablet/_cslots.c \
 	    cdc_sink/_cmodule.h
-	@command -v java >/dev/null && command -v mvn >/dev/null || { \
-	  echo "installing Java 17 and Maven with apt"; \
+	@command -v javac >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 (a JDK: the JVM connector is compiled) and Maven with apt"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    openjdk-17-jre-headless maven >/dev/null; }
+	    openjdk-17-jdk-headless maven >/dev/null; }
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
 	  echo "installing Prometheus and promtool with apt (dashboard and alert-rule tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -45,7 +45,20 @@ $(STAMP): pyproject.toml testkit/pyproject.toml cdc_sink/formats/_cscan.c \
 	$(PY) -m pip install -q -e ./testkit
 	touch $(STAMP)
 
-install: $(STAMP)
+# The JVM connector (jvm/: format("cdc_sink") and the SQL catalog in Java, docs/format.md
+# read through Hadoop's FileSystem): Maven compiles it against the jars of the installed
+# pyspark (nothing of Spark is downloaded), runs its JUnit tests, and the jar is copied
+# where cdc_sink finds it (cdc_sink/spark/session.py's CONNECTOR_JAR, the wheel's package
+# data); rebuilt when a source under jvm/ changes.
+JAR         = cdc_sink/_jars/cdc-sink-spark.jar
+JVM_SOURCES = jvm/pom.xml $(shell find jvm/src -type f 2>/dev/null)
+
+$(JAR): $(STAMP) $(JVM_SOURCES)
+	cd jvm && mvn -q -Dpyspark.jars="$$($(abspath $(PY)) -c 'import os, pyspark; \
+	    print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" package
+	mkdir -p $(dir $(JAR)) && cp jvm/target/cdc-sink-spark.jar $(JAR)
+
+install: $(STAMP) $(JAR)
 
 # lint-imports checks the import contracts of pyproject.toml's [tool.importlinter]: the
 # product never imports the test kit, lower layers never import higher ones, the engine
@@ -59,15 +72,15 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not integration"
 
-test: $(STAMP) lint
+test: $(STAMP) $(JAR) lint
 	$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
-demo: $(STAMP)
+demo: $(STAMP) $(JAR)
 	$(PY) -m cdc_sink.cli demo
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache jvm/target $(JAR)

@@ -28,7 +28,8 @@ lists each: name, version, live rows, last commit time and schema id.
 
 ``jars`` prints the paths of Spark's Kafka source jars for a Spark version, for
 ``spark-submit --jars`` (resolved from Maven Central once, then cached;
-:mod:`cdc_sink.kafka.jars`).
+:mod:`cdc_sink.kafka.jars`), and cdc_sink's JVM connector (``format("cdc_sink")``, the
+SQL catalog) when it is installed and built for that Spark.
 """
 
 from __future__ import annotations
@@ -178,12 +179,15 @@ def _add_jars(sub: Any) -> None:
     """The ``jars`` command's arguments."""
     jars = sub.add_parser(
         "jars",
-        help="print the paths of Spark's Kafka source jars, for spark-submit --jars",
+        help="print the paths of Spark's Kafka source jars and cdc_sink's JVM connector, "
+        "for spark-submit --jars",
         description="Resolves Spark's Kafka source (spark-sql-kafka-0-10_2.13 and the "
         "dependencies Spark does not ship) for a Spark version from Maven Central into "
         "cdc_sink's cache ($CDC_SINK_CACHE, else ~/.cache/cdc_sink; Maven is needed the "
         "first time only) and prints their paths, comma-separated, as spark-submit's "
-        "--jars takes them.",
+        '--jars takes them, followed by cdc_sink\'s JVM connector (format("cdc_sink"), '
+        "the io.cdcsink.spark.CdcSinkCatalog SQL catalog) when it is installed and built "
+        "for that Spark version.",
     )
     jars.add_argument(
         "--spark-version",
@@ -472,8 +476,22 @@ def _cmd_jars(args: argparse.Namespace) -> int:
                 "pyspark is not installed here: give --spark-version, the cluster's Spark "
                 "version (spark-submit --version)"
             ) from None
-    print(",".join(str(p) for p in resolve_spark_kafka_jars(version)))
+    paths = [str(p) for p in resolve_spark_kafka_jars(version)]
+    connector = _connector_jar(version)
+    if connector is not None:
+        paths.append(connector)
+    print(",".join(paths))
     return 0
+
+
+def _connector_jar(spark_version: str) -> str | None:
+    """The JVM connector's jar when it is installed and built for ``spark_version``."""
+    try:
+        from cdc_sink.spark.session import connector_jar
+    except ImportError:  # no pyspark here (MissingExtra is an ImportError)
+        return None
+    jar = connector_jar(spark_version)
+    return None if jar is None else str(jar)
 
 
 def configure_logging(level: str) -> None:

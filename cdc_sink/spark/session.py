@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdc_sink.errors import SparkSessionConflict
@@ -19,7 +20,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "CONNECTOR_JAR",
+    "CONNECTOR_SPARK",
+    "JVM_READER_ENV",
     "SparkSessionConflict",
+    "connector_jar",
     "local_spark",
     "local_spark_conf",
     "local_submit_command",
@@ -27,6 +32,38 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+CONNECTOR_JAR = Path(__file__).resolve().parents[1] / "_jars" / "cdc-sink-spark.jar"
+"""Where the JVM connector's jar is installed (``make install`` builds it, the wheel ships
+it): ``format("cdc_sink")`` and the ``io.cdcsink.spark.CdcSinkCatalog`` SQL catalog."""
+
+CONNECTOR_SPARK = "4.3"
+"""The Spark release (major.minor) the connector is compiled against."""
+
+JVM_READER_ENV = "CDC_SINK_JVM_READER"
+"""``0`` keeps the connector off the sessions :func:`local_spark` builds (the Python data
+source then reads ``format("cdc_sink")``)."""
+
+
+def connector_jar(spark_version: str | None = None) -> Path | None:
+    """The JVM connector's jar, or None: not installed (a source checkout before
+    ``make install``), or built for another Spark than ``spark_version`` (default: the
+    installed pyspark's).
+
+    Args:
+        spark_version: The Spark version the jar is for (``4.3.0``).
+    """
+    if not CONNECTOR_JAR.is_file():
+        return None
+    if spark_version is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            spark_version = version("pyspark")
+        except PackageNotFoundError:
+            return None
+    same = ".".join(spark_version.split(".")[:2]) == CONNECTOR_SPARK
+    return CONNECTOR_JAR if same else None
 
 
 def local_spark_conf(
@@ -50,6 +87,9 @@ def local_spark_conf(
         from cdc_sink.kafka.jars import spark_kafka_conf
 
         conf.update(spark_kafka_conf())
+    jar = connector_jar() if os.environ.get(JVM_READER_ENV, "1") != "0" else None
+    if jar is not None:
+        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(jar)]))
     conf.update(extra_conf or {})
     return conf
 
@@ -66,7 +106,8 @@ def local_spark(
     Settings: no UI, 2 shuffle partitions, UTC session time zone, 1 GiB driver, Arrow
     for pandas conversion, Python data source filter pushdown, and - with
     ``with_kafka`` - Spark's Kafka source (``spark-sql-kafka-0-10``, resolved from
-    Maven Central by :mod:`cdc_sink.kafka.jars`) on ``spark.jars``.
+    Maven Central by :mod:`cdc_sink.kafka.jars`) on ``spark.jars``, and cdc_sink's JVM
+    connector (:func:`connector_jar`, unless ``$CDC_SINK_JVM_READER`` is ``0``).
     ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` default to this interpreter.
 
     Raises:
@@ -87,7 +128,8 @@ def local_spark(
     running = SparkContext._active_spark_context
     if running is not None and with_kafka:
         have = set(filter(None, running.getConf().get("spark.jars", "").split(",")))
-        missing = [j for j in conf["spark.jars"].split(",") if j and j not in have]
+        wanted = conf["spark.jars"].split(",")
+        missing = [j for j in wanted if j and j not in have and j != str(CONNECTOR_JAR)]
         if missing:
             raise SparkSessionConflict(
                 "a SparkContext already runs in this process without the Spark-Kafka "

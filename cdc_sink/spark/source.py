@@ -44,6 +44,7 @@ to unpickle the source (classes are pickled by reference).
 
 from __future__ import annotations
 
+import logging
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -84,8 +85,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT",
+    "JVM_PROVIDER",
+    "PYTHON_FORMAT",
     "BucketPartition",
     "CdcSinkDataSource",
+    "CdcSinkPythonSource",
     "CdcSinkReader",
     "CdcSinkScan",
     "Predicate",
@@ -96,12 +100,29 @@ __all__ = [
 FORMAT = "cdc_sink"
 """The name of the format: ``spark.read.format(FORMAT)``."""
 
+PYTHON_FORMAT = "cdc_sink_python"
+"""The name of this Python source where the JVM connector owns :data:`FORMAT`."""
+
+JVM_PROVIDER = "io.cdcsink.spark.CdcSinkProvider"
+"""The JVM connector's ``DataSourceRegister`` (its jar:
+:func:`~cdc_sink.spark.session.connector_jar`)."""
+
+_log = logging.getLogger(__name__)
+
 Predicate = tuple[Any, ...]
 """A cdc_sink filter predicate ``(column, op, value)`` or ``(column, op)``."""
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession) -> str:
     """Registers the ``cdc_sink`` format with ``spark`` and enables filter pushdown.
+
+    Where the JVM connector's jar is on the session's classpath (``cdc-sink jars``;
+    :func:`cdc_sink.spark.session.local_spark` puts it there), it owns the name
+    ``cdc_sink`` (Spark refuses a Python source of a name a JVM source claims) and reads
+    snapshots itself; this Python source is then registered as :data:`PYTHON_FORMAT`,
+    which the connector hands the change feed to (``readChangeFeed``, batch and stream).
+    Without the jar (Spark Connect to a server without it, a cluster without it) this
+    Python source is ``cdc_sink``. Logs which one reads ``format("cdc_sink")``.
 
     Sets ``spark.sql.python.filterPushdown.enabled=true`` on the session: without it
     Spark offers no filters to Python sources and refuses to plan a reader that
@@ -110,9 +131,33 @@ def register(spark: SparkSession) -> None:
 
     Args:
         spark: The session to register with.
+
+    Returns:
+        ``"jvm"`` when the JVM connector reads ``format("cdc_sink")``, ``"python"`` when
+        this Python source does.
     """
-    spark.dataSource.register(CdcSinkDataSource)
+    from pyspark.errors import AnalysisException
+
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        spark.dataSource.register(CdcSinkDataSource)
+    except AnalysisException as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+        spark.dataSource.register(CdcSinkPythonSource)
+        _log.info(
+            'format("cdc_sink") reads through the JVM connector (%s); the Python data '
+            "source is %s, for the change feed",
+            JVM_PROVIDER,
+            PYTHON_FORMAT,
+        )
+        return "jvm"
+    _log.info(
+        'format("cdc_sink") reads through the Python data source (the JVM connector %s '
+        "is not on this session's classpath)",
+        JVM_PROVIDER,
+    )
+    return "python"
 
 
 # ---------------------------------------------------------------------- options
@@ -357,6 +402,16 @@ class CdcSinkDataSource(DataSource):
             StreamNeedsChangeFeed: ``readChangeFeed`` is not ``true``.
         """
         return change_stream.stream_reader(self.options, schema)
+
+
+class CdcSinkPythonSource(CdcSinkDataSource):
+    """:class:`CdcSinkDataSource` under the name :data:`PYTHON_FORMAT`: what
+    :func:`register` registers where the JVM connector owns ``cdc_sink``."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name, ``cdc_sink_python``."""
+        return PYTHON_FORMAT
 
 
 @dataclass(frozen=True)

@@ -93,10 +93,13 @@ def kafka(request: pytest.FixtureRequest, _kafka_brokers: _Brokers) -> KafkaHand
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """A local SparkSession (local[2]) with Spark's Kafka source on its classpath."""
-    from cdc_sink.spark.session import local_spark
+    """A local SparkSession (local[2]) with Spark's Kafka source, cdc_sink's JVM connector
+    and S3A (``s3a://``, cdc_sink.spark.s3a) on its classpath."""
+    from cdc_sink.spark.s3a import resolve_s3a_jars
+    from cdc_sink.spark.session import local_spark, local_spark_conf
 
-    session = local_spark("cdc_sink-tests")
+    jars = [local_spark_conf()["spark.jars"], *map(str, resolve_s3a_jars())]
+    session = local_spark("cdc_sink-tests", extra_conf={"spark.jars": ",".join(jars)})
     try:
         yield session
     finally:
