@@ -20,11 +20,19 @@ import org.apache.hadoop.conf.Configuration;
  * {@code DumpTable <tableUri> <outDir> <v1,v2,...|all|latest>}: writes each version's rows (all
  * columns, all buckets) as an Arrow IPC file {@code <outDir>/<v>.arrow}. Errors go to stderr with
  * exit code 2. With {@code -Dcdcsink.time=true} it prints the read time per version.
+ *
+ * <p>{@code DumpTable @<listFile>} dumps many tables in one JVM: each line of the file is
+ * {@code <tableUri>\t<outDir>\t<versions>}; a table that fails has its message written to
+ * {@code <outDir>/error.txt} and to stderr, the others are still dumped, and the exit code is 2
+ * if any failed.
  */
 public final class DumpTable {
   private DumpTable() {}
 
-  public static void main(String[] args) {
+  public static void main(String[] args) throws java.io.IOException {
+    if (args.length == 1 && args[0].startsWith("@")) {
+      System.exit(runMany(Paths.get(args[0].substring(1))));
+    }
     if (args.length != 3) {
       System.err.println("usage: DumpTable <tableUri> <outDir> <v1,v2,...|all|latest>");
       System.exit(2);
@@ -32,10 +40,33 @@ public final class DumpTable {
     try {
       run(args[0], Paths.get(args[1]), args[2]);
     } catch (Exception e) {
-      Throwable t = e instanceof BucketReader.FormatRuntimeException ? e.getCause() : e;
-      System.err.println("cdc_sink: " + t.getClass().getSimpleName() + ": " + t.getMessage());
+      System.err.println(message(e));
       System.exit(2);
     }
+  }
+
+  static String message(Throwable e) {
+    Throwable t = e instanceof BucketReader.FormatRuntimeException ? e.getCause() : e;
+    return "cdc_sink: " + t.getClass().getSimpleName() + ": " + t.getMessage();
+  }
+
+  static int runMany(Path list) throws java.io.IOException {
+    int rc = 0;
+    for (String line : Files.readAllLines(list)) {
+      if (line.isBlank()) continue;
+      String[] f = line.split("\t");
+      Path out = Paths.get(f[1]);
+      try {
+        run(f[0], out, f[2]);
+      } catch (Exception e) {
+        String m = message(e);
+        System.err.println(f[0] + ": " + m);
+        Files.createDirectories(out);
+        Files.writeString(out.resolve("error.txt"), m);
+        rc = 2;
+      }
+    }
+    return rc;
   }
 
   static void run(String uri, Path outDir, String which) throws Exception {

@@ -157,7 +157,7 @@ public final class ReadPlan implements java.io.Serializable {
       String np = LogEntry.name(n);
       byte[] d = fs.read(np);
       Framing.Result r = Framing.read(d, np, Framing.LOG, true);
-      if (r.records.isEmpty() && r.tornTail) {
+      if (r.records.isEmpty() && r.tornTail && unfinished(d)) {
         if (n == 0) throw new CdcSinkFormatException(fs.root + ": the table has no committed version");
         if (!listed.contains(n - 1)) throw new CdcSinkFormatException(LogEntry.name(n - 1) + ": missing file (log damaged)");
         st.latest = n - 1;
@@ -203,6 +203,20 @@ public final class ReadPlan implements java.io.Serializable {
         }
       }
       return st;
+    }
+
+    /**
+     * §8.4: an unfinished entry holds no complete record: shorter than 16 bytes, all zero, or
+     * ending before the end of its first record's payload (a complete record failing its CRC is
+     * corruption, not an unfinished entry).
+     */
+    static boolean unfinished(byte[] d) {
+      if (d.length < 16) return true;
+      boolean zero = true;
+      for (byte b : d) zero &= b == 0;
+      if (zero) return true;
+      long len = Framing.u32(d, 8) & 0xffffffffL;
+      return 16 + len > d.length;
     }
 
     /** Loads checkpoint c into the history; false when its framing, CRC or JSON is bad. */
