@@ -42,6 +42,19 @@ final class CdcSinkScan implements Scan, Batch {
     return this;
   }
 
+  /**
+   * A stream of a table is its change feed, which the Python source reads: refused here
+   * with the option to add.
+   */
+  @Override
+  public org.apache.spark.sql.connector.read.streaming.MicroBatchStream toMicroBatchStream(
+      String checkpointLocation) {
+    throw new IllegalArgumentException("cdc_sink: a stream of a cdc_sink table is its change"
+        + " feed: add .option(\"readChangeFeed\", \"true\") to"
+        + " spark.readStream.format(\"cdc_sink\") (each micro-batch is then the changes of the"
+        + " next committed versions)");
+  }
+
   @Override
   public InputPartition[] planInputPartitions() {
     InputPartition[] parts = new InputPartition[plan.numBuckets()];

@@ -105,7 +105,8 @@ public final class CdcSinkTable implements SupportsRead {
 
   @Override
   public Set<TableCapability> capabilities() {
-    return EnumSet.of(TableCapability.BATCH_READ);
+    // MICRO_BATCH_READ only to say what a stream of the table is (CdcSinkScan.toMicroBatchStream)
+    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ);
   }
 
   @Override

@@ -1,0 +1,222 @@
+"""Spark snapshot reads: the JVM connector against Parquet and the Python data source.
+
+Usage::
+
+    .venv/bin/python benchmarks/spark_read.py [--rows 2000000] [--buckets 4]
+        [--repeat 3] [--master local[2]] [--work DIR] [--json out.json]
+
+One table of ``--rows`` rows x 20 columns (an int64 key ``id`` and ``c1`` .. ``c19``:
+int64, float64 and int32 in turn), ``--buckets`` buckets, loaded in versions of 500,000
+rows and compacted (a table at rest: readers load snapshots). The same rows are written
+as Parquet by pyarrow (one file per bucket's share of the rows, in key order). One local
+Spark session reads both: ``format("cdc_sink")`` through the JVM connector (its jar on
+``spark.jars``), ``spark.read.parquet``, and ``format("cdc_sink_python")``, the Python
+data source of the same table in the same session.
+
+Queries: the sum of all 20 columns (a full scan), ``sum(c1)`` (one column), ``sum(c1)``
+of the keys of a 1% range (``id < rows/100``), and ``count(*)``. Each reader runs each
+query once as a warm-up, then ``--repeat`` rounds that alternate the readers; a figure is
+the median of the rounds' wall times. The JVM's CPU seconds (its process's user + system
+time, from /proc) over the same runs are printed beside; the Python source's workers are
+processes of their own and not in that figure. The load average before and after is
+printed too.
+
+Not run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import cdc_sink
+from cdc_sink import TableOptions
+
+N_COLUMNS = 20
+_TYPES = ("int64", "float64", "int32")
+
+
+def schema(buckets: int) -> dict[str, Any]:
+    """``id`` and ``c1`` .. ``c19`` of :data:`_TYPES` in turn."""
+    cols = [{"name": "id", "type": "int64", "nullable": False}]
+    cols += [{"name": f"c{i}", "type": _TYPES[i % 3]} for i in range(1, N_COLUMNS)]
+    return {"columns": cols, "primary_key": ["id"], "num_buckets": buckets}
+
+
+def make_rows(n: int, start: int, rng: np.random.Generator) -> pa.Table:
+    """``n`` insert events with keys from ``start``."""
+    cols: dict[str, Any] = {
+        "__op": pa.array(np.full(n, "insert")),
+        "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+    }
+    for i in range(1, N_COLUMNS):
+        kind = _TYPES[i % 3]
+        if kind == "int64":
+            cols[f"c{i}"] = pa.array(rng.integers(-(10**9), 10**9, n, dtype=np.int64))
+        elif kind == "float64":
+            cols[f"c{i}"] = pa.array(rng.normal(size=n))
+        else:
+            cols[f"c{i}"] = pa.array(rng.integers(0, 10**6, n, dtype=np.int32))
+    return pa.table(cols)
+
+
+def build(root: str, rows: int, buckets: int) -> tuple[str, str]:
+    """The cdc_sink table and its Parquet copy under ``root``."""
+    rng = np.random.default_rng(51)
+    path = os.path.join(root, "cdc")
+    table = cdc_sink.create_table(path, schema(buckets), options=TableOptions(snapshot_every=1000))
+    for start in range(0, rows, 500_000):
+        table.apply(make_rows(min(500_000, rows - start), start, rng))
+    table.compact()
+    data = table.read().sort_by("id")
+    assert data.num_rows == rows
+    pq_path = os.path.join(root, "parquet")
+    os.makedirs(pq_path)
+    per = -(-rows // buckets)
+    for i in range(buckets):
+        pq.write_table(data.slice(i * per, per), os.path.join(pq_path, f"part-{i}.parquet"))
+    return path, pq_path
+
+
+def _jvm_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (and its reaped children)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--buckets", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--work", default=None, help="work directory (default: a temp dir)")
+    ap.add_argument("--no-python", action="store_true", help="leave the Python source out")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+
+    from cdc_sink.spark.session import connector_jar, local_spark
+    from cdc_sink.spark.source import PYTHON_FORMAT, register
+
+    if connector_jar() is None:
+        raise SystemExit("the JVM connector is not installed: make install builds it")
+    root = args.work or tempfile.mkdtemp(prefix="bench_spark_read_")
+    os.makedirs(root, exist_ok=True)
+    load_before = os.getloadavg()
+    try:
+        t0 = time.perf_counter()
+        path, pq_path = build(root, args.rows, args.buckets)
+        print(f"built {args.rows:,} rows x {N_COLUMNS} columns in {time.perf_counter() - t0:.1f} s")
+        spark = local_spark(
+            "bench_spark_read",
+            master=args.master,
+            with_kafka=False,
+            extra_conf={"spark.driver.memory": "4g"},
+        )
+        assert register(spark) == "jvm"
+        jvm_pid = int(spark._jvm.ProcessHandle.current().pid())
+        frames = {
+            "cdc_sink (JVM)": spark.read.format("cdc_sink").load(path),
+            "parquet": spark.read.parquet(pq_path),
+        }
+        if not args.no_python:
+            frames["cdc_sink (Python)"] = spark.read.format(PYTHON_FORMAT).load(path)
+        cut = args.rows // 100
+        everything = ", ".join(["sum(id)"] + [f"sum(c{i})" for i in range(1, N_COLUMNS)])
+        queries: dict[str, str] = {
+            "full scan (sum of 20 columns)": f"SELECT {everything} FROM t",
+            "sum(c1)": "SELECT sum(c1) FROM t",
+            "1% of keys: sum(c1) WHERE id < rows/100": f"SELECT sum(c1) FROM t WHERE id < {cut}",
+            "count(*)": "SELECT count(*) FROM t",
+        }
+
+        def runner(df: Any, sql: str) -> Callable[[], Any]:
+            def run() -> Any:
+                df.createOrReplaceTempView("t")
+                return spark.sql(sql).collect()
+
+            return run
+
+        results: dict[str, Any] = {}
+        for qname, sql in queries.items():
+            runs = {name: runner(df, sql) for name, df in frames.items()}
+            answers = {name: run() for name, run in runs.items()}  # warm-up, checked
+            first = next(iter(answers.values()))
+            assert all(_same(a, first) for a in answers.values()), answers
+            wall: dict[str, list[float]] = {n: [] for n in runs}
+            cpu: dict[str, list[float]] = {n: [] for n in runs}
+            for _ in range(args.repeat):
+                for name, run in runs.items():
+                    c0, w0 = _jvm_cpu_s(jvm_pid), time.perf_counter()
+                    run()
+                    wall[name].append(time.perf_counter() - w0)
+                    cpu[name].append(_jvm_cpu_s(jvm_pid) - c0)
+            results[qname] = {
+                n: {
+                    "median_s": statistics.median(wall[n]),
+                    "wall_s": wall[n],
+                    "jvm_cpu_median_s": statistics.median(cpu[n]),
+                }
+                for n in runs
+            }
+            pq_med = statistics.median(wall["parquet"])
+            print(qname)
+            for n in runs:
+                med = statistics.median(wall[n])
+                each = ", ".join(f"{w:.3f}" for w in wall[n])
+                print(
+                    f"  {n:18s} median {med:6.3f} s  (runs {each})"
+                    f"  JVM CPU {statistics.median(cpu[n]):6.2f} s  vs Parquet {pq_med / med:5.2f}x"
+                )
+        spark.stop()
+        load_after = os.getloadavg()
+        print(
+            f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
+            f"{os.cpu_count()} CPUs, Python {platform.python_version()}, Spark {spark.version}"
+        )
+        if args.json:
+            meta = {
+                "rows": args.rows,
+                "buckets": args.buckets,
+                "master": args.master,
+                "load_before": load_before,
+                "load_after": load_after,
+            }
+            with open(args.json, "w") as f:
+                json.dump({"meta": meta, "results": results}, f, indent=1)
+    finally:
+        if args.work is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """Equal answers, floating-point sums within a relative 1e-9 (summation order)."""
+    ra, rb = [tuple(r) for r in a], [tuple(r) for r in b]
+    if len(ra) != len(rb):
+        return False
+    for x, y in zip(ra, rb, strict=True):
+        for u, v in zip(x, y, strict=True):
+            if isinstance(u, float) or isinstance(v, float):
+                if abs(u - v) > 1e-9 * max(1.0, abs(u), abs(v)):
+                    return False
+            elif u != v:
+                return False
+    return True
+
+
+if __name__ == "__main__":
+    main()
