@@ -1,0 +1,57 @@
+package io.cdcsink.format;
+
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Iterator;
+import java.util.List;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.hadoop.conf.Configuration;
+
+/**
+ * {@code ScanBench <tableUri> [repeat] [col1,col2,...|-]} ("-": no column, a count): times a full read of the latest version
+ * through ReadPlan + BucketReader (all buckets, one thread), printing wall and CPU seconds per run.
+ */
+public final class ScanBench {
+  private ScanBench() {}
+
+  public static void main(String[] args) throws Exception {
+    String uri = args[0];
+    int repeat = args.length > 1 ? Integer.parseInt(args[1]) : 3;
+    List<String> cols = args.length > 2 ? (args[2].equals("-") ? List.of() : Arrays.asList(args[2].split(","))) : null;
+    Configuration conf = new Configuration();
+    ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+    List<Double> walls = new ArrayList<>();
+    try (BufferAllocator alloc = new RootAllocator()) {
+      for (int i = 0; i <= repeat; i++) { // run 0 is a warm-up
+        long t0 = System.nanoTime();
+        long c0 = mx.getCurrentThreadCpuTime();
+        ReadPlan plan = ReadPlan.resolve(uri, conf, null, null);
+        long rows = 0;
+        double checksum = 0;
+        for (int b = 0; b < plan.numBuckets(); b++) {
+          try (BucketReader r = new BucketReader(plan.bucket(b), conf, alloc, cols)) {
+            Iterator<VectorSchemaRoot> it = r.batches();
+            while (it.hasNext()) {
+              try (VectorSchemaRoot root = it.next()) {
+                rows += root.getRowCount();
+                if (root.getFieldVectors().size() > 0) checksum += root.getVector(0).getNullCount();
+              }
+            }
+          }
+        }
+        double wall = (System.nanoTime() - t0) / 1e9;
+        double cpu = (mx.getCurrentThreadCpuTime() - c0) / 1e9;
+        System.out.printf("%s: %d rows, %s columns: %.3f s wall, %.3f s CPU (main thread)%n",
+            i == 0 ? "warm-up" : "run " + i, rows, cols == null ? "all" : String.valueOf(cols.size()), wall, cpu,
+            checksum);
+        if (i > 0) walls.add(wall);
+      }
+    }
+    walls.sort(null);
+    System.out.printf("median of %d: %.3f s%n", walls.size(), walls.get(walls.size() / 2));
+  }
+}
