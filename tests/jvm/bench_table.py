@@ -5,9 +5,9 @@ The ten column types of ``tests/integration/bench_spark_read.py`` twice (``<name
 at rest. Time the JVM reader on it with::
 
     .venv/bin/python -m tests.jvm.bench_table /tmp/jvm_bench --rows 2000000
+    J=$(.venv/bin/python -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__))')
     java --add-opens=java.base/java.nio=ALL-UNNAMED \\
-      -cp "jvm/target/cdc-sink-spark.jar:$(.venv/bin/python -c 'import pyspark,os;print(os.path.dirname(pyspark.__file__))')/jars/*" \\
-      io.cdcsink.format.ScanBench /tmp/jvm_bench/cdc 3
+      -cp "jvm/target/cdc-sink-spark.jar:$J/jars/*" io.cdcsink.format.ScanBench /tmp/jvm_bench/cdc 3
 
 Not collected by pytest (no ``test_`` prefix).
 """
@@ -54,9 +54,8 @@ def main() -> None:
         rows = rows.append_column("extra", pa.array(np.arange(n, dtype=np.int64)))
         table.apply(rows)
     table.compact()
-    print(
-        f"{args.rows:,} rows x {len(schema['columns'])} columns at {path} in {time.perf_counter() - t0:.1f} s"
-    )
+    took = time.perf_counter() - t0
+    print(f"{args.rows:,} rows x {len(schema['columns'])} columns at {path} in {took:.1f} s")
 
 
 if __name__ == "__main__":
