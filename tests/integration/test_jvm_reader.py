@@ -201,6 +201,10 @@ def _check_catalog(spark: SparkSession, cat: str, tables: dict[str, Table]) -> N
     }
     assert props["cdc_sink.version"] == str(t.version)
     assert int(props["cdc_sink.history_size"]) == t.version + 1
+    history = spark.sql(f"SELECT * FROM {cat}.inventory.customers.history").collect()
+    assert [(r.version, r.operation) for r in history] == [
+        (e["version"], e["kind"]) for e in reversed(t.versions())
+    ]
     with pytest.raises(Exception, match="read-only"):
         spark.sql(f"DROP TABLE {cat}.inventory.orders")
     with pytest.raises(Exception, match=r"\b99\b"):

@@ -39,7 +39,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * tables {@code db.table} (or {@code db.schema.table}), one directory of that name under the
  * root: the parts before the last dot are the namespace, so {@code inventory.customers} is
  * {@code cdc.inventory.customers}. A table in a sub-directory ({@code root/inventory/customers})
- * is named the same way. Creating, altering and dropping tables or namespaces is refused.
+ * is named the same way. {@code cat.db.table.history} (or {@code cat.db.`table$history`}) is
+ * the table's history, one row per retained version ({@link HistoryTable}). Creating,
+ * altering and dropping tables or namespaces is refused.
  */
 public final class CdcSinkCatalog implements TableCatalog, SupportsNamespaces {
   private static final String MARKER = "_table.json";
@@ -113,14 +115,37 @@ public final class CdcSinkCatalog implements TableCatalog, SupportsNamespaces {
   private Table load(Identifier ident, Long version, Long timestampMs) throws NoSuchTableException {
     String uri = locate(ident);
     if (uri == null) {
-      throw new NoSuchTableException(ident);
+      Identifier of = historyOf(ident);
+      String table = of == null ? null : locate(of);
+      if (table == null) {
+        throw new NoSuchTableException(ident);
+      }
+      ReadPlan plan = SparkHadoop.resolveAt(options(table), SparkHadoop.sessionConf(), null, null);
+      return new HistoryTable(name + "." + ident, plan.history());
     }
-    Map<String, String> opts = new HashMap<>(readOptions);
-    opts.put("path", uri);
-    ReadOptions base = ReadOptions.parse(opts);
+    ReadOptions base = options(uri);
     ReadPlan plan = SparkHadoop.resolveAt(base, SparkHadoop.sessionConf(), version, timestampMs);
     String display = name + "." + ident;
     return new CdcSinkTable(display, plan, base, CdcSinkTable.fullSchema(plan));
+  }
+
+  private ReadOptions options(String uri) {
+    Map<String, String> opts = new HashMap<>(readOptions);
+    opts.put("path", uri);
+    return ReadOptions.parse(opts);
+  }
+
+  /** The table whose history {@code ident} names ({@code t$history}, {@code t.history}), or null. */
+  private static Identifier historyOf(Identifier ident) {
+    String n = ident.name();
+    if (n.endsWith("$history") && n.length() > "$history".length()) {
+      return Identifier.of(ident.namespace(), n.substring(0, n.length() - "$history".length()));
+    }
+    String[] ns = ident.namespace();
+    if (n.equalsIgnoreCase("history") && ns.length > 0) {
+      return Identifier.of(Arrays.copyOf(ns, ns.length - 1), ns[ns.length - 1]);
+    }
+    return null;
   }
 
   /** The URI of the table {@code ident} names, or null. */
