@@ -100,19 +100,30 @@ final class Vectors {
 
   /** Byte j of value i is stored at j*n + i; puts value i's bytes back at i*w .. i*w+w-1. */
   static void untranspose(ArrowBuf buf, int n, int w) {
-    int size = n * w;
-    byte[] src = new byte[size];
-    buf.getBytes(0, src, 0, size);
-    byte[] dst = untranspose(src, n, w);
-    buf.setBytes(0, dst, 0, size);
+    byte[] s = new byte[n * w];
+    buf.getBytes(0, s, 0, s.length);
+    if (w == 8) {
+      for (int i = 0; i < n; i++) {
+        long v = (s[i] & 0xffL) | (s[n + i] & 0xffL) << 8 | (s[2 * n + i] & 0xffL) << 16
+            | (s[3 * n + i] & 0xffL) << 24 | (s[4 * n + i] & 0xffL) << 32 | (s[5 * n + i] & 0xffL) << 40
+            | (s[6 * n + i] & 0xffL) << 48 | (s[7 * n + i] & 0xffL) << 56;
+        buf.setLong((long) i * 8, v);
+      }
+    } else if (w == 4) {
+      for (int i = 0; i < n; i++) {
+        int v = (s[i] & 0xff) | (s[n + i] & 0xff) << 8 | (s[2 * n + i] & 0xff) << 16 | (s[3 * n + i] & 0xff) << 24;
+        buf.setInt((long) i * 4, v);
+      }
+    } else {
+      buf.setBytes(0, untranspose(s, n, w), 0, s.length);
+    }
   }
 
   /** The un-transposed bytes of n values of width w. */
   static byte[] untranspose(byte[] src, int n, int w) {
     byte[] dst = new byte[n * w];
-    for (int j = 0; j < w; j++) {
-      int base = j * n;
-      for (int i = 0, o = j; i < n; i++, o += w) dst[o] = src[base + i];
+    for (int i = 0, o = 0; i < n; i++) {
+      for (int j = 0; j < w; j++) dst[o++] = src[j * n + i];
     }
     return dst;
   }
