@@ -27,13 +27,12 @@ from tests.integration.test_spark_source import (
     _build_versions,
     _insert,
     _plan,
-    _read,
     _rows,
     _spark_rows,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from cdc_sink_testkit.s3 import SeaweedS3
 
@@ -65,6 +64,13 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Table:
     )
     assert t.version == 10
     return t
+
+
+def _read(spark: SparkSession, path: str, **options: Any) -> DataFrame:
+    reader = spark.read.format("cdc_sink")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(path)
 
 
 def _scan_node(df: Any) -> str:

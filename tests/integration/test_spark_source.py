@@ -32,7 +32,13 @@ import pytest
 import cdc_sink
 import cdc_sink.spark
 from cdc_sink import Table, TableOptions
-from cdc_sink.spark.source import BucketPartition, CdcSinkDataSource, translate_filter
+from cdc_sink.spark.source import (
+    FORMAT,
+    PYTHON_FORMAT,
+    BucketPartition,
+    CdcSinkDataSource,
+    translate_filter,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+SOURCE = FORMAT  # the Python source's name in the session (the cdc_spark fixture)
 UTC = dt.timezone.utc
 D = decimal.Decimal
 NUM_BUCKETS = 4
@@ -170,7 +177,7 @@ def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
 
 
 def _read(spark: SparkSession, path: str, **options: Any) -> DataFrame:
-    reader = spark.read.format("cdc_sink")
+    reader = spark.read.format(SOURCE)
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load(path)
@@ -179,8 +186,11 @@ def _read(spark: SparkSession, path: str, **options: Any) -> DataFrame:
 # ---------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def cdc_spark(spark: SparkSession) -> SparkSession:
-    """The session with the cdc_sink format registered (the public entry point)."""
-    cdc_sink.spark.register(spark)
+    """The session with the cdc_sink format registered (the public entry point). This
+    module tests the Python data source: where the JVM connector owns ``cdc_sink``
+    (tests/integration/test_jvm_reader.py), the Python source is ``cdc_sink_python``."""
+    global SOURCE
+    SOURCE = PYTHON_FORMAT if cdc_sink.spark.register(spark) == "jvm" else FORMAT
     assert spark.conf.get(PUSHDOWN) == "true"
     return spark
 
@@ -282,14 +292,14 @@ def test_each_version_reads_with_its_own_schema(cdc_spark: SparkSession, tmp_pat
 
 def test_user_schema_selects_columns_and_must_match(cdc_spark: SparkSession, table: Table) -> None:
     df = (
-        cdc_spark.read.format("cdc_sink")
+        cdc_spark.read.format(SOURCE)
         .schema("id bigint, dec10 decimal(10,2)")
         .option("versionAsOf", 6)
         .load(table.root)
     )
     assert _spark_rows(df) == _rows(table.read(version=6, columns=["id", "dec10"]))
     bad = (
-        cdc_spark.read.format("cdc_sink")
+        cdc_spark.read.format(SOURCE)
         .schema("id bigint, dec10 double")
         .option("versionAsOf", 6)
         .load(table.root)
@@ -705,7 +715,7 @@ def test_a_table_named_in_sql_reads_its_newest_version(
     rng = random.Random(9)
     t.apply([_insert(i, rng) for i in range(20)])
     name = f"named_{abs(hash((clause, str(tmp_path)))) % 10**8}"
-    cdc_spark.sql(f"CREATE TABLE {name} USING cdc_sink {clause.format(path=t.root)}")
+    cdc_spark.sql(f"CREATE TABLE {name} USING {SOURCE} {clause.format(path=t.root)}")
     try:
         assert _spark_rows(cdc_spark.sql(f"SELECT * FROM {name}")) == _rows(t.read())
         t.apply([{"op": "delete", "key": {"id": 3}}, _insert(99, rng)])
