@@ -98,31 +98,73 @@ final class Vectors {
     }
   }
 
+  private static final java.lang.invoke.VarHandle LONGS =
+      java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, java.nio.ByteOrder.LITTLE_ENDIAN);
+
   /** Byte j of value i is stored at j*n + i; puts value i's bytes back at i*w .. i*w+w-1. */
   static void untranspose(ArrowBuf buf, int n, int w) {
     byte[] s = new byte[n * w];
     buf.getBytes(0, s, 0, s.length);
-    if (w == 8) {
-      for (int i = 0; i < n; i++) {
-        long v = (s[i] & 0xffL) | (s[n + i] & 0xffL) << 8 | (s[2 * n + i] & 0xffL) << 16
-            | (s[3 * n + i] & 0xffL) << 24 | (s[4 * n + i] & 0xffL) << 32 | (s[5 * n + i] & 0xffL) << 40
-            | (s[6 * n + i] & 0xffL) << 48 | (s[7 * n + i] & 0xffL) << 56;
-        buf.setLong((long) i * 8, v);
-      }
-    } else if (w == 4) {
-      for (int i = 0; i < n; i++) {
-        int v = (s[i] & 0xff) | (s[n + i] & 0xff) << 8 | (s[2 * n + i] & 0xff) << 16 | (s[3 * n + i] & 0xff) << 24;
-        buf.setInt((long) i * 4, v);
-      }
-    } else {
-      buf.setBytes(0, untranspose(s, n, w), 0, s.length);
-    }
+    byte[] d = untranspose(s, n, w);
+    buf.setBytes(0, d, 0, d.length);
   }
 
-  /** The un-transposed bytes of n values of width w. */
+  /**
+   * The un-transposed bytes of n values of width w: eight values at a time, the w streams' next
+   * eight bytes are an 8x8 byte matrix, transposed in registers.
+   */
   static byte[] untranspose(byte[] src, int n, int w) {
     byte[] dst = new byte[n * w];
-    for (int i = 0, o = 0; i < n; i++) {
+    int i = 0;
+    if (w == 8 || w == 4) {
+      for (; i + 8 <= n; i += 8) {
+        long r0 = (long) LONGS.get(src, i);
+        long r1 = (long) LONGS.get(src, n + i);
+        long r2 = (long) LONGS.get(src, 2 * n + i);
+        long r3 = (long) LONGS.get(src, 3 * n + i);
+        long r4 = 0, r5 = 0, r6 = 0, r7 = 0;
+        if (w == 8) {
+          r4 = (long) LONGS.get(src, 4 * n + i);
+          r5 = (long) LONGS.get(src, 5 * n + i);
+          r6 = (long) LONGS.get(src, 6 * n + i);
+          r7 = (long) LONGS.get(src, 7 * n + i);
+        }
+        long t;
+        final long m1 = 0x00FF00FF00FF00FFL;
+        t = ((r0 >>> 8) ^ r1) & m1; r1 ^= t; r0 ^= t << 8;
+        t = ((r2 >>> 8) ^ r3) & m1; r3 ^= t; r2 ^= t << 8;
+        t = ((r4 >>> 8) ^ r5) & m1; r5 ^= t; r4 ^= t << 8;
+        t = ((r6 >>> 8) ^ r7) & m1; r7 ^= t; r6 ^= t << 8;
+        final long m2 = 0x0000FFFF0000FFFFL;
+        t = ((r0 >>> 16) ^ r2) & m2; r2 ^= t; r0 ^= t << 16;
+        t = ((r1 >>> 16) ^ r3) & m2; r3 ^= t; r1 ^= t << 16;
+        t = ((r4 >>> 16) ^ r6) & m2; r6 ^= t; r4 ^= t << 16;
+        t = ((r5 >>> 16) ^ r7) & m2; r7 ^= t; r5 ^= t << 16;
+        final long m4 = 0x00000000FFFFFFFFL;
+        t = ((r0 >>> 32) ^ r4) & m4; r4 ^= t; r0 ^= t << 32;
+        t = ((r1 >>> 32) ^ r5) & m4; r5 ^= t; r1 ^= t << 32;
+        t = ((r2 >>> 32) ^ r6) & m4; r6 ^= t; r2 ^= t << 32;
+        t = ((r3 >>> 32) ^ r7) & m4; r7 ^= t; r3 ^= t << 32;
+        if (w == 8) {
+          int o = i * 8;
+          LONGS.set(dst, o, r0);
+          LONGS.set(dst, o + 8, r1);
+          LONGS.set(dst, o + 16, r2);
+          LONGS.set(dst, o + 24, r3);
+          LONGS.set(dst, o + 32, r4);
+          LONGS.set(dst, o + 40, r5);
+          LONGS.set(dst, o + 48, r6);
+          LONGS.set(dst, o + 56, r7);
+        } else {
+          int o = i * 4;
+          LONGS.set(dst, o, (r0 & m4) | (r1 << 32));
+          LONGS.set(dst, o + 8, (r2 & m4) | (r3 << 32));
+          LONGS.set(dst, o + 16, (r4 & m4) | (r5 << 32));
+          LONGS.set(dst, o + 24, (r6 & m4) | (r7 << 32));
+        }
+      }
+    }
+    for (int o = i * w; i < n; i++) {
       for (int j = 0; j < w; j++) dst[o++] = src[j * n + i];
     }
     return dst;

@@ -120,6 +120,20 @@ class FramingTest {
   }
 
   @Test
+  void byteSplitUntransposesEveryWidthAndLength() {
+    java.util.Random rnd = new java.util.Random(7);
+    for (int w : new int[] {2, 4, 8}) {
+      for (int n : new int[] {0, 1, 7, 8, 9, 16, 63, 1000}) {
+        byte[] p = new byte[n * w];
+        rnd.nextBytes(p);
+        byte[] split = new byte[n * w];
+        for (int i = 0; i < n; i++) for (int j = 0; j < w; j++) split[j * n + i] = p[i * w + j];
+        assertArrayEquals(p, Vectors.untranspose(split, n, w), "w=" + w + " n=" + n);
+      }
+    }
+  }
+
+  @Test
   void typeNamesAcceptTheSpellingsOfTheSpec() {
     assertEquals("timestamp[us, UTC]", Types.canonical("Timestamp[US, tz=UTC]"));
     assertEquals("timestamp[us, UTC]", Types.canonical("timestamp"));
