@@ -317,19 +317,37 @@ public final class BucketReader implements AutoCloseable {
     BitSet hasSeq = null;
     @SuppressWarnings("unchecked")
     Map<Integer, Long>[] overrides = new Map[nc];
+    BitSet[] overBits = new BitSet[nc]; // rows with an override, per output value column
     long[] newKeys = new long[16]; // rows >= baseRows: src(part key source id, idx)
     List<List<FieldVector>> keySources = new ArrayList<>();
 
     if (hasSegments) {
-      Map<Object, Integer> rows = new HashMap<>(Math.max(16, baseRows * 2));
-      for (int p = 0; p < keyPages.size(); p++) {
+      // The segments, then the rows of the keys their events name (a map of those keys
+      // only: the snapshot's other rows are never looked up).
+      List<Segment> segs = new ArrayList<>();
+      Map<Object, Integer> rows = new HashMap<>();
+      for (int si = 0; si < plan.segmentPaths().size(); si++) {
+        String path = plan.segmentPaths().get(si);
+        Segment seg = Segment.read(fs.read(path), path, plan.segmentVersion(si), plan.bucket(), this::schemaOf,
+            allocator);
+        owned.add(seg);
+        segs.add(seg);
+        for (Segment.Part part : seg.parts) {
+          for (int i = 0; i < part.n; i++) if (part.ops[i] != 4) rows.put(keyOf(part.keys, i), -1);
+        }
+      }
+      for (int p = 0; p < keyPages.size() && !rows.isEmpty(); p++) {
         List<FieldVector> kv = keyPages.get(p);
         int cnt = kv.get(0).getValueCount();
-        for (int i = 0; i < cnt; i++) rows.put(keyOf(kv, i), p * pageRows + i);
+        for (int i = 0; i < cnt; i++) {
+          Object k = keyOf(kv, i);
+          Integer was = rows.get(k);
+          if (was == null) continue;
+          if (was >= 0) throw new CdcSinkFormatException(plan.snapshotPath() + ": the key pages hold duplicate keys");
+          rows.put(k, p * pageRows + i);
+        }
       }
-      if (rows.size() != baseRows) {
-        throw new CdcSinkFormatException(plan.snapshotPath() + ": the key pages hold duplicate keys");
-      }
+      rows.values().removeIf(r -> r < 0);
       if (seqCol != null) {
         seqArr = new long[Math.max(16, baseRows)];
         hasSeq = new BitSet();
@@ -358,13 +376,15 @@ public final class BucketReader implements AutoCloseable {
           }
         }
       }
-      for (int i = 0; i < nc; i++) if (kind[i] == VALUE) overrides[i] = new HashMap<>();
+      for (int i = 0; i < nc; i++) {
+        if (kind[i] == VALUE) {
+          overrides[i] = new HashMap<>();
+          overBits[i] = new BitSet();
+        }
+      }
 
-      for (int si = 0; si < plan.segmentPaths().size(); si++) {
-        String path = plan.segmentPaths().get(si);
-        byte[] d = fs.read(path);
-        Segment seg = Segment.read(d, path, plan.segmentVersion(si), plan.bucket(), this::schemaOf, allocator);
-        owned.add(seg);
+      for (Segment seg : segs) {
+        String path = seg.path;
         TableSchema ss = seg.schema;
         List<String> required = new ArrayList<>();
         for (Column c : ss.columns()) if (ss.isRequired(c)) required.add(c.name());
@@ -456,6 +476,7 @@ public final class BucketReader implements AutoCloseable {
               if (outSet.get(j)[i]) {
                 int[] o = outs.get(j);
                 overrides[o[0]].put(row, src(o[1], valIdx[j]));
+                overBits[o[0]].set(row);
               }
             }
             if (seqCol != null) {
@@ -468,12 +489,31 @@ public final class BucketReader implements AutoCloseable {
       }
     }
 
-    // Output (§14.5): the live rows, in row id order, in batches of up to pageRows rows.
-    int batchRows = m == null ? 65536 : Math.max(1, m.pageRows);
+    // Output (§14.5): the live rows, in row id order: per snapshot page (its vectors handed
+    // out or filtered where no event touched the column there), then the new rows.
+    Out o = new Out(nc, kind, cols, keyPageIds, basePages, coverage, defaults, overrides, overBits, fresh, seqArr,
+        hasSeq, newKeys, keySources, baseRows, pageRows);
     List<VectorSchemaRoot> out = new ArrayList<>();
-    int[] liveRows = live.stream().filter(r -> r < Integer.MAX_VALUE).toArray();
-    for (int from = 0; from < liveRows.length || (from == 0 && out.isEmpty() && false); from += batchRows) {
-      int cnt = Math.min(batchRows, liveRows.length - from);
+    for (int start = 0; start < baseRows; start += pageRows) {
+      int rowsIn = Math.min(pageRows, baseRows - start);
+      int[] idx = new int[rowsIn];
+      int cnt = 0;
+      for (int r = live.nextSetBit(start); r >= 0 && r < start + rowsIn; r = live.nextSetBit(r + 1)) {
+        idx[cnt++] = r - start;
+      }
+      if (cnt == 0) continue;
+      List<FieldVector> vs = new ArrayList<>();
+      List<Field> fields = new ArrayList<>();
+      for (int i = 0; i < nc; i++) {
+        fields.add(TableSchema.field(cols[i]));
+        vs.add(o.basePage(i, start / pageRows, start, rowsIn, idx, cnt));
+      }
+      out.add(new VectorSchemaRoot(fields, vs, cnt));
+    }
+    int[] newRows = live.stream().filter(r -> r >= baseRows).toArray();
+    int batchRows = m == null ? 65536 : Math.max(1, m.pageRows);
+    for (int from = 0; from < newRows.length; from += batchRows) {
+      int cnt = Math.min(batchRows, newRows.length - from);
       List<FieldVector> vs = new ArrayList<>();
       List<Field> fields = new ArrayList<>();
       for (int i = 0; i < nc; i++) {
@@ -481,38 +521,128 @@ public final class BucketReader implements AutoCloseable {
         FieldVector v = f.createVector(allocator);
         v.setInitialCapacity(cnt);
         v.allocateNew();
+        for (int k = 0; k < cnt; k++) o.cell(i, newRows[from + k], k, v);
+        v.setValueCount(cnt);
         fields.add(f);
         vs.add(v);
-        int keyIdx = kind[i] == KEY ? schema.primaryKey().indexOf(cols[i].name()) : -1;
-        for (int o = 0; o < cnt; o++) {
-          int r = liveRows[from + o];
-          if (kind[i] == KEY) {
-            if (r < baseRows) {
-              v.copyFromSafe(r % pageRows, o, sources.get(keyPageIds[keyIdx][r / pageRows]));
-            } else {
-              long s = newKeys[r - baseRows];
-              v.copyFromSafe((int) s, o, keySources.get((int) (s >>> 32)).get(keyIdx));
-            }
-          } else if (kind[i] == SEQ) {
-            if (hasSeq.get(r)) ((BaseIntVector) v).setWithPossibleTruncate(o, seqArr[r]);
-            else v.setNull(o);
-          } else {
-            Long s = overrides[i] == null ? null : overrides[i].get(r);
-            if (s != null) {
-              v.copyFromSafe((int) (long) s, o, sources.get((int) (s >>> 32)));
-            } else if (!fresh.get(r) && r < coverage[i]) {
-              v.copyFromSafe(r % pageRows, o, sources.get(basePages[i][r / pageRows]));
-            } else {
-              v.copyFromSafe(0, o, sources.get(defaults[i]));
-            }
-          }
-        }
-        v.setValueCount(cnt);
       }
       out.add(new VectorSchemaRoot(fields, vs, cnt));
     }
     closeOwned();
     return out.iterator();
+  }
+
+  /** The merged state of the output columns, and how one cell or one page of them is built. */
+  private final class Out {
+    final int nc;
+    final int[] kind;
+    final Column[] cols;
+    final int[][] keyPageIds;
+    final int[][] basePages;
+    final long[] coverage;
+    final int[] defaults;
+    final Map<Integer, Long>[] overrides;
+    final BitSet[] overBits;
+    final BitSet fresh;
+    final long[] seqArr;
+    final BitSet hasSeq;
+    final long[] newKeys;
+    final List<List<FieldVector>> keySources;
+    final int baseRows;
+    final int pageRows;
+
+    Out(int nc, int[] kind, Column[] cols, int[][] keyPageIds, int[][] basePages, long[] coverage, int[] defaults,
+        Map<Integer, Long>[] overrides, BitSet[] overBits, BitSet fresh, long[] seqArr, BitSet hasSeq,
+        long[] newKeys, List<List<FieldVector>> keySources, int baseRows, int pageRows) {
+      this.nc = nc;
+      this.kind = kind;
+      this.cols = cols;
+      this.keyPageIds = keyPageIds;
+      this.basePages = basePages;
+      this.coverage = coverage;
+      this.defaults = defaults;
+      this.overrides = overrides;
+      this.overBits = overBits;
+      this.fresh = fresh;
+      this.seqArr = seqArr;
+      this.hasSeq = hasSeq;
+      this.newKeys = newKeys;
+      this.keySources = keySources;
+      this.baseRows = baseRows;
+      this.pageRows = pageRows;
+    }
+
+    int keyIndex(int i) {
+      return schema.primaryKey().indexOf(cols[i].name());
+    }
+
+    /** Row r's value of output column i, written at index o of v. */
+    void cell(int i, int r, int o, FieldVector v) {
+      if (kind[i] == KEY) {
+        if (r < baseRows) {
+          v.copyFromSafe(r % pageRows, o, sources.get(keyPageIds[keyIndex(i)][r / pageRows]));
+        } else {
+          long s = newKeys[r - baseRows];
+          v.copyFromSafe((int) s, o, keySources.get((int) (s >>> 32)).get(keyIndex(i)));
+        }
+      } else if (kind[i] == SEQ) {
+        if (hasSeq.get(r)) ((BaseIntVector) v).setWithPossibleTruncate(o, seqArr[r]);
+        else v.setNull(o);
+      } else {
+        Long s = overrides[i] == null ? null : overrides[i].get(r);
+        if (s != null) {
+          v.copyFromSafe((int) (long) s, o, sources.get((int) (s >>> 32)));
+        } else if (!fresh.get(r) && r < coverage[i]) {
+          v.copyFromSafe(r % pageRows, o, sources.get(basePages[i][r / pageRows]));
+        } else {
+          v.copyFromSafe(0, o, sources.get(defaults[i]));
+        }
+      }
+    }
+
+    /** Column i over the live rows idx[0..cnt) of snapshot page p (rows start .. start+rows). */
+    FieldVector basePage(int i, int p, int start, int rows, int[] idx, int cnt) {
+      int end = start + rows;
+      FieldVector page = null;
+      boolean touched = true;
+      if (kind[i] == KEY) {
+        page = sources.get(keyPageIds[keyIndex(i)][p]);
+        touched = false;
+      } else if (kind[i] == VALUE && coverage[i] >= end) {
+        page = sources.get(basePages[i][p]);
+        int f = fresh.nextSetBit(start);
+        int b = overBits[i] == null ? -1 : overBits[i].nextSetBit(start);
+        touched = (f >= 0 && f < end) || (b >= 0 && b < end);
+      }
+      Field field = TableSchema.field(cols[i]);
+      if (page != null && (!touched || page instanceof org.apache.arrow.vector.BaseFixedWidthVector)) {
+        FieldVector v;
+        if (cnt == rows) {
+          org.apache.arrow.vector.util.TransferPair tp = page.getTransferPair(field, allocator);
+          tp.transfer();
+          v = (FieldVector) tp.getTo();
+        } else {
+          v = field.createVector(allocator);
+          v.setInitialCapacity(cnt);
+          v.allocateNew();
+          for (int k = 0; k < cnt; k++) v.copyFromSafe(idx[k], k, page);
+          v.setValueCount(cnt);
+        }
+        if (touched) { // fixed width: patch the cells events changed
+          for (int k = 0; k < cnt; k++) {
+            int r = start + idx[k];
+            if (fresh.get(r) || overBits[i].get(r)) cell(i, r, k, v);
+          }
+        }
+        return v;
+      }
+      FieldVector v = field.createVector(allocator);
+      v.setInitialCapacity(cnt);
+      v.allocateNew();
+      for (int k = 0; k < cnt; k++) cell(i, start + idx[k], k, v);
+      v.setValueCount(cnt);
+      return v;
+    }
   }
 
   private static long[] grow(long[] a, int idx) {
