@@ -360,7 +360,7 @@ def _newest(files: Sequence[Path]) -> Path:
 
 def test_tampered_files_fail_in_both_readers(tmp_path: Path) -> None:
     cases: dict[str, Path] = {}
-    for name in ("page", "segment", "entry"):
+    for name in ("page", "segment", "entry", "missing"):
         path = tmp_path / name
         at = 0.5
         # No last-checkpoint pointer: it carries the newest entry, which a reader using it
@@ -372,11 +372,14 @@ def test_tampered_files_fail_in_both_readers(tmp_path: Path) -> None:
             # which a reader may ignore (docs/format.md §10.5).
             victim = _newest(list((path / "_pages" / "0").iterdir()))
             at = 0.01
-        elif name == "segment":
+        elif name in ("segment", "missing"):
             victim = _newest(list((path / "_wal" / "1").iterdir()))
         else:  # the newest entry: one the Python reader reads whatever its pointer says
             victim = path / "_log" / f"{open_table(path).version:020d}.json"
-        _flip(victim, at)
+        if name == "missing":  # a file a retained version needs is gone: damage
+            victim.unlink()
+        else:
+            _flip(victim, at)
         cases[name] = victim
     jobs = [(tmp_path / n, tmp_path / f"{n}.out", "latest") for n in cases]
     res = dump(jobs)

@@ -51,19 +51,30 @@ public final class BucketReader implements AutoCloseable {
     return out;
   }
 
-  /** The bucket's live rows as one or more batches; the caller closes each root. */
+  /**
+   * The bucket's live rows as one or more batches; the caller closes each root. Errors while
+   * iterating (pages are read lazily) are {@link FormatRuntimeException}s wrapping the format error.
+   */
   public Iterator<VectorSchemaRoot> batches() throws CdcSinkFormatException {
     try {
       return build();
     } catch (Fs.MissingFileException e) {
-      // §14.7: a file GC removed after the version was resolved: not retained, not damage.
+      throw notRetainedOr(e);
+    }
+  }
+
+  /** §14.7: a file GC removed after the version was resolved means "not retained", not damage. */
+  private CdcSinkFormatException notRetainedOr(Fs.MissingFileException e) {
+    try {
       long oldest = ReadPlan.LogState.load(fs).oldestReadable;
       if (plan.version() < oldest) {
-        throw new VersionNotRetainedException(plan.tableUri() + ": version " + plan.version()
-            + " is no longer retained: the oldest readable version is " + oldest, oldest);
+        return new VersionNotRetainedException(plan.tableUri() + ": version " + plan.version()
+            + " is no longer retained (" + e.getMessage() + "): the oldest readable version is " + oldest, oldest);
       }
-      throw e;
+    } catch (CdcSinkFormatException ignored) {
+      // the log cannot tell: report the missing file
     }
+    return e;
   }
 
   private Iterator<VectorSchemaRoot> build() throws CdcSinkFormatException {
@@ -173,7 +184,8 @@ public final class BucketReader implements AutoCloseable {
         }
       } catch (CdcSinkFormatException e) {
         for (FieldVector v : vs) v.close();
-        throw new FormatRuntimeException(e);
+        throw new FormatRuntimeException(e instanceof Fs.MissingFileException
+            ? notRetainedOr((Fs.MissingFileException) e) : e);
       }
       // The vectors keep the schema's field (name and nullability).
       List<FieldVector> named = new ArrayList<>();
