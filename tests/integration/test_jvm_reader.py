@@ -265,3 +265,12 @@ def test_the_catalog_on_the_s3_server(jvm_spark: SparkSession, s3_server: Seawee
     df = reader.load(t.root)
     assert "cdc_sink s3a://" in _scan_node(df)
     assert _spark_rows(df) == _rows(t.read(version=1))
+
+
+def test_cdc_sink_jars_prints_the_connector_last(
+    jvm_spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cdc_sink import cli
+
+    assert cli.main(["jars", "--spark-version", jvm_spark.version]) == 0
+    assert capsys.readouterr().out.strip().split(",")[-1] == str(connector_jar())
