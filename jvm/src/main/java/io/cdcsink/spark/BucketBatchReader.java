@@ -68,6 +68,20 @@ final class BucketBatchReader implements PartitionReader<ColumnarBatch> {
     return batch;
   }
 
+  /**
+   * Closes the batches a query left unread (a LIMIT): their memory is the allocator's until
+   * each root is closed.
+   */
+  private void drain() {
+    try {
+      while (roots != null && roots.hasNext()) {
+        roots.next().close();
+      }
+    } catch (RuntimeException e) { // the task failed already: what it read is what it has
+      LOG.debug("cdc_sink: draining a bucket reader after a failure: {}", e.toString());
+    }
+  }
+
   private void release() {
     batch = null; // the vectors are the root's: closing the root frees them
     if (current != null) {
@@ -80,11 +94,12 @@ final class BucketBatchReader implements PartitionReader<ColumnarBatch> {
   public void close() {
     release();
     try {
+      drain();
       reader.close();
     } finally {
       try {
         allocator.close();
-      } catch (IllegalStateException e) { // batches a LIMIT left unread: freed with the reader
+      } catch (IllegalStateException e) { // a leak: say so, the task's result stands
         LOG.warn("cdc_sink: bucket reader closed with memory outstanding: {}", e.getMessage());
       }
     }
