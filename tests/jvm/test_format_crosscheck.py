@@ -43,6 +43,10 @@ FIXTURES = [
     REPO / "tests" / "tablet" / "data" / "unsalted_v2",
 ]
 UTC = dt.timezone.utc
+#: Random tables of the hypothesis-driven test (more for a longer local run).
+EXAMPLES = int(os.environ.get("CDC_SINK_JVM_EXAMPLES", "30"))
+#: Set: random examples (not the fixed derandomized ones).
+SEEDED = "CDC_SINK_JVM_RANDOM" in os.environ
 
 
 def _classpath() -> str:
@@ -290,7 +294,7 @@ def test_scripted_tables_and_fixtures_read_equal(tmp_path: Path) -> None:
 def test_random_tables_read_equal(tmp_path: Path) -> None:
     made: list[Path] = []
 
-    @settings(max_examples=30, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not SEEDED)
     @given(data=st.data())
     def build(data: st.DataObject) -> None:
         schema = data.draw(schemas())

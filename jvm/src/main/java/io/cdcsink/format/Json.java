@@ -10,10 +10,14 @@ import java.util.regex.Pattern;
 final class Json {
   private Json() {}
 
+  /**
+   * JSON payloads. The Python writer writes an infinite float (a float column's default, a
+   * page statistic) as the non-standard {@code Infinity} / {@code -Infinity} (docs/format.md §1
+   * says no value is infinite) and reads it back, so this reader accepts them too.
+   */
   static final ObjectMapper MAPPER = new ObjectMapper()
-      .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
       .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-      .disable(JsonParser.Feature.ALLOW_NON_NUMERIC_NUMBERS);
+      .enable(JsonParser.Feature.ALLOW_NON_NUMERIC_NUMBERS);
 
   static final Pattern SEGMENT = Pattern.compile("_wal/[0-9]+/[0-9]{20}-[0-9a-f]+\\.wal");
   static final Pattern SNAPSHOT = Pattern.compile("_snapshots/[0-9]+/[0-9]{20}-[0-9a-f]+\\.manifest");
@@ -24,8 +28,12 @@ final class Json {
   static final Pattern CHECKPOINT = Pattern.compile("_checkpoint\\.[0-9]{20}\\.json");
 
   static JsonNode parse(byte[] d, int off, int len, String path) throws CdcSinkFormatException {
+    return parse(MAPPER, d, off, len, path);
+  }
+
+  static JsonNode parse(ObjectMapper mapper, byte[] d, int off, int len, String path) throws CdcSinkFormatException {
     try {
-      JsonNode n = MAPPER.readTree(d, off, len);
+      JsonNode n = mapper.readTree(d, off, len);
       if (n == null || !n.isObject()) throw new CdcSinkFormatException(path + ": payload is not a JSON object");
       return n;
     } catch (java.io.IOException e) {
