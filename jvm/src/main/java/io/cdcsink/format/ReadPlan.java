@@ -185,15 +185,9 @@ public final class ReadPlan implements java.io.Serializable {
         throw new CdcSinkFormatException(fs.root + ": the log is damaged: entries " + start + " .. " + (first - 1)
             + " are missing and no valid checkpoint replaces them");
       }
+      st.readEntries(fs, start, st.latest);
       for (long u = start; u <= st.latest; u++) {
         LogEntry e = st.entries.get(u);
-        if (e == null) {
-          String p = LogEntry.name(u);
-          byte[] b = fs.read(p);
-          Framing.Record rec = Framing.readExactly(b, p, Framing.LOG, 1).get(0);
-          e = LogEntry.parse(b, rec.payloadOffset, rec.length, p, u);
-          st.entries.put(u, e);
-        }
         if (u == start && start > 0) continue; // the checkpoint covers it
         for (Map.Entry<Integer, String> s : e.segments.entrySet()) {
           st.segments.computeIfAbsent(s.getKey(), k -> new TreeMap<>()).put(u, s.getValue());
@@ -203,6 +197,46 @@ public final class ReadPlan implements java.io.Serializable {
         }
       }
       return st;
+    }
+
+    /** Reads entries lo..hi not read yet, several at a time (an object store's latency). */
+    void readEntries(Fs fs, long lo, long hi) throws CdcSinkFormatException {
+      List<Long> todo = new ArrayList<>();
+      for (long u = lo; u <= hi; u++) if (!entries.containsKey(u)) todo.add(u);
+      if (todo.size() <= 2) {
+        for (long u : todo) entries.put(u, readEntry(fs, u));
+        return;
+      }
+      java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(
+          Math.min(16, todo.size()), r -> {
+            Thread t = new Thread(r, "cdc_sink-log-reader");
+            t.setDaemon(true);
+            return t;
+          });
+      try {
+        List<java.util.concurrent.Future<LogEntry>> fs2 = new ArrayList<>();
+        for (long u : todo) fs2.add(pool.submit(() -> readEntry(fs, u)));
+        for (int i = 0; i < todo.size(); i++) {
+          try {
+            entries.put(todo.get(i), fs2.get(i).get());
+          } catch (java.util.concurrent.ExecutionException e) {
+            if (e.getCause() instanceof CdcSinkFormatException) throw (CdcSinkFormatException) e.getCause();
+            throw new CdcSinkFormatException(LogEntry.name(todo.get(i)) + ": " + e.getCause(), e.getCause());
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new CdcSinkFormatException("interrupted while reading the log", e);
+          }
+        }
+      } finally {
+        pool.shutdownNow();
+      }
+    }
+
+    static LogEntry readEntry(Fs fs, long u) throws CdcSinkFormatException {
+      String p = LogEntry.name(u);
+      byte[] b = fs.read(p);
+      Framing.Record rec = Framing.readExactly(b, p, Framing.LOG, 1).get(0);
+      return LogEntry.parse(b, rec.payloadOffset, rec.length, p, u);
     }
 
     /**
