@@ -30,6 +30,9 @@ from tests.integration.test_spark_source import (
     _rows,
     _spark_rows,
 )
+from tests.integration.test_spark_source import (
+    _read as read_through,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,10 +70,7 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Table:
 
 
 def _read(spark: SparkSession, path: str, **options: Any) -> DataFrame:
-    reader = spark.read.format("cdc_sink")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load(path)
+    return read_through(spark, path, fmt="cdc_sink", **options)
 
 
 def _scan_node(df: Any) -> str:

@@ -176,8 +176,9 @@ def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
         spark.conf.set(key, old)
 
 
-def _read(spark: SparkSession, path: str, **options: Any) -> DataFrame:
-    reader = spark.read.format(SOURCE)
+def _read(spark: SparkSession, path: str, *, fmt: str | None = None, **options: Any) -> DataFrame:
+    """``path`` read through ``fmt`` (default: this module's Python source) with ``options``."""
+    reader = spark.read.format(fmt or SOURCE)
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load(path)
