@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--buckets", type=int, default=4)
     ap.add_argument("--chunk", type=int, default=500_000)
+    ap.add_argument("--page-compression", default="zstd", choices=["zstd", "lz4"])
     args = ap.parse_args()
     path = os.path.join(args.dir, "cdc")
     shutil.rmtree(path, ignore_errors=True)
@@ -45,7 +46,11 @@ def main() -> None:
     schema["columns"].append({"name": "extra", "type": "int64"})  # the 20th column
     rng = np.random.default_rng(42)
     t0 = time.perf_counter()
-    table = cdc_sink.create_table(path, schema, options=TableOptions(snapshot_every=1000))
+    table = cdc_sink.create_table(
+        path,
+        schema,
+        options=TableOptions(snapshot_every=1000, page_compression=args.page_compression),
+    )
     for start in range(0, args.rows, args.chunk):
         rows = make_rows(min(args.chunk, args.rows - start), start, rng)
         for c in values:

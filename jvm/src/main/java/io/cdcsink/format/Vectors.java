@@ -7,7 +7,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import org.apache.arrow.compression.CommonsCompressionFactory;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.BaseFixedWidthVector;
@@ -38,7 +37,7 @@ final class Vectors {
       throws CdcSinkFormatException {
     List<VectorSchemaRoot> out = new ArrayList<>();
     try (ArrowStreamReader r = new ArrowStreamReader(new ByteArrayInputStream(blob), allocator,
-        CommonsCompressionFactory.INSTANCE)) {
+        Codecs.INSTANCE)) {
       VectorSchemaRoot root = r.getVectorSchemaRoot();
       while (r.loadNextBatch()) {
         List<FieldVector> vs = new ArrayList<>();
