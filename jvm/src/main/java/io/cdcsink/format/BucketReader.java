@@ -18,7 +18,16 @@ import org.apache.arrow.vector.util.Text;
 import org.apache.hadoop.conf.Configuration;
 import org.roaringbitmap.RoaringBitmap;
 
-/** Reads the live rows of one bucket at the plan's version (merge-on-read §14.2-14.5). */
+/**
+ * Reads the live rows of one bucket at the plan's version (merge-on-read §14.2-14.5).
+ *
+ * <p>{@code columns} may be empty: the batches then have no vectors, only row counts, and no value
+ * or key page is read when the bucket has no segment after its snapshot (a count). Null means every
+ * column. Without a segment after the snapshot, each batch is one snapshot page's vectors (the
+ * deletion vector applied by a filtering copy), read lazily as the iterator advances; otherwise
+ * the bucket is merged when {@link #batches()} is called. {@link #close()} frees the batches not
+ * handed out yet, so a caller that stops early need not drain the iterator.
+ */
 public final class BucketReader implements AutoCloseable {
   private static final int KEY = 0;
   private static final int VALUE = 1;
@@ -32,6 +41,8 @@ public final class BucketReader implements AutoCloseable {
   private final Map<String, Fs.Ranged> files = new HashMap<>();
   private final Map<Integer, TableSchema> schemas = new HashMap<>();
   private final List<AutoCloseable> owned = new ArrayList<>();
+  /** The merged batches not handed out yet (closed by close(): a LIMIT need not drain them). */
+  private java.util.ArrayDeque<VectorSchemaRoot> pending;
   private Fs fs;
 
   public BucketReader(BucketPlan plan, Configuration conf, BufferAllocator allocator, List<String> columns) {
@@ -541,7 +552,19 @@ public final class BucketReader implements AutoCloseable {
       out.add(new VectorSchemaRoot(fields, vs, cnt));
     }
     closeOwned();
-    return out.iterator();
+    pending = new java.util.ArrayDeque<>(out);
+    return new Iterator<VectorSchemaRoot>() {
+      @Override
+      public boolean hasNext() {
+        return !pending.isEmpty();
+      }
+
+      @Override
+      public VectorSchemaRoot next() {
+        if (pending.isEmpty()) throw new NoSuchElementException();
+        return pending.poll();
+      }
+    };
   }
 
   /** The merged state of the output columns, and how one cell or one page of them is built. */
@@ -676,6 +699,10 @@ public final class BucketReader implements AutoCloseable {
 
   @Override
   public void close() {
+    if (pending != null) {
+      for (VectorSchemaRoot r : pending) r.close();
+      pending.clear();
+    }
     closeOwned();
     for (Fs.Ranged f : files.values()) f.close();
     files.clear();
