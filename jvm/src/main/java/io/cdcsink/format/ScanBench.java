@@ -25,6 +25,7 @@ public final class ScanBench {
     Configuration conf = new Configuration();
     ThreadMXBean mx = ManagementFactory.getThreadMXBean();
     List<Double> walls = new ArrayList<>();
+    List<Double> cpus = new ArrayList<>();
     try (BufferAllocator alloc = new RootAllocator()) {
       for (int i = 0; i <= repeat; i++) { // run 0 is a warm-up
         long t0 = System.nanoTime();
@@ -48,10 +49,15 @@ public final class ScanBench {
         System.out.printf("%s: %d rows, %s columns: %.3f s wall, %.3f s CPU (main thread)%n",
             i == 0 ? "warm-up" : "run " + i, rows, cols == null ? "all" : String.valueOf(cols.size()), wall, cpu,
             checksum);
-        if (i > 0) walls.add(wall);
+        if (i > 0) {
+          walls.add(wall);
+          cpus.add(cpu);
+        }
       }
     }
     walls.sort(null);
-    System.out.printf("median of %d: %.3f s%n", walls.size(), walls.get(walls.size() / 2));
+    cpus.sort(null);
+    System.out.printf("median of %d: %.3f s wall, %.3f s CPU%n", walls.size(), walls.get(walls.size() / 2),
+        cpus.get(cpus.size() / 2));
   }
 }
