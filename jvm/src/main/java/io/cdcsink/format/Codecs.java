@@ -24,7 +24,7 @@ final class Codecs implements CompressionCodec.Factory {
       case LZ4_FRAME:
         return new Lz4Frame();
       case ZSTD:
-        return new ZstdCompressionCodec();
+        return new Zstd();
       case NO_COMPRESSION:
         return NoCompressionCodec.INSTANCE;
       default:
@@ -35,6 +35,29 @@ final class Codecs implements CompressionCodec.Factory {
   @Override
   public CompressionCodec createCodec(CompressionUtil.CodecType type, int level) {
     return createCodec(type);
+  }
+
+  /**
+   * A buffer's claimed decompressed length, refused (as damage, before any allocation) above
+   * max(64 MiB, 4096 x its compressed length): the bound of §5.3, applied per buffer.
+   */
+  static void checkClaim(ArrowBuf compressed, long claimed) {
+    long stored = compressed.writerIndex() - CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH;
+    if (claimed > Math.max(64L << 20, 4096L * stored)) {
+      throw new IllegalArgumentException("a compressed buffer of " + stored + " bytes claims " + claimed
+          + " bytes decompressed");
+    }
+  }
+
+  /** ZSTD through arrow-compression, with the size bound. */
+  static final class Zstd extends ZstdCompressionCodec {
+    @Override
+    public ArrowBuf decompress(BufferAllocator allocator, ArrowBuf compressed) {
+      if (compressed.writerIndex() >= CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH) {
+        checkClaim(compressed, readUncompressedLength(compressed));
+      }
+      return super.decompress(allocator, compressed);
+    }
   }
 
   /** LZ4 frame decompression (read-only: this reader never compresses). */
@@ -48,6 +71,7 @@ final class Codecs implements CompressionCodec.Factory {
     protected ArrowBuf doDecompress(BufferAllocator allocator, ArrowBuf compressed) {
       long n = readUncompressedLength(compressed);
       if (n < 0 || n > Integer.MAX_VALUE - 16) throw new IllegalArgumentException("bad LZ4 buffer length " + n);
+      checkClaim(compressed, n);
       long inLen = compressed.writerIndex() - CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH;
       byte[] in = new byte[(int) inLen];
       compressed.getBytes(CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH, in);

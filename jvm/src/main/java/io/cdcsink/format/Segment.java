@@ -72,6 +72,10 @@ final class Segment implements AutoCloseable {
     TableSchema schema = schemas.load((int) o.get("schema_id").longValue());
     Segment seg = new Segment(path, schema);
     Framing.Record body = recs.get(1);
+    if (o.has("bytes") && o.get("bytes").longValue() > Math.max(64L << 20, 4096L * body.length)) {
+      throw new CdcSinkFormatException(path + ": offset " + h.offset + ": header claims " + o.get("bytes")
+          + " decompressed bytes for a body of " + body.length + " (corruption)");
+    }
     byte[] b = java.util.Arrays.copyOfRange(d, body.payloadOffset, body.payloadOffset + body.length);
     List<VectorSchemaRoot> roots = Vectors.readStream(b, alloc, path + ": offset " + body.offset);
     try {
