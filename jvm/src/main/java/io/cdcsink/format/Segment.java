@@ -78,6 +78,7 @@ final class Segment implements AutoCloseable {
     }
     byte[] b = java.util.Arrays.copyOfRange(d, body.payloadOffset, body.payloadOffset + body.length);
     List<VectorSchemaRoot> roots = Vectors.readStream(b, alloc, path + ": offset " + body.offset);
+    seg.owned.addAll(roots);
     try {
       long total = 0;
       for (VectorSchemaRoot r : roots) {
@@ -91,8 +92,6 @@ final class Segment implements AutoCloseable {
       seg.close();
       if (e instanceof CdcSinkFormatException) throw (CdcSinkFormatException) e;
       throw new CdcSinkFormatException(path + ": body does not fit: " + e, e);
-    } finally {
-      for (VectorSchemaRoot r : roots) seg.owned.add(r);
     }
     return seg;
   }
