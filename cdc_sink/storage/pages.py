@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -114,9 +115,10 @@ class PageLoc:
 
 
 def json_stat(v: Any) -> Any:
-    """A physical statistic (int, float, bool, str, bytes) as JSON."""
+    """A physical statistic (int, float, bool, str, bytes) as JSON; a NaN or an infinite
+    float is unknown (null: RFC 8259 JSON has no token for it, docs/format.md §1)."""
     if v is None or isinstance(v, (bool, int, float, str)):
-        if isinstance(v, float) and v != v:
+        if isinstance(v, float) and not math.isfinite(v):
             return None
         return v
     if isinstance(v, bytes):
