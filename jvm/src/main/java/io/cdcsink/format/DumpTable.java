@@ -19,7 +19,10 @@ import org.apache.hadoop.conf.Configuration;
 /**
  * {@code DumpTable <tableUri> <outDir> <v1,v2,...|all|latest>}: writes each version's rows (all
  * columns, all buckets) as an Arrow IPC file {@code <outDir>/<v>.arrow}. Errors go to stderr with
- * exit code 2. With {@code -Dcdcsink.time=true} it prints the read time per version.
+ * exit code 2. With {@code -Dcdcsink.time=true} it prints the read time per version. Beside each
+ * {@code <v>.arrow} it writes {@code <v>.plan}: the version, its commit time, and per bucket the
+ * snapshot and segments the plan reads; and with {@code all}, {@code history.txt}: the retained
+ * versions.
  *
  * <p>{@code DumpTable @<listFile>} dumps many tables in one JVM: each line of the file is
  * {@code <tableUri>\t<outDir>\t<versions>}; a table that fails has its message written to
@@ -46,7 +49,8 @@ public final class DumpTable {
   }
 
   static String message(Throwable e) {
-    Throwable t = e instanceof BucketReader.FormatRuntimeException ? e.getCause() : e;
+    Throwable t = e instanceof BucketReader.FormatRuntimeException || e instanceof java.io.UncheckedIOException
+        ? e.getCause() : e;
     return "cdc_sink: " + t.getClass().getSimpleName() + ": " + t.getMessage();
   }
 
@@ -69,6 +73,18 @@ public final class DumpTable {
     return rc;
   }
 
+  /** The version, commit time, schema id and every bucket's snapshot and segments. */
+  static String planText(ReadPlan plan) {
+    StringBuilder t = new StringBuilder();
+    t.append(plan.version()).append('\t').append(plan.commitTimeMs()).append('\t')
+        .append(plan.schema().schemaId()).append('\n');
+    for (int b = 0; b < plan.numBuckets(); b++) {
+      BucketPlan bp = plan.bucket(b);
+      t.append(b).append('\t').append(bp.snapshotPath()).append('\t').append(bp.segmentPaths()).append('\n');
+    }
+    return t.toString();
+  }
+
   static void run(String uri, Path outDir, String which) throws Exception {
     Configuration conf = new Configuration();
     List<Long> versions = new ArrayList<>();
@@ -80,11 +96,20 @@ public final class DumpTable {
       for (String s : which.split(",")) versions.add(Long.parseLong(s.trim()));
     }
     Files.createDirectories(outDir);
+    if (which.equals("all")) {
+      StringBuilder hist = new StringBuilder();
+      for (VersionInfo vi : ReadPlan.resolve(uri, conf, null, null).history()) {
+        hist.append(vi.version()).append('\t').append(vi.commitTimeMs()).append('\t').append(vi.operation())
+            .append('\t').append(vi.appId()).append('\t').append(vi.batchId()).append('\n');
+      }
+      Files.writeString(outDir.resolve("history.txt"), hist);
+    }
     boolean time = Boolean.getBoolean("cdcsink.time");
     try (BufferAllocator alloc = new RootAllocator()) {
       for (long v : versions) {
         long t0 = System.nanoTime();
         ReadPlan plan = ReadPlan.resolve(uri, conf, v, null);
+        Files.writeString(outDir.resolve(v + ".plan"), planText(plan));
         long rows = 0;
         try (VectorSchemaRoot sink = VectorSchemaRoot.create(plan.schema().arrowSchema(), alloc);
              FileOutputStream fo = new FileOutputStream(outDir.resolve(v + ".arrow").toFile());

@@ -62,15 +62,23 @@ public final class ReadPlan implements java.io.Serializable {
     if (versionAsOf != null) {
       v = versionAsOf;
     } else if (timestampAsOfMs != null) {
+      // Commit times are non-decreasing (§14.1): a binary search reads few entries below the pointer.
+      long lo = log.oldestReadable;
+      long hi = log.latest;
       v = -1;
-      for (long u = log.oldestReadable; u <= log.latest; u++) {
-        if (log.entries.get(u).commitTimeMs <= timestampAsOfMs) v = u;
-        else break;
+      while (lo <= hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (log.entry(mid).commitTimeMs <= timestampAsOfMs) {
+          v = mid;
+          lo = mid + 1;
+        } else {
+          hi = mid - 1;
+        }
       }
       if (v < 0) {
         throw new VersionNotRetainedException(fs.root + ": no retained version was committed at or before "
             + timestampAsOfMs + " ms: the oldest readable version is " + log.oldestReadable + ", committed at "
-            + log.entries.get(log.oldestReadable).commitTimeMs + " ms", log.oldestReadable);
+            + log.entry(log.oldestReadable).commitTimeMs + " ms", log.oldestReadable);
       }
     } else {
       v = log.latest;
@@ -79,7 +87,7 @@ public final class ReadPlan implements java.io.Serializable {
       throw new VersionNotRetainedException(fs.root + ": version " + v + " is not retained: the oldest readable"
           + " version is " + log.oldestReadable + " and the latest " + log.latest, log.oldestReadable);
     }
-    LogEntry ev = log.entries.get(v);
+    LogEntry ev = log.entry(v);
     TableSchema sv = loadSchema(fs, ev.schemaId);
     BucketPlan[] plans = new BucketPlan[sv.numBuckets()];
     for (int b = 0; b < plans.length; b++) {
@@ -102,12 +110,8 @@ public final class ReadPlan implements java.io.Serializable {
       for (int i = 0; i < va.length; i++) va[i] = vs.get(i);
       plans[b] = new BucketPlan(fs.root, b, v, sv, snap, paths, va, log.oldestReadable);
     }
-    List<VersionInfo> hist = new ArrayList<>();
-    for (long u = log.oldestReadable; u <= log.latest; u++) {
-      LogEntry x = log.entries.get(u);
-      hist.add(new VersionInfo(u, x.commitTimeMs, x.kind, x.appId, x.batchId));
-    }
-    return new ReadPlan(fs.root, v, ev.commitTimeMs, sv, plans, Collections.unmodifiableList(hist),
+    List<VersionInfo> hist = new LazyHistory(log);
+    return new ReadPlan(fs.root, v, ev.commitTimeMs, sv, plans, hist,
         log.oldestReadable, log.latest);
   }
 
@@ -138,12 +142,36 @@ public final class ReadPlan implements java.io.Serializable {
 
   /** The log: latest, oldest readable, the retained entries, the history (§8.4-8.7). */
   static final class LogState {
+    /** The pointer's file (§8.8). */
+    static final String POINTER = "_log/_last_checkpoint";
+    final Fs fs;
     long latest;
+    /** The version of the last-checkpoint pointer the history started from, or -1 (listed log). */
+    long pointer = -1;
     long oldestReadable;
     final Map<Long, LogEntry> entries = new HashMap<>();
     final Map<Integer, TreeMap<Long, String>> snapshots = new HashMap<>();
     final Map<Integer, TreeMap<Long, String>> segments = new HashMap<>();
 
+    LogState(Fs fs) {
+      this.fs = fs;
+    }
+
+    /** The entry of retained version u, read when not read yet (below the pointer). */
+    synchronized LogEntry entry(long u) throws CdcSinkFormatException {
+      LogEntry e = entries.get(u);
+      if (e == null) {
+        e = readEntry(fs, u);
+        entries.put(u, e);
+      }
+      return e;
+    }
+
+    /**
+     * Loads the log (§8.4-§8.7). The listing names every entry (Hadoop's FileSystem has no
+     * start-after); with a usable last-checkpoint pointer (§8.8) only the entries above its
+     * version are read, else every entry from the newest valid checkpoint (or 0).
+     */
     static LogState load(Fs fs) throws CdcSinkFormatException {
       TreeSet<Long> listed = new TreeSet<>();
       TreeSet<Long> checkpoints = new TreeSet<>();
@@ -152,7 +180,7 @@ public final class ReadPlan implements java.io.Serializable {
         else if (Json.CHECKPOINT.matcher(name).matches()) checkpoints.add(Long.parseLong(name.substring(12, 32)));
       }
       if (listed.isEmpty()) throw new CdcSinkFormatException(fs.root + ": the table has no committed version");
-      LogState st = new LogState();
+      LogState st = new LogState(fs);
       long n = listed.last();
       String np = LogEntry.name(n);
       byte[] d = fs.read(np);
@@ -172,6 +200,7 @@ public final class ReadPlan implements java.io.Serializable {
       while (first > 0 && listed.contains(first - 1)) first--;
       long newestCkp = checkpoints.isEmpty() ? -1 : checkpoints.floor(st.latest) == null ? -1 : checkpoints.floor(st.latest);
       st.oldestReadable = Math.max(first, newestCkp);
+      if (st.loadPointer(listed, checkpoints)) return st;
       // The newest valid checkpoint (bad framing, CRC or JSON: skipped).
       long start = 0;
       for (Long c : checkpoints.descendingSet()) {
@@ -186,19 +215,66 @@ public final class ReadPlan implements java.io.Serializable {
             + " are missing and no valid checkpoint replaces them");
       }
       st.readEntries(fs, start, st.latest);
-      for (long u = start; u <= st.latest; u++) {
-        LogEntry e = st.entries.get(u);
-        if (u == start && start > 0) continue; // the checkpoint covers it
-        for (Map.Entry<Integer, String> s : e.segments.entrySet()) {
-          st.segments.computeIfAbsent(s.getKey(), k -> new TreeMap<>()).put(u, s.getValue());
-        }
-        for (Map.Entry<Integer, String> s : e.snapshots.entrySet()) {
-          st.snapshots.computeIfAbsent(s.getKey(), k -> new TreeMap<>()).put(Json.versionOf(s.getValue()), s.getValue());
-        }
-      }
+      st.addEntries(start == 0 ? 0 : start + 1);
       return st;
     }
 
+    /** Adds the segments and snapshots of the read entries from..latest to the history. */
+    private void addEntries(long from) {
+      for (long u = from; u <= latest; u++) {
+        LogEntry e = entries.get(u);
+        for (Map.Entry<Integer, String> s : e.segments.entrySet()) {
+          segments.computeIfAbsent(s.getKey(), k -> new TreeMap<>()).put(u, s.getValue());
+        }
+        for (Map.Entry<Integer, String> s : e.snapshots.entrySet()) {
+          snapshots.computeIfAbsent(s.getKey(), k -> new TreeMap<>()).put(Json.versionOf(s.getValue()), s.getValue());
+        }
+      }
+    }
+
+    /**
+     * §8.8: starts the history from the last-checkpoint pointer and reads only the entries
+     * above its version c. False (the caller reads the log from the newest checkpoint) when the
+     * pointer is missing, its framing, CRC or JSON is bad, its entry is not of c, a checkpoint
+     * above c was listed (GC passed it), the listed entries above c are not exactly c+1..n, or
+     * c is above the latest committed version. An intact pointer naming a path of the wrong
+     * kind is corruption.
+     */
+    boolean loadPointer(TreeSet<Long> listed, TreeSet<Long> checkpoints) throws CdcSinkFormatException {
+      byte[] d = fs.readOrNull(POINTER);
+      if (d == null) return false;
+      JsonNode ckpt;
+      JsonNode entryNode;
+      long c;
+      try {
+        List<Framing.Record> recs = Framing.readExactly(d, POINTER, Framing.POINTER, 1);
+        JsonNode o = Json.parse(d, recs.get(0).payloadOffset, recs.get(0).length, POINTER);
+        ckpt = o.get("checkpoint");
+        entryNode = o.get("entry");
+        if (ckpt == null || !ckpt.isObject() || entryNode == null || !entryNode.isObject()) return false;
+        c = Json.integer(ckpt, "version", POINTER);
+        if (Json.integer(entryNode, "version", POINTER) != c) return false;
+      } catch (CdcSinkFormatException e) {
+        return false;
+      }
+      if (c < 0 || c > latest) return false;
+      if (!checkpoints.isEmpty() && checkpoints.last() > c) return false;
+      java.util.NavigableSet<Long> tail = listed.tailSet(c, false);
+      if (!tail.isEmpty() && (tail.first() != c + 1 || tail.last() - c != tail.size())) return false;
+      byte[] eb;
+      try {
+        eb = Json.MAPPER.writeValueAsBytes(entryNode);
+      } catch (java.io.IOException e) {
+        return false;
+      }
+      LogEntry ce = LogEntry.parse(eb, 0, eb.length, POINTER, c);
+      addCheckpoint(ckpt, POINTER);
+      entries.put(c, ce);
+      readEntries(fs, c + 1, latest);
+      addEntries(c + 1);
+      pointer = c;
+      return true;
+    }
     /** Reads entries lo..hi not read yet, several at a time (an object store's latency). */
     void readEntries(Fs fs, long lo, long hi) throws CdcSinkFormatException {
       List<Long> todo = new ArrayList<>();
@@ -266,30 +342,101 @@ public final class ReadPlan implements java.io.Serializable {
       } catch (CdcSinkFormatException e) {
         return false;
       }
-      JsonNode bs = o.get("bucket_snapshots");
-      if (bs != null && bs.isObject()) {
-        Iterator<Map.Entry<String, JsonNode>> it = bs.fields();
-        while (it.hasNext()) {
-          Map.Entry<String, JsonNode> b = it.next();
-          if (b.getValue().isNull()) continue;
-          String path = Json.path(b.getValue(), Json.SNAPSHOT, "snapshot", p);
-          snapshots.computeIfAbsent(Integer.parseInt(b.getKey()), k -> new TreeMap<>()).put(Json.versionOf(path), path);
-        }
-      }
+      addCheckpoint(o, p);
+      return true;
+    }
+
+    /**
+     * Starts the history with a checkpoint's snapshots and segments: a pointer's
+     * {@code extra.snapshots} (every snapshot of the history, §8.8) replaces
+     * {@code bucket_snapshots}.
+     */
+    void addCheckpoint(JsonNode o, String p) throws CdcSinkFormatException {
       JsonNode extra = o.get("extra");
-      JsonNode segs = extra == null ? null : extra.get("segments");
-      if (segs != null && segs.isObject()) {
-        Iterator<Map.Entry<String, JsonNode>> it = segs.fields();
-        while (it.hasNext()) {
-          Map.Entry<String, JsonNode> b = it.next();
-          for (JsonNode pair : b.getValue()) {
-            long u = pair.get(0).longValue();
-            String path = Json.path(pair.get(1), Json.SEGMENT, "segment", p);
-            segments.computeIfAbsent(Integer.parseInt(b.getKey()), k -> new TreeMap<>()).put(u, path);
+      JsonNode whole = extra == null ? null : extra.get("snapshots");
+      if (whole != null && whole.isObject()) {
+        addPairs(whole, snapshots, Json.SNAPSHOT, "snapshot", p);
+      } else {
+        JsonNode bs = o.get("bucket_snapshots");
+        if (bs != null && bs.isObject()) {
+          Iterator<Map.Entry<String, JsonNode>> it = bs.fields();
+          while (it.hasNext()) {
+            Map.Entry<String, JsonNode> b = it.next();
+            if (b.getValue().isNull()) continue;
+            String path = Json.path(b.getValue(), Json.SNAPSHOT, "snapshot", p);
+            snapshots.computeIfAbsent(bucketId(b.getKey(), p), k -> new TreeMap<>()).put(Json.versionOf(path), path);
           }
         }
       }
-      return true;
+      JsonNode segs = extra == null ? null : extra.get("segments");
+      if (segs != null && segs.isObject()) addPairs(segs, segments, Json.SEGMENT, "segment", p);
+    }
+
+    /** Per bucket, {@code [[version, path], ...]} into a history map, every path checked. */
+    private static void addPairs(JsonNode perBucket, Map<Integer, TreeMap<Long, String>> into,
+                                 java.util.regex.Pattern kind, String kindName, String p)
+        throws CdcSinkFormatException {
+      Iterator<Map.Entry<String, JsonNode>> it = perBucket.fields();
+      while (it.hasNext()) {
+        Map.Entry<String, JsonNode> b = it.next();
+        int bucket = bucketId(b.getKey(), p);
+        if (!b.getValue().isArray()) throw new CdcSinkFormatException(p + ": malformed " + kindName + " list");
+        for (JsonNode pair : b.getValue()) {
+          if (!pair.isArray() || pair.size() != 2 || !pair.get(0).isIntegralNumber()) {
+            throw new CdcSinkFormatException(p + ": malformed " + kindName + " list of bucket " + bucket);
+          }
+          long u = pair.get(0).longValue();
+          String path = Json.path(pair.get(1), kind, kindName, p);
+          into.computeIfAbsent(bucket, k -> new TreeMap<>()).put(u, path);
+        }
+      }
+    }
+
+    private static int bucketId(String key, String p) throws CdcSinkFormatException {
+      try {
+        return Integer.parseInt(key);
+      } catch (NumberFormatException e) {
+        throw new CdcSinkFormatException(p + ": bucket id " + key + " is not a number");
+      }
+    }
+  }
+
+  /**
+   * The retained versions, oldest first: the size is known from the listing, and the entries
+   * below the last-checkpoint pointer (not read to resolve) are read, all at once, when one of
+   * them is first asked for. Serialized as a plain list.
+   */
+  static final class LazyHistory extends java.util.AbstractList<VersionInfo> implements java.io.Serializable {
+    private static final long serialVersionUID = 1L;
+    private final transient LogState log;
+
+    LazyHistory(LogState log) {
+      this.log = log;
+    }
+
+    @Override
+    public int size() {
+      return (int) (log.latest - log.oldestReadable + 1);
+    }
+
+    @Override
+    public VersionInfo get(int i) {
+      if (i < 0 || i >= size()) throw new IndexOutOfBoundsException(i);
+      long u = log.oldestReadable + i;
+      LogEntry x;
+      try {
+        synchronized (log) {
+          if (!log.entries.containsKey(u)) log.readEntries(log.fs, log.oldestReadable, log.latest);
+          x = log.entries.get(u);
+        }
+      } catch (CdcSinkFormatException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+      return new VersionInfo(u, x.commitTimeMs, x.kind, x.appId, x.batchId);
+    }
+
+    private Object writeReplace() {
+      return Collections.unmodifiableList(new ArrayList<>(this));
     }
   }
 }
