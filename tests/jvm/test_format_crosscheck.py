@@ -58,10 +58,11 @@ def _classpath() -> str:
     return f"{JAR}{os.pathsep}{jars}/*"
 
 
-def dump(jobs: Sequence[tuple[Path, Path, str]]) -> subprocess.CompletedProcess[str]:
-    """Runs DumpTable once (one JVM) over ``(table, out_dir, versions)`` jobs."""
+def dump(jobs: Sequence[tuple[Any, ...]]) -> subprocess.CompletedProcess[str]:
+    """Runs DumpTable once (one JVM) over ``(table, out_dir, versions, *filters)`` jobs
+    (a filter: ``"col,op,json"``)."""
     listing = jobs[0][1].parent / f"{jobs[0][1].name}.jobs"
-    listing.write_text("".join(f"{t}\t{o}\t{v}\n" for t, o, v in jobs))
+    listing.write_text("".join("\t".join(str(x) for x in job) + "\n" for job in jobs))
     cmd = [
         "java",
         "--add-opens=java.base/java.nio=ALL-UNNAMED",

@@ -27,6 +27,12 @@ import org.roaringbitmap.RoaringBitmap;
  * deletion vector applied by a filtering copy), read lazily as the iterator advances; otherwise
  * the bucket is merged when {@link #batches()} is called. {@link #close()} frees the batches not
  * handed out yet, so a caller that stops early need not drain the iterator.
+ *
+ * <p>Given {@link Filter}s (a conjunction), the reader skips the snapshot pages whose statistics
+ * prove no row matches (§10.4), except the rows whose keys an event after the snapshot names (an
+ * event may turn a row into a match, §14.6), and returns no row at all from a bucket that no key an
+ * equality or {@code in} filter on the whole primary key names can be in (§13). It may still return
+ * rows that do not match: apply the filters again; it never drops a row that matches.
  */
 public final class BucketReader implements AutoCloseable {
   private static final int KEY = 0;
@@ -37,6 +43,7 @@ public final class BucketReader implements AutoCloseable {
   private final Configuration conf;
   private final BufferAllocator allocator;
   private final List<String> columns;
+  private final List<Filter> filters;
   private final TableSchema schema;
   private final Map<String, Fs.Ranged> files = new HashMap<>();
   private final Map<Integer, TableSchema> schemas = new HashMap<>();
@@ -46,6 +53,16 @@ public final class BucketReader implements AutoCloseable {
   private Fs fs;
 
   public BucketReader(BucketPlan plan, Configuration conf, BufferAllocator allocator, List<String> columns) {
+    this(plan, conf, allocator, columns, null);
+  }
+
+  /**
+   * A reader that may skip pages and the whole bucket by {@code filters} (a conjunction; null or
+   * empty: none). A filter on a column the schema does not have is not used.
+   */
+  public BucketReader(BucketPlan plan, Configuration conf, BufferAllocator allocator, List<String> columns,
+                      List<Filter> filters) {
+    this.filters = filters == null ? List.of() : List.copyOf(filters);
     this.plan = plan;
     this.conf = conf;
     this.allocator = allocator;
@@ -88,8 +105,34 @@ public final class BucketReader implements AutoCloseable {
     return e;
   }
 
+  /** Whether the filters allow a matching row in this bucket (§13: key lookups). */
+  private boolean bucketMayMatch() {
+    return filters.isEmpty() || Arrays.binarySearch(Filter.buckets(schema, filters), plan.bucket()) >= 0;
+  }
+
+  /** The snapshot pages whose statistics prove no row of them matches the filters. */
+  private BitSet skippedPages(Manifest m) {
+    BitSet skip = new BitSet();
+    if (m == null || filters.isEmpty() || m.rowCount == 0) return skip;
+    int pages = (int) ((m.rowCount + m.pageRows - 1) / m.pageRows);
+    for (Filter f : filters) {
+      Column c = schema.column(f.column());
+      if (c == null || c.isKey()) continue; // key pages carry no statistics
+      List<Manifest.Loc> locs = m.columns.get(c.id());
+      if (locs == null) continue;
+      for (int p = 0; p < Math.min(pages, locs.size()); p++) {
+        Manifest.Loc l = locs.get(p);
+        long rows = Math.min(m.pageRows, m.rowCount - (long) p * m.pageRows);
+        if (l.rows != rows || l.nullCount < 0 || l.nullCount > l.rows) continue;
+        if (!f.mayMatch(l.min, l.max, l.rows, l.nullCount, c.type())) skip.set(p);
+      }
+    }
+    return skip;
+  }
+
   private Iterator<VectorSchemaRoot> build() throws CdcSinkFormatException {
     fs = new Fs(plan.tableUri(), conf);
+    if (!bucketMayMatch()) return java.util.Collections.emptyIterator();
     Manifest m = null;
     if (plan.snapshotPath() != null) m = Manifest.parse(fs.read(plan.snapshotPath()), plan.snapshotPath());
     boolean fast = m != null && plan.segmentPaths().isEmpty();
@@ -101,7 +144,7 @@ public final class BucketReader implements AutoCloseable {
         if (pages == null || covered(pages) != m.rowCount) fast = false;
       }
     }
-    if (fast) return new PageIterator(m, dv(m));
+    if (fast) return new PageIterator(m, dv(m), skippedPages(m));
     return merge(m);
   }
 
@@ -157,17 +200,20 @@ public final class BucketReader implements AutoCloseable {
   private final class PageIterator implements Iterator<VectorSchemaRoot> {
     private final Manifest m;
     private final RoaringBitmap dv;
+    private final BitSet skip;
     private int page;
     private final int pages;
 
-    PageIterator(Manifest m, RoaringBitmap dv) {
+    PageIterator(Manifest m, RoaringBitmap dv, BitSet skip) {
       this.m = m;
       this.dv = dv;
+      this.skip = skip;
       this.pages = m.rowCount == 0 ? 0 : (int) ((m.rowCount + m.pageRows - 1) / m.pageRows);
     }
 
     @Override
     public boolean hasNext() {
+      while (page < pages && skip.get(page)) page++;
       return page < pages;
     }
 
@@ -320,16 +366,8 @@ public final class BucketReader implements AutoCloseable {
         keyPages.add(l);
       }
     }
-    if (m != null) {
-      for (int i = 0; i < nc; i++) {
-        if (kind[i] != VALUE) continue;
-        List<Manifest.Loc> locs = m.columns.get(cols[i].id());
-        if (locs == null) continue;
-        basePages[i] = new int[locs.size()];
-        for (int p = 0; p < locs.size(); p++) basePages[i][p] = register(page(locs.get(p), cols[i]));
-        coverage[i] = covered(locs);
-      }
-    }
+    BitSet skip = skippedPages(m);
+    BitSet named = new BitSet(); // snapshot rows whose keys an event names
     RoaringBitmap dvm = dv(m);
     int n = baseRows;
     BitSet live = new BitSet();
@@ -371,6 +409,7 @@ public final class BucketReader implements AutoCloseable {
         }
       }
       rows.values().removeIf(r -> r < 0);
+      for (int r : rows.values()) named.set(r);
       if (seqCol != null) {
         seqArr = new long[Math.max(16, baseRows)];
         hasSeq = new BitSet();
@@ -512,6 +551,22 @@ public final class BucketReader implements AutoCloseable {
       }
     }
 
+    // The value pages: a page the filters skip is read only for the rows events name.
+    if (m != null) {
+      for (int i = 0; i < nc; i++) {
+        if (kind[i] != VALUE) continue;
+        List<Manifest.Loc> locs = m.columns.get(cols[i].id());
+        if (locs == null) continue;
+        basePages[i] = new int[locs.size()];
+        for (int p = 0; p < locs.size(); p++) {
+          int from = p * pageRows;
+          boolean need = !skip.get(p) || (named.nextSetBit(from) >= 0 && named.nextSetBit(from) < from + pageRows);
+          basePages[i][p] = need ? register(page(locs.get(p), cols[i])) : -1;
+        }
+        coverage[i] = covered(locs);
+      }
+    }
+
     // Output (§14.5): the live rows, in row id order: per snapshot page (its vectors handed
     // out or filtered where no event touched the column there), then the new rows.
     Out o = new Out(nc, kind, cols, keyPageIds, basePages, coverage, defaults, overrides, overBits, fresh, seqArr,
@@ -521,8 +576,9 @@ public final class BucketReader implements AutoCloseable {
       int rowsIn = Math.min(pageRows, baseRows - start);
       int[] idx = new int[rowsIn];
       int cnt = 0;
+      boolean skipped = skip.get(start / pageRows);
       for (int r = live.nextSetBit(start); r >= 0 && r < start + rowsIn; r = live.nextSetBit(r + 1)) {
-        idx[cnt++] = r - start;
+        if (!skipped || named.get(r)) idx[cnt++] = r - start;
       }
       if (cnt == 0) continue;
       List<FieldVector> vs = new ArrayList<>();

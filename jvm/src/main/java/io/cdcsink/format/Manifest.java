@@ -16,13 +16,20 @@ final class Manifest {
     final int length;
     final int crc;
     final long rows;
+    /** Statistics (§10.4): min and max as stored (JSON, null when unknown), nulls. */
+    final JsonNode min;
+    final JsonNode max;
+    final long nullCount;
 
-    Loc(String file, long offset, int length, int crc, long rows) {
+    Loc(String file, long offset, int length, int crc, long rows, JsonNode min, JsonNode max, long nullCount) {
       this.file = file;
       this.offset = offset;
       this.length = length;
       this.crc = crc;
       this.rows = rows;
+      this.min = min;
+      this.max = max;
+      this.nullCount = nullCount;
     }
   }
 
@@ -98,6 +105,9 @@ final class Manifest {
     }
     long length = l.get(2).longValue();
     if (length < 0 || length > Integer.MAX_VALUE) throw new CdcSinkFormatException(path + ": a page is too large");
-    return new Loc(file, l.get(1).longValue(), (int) length, (int) l.get(3).longValue(), l.get(4).longValue());
+    JsonNode nc = l.get(7);
+    long nulls = nc.isIntegralNumber() && nc.canConvertToLong() ? nc.longValue() : -1;
+    return new Loc(file, l.get(1).longValue(), (int) length, (int) l.get(3).longValue(), l.get(4).longValue(),
+        l.get(5), l.get(6), nulls);
   }
 }
