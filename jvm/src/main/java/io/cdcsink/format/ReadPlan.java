@@ -45,7 +45,11 @@ public final class ReadPlan implements java.io.Serializable {
   public TableSchema schema() { return schema; }
   public int numBuckets() { return buckets.length; }
   public BucketPlan bucket(int b) { return buckets[b]; }
-  /** Retained versions, oldest first. */
+  /**
+   * Retained versions, oldest first. Its size needs no read; the entries below the last-checkpoint
+   * pointer (§8.8) are read, all at once, when one of them is first asked for (a damaged one then
+   * raises an {@link java.io.UncheckedIOException} wrapping the {@link CdcSinkFormatException}).
+   */
   public List<VersionInfo> history() { return history; }
   /** The oldest readable version when resolved (§8.5). */
   public long oldestReadable() { return oldestReadable; }
