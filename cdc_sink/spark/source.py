@@ -144,7 +144,11 @@ def register(spark: SparkSession) -> str:
     except AnalysisException as exc:
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
             raise
-        spark.dataSource.register(CdcSinkPythonSource)
+        try:
+            spark.dataSource.register(CdcSinkPythonSource)
+        except AnalysisException as again:  # registered by an earlier call already
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(again):
+                raise
         _log.info(
             'format("cdc_sink") reads through the JVM connector (%s); the Python data '
             "source is %s, for the change feed",

@@ -28,12 +28,13 @@ final class BucketBatchReader implements PartitionReader<ColumnarBatch> {
   private VectorSchemaRoot current;
   private ColumnarBatch batch;
 
-  BucketBatchReader(BucketPartition partition, Configuration conf, List<String> columns, String countBy) {
+  BucketBatchReader(BucketPartition partition, Configuration conf, List<String> columns, String countBy,
+                    List<io.cdcsink.format.Filter> filters) {
     this.columns = columns;
     this.allocator = ArrowUtils.rootAllocator().newChildAllocator(
         "cdc_sink bucket " + partition.bucket, 0, Long.MAX_VALUE);
     List<String> read = columns.isEmpty() ? List.of(countBy) : columns;
-    this.reader = new BucketReader(partition.plan, conf, allocator, read);
+    this.reader = new BucketReader(partition.plan, conf, allocator, read, filters);
   }
 
   @Override

@@ -16,11 +16,14 @@ final class BucketReaderFactory implements PartitionReaderFactory {
   private final Broadcast<SerializableConfiguration> conf;
   private final List<String> columns;
   private final String countBy;
+  private final List<io.cdcsink.format.Filter> filters;
 
-  BucketReaderFactory(Broadcast<SerializableConfiguration> conf, List<String> columns, String countBy) {
+  BucketReaderFactory(Broadcast<SerializableConfiguration> conf, List<String> columns, String countBy,
+                      List<io.cdcsink.format.Filter> filters) {
     this.conf = conf;
     this.columns = List.copyOf(columns);
     this.countBy = countBy;
+    this.filters = List.copyOf(filters);
   }
 
   @Override
@@ -31,7 +34,7 @@ final class BucketReaderFactory implements PartitionReaderFactory {
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
     BucketPartition p = (BucketPartition) partition;
-    return new BucketBatchReader(p, conf.value().value(), columns, countBy);
+    return new BucketBatchReader(p, conf.value().value(), columns, countBy, filters);
   }
 
   @Override

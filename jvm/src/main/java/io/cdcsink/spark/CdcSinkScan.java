@@ -19,11 +19,14 @@ final class CdcSinkScan implements Scan, Batch {
   private final ReadPlan plan;
   private final ReadOptions options;
   private final StructType schema;
+  private final List<io.cdcsink.format.Filter> filters;
 
-  CdcSinkScan(ReadPlan plan, ReadOptions options, StructType schema) {
+  CdcSinkScan(ReadPlan plan, ReadOptions options, StructType schema,
+              List<io.cdcsink.format.Filter> filters) {
     this.plan = plan;
     this.options = options;
     this.schema = schema;
+    this.filters = List.copyOf(filters);
   }
 
   @Override
@@ -34,7 +37,9 @@ final class CdcSinkScan implements Scan, Batch {
   @Override
   public String description() {
     return "cdc_sink " + plan.tableUri() + " version " + plan.version() + " columns "
-        + Arrays.toString(schema.fieldNames());
+        + Arrays.toString(schema.fieldNames()) + (filters.isEmpty() ? "" : " skipping by "
+        + filters.stream().map(f -> f.column() + " " + f.op() + (f.value() == null ? "" : " " + f.value()))
+            .toList());
   }
 
   @Override
@@ -55,11 +60,13 @@ final class CdcSinkScan implements Scan, Batch {
         + " next committed versions)");
   }
 
+  /** One partition per bucket that may hold a matching row (a key equality names one). */
   @Override
   public InputPartition[] planInputPartitions() {
-    InputPartition[] parts = new InputPartition[plan.numBuckets()];
-    for (int b = 0; b < parts.length; b++) {
-      parts[b] = new BucketPartition(b, plan.bucket(b));
+    int[] buckets = io.cdcsink.format.Filter.buckets(plan.schema(), filters);
+    InputPartition[] parts = new InputPartition[buckets.length];
+    for (int i = 0; i < parts.length; i++) {
+      parts[i] = new BucketPartition(buckets[i], plan.bucket(buckets[i]));
     }
     return parts;
   }
@@ -81,6 +88,6 @@ final class CdcSinkScan implements Scan, Batch {
         countBy = plan.schema().columns().get(0).name();
       }
     }
-    return new BucketReaderFactory(conf, columns, countBy);
+    return new BucketReaderFactory(conf, columns, countBy, filters);
   }
 }
