@@ -15,9 +15,10 @@ Where each step runs::
                                    latest), Spark schema of that version's columns; the
                                    resolved instance is pickled into the plan, so every
                                    action on the DataFrame reads the same version
-      CdcSinkReader.pushFilters()  keeps the filters it can apply exactly, hands the
-                                   others back to Spark (which does not re-check kept ones;
-                                   option pushFilters=false: CdcSinkScan, keeps none)
+      CdcSinkReader.pushFilters()  with option pushFilters=true only: keeps the filters it
+                                   can apply exactly, hands the others back to Spark (which
+                                   does not re-check kept ones); by default CdcSinkScan,
+                                   keeps none (PUSHDOWN_HAZARD)
       CdcSinkReader.partitions()   one BucketPartition per bucket: path, version, bucket,
                                    columns, kept predicates
     execution (Python workers of the executors)
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT",
     "JVM_PROVIDER",
+    "PUSHDOWN_HAZARD",
     "PYTHON_FORMAT",
     "BucketPartition",
     "CdcSinkDataSource",
@@ -126,8 +128,9 @@ def register(spark: SparkSession) -> str:
 
     Sets ``spark.sql.python.filterPushdown.enabled=true`` on the session: without it
     Spark offers no filters to Python sources and refuses to plan a reader that
-    implements ``pushFilters`` (``DATA_SOURCE_PUSHDOWN_DISABLED``); where the setting
-    must stay off, read with ``.option("pushFilters", "false")``.
+    implements ``pushFilters`` (``DATA_SOURCE_PUSHDOWN_DISABLED``), which the Python
+    source does with ``.option("pushFilters", "true")`` (off by default:
+    :data:`PUSHDOWN_HAZARD`).
 
     Args:
         spark: The session to register with.
@@ -175,11 +178,19 @@ class _Resolved:
     types: Mapping[str, pa.DataType]  # every column of the version (filters may name any)
     num_buckets: int
     schema: StructType
-    push_filters: bool = True
+    push_filters: bool = False
     storage_options: StorageOptions = field(default_factory=StorageOptions)
 
 
 _EPOCH_MS = re.compile(r"[+-]?\d+")
+
+PUSHDOWN_HAZARD = (
+    "Spark 4.3 stores the Python reader that filters were pushed to on the data source "
+    "instance of the DataFrame's relation (PythonDataSourceV2), and plans every later scan "
+    "of that relation with it; later Spark keeps it per scan (PythonScanBuilder)"
+)
+"""Why ``pushFilters`` is off by default (a later query of a DataFrame would otherwise
+read only the rows an earlier query's filters selected)."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +218,7 @@ def _parse_options(options: Mapping[str, str]) -> _ReadOptions:
     if version is not None and timestamp is not None:
         raise ValueError("cdc_sink: give versionAsOf or timestampAsOf, not both")
     columns = _columns_option(opts.get("columns"))
-    push = str(opts.get("pushfilters", "true")).strip().lower()
+    push = str(opts.get("pushfilters", "false")).strip().lower()
     if push not in ("true", "false"):
         raise ValueError(f"cdc_sink: pushFilters must be true or false, got {push!r}")
     return _ReadOptions(
@@ -343,11 +354,16 @@ class CdcSinkDataSource(DataSource):
     its storage options), ``versionAsOf`` (int), ``timestampAsOf``
     (ISO-8601 string, a naive one read as UTC, or epoch milliseconds: the newest version
     committed at or before it), ``columns`` (comma-separated names to read; default all),
-    ``pushFilters`` (default ``true``; ``false`` leaves every filter to Spark - for
-    sessions where ``spark.sql.python.filterPushdown.enabled`` is off, as Spark refuses
-    to plan a reader that implements ``pushFilters`` there). ``readChangeFeed=true``
-    reads the changes between versions instead (:mod:`cdc_sink.spark.change_feed`), and
-    ``spark.readStream`` follows them (:mod:`cdc_sink.spark.change_stream`).
+    ``pushFilters`` (default ``false``: every filter is left to Spark. ``true`` skips
+    pages by min/max and applies the filters it can in the reader, for a DataFrame that
+    serves one query: Spark 4.3 keeps a Python source's reader with the filters pushed to
+    it on the DataFrame's relation, so a later query of the same DataFrame would read
+    through it, filtered by the earlier query's filters (:data:`PUSHDOWN_HAZARD`); the
+    JVM connector has no such limit. Spark refuses to plan a reader that implements
+    ``pushFilters`` where ``spark.sql.python.filterPushdown.enabled`` is off).
+    ``readChangeFeed=true`` reads the changes between versions instead
+    (:mod:`cdc_sink.spark.change_feed`), and ``spark.readStream`` follows them
+    (:mod:`cdc_sink.spark.change_stream`).
     The version (default: the latest) is fixed when the DataFrame is created; with a
     user-specified schema Spark skips :meth:`schema`, and each query resolves it anew.
     """
