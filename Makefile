@@ -69,7 +69,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) $(JAR)
 	$(PY) -m pytest -q -m "not integration"
 
 test: $(STAMP) $(JAR) lint
