@@ -32,6 +32,7 @@ from tests.integration.test_spark_source import (
     _plan,
     _rows,
     _spark_rows,
+    check_timestamp_as_of,
 )
 from tests.integration.test_spark_source import (
     _read as read_through,
@@ -148,14 +149,7 @@ def test_the_columns_option_and_a_given_schema_select(
 def test_timestamp_as_of_reads_the_version_committed_then(
     jvm_spark: SparkSession, table: Table, form: str
 ) -> None:
-    entries = {e["version"]: e["commit_time_ms"] for e in table.versions()}
-    ms = entries[4]
-    expected = max(v for v, t in entries.items() if t <= ms)  # same-ms commits
-    value: Any = ms
-    if form == "iso":
-        value = (dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=ms)).isoformat()
-    df = _read(jvm_spark, table.root, timestampAsOf=value)
-    assert _spark_rows(df) == _rows(table.read(version=expected))
+    check_timestamp_as_of(jvm_spark, table, form, 4, fmt="cdc_sink")
 
 
 def test_a_version_not_retained_is_a_clear_error(jvm_spark: SparkSession, tmp_path: Path) -> None:

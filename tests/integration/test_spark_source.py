@@ -309,18 +309,26 @@ def test_user_schema_selects_columns_and_must_match(cdc_spark: SparkSession, tab
         bad.collect()
 
 
-@pytest.mark.parametrize("form", ["epoch_ms", "iso"])
-def test_timestamp_as_of_reads_the_version_committed_then(
-    cdc_spark: SparkSession, table: Table, form: str
+def check_timestamp_as_of(
+    spark: SparkSession, table: Table, form: str, at: int, fmt: str | None = None
 ) -> None:
+    """``timestampAsOf`` the commit time of version ``at`` (epoch ms or ISO text, as
+    ``form`` says) reads the newest version committed by then, through ``fmt``."""
     entries = {e["version"]: e["commit_time_ms"] for e in table.versions()}
-    ms = entries[3]
+    ms = entries[at]
     expected_version = max(v for v, t in entries.items() if t <= ms)  # same-ms commits
     value: Any = ms
     if form == "iso":
         value = (dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=ms)).isoformat()
-    df = _read(cdc_spark, table.root, timestampAsOf=value)
+    df = _read(spark, table.root, fmt=fmt, timestampAsOf=value)
     assert _spark_rows(df) == _rows(table.read(version=expected_version))
+
+
+@pytest.mark.parametrize("form", ["epoch_ms", "iso"])
+def test_timestamp_as_of_reads_the_version_committed_then(
+    cdc_spark: SparkSession, table: Table, form: str
+) -> None:
+    check_timestamp_as_of(cdc_spark, table, form, 3)
 
 
 def test_version_and_timestamp_together_is_an_error(cdc_spark: SparkSession, table: Table) -> None:
