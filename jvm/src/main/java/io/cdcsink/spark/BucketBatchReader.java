@@ -15,7 +15,7 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * The live rows of one bucket as {@link ColumnarBatch}es of {@link ArrowColumnVector}s over
+ * The live rows of one bucket as {@link ColumnarBatch}es of {@link DirectArrowColumnVector}s over
  * the {@link BucketReader}'s vectors: no copy, no row conversion. A batch is valid until the
  * next call to {@link #next()}, which closes it.
  */
@@ -56,7 +56,7 @@ final class BucketBatchReader implements PartitionReader<ColumnarBatch> {
       current = root;
       ColumnVector[] vectors = new ColumnVector[columns.size()];
       for (int i = 0; i < vectors.length; i++) {
-        vectors[i] = new ArrowColumnVector(root.getVector(columns.get(i)));
+        vectors[i] = DirectArrowColumnVector.of(root.getVector(columns.get(i)));
       }
       batch = new ColumnarBatch(vectors, root.getRowCount());
       return true;
