@@ -33,6 +33,7 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -40,10 +41,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import cdc_sink
 from cdc_sink import TableOptions
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tests.integration.bench_spark_read import parquet_copy
 
 N_COLUMNS = 20
 _TYPES = ("int64", "float64", "int32")
@@ -83,12 +87,7 @@ def build(root: str, rows: int, buckets: int) -> tuple[str, str]:
     table.compact()
     data = table.read().sort_by("id")
     assert data.num_rows == rows
-    pq_path = os.path.join(root, "parquet")
-    os.makedirs(pq_path)
-    per = -(-rows // buckets)
-    for i in range(buckets):
-        pq.write_table(data.slice(i * per, per), os.path.join(pq_path, f"part-{i}.parquet"))
-    return path, pq_path
+    return path, parquet_copy(data, root, buckets)
 
 
 def _jvm_cpu_s(pid: int) -> float:

@@ -18,6 +18,7 @@ __all__ = [
     "ID_V",
     "ID_V_SEQ",
     "KEEP_VERSIONS",
+    "keyed_by_id",
 ]
 
 #: GC settings (``TableOptions`` fields) under which a test table keeps every version it
@@ -25,36 +26,27 @@ __all__ = [
 #: ``TableOptions(**KEEP_VERSIONS, page_rows=16)``.
 KEEP_VERSIONS: dict[str, Any] = {"retain_versions": 1000, "retain_seconds": 0.0}
 
+
+def keyed_by_id(**columns: str) -> dict[str, Any]:
+    """A schema of an int64 key ``id`` and ``columns`` (name -> type), in two buckets."""
+    return {
+        "columns": [
+            {"name": "id", "type": "int64", "nullable": False},
+            *({"name": n, "type": t} for n, t in columns.items()),
+        ],
+        "primary_key": ["id"],
+        "num_buckets": 2,
+    }
+
+
 #: An int64 key ``id`` and a string ``a``, in two buckets.
-ID_A: dict[str, Any] = {
-    "columns": [
-        {"name": "id", "type": "int64", "nullable": False},
-        {"name": "a", "type": "string"},
-    ],
-    "primary_key": ["id"],
-    "num_buckets": 2,
-}
+ID_A: dict[str, Any] = keyed_by_id(a="string")
 
 #: An int64 key ``id`` and a string ``name``, in two buckets (the object-store tests').
-ID_NAME: dict[str, Any] = {
-    "columns": [
-        {"name": "id", "type": "int64", "nullable": False},
-        {"name": "name", "type": "string"},
-    ],
-    "primary_key": ["id"],
-    "num_buckets": 2,
-}
+ID_NAME: dict[str, Any] = keyed_by_id(name="string")
 
 #: An int64 key ``id``, an int64 ``a`` and a string ``b``, in two buckets.
-ID_A_B: dict[str, Any] = {
-    "columns": [
-        {"name": "id", "type": "int64", "nullable": False},
-        {"name": "a", "type": "int64"},
-        {"name": "b", "type": "string"},
-    ],
-    "primary_key": ["id"],
-    "num_buckets": 2,
-}
+ID_A_B: dict[str, Any] = keyed_by_id(a="int64", b="string")
 
 #: :data:`ID_A_B` and a float64 ``c``.
 ID_A_B_C: dict[str, Any] = {

@@ -98,12 +98,18 @@ def build(root: str, rows: int, buckets: int, chunk: int) -> tuple[str, str, pa.
     build_s = time.perf_counter() - t0
     data = table.read()
     assert data.num_rows == rows
+    return path, parquet_copy(data, root, buckets), data, build_s
+
+
+def parquet_copy(data: pa.Table, root: str, files: int) -> str:
+    """``data`` written by pyarrow as ``files`` Parquet files in ``root/parquet`` (its
+    rows in order, split evenly); the directory."""
     pq_path = os.path.join(root, "parquet")
     os.makedirs(pq_path)
-    per = -(-rows // buckets)
-    for i in range(buckets):
+    per = -(-data.num_rows // files)
+    for i in range(files):
         pq.write_table(data.slice(i * per, per), os.path.join(pq_path, f"part-{i}.parquet"))
-    return path, pq_path, data, build_s
+    return pq_path
 
 
 def du(path: str) -> int:

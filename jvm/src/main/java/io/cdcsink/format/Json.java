@@ -61,6 +61,15 @@ final class Json {
     return integer(obj, key, path);
   }
 
+  /** An object key naming an id (a bucket's or a column's: a decimal string, §5.2). */
+  static int idKey(String key, String what, String path) throws CdcSinkFormatException {
+    try {
+      return Integer.parseInt(key);
+    } catch (NumberFormatException e) {
+      throw new CdcSinkFormatException(path + ": " + what + " id " + key + " is not a number");
+    }
+  }
+
   /** A stored path of a kind, checked before it is opened (§4.1). */
   static String path(JsonNode n, Pattern kind, String kindName, String where) throws CdcSinkFormatException {
     if (n == null || !n.isTextual() || !kind.matcher(n.textValue()).matches()) {

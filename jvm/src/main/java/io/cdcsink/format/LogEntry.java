@@ -52,12 +52,7 @@ final class LogEntry {
       Iterator<Map.Entry<String, JsonNode>> it = buckets.fields();
       while (it.hasNext()) {
         Map.Entry<String, JsonNode> b = it.next();
-        int bucket;
-        try {
-          bucket = Integer.parseInt(b.getKey());
-        } catch (NumberFormatException ex) {
-          throw new CdcSinkFormatException(path + ": bucket id " + b.getKey() + " is not a number");
-        }
+        int bucket = Json.idKey(b.getKey(), "bucket", path);
         JsonNode ref = b.getValue();
         JsonNode seg = ref.get("segment");
         if (seg != null && !seg.isNull()) e.segments.put(bucket, Json.path(seg, Json.SEGMENT, "segment", path));

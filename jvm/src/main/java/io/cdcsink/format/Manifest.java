@@ -71,12 +71,7 @@ final class Manifest {
     Iterator<Map.Entry<String, JsonNode>> it = cols.fields();
     while (it.hasNext()) {
       Map.Entry<String, JsonNode> c = it.next();
-      int id;
-      try {
-        id = Integer.parseInt(c.getKey());
-      } catch (NumberFormatException e) {
-        throw new CdcSinkFormatException(path + ": column id " + c.getKey() + " is not a number");
-      }
+      int id = Json.idKey(c.getKey(), "column", path);
       m.columns.put(id, locs(c.getValue(), path));
     }
     JsonNode keys = o.get("keys");

@@ -397,11 +397,7 @@ public final class ReadPlan implements java.io.Serializable {
     }
 
     private static int bucketId(String key, String p) throws CdcSinkFormatException {
-      try {
-        return Integer.parseInt(key);
-      } catch (NumberFormatException e) {
-        throw new CdcSinkFormatException(p + ": bucket id " + key + " is not a number");
-      }
+      return Json.idKey(key, "bucket", p);
     }
   }
 
