@@ -73,7 +73,7 @@ import pyarrow as pa
 from pyroaring import FrozenBitMap
 
 from cdc_sink.errors import TabletStateError, WalCorruption
-from cdc_sink.filters import PageStats
+from cdc_sink.filters import PageStats, page_stats
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage import layout
 from cdc_sink.storage.faults import fault_point, register
@@ -299,24 +299,29 @@ class _SnapshotWriter:
         reused: list[PageLoc] | None,
         page: Callable[[int, int], pa.Array],
         codec: PageCompression = None,
+        stats: bool = False,
     ) -> list[_Ref]:
         """Pages of an append-only column (keys, row hashes): pages that were full at the
-        previous snapshot are reused from it, the others queued with ``codec``."""
+        previous snapshot are reused from it, the others queued with ``codec`` (and, with
+        ``stats``, their statistics: a row's key never changes, so a key page's min/max
+        stay true for every later version)."""
         pr, rows = self.page_rows, self.rows
         prev_full = 0 if self.previous is None else self.previous.row_count // pr
-        return [
-            reused[p]
-            if reused is not None and p < prev_full
-            else self.file.queue(page(p * pr, min((p + 1) * pr, rows)), None, codec)
-            for p in range(-(-rows // pr))
-        ]
+        out: list[_Ref] = []
+        for p in range(-(-rows // pr)):
+            if reused is not None and p < prev_full:
+                out.append(reused[p])
+                continue
+            arr = page(p * pr, min((p + 1) * pr, rows))
+            out.append(self.file.queue(arr, partial(page_stats, arr) if stats else None, codec))
+        return out
 
     def key_columns(self) -> list[list[_Ref]]:
-        """The pages of every key column."""
+        """The pages of every key column, with their statistics (§10.4)."""
         prev = self.previous
         return [
             self._append_only_pages(
-                None if prev is None else prev.keys[k], store.slice, self.compression
+                None if prev is None else prev.keys[k], store.slice, self.compression, True
             )
             for k, store in enumerate(self.tablet.index.keys)
         ]

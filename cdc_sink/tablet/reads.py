@@ -22,7 +22,15 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap, FrozenBitMap
 
-from cdc_sink.filters import Predicate, evaluate, may_match, parse_filter, physical_predicate
+from cdc_sink.filters import (
+    PageStats,
+    Predicate,
+    evaluate,
+    may_match,
+    page_stats,
+    parse_filter,
+    physical_predicate,
+)
 from cdc_sink.schema import Column, TableSchema
 from cdc_sink.tablet.apply import u32
 from cdc_sink.tablet.column import PageSource
@@ -57,19 +65,34 @@ def _pages_that_may_match(
     """Per page: False when the page statistics of a predicate's column exclude it."""
     num_pages = -(-rows // tablet.options.page_rows)
     page_ok = np.ones(num_pages, dtype=bool)
-    key_names = set(schema.primary_key)
     for p in preds:
-        if p.column in key_names:
-            continue
         col = schema.column(p.column)
         phys = physical_predicate(p, col.type)  # the form of the page statistics
         if phys is None:
             continue
-        stats = tablet.ensure_column(col).page_stats(version, rows)
+        kpos = _key_position(tablet, col)
+        stats = (
+            tablet.ensure_column(col).page_stats(version, rows)
+            if kpos is None
+            else _key_page_stats(tablet, kpos, rows, page_ok)
+        )
         for i, s in enumerate(stats):
             if s is not None and page_ok[i] and not may_match(s, phys):
                 page_ok[i] = False
     return page_ok
+
+
+def _key_page_stats(
+    tablet: MemTablet, kpos: int, rows: int, page_ok: np.ndarray
+) -> list[PageStats | None]:
+    """The statistics of each key page not excluded yet (a row's key never changes, so
+    they hold at every version; computed from the keys in memory)."""
+    store = tablet.index.keys[kpos]
+    pr = tablet.options.page_rows
+    return [
+        page_stats(store.slice(i * pr, min((i + 1) * pr, rows))) if ok else None
+        for i, ok in enumerate(page_ok.tolist())
+    ]
 
 
 def _page_source(

@@ -117,8 +117,10 @@ public final class BucketReader implements AutoCloseable {
     int pages = (int) ((m.rowCount + m.pageRows - 1) / m.pageRows);
     for (Filter f : filters) {
       Column c = schema.column(f.column());
-      if (c == null || c.isKey()) continue; // key pages carry no statistics
-      List<Manifest.Loc> locs = m.columns.get(c.id());
+      if (c == null) continue;
+      // A row's key never changes: a key page's statistics (null in older manifests) hold at
+      // every version after the snapshot too.
+      List<Manifest.Loc> locs = c.isKey() ? m.keys.get(keyPosition(c)) : m.columns.get(c.id());
       if (locs == null) continue;
       for (int p = 0; p < Math.min(pages, locs.size()); p++) {
         Manifest.Loc l = locs.get(p);
@@ -128,6 +130,13 @@ public final class BucketReader implements AutoCloseable {
       }
     }
     return skip;
+  }
+
+  /** The position of key column {@code c} in the primary key (the manifest's {@code keys} order). */
+  private int keyPosition(Column c) {
+    List<Column> keys = schema.keyColumns();
+    for (int k = 0; k < keys.size(); k++) if (keys.get(k).id() == c.id()) return k;
+    throw new IllegalStateException("not a key column: " + c.name());
   }
 
   private Iterator<VectorSchemaRoot> build() throws CdcSinkFormatException {
