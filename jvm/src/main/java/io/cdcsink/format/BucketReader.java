@@ -45,12 +45,12 @@ public final class BucketReader implements AutoCloseable {
   private final List<String> columns;
   private final List<Filter> filters;
   private final TableSchema schema;
-  private final Map<String, Fs.Ranged> files = new HashMap<>();
   private final Map<Integer, TableSchema> schemas = new HashMap<>();
   private final List<AutoCloseable> owned = new ArrayList<>();
   /** The merged batches not handed out yet (closed by close(): a LIMIT need not drain them). */
   private java.util.ArrayDeque<VectorSchemaRoot> pending;
   private Fs fs;
+  private PageFiles pages;
 
   public BucketReader(BucketPlan plan, Configuration conf, BufferAllocator allocator, List<String> columns) {
     this(plan, conf, allocator, columns, null);
@@ -141,6 +141,7 @@ public final class BucketReader implements AutoCloseable {
 
   private Iterator<VectorSchemaRoot> build() throws CdcSinkFormatException {
     fs = new Fs(plan.tableUri(), conf);
+    pages = new PageFiles(fs, allocator);
     if (!bucketMayMatch()) return java.util.Collections.emptyIterator();
     Manifest m = null;
     if (plan.snapshotPath() != null) m = Manifest.parse(fs.read(plan.snapshotPath()), plan.snapshotPath());
@@ -164,45 +165,12 @@ public final class BucketReader implements AutoCloseable {
   }
 
   private RoaringBitmap dv(Manifest m) throws CdcSinkFormatException {
-    if (m == null || m.dv == null) return new RoaringBitmap();
-    byte[] b = blob(m.dv);
-    RoaringBitmap bm = new RoaringBitmap();
-    try {
-      bm.deserialize(ByteBuffer.wrap(b));
-    } catch (Exception e) {
-      throw new CdcSinkFormatException(m.dv.file + ": offset " + m.dv.offset + ": deletion vector is not a Roaring bitmap");
-    }
-    if (bm.getLongCardinality() != m.dv.rows) {
-      throw new CdcSinkFormatException(m.dv.file + ": offset " + m.dv.offset + ": deletion vector holds "
-          + bm.getLongCardinality() + " rows, its location says " + m.dv.rows);
-    }
-    return bm;
-  }
-
-  private byte[] blob(Manifest.Loc l) throws CdcSinkFormatException {
-    Fs.Ranged f = files.get(l.file);
-    if (f == null) {
-      f = fs.openRanged(l.file);
-      files.put(l.file, f);
-    }
-    byte[] b = f.read(l.offset, l.length);
-    if (Framing.crc32c(b, 0, b.length) != l.crc) {
-      throw new CdcSinkFormatException(l.file + ": offset " + l.offset + ": page of " + l.length
-          + " bytes fails its CRC32C (corruption)");
-    }
-    return b;
+    return pages.dv(m);
   }
 
   /** A page as a vector of the column's type in S_v. */
   private FieldVector page(Manifest.Loc l, Column c) throws CdcSinkFormatException {
-    String where = l.file + ": offset " + l.offset;
-    FieldVector v = Vectors.readPage(blob(l), allocator, where);
-    if (v.getValueCount() != l.rows) {
-      long n = v.getValueCount();
-      v.close();
-      throw new CdcSinkFormatException(where + ": page holds " + n + " rows, its location says " + l.rows);
-    }
-    return Vectors.cast(v, TableSchema.field(c), allocator, where);
+    return pages.page(l, c);
   }
 
   /** No segment, every column in full pages: each page handed out, the DV applied. */
@@ -309,13 +277,14 @@ public final class BucketReader implements AutoCloseable {
     return ((long) vec << 32) | (idx & 0xffffffffL);
   }
 
-  private static Object norm(Object o) {
+  static Object norm(Object o) {
     if (o instanceof Text) return o.toString();
     if (o instanceof byte[]) return ByteBuffer.wrap((byte[]) o);
     return o;
   }
 
-  private static Object keyOf(List<FieldVector> vs, int idx) {
+  /** A row's key as a hashable Java value (one column: the value; several: a list). */
+  static Object keyOf(List<FieldVector> vs, int idx) {
     if (vs.size() == 1) return norm(vs.get(0).getObject(idx));
     Object[] k = new Object[vs.size()];
     for (int i = 0; i < k.length; i++) k[i] = norm(vs.get(i).getObject(idx));
@@ -769,7 +738,6 @@ public final class BucketReader implements AutoCloseable {
       pending.clear();
     }
     closeOwned();
-    for (Fs.Ranged f : files.values()) f.close();
-    files.clear();
+    if (pages != null) pages.close();
   }
 }

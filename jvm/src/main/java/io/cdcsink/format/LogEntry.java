@@ -17,6 +17,8 @@ final class LogEntry {
   final Map<Integer, String> segments = new TreeMap<>();
   /** bucket -> snapshot path (or null) */
   final Map<Integer, String> snapshots = new TreeMap<>();
+  /** bucket -> pre-images path (§12), for the buckets whose reference names one */
+  final Map<Integer, String> images = new TreeMap<>();
 
   private LogEntry(long version, String kind, int schemaId, long commitTimeMs, String appId, Long batchId) {
     this.version = version;
@@ -59,7 +61,7 @@ final class LogEntry {
         JsonNode snap = ref.get("snapshot");
         if (snap != null && !snap.isNull()) e.snapshots.put(bucket, Json.path(snap, Json.SNAPSHOT, "snapshot", path));
         JsonNode img = ref.get("images");
-        if (img != null && !img.isNull()) Json.path(img, Json.IMAGES, "images", path);
+        if (img != null && !img.isNull()) e.images.put(bucket, Json.path(img, Json.IMAGES, "images", path));
       }
     }
     JsonNode rej = o.get("rejects");
