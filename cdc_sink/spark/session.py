@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "CONNECTOR_EXTENSIONS",
     "CONNECTOR_JAR",
     "CONNECTOR_SPARK",
     "JVM_READER_ENV",
@@ -36,6 +37,10 @@ logger = logging.getLogger(__name__)
 CONNECTOR_JAR = Path(__file__).resolve().parents[1] / "_jars" / "cdc-sink-spark.jar"
 """Where the JVM connector's jar is installed (``make install`` builds it, the wheel ships
 it): ``format("cdc_sink")`` and the ``io.cdcsink.spark.CdcSinkCatalog`` SQL catalog."""
+
+CONNECTOR_EXTENSIONS = "io.cdcsink.spark.CdcSinkExtensions"
+"""The connector's ``spark.sql.extensions`` class: the ``table_changes(table, start[, end])``
+table-valued function (a table's change feed in SQL)."""
 
 CONNECTOR_SPARK = "4.3"
 """The Spark release (major.minor) the connector is compiled against."""
@@ -90,6 +95,7 @@ def local_spark_conf(
     jar = connector_jar() if os.environ.get(JVM_READER_ENV, "1") != "0" else None
     if jar is not None:
         conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(jar)]))
+        conf["spark.sql.extensions"] = CONNECTOR_EXTENSIONS
     conf.update(extra_conf or {})
     return conf
 
@@ -107,7 +113,8 @@ def local_spark(
     for pandas conversion, Python data source filter pushdown, and - with
     ``with_kafka`` - Spark's Kafka source (``spark-sql-kafka-0-10``, resolved from
     Maven Central by :mod:`cdc_sink.kafka.jars`) on ``spark.jars``, and cdc_sink's JVM
-    connector (:func:`connector_jar`, unless ``$CDC_SINK_JVM_READER`` is ``0``).
+    connector (:func:`connector_jar`, unless ``$CDC_SINK_JVM_READER`` is ``0``) with its SQL
+    extensions (:data:`CONNECTOR_EXTENSIONS`: ``table_changes``) on ``spark.sql.extensions``.
     ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` default to this interpreter.
 
     Raises:

@@ -3,7 +3,7 @@ read by ``io.cdcsink.spark.CdcSinkProvider`` equals ``Table.read`` at every vers
 table with partial updates, deletes and schema changes; column pruning; ``versionAsOf`` /
 ``timestampAsOf``; the SQL catalog ``io.cdcsink.spark.CdcSinkCatalog`` over a table root
 (``SELECT … FROM cat.db.table``, ``VERSION AS OF``, ``TIMESTAMP AS OF``, read-only) on a
-local directory and on the S3 server; the change feed handed to the Python source; and
+local directory and on the S3 server; the change feed read by the connector too; and
 clear errors. The session is the one of tests/integration/conftest.py: its
 ``local_spark`` puts the connector's jar (``make install`` builds it) on ``spark.jars``.
 """
@@ -165,9 +165,8 @@ def test_a_version_not_retained_is_a_clear_error(jvm_spark: SparkSession, tmp_pa
         _read(jvm_spark, t.root, versionAsOf=1, timestampAsOf=0).collect()
 
 
-def test_the_change_feed_is_read_by_the_python_source(
-    jvm_spark: SparkSession, table: Table
-) -> None:
+def test_the_change_feed_is_read_by_the_connector(jvm_spark: SparkSession, table: Table) -> None:
+    """More in tests/integration/test_jvm_change_feed.py."""
     df = (
         jvm_spark.read.format("cdc_sink")
         .option("readChangeFeed", "true")
@@ -175,6 +174,7 @@ def test_the_change_feed_is_read_by_the_python_source(
         .option("endingVersion", 10)
         .load(table.root)
     )
+    assert "cdc_sink changes of" in _scan_node(df)
     assert df.count() == len(range(0, 300, 7)) * 2 - _missing_upserts(table)
 
 

@@ -2,6 +2,7 @@ package io.cdcsink.spark;
 
 import io.cdcsink.format.BucketReader;
 import io.cdcsink.format.CdcSinkFormatException;
+import io.cdcsink.format.ChangeReader;
 import java.io.IOException;
 import java.util.Iterator;
 import java.util.List;
@@ -15,26 +16,60 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * The live rows of one bucket as {@link ColumnarBatch}es of {@link DirectArrowColumnVector}s over
- * the {@link BucketReader}'s vectors: no copy, no row conversion. A batch is valid until the
- * next call to {@link #next()}, which closes it.
+ * Arrow batches of one bucket as {@link ColumnarBatch}es of {@link DirectArrowColumnVector}s over
+ * the reader's vectors: no copy, no row conversion. The batches come from a {@link BucketReader}
+ * (the live rows of a version) or a {@link ChangeReader} (the bucket's change records). A batch
+ * is valid until the next call to {@link #next()}, which closes it.
  */
 final class BucketBatchReader implements PartitionReader<ColumnarBatch> {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(BucketBatchReader.class);
+
+  /** What hands out a bucket's Arrow batches. */
+  @FunctionalInterface
+  interface Batches {
+    Iterator<VectorSchemaRoot> get() throws CdcSinkFormatException;
+  }
+
+  /** A reader's batches, and what frees the rest of its memory. */
+  record Source(Batches batches, Runnable close) {}
+
   private final BufferAllocator allocator;
-  private final BucketReader reader;
+  private final Source reader;
   private final List<String> columns;
   private Iterator<VectorSchemaRoot> roots;
   private VectorSchemaRoot current;
   private ColumnarBatch batch;
 
+  /** The live rows of {@code partition}'s bucket ({@code countBy}: the column read for none). */
   BucketBatchReader(BucketPartition partition, Configuration conf, List<String> columns, String countBy,
                     List<io.cdcsink.format.Filter> filters) {
+    this("cdc_sink bucket " + partition.bucket, columns, allocator -> {
+      List<String> read = columns.isEmpty() ? List.of(countBy) : columns;
+      BucketReader r = new BucketReader(partition.plan, conf, allocator, read, filters);
+      return new Source(r::batches, r::close);
+    });
+  }
+
+  /** The change records of {@code partition}'s bucket; {@code columns}: those Spark reads. */
+  BucketBatchReader(ChangeFeedPartition partition, Configuration conf, List<String> columns) {
+    this("cdc_sink changes of bucket " + partition.plan.bucket(), columns, allocator -> {
+      ChangeReader r = new ChangeReader(partition.plan, conf, allocator);
+      return new Source(r::batches, r::close);
+    });
+  }
+
+  private BucketBatchReader(String name, List<String> columns,
+                            java.util.function.Function<BufferAllocator, Source> open) {
     this.columns = columns;
-    this.allocator = ArrowUtils.rootAllocator().newChildAllocator(
-        "cdc_sink bucket " + partition.bucket, 0, Long.MAX_VALUE);
-    List<String> read = columns.isEmpty() ? List.of(countBy) : columns;
-    this.reader = new BucketReader(partition.plan, conf, allocator, read, filters);
+    this.allocator = ArrowUtils.rootAllocator().newChildAllocator(name, 0, Long.MAX_VALUE);
+    Source s;
+    try {
+      s = open.apply(allocator);
+    } catch (RuntimeException e) {
+      allocator.close();
+      throw e;
+    }
+    this.reader = s;
   }
 
   @Override
@@ -42,7 +77,7 @@ final class BucketBatchReader implements PartitionReader<ColumnarBatch> {
     release();
     if (roots == null) {
       try {
-        roots = reader.batches();
+        roots = reader.batches().get();
       } catch (CdcSinkFormatException e) {
         throw SparkHadoop.unchecked(e);
       }
@@ -96,7 +131,7 @@ final class BucketBatchReader implements PartitionReader<ColumnarBatch> {
     release();
     try {
       drain();
-      reader.close();
+      reader.close().run();
     } finally {
       try {
         allocator.close();

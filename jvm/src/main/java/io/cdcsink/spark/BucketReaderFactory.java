@@ -43,7 +43,7 @@ final class BucketReaderFactory implements PartitionReaderFactory {
   }
 
   /** The rows of a columnar reader (for a plan that asks for rows). */
-  private static final class RowReader implements PartitionReader<InternalRow> {
+  static final class RowReader implements PartitionReader<InternalRow> {
     private final PartitionReader<ColumnarBatch> batches;
     private java.util.Iterator<InternalRow> rows = java.util.Collections.emptyIterator();
     private InternalRow row;

@@ -1,5 +1,6 @@
 package io.cdcsink.spark;
 
+import io.cdcsink.format.ChangePlan;
 import io.cdcsink.format.ReadPlan;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
@@ -16,13 +17,14 @@ import org.slf4j.LoggerFactory;
 /**
  * {@code spark.read.format("cdc_sink")}: a version of a cdc_sink table, read by this JVM
  * connector (column pruning, columnar batches, time travel with {@code versionAsOf} /
- * {@code timestampAsOf}).
+ * {@code timestampAsOf}), or with {@code readChangeFeed=true} its change feed
+ * ({@link ChangeFeedOptions}, {@link ChangeFeedTable}).
  *
  * <p>What the connector does not read itself it hands to cdc_sink's Python data source,
- * registered as {@value #PYTHON_SOURCE} by {@code cdc_sink.spark.register(spark)}: the change
- * feed ({@code readChangeFeed}, batch and stream), and tables on a file system Hadoop has no
- * implementation of in this JVM (an {@code s3://} table without S3A on the classpath). Each
- * read logs which reader it took.
+ * registered as {@value #PYTHON_SOURCE} by {@code cdc_sink.spark.register(spark)}: a stream of
+ * the change feed ({@code spark.readStream} with {@code readChangeFeed}), and tables on a file
+ * system Hadoop has no implementation of in this JVM (an {@code s3://} table without S3A on the
+ * classpath). Each read logs which reader it took.
  */
 public final class CdcSinkProvider implements TableProvider, DataSourceRegister {
   /** The format's short name. */
@@ -35,6 +37,8 @@ public final class CdcSinkProvider implements TableProvider, DataSourceRegister 
   private PythonDataSourceV2 python;
   private ReadPlan plan;
   private ReadOptions planOptions;
+  private ChangePlan feed;
+  private Map<String, String> feedOptions;
 
   @Override
   public String shortName() {
@@ -50,6 +54,9 @@ public final class CdcSinkProvider implements TableProvider, DataSourceRegister 
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     if (delegates(options)) {
       return python().inferSchema(options);
+    }
+    if (ChangeFeedOptions.wanted(options)) {
+      return ChangeFeedTable.schemaOf(feed(options));
     }
     ReadOptions o = ReadOptions.parse(options);
     ReadPlan p = plan(o);
@@ -74,6 +81,13 @@ public final class CdcSinkProvider implements TableProvider, DataSourceRegister 
     if (delegates(options)) {
       return python().getTable(schema, partitioning, properties);
     }
+    if (ChangeFeedOptions.wanted(options)) {
+      ChangeFeedTable t = ChangeFeedTable.withGivenSchema(feed(options), ChangeFeedOptions.parse(options),
+          schema, SparkHadoop.sessionConf());
+      LOG.info("cdc_sink: reading the changes of {} versions {}..{} through the JVM connector",
+          t.tableUri(), t.plan().start() + 1, t.plan().end());
+      return t;
+    }
     ReadOptions o = ReadOptions.parse(options);
     ReadPlan p = plan(o);
     StructType read = CdcSinkTable.select(CdcSinkTable.fullSchema(p), schema, p.version());
@@ -90,13 +104,24 @@ public final class CdcSinkProvider implements TableProvider, DataSourceRegister 
     return plan;
   }
 
+  /** The change-feed plan of {@code options}, resolved once per instance. */
+  private ChangePlan feed(CaseInsensitiveStringMap options) {
+    Map<String, String> given = options.asCaseSensitiveMap();
+    if (feed == null || !given.equals(feedOptions)) {
+      feed = ChangeFeedTable.resolve(ChangeFeedOptions.parse(options), SparkHadoop.sessionConf());
+      feedOptions = Map.copyOf(given);
+    }
+    return feed;
+  }
+
   /** Whether the Python data source reads this (and logs why). */
   private boolean delegates(CaseInsensitiveStringMap options) {
     String why = null;
-    if (ReadOptions.wantsChangeFeed(options)) {
-      why = "readChangeFeed";
+    boolean changes = ChangeFeedOptions.wanted(options);
+    if (changes && streaming()) {
+      why = "a stream of the change feed";
     } else {
-      ReadOptions o = ReadOptions.parse(options);
+      ReadOptions o = changes ? ChangeFeedOptions.parse(options).table : ReadOptions.parse(options);
       Configuration conf = o.hadoopConf(SparkHadoop.sessionConf());
       if (!o.readableByHadoop(conf)) {
         why = "no Hadoop file system for " + o.path.substring(0, Math.max(0, o.path.indexOf(':')))
@@ -109,13 +134,22 @@ public final class CdcSinkProvider implements TableProvider, DataSourceRegister 
     return why != null;
   }
 
+  /**
+   * Whether Spark asks for the table of a stream ({@code spark.readStream}): a provider is not
+   * told, so the caller is looked for on this thread's stack.
+   */
+  private static boolean streaming() {
+    return StackWalker.getInstance().walk(frames -> frames.anyMatch(
+        f -> f.getClassName().endsWith(".DataStreamReader")));
+  }
+
   private PythonDataSourceV2 python() {
     if (python == null) {
       var active = org.apache.spark.sql.SparkSession.active();
       if (active instanceof org.apache.spark.sql.classic.SparkSession classic
           && !classic.sessionState().dataSourceManager().dataSourceExists(PYTHON_SOURCE)) {
         throw new IllegalStateException("cdc_sink: this read needs cdc_sink's Python data source"
-            + " (the change feed, or a file system this JVM has no Hadoop implementation of):"
+            + " (a stream of the change feed, or a file system this JVM has no Hadoop implementation of):"
             + " call cdc_sink.spark.register(spark) first");
       }
       python = new PythonDataSourceV2();

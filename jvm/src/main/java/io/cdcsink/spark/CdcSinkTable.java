@@ -72,6 +72,11 @@ public final class CdcSinkTable implements SupportsRead {
     return new StructType(out);
   }
 
+  /** The options this table was read with (its URI and Hadoop settings). */
+  ReadOptions readOptions() {
+    return options;
+  }
+
   /** The plan this table reads. */
   public ReadPlan plan() {
     return plan;

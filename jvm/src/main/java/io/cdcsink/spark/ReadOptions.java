@@ -98,12 +98,6 @@ public final class ReadOptions implements Serializable {
     return new ReadOptions(path, version, ts, columns, hadoop);
   }
 
-  /** Whether a read with these options asks for the change feed ({@code readChangeFeed}). */
-  public static boolean wantsChangeFeed(Map<String, String> options) {
-    String v = lower(options).get("readchangefeed");
-    return v != null && v.strip().equalsIgnoreCase("true");
-  }
-
   /**
    * Epoch milliseconds of an ISO-8601 timestamp (a naive one read as UTC, a date as its
    * midnight UTC) or of a string of digits (already milliseconds).

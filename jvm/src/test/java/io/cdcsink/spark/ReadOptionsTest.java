@@ -95,11 +95,4 @@ class ReadOptionsTest {
     assertTrue(ReadOptions.parse(Map.of("path", "file:///t")).readableByHadoop(conf));
     assertFalse(ReadOptions.parse(Map.of("path", "nosuchfs://b/t")).readableByHadoop(conf));
   }
-
-  @Test
-  void theChangeFeedIsAskedForByReadChangeFeed() {
-    assertTrue(ReadOptions.wantsChangeFeed(Map.of("READCHANGEFEED", " true")));
-    assertFalse(ReadOptions.wantsChangeFeed(Map.of("readChangeFeed", "false")));
-    assertFalse(ReadOptions.wantsChangeFeed(Map.of()));
-  }
 }
