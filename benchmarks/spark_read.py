@@ -1,9 +1,11 @@
-"""Spark snapshot reads: the JVM connector against Parquet and the Python data source.
+"""Spark reads: the JVM connector against Parquet and the Python data source, and its
+change feed against the Python source's and ``Table.changes``.
 
 Usage::
 
     .venv/bin/python benchmarks/spark_read.py [--rows 2000000] [--buckets 4]
         [--repeat 3] [--master local[2]] [--work DIR] [--json out.json]
+        [--feed-updates N] [--feed-only] [--no-python]
 
 One table of ``--rows`` rows x 20 columns (an int64 key ``id`` and ``c1`` .. ``c19``:
 int64, float64 and int32 in turn), ``--buckets`` buckets, loaded in versions of 500,000
@@ -17,9 +19,18 @@ Queries: the sum of all 20 columns (a full scan), ``sum(c1)`` (one column), ``su
 of the keys of a 1% range (``id < rows/100``), and ``count(*)``. Each reader runs each
 query once as a warm-up, then ``--repeat`` rounds that alternate the readers; a figure is
 the median of the rounds' wall times (each run makes its DataFrame: the time includes
-resolving the version). The JVM's CPU seconds (its process's user + system
-time, from /proc) over the same runs are printed beside; the Python source's workers are
-processes of their own and not in that figure. The load average before and after is
+resolving the version).
+
+Then the change feed of one version: a version that updates three columns of
+``--feed-updates`` keys (default rows/20) and deletes and inserts rows/200 keys each is
+committed after the queries above, and its changes are read whole (every column, written
+to Spark's ``noop`` sink) through ``spark.read...option("readChangeFeed", "true")`` on the
+connector and on the Python source, and as ``Table.changes(v - 1, v)`` in this process
+(an Arrow table), alternated as above. ``--feed-only`` skips the snapshot queries.
+
+The JVM's CPU seconds (its process's user + system time, from /proc) over the same runs
+are printed beside; the Python source's workers are processes of their own and not in
+that figure. The load average before and after is
 printed too.
 
 Not run by the tests.
@@ -106,6 +117,10 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--work", default=None, help="work directory (default: a temp dir)")
     ap.add_argument("--no-python", action="store_true", help="leave the Python source out")
+    ap.add_argument(
+        "--feed-updates", type=int, default=None, help="keys the feed's version updates"
+    )
+    ap.add_argument("--feed-only", action="store_true", help="only the change-feed case")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
 
@@ -154,7 +169,7 @@ def main() -> None:
             return run
 
         results: dict[str, Any] = {}
-        for qname, sql in queries.items():
+        for qname, sql in ({} if args.feed_only else queries).items():
             runs = {name: runner(df, sql) for name, df in frames.items()}
             answers = {name: run() for name, run in runs.items()}  # warm-up, checked
             first = next(iter(answers.values()))
@@ -184,6 +199,10 @@ def main() -> None:
                     f"  {n:18s} median {med:6.3f} s  (runs {each})"
                     f"  JVM CPU {statistics.median(cpu[n]):6.2f} s  vs Parquet {pq_med / med:5.2f}x"
                 )
+        feed_updates = args.rows // 20 if args.feed_updates is None else args.feed_updates
+        results["change feed of one version"] = change_feed_case(
+            spark, path, args.rows, feed_updates, args.repeat, jvm_pid, not args.no_python
+        )
         spark.stop()
         load_after = os.getloadavg()
         print(
@@ -203,6 +222,83 @@ def main() -> None:
     finally:
         if args.work is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def change_feed_case(
+    spark: Any, path: str, rows: int, updates: int, repeat: int, jvm_pid: int, python: bool
+) -> dict[str, Any]:
+    """Commits one version (``updates`` keys' c1..c3 updated, rows/200 keys deleted and as
+    many new keys inserted) and times reading its changes whole: the connector's and the Python
+    source's ``readChangeFeed`` (to the ``noop`` sink) and ``Table.changes``, alternated."""
+    from cdc_sink.spark.source import PYTHON_FORMAT
+
+    rng = np.random.default_rng(52)
+    table = cdc_sink.open_table(path)
+    keys = rng.choice(rows, size=updates + rows // 200, replace=False)
+    gone = len(keys) - updates
+    ids = np.concatenate([keys, np.arange(rows, rows + gone)]).astype(np.int64)
+    n = len(ids)
+    ops = np.array(["update"] * updates + ["delete"] * gone + ["insert"] * gone)
+    table.apply(
+        pa.table(
+            {
+                "__op": pa.array(ops),
+                "id": pa.array(ids),
+                "c1": pa.array(rng.normal(size=n)),  # float64, int32, int64: _TYPES
+                "c2": pa.array(rng.integers(0, 10**6, n, dtype=np.int32)),
+                "c3": pa.array(rng.integers(-(10**9), 10**9, n, dtype=np.int64)),
+            }
+        )
+    )
+    v = table.version
+    expected = table.changes(v - 1, v).num_rows
+    assert expected == 2 * updates + 2 * gone, expected
+
+    def spark_read(fmt: str) -> Callable[[], Any]:
+        def run() -> Any:
+            reader = spark.read.format(fmt).option("readChangeFeed", "true")
+            df = reader.option("startingVersion", v).option("endingVersion", v).load(path)
+            df.write.format("noop").mode("overwrite").save()
+
+        return run
+
+    runs: dict[str, Callable[[], Any]] = {
+        "cdc_sink (JVM)": spark_read("cdc_sink"),
+        "Table.changes": lambda: table.changes(v - 1, v),
+    }
+    if python:
+        runs["cdc_sink (Python)"] = spark_read(PYTHON_FORMAT)
+    counted = spark.read.format("cdc_sink").option("readChangeFeed", "true")
+    counted = counted.option("startingVersion", v).option("endingVersion", v).load(path)
+    assert counted.count() == expected
+    for run in runs.values():  # warm-up
+        run()
+    wall: dict[str, list[float]] = {n: [] for n in runs}
+    cpu: dict[str, list[float]] = {n: [] for n in runs}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            c0, w0 = _jvm_cpu_s(jvm_pid), time.perf_counter()
+            run()
+            wall[name].append(time.perf_counter() - w0)
+            cpu[name].append(_jvm_cpu_s(jvm_pid) - c0)
+    base = statistics.median(wall["Table.changes"])
+    print(f"change feed of version {v} ({expected:,} records)")
+    for n in runs:
+        med = statistics.median(wall[n])
+        each = ", ".join(f"{w:.3f}" for w in wall[n])
+        print(
+            f"  {n:18s} median {med:6.3f} s  (runs {each})"
+            f"  JVM CPU {statistics.median(cpu[n]):6.2f} s  {med / base:5.2f}x Table.changes"
+        )
+    return {
+        n: {
+            "median_s": statistics.median(wall[n]),
+            "wall_s": wall[n],
+            "jvm_cpu_median_s": statistics.median(cpu[n]),
+            "records": expected,
+        }
+        for n in runs
+    }
 
 
 def _same(a: list[Any], b: list[Any]) -> bool:
