@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import cdc_sink
@@ -192,9 +193,8 @@ def test_a_schema_given_to_read_selects_and_is_checked(
     got = reader.schema(_DDL.format("i64 BIGINT,")).load(table.root)
     assert "cdc_sink changes of" in _jvm_scan(got)
     assert _records(got.toArrow()) == _records(table.changes(1, 4, columns=["i64"]))
-    bad = reader.schema(_DDL.format("i64 STRING,")).load(table.root)
     with pytest.raises(Exception, match="'i64' is string, the feed's is bigint"):
-        bad.collect()
+        reader.schema(_DDL.format("i64 STRING,")).load(table.root).collect()
 
 
 # ---------------------------------------------------------------------- errors
@@ -302,6 +302,32 @@ def test_table_changes_on_a_catalog_name_and_a_path(
         _check(jvm_spark.sql(f"SELECT * FROM table_changes('{name}', 3, 3)"), t.changes(2, 3))
     finally:
         jvm_spark.sql(f"DROP TABLE {name}")
+
+
+def test_a_catalog_table_read_with_read_change_feed_is_its_feed(
+    jvm_spark: SparkSession, tmp_path: Path
+) -> None:
+    """As in Delta: the ``readChangeFeed`` option on a catalog's table (DataFrame options or
+    SQL's ``WITH``) reads its change feed (the extensions' analyzer rule)."""
+    t = cdc_sink.create_table(tmp_path / "db.t", ID_A_B_SEQ, options=TableOptions.for_tests())
+    t.apply([_event("insert", i, 1, a=i, b="x") for i in range(12)])
+    t.apply([_event("update", i, 2, a=-i) for i in range(4)] + [_event("delete", 11, 2)])
+    cat = _catalog(jvm_spark, str(tmp_path))
+    reader = jvm_spark.read.option("readChangeFeed", "true").option("startingVersion", 2)
+    df = reader.table(f"{cat}.db.t")
+    assert "cdc_sink changes of" in _jvm_scan(df)
+    _check(df, t.changes(1, 2))
+    sql = jvm_spark.sql(
+        f"SELECT id, a, _change_type FROM {cat}.db.t"
+        " WITH ('readChangeFeed' = 'true', 'startingVersion' = '1', 'endingVersion' = '1')"
+        " WHERE id < 3"
+    )
+    want = t.changes(0, 1, columns=["a"])
+    want = want.filter(pc.less(want["id"], 3))
+    assert sorted(tuple(r) for r in sql.collect()) == sorted(
+        (r["id"], r["a"], r["_change_type"]) for r in want.to_pylist()
+    )
+    assert jvm_spark.table(f"{cat}.db.t").columns == ["id", "a", "b", "seq"]  # no option: rows
 
 
 def test_table_changes_errors_are_clear(jvm_spark: SparkSession, table: Table) -> None:

@@ -81,11 +81,25 @@ final class TableChanges extends AbstractFunction1<Seq<Expression>, LogicalPlan>
     if (args.size() == 3) {
       bound(args.get(2), "ending", options);
     }
+    return relation(options, Option.empty(), Option.empty());
+  }
+
+  /** The read options naming {@code table}'s location: its URI and its Hadoop settings. */
+  static Map<String, String> locationOf(CdcSinkTable table) {
+    Map<String, String> out = new HashMap<>();
+    table.readOptions().hadoop.forEach((k, v) -> out.put("spark.hadoop." + k, v));
+    out.put("path", table.plan().tableUri());
+    return out;
+  }
+
+  /** The change feed {@code options} name, as a relation: read through {@link CdcSinkProvider}. */
+  static DataSourceV2Relation relation(Map<String, String> options, Option<CatalogPlugin> catalog,
+                                       Option<Identifier> ident) {
     CaseInsensitiveStringMap map = new CaseInsensitiveStringMap(options);
     CdcSinkProvider provider = new CdcSinkProvider();
     StructType schema = provider.inferSchema(map);
     Table t = provider.getTable(schema, new Transform[0], options);
-    return DataSourceV2Relation.create(t, Option.empty(), Option.empty(), map, Option.empty());
+    return DataSourceV2Relation.create(t, catalog, ident, map, Option.empty());
   }
 
   /** The value of a constant argument. */
@@ -162,10 +176,7 @@ final class TableChanges extends AbstractFunction1<Seq<Expression>, LogicalPlan>
           + String.join(".", Arrays.asList(namespace)) + ")", e);
     }
     if (t instanceof CdcSinkTable cdc) {
-      Map<String, String> out = new HashMap<>();
-      cdc.readOptions().hadoop.forEach((k, v) -> out.put("spark.hadoop." + k, v));
-      out.put("path", cdc.plan().tableUri());
-      return out;
+      return locationOf(cdc);
     }
     Map<String, String> props = t.properties();
     String provider = props.get(TableCatalog.PROP_PROVIDER);
