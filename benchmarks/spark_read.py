@@ -27,7 +27,8 @@ committed after the queries above, and its changes are read whole (every column,
 to Spark's ``noop`` sink) through ``spark.read...option("readChangeFeed", "true")`` on the
 connector and on the Python source, and as ``Table.changes(v - 1, v)`` in this process
 (an Arrow table) of the same ``Table`` each run (its caches warm, as a long-lived reader
-has them) and of one opened for the run ("new"), alternated as above. ``--feed-only`` skips the snapshot queries.
+has them) and of one opened for the run ("new"), alternated as above. ``--feed-only``
+skips the snapshot queries.
 
 The JVM's CPU seconds (its process's user + system time, from /proc) over the same runs
 are printed beside; the Python source's workers are processes of their own and not in
