@@ -345,13 +345,29 @@ public final class ChangeReader implements AutoCloseable {
   /** {@code want}: per output column, the rows whose cell is read (null: all; a null entry: all). */
   private Captured capture(ChangeState st, int[] rows, boolean[] present, boolean[][] want)
       throws CdcSinkFormatException {
+    return capture(st, rows, present, want, null, null);
+  }
+
+  /**
+   * {@link #capture}, a cell that still reads from the snapshot taken from {@code early} when it
+   * holds the row and the column was there ({@code earlyP}) as now.
+   */
+  private Captured capture(ChangeState st, int[] rows, boolean[] present, boolean[][] want, Captured early,
+                           boolean[] earlyP) throws CdcSinkFormatException {
     ChangeState.Row[] objs = new ChangeState.Row[rows.length];
     for (int k = 0; k < rows.length; k++) objs[k] = st.byId.get(rows[k]);
+    int[] earlyIdx = null;
+    if (early != null) {
+      earlyIdx = new int[rows.length];
+      for (int k = 0; k < rows.length; k++) earlyIdx[k] = early.indexOf(rows[k]);
+    }
     FieldVector[] vecs = new FieldVector[nc];
     try {
       for (int j = 0; j < nc; j++) {
         vecs[j] = newVector(j, rows.length);
-        st.column(j, rows, objs, rows.length, present, want == null ? null : want[j], vecs[j]);
+        boolean reuse = early != null && earlyP[j] == present[j];
+        st.column(j, rows, objs, rows.length, present, want == null ? null : want[j], vecs[j],
+            reuse ? earlyIdx : null, reuse ? early.vecs[j] : null);
         vecs[j].setValueCount(rows.length);
       }
     } catch (CdcSinkFormatException | RuntimeException e) {
@@ -392,13 +408,30 @@ public final class ChangeReader implements AutoCloseable {
                         boolean[] preP, boolean[] postP) throws CdcSinkFormatException {
     int[] bRows = select(rows, before);
     int[] aRows = select(rows, after);
-    Captured pre = null;
+    // Images before: from the early capture where it holds the row, else read now.
+    byte[] preSet = new byte[bRows.length];
+    int[] preAt = new int[bRows.length];
+    int nl = 0;
+    for (int k = 0; k < bRows.length; k++) {
+      int e = early == null ? -1 : early.indexOf(bRows[k]);
+      if (e >= 0) {
+        preSet[k] = 0;
+        preAt[k] = e;
+      } else {
+        preSet[k] = 1;
+        bRows[nl++] = bRows[k];
+        preAt[k] = nl - 1;
+      }
+    }
+    Captured late = null;
     Captured post = null;
     try {
-      pre = capturePre(st, bRows, early, preP);
-      post = capture(st, aRows, postP);
+      late = capture(st, Arrays.copyOf(bRows, nl), preP);
+      post = capture(st, aRows, postP, null, early, preP);
+      Captured[] sets = {early, late, post};
       // Records in row order: per row a pre-image (delete or update_preimage), then a post-image.
       int[] src = new int[rows.length * 2];
+      byte[] from = new byte[rows.length * 2];
       byte[] codes = new byte[rows.length * 2];
       int nr = 0;
       int bi = 0;
@@ -407,16 +440,20 @@ public final class ChangeReader implements AutoCloseable {
         boolean b = before.get(r);
         boolean a = after.get(r);
         if (b && a) {
-          if (differ(pre, bi, post, ai)) {
-            src[nr] = bi;
+          if (differ(sets[preSet[bi]], preAt[bi], post, ai)) {
+            from[nr] = preSet[bi];
+            src[nr] = preAt[bi];
             codes[nr++] = PRE;
+            from[nr] = 2;
             src[nr] = ai;
             codes[nr++] = POST;
           }
         } else if (b) {
-          src[nr] = bi;
+          from[nr] = preSet[bi];
+          src[nr] = preAt[bi];
           codes[nr++] = DELETE;
         } else if (a) {
+          from[nr] = 2;
           src[nr] = ai;
           codes[nr++] = INSERT;
         }
@@ -425,25 +462,22 @@ public final class ChangeReader implements AutoCloseable {
       }
       if (nr == 0) return;
       FieldVector[] out = new FieldVector[nc];
-      boolean allPost = nr == aRows.length && ai == nr && allCodes(codes, nr, INSERT);
-      boolean allPre = nr == bRows.length && bi == nr && allCodes(codes, nr, DELETE);
+      // One side's vectors as they are: every record an insert, or every one a delete read now.
+      Captured whole = nr == aRows.length && allCodes(codes, nr, INSERT) ? post
+          : nr == nl && bRows.length == nl && allCodes(codes, nr, DELETE) ? late : null;
       for (int j = 0; j < nc; j++) {
-        if (allPost || allPre) {
-          Captured c = allPost ? post : pre;
-          out[j] = c.vecs[j];
-          c.vecs[j] = newVector(j, 0); // handed out: the Captured frees an empty one
+        if (whole != null) {
+          out[j] = whole.vecs[j];
+          whole.vecs[j] = newVector(j, 0); // handed out: the Captured frees an empty one
           continue;
         }
         out[j] = newVector(j, nr);
-        for (int k = 0; k < nr; k++) {
-          FieldVector from = codes[k] == PRE || codes[k] == DELETE ? pre.vecs[j] : post.vecs[j];
-          out[j].copyFromSafe(src[k], k, from);
-        }
+        for (int k = 0; k < nr; k++) ChangeState.copy(sets[from[k]].vecs[j], src[k], out[j], k);
         out[j].setValueCount(nr);
       }
       pending.add(root(out, null, codes, nr, v));
     } finally {
-      if (pre != null) pre.close();
+      if (late != null) late.close();
       if (post != null) post.close();
     }
   }
@@ -451,30 +485,6 @@ public final class ChangeReader implements AutoCloseable {
   private static boolean allCodes(byte[] codes, int n, byte c) {
     for (int k = 0; k < n; k++) if (codes[k] != c) return false;
     return true;
-  }
-
-  /** Images before of {@code rows}: from {@code early} where it holds them, else from {@code st}. */
-  private Captured capturePre(ChangeState st, int[] rows, Captured early, boolean[] present)
-      throws CdcSinkFormatException {
-    if (early == null) return capture(st, rows, present);
-    int[] rest = Arrays.stream(rows).filter(r -> early.indexOf(r) < 0).toArray();
-    Captured late = capture(st, rest, present);
-    try {
-      FieldVector[] vecs = new FieldVector[nc];
-      for (int j = 0; j < nc; j++) {
-        vecs[j] = newVector(j, rows.length);
-        int li = 0;
-        for (int k = 0; k < rows.length; k++) {
-          int e = early.indexOf(rows[k]);
-          if (e >= 0) vecs[j].copyFromSafe(e, k, early.vecs[j]);
-          else vecs[j].copyFromSafe(li++, k, late.vecs[j]);
-        }
-        vecs[j].setValueCount(rows.length);
-      }
-      return new Captured(rows, vecs);
-    } finally {
-      late.close();
-    }
   }
 
   /** Whether row bi of {@code a} and row ai of {@code b} differ in an output column (nulls equal). */
@@ -545,11 +555,8 @@ public final class ChangeReader implements AutoCloseable {
       }
       FieldVector[] out = new FieldVector[nc];
       for (int j = 0; j < nc; j++) {
-        out[j] = newVector(j, nr);
-        for (int k = 0; k < nr; k++) {
-          out[j].copyFromSafe(k, k, post.vecs[j]);
-        }
-        out[j].setValueCount(nr);
+        out[j] = post.vecs[j];
+        post.vecs[j] = newVector(j, 0); // handed out: the Captured frees an empty one
       }
       BitVector[] mv = new BitVector[nv];
       for (int j = 0; j < nv; j++) {

@@ -6,7 +6,10 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.util.MemoryUtil;
+import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.BaseIntVector;
+import org.apache.arrow.vector.BaseVariableWidthVector;
 import org.apache.arrow.vector.BitVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
@@ -43,11 +46,13 @@ final class ChangeState implements AutoCloseable {
 
   /** Vectors that rows' values point into: {@code (vector << 32) | index}. */
   static final class Sources implements AutoCloseable {
-    final List<FieldVector> vectors = new ArrayList<>();
+    private FieldVector[] vectors = new FieldVector[16];
+    private int size;
 
     int add(FieldVector v) {
-      vectors.add(v);
-      return vectors.size() - 1;
+      if (size == vectors.length) vectors = java.util.Arrays.copyOf(vectors, size * 2);
+      vectors[size] = v;
+      return size++;
     }
 
     static long ref(int vec, int idx) {
@@ -55,7 +60,7 @@ final class ChangeState implements AutoCloseable {
     }
 
     FieldVector vector(long ref) {
-      return vectors.get((int) (ref >>> 32));
+      return vectors[(int) (ref >>> 32)];
     }
 
     static int index(long ref) {
@@ -64,8 +69,80 @@ final class ChangeState implements AutoCloseable {
 
     @Override
     public void close() {
-      for (FieldVector v : vectors) v.close();
-      vectors.clear();
+      for (int i = 0; i < size; i++) vectors[i].close();
+      vectors = new FieldVector[16];
+      size = 0;
+    }
+  }
+
+  /**
+   * Copies cell i of {@code from} to cell k of {@code to} (same type) by its bytes, without
+   * Arrow's per-call checks: fixed-width values when {@code to} has room for k; variable-width
+   * ones when {@code to} is written in index order from 0 (by this and {@link #setNull} only).
+   * Else copyFromSafe.
+   */
+  static void copy(FieldVector from, int i, FieldVector to, int k) {
+    int w = from instanceof BaseFixedWidthVector && !(from instanceof BitVector) && from.getClass() == to.getClass()
+        ? ((BaseFixedWidthVector) from).getTypeWidth() : 0;
+    if (w == 0 || k >= ((BaseFixedWidthVector) to).getValueCapacity()) {
+      if (from instanceof BaseVariableWidthVector && from.getClass() == to.getClass()
+          && ((BaseVariableWidthVector) to).getLastSet() == k - 1) {
+        copyVar((BaseVariableWidthVector) from, i, (BaseVariableWidthVector) to, k);
+      } else {
+        to.copyFromSafe(i, k, from);
+      }
+      return;
+    }
+    long tv = to.getValidityBufferAddress() + (k >> 3);
+    byte tb = MemoryUtil.getByte(tv);
+    if ((MemoryUtil.getByte(from.getValidityBufferAddress() + (i >> 3)) >> (i & 7) & 1) == 0) {
+      MemoryUtil.putByte(tv, (byte) (tb & ~(1 << (k & 7))));
+      return;
+    }
+    long src = from.getDataBufferAddress() + (long) i * w;
+    long dst = to.getDataBufferAddress() + (long) k * w;
+    switch (w) {
+      case 8: MemoryUtil.putLong(dst, MemoryUtil.getLong(src)); break;
+      case 4: MemoryUtil.putInt(dst, MemoryUtil.getInt(src)); break;
+      case 2: MemoryUtil.putShort(dst, MemoryUtil.getShort(src)); break;
+      case 1: MemoryUtil.putByte(dst, MemoryUtil.getByte(src)); break;
+      case 16:
+        MemoryUtil.putLong(dst, MemoryUtil.getLong(src));
+        MemoryUtil.putLong(dst + 8, MemoryUtil.getLong(src + 8));
+        break;
+      default: MemoryUtil.copyMemory(src, dst, w);
+    }
+    MemoryUtil.putByte(tv, (byte) (tb | (1 << (k & 7))));
+  }
+
+  /** Appends cell i of {@code from} (or a null: {@code from} null) as cell k, the next one, of {@code to}. */
+  private static void copyVar(BaseVariableWidthVector from, int i, BaseVariableWidthVector to, int k) {
+    boolean valid = from != null
+        && (MemoryUtil.getByte(from.getValidityBufferAddress() + (i >> 3)) >> (i & 7) & 1) != 0;
+    int s = 0;
+    int len = 0;
+    if (valid) {
+      long fo = from.getOffsetBufferAddress() + 4L * i;
+      s = MemoryUtil.getInt(fo);
+      len = MemoryUtil.getInt(fo + 4) - s;
+    }
+    while (k + 1 >= to.getValueCapacity()) to.reallocValidityAndOffsetBuffers();
+    int start = MemoryUtil.getInt(to.getOffsetBufferAddress() + 4L * k);
+    while (to.getDataBuffer().capacity() < (long) start + len) to.reallocDataBuffer();
+    if (len > 0) MemoryUtil.copyMemory(from.getDataBufferAddress() + s, to.getDataBufferAddress() + start, len);
+    MemoryUtil.putInt(to.getOffsetBufferAddress() + 4L * (k + 1), start + len);
+    long tv = to.getValidityBufferAddress() + (k >> 3);
+    byte tb = MemoryUtil.getByte(tv);
+    MemoryUtil.putByte(tv, (byte) (valid ? tb | (1 << (k & 7)) : tb & ~(1 << (k & 7))));
+    to.setLastSet(k);
+  }
+
+  /** Sets cell k of {@code to} null (a variable-width vector written in index order: see {@link #copy}). */
+  static void setNull(FieldVector to, int k) {
+    if (to instanceof BaseVariableWidthVector && ((BaseVariableWidthVector) to).getLastSet() == k - 1) {
+      copyVar(null, 0, (BaseVariableWidthVector) to, k);
+    } else {
+      to.setNull(k);
     }
   }
 
@@ -120,9 +197,9 @@ final class ChangeState implements AutoCloseable {
           held = files.page(locs.get(p), col);
           heldPage = p;
         }
-        out.copyFromSafe(r - p * pageRows, k, held);
+        ChangeState.copy(held, r - p * pageRows, out, k);
       } else {
-        out.copyFromSafe(0, k, dflt);
+        ChangeState.copy(dflt, 0, out, k);
       }
     }
 
@@ -221,11 +298,19 @@ final class ChangeState implements AutoCloseable {
       }
     }
     List<Row> found = new ArrayList<>();
+    // One 64-bit integer key: the pages' values probed in a primitive set first (no boxing).
+    LongSet longs = null;
+    if (nkeys == 1 && cols.get(0).type().equals("int64")) {
+      longs = new LongSet(wanted.size());
+      for (Object k : wanted.keySet()) longs.add((Long) k);
+    }
     for (int p = 0; p < (nkeys == 0 ? 0 : keyPages[0].length) && !wanted.isEmpty(); p++) {
       List<FieldVector> kv = new ArrayList<>();
       for (int k = 0; k < nkeys; k++) kv.add(keyPages[k][p]);
       int cnt = kv.get(0).getValueCount();
+      long addr = longs == null ? 0 : kv.get(0).getDataBufferAddress();
       for (int i = 0; i < cnt; i++) {
+        if (longs != null && !longs.contains(MemoryUtil.getLong(addr + 8L * i))) continue;
         Object key = BucketReader.keyOf(kv, i);
         if (wanted.remove(key) == null) continue;
         Row r = new Row(p * pageRows + i, nc);
@@ -461,6 +546,15 @@ final class ChangeState implements AutoCloseable {
    */
   void column(int j, int[] rows, Row[] rowObjs, int cnt, boolean[] present, boolean[] want, FieldVector out)
       throws CdcSinkFormatException {
+    column(j, rows, rowObjs, cnt, present, want, out, null, null);
+  }
+
+  /**
+   * {@link #column}, taking a cell a row still reads from the snapshot from {@code early} (at
+   * {@code earlyIdx[k]} when not -1) instead: the same value, read before (no page read again).
+   */
+  void column(int j, int[] rows, Row[] rowObjs, int cnt, boolean[] present, boolean[] want, FieldVector out,
+              int[] earlyIdx, FieldVector early) throws CdcSinkFormatException {
     if (j >= nkeys && !present[j]) {
       for (int k = 0; k < cnt; k++) out.setNull(k);
       return;
@@ -468,28 +562,30 @@ final class ChangeState implements AutoCloseable {
     for (int k = 0; k < cnt; k++) {
       int r = rows[k];
       if (want != null && !want[k]) {
-        out.setNull(k);
+        setNull(out, k);
         continue;
       }
       Row row = rowObjs[k];
       if (j < nkeys) {
         if (row != null && row.keyRefs != null) {
           long ref = row.keyRefs[j];
-          out.copyFromSafe(Sources.index(ref), k, sources.vector(ref));
+          copy(sources.vector(ref), Sources.index(ref), out, k);
         } else {
-          out.copyFromSafe(r % pageRows, k, keyPages[j][r / pageRows]);
+          copy(keyPages[j][r / pageRows], r % pageRows, out, k);
         }
       } else if (row == null) {
         base[j].copy(r, out, k);
       } else if (j == seqOut) {
         if (row.hasSeq) ((BaseIntVector) out).setWithPossibleTruncate(k, row.seq);
-        else out.setNull(k);
+        else setNull(out, k);
       } else if (row.refs[j] >= 0) {
         long ref = row.refs[j];
-        out.copyFromSafe(Sources.index(ref), k, sources.vector(ref));
+        copy(sources.vector(ref), Sources.index(ref), out, k);
       } else if (row.fresh) {
         long ref = defaults[j];
-        out.copyFromSafe(Sources.index(ref), k, sources.vector(ref));
+        copy(sources.vector(ref), Sources.index(ref), out, k);
+      } else if (early != null && earlyIdx[k] >= 0) {
+        copy(early, earlyIdx[k], out, k);
       } else {
         base[j].copy(r, out, k);
       }
@@ -507,5 +603,44 @@ final class ChangeState implements AutoCloseable {
     if (seqBase != null && seqOut < 0) seqBase.release();
     for (FieldVector[] ps : keyPages) for (FieldVector v : ps) v.close();
     keyPages = new FieldVector[0][];
+  }
+
+  /** A set of longs (open addressing), to probe many keys without boxing them. */
+  static final class LongSet {
+    private final long[] keys;
+    private final boolean[] used;
+    private final int mask;
+
+    LongSet(int n) {
+      int cap = 4;
+      while (cap < 2 * n) cap <<= 1;
+      keys = new long[cap];
+      used = new boolean[cap];
+      mask = cap - 1;
+    }
+
+    private static int slot(long x) {
+      x *= 0x9E3779B97F4A7C15L;
+      return (int) (x ^ (x >>> 32));
+    }
+
+    void add(long k) {
+      int i = slot(k) & mask;
+      while (used[i]) {
+        if (keys[i] == k) return;
+        i = (i + 1) & mask;
+      }
+      used[i] = true;
+      keys[i] = k;
+    }
+
+    boolean contains(long k) {
+      int i = slot(k) & mask;
+      while (used[i]) {
+        if (keys[i] == k) return true;
+        i = (i + 1) & mask;
+      }
+      return false;
+    }
   }
 }
