@@ -193,8 +193,9 @@ def test_a_schema_given_to_read_selects_and_is_checked(
     got = reader.schema(_DDL.format("i64 BIGINT,")).load(table.root)
     assert "cdc_sink changes of" in _jvm_scan(got)
     assert _records(got.toArrow()) == _records(table.changes(1, 4, columns=["i64"]))
+    bad = reader.schema(_DDL.format("i64 STRING,")).load(table.root)  # refused by a query
     with pytest.raises(Exception, match="'i64' is string, the feed's is bigint"):
-        reader.schema(_DDL.format("i64 STRING,")).load(table.root).collect()
+        bad.collect()
 
 
 # ---------------------------------------------------------------------- errors

@@ -45,6 +45,8 @@ public final class ChangeFeedTable implements SupportsRead {
   private final ChangePlan plan;
   private final ChangeFeedOptions options;
   private final StructType schema;
+  /** Why a scan of this table is refused (a given schema that is not the feed's), or null. */
+  private String refusal;
 
   ChangeFeedTable(ChangePlan plan, ChangeFeedOptions options, StructType schema) {
     this.plan = plan;
@@ -62,8 +64,9 @@ public final class ChangeFeedTable implements SupportsRead {
    * Python source's {@code resolve_given_feed}: without the {@code columns} option the given
    * schema's value columns are read; the schema must otherwise be the change feed's.
    *
-   * @throws IllegalArgumentException the schemas differ (the message names every field that
-   *     does)
+   * <p>Schemas that differ are refused when a query plans its scan (an
+   * {@link IllegalArgumentException} naming every field that differs), as the Python source
+   * refuses them.
    */
   static ChangeFeedTable withGivenSchema(ChangePlan plan, ChangeFeedOptions options, StructType given,
                                          Configuration base) {
@@ -79,14 +82,15 @@ public final class ChangeFeedTable implements SupportsRead {
       feed = schemaOf(read);
     }
     List<String> diffs = differences(given, feed);
-    if (!diffs.isEmpty()) {
-      throw new IllegalArgumentException("cdc_sink: the schema given to spark.read is not the"
+    ChangeFeedTable table = new ChangeFeedTable(read, used, given); // nullability as declared
+    if (!diffs.isEmpty()) { // refused when a query plans its scan, as the Python source does
+      table.refusal = "cdc_sink: the schema given to spark.read is not the"
           + " change feed's of " + options.table.path + " (versions " + (read.start() + 1) + ".."
           + read.end() + ", columns " + (used.columns == null ? "all" : pyList(used.columns))
           + (used.setColumnsOnly ? ", setColumnsOnly" : "") + "): " + String.join("; ", diffs)
-          + ". The change feed's schema: " + feed.simpleString());
+          + ". The change feed's schema: " + feed.simpleString();
     }
-    return new ChangeFeedTable(read, used, given); // what Spark declared, nullability included
+    return table;
   }
 
   /** {@code options}' plan; a format error as an unchecked exception. */
@@ -196,6 +200,9 @@ public final class ChangeFeedTable implements SupportsRead {
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap scanOptions) {
+    if (refusal != null) {
+      throw new IllegalArgumentException(refusal);
+    }
     return new Builder();
   }
 
