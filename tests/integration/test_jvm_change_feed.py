@@ -33,6 +33,8 @@ from tests.integration.test_spark_source import SCHEMA, _build_versions, _norm, 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdc_sink_testkit.s3 import SeaweedS3
+
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 __all__ = ["jvm_spark"]  # the fixture, shared with test_jvm_reader
@@ -329,6 +331,32 @@ def test_a_catalog_table_read_with_read_change_feed_is_its_feed(
         (r["id"], r["a"], r["_change_type"]) for r in want.to_pylist()
     )
     assert jvm_spark.table(f"{cat}.db.t").columns == ["id", "a", "b", "seq"]  # no option: rows
+
+
+def test_the_change_feed_on_the_s3_server(jvm_spark: SparkSession, s3_server: SeaweedS3) -> None:
+    """An ``s3://`` table's feed, read as ``s3a://`` with its ``storage.*`` options as S3A's
+    settings (the executors' readers get them), and ``table_changes`` of a catalog over it."""
+    from cdc_sink.spark.s3a import s3a_conf, set_s3a_credentials
+
+    storage = s3_server.storage_options()
+    root = s3_server.url(f"jvm-feed-{uuid.uuid4().hex[:8]}")
+    t = cdc_sink.create_table(
+        f"{root}/db.t", ID_A_B_SEQ, options=TableOptions.for_tests(), storage_options=storage
+    )
+    t.apply([_event("insert", i, 1, a=i, b="x") for i in range(20)])
+    t.apply([_event("update", i, 2, b="y") for i in range(5)] + [_event("delete", 19, 2)])
+    opts = {f"storage.{k}": v for k, v in storage.items()}
+    df = _feed(jvm_spark, t.root, startingVersion=1, **opts)
+    assert "cdc_sink changes of s3a://" in _jvm_scan(df)
+    _check(df, t.changes(0, 2))
+    bucket = s3_server.first_bucket
+    set_s3a_credentials(jvm_spark, storage, bucket=bucket)
+    settings = {
+        k.removeprefix("spark.hadoop."): v
+        for k, v in s3a_conf(storage, bucket=bucket, with_jars=False).items()
+    }
+    cat = _catalog(jvm_spark, "s3a" + root.removeprefix("s3"), **settings)
+    _check(jvm_spark.sql(f"SELECT * FROM table_changes('{cat}.db.t', 2, 2)"), t.changes(1, 2))
 
 
 def test_table_changes_errors_are_clear(jvm_spark: SparkSession, table: Table) -> None:
