@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.BaseVariableWidthVector;
 import org.apache.arrow.vector.BigIntVector;
@@ -362,14 +363,13 @@ public final class ChangeReader implements AutoCloseable {
       for (int k = 0; k < rows.length; k++) earlyIdx[k] = early.indexOf(rows[k]);
     }
     FieldVector[] vecs = new FieldVector[nc];
+    FieldVector[] from = early == null ? null : new FieldVector[nc];
     try {
       for (int j = 0; j < nc; j++) {
-        vecs[j] = newVector(j, rows.length);
-        boolean reuse = early != null && earlyP[j] == present[j];
-        st.column(j, rows, objs, rows.length, present, want == null ? null : want[j], vecs[j],
-            reuse ? earlyIdx : null, reuse ? early.vecs[j] : null);
-        vecs[j].setValueCount(rows.length);
+        vecs[j] = schema.getFields().get(j).createVector(allocator);
+        if (early != null && earlyP[j] == present[j]) from[j] = early.vecs[j];
       }
+      st.cells(rows, objs, rows.length, present, want, vecs, earlyIdx, from);
     } catch (CdcSinkFormatException | RuntimeException e) {
       for (FieldVector x : vecs) if (x != null) x.close();
       throw e;
@@ -431,7 +431,7 @@ public final class ChangeReader implements AutoCloseable {
       Captured[] sets = {early, late, post};
       // Records in row order: per row a pre-image (delete or update_preimage), then a post-image.
       int[] src = new int[rows.length * 2];
-      byte[] from = new byte[rows.length * 2];
+      int[] from = new int[rows.length * 2];
       byte[] codes = new byte[rows.length * 2];
       int nr = 0;
       int bi = 0;
@@ -471,9 +471,9 @@ public final class ChangeReader implements AutoCloseable {
           whole.vecs[j] = newVector(j, 0); // handed out: the Captured frees an empty one
           continue;
         }
-        out[j] = newVector(j, nr);
-        for (int k = 0; k < nr; k++) ChangeState.copy(sets[from[k]].vecs[j], src[k], out[j], k);
-        out[j].setValueCount(nr);
+        out[j] = schema.getFields().get(j).createVector(allocator);
+        FieldVector[] srcs = {early == null ? null : early.vecs[j], late.vecs[j], post.vecs[j]};
+        ChangeState.gather(srcs, from, src, nr, out[j]);
       }
       pending.add(root(out, null, codes, nr, v));
     } finally {
@@ -503,8 +503,13 @@ public final class ChangeReader implements AutoCloseable {
     if (x instanceof BitVector) return ((BitVector) x).get(i) == ((BitVector) y).get(k);
     if (x instanceof BaseFixedWidthVector) {
       int w = ((BaseFixedWidthVector) x).getTypeWidth();
-      return org.apache.arrow.memory.util.ByteFunctionHelpers.equal(x.getDataBuffer(), (long) i * w, (long) (i + 1) * w,
-          y.getDataBuffer(), (long) k * w, (long) (k + 1) * w) == 1;
+      long a = x.getDataBufferAddress() + (long) i * w;
+      long b = y.getDataBufferAddress() + (long) k * w;
+      if (w == 8) return MemoryUtil.getLong(a) == MemoryUtil.getLong(b);
+      if (w == 4) return MemoryUtil.getInt(a) == MemoryUtil.getInt(b);
+      if (w == 16) return MemoryUtil.getLong(a) == MemoryUtil.getLong(b) && MemoryUtil.getLong(a + 8) == MemoryUtil.getLong(b + 8);
+      for (int q = 0; q < w; q++) if (MemoryUtil.getByte(a + q) != MemoryUtil.getByte(b + q)) return false;
+      return true;
     }
     if (x instanceof BaseVariableWidthVector) {
       return Arrays.equals(((BaseVariableWidthVector) x).get(i), ((BaseVariableWidthVector) y).get(k));

@@ -115,6 +115,91 @@ final class ChangeState implements AutoCloseable {
     MemoryUtil.putByte(tv, (byte) (tb | (1 << (k & 7))));
   }
 
+  /**
+   * Fills {@code to} (new, empty) with {@code n} cells: cell k is cell {@code idx[k]} of
+   * {@code srcs[which[k]]} (vectors of {@code to}'s type). Fixed- and variable-width vectors are
+   * copied by their bytes, their addresses read once; others cell by cell.
+   */
+  static void gather(FieldVector[] srcs, int[] which, int[] idx, int n, FieldVector to) {
+    boolean same = true;
+    for (FieldVector f : srcs) same &= f == null || f.getClass() == to.getClass();
+    boolean fixed = same && to instanceof BaseFixedWidthVector && !(to instanceof BitVector);
+    boolean var = same && to instanceof BaseVariableWidthVector;
+    if (!fixed && !var) {
+      to.setInitialCapacity(Math.max(n, 1));
+      to.allocateNew();
+      for (int k = 0; k < n; k++) to.copyFromSafe(idx[k], k, srcs[which[k]]);
+      to.setValueCount(n);
+      return;
+    }
+    long[] data = new long[srcs.length];
+    long[] valid = new long[srcs.length];
+    long[] offs = new long[srcs.length];
+    for (int s = 0; s < srcs.length; s++) {
+      if (srcs[s] == null) continue;
+      data[s] = srcs[s].getDataBufferAddress();
+      valid[s] = srcs[s].getValidityBufferAddress();
+      if (var) offs[s] = srcs[s].getOffsetBufferAddress();
+    }
+    if (fixed) {
+      int w = ((BaseFixedWidthVector) to).getTypeWidth();
+      to.setInitialCapacity(Math.max(n, 1));
+      to.allocateNew();
+      long td = to.getDataBufferAddress();
+      long tv = to.getValidityBufferAddress();
+      MemoryUtil.setMemory(tv, (n + 7) / 8, (byte) 0);
+      for (int k = 0; k < n; k++) {
+        int s = which[k];
+        int i = idx[k];
+        if ((MemoryUtil.getByte(valid[s] + (i >> 3)) >> (i & 7) & 1) == 0) continue;
+        long src = data[s] + (long) i * w;
+        long dst = td + (long) k * w;
+        switch (w) {
+          case 8: MemoryUtil.putLong(dst, MemoryUtil.getLong(src)); break;
+          case 4: MemoryUtil.putInt(dst, MemoryUtil.getInt(src)); break;
+          case 16:
+            MemoryUtil.putLong(dst, MemoryUtil.getLong(src));
+            MemoryUtil.putLong(dst + 8, MemoryUtil.getLong(src + 8));
+            break;
+          default: MemoryUtil.copyMemory(src, dst, w);
+        }
+        long b = tv + (k >> 3);
+        MemoryUtil.putByte(b, (byte) (MemoryUtil.getByte(b) | (1 << (k & 7))));
+      }
+      to.setValueCount(n);
+      return;
+    }
+    long bytes = 0;
+    for (int k = 0; k < n; k++) {
+      long o = offs[which[k]] + 4L * idx[k];
+      bytes += MemoryUtil.getInt(o + 4) - MemoryUtil.getInt(o);
+    }
+    BaseVariableWidthVector t = (BaseVariableWidthVector) to;
+    t.allocateNew(Math.max(bytes, 1), Math.max(n, 1));
+    long td = t.getDataBufferAddress();
+    long tv = t.getValidityBufferAddress();
+    long to4 = t.getOffsetBufferAddress();
+    MemoryUtil.setMemory(tv, (n + 7) / 8, (byte) 0);
+    int end = 0;
+    MemoryUtil.putInt(to4, 0);
+    for (int k = 0; k < n; k++) {
+      int s = which[k];
+      int i = idx[k];
+      if ((MemoryUtil.getByte(valid[s] + (i >> 3)) >> (i & 7) & 1) != 0) {
+        long o = offs[s] + 4L * i;
+        int st = MemoryUtil.getInt(o);
+        int len = MemoryUtil.getInt(o + 4) - st;
+        if (len > 0) MemoryUtil.copyMemory(data[s] + st, td + end, len);
+        end += len;
+        long b = tv + (k >> 3);
+        MemoryUtil.putByte(b, (byte) (MemoryUtil.getByte(b) | (1 << (k & 7))));
+      }
+      MemoryUtil.putInt(to4 + 4L * (k + 1), end);
+    }
+    t.setLastSet(n - 1);
+    t.setValueCount(n);
+  }
+
   /** Appends cell i of {@code from} (or a null: {@code from} null) as cell k, the next one, of {@code to}. */
   private static void copyVar(BaseVariableWidthVector from, int i, BaseVariableWidthVector to, int k) {
     boolean valid = from != null
@@ -201,6 +286,24 @@ final class ChangeState implements AutoCloseable {
       } else {
         ChangeState.copy(dflt, 0, out, k);
       }
+    }
+
+    /** The vector holding base row r's value (a page kept open until {@link #closeOpen}, or the default) and r's index in it. */
+    FieldVector vectorOf(int r, Map<Integer, FieldVector> open) throws CdcSinkFormatException {
+      if (r < baseRows && r < coverage) {
+        int p = r / pageRows;
+        FieldVector v = open.get(p);
+        if (v == null) {
+          v = files.page(locs.get(p), col);
+          open.put(p, v);
+        }
+        return v;
+      }
+      return dflt;
+    }
+
+    int indexOf(int r) {
+      return r < baseRows && r < coverage ? r % pageRows : 0;
     }
 
     /** Base row r's value as a long (an integer column), or null. */
@@ -539,56 +642,145 @@ final class ChangeState implements AutoCloseable {
   }
 
   /**
-   * Writes the cells of output column {@code j} of {@code rows[0..cnt)} (ascending; their
-   * {@link Row}s or null in {@code rowObjs}) as of a version whose schema has the output columns
-   * where {@code present}, into {@code out} from index 0; a row not in {@code want} (null: all)
-   * reads null.
+   * Fills {@code out} (new vectors of the output columns) with the cells of {@code rows[0..cnt)}
+   * (ascending; their {@link Row}s or null in {@code rowObjs}) as of a version whose schema has
+   * the output columns where {@code present}; a row not in {@code want[j]} (null: all) reads
+   * null. A cell a row still reads from the snapshot is taken from {@code early[j]} (at
+   * {@code earlyIdx[k]} when not -1; {@code early} or its entry null: never) instead: the same
+   * value, read before (no page read again). Column by column: each cell's source found, then
+   * the column gathered at once (the snapshot pages it needs open meanwhile).
    */
-  void column(int j, int[] rows, Row[] rowObjs, int cnt, boolean[] present, boolean[] want, FieldVector out)
-      throws CdcSinkFormatException {
-    column(j, rows, rowObjs, cnt, present, want, out, null, null);
-  }
-
-  /**
-   * {@link #column}, taking a cell a row still reads from the snapshot from {@code early} (at
-   * {@code earlyIdx[k]} when not -1) instead: the same value, read before (no page read again).
-   */
-  void column(int j, int[] rows, Row[] rowObjs, int cnt, boolean[] present, boolean[] want, FieldVector out,
-              int[] earlyIdx, FieldVector early) throws CdcSinkFormatException {
-    if (j >= nkeys && !present[j]) {
-      for (int k = 0; k < cnt; k++) out.setNull(k);
-      return;
-    }
-    for (int k = 0; k < cnt; k++) {
-      int r = rows[k];
-      if (want != null && !want[k]) {
-        setNull(out, k);
-        continue;
+  void cells(int[] rows, Row[] rowObjs, int cnt, boolean[] present, boolean[][] want, FieldVector[] out,
+             int[] earlyIdx, FieldVector[] early) throws CdcSinkFormatException {
+    // Pass 1, row by row (each row's state read once): every cell's source, the snapshot's
+    // cells marked (slot -1, index = the row) for pass 2.
+    int[][] which = new int[nc][cnt];
+    int[][] idx = new int[nc][cnt];
+    List<List<FieldVector>> slots = new ArrayList<>();
+    List<java.util.IdentityHashMap<FieldVector, Integer>> slotOf = new ArrayList<>();
+    List<FieldVector> temp = new ArrayList<>();
+    int[] nullSlot = new int[nc];
+    java.util.Arrays.fill(nullSlot, -1);
+    FieldVector[] lastV = new FieldVector[nc];
+    int[] lastS = new int[nc];
+    FieldVector lit = null;
+    int litSlot = -1;
+    try {
+      for (int j = 0; j < nc; j++) {
+        slots.add(new ArrayList<>());
+        slotOf.add(new java.util.IdentityHashMap<>());
       }
-      Row row = rowObjs[k];
-      if (j < nkeys) {
-        if (row != null && row.keyRefs != null) {
-          long ref = row.keyRefs[j];
-          copy(sources.vector(ref), Sources.index(ref), out, k);
-        } else {
-          copy(keyPages[j][r / pageRows], r % pageRows, out, k);
+      for (int k = 0; k < cnt; k++) {
+        int r = rows[k];
+        Row row = rowObjs[k];
+        for (int j = 0; j < nc; j++) {
+          FieldVector v;
+          int i;
+          if ((j >= nkeys && !present[j]) || (want != null && want[j] != null && !want[j][k])
+              || (j == seqOut && row != null && !row.hasSeq)) {
+            if (nullSlot[j] < 0) {
+              FieldVector nv = out[j].getField().createVector(allocator);
+              temp.add(nv);
+              nv.setInitialCapacity(1);
+              nv.allocateNew();
+              nv.setNull(0);
+              nv.setValueCount(1);
+              nullSlot[j] = slots.get(j).size();
+              slots.get(j).add(nv);
+            }
+            which[j][k] = nullSlot[j];
+            continue;
+          } else if (j < nkeys) {
+            if (row != null && row.keyRefs != null) {
+              long ref = row.keyRefs[j];
+              v = sources.vector(ref);
+              i = Sources.index(ref);
+            } else {
+              v = keyPages[j][r / pageRows];
+              i = r % pageRows;
+            }
+          } else if (row == null) {
+            which[j][k] = -1;
+            idx[j][k] = r;
+            continue;
+          } else if (j == seqOut) {
+            if (lit == null) {
+              lit = out[j].getField().createVector(allocator);
+              temp.add(lit);
+              lit.setInitialCapacity(cnt);
+              lit.allocateNew();
+              lit.setValueCount(cnt);
+              litSlot = slots.get(j).size();
+              slots.get(j).add(lit);
+            }
+            ((BaseIntVector) lit).setWithPossibleTruncate(k, row.seq);
+            which[j][k] = litSlot;
+            idx[j][k] = k;
+            continue;
+          } else if (row.refs[j] >= 0) {
+            long ref = row.refs[j];
+            v = sources.vector(ref);
+            i = Sources.index(ref);
+          } else if (row.fresh) {
+            long ref = defaults[j];
+            v = sources.vector(ref);
+            i = Sources.index(ref);
+          } else if (early != null && early[j] != null && earlyIdx[k] >= 0) {
+            v = early[j];
+            i = earlyIdx[k];
+          } else {
+            which[j][k] = -1;
+            idx[j][k] = r;
+            continue;
+          }
+          if (v != lastV[j]) {
+            Integer sl = slotOf.get(j).get(v);
+            if (sl == null) {
+              sl = slots.get(j).size();
+              slots.get(j).add(v);
+              slotOf.get(j).put(v, sl);
+            }
+            lastV[j] = v;
+            lastS[j] = sl;
+          }
+          which[j][k] = lastS[j];
+          idx[j][k] = i;
         }
-      } else if (row == null) {
-        base[j].copy(r, out, k);
-      } else if (j == seqOut) {
-        if (row.hasSeq) ((BaseIntVector) out).setWithPossibleTruncate(k, row.seq);
-        else setNull(out, k);
-      } else if (row.refs[j] >= 0) {
-        long ref = row.refs[j];
-        copy(sources.vector(ref), Sources.index(ref), out, k);
-      } else if (row.fresh) {
-        long ref = defaults[j];
-        copy(sources.vector(ref), Sources.index(ref), out, k);
-      } else if (early != null && earlyIdx[k] >= 0) {
-        copy(early, earlyIdx[k], out, k);
-      } else {
-        base[j].copy(r, out, k);
       }
+      // Pass 2, column by column: the snapshot's cells from its pages (those of one column open
+      // at a time), then the column gathered.
+      for (int j = 0; j < nc; j++) {
+        Map<Integer, FieldVector> open = new HashMap<>();
+        try {
+          List<FieldVector> sl = slots.get(j);
+          int[] w = which[j];
+          int[] ix = idx[j];
+          FieldVector last = null;
+          int lastSlot = -1;
+          for (int k = 0; k < cnt; k++) {
+            if (w[k] >= 0) continue;
+            int r = ix[k];
+            FieldVector v = base[j].vectorOf(r, open);
+            if (v != last) {
+              Integer s2 = slotOf.get(j).get(v);
+              if (s2 == null) {
+                s2 = sl.size();
+                sl.add(v);
+                slotOf.get(j).put(v, s2);
+              }
+              last = v;
+              lastSlot = s2;
+            }
+            w[k] = lastSlot;
+            ix[k] = base[j].indexOf(r);
+          }
+          gather(sl.toArray(new FieldVector[0]), w, ix, cnt, out[j]);
+        } finally {
+          for (FieldVector t : open.values()) t.close();
+        }
+      }
+    } finally {
+      for (FieldVector t : temp) t.close();
     }
   }
 
