@@ -17,7 +17,7 @@ import org.roaringbitmap.RoaringBitmap;
 
 /**
  * One bucket's state at one version, for the change feed: a snapshot's rows (their pages read on
- * demand, one page per column held at a time) plus what segments' events did to the keys they
+ * demand, one column's at a time) plus what segments' events did to the keys they
  * name, applied with the rules of docs/format.md §14.4 one event at a time; or (§12) only the
  * rows a version's stored pre-images hold. Only the keys of the segments it will apply are looked
  * up (one pass over the key pages). Cells are written into the caller's vectors of the output
@@ -73,46 +73,6 @@ final class ChangeState implements AutoCloseable {
       vectors = new FieldVector[16];
       size = 0;
     }
-  }
-
-  /**
-   * Copies cell i of {@code from} to cell k of {@code to} (same type) by its bytes, without
-   * Arrow's per-call checks: fixed-width values when {@code to} has room for k; variable-width
-   * ones when {@code to} is written in index order from 0 (by this and {@link #setNull} only).
-   * Else copyFromSafe.
-   */
-  static void copy(FieldVector from, int i, FieldVector to, int k) {
-    int w = from instanceof BaseFixedWidthVector && !(from instanceof BitVector) && from.getClass() == to.getClass()
-        ? ((BaseFixedWidthVector) from).getTypeWidth() : 0;
-    if (w == 0 || k >= ((BaseFixedWidthVector) to).getValueCapacity()) {
-      if (from instanceof BaseVariableWidthVector && from.getClass() == to.getClass()
-          && ((BaseVariableWidthVector) to).getLastSet() == k - 1) {
-        copyVar((BaseVariableWidthVector) from, i, (BaseVariableWidthVector) to, k);
-      } else {
-        to.copyFromSafe(i, k, from);
-      }
-      return;
-    }
-    long tv = to.getValidityBufferAddress() + (k >> 3);
-    byte tb = MemoryUtil.getByte(tv);
-    if ((MemoryUtil.getByte(from.getValidityBufferAddress() + (i >> 3)) >> (i & 7) & 1) == 0) {
-      MemoryUtil.putByte(tv, (byte) (tb & ~(1 << (k & 7))));
-      return;
-    }
-    long src = from.getDataBufferAddress() + (long) i * w;
-    long dst = to.getDataBufferAddress() + (long) k * w;
-    switch (w) {
-      case 8: MemoryUtil.putLong(dst, MemoryUtil.getLong(src)); break;
-      case 4: MemoryUtil.putInt(dst, MemoryUtil.getInt(src)); break;
-      case 2: MemoryUtil.putShort(dst, MemoryUtil.getShort(src)); break;
-      case 1: MemoryUtil.putByte(dst, MemoryUtil.getByte(src)); break;
-      case 16:
-        MemoryUtil.putLong(dst, MemoryUtil.getLong(src));
-        MemoryUtil.putLong(dst + 8, MemoryUtil.getLong(src + 8));
-        break;
-      default: MemoryUtil.copyMemory(src, dst, w);
-    }
-    MemoryUtil.putByte(tv, (byte) (tb | (1 << (k & 7))));
   }
 
   /**
@@ -200,37 +160,6 @@ final class ChangeState implements AutoCloseable {
     t.setValueCount(n);
   }
 
-  /** Appends cell i of {@code from} (or a null: {@code from} null) as cell k, the next one, of {@code to}. */
-  private static void copyVar(BaseVariableWidthVector from, int i, BaseVariableWidthVector to, int k) {
-    boolean valid = from != null
-        && (MemoryUtil.getByte(from.getValidityBufferAddress() + (i >> 3)) >> (i & 7) & 1) != 0;
-    int s = 0;
-    int len = 0;
-    if (valid) {
-      long fo = from.getOffsetBufferAddress() + 4L * i;
-      s = MemoryUtil.getInt(fo);
-      len = MemoryUtil.getInt(fo + 4) - s;
-    }
-    while (k + 1 >= to.getValueCapacity()) to.reallocValidityAndOffsetBuffers();
-    int start = MemoryUtil.getInt(to.getOffsetBufferAddress() + 4L * k);
-    while (to.getDataBuffer().capacity() < (long) start + len) to.reallocDataBuffer();
-    if (len > 0) MemoryUtil.copyMemory(from.getDataBufferAddress() + s, to.getDataBufferAddress() + start, len);
-    MemoryUtil.putInt(to.getOffsetBufferAddress() + 4L * (k + 1), start + len);
-    long tv = to.getValidityBufferAddress() + (k >> 3);
-    byte tb = MemoryUtil.getByte(tv);
-    MemoryUtil.putByte(tv, (byte) (valid ? tb | (1 << (k & 7)) : tb & ~(1 << (k & 7))));
-    to.setLastSet(k);
-  }
-
-  /** Sets cell k of {@code to} null (a variable-width vector written in index order: see {@link #copy}). */
-  static void setNull(FieldVector to, int k) {
-    if (to instanceof BaseVariableWidthVector && ((BaseVariableWidthVector) to).getLastSet() == k - 1) {
-      copyVar(null, 0, (BaseVariableWidthVector) to, k);
-    } else {
-      to.setNull(k);
-    }
-  }
-
   /** What applying one version's segment did, per row (for its records). */
   static final class Track {
     /** Rows the version's events named (existing or created), in first-named order. */
@@ -254,14 +183,12 @@ final class ChangeState implements AutoCloseable {
     }
   }
 
-  /** A snapshot column's pages, read on demand (one held at a time). */
+  /** A snapshot column's pages, read on demand, and its default. */
   private final class BaseCol {
     final Column col;
     final List<Manifest.Loc> locs;
     final long coverage;
     final FieldVector dflt;
-    int heldPage = -1;
-    FieldVector held;
 
     BaseCol(Column col, List<Manifest.Loc> locs) {
       this.col = col;
@@ -272,23 +199,7 @@ final class ChangeState implements AutoCloseable {
       this.dflt = Vectors.defaultVector(col, allocator);
     }
 
-    /** Writes base row r's value into out[k]. */
-    void copy(int r, FieldVector out, int k) throws CdcSinkFormatException {
-      if (r < baseRows && r < coverage) {
-        int p = r / pageRows;
-        if (p != heldPage) {
-          if (held != null) held.close();
-          held = null;
-          held = files.page(locs.get(p), col);
-          heldPage = p;
-        }
-        ChangeState.copy(held, r - p * pageRows, out, k);
-      } else {
-        ChangeState.copy(dflt, 0, out, k);
-      }
-    }
-
-    /** The vector holding base row r's value (a page kept open until {@link #closeOpen}, or the default) and r's index in it. */
+    /** The vector holding base row r's value: its page (read into {@code open} when not there: the caller closes them), or the default. */
     FieldVector vectorOf(int r, Map<Integer, FieldVector> open) throws CdcSinkFormatException {
       if (r < baseRows && r < coverage) {
         int p = r / pageRows;
@@ -306,24 +217,7 @@ final class ChangeState implements AutoCloseable {
       return r < baseRows && r < coverage ? r % pageRows : 0;
     }
 
-    /** Base row r's value as a long (an integer column), or null. */
-    Long asLong(int r) throws CdcSinkFormatException {
-      FieldVector one = TableSchema.field(col).createVector(allocator);
-      try {
-        one.setInitialCapacity(1);
-        one.allocateNew();
-        copy(r, one, 0);
-        one.setValueCount(1);
-        return one.isNull(0) ? null : ((BaseIntVector) one).getValueAsLong(0);
-      } finally {
-        one.close();
-      }
-    }
-
     void release() {
-      if (held != null) held.close();
-      held = null;
-      heldPage = -1;
       dflt.close();
     }
   }
@@ -422,12 +316,24 @@ final class ChangeState implements AutoCloseable {
         found.add(r);
       }
     }
-    if (seqBase != null) {
+    if (seqBase != null) { // their sequences, page by page
       found.sort((a, b) -> Integer.compare(a.id, b.id));
-      for (Row r : found) {
-        Long q = seqBase.asLong(r.id);
-        r.hasSeq = q != null;
-        r.seq = q == null ? 0 : q;
+      Map<Integer, FieldVector> open = new HashMap<>();
+      try {
+        int lastPage = -1;
+        for (Row r : found) {
+          if (r.id / pageRows != lastPage) {
+            for (FieldVector x : open.values()) x.close();
+            open.clear();
+            lastPage = r.id / pageRows;
+          }
+          FieldVector v = seqBase.vectorOf(r.id, open);
+          int i = seqBase.indexOf(r.id);
+          r.hasSeq = !v.isNull(i);
+          r.seq = r.hasSeq ? ((BaseIntVector) v).getValueAsLong(i) : 0;
+        }
+      } finally {
+        for (FieldVector x : open.values()) x.close();
       }
     }
   }

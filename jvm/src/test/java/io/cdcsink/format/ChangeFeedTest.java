@@ -1,6 +1,5 @@
 package io.cdcsink.format;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -132,50 +131,50 @@ class ChangeFeedTest {
   }
 
   @Test
-  void cellCopiesEqualArrowsCopyFromSafe() {
+  void gatheredCellsEqualArrowsCopyFromSafe() {
     try (BufferAllocator a = new RootAllocator();
-         VarCharVector from = new VarCharVector("s", a);
-         VarCharVector ours = new VarCharVector("s", a);
-         VarCharVector arrows = new VarCharVector("s", a);
-         BigIntVector lf = new BigIntVector("l", a);
-         BigIntVector lt = new BigIntVector("l", a)) {
+         VarCharVector s0 = new VarCharVector("s", a);
+         VarCharVector s1 = new VarCharVector("s", a);
+         BigIntVector l0 = new BigIntVector("l", a);
+         BigIntVector l1 = new BigIntVector("l", a)) {
       String[] vals = {"a", null, "", "ünï ünï ünï ünï ünï ünï ünï ünï", null, "z".repeat(5000)};
-      from.allocateNew();
-      lf.allocateNew();
+      for (VarCharVector v : new VarCharVector[] {s0, s1}) v.allocateNew();
+      for (BigIntVector v : new BigIntVector[] {l0, l1}) v.allocateNew();
       for (int i = 0; i < vals.length; i++) {
         if (vals[i] == null) {
-          from.setNull(i);
-          lf.setNull(i);
+          s0.setNull(i);
+          l0.setNull(i);
         } else {
-          from.setSafe(i, vals[i].getBytes(StandardCharsets.UTF_8));
-          lf.setSafe(i, i * 1000L);
+          s0.setSafe(i, vals[i].getBytes(StandardCharsets.UTF_8));
+          l0.setSafe(i, i * 1000L);
         }
+        s1.setSafe(i, ("other " + i).getBytes(StandardCharsets.UTF_8));
+        l1.setSafe(i, -i);
       }
-      from.setValueCount(vals.length);
-      lf.setValueCount(vals.length);
-      ours.setInitialCapacity(1);
-      ours.allocateNew();
-      arrows.allocateNew();
-      lt.setInitialCapacity(50);
-      lt.allocateNew();
-      int[] order = {5, 1, 3, 0, 2, 4, 5, 5, 3, 1};
-      for (int k = 0; k < 40; k++) { // past the first allocation: buffers grow on the way
-        int i = order[k % order.length];
-        if (k % 7 == 6) {
-          ChangeState.setNull(ours, k);
-          arrows.setNull(k);
-        } else {
-          ChangeState.copy(from, i, ours, k);
-          arrows.copyFromSafe(i, k, from);
+      for (org.apache.arrow.vector.FieldVector v : new org.apache.arrow.vector.FieldVector[] {s0, s1, l0, l1}) {
+        v.setValueCount(vals.length);
+      }
+      int n = 40;
+      int[] which = new int[n];
+      int[] idx = new int[n];
+      for (int k = 0; k < n; k++) {
+        which[k] = k % 3 == 0 ? 1 : 0;
+        idx[k] = (k * 5) % vals.length;
+      }
+      org.apache.arrow.vector.FieldVector[][] pairs = {{s0, s1}, {l0, l1}};
+      for (org.apache.arrow.vector.FieldVector[] src : pairs) {
+        try (org.apache.arrow.vector.FieldVector ours = src[0].getField().createVector(a);
+             org.apache.arrow.vector.FieldVector arrows = src[0].getField().createVector(a)) {
+          ChangeState.gather(src, which, idx, n, ours);
+          arrows.allocateNew();
+          for (int k = 0; k < n; k++) arrows.copyFromSafe(idx[k], k, src[which[k]]);
+          arrows.setValueCount(n);
+          assertEquals(n, ours.getValueCount());
+          for (int k = 0; k < n; k++) {
+            assertEquals(arrows.isNull(k), ours.isNull(k));
+            if (!arrows.isNull(k)) assertEquals(arrows.getObject(k), ours.getObject(k));
+          }
         }
-        ChangeState.copy(lf, i, lt, k);
-        assertEquals(lf.getObject(i), lt.getObject(k));
-      }
-      ours.setValueCount(40);
-      arrows.setValueCount(40);
-      for (int k = 0; k < 40; k++) {
-        assertEquals(arrows.isNull(k), ours.isNull(k));
-        if (!arrows.isNull(k)) assertArrayEquals(arrows.get(k), ours.get(k));
       }
     }
   }
