@@ -70,6 +70,41 @@ class ChangeFeedTest {
   }
 
   @Test
+  void aRangeGcCollectsWhileReadingIsNotRetainedAndAMissingFileOfARetainedOneIsDamage(
+      @org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+    Path copy = tmp.resolve("t");
+    copyTree(Paths.get(TABLE), copy);
+    ChangePlan p = ChangePlan.resolve(copy.toString(), CONF, 0, 4, null, false);
+    Path wal = copy.resolve("_wal").resolve("0");
+    Path victim;
+    try (java.util.stream.Stream<Path> files = java.nio.file.Files.list(wal)) {
+      victim = files.sorted().findFirst().orElseThrow();
+    }
+    java.nio.file.Files.delete(victim); // a retained version's file gone: damage, naming it
+    BucketReader.FormatRuntimeException damage = assertThrows(BucketReader.FormatRuntimeException.class,
+        () -> perVersion(List.of(p.bucket(0))));
+    assertFalse(damage.format() instanceof VersionNotRetainedException);
+    assertTrue(damage.getMessage().contains(copy.relativize(victim).toString()), damage.getMessage());
+    // GC's checkpoint at 3 moves the oldest readable version past the range's start.
+    java.nio.file.Files.write(copy.resolve("_log").resolve(String.format("_checkpoint.%020d.json", 3)), new byte[0]);
+    BucketReader.FormatRuntimeException gone = assertThrows(BucketReader.FormatRuntimeException.class,
+        () -> perVersion(List.of(p.bucket(0))));
+    assertTrue(gone.format() instanceof VersionNotRetainedException, gone.getMessage());
+    assertTrue(gone.getMessage().contains("the oldest readable version is 3"), gone.getMessage());
+    assertEquals(3, ((VersionNotRetainedException) gone.format()).oldestReadable());
+  }
+
+  private static void copyTree(Path from, Path to) throws java.io.IOException {
+    try (java.util.stream.Stream<Path> all = java.nio.file.Files.walk(from)) {
+      for (Path x : (Iterable<Path>) all::iterator) {
+        Path t = to.resolve(from.relativize(x).toString());
+        if (java.nio.file.Files.isDirectory(x)) java.nio.file.Files.createDirectories(t);
+        else java.nio.file.Files.copy(x, t);
+      }
+    }
+  }
+
+  @Test
   void aSerializedBucketPlanReadsTheSameRecords() throws Exception {
     ChangePlan p = ChangePlan.resolve(TABLE, CONF, 0, 4, null, true);
     List<ChangeBucketPlan> copies = new ArrayList<>();
