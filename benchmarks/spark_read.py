@@ -27,8 +27,10 @@ committed after the queries above, and its changes are read whole (every column,
 to Spark's ``noop`` sink) through ``spark.read...option("readChangeFeed", "true")`` on the
 connector and on the Python source, and as ``Table.changes(v - 1, v)`` in this process
 (an Arrow table) of the same ``Table`` each run (its caches warm, as a long-lived reader
-has them) and of one opened for the run ("new"), alternated as above. ``--feed-only``
-skips the snapshot queries.
+has them) and of one opened for the run ("new"), alternated as above after two warm-up
+rounds (the JIT compiles the reader's code over its first runs); this process's CPU
+seconds (``Table.changes`` runs in it) are printed beside the JVM's. ``--feed-only`` skips
+the snapshot queries.
 
 The JVM's CPU seconds (its process's user + system time, from /proc) over the same runs
 are printed beside; the Python source's workers are processes of their own and not in
@@ -274,30 +276,35 @@ def change_feed_case(
     counted = spark.read.format("cdc_sink").option("readChangeFeed", "true")
     counted = counted.option("startingVersion", v).option("endingVersion", v).load(path)
     assert counted.count() == expected
-    for run in runs.values():  # warm-up
-        run()
+    for _ in range(2):  # warm-up: the JIT compiles the reader's code over its first runs
+        for run in runs.values():
+            run()
     wall: dict[str, list[float]] = {n: [] for n in runs}
     cpu: dict[str, list[float]] = {n: [] for n in runs}
+    py_cpu: dict[str, list[float]] = {n: [] for n in runs}
     for _ in range(repeat):
         for name, run in runs.items():
-            c0, w0 = _jvm_cpu_s(jvm_pid), time.perf_counter()
+            c0, p0, w0 = _jvm_cpu_s(jvm_pid), time.process_time(), time.perf_counter()
             run()
             wall[name].append(time.perf_counter() - w0)
             cpu[name].append(_jvm_cpu_s(jvm_pid) - c0)
+            py_cpu[name].append(time.process_time() - p0)
     base = statistics.median(wall["Table.changes"])
     print(f"change feed of version {v} ({expected:,} records)")
     for n in runs:
         med = statistics.median(wall[n])
         each = ", ".join(f"{w:.3f}" for w in wall[n])
         print(
-            f"  {n:18s} median {med:6.3f} s  (runs {each})"
-            f"  JVM CPU {statistics.median(cpu[n]):6.2f} s  {med / base:5.2f}x Table.changes"
+            f"  {n:19s} median {med:6.3f} s  (runs {each})  JVM CPU"
+            f" {statistics.median(cpu[n]):5.2f} s  this process's CPU"
+            f" {statistics.median(py_cpu[n]):5.2f} s  {med / base:5.2f}x Table.changes"
         )
     return {
         n: {
             "median_s": statistics.median(wall[n]),
             "wall_s": wall[n],
             "jvm_cpu_median_s": statistics.median(cpu[n]),
+            "python_cpu_median_s": statistics.median(py_cpu[n]),
             "records": expected,
         }
         for n in runs
