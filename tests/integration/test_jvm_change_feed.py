@@ -252,6 +252,8 @@ def test_a_collected_range_names_the_oldest_version(
 def test_a_stream_of_the_feed_is_read_by_the_python_source(
     jvm_spark: SparkSession, table: Table
 ) -> None:
+    """The connector's change-feed table reads batches only: a stream runs only if the
+    provider handed it to the Python source."""
     df = (
         jvm_spark.readStream.format("cdc_sink")
         .option("readChangeFeed", "true")
