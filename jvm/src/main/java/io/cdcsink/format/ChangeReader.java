@@ -206,13 +206,13 @@ public final class ChangeReader implements AutoCloseable {
       bringTo(v);
       int[] rows = main.liveRows();
       BitSet none = new BitSet();
-      emitAll(main, v, rows, none, main.live, null, null, null);
+      emitAll(main, v, rows, none, main.live, null, null);
       return;
     }
     if (kind == ChangePlan.SCHEMA) {
       bringTo(v - 1);
       int[] rows = main.liveRows();
-      emitAll(main, v, rows, main.live, main.live, null, null, null);
+      emitAll(main, v, rows, main.live, main.live, null, null);
       main.at = v;
       return;
     }
@@ -306,7 +306,7 @@ public final class ChangeReader implements AutoCloseable {
         gone.andNot(st.live);
         cand.or(gone);
       }
-      emitAll(st, v, cand.stream().toArray(), before, st.live, early, track, null);
+      emitAll(st, v, cand.stream().toArray(), before, st.live, early, track);
     } finally {
       if (early != null) early.close();
     }
@@ -383,7 +383,7 @@ public final class ChangeReader implements AutoCloseable {
    * where it holds the row, else from {@code st} as of v - 1; images after from {@code st}.
    */
   private void emitAll(ChangeState st, long v, int[] rows, BitSet before, BitSet after, Captured early,
-                       ChangeState.Track track, Object unused) throws CdcSinkFormatException {
+                       ChangeState.Track track) throws CdcSinkFormatException {
     boolean[] preP = present(Math.max(v - 1, plan.start));
     boolean[] postP = present(v);
     for (int from = 0; from < rows.length; from += CHUNK) {
