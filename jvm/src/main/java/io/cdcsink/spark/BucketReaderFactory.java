@@ -9,7 +9,11 @@ import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.util.SerializableConfiguration;
 
-/** Creates the readers of the buckets on the executors: columnar, Arrow vectors as they are. */
+/**
+ * Creates the readers of the buckets on the executors: columnar, Arrow vectors as they are. A
+ * bucket is one of a version ({@link BucketPartition}: its live rows) or of a change feed
+ * ({@link ChangeFeedPartition}: its change records; no count column, no filters).
+ */
 final class BucketReaderFactory implements PartitionReaderFactory {
   private static final long serialVersionUID = 1L;
 
@@ -33,6 +37,9 @@ final class BucketReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+    if (partition instanceof ChangeFeedPartition changes) {
+      return new BucketBatchReader(changes, conf.value().value(), columns);
+    }
     BucketPartition p = (BucketPartition) partition;
     return new BucketBatchReader(p, conf.value().value(), columns, countBy, filters);
   }
@@ -43,7 +50,7 @@ final class BucketReaderFactory implements PartitionReaderFactory {
   }
 
   /** The rows of a columnar reader (for a plan that asks for rows). */
-  static final class RowReader implements PartitionReader<InternalRow> {
+  private static final class RowReader implements PartitionReader<InternalRow> {
     private final PartitionReader<ColumnarBatch> batches;
     private java.util.Iterator<InternalRow> rows = java.util.Collections.emptyIterator();
     private InternalRow row;

@@ -54,7 +54,7 @@ public final class ChangeFeedOptions implements Serializable {
 
   /** Whether the options ask for the change feed. @throws IllegalArgumentException not a boolean */
   public static boolean wanted(Map<String, String> options) {
-    return flag(lower(options), "readChangeFeed");
+    return flag(ReadOptions.lower(options), "readChangeFeed");
   }
 
   /**
@@ -75,7 +75,7 @@ public final class ChangeFeedOptions implements Serializable {
       return l.equals("columns") || l.equals("versionasof") || l.equals("timestampasof");
     });
     ReadOptions read = ReadOptions.parse(table);
-    Map<String, String> o = lower(options);
+    Map<String, String> o = ReadOptions.lower(options);
     Long[] bounds = new Long[4];
     bound(o, "starting", bounds, 0);
     if (bounds[0] == null && bounds[1] == null) {
@@ -84,7 +84,7 @@ public final class ChangeFeedOptions implements Serializable {
     }
     bound(o, "ending", bounds, 2);
     List<String> cols = columns;
-    String raw = given(o.get("columns"));
+    String raw = ReadOptions.given(o.get("columns"));
     if (cols == null && raw != null) {
       cols = new ArrayList<>();
       for (String c : raw.split(",", -1)) {
@@ -128,7 +128,7 @@ public final class ChangeFeedOptions implements Serializable {
 
   private static void bound(Map<String, String> o, String which, Long[] out, int at) {
     String name = which + "Version";
-    String v = given(o.get(name.toLowerCase(Locale.ROOT)));
+    String v = ReadOptions.given(o.get(name.toLowerCase(Locale.ROOT)));
     Long version = null;
     if (v != null) {
       try {
@@ -138,7 +138,7 @@ public final class ChangeFeedOptions implements Serializable {
             "cdc_sink: " + name + " must be an integer, got " + repr(v));
       }
     }
-    String t = given(o.get((which + "Timestamp").toLowerCase(Locale.ROOT)));
+    String t = ReadOptions.given(o.get((which + "Timestamp").toLowerCase(Locale.ROOT)));
     if (version != null && t != null) {
       throw new IllegalArgumentException(
           "cdc_sink: give " + which + "Version or " + which + "Timestamp, not both");
@@ -157,7 +157,7 @@ public final class ChangeFeedOptions implements Serializable {
   }
 
   private static boolean flag(Map<String, String> lowered, String name) {
-    String raw = given(lowered.get(name.toLowerCase(Locale.ROOT)));
+    String raw = ReadOptions.given(lowered.get(name.toLowerCase(Locale.ROOT)));
     String v = raw == null ? "false" : raw.toLowerCase(Locale.ROOT);
     if (!v.equals("true") && !v.equals("false")) {
       throw new IllegalArgumentException(
@@ -172,16 +172,6 @@ public final class ChangeFeedOptions implements Serializable {
       return "\"" + s + "\"";
     }
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'";
-  }
-
-  private static String given(String raw) {
-    return raw == null || raw.strip().isEmpty() ? null : raw.strip();
-  }
-
-  private static Map<String, String> lower(Map<String, String> options) {
-    Map<String, String> out = new HashMap<>();
-    options.forEach((k, v) -> out.put(k.toLowerCase(Locale.ROOT), v));
-    return out;
   }
 
   @Override

@@ -265,7 +265,7 @@ public final class ChangeFeedTable implements SupportsRead {
     public PartitionReaderFactory createReaderFactory() {
       Broadcast<SerializableConfiguration> conf = SerializableConfiguration.broadcast(
           SparkSession.active().sparkContext(), options.table.hadoopConf(SparkHadoop.sessionConf()));
-      return new ChangeFeedReaderFactory(conf, Arrays.asList(read.fieldNames()));
+      return new BucketReaderFactory(conf, Arrays.asList(read.fieldNames()), null, List.of());
     }
   }
 }

@@ -209,11 +209,13 @@ public final class ReadOptions implements Serializable {
     return "s3a" + raw.substring(scheme.length());
   }
 
-  private static String given(String raw) {
+  /** {@code raw} stripped, or null when absent or blank. */
+  static String given(String raw) {
     return raw == null || raw.strip().isEmpty() ? null : raw.strip();
   }
 
-  private static Map<String, String> lower(Map<String, String> options) {
+  /** {@code options} with lower-case keys. */
+  static Map<String, String> lower(Map<String, String> options) {
     Map<String, String> out = new HashMap<>();
     options.forEach((k, v) -> out.put(k.toLowerCase(Locale.ROOT), v));
     return out;
