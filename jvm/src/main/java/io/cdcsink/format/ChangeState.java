@@ -703,17 +703,21 @@ final class ChangeState implements AutoCloseable {
     keyPages = new FieldVector[0][];
   }
 
-  /** A set of longs (open addressing), to probe many keys without boxing them. */
+  /**
+   * A set of longs (open addressing, one array: an empty slot holds {@link Long#MIN_VALUE}, which
+   * is kept apart), to probe many keys without boxing them.
+   */
   static final class LongSet {
+    private static final long EMPTY = Long.MIN_VALUE;
     private final long[] keys;
-    private final boolean[] used;
     private final int mask;
+    private boolean hasEmpty;
 
     LongSet(int n) {
       int cap = 4;
       while (cap < 2 * n) cap <<= 1;
       keys = new long[cap];
-      used = new boolean[cap];
+      java.util.Arrays.fill(keys, EMPTY);
       mask = cap - 1;
     }
 
@@ -723,19 +727,24 @@ final class ChangeState implements AutoCloseable {
     }
 
     void add(long k) {
+      if (k == EMPTY) {
+        hasEmpty = true;
+        return;
+      }
       int i = slot(k) & mask;
-      while (used[i]) {
+      while (keys[i] != EMPTY) {
         if (keys[i] == k) return;
         i = (i + 1) & mask;
       }
-      used[i] = true;
       keys[i] = k;
     }
 
     boolean contains(long k) {
+      if (k == EMPTY) return hasEmpty;
       int i = slot(k) & mask;
-      while (used[i]) {
-        if (keys[i] == k) return true;
+      long x;
+      while ((x = keys[i]) != EMPTY) {
+        if (x == k) return true;
         i = (i + 1) & mask;
       }
       return false;
