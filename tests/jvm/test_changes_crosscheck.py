@@ -32,12 +32,12 @@ from tests.jvm.test_format_crosscheck import (
     SCRIPTED,
     SEEDED,
     _classpath,
-    _executors_apply,
     _flip,
+    random_steps,
     write_all_types,
     write_no_seq,
 )
-from tests.strategies import WIDER, events, key_pool, schemas, type_name
+from tests.strategies import key_pool, schemas
 
 #: Random tables of the hypothesis-driven test (more for a longer local run).
 EXAMPLES = int(os.environ.get("CDC_SINK_JVM_CHANGE_EXAMPLES", "12"))
@@ -172,35 +172,7 @@ def test_random_tables_changes_equal(tmp_path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
         t = create_table(path, schema, options=opts)
         worker = open_table(path, options=opts) if data.draw(st.booleans()) else None
-        for _ in range(data.draw(st.integers(2, 7))):
-            step = data.draw(
-                st.sampled_from(
-                    ["apply", "apply", "apply", "compact", "widen", "add", "rename", "drop"]
-                )
-            )
-            s = t.schema
-            values = [c.name for c in s.value_columns if c.name != s.sequence_column]
-            if step == "compact":
-                t.compact()
-            elif step == "widen":
-                wide = [n for n in values if type_name(s, n) in WIDER]
-                if wide:
-                    n = data.draw(st.sampled_from(wide))
-                    t.widen_column(n, data.draw(st.sampled_from(WIDER[type_name(s, n)])))
-            elif step == "add":
-                t.add_column(
-                    f"a{s.schema_id}", "int16", default=data.draw(st.sampled_from([None, 5]))
-                )
-            elif step == "rename" and values:
-                t.rename_column(data.draw(st.sampled_from(values)), f"r{s.schema_id}")
-            elif step == "drop" and len(values) > 1:
-                t.drop_column(data.draw(st.sampled_from(values)))
-            else:
-                evs = data.draw(events(s, keys, truncates=True))
-                if worker is None:
-                    t.apply(evs)
-                else:
-                    _executors_apply(t, worker, evs)
+        random_steps(data, t, worker, keys, data.draw(st.integers(2, 7)))
         made.append(path)
 
     build()

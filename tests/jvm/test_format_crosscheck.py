@@ -292,6 +292,41 @@ def test_scripted_tables_and_fixtures_read_equal(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ random tables
 
 
+def random_steps(
+    data: st.DataObject, t: Table, worker: Table | None, keys: Any, steps: int
+) -> None:
+    """Draws and runs ``steps`` random steps on ``t``: applies of random events (through
+    ``worker`` as executors do when given), compactions and schema changes (widen, add,
+    rename, drop)."""
+    for _ in range(steps):
+        step = data.draw(
+            st.sampled_from(
+                ["apply", "apply", "apply", "compact", "widen", "add", "rename", "drop"]
+            )
+        )
+        s = t.schema
+        values = [c.name for c in s.value_columns if c.name != s.sequence_column]
+        if step == "compact":
+            t.compact()
+        elif step == "widen":
+            wide = [n for n in values if type_name(s, n) in WIDER]
+            if wide:
+                n = data.draw(st.sampled_from(wide))
+                t.widen_column(n, data.draw(st.sampled_from(WIDER[type_name(s, n)])))
+        elif step == "add":
+            t.add_column(f"a{s.schema_id}", "int16", default=data.draw(st.sampled_from([None, 5])))
+        elif step == "rename" and values:
+            t.rename_column(data.draw(st.sampled_from(values)), f"r{s.schema_id}")
+        elif step == "drop" and len(values) > 1:
+            t.drop_column(data.draw(st.sampled_from(values)))
+        else:
+            evs = data.draw(events(s, keys, truncates=True))
+            if worker is None:
+                t.apply(evs)
+            else:
+                _executors_apply(t, worker, evs)
+
+
 def test_random_tables_read_equal(tmp_path: Path) -> None:
     made: list[Path] = []
 
@@ -310,35 +345,7 @@ def test_random_tables_read_equal(tmp_path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
         t = create_table(path, schema, options=opts)
         worker = open_table(path, options=opts) if data.draw(st.booleans()) else None
-        for _ in range(data.draw(st.integers(1, 6))):
-            step = data.draw(
-                st.sampled_from(
-                    ["apply", "apply", "apply", "compact", "widen", "add", "rename", "drop"]
-                )
-            )
-            s = t.schema
-            values = [c.name for c in s.value_columns if c.name != s.sequence_column]
-            if step == "compact":
-                t.compact()
-            elif step == "widen":
-                wide = [n for n in values if type_name(s, n) in WIDER]
-                if wide:
-                    n = data.draw(st.sampled_from(wide))
-                    t.widen_column(n, data.draw(st.sampled_from(WIDER[type_name(s, n)])))
-            elif step == "add":
-                t.add_column(
-                    f"a{s.schema_id}", "int16", default=data.draw(st.sampled_from([None, 5]))
-                )
-            elif step == "rename" and values:
-                t.rename_column(data.draw(st.sampled_from(values)), f"r{s.schema_id}")
-            elif step == "drop" and len(values) > 1:
-                t.drop_column(data.draw(st.sampled_from(values)))
-            else:
-                evs = data.draw(events(s, keys, truncates=True))
-                if worker is None:
-                    t.apply(evs)
-                else:
-                    _executors_apply(t, worker, evs)
+        random_steps(data, t, worker, keys, data.draw(st.integers(1, 6)))
         made.append(path)
 
     build()
