@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.BaseIntVector;
 import org.apache.arrow.vector.BigIntVector;
@@ -100,20 +101,51 @@ final class Vectors {
   private static final java.lang.invoke.VarHandle LONGS =
       java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, java.nio.ByteOrder.LITTLE_ENDIAN);
 
-  /** Byte j of value i is stored at j*n + i; puts value i's bytes back at i*w .. i*w+w-1. */
+  /** A reused copy of the page being un-transposed (per thread: pages decode in parallel). */
+  private static final ThreadLocal<byte[]> SCRATCH = ThreadLocal.withInitial(() -> new byte[0]);
+
+  /**
+   * Byte j of value i is stored at j*n + i; puts value i's bytes back at i*w .. i*w+w-1, in
+   * place: the page is copied once into a reused array and written back value by value (no
+   * array per page: the garbage of a scan).
+   */
   static void untranspose(ArrowBuf buf, int n, int w) {
-    byte[] s = new byte[n * w];
-    buf.getBytes(0, s, 0, s.length);
-    byte[] d = untranspose(s, n, w);
-    buf.setBytes(0, d, 0, d.length);
+    int len = n * w;
+    if (buf.capacity() < len) {
+      throw new IllegalArgumentException("a byte-split buffer of " + buf.capacity() + " bytes holds no "
+          + n + " values of width " + w);
+    }
+    byte[] s = SCRATCH.get();
+    if (s.length < len) {
+      s = new byte[len];
+      SCRATCH.set(s);
+    }
+    buf.getBytes(0, s, 0, len);
+    untransposeTo(s, n, w, buf.memoryAddress());
+  }
+
+  /** The un-transposed bytes of n values of width w (a copy; the page reader works in place). */
+  static byte[] untranspose(byte[] src, int n, int w) {
+    java.nio.ByteBuffer out = java.nio.ByteBuffer.allocateDirect(Math.max(1, n * w));
+    untransposeTo(src, n, w, MemoryUtil.getByteBufferAddress(out));
+    byte[] dst = new byte[n * w];
+    out.get(dst);
+    return dst;
+  }
+
+  private static final boolean LITTLE = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN;
+
+  /** Stores {@code v} at {@code addr} little-endian (the values' order in Arrow's buffers). */
+  private static void putLE(long addr, long v) {
+    MemoryUtil.putLong(addr, LITTLE ? v : Long.reverseBytes(v));
   }
 
   /**
-   * The un-transposed bytes of n values of width w: eight values at a time, the w streams' next
-   * eight bytes are an 8x8 byte matrix, transposed in registers.
+   * Writes the un-transposed bytes of {@code src} (n values of width w) at memory address
+   * {@code dst}: eight values at a time, the w streams' next eight bytes are an 8x8 byte matrix,
+   * transposed in registers.
    */
-  static byte[] untranspose(byte[] src, int n, int w) {
-    byte[] dst = new byte[n * w];
+  private static void untransposeTo(byte[] src, int n, int w, long dst) {
     int i = 0;
     if (w == 8 || w == 4) {
       for (; i + 8 <= n; i += 8) {
@@ -145,28 +177,27 @@ final class Vectors {
         t = ((r2 >>> 32) ^ r6) & m4; r6 ^= t; r2 ^= t << 32;
         t = ((r3 >>> 32) ^ r7) & m4; r7 ^= t; r3 ^= t << 32;
         if (w == 8) {
-          int o = i * 8;
-          LONGS.set(dst, o, r0);
-          LONGS.set(dst, o + 8, r1);
-          LONGS.set(dst, o + 16, r2);
-          LONGS.set(dst, o + 24, r3);
-          LONGS.set(dst, o + 32, r4);
-          LONGS.set(dst, o + 40, r5);
-          LONGS.set(dst, o + 48, r6);
-          LONGS.set(dst, o + 56, r7);
+          long o = dst + i * 8L;
+          putLE(o, r0);
+          putLE(o + 8, r1);
+          putLE(o + 16, r2);
+          putLE(o + 24, r3);
+          putLE(o + 32, r4);
+          putLE(o + 40, r5);
+          putLE(o + 48, r6);
+          putLE(o + 56, r7);
         } else {
-          int o = i * 4;
-          LONGS.set(dst, o, (r0 & m4) | (r1 << 32));
-          LONGS.set(dst, o + 8, (r2 & m4) | (r3 << 32));
-          LONGS.set(dst, o + 16, (r4 & m4) | (r5 << 32));
-          LONGS.set(dst, o + 24, (r6 & m4) | (r7 << 32));
+          long o = dst + i * 4L;
+          putLE(o, (r0 & m4) | (r1 << 32));
+          putLE(o + 8, (r2 & m4) | (r3 << 32));
+          putLE(o + 16, (r4 & m4) | (r5 << 32));
+          putLE(o + 24, (r6 & m4) | (r7 << 32));
         }
       }
     }
-    for (int o = i * w; i < n; i++) {
-      for (int j = 0; j < w; j++) dst[o++] = src[j * n + i];
+    for (long o = dst + (long) i * w; i < n; i++) {
+      for (int j = 0; j < w; j++) MemoryUtil.putByte(o++, src[j * n + i]);
     }
-    return dst;
   }
 
   private static DecimalVector widenNarrowDecimal(BigIntVector v, int p, int s, BufferAllocator allocator) {
