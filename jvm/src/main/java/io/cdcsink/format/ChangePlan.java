@@ -92,8 +92,8 @@ public final class ChangePlan implements java.io.Serializable {
     if (!missing.isEmpty()) {
       List<String> have = new ArrayList<>();
       for (Column c : se.columns()) have.add(c.name());
-      throw new CdcSinkFormatException("changes: no column(s) " + missing + " in the schema at version " + end
-          + " (columns: " + have + "; a dropped column is absent from the feed)");
+      throw new CdcSinkFormatException("changes: no column(s) " + pyList(missing) + " in the schema at version "
+          + end + " (columns: " + pyList(have) + "; a dropped column is absent from the feed)");
     }
     List<Column> out = new ArrayList<>(se.keyColumns());
     for (String n : new LinkedHashSet<>(names)) if (!se.primaryKey().contains(n)) out.add(se.column(n));
@@ -210,4 +210,14 @@ public final class ChangePlan implements java.io.Serializable {
 
   /** Serializable: what an executor needs to read one bucket's changes. */
   public ChangeBucketPlan bucket(int b) { return buckets[b]; }
+
+  /** Names as the Python reader's messages show a list of them: {@code ['a', 'b']}. */
+  private static String pyList(List<String> names) {
+    StringBuilder b = new StringBuilder("[");
+    for (int i = 0; i < names.size(); i++) {
+      if (i > 0) b.append(", ");
+      b.append('\'').append(names.get(i).replace("\\", "\\\\").replace("'", "\\'")).append('\'');
+    }
+    return b.append(']').toString();
+  }
 }
