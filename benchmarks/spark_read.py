@@ -30,7 +30,9 @@ connector and on the Python source, and as ``Table.changes(v - 1, v)`` in this p
 has them) and of one opened for the run ("new"), alternated as above after two warm-up
 rounds (the JIT compiles the reader's code over its first runs); this process's CPU
 seconds (``Table.changes`` runs in it) are printed beside the JVM's. ``--feed-only`` skips
-the snapshot queries.
+the snapshot queries; ``--feed-images`` commits the version with its pre-images
+(``TableOptions.change_images``), which every reader then reads instead of the bucket's
+pages.
 
 The JVM's CPU seconds (its process's user + system time, from /proc) over the same runs
 are printed beside; the Python source's workers are processes of their own and not in
@@ -62,9 +64,11 @@ from cdc_sink import TableOptions
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import read_queries
+
 from tests.integration.bench_spark_read import parquet_copy
 
-N_COLUMNS = 20
+N_COLUMNS = read_queries.N_COLUMNS
 _TYPES = ("int64", "float64", "int32")
 
 
@@ -125,6 +129,11 @@ def main() -> None:
         "--feed-updates", type=int, default=None, help="keys the feed's version updates"
     )
     ap.add_argument("--feed-only", action="store_true", help="only the change-feed case")
+    ap.add_argument(
+        "--feed-images",
+        action="store_true",
+        help="commit the feed's version with its pre-images (TableOptions.change_images)",
+    )
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
 
@@ -156,14 +165,7 @@ def main() -> None:
         }
         if not args.no_python:
             frames["cdc_sink (Python)"] = lambda: spark.read.format(PYTHON_FORMAT).load(path)
-        cut = args.rows // 100
-        everything = ", ".join(["sum(id)"] + [f"sum(c{i})" for i in range(1, N_COLUMNS)])
-        queries: dict[str, str] = {
-            "full scan (sum of 20 columns)": f"SELECT {everything} FROM t",
-            "sum(c1)": "SELECT sum(c1) FROM t",
-            "1% of keys: sum(c1) WHERE id < rows/100": f"SELECT sum(c1) FROM t WHERE id < {cut}",
-            "count(*)": "SELECT count(*) FROM t",
-        }
+        queries = read_queries.queries(args.rows)
 
         def runner(df: Callable[[], Any], sql: str) -> Callable[[], Any]:
             def run() -> Any:
@@ -205,7 +207,14 @@ def main() -> None:
                 )
         feed_updates = args.rows // 20 if args.feed_updates is None else args.feed_updates
         results["change feed of one version"] = change_feed_case(
-            spark, path, args.rows, feed_updates, args.repeat, jvm_pid, not args.no_python
+            spark,
+            path,
+            args.rows,
+            feed_updates,
+            args.repeat,
+            jvm_pid,
+            not args.no_python,
+            args.feed_images,
         )
         spark.stop()
         load_after = os.getloadavg()
@@ -229,7 +238,14 @@ def main() -> None:
 
 
 def change_feed_case(
-    spark: Any, path: str, rows: int, updates: int, repeat: int, jvm_pid: int, python: bool
+    spark: Any,
+    path: str,
+    rows: int,
+    updates: int,
+    repeat: int,
+    jvm_pid: int,
+    python: bool,
+    images: bool = False,
 ) -> dict[str, Any]:
     """Commits one version (``updates`` keys' c1..c3 updated, rows/200 keys deleted and as
     many new keys inserted) and times reading its changes whole: the connector's and the Python
@@ -237,7 +253,7 @@ def change_feed_case(
     from cdc_sink.spark.source import PYTHON_FORMAT
 
     rng = np.random.default_rng(52)
-    table = cdc_sink.open_table(path)
+    table = cdc_sink.open_table(path, options=TableOptions(change_images=images))
     keys = rng.choice(rows, size=updates + rows // 200, replace=False)
     gone = len(keys) - updates
     ids = np.concatenate([keys, np.arange(rows, rows + gone)]).astype(np.int64)

@@ -121,8 +121,9 @@ def register(spark: SparkSession) -> str:
     Where the JVM connector's jar is on the session's classpath (``cdc-sink jars``;
     :func:`cdc_sink.spark.session.local_spark` puts it there), it owns the name
     ``cdc_sink`` (Spark refuses a Python source of a name a JVM source claims) and reads
-    snapshots itself; this Python source is then registered as :data:`PYTHON_FORMAT`,
-    which the connector hands the change feed to (``readChangeFeed``, batch and stream).
+    snapshots and the batch change feed itself; this Python source is then registered as
+    :data:`PYTHON_FORMAT`, which the connector hands streams of the change feed to
+    (``readStream`` with ``readChangeFeed``).
     Without the jar (Spark Connect to a server without it, a cluster without it) this
     Python source is ``cdc_sink``. Logs which one reads ``format("cdc_sink")``.
 
