@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import peers  # noqa: E402
-from spark_read import N_COLUMNS, build  # noqa: E402
+from spark_read import N_COLUMNS, _same, build  # noqa: E402
 
 
 def main() -> None:
@@ -60,7 +60,7 @@ def main() -> None:
             res = json.load(f)
         for qname, by in res["results"].items():
             pq_med = by["parquet"]["median_s"]
-            assert by["delta"]["answer"] == by["parquet"]["answer"], qname
+            assert _same(by["delta"]["answer"], by["parquet"]["answer"]), qname
             print(qname)
             for n, r in by.items():
                 each = ", ".join(f"{w:.3f}" for w in r["wall_s"])

@@ -70,7 +70,7 @@ def main(pq_path: str, delta_path: str, repeat: int, out: str) -> None:
                 "median_s": statistics.median(wall[n]),
                 "wall_s": wall[n],
                 "jvm_cpu_median_s": statistics.median(cpu[n]),
-                "answer": [list(map(str, r)) for r in answers[n]],
+                "answer": [list(r) for r in answers[n]],
             }
             for n in frames
         }

@@ -131,9 +131,6 @@ public final class DumpChanges {
         }
       }
     }
-    walls.sort(null);
-    cpus.sort(null);
-    System.out.printf("median of %d: %.3f s wall, %.3f s CPU%n", walls.size(), walls.get(walls.size() / 2),
-        cpus.get(cpus.size() / 2));
+    ScanBench.printMedians(walls, cpus);
   }
 }

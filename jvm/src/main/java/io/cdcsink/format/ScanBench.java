@@ -55,6 +55,11 @@ public final class ScanBench {
         }
       }
     }
+    printMedians(walls, cpus);
+  }
+
+  /** Prints the medians of the measured runs' wall and CPU seconds (sorts both lists). */
+  static void printMedians(List<Double> walls, List<Double> cpus) {
     walls.sort(null);
     cpus.sort(null);
     System.out.printf("median of %d: %.3f s wall, %.3f s CPU%n", walls.size(), walls.get(walls.size() / 2),
