@@ -101,6 +101,43 @@ def test_one_columnar_partition_per_bucket(jvm_spark: SparkSession, table: Table
     assert "ColumnarToRow" in _plan(df)
 
 
+def test_a_large_bucket_is_read_as_ranges_of_its_pages(
+    jvm_spark: SparkSession, tmp_path: Path
+) -> None:
+    """A bucket read page by page whose pages hold more than
+    ``spark.sql.files.maxPartitionBytes`` is split into page ranges, a partition each (as
+    Spark splits a large Parquet file); a bucket with segments after its snapshot, or with
+    a column added since, is one partition; the rows are the same either way."""
+    schema = {**SCHEMA, "num_buckets": 2}
+    t = cdc_sink.create_table(tmp_path / "t", schema, options=TableOptions(page_rows=64))
+    rng = random.Random(5)
+    t.apply([_insert(i, rng) for i in range(2000)])
+    t.apply([{"op": "delete", "key": {"id": i}} for i in range(0, 2000, 7)])
+    t.compact()
+    key = jvm_spark.conf.get("spark.sql.files.maxPartitionBytes")
+    jvm_spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")
+    try:
+        whole = _read(jvm_spark, t.root)
+        assert whole.rdd.getNumPartitions() > 2 * 4  # ~16 pages a bucket
+        assert _spark_rows(whole) == _rows(t.read())
+        assert whole.count() == t.read().num_rows
+        narrow = _read(jvm_spark, t.root).select("id", "i32").filter("id >= 1500")
+        want = t.read(columns=["id", "i32"], filter=[("id", ">=", 1500)])
+        assert _spark_rows(narrow) == _rows(want)
+        # a segment after the snapshot: its bucket is merged whole, in one partition
+        t.apply([{"op": "upsert", "key": {"id": 3}, "set": {"i32": 1}}])
+        merged = _read(jvm_spark, t.root)
+        assert 2 < merged.rdd.getNumPartitions() < whole.rdd.getNumPartitions()
+        assert _spark_rows(merged) == _rows(t.read())
+        t.compact()
+        t.add_column("extra", "int64", default=7)  # stored on no page: read as its default
+        added = _read(jvm_spark, t.root)
+        assert added.rdd.getNumPartitions() == 2
+        assert _spark_rows(added) == _rows(t.read())
+    finally:
+        jvm_spark.conf.set("spark.sql.files.maxPartitionBytes", key)
+
+
 def test_columns_are_pruned_to_what_the_query_needs(jvm_spark: SparkSession, table: Table) -> None:
     df = _read(jvm_spark, table.root, versionAsOf=6).select("dec10", "id")
     assert "columns [id, dec10]" in _scan_node(df)  # the scan reads two of 16

@@ -145,17 +145,39 @@ public final class BucketReader implements AutoCloseable {
     if (!bucketMayMatch()) return java.util.Collections.emptyIterator();
     Manifest m = null;
     if (plan.snapshotPath() != null) m = Manifest.parse(fs.read(plan.snapshotPath()), plan.snapshotPath());
-    boolean fast = m != null && plan.segmentPaths().isEmpty();
+    List<Column> read = new ArrayList<>();
+    for (String c : columns) read.add(schema.column(c));
+    boolean fast = m != null && plan.segmentPaths().isEmpty() && pageByPage(m, schema, read);
     if (fast) {
-      for (String c : columns) {
-        Column col = schema.column(c);
-        if (col.isKey()) continue;
-        List<Manifest.Loc> pages = m.columns.get(col.id());
-        if (pages == null || covered(pages) != m.rowCount) fast = false;
+      BitSet skip = skippedPages(m);
+      if (plan.pageFrom() >= 0) { // one of a bucket's page ranges (BucketPlan.split)
+        skip.set(0, plan.pageFrom());
+        skip.set(plan.pageTo(), (int) ((m.rowCount + m.pageRows - 1) / m.pageRows) + 1);
       }
+      return new PageIterator(m, dv(m), skip);
     }
-    if (fast) return new PageIterator(m, dv(m), skippedPages(m));
+    if (plan.pageFrom() >= 0) {
+      throw new IllegalStateException(plan + ": a page range of a bucket that is not read page by page");
+    }
     return merge(m);
+  }
+
+  /** Whether a bucket at snapshot {@code m} (no segment after it) is read page by page: every
+   * value column of {@code read} is stored on every page (not a column added since, read as its
+   * default, nor one stored for fewer rows). */
+  static boolean pageByPage(Manifest m, TableSchema schema, List<Column> read) {
+    for (Column col : read) {
+      if (col.isKey()) continue;
+      List<Manifest.Loc> pages = m.columns.get(col.id());
+      if (pages == null || covered(pages) != m.rowCount) return false;
+    }
+    return true;
+  }
+
+  /** The location of page {@code p} of column {@code c} in {@code m}. */
+  static Manifest.Loc pageLoc(Manifest m, TableSchema schema, Column c, int p) {
+    if (c.isKey()) return m.keys.get(schema.primaryKey().indexOf(c.name())).get(p);
+    return m.columns.get(c.id()).get(p);
   }
 
   private static long covered(List<Manifest.Loc> pages) {
@@ -206,9 +228,7 @@ public final class BucketReader implements AutoCloseable {
       try {
         for (String name : columns) {
           Column c = schema.column(name);
-          Manifest.Loc l;
-          if (c.isKey()) l = m.keys.get(schema.primaryKey().indexOf(name)).get(p);
-          else l = m.columns.get(c.id()).get(p);
+          Manifest.Loc l = pageLoc(m, schema, c, p);
           if (l.rows != rows) throw new CdcSinkFormatException(l.file + ": offset " + l.offset + ": page " + p
               + " of column " + name + " holds " + l.rows + " rows, expected " + rows);
           FieldVector v = page(l, c);

@@ -1,10 +1,13 @@
 package io.cdcsink.spark;
 
+import io.cdcsink.format.BucketPlan;
+import io.cdcsink.format.CdcSinkFormatException;
 import io.cdcsink.format.Column;
 import io.cdcsink.format.ReadPlan;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.Batch;
@@ -14,7 +17,7 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
 
-/** The scan of one table version: one input partition per bucket. */
+/** The scan of one table version: one input partition per bucket, or per page range of a large one. */
 final class CdcSinkScan implements Scan, Batch {
   private final ReadPlan plan;
   private final ReadOptions options;
@@ -60,15 +63,53 @@ final class CdcSinkScan implements Scan, Batch {
         + " next committed versions)");
   }
 
-  /** One partition per bucket that may hold a matching row (a key equality names one). */
+  /**
+   * The partitions of the buckets that may hold a matching row (a key equality names one): a
+   * bucket read page by page whose pages of the columns read hold more stored bytes than
+   * {@code spark.sql.files.maxPartitionBytes} is read as ranges of its pages, one partition each
+   * ({@link BucketPlan#split}, as Spark splits a large Parquet file); any other bucket is one
+   * partition.
+   */
   @Override
   public InputPartition[] planInputPartitions() {
     int[] buckets = io.cdcsink.format.Filter.buckets(plan.schema(), filters);
-    InputPartition[] parts = new InputPartition[buckets.length];
-    for (int i = 0; i < parts.length; i++) {
-      parts[i] = new BucketPartition(buckets[i], plan.bucket(buckets[i]));
+    long maxBytes = SparkSession.active().sessionState().conf().filesMaxPartitionBytes();
+    Configuration conf = options.hadoopConf(SparkHadoop.sessionConf());
+    List<String> read = readColumns();
+    List<InputPartition> parts = new ArrayList<>();
+    for (int b : buckets) {
+      for (BucketPlan bp : split(plan.bucket(b), conf, read, maxBytes)) {
+        parts.add(new BucketPartition(b, bp));
+      }
     }
-    return parts;
+    return parts.toArray(new InputPartition[0]);
+  }
+
+  /** The page ranges of {@code bp}, or {@code bp} whole when its manifest cannot be read here
+   * (the task that reads the bucket then reports why). */
+  private static List<BucketPlan> split(BucketPlan bp, Configuration conf, List<String> read, long maxBytes) {
+    try {
+      return bp.split(conf, read, maxBytes);
+    } catch (CdcSinkFormatException e) {
+      return List.of(bp);
+    }
+  }
+
+  /** The columns the bucket readers read: the schema's, or for a count the column it counts by. */
+  private List<String> readColumns() {
+    List<String> columns = new ArrayList<>(Arrays.asList(schema.fieldNames()));
+    String countBy = columns.isEmpty() ? countColumn() : null;
+    return countBy == null ? columns : List.of(countBy);
+  }
+
+  /** The column a count reads: a key column, whose pages a read needs anyway. */
+  private String countColumn() {
+    for (Column c : plan.schema().columns()) {
+      if (c.isKey()) {
+        return c.name();
+      }
+    }
+    return plan.schema().columns().get(0).name();
   }
 
   @Override
@@ -76,18 +117,7 @@ final class CdcSinkScan implements Scan, Batch {
     Broadcast<SerializableConfiguration> conf = SerializableConfiguration.broadcast(
         SparkSession.active().sparkContext(), options.hadoopConf(SparkHadoop.sessionConf()));
     List<String> columns = new ArrayList<>(Arrays.asList(schema.fieldNames()));
-    String countBy = null;
-    if (columns.isEmpty()) { // count(*): the rows of a key column, whose pages a read needs anyway
-      for (Column c : plan.schema().columns()) {
-        if (c.isKey()) {
-          countBy = c.name();
-          break;
-        }
-      }
-      if (countBy == null) {
-        countBy = plan.schema().columns().get(0).name();
-      }
-    }
+    String countBy = columns.isEmpty() ? countColumn() : null; // count(*)
     return new BucketReaderFactory(conf, columns, countBy, filters);
   }
 }
