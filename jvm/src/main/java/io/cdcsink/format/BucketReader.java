@@ -488,22 +488,10 @@ public final class BucketReader implements AutoCloseable {
             long seq = seqCol != null ? part.seqs[i] : 0;
             if (seqCol != null && row != null && hasSeq.get(row) && seq < seqArr[row]) continue; // stale
             boolean isLive = row != null && live.get(row);
-            boolean asInsert;
-            if (op == 0) {
-              asInsert = true;
-            } else if (op == 1) {
-              if (isLive) {
-                asInsert = false;
-              } else {
-                boolean ok = !reqMissing;
-                for (boolean[] s : reqSet) ok &= s[i];
-                if (!ok) continue; // rejected
-                asInsert = true;
-              }
-            } else if (op == 2) {
-              if (!isLive) continue; // rejected
-              asInsert = false;
-            } else { // delete
+            int effect = Segment.effect(op, isLive, reqMissing, reqSet, i);
+            if (effect == Segment.REJECT) continue;
+            boolean asInsert = effect == Segment.INSERT;
+            if (effect == Segment.DELETE) {
               if (row != null) {
                 live.clear(row);
               } else if (seqCol != null) {

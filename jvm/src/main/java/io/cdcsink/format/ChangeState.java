@@ -473,22 +473,10 @@ final class ChangeState implements AutoCloseable {
         long seq = seqCol != null ? part.seqs[i] : 0;
         if (seqCol != null && row != null && row.hasSeq && seq < row.seq) continue; // stale
         boolean isLive = row != null && live.get(row.id);
-        boolean asInsert;
-        if (op == 0) {
-          asInsert = true;
-        } else if (op == 1) {
-          if (isLive) {
-            asInsert = false;
-          } else {
-            boolean ok = !pr.requiredMissing;
-            for (boolean[] s : pr.required) ok &= s[i];
-            if (!ok) continue; // rejected
-            asInsert = true;
-          }
-        } else if (op == 2) {
-          if (!isLive) continue; // rejected
-          asInsert = false;
-        } else { // delete
+        int effect = Segment.effect(op, isLive, pr.requiredMissing, pr.required, i);
+        if (effect == Segment.REJECT) continue;
+        boolean asInsert = effect == Segment.INSERT;
+        if (effect == Segment.DELETE) {
           if (row != null) {
             live.clear(row.id);
           } else if (seqCol != null) {

@@ -202,4 +202,37 @@ final class Segment implements AutoCloseable {
     }
     owned.clear();
   }
+
+  /** {@link #effect}: the event is rejected (an update of no live row, an upsert of a new key
+   * without every required column), and does nothing. */
+  static final int REJECT = 0;
+  /** {@link #effect}: the key gets a fresh row (defaults plus the set columns). */
+  static final int INSERT = 1;
+  /** {@link #effect}: the set columns of the key's live row are replaced. */
+  static final int UPDATE = 2;
+  /** {@link #effect}: the key's row is deleted (a tombstone kept with a sequence column). */
+  static final int DELETE = 3;
+
+  /**
+   * What event {@code i} (op 0 insert, 1 upsert, 2 update, 3 delete; truncates and stale events
+   * are the caller's) does to its key (§14.4), given whether the key has a live row and, for an
+   * upsert of a new key, whether every required column is set ({@code requiredMissing}: a
+   * required column the event's part does not carry; {@code required}: per required column
+   * carried, which events set it).
+   */
+  static int effect(byte op, boolean isLive, boolean requiredMissing, List<boolean[]> required, int i) {
+    switch (op) {
+      case 0:
+        return INSERT;
+      case 1:
+        if (isLive) return UPDATE;
+        if (requiredMissing) return REJECT;
+        for (boolean[] s : required) if (!s[i]) return REJECT;
+        return INSERT;
+      case 2:
+        return isLive ? UPDATE : REJECT;
+      default:
+        return DELETE;
+    }
+  }
 }
