@@ -1,12 +1,9 @@
 package io.cdcsink.format;
 
 import java.io.FileOutputStream;
-import java.lang.management.ManagementFactory;
-import java.lang.management.ThreadMXBean;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
@@ -109,28 +106,8 @@ public final class DumpChanges {
 
   static void bench(String uri, long start, long end, int repeat, boolean set) throws Exception {
     Configuration conf = new Configuration();
-    ThreadMXBean mx = ManagementFactory.getThreadMXBean();
-    com.sun.management.OperatingSystemMXBean os =
-        (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
-    List<Double> walls = new ArrayList<>();
-    List<Double> cpus = new ArrayList<>();
     try (BufferAllocator alloc = new RootAllocator()) {
-      for (int i = 0; i <= repeat; i++) { // run 0 is a warm-up
-        long t0 = System.nanoTime();
-        long c0 = mx.getCurrentThreadCpuTime();
-        long p0 = os.getProcessCpuTime();
-        long rows = write(uri, conf, alloc, start, end, null, set, null);
-        double wall = (System.nanoTime() - t0) / 1e9;
-        double cpu = (mx.getCurrentThreadCpuTime() - c0) / 1e9;
-        double proc = (os.getProcessCpuTime() - p0) / 1e9;
-        System.out.printf("%s: %d records: %.3f s wall, %.3f s CPU (main thread), %.3f s CPU (process)%n",
-            i == 0 ? "warm-up" : "run " + i, rows, wall, cpu, proc);
-        if (i > 0) {
-          walls.add(wall);
-          cpus.add(cpu);
-        }
-      }
+      ScanBench.timed(repeat, () -> write(uri, conf, alloc, start, end, null, set, null) + " records");
     }
-    ScanBench.printMedians(walls, cpus);
   }
 }
