@@ -1,7 +1,12 @@
-"""The queries the Spark read benchmarks run (``spark_read.py`` and ``delta_read.py``'s
-worker, which runs in another virtualenv: this module imports nothing)."""
+"""The queries the Spark read benchmarks run and how they time them (``spark_read.py``
+and ``delta_read.py``'s worker, which runs in another virtualenv: this module imports
+only the standard library)."""
 
 from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
 
 #: columns of the benchmark table: ``id`` and ``c1`` .. ``c19``
 N_COLUMNS = 20
@@ -19,3 +24,27 @@ def queries(rows: int) -> dict[str, str]:
         ),
         "count(*)": "SELECT count(*) FROM t",
     }
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (and its reaped children), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def alternated(
+    runs: dict[str, Callable[[], object]], repeat: int, clocks: dict[str, Callable[[], float]]
+) -> dict[str, dict[str, list[float]]]:
+    """``repeat`` rounds, each running every one of ``runs`` once in turn; per run, the
+    elapsed ``wall`` seconds of each and the difference of each of ``clocks`` across it."""
+    out = {n: {c: [] for c in ["wall", *clocks]} for n in runs}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            start = {c: clock() for c, clock in clocks.items()}
+            w0 = time.perf_counter()
+            run()
+            out[name]["wall"].append(time.perf_counter() - w0)
+            for c, clock in clocks.items():
+                out[name][c].append(clock() - start[c])
+    return out

@@ -109,14 +109,6 @@ def build(root: str, rows: int, buckets: int) -> tuple[str, str]:
     return path, parquet_copy(data, root, buckets)
 
 
-def _jvm_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (and its reaped children)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = sum(int(x) for x in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -157,6 +149,10 @@ def main() -> None:
         )
         assert register(spark) == "jvm"
         jvm_pid = int(spark._jvm.ProcessHandle.current().pid())
+
+        def jvm_cpu() -> float:
+            return read_queries.process_cpu_s(jvm_pid)
+
         # a DataFrame per query run (a Python source's DataFrame keeps the filters pushed
         # to it by an earlier query: Spark reuses its pickled reader)
         frames: dict[str, Callable[[], Any]] = {
@@ -180,14 +176,9 @@ def main() -> None:
             answers = {name: run() for name, run in runs.items()}  # warm-up, checked
             first = next(iter(answers.values()))
             assert all(_same(a, first) for a in answers.values()), answers
-            wall: dict[str, list[float]] = {n: [] for n in runs}
-            cpu: dict[str, list[float]] = {n: [] for n in runs}
-            for _ in range(args.repeat):
-                for name, run in runs.items():
-                    c0, w0 = _jvm_cpu_s(jvm_pid), time.perf_counter()
-                    run()
-                    wall[name].append(time.perf_counter() - w0)
-                    cpu[name].append(_jvm_cpu_s(jvm_pid) - c0)
+            timed = read_queries.alternated(runs, args.repeat, {"cpu": jvm_cpu})
+            wall = {n: timed[n]["wall"] for n in runs}
+            cpu = {n: timed[n]["cpu"] for n in runs}
             results[qname] = {
                 n: {
                     "median_s": statistics.median(wall[n]),
@@ -295,16 +286,11 @@ def change_feed_case(
     for _ in range(2):  # warm-up: the JIT compiles the reader's code over its first runs
         for run in runs.values():
             run()
-    wall: dict[str, list[float]] = {n: [] for n in runs}
-    cpu: dict[str, list[float]] = {n: [] for n in runs}
-    py_cpu: dict[str, list[float]] = {n: [] for n in runs}
-    for _ in range(repeat):
-        for name, run in runs.items():
-            c0, p0, w0 = _jvm_cpu_s(jvm_pid), time.process_time(), time.perf_counter()
-            run()
-            wall[name].append(time.perf_counter() - w0)
-            cpu[name].append(_jvm_cpu_s(jvm_pid) - c0)
-            py_cpu[name].append(time.process_time() - p0)
+    clocks = {"cpu": lambda: read_queries.process_cpu_s(jvm_pid), "py": time.process_time}
+    timed = read_queries.alternated(runs, repeat, clocks)
+    wall = {n: timed[n]["wall"] for n in runs}
+    cpu = {n: timed[n]["cpu"] for n in runs}
+    py_cpu = {n: timed[n]["py"] for n in runs}
     base = statistics.median(wall["Table.changes"])
     print(f"change feed of version {v} ({expected:,} records)")
     for n in runs:

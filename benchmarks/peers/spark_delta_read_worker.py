@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from typing import Any
 
 from delta import configure_spark_with_delta_pip
@@ -26,15 +27,8 @@ from delta import configure_spark_with_delta_pip
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from read_queries import queries
+from read_queries import alternated, process_cpu_s, queries
 from spark_delta_worker import delta_builder
-
-
-def jvm_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid``."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def main(pq_path: str, delta_path: str, repeat: int, out: str) -> None:
@@ -57,14 +51,10 @@ def main(pq_path: str, delta_path: str, repeat: int, out: str) -> None:
             return [tuple(r) for r in spark.sql(sql).collect()]
 
         answers = {n: run(n) for n in frames}
-        wall: dict[str, list[float]] = {n: [] for n in frames}
-        cpu: dict[str, list[float]] = {n: [] for n in frames}
-        for _ in range(repeat):
-            for n in frames:
-                c0, w0 = jvm_cpu_s(pid), time.perf_counter()
-                run(n)
-                wall[n].append(time.perf_counter() - w0)
-                cpu[n].append(jvm_cpu_s(pid) - c0)
+        runs = {n: partial(run, n) for n in frames}
+        timed = alternated(runs, repeat, {"cpu": lambda: process_cpu_s(pid)})
+        wall = {n: timed[n]["wall"] for n in frames}
+        cpu = {n: timed[n]["cpu"] for n in frames}
         results[qname] = {
             n: {
                 "median_s": statistics.median(wall[n]),
