@@ -20,24 +20,22 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdc_sink.table import TableOptions, create_table, open_table
+from cdc_sink.table import TableOptions, open_table
 from tests.jvm.test_format_crosscheck import (
     SCRIPTED,
-    SEEDED,
     _classpath,
     _flip,
-    random_steps,
+    random_tables,
     write_all_types,
     write_no_seq,
 )
-from tests.strategies import key_pool, schemas
 
 #: Random tables of the hypothesis-driven test (more for a longer local run).
 EXAMPLES = int(os.environ.get("CDC_SINK_JVM_CHANGE_EXAMPLES", "12"))
@@ -155,27 +153,10 @@ def test_scripted_tables_changes_equal(tmp_path: Path) -> None:
 
 
 def test_random_tables_changes_equal(tmp_path: Path) -> None:
-    made: list[Path] = []
+    def images(data: st.DataObject) -> dict[str, Any]:
+        return {"change_images": data.draw(st.booleans())}
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not SEEDED)
-    @given(data=st.data())
-    def build(data: st.DataObject) -> None:
-        schema = data.draw(schemas())
-        keys = data.draw(key_pool(schema))
-        opts = TableOptions(
-            page_rows=data.draw(st.sampled_from([2, 4, 16])),
-            snapshot_every=data.draw(st.integers(1, 4)),
-            bulk_events=data.draw(st.sampled_from([3, 100_000])),
-            change_images=data.draw(st.booleans()),
-        )
-        path = tmp_path / f"r{len(made)}"
-        shutil.rmtree(path, ignore_errors=True)
-        t = create_table(path, schema, options=opts)
-        worker = open_table(path, options=opts) if data.draw(st.booleans()) else None
-        random_steps(data, t, worker, keys, data.draw(st.integers(2, 7)))
-        made.append(path)
-
-    build()
+    made = random_tables(tmp_path, EXAMPLES, images, (2, 7))
     jobs = [job for p in made for job in _jobs(p, p.with_suffix(".out"))]
     res = dump_changes(jobs)
     assert res.returncode == 0, res.stderr

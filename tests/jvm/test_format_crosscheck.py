@@ -20,7 +20,7 @@ import decimal
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -327,10 +327,19 @@ def random_steps(
                 _executors_apply(t, worker, evs)
 
 
-def test_random_tables_read_equal(tmp_path: Path) -> None:
+def random_tables(
+    tmp_path: Path,
+    examples: int,
+    options: Callable[[st.DataObject], dict[str, Any]],
+    steps: tuple[int, int],
+) -> list[Path]:
+    """``examples`` random tables under ``tmp_path`` (hypothesis: a random schema and key
+    pool, small pages, snapshots every few versions, bulk loads or not, the options
+    ``options`` draws, written by the table or by a second ``Table`` as executors do, then
+    ``steps`` random steps of :func:`random_steps`); their paths."""
     made: list[Path] = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not SEEDED)
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=not SEEDED)
     @given(data=st.data())
     def build(data: st.DataObject) -> None:
         schema = data.draw(schemas())
@@ -339,16 +348,24 @@ def test_random_tables_read_equal(tmp_path: Path) -> None:
             page_rows=data.draw(st.sampled_from([2, 4, 16])),
             snapshot_every=data.draw(st.integers(1, 4)),
             bulk_events=data.draw(st.sampled_from([3, 100_000])),
-            page_compression=data.draw(st.sampled_from(["zstd", "lz4", None])),
+            **options(data),
         )
         path = tmp_path / f"r{len(made)}"
         shutil.rmtree(path, ignore_errors=True)
         t = create_table(path, schema, options=opts)
         worker = open_table(path, options=opts) if data.draw(st.booleans()) else None
-        random_steps(data, t, worker, keys, data.draw(st.integers(1, 6)))
+        random_steps(data, t, worker, keys, data.draw(st.integers(*steps)))
         made.append(path)
 
     build()
+    return made
+
+
+def test_random_tables_read_equal(tmp_path: Path) -> None:
+    def compression(data: st.DataObject) -> dict[str, Any]:
+        return {"page_compression": data.draw(st.sampled_from(["zstd", "lz4", None]))}
+
+    made = random_tables(tmp_path, EXAMPLES, compression, (1, 6))
     jobs = [(p, p.with_suffix(".out"), "all") for p in made]
     res = dump(jobs)
     assert res.returncode == 0, res.stderr
