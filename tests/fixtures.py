@@ -1,5 +1,5 @@
 """Table schemas shared by the tests, in the dictionary form of ``TableSchema.from_dict``,
-and the table options several tests share.
+the table options several tests share, and the counter of the pages a read skips.
 
 A test module that needs one of these imports it (and, when it needs another bucket
 count, writes ``{**ID_V_SEQ, "num_buckets": 4}``) instead of copying the literal.
@@ -7,7 +7,10 @@ count, writes ``{**ID_V_SEQ, "num_buckets": 4}``) instead of copying the literal
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+import pytest
 
 __all__ = [
     "ID_A",
@@ -18,6 +21,8 @@ __all__ = [
     "ID_V",
     "ID_V_SEQ",
     "KEEP_VERSIONS",
+    "SkippedPages",
+    "count_skipped_pages",
     "keyed_by_id",
 ]
 
@@ -77,3 +82,28 @@ ID_V_SEQ: dict[str, Any] = {
     "primary_key": ["id"],
     "sequence_column": "seq",
 }
+
+
+@dataclass
+class SkippedPages:
+    """How many pages the Python reader's page statistics excluded (``count``; a test may
+    set it back to 0 between reads)."""
+
+    count: int = 0
+
+
+def count_skipped_pages(monkeypatch: pytest.MonkeyPatch) -> SkippedPages:
+    """Counts, for the rest of the test, the pages ``cdc_sink.tablet.reads`` skips: each
+    call of its ``may_match`` that proves no row of a page matches."""
+    import cdc_sink.tablet.reads as reads
+
+    counter = SkippedPages()
+    real = reads.may_match
+
+    def counting(stats: Any, p: Any) -> bool:
+        ok = real(stats, p)
+        counter.count += not ok
+        return ok
+
+    monkeypatch.setattr(reads, "may_match", counting)
+    return counter

@@ -39,6 +39,7 @@ from cdc_sink.spark.source import (
     CdcSinkDataSource,
     translate_filter,
 )
+from tests.fixtures import count_skipped_pages
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -600,23 +601,12 @@ def test_pushed_filters_skip_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     filter it cannot apply goes back to Spark."""
     from pyspark.sql.datasource import GreaterThanOrEqual, StringStartsWith
 
-    import cdc_sink.tablet.reads as reads
-
     t = cdc_sink.create_table(tmp_path / "pages", SCHEMA, options=TableOptions.for_tests())
     t.apply(
         [{"op": "insert", "key": {"id": i}, "set": {"i64": i * 10, "s": "x"}} for i in range(400)]
     )
     t.compact()  # page statistics live in base pages: a snapshot makes them
-    skipped = 0
-    real = reads.may_match
-
-    def counting(stats: Any, p: Any) -> bool:
-        nonlocal skipped
-        ok = real(stats, p)
-        skipped += not ok
-        return ok
-
-    monkeypatch.setattr(reads, "may_match", counting)
+    skipped = count_skipped_pages(monkeypatch)
     ds = CdcSinkDataSource({"path": t.root, "columns": "id,i64", "pushFilters": "true"})
     reader = ds.reader(ds.schema())
     keep = GreaterThanOrEqual(("i64",), 3500)
@@ -629,7 +619,7 @@ def test_pushed_filters_skip_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     got = sorted(pa.Table.from_batches(batches).column("id").to_pylist())
     assert got == list(range(350, 400))
     pages = -(-400 // 8)
-    assert skipped >= pages // 2, f"only {skipped} of ~{pages} pages skipped"
+    assert skipped.count >= pages // 2, f"only {skipped.count} of ~{pages} pages skipped"
 
 
 def test_translate_filter_converts_exactly_or_refuses() -> None:

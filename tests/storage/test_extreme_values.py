@@ -28,12 +28,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cdc_sink.tablet.reads as reads
 from cdc_sink.batch import OP_UPSERT
 from cdc_sink.schema import TableSchema
 from cdc_sink.storage.framing import read_records
 from cdc_sink.storage.snapshot import SNAPSHOT_MAGIC
 from cdc_sink.table import Table, TableOptions, create_table, open_table
+from tests.fixtures import count_skipped_pages
 from tests.model import RefModel, model_rows, table_to_rows
 
 UTC = dt.timezone.utc
@@ -274,24 +274,16 @@ def test_pages_of_extreme_values_are_skipped_by_their_statistics(
     assert len(res.rejects) == 0
     t.compact()
     t = open_table(scratch / "t")
-    calls = {"skipped": 0}
-    real = reads.may_match
-
-    def counting(stats: Any, p: Any) -> bool:
-        ok = real(stats, p)
-        calls["skipped"] += not ok
-        return ok
-
-    monkeypatch.setattr(reads, "may_match", counting)
+    skipped = count_skipped_pages(monkeypatch)
     for pred in [
         ("day", "=", hi_day),
         ("at", ">", dt.datetime(2000, 1, 1, tzinfo=UTC)),
         ("dec_38_0", ">=", top),
     ]:
-        calls["skipped"] = 0
+        skipped.count = 0
         got = sorted(t.read(filter=[pred]).column("id").to_pylist())
         assert got == list(range(32, 64)), pred
-        assert calls["skipped"] > 0, pred
+        assert skipped.count > 0, pred
 
 
 # ---------------------------------------------------------------------- rejects

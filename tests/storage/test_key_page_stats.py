@@ -22,7 +22,7 @@ from cdc_sink.engine import core_of
 from cdc_sink.filters import Predicate, evaluate
 from cdc_sink.storage.snapshot import read_manifest
 from cdc_sink.table import Table, TableOptions, create_table
-from cdc_sink.tablet import reads
+from tests.fixtures import count_skipped_pages
 
 PAGE_ROWS = 8
 
@@ -77,15 +77,7 @@ def test_a_key_range_skips_the_pages_whose_keys_cannot_match(
     # after the snapshot: a row inside the range changes, one is deleted and comes back
     t.apply([{"op": "update", "key": 42, "set": {"v": -1}}, {"op": "delete", "key": 43}])
     t.apply([{"op": "insert", "key": 43, "set": {"v": 430}}])
-    skipped = {"pages": 0}
-    real = reads.may_match
-
-    def counting(stats: Any, p: Any) -> bool:
-        ok = real(stats, p)
-        skipped["pages"] += not ok
-        return ok
-
-    monkeypatch.setattr(reads, "may_match", counting)
+    skipped = count_skipped_pages(monkeypatch)
     got = t.read(filter=[("id", ">=", 40), ("id", "<", 44)])
     assert got.to_pylist() == [
         {"id": 40, "v": 40},
@@ -93,7 +85,7 @@ def test_a_key_range_skips_the_pages_whose_keys_cannot_match(
         {"id": 42, "v": -1},
         {"id": 43, "v": 430},
     ]
-    assert skipped["pages"] == 9  # every page but the one of keys 40..47
+    assert skipped.count == 9  # every page but the one of keys 40..47
 
 
 @settings(max_examples=40, deadline=None, database=None)
