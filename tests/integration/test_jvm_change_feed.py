@@ -27,7 +27,7 @@ import cdc_sink
 from cdc_sink import Table, TableOptions
 from cdc_sink.spark.source import PYTHON_FORMAT
 from tests.fixtures import ID_A_B_SEQ
-from tests.integration.test_jvm_reader import _catalog, jvm_spark
+from tests.integration.test_jvm_reader import _catalog, jvm_spark, s3_catalog
 from tests.integration.test_spark_source import SCHEMA, _build_versions, _norm, _plan
 
 if TYPE_CHECKING:
@@ -338,7 +338,6 @@ def test_a_catalog_table_read_with_read_change_feed_is_its_feed(
 def test_the_change_feed_on_the_s3_server(jvm_spark: SparkSession, s3_server: SeaweedS3) -> None:
     """An ``s3://`` table's feed, read as ``s3a://`` with its ``storage.*`` options as S3A's
     settings (the executors' readers get them), and ``table_changes`` of a catalog over it."""
-    from cdc_sink.spark.s3a import s3a_conf, set_s3a_credentials
 
     storage = s3_server.storage_options()
     root = s3_server.url(f"jvm-feed-{uuid.uuid4().hex[:8]}")
@@ -351,13 +350,7 @@ def test_the_change_feed_on_the_s3_server(jvm_spark: SparkSession, s3_server: Se
     df = _feed(jvm_spark, t.root, startingVersion=1, **opts)
     assert "cdc_sink changes of s3a://" in _jvm_scan(df)
     _check(df, t.changes(0, 2))
-    bucket = s3_server.first_bucket
-    set_s3a_credentials(jvm_spark, storage, bucket=bucket)
-    settings = {
-        k.removeprefix("spark.hadoop."): v
-        for k, v in s3a_conf(storage, bucket=bucket, with_jars=False).items()
-    }
-    cat = _catalog(jvm_spark, "s3a" + root.removeprefix("s3"), **settings)
+    cat = s3_catalog(jvm_spark, s3_server, root)
     _check(jvm_spark.sql(f"SELECT * FROM table_changes('{cat}.db.t', 2, 2)"), t.changes(1, 2))
 
 

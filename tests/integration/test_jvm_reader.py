@@ -288,11 +288,26 @@ def test_create_table_using_cdc_sink_then_select(jvm_spark: SparkSession, table:
         jvm_spark.sql(f"DROP TABLE {name}")
 
 
+def s3_catalog(spark: SparkSession, s3_server: SeaweedS3, root: str) -> str:
+    """A catalog over ``root`` (an ``s3://`` URL of the S3 server), read as ``s3a://``: the
+    endpoint among the catalog's settings, the keys in the session's Hadoop configuration
+    through the JVM (:func:`~cdc_sink.spark.s3a.set_s3a_credentials`); its name."""
+    from cdc_sink.spark.s3a import s3a_conf, set_s3a_credentials
+
+    storage = s3_server.storage_options()
+    bucket = s3_server.first_bucket
+    set_s3a_credentials(spark, storage, bucket=bucket)
+    settings = {
+        k.removeprefix("spark.hadoop."): v
+        for k, v in s3a_conf(storage, bucket=bucket, with_jars=False).items()
+    }
+    return _catalog(spark, "s3a" + root.removeprefix("s3"), **settings)
+
+
 def test_the_catalog_on_the_s3_server(jvm_spark: SparkSession, s3_server: SeaweedS3) -> None:
     """The catalog's root an ``s3a://`` URL: S3A (on the session's classpath) reads it with
     the endpoint among the catalog's settings and the keys put in the session's Hadoop
     configuration through the JVM (:func:`~cdc_sink.spark.s3a.set_s3a_credentials`)."""
-    from cdc_sink.spark.s3a import s3a_conf, set_s3a_credentials
 
     storage = s3_server.storage_options()
     prefix = f"jvm-{uuid.uuid4().hex[:8]}/db"
@@ -304,13 +319,7 @@ def test_the_catalog_on_the_s3_server(jvm_spark: SparkSession, s3_server: Seawee
         )
 
     tables = _database_root(root, make)
-    bucket = s3_server.first_bucket
-    set_s3a_credentials(jvm_spark, storage, bucket=bucket)
-    settings = {
-        k.removeprefix("spark.hadoop."): v
-        for k, v in s3a_conf(storage, bucket=bucket, with_jars=False).items()
-    }
-    cat = _catalog(jvm_spark, "s3a" + root.removeprefix("s3"), **settings)
+    cat = s3_catalog(jvm_spark, s3_server, root)
     _check_catalog(jvm_spark, cat, tables)
     t = tables["inventory.orders"]  # format("cdc_sink") of an s3:// URL: read as s3a://
     reader = jvm_spark.read.format("cdc_sink").option("versionAsOf", 1)
