@@ -5,8 +5,10 @@ only the standard library)."""
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 #: columns of the benchmark table: ``id`` and ``c1`` .. ``c19``
 N_COLUMNS = 20
@@ -47,4 +49,16 @@ def alternated(
             out[name]["wall"].append(time.perf_counter() - w0)
             for c, clock in clocks.items():
                 out[name][c].append(clock() - start[c])
+    return out
+
+
+def summary(timed: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, Any]]:
+    """Per run of :func:`alternated`'s result: ``median_s`` and ``wall_s`` (every round's
+    wall time), and ``<clock>_median_s`` per clock."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, clocks in timed.items():
+        out[name] = {"median_s": statistics.median(clocks["wall"]), "wall_s": clocks["wall"]}
+        for c, values in clocks.items():
+            if c != "wall":
+                out[name][f"{c}_median_s"] = statistics.median(values)
     return out

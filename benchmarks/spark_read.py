@@ -49,7 +49,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -176,25 +175,16 @@ def main() -> None:
             answers = {name: run() for name, run in runs.items()}  # warm-up, checked
             first = next(iter(answers.values()))
             assert all(_same(a, first) for a in answers.values()), answers
-            timed = read_queries.alternated(runs, args.repeat, {"cpu": jvm_cpu})
-            wall = {n: timed[n]["wall"] for n in runs}
-            cpu = {n: timed[n]["cpu"] for n in runs}
-            results[qname] = {
-                n: {
-                    "median_s": statistics.median(wall[n]),
-                    "wall_s": wall[n],
-                    "jvm_cpu_median_s": statistics.median(cpu[n]),
-                }
-                for n in runs
-            }
-            pq_med = statistics.median(wall["parquet"])
+            timed = read_queries.alternated(runs, args.repeat, {"jvm_cpu": jvm_cpu})
+            results[qname] = res = read_queries.summary(timed)
+            pq_med = res["parquet"]["median_s"]
             print(qname)
-            for n in runs:
-                med = statistics.median(wall[n])
-                each = ", ".join(f"{w:.3f}" for w in wall[n])
+            for n, r in res.items():
+                med = r["median_s"]
+                each = ", ".join(f"{w:.3f}" for w in r["wall_s"])
                 print(
                     f"  {n:18s} median {med:6.3f} s  (runs {each})"
-                    f"  JVM CPU {statistics.median(cpu[n]):6.2f} s  vs Parquet {pq_med / med:5.2f}x"
+                    f"  JVM CPU {r['jvm_cpu_median_s']:6.2f} s  vs Parquet {pq_med / med:5.2f}x"
                 )
         feed_updates = args.rows // 20 if args.feed_updates is None else args.feed_updates
         results["change feed of one version"] = change_feed_case(
@@ -286,31 +276,23 @@ def change_feed_case(
     for _ in range(2):  # warm-up: the JIT compiles the reader's code over its first runs
         for run in runs.values():
             run()
-    clocks = {"cpu": lambda: read_queries.process_cpu_s(jvm_pid), "py": time.process_time}
-    timed = read_queries.alternated(runs, repeat, clocks)
-    wall = {n: timed[n]["wall"] for n in runs}
-    cpu = {n: timed[n]["cpu"] for n in runs}
-    py_cpu = {n: timed[n]["py"] for n in runs}
-    base = statistics.median(wall["Table.changes"])
+    clocks = {
+        "jvm_cpu": lambda: read_queries.process_cpu_s(jvm_pid),
+        "python_cpu": time.process_time,
+    }
+    res = read_queries.summary(read_queries.alternated(runs, repeat, clocks))
+    base = res["Table.changes"]["median_s"]
     print(f"change feed of version {v} ({expected:,} records)")
-    for n in runs:
-        med = statistics.median(wall[n])
-        each = ", ".join(f"{w:.3f}" for w in wall[n])
+    for n, r in res.items():
+        med = r["median_s"]
+        each = ", ".join(f"{w:.3f}" for w in r["wall_s"])
         print(
             f"  {n:19s} median {med:6.3f} s  (runs {each})  JVM CPU"
-            f" {statistics.median(cpu[n]):5.2f} s  this process's CPU"
-            f" {statistics.median(py_cpu[n]):5.2f} s  {med / base:5.2f}x Table.changes"
+            f" {r['jvm_cpu_median_s']:5.2f} s  this process's CPU"
+            f" {r['python_cpu_median_s']:5.2f} s  {med / base:5.2f}x Table.changes"
         )
-    return {
-        n: {
-            "median_s": statistics.median(wall[n]),
-            "wall_s": wall[n],
-            "jvm_cpu_median_s": statistics.median(cpu[n]),
-            "python_cpu_median_s": statistics.median(py_cpu[n]),
-            "records": expected,
-        }
-        for n in runs
-    }
+        r["records"] = expected
+    return res
 
 
 def _same(a: list[Any], b: list[Any]) -> bool:

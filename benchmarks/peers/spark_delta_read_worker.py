@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import time
 from functools import partial
@@ -27,7 +26,7 @@ from delta import configure_spark_with_delta_pip
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from read_queries import alternated, process_cpu_s, queries
+from read_queries import alternated, process_cpu_s, queries, summary
 from spark_delta_worker import delta_builder
 
 
@@ -52,18 +51,10 @@ def main(pq_path: str, delta_path: str, repeat: int, out: str) -> None:
 
         answers = {n: run(n) for n in frames}
         runs = {n: partial(run, n) for n in frames}
-        timed = alternated(runs, repeat, {"cpu": lambda: process_cpu_s(pid)})
-        wall = {n: timed[n]["wall"] for n in frames}
-        cpu = {n: timed[n]["cpu"] for n in frames}
-        results[qname] = {
-            n: {
-                "median_s": statistics.median(wall[n]),
-                "wall_s": wall[n],
-                "jvm_cpu_median_s": statistics.median(cpu[n]),
-                "answer": [list(r) for r in answers[n]],
-            }
-            for n in frames
-        }
+        timed = alternated(runs, repeat, {"jvm_cpu": lambda: process_cpu_s(pid)})
+        results[qname] = summary(timed)
+        for n in frames:
+            results[qname][n]["answer"] = [list(r) for r in answers[n]]
     meta = {"rows": rows, "spark": spark.version, "convert_s": convert_s}
     spark.stop()
     with open(out, "w") as f:

@@ -32,6 +32,7 @@ from tests.jvm.test_format_crosscheck import (
     SCRIPTED,
     _classpath,
     _flip,
+    gc_collected_table,
     random_tables,
     write_all_types,
     write_no_seq,
@@ -166,14 +167,7 @@ def test_random_tables_changes_equal(tmp_path: Path) -> None:
 
 def test_a_range_gc_collected_is_refused_naming_the_oldest(tmp_path: Path) -> None:
     path = tmp_path / "t"
-    write_no_seq(path, TableOptions.for_tests())
-    t = open_table(path, options=TableOptions.for_tests())
-    for i in range(6):
-        t.apply([{"op": "upsert", "key": {"k1": i, "k2": "a"}, "set": {"v": -i}}])
-    t.compact()
-    t.gc(dry_run=False)
-    oldest = open_table(path).oldest_version
-    assert oldest > 0
+    oldest = gc_collected_table(path)
     res = dump_changes([(path, tmp_path / "out", [(0, 2)], None, False)])
     assert res.returncode == 2
     assert "VersionNotRetainedException" in res.stderr

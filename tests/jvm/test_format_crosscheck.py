@@ -422,8 +422,9 @@ def test_tampered_files_fail_in_both_readers(tmp_path: Path) -> None:
             open_table(tmp_path / name).read()
 
 
-def test_a_version_gc_removed_is_refused_naming_the_oldest(tmp_path: Path) -> None:
-    path = tmp_path / "t"
+def gc_collected_table(path: Path) -> int:
+    """The scripted table without a sequence column at ``path``, six more versions, a
+    compaction and a GC that collected its first versions; the oldest readable version."""
     write_no_seq(path, TableOptions.for_tests())
     t = open_table(path, options=TableOptions.for_tests())
     for i in range(6):
@@ -432,6 +433,12 @@ def test_a_version_gc_removed_is_refused_naming_the_oldest(tmp_path: Path) -> No
     t.gc(dry_run=False)
     oldest = open_table(path).oldest_version
     assert oldest > 0
+    return oldest
+
+
+def test_a_version_gc_removed_is_refused_naming_the_oldest(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    oldest = gc_collected_table(path)
     res = dump([(path, tmp_path / "out", "0")])
     assert res.returncode == 2
     assert "VersionNotRetainedException" in res.stderr
