@@ -30,10 +30,10 @@ from hypothesis import strategies as st
 from cdc_sink.table import TableOptions, open_table
 from tests.jvm.test_format_crosscheck import (
     SCRIPTED,
-    _classpath,
     _flip,
     gc_collected_table,
     random_tables,
+    run_jvm,
     write_all_types,
     write_no_seq,
 )
@@ -75,15 +75,7 @@ def dump_changes(jobs: Sequence[Job]) -> subprocess.CompletedProcess[str]:
         for table, out, ranges, cols, only in jobs
     ]
     listing.write_text("\n".join(lines) + "\n")
-    cmd = [
-        "java",
-        "--add-opens=java.base/java.nio=ALL-UNNAMED",
-        "-cp",
-        _classpath(),
-        "io.cdcsink.format.DumpChanges",
-        f"@{listing}",
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return run_jvm("io.cdcsink.format.DumpChanges", f"@{listing}")
 
 
 def _ordered(t: pa.Table, keys: Sequence[str]) -> pa.Table:

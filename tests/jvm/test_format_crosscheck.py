@@ -63,14 +63,13 @@ def dump(jobs: Sequence[tuple[Any, ...]]) -> subprocess.CompletedProcess[str]:
     (a filter: ``"col,op,json"``)."""
     listing = jobs[0][1].parent / f"{jobs[0][1].name}.jobs"
     listing.write_text("".join("\t".join(str(x) for x in job) + "\n" for job in jobs))
-    cmd = [
-        "java",
-        "--add-opens=java.base/java.nio=ALL-UNNAMED",
-        "-cp",
-        _classpath(),
-        "io.cdcsink.format.DumpTable",
-        f"@{listing}",
-    ]
+    return run_jvm("io.cdcsink.format.DumpTable", f"@{listing}")
+
+
+def run_jvm(main: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Runs class ``main`` of the connector's jar with ``args`` (Spark's jars on the
+    classpath, as Arrow needs ``java.nio`` open); its output captured."""
+    cmd = ["java", "--add-opens=java.base/java.nio=ALL-UNNAMED", "-cp", _classpath(), main, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
