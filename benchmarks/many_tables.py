@@ -448,22 +448,26 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
 
 
 def _profile_tables(sink: DatabaseSink, profiles: list[cProfile.Profile]) -> None:
-    """Profiles each table's write on its commit thread too (cProfile sees one thread)."""
-    write_part = sink._write_part
+    """Profiles each table's work on its commit thread too (cProfile sees one thread):
+    its opening and its write."""
     on = [False]
 
-    def profiled(*a: Any) -> str:
-        if not on[0]:
-            return write_part(*a)
-        prof = cProfile.Profile()
-        prof.enable()
-        try:
-            return write_part(*a)
-        finally:
-            prof.disable()
-            profiles.append(prof)
+    def profiled(fn: Any) -> Any:
+        def run(*a: Any) -> Any:
+            if not on[0]:
+                return fn(*a)
+            prof = cProfile.Profile()
+            prof.enable()
+            try:
+                return fn(*a)
+            finally:
+                prof.disable()
+                profiles.append(prof)
 
-    sink._write_part = profiled  # type: ignore[method-assign,assignment]
+        return run
+
+    sink._open_part = profiled(sink._open_part)  # type: ignore[method-assign]
+    sink._write_ready = profiled(sink._write_ready)  # type: ignore[method-assign]
     sink.profiling = on  # type: ignore[attr-defined]
 
 

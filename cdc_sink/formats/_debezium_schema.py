@@ -53,62 +53,128 @@ FieldsOf = Callable[[Any], dict[str, dict[str, Any]]]
 
 @dataclass
 class Shared:
-    """Events that began with the same envelope prefix ``{"schema": S,`` (cut off)."""
+    """Events that began with one of a few envelope prefixes ``{"schema": S,`` (cut off).
 
-    mask: np.ndarray
-    schema: bytes
+    Attributes:
+        ids: Per event, the index in :attr:`schemas` of the schema cut off it (-1: none).
+        schemas: The schema texts S cut off.
+    """
+
+    ids: np.ndarray
+    schemas: list[bytes]
+
+    @property
+    def mask(self) -> np.ndarray:
+        """Whether each event's schema was cut off."""
+        return self.ids >= 0
+
+
+_ENVELOPED = b'{"schema":'
+_MAX_BLOCKS = 1024
+"""Most prefixes checked in one run (a run holds a few thousand events)."""
+_MAX_MISSES = 8
+"""Blocks of one event in a row after which a run's events are taken as not grouped by
+schema (events of many tables interleaved): the rest keep their schemas."""
 
 
 def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
-    """Cuts the envelope schema off the events that repeat the first event's.
+    """Cuts the envelope schema off the events that share it with their neighbours.
 
     Kafka Connect's JSON converter writes ``{"schema":S,"payload":P}`` with the same S
-    for every event of a table, and S is most of the bytes. The first event is indexed
-    alone to find its prefix ``{"schema":S,``; every event starting with exactly those
-    bytes (one vectorized comparison) is rewritten as ``{"payload":P}`` into a compact
-    copy of the run, and is given S by :class:`SchemaHints`, when their schemas are a
-    quarter of the run's bytes at least (else the copy costs more than it saves). The prefix
-    is valid JSON in the first event, so the grammar check of the rest still covers the
-    whole event.
+    for every event of a table, and S is most of the bytes. The run is taken in blocks:
+    the first event of a block is indexed alone to find its prefix ``{"schema":S,``, and
+    the block goes on while the next events start with exactly those bytes (compared
+    vectorized, in windows that double). The events of a block of two or more are
+    rewritten as ``{"payload":P}`` into a compact copy of the run, and are given S by
+    :class:`SchemaHints`, when the schemas cut off are a quarter of the run's bytes at
+    least (else the copy costs more than it saves). A run may hold the events of many
+    tables one after another (a router decodes the tables of one schema together): each
+    table's schema is cut off its events. The prefix is valid JSON in the first event of
+    its block, so the grammar check of the rest still covers the whole event.
     """
-    live = np.flatnonzero(parts.valid & (parts.lengths > 12))
+    live = np.flatnonzero(parts.valid & (parts.lengths > len(_ENVELOPED) + 2))
     if len(live) < 2:
         return parts, None
-    e = int(live[0])
-    d = parts.data
-    s0 = int(parts.starts[e])
-    if d[s0 : s0 + 10].tobytes() != b'{"schema":':
+    s0 = int(parts.starts[live[0]])
+    if parts.data[s0 : s0 + len(_ENVELOPED)].tobytes() != _ENVELOPED:
         return parts, None
-    one = sub_parts(parts, e, e + 1)
-    sc = scan(one, np.ones(1, dtype=bool), max_level=1)
-    m = sc.members
-    if sc.reasons[0] is not None or len(m) < 2:
-        return parts, None
-    names = match_strings(d, m.name_start[:2], m.name_end[:2], m.name_escaped[:2], ENVELOPE)
-    cut = int(skip_ws(d, m.name_start[1:2] - 2, -1)[0])  # the comma before "payload"
-    if names.tolist() != [0, 1] or m.kind[0] != KIND_OBJECT or d[cut] != ord(","):
-        return parts, None
-    size = cut + 1 - s0
-    cand = parts.valid & (parts.lengths > size)
-    same = pc.equal(
-        spans(parts, parts.starts, parts.starts + size, valid=cand),
-        pa.scalar(d[s0 : cut + 1].tobytes(), pa.binary_view()),
-    )
-    shared = np.asarray(same.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-    count = int(shared.sum())
-    if count < 2 or 4 * count * size < int(parts.lengths[parts.valid].sum()):
+    ids, schemas, size = _blocks(parts, live)
+    shared = ids >= 0
+    if not shared.any() or 4 * int(size[shared].sum()) < int(parts.lengths[parts.valid].sum()):
         # Cutting copies the whole run: worth it only when the schemas cut off are a
         # good part of its bytes (not for one table's events among many tables').
         return parts, None
     begin = np.where(shared, parts.starts + size - 1, parts.starts)
     lengths = parts.ends - begin
-    buf = gather(d, begin, lengths)
+    buf = gather(parts.data, begin, lengths)
     ends = np.cumsum(lengths)
     starts = ends - lengths
     buf[starts[shared]] = ord("{")
-    schema_text = d[int(m.value_start[0]) : int(m.value_end[0])].tobytes()
     out = Parts(buffer=pa.py_buffer(buf), data=buf, starts=starts, ends=ends, valid=parts.valid)
-    return out, Shared(mask=shared, schema=schema_text)
+    return out, Shared(ids=ids, schemas=schemas)
+
+
+def _blocks(parts: Parts, live: np.ndarray) -> tuple[np.ndarray, list[bytes], np.ndarray]:
+    """Per event, the index of the schema cut off it (-1: none), the schemas, and the
+    bytes of each event's prefix cut off (0: none): the blocks of :func:`strip_shared_schema`."""
+    ids = np.full(parts.n, -1, dtype=np.int64)
+    size = np.zeros(parts.n, dtype=np.int64)
+    schemas: list[bytes] = []
+    slots: dict[bytes, int] = {}
+    i = blocks = misses = 0
+    while i < len(live) - 1 and blocks < _MAX_BLOCKS and misses < _MAX_MISSES:
+        blocks += 1
+        e = int(live[i])
+        found = _envelope_prefix(parts, e)
+        if found is None:
+            i, misses = i + 1, misses + 1
+            continue
+        n, text = found
+        j = _block_end(parts, live, i, n)
+        misses = misses + 1 if j - i < 2 else 0
+        if j - i >= 2:
+            slot = slots.setdefault(text, len(schemas))
+            if slot == len(schemas):
+                schemas.append(text)
+            ids[live[i:j]] = slot
+            size[live[i:j]] = n
+        i = j
+    return ids, schemas, size
+
+
+def _block_end(parts: Parts, live: np.ndarray, i: int, n: int) -> int:
+    """One past the last of the events ``live[i:]`` that start with the ``n`` bytes event
+    ``live[i]`` starts with, one after another."""
+    s0 = int(parts.starts[live[i]])
+    prefix = pa.scalar(parts.data[s0 : s0 + n].tobytes(), pa.binary_view())
+    j, step = i + 1, 8
+    while j < len(live):
+        idx = live[j : j + step]
+        ok = parts.lengths[idx] > n
+        same = pc.equal(spans(parts, parts.starts[idx], parts.starts[idx] + n, valid=ok), prefix)
+        eq = np.asarray(same.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+        if not eq.all():
+            return j + int(np.argmin(eq))
+        j, step = j + len(idx), step * 2
+    return j
+
+
+def _envelope_prefix(parts: Parts, e: int) -> tuple[int, bytes] | None:
+    """The length of event ``e``'s prefix ``{"schema":S,`` and S (None: it has none)."""
+    d = parts.data
+    s0 = int(parts.starts[e])
+    if d[s0 : s0 + len(_ENVELOPED)].tobytes() != _ENVELOPED:
+        return None
+    one = sub_parts(parts, e, e + 1)
+    sc = scan(one, np.ones(1, dtype=bool), max_level=1)
+    m = sc.members
+    if sc.reasons[0] is not None or len(m) < 2:
+        return None
+    names = match_strings(d, m.name_start[:2], m.name_end[:2], m.name_escaped[:2], ENVELOPE)
+    cut = int(skip_ws(d, m.name_start[1:2] - 2, -1)[0])  # the comma before "payload"
+    if names.tolist() != [0, 1] or m.kind[0] != KIND_OBJECT or d[cut] != ord(","):
+        return None
+    return cut + 1 - s0, bytes(d[int(m.value_start[0]) : int(m.value_end[0])])
 
 
 @dataclass
@@ -166,8 +232,9 @@ class SchemaHints:
             self.schema_id[has] = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
             texts.extend(enc.dictionary.to_pylist())
         if shared is not None:
-            self.schema_id[shared.mask] = len(texts)
-            texts.append(shared.schema)
+            mask = shared.mask
+            self.schema_id[mask] = len(texts) + shared.ids[mask]
+            texts.extend(shared.schemas)
         for text in texts:
             fields, err = _parsed_fields(fields_of, text)
             self.fields.append(fields)

@@ -399,7 +399,9 @@ class _JsonRun:
             idx = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
             key[has] = np.asarray(local, dtype=np.int64)[idx]
         if shared is not None:
-            key[shared.mask] = self._key(shared.schema)
+            mask = shared.mask
+            keys = np.asarray([self._key(t) for t in shared.schemas], dtype=np.int64)
+            key[mask] = keys[shared.ids[mask]]
         return key
 
     def _key(self, text: bytes) -> int:

@@ -131,16 +131,27 @@ class DriverApply(ApplyStrategy):
         return _prepared(txn, raw, joined, t0, t1, decoding[0])
 
     def prepare_rows(
-        self, txn: Transaction, raw: pa.Table, pool: DecodePool | None = None
+        self,
+        txn: Transaction,
+        raw: pa.Table,
+        pool: DecodePool | None = None,
+        decoded: tuple[Decoded, float] | None = None,
     ) -> PreparedBatch:
         """Decodes ``raw`` (a micro-batch's records already in the driver, the columns of
         :func:`raw_columns`) and prepares its buckets into ``txn``: decoded in the calling
         thread, or by a worker of ``pool`` (a router's, shared by its tables; the thread
         gives its CPU-gate slot up while it waits, :func:`~cdc_sink.utils.cpu_gate.
-        blocking`)."""
+        blocking`). ``decoded``: ``raw`` already decoded (a router's decode shared by
+        tables of one schema: :mod:`~cdc_sink.spark._shared_decode`) and the seconds it
+        took, used when decoded against the transaction's schema."""
         from cdc_sink.formats import get_decoder
 
         t0 = time.perf_counter()
+        if decoded is not None and decoded[0].batch.schema == txn.schema:
+            joined = _Joined.of([(0, _Piece.of(decoded[0]))], raw)
+            t1 = time.perf_counter()
+            shared = decoded[1]  # its share of the shared decode, before t0
+            return _prepared(txn, raw, joined, t0 - shared, t1, t1 - t0 + shared)
         if pool is not None:
             pending = pool.submit(txn.schema, raw.column("value"), raw.column("key"))
             with blocking():

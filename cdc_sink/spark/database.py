@@ -62,10 +62,10 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -78,8 +78,9 @@ from cdc_sink.formats.source_schema import SchemaChange, schema_change
 from cdc_sink.formats.source_tables import Routed, SourceTable, route
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import with_refused
-from cdc_sink.spark._decode_pool import DecodePool
+from cdc_sink.spark._decode_pool import DecodePool, decode_here
 from cdc_sink.spark._driver import raw_columns
+from cdc_sink.spark._shared_decode import SharedInput, decode_shared
 from cdc_sink.spark._source_schemas import SourceSchemas
 from cdc_sink.spark.options import SinkOptions
 from cdc_sink.spark.writer import BatchStats, DeadLetterSink, TableWriter, default_app_id
@@ -92,6 +93,8 @@ from cdc_sink.utils.process_local import ProcessLocal
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from cdc_sink.formats import Decoded
+
 __all__ = [
     "UNROUTED",
     "DatabaseOptions",
@@ -103,6 +106,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 UNROUTED = "_unrouted"
 """The table under the root whose versions hold the records that name no table (as
@@ -294,6 +299,18 @@ class _Part:
     schema_keys: np.ndarray
 
 
+@dataclass
+class _Ready:
+    """One table's records in a micro-batch, its writer open and its schema evolved:
+    ``refused`` is the cut of a change the table cannot take and its reason (None:
+    every record is written)."""
+
+    name: str
+    writer: TableWriter
+    sub: pa.Table
+    refused: tuple[dict[int, int], str] | None
+
+
 class _SharedDeadLetters:
     """The one dead-letter sink of a database sink, shared by its tables' writers:
     writes are serialized, and a writer's close does not close it."""
@@ -479,10 +496,21 @@ class DatabaseSink(ProcessLocal):
             self._decode_pool = DecodePool(
                 self.decode_processes, self.options.format, dict(self.options.decode.options)
             )
-        for part in parts:
-            jobs.append((part.name, _bind(self._write_part, raw, part, batch_id)))
+        errors: list[BaseException] = []
         try:
-            self._run([(name, self._gated(fn)) for name, fn in jobs], st)
+            opened = self._run(
+                [(p.name, self._gated(_bind(self._open_part, raw, p, batch_id))) for p in parts],
+                st,
+                errors,
+            )
+            ready = [r for r in opened.values() if isinstance(r, _Ready)]
+            st.tables.update({n: r for n, r in opened.items() if isinstance(r, str)})
+            shared = self._shared_decode(ready)
+            for r in ready:
+                jobs.append((r.name, _bind(self._write_ready, r, batch_id, shared.get(r.name))))
+            st.tables.update(self._run([(n, self._gated(fn)) for n, fn in jobs], st, errors))
+            if errors:
+                raise errors[0]
         finally:
             self._release_memory({p.name for p in parts})
             st.total_s = time.perf_counter() - t0
@@ -510,7 +538,7 @@ class DatabaseSink(ProcessLocal):
                 .toArrow()
             )
             jobs = self._distributed_jobs(tagged, counts, reps, batch_id, st)
-            self._run(jobs, st)
+            st.tables.update(self._run(jobs, st))
         finally:
             tagged.unpersist()
             self._release_memory(set(st.tables))
@@ -637,38 +665,71 @@ class DatabaseSink(ProcessLocal):
         order = np.argsort(rows, kind="stable")
         return parts, (rows[order], [reasons[int(i)] for i in order])
 
-    def _gated(self, fn: Callable[[], str]) -> Callable[[], str]:
+    def _gated(self, fn: Callable[[], _T]) -> Callable[[], _T]:
         """``fn`` run in a slot of the router's CPU gate (driver mode: the tables' decode
         and apply run in this process; their storage waits give the slot up)."""
 
-        def run() -> str:
+        def run() -> _T:
             with self._gate.held():
                 return fn()
 
         return run
 
-    def _run(self, jobs: list[tuple[str, Callable[[], str]]], st: RouterStats) -> None:
-        """Runs the tables' writes on the commit threads; raises the first error once
-        every write has ended."""
+    def _run(
+        self,
+        jobs: Sequence[tuple[str, Callable[[], _T]]],
+        st: RouterStats,
+        errors: list[BaseException] | None = None,
+    ) -> dict[str, _T]:
+        """Runs the tables' jobs on the commit threads; what each job that ended
+        returned, by table. A failed table is marked ``failed`` in ``st``, its error
+        logged and added to ``errors``; without ``errors``, the first error is raised
+        once every job has ended."""
         if not jobs:
-            return
-        errors: list[BaseException] = []
+            return {}
+        failed: list[BaseException] = [] if errors is None else errors
+        done: dict[str, _T] = {}
         workers = min(self.database.commit_threads, len(jobs))
         with ThreadPoolExecutor(workers, thread_name_prefix="cdc_sink-table") as pool:
             futures = [(name, pool.submit(fn)) for name, fn in jobs]
             for name, fut in futures:
                 try:
-                    st.tables[name] = fut.result()
+                    done[name] = fut.result()
                 except BaseException as exc:  # every table ends before the batch fails
                     st.tables[name] = "failed"
                     logger.error("table %s: batch %d failed: %s", name, st.batch_id, exc)
-                    errors.append(exc)
-        if errors:
-            raise errors[0]
+                    failed.append(exc)
+        if errors is None and failed:
+            raise failed[0]
+        return done
+
+    def _shared_decode(self, ready: Sequence[_Ready]) -> dict[str, tuple[Decoded, float]]:
+        """One decode pass per schema for the tables of ``ready`` that share one (none
+        refused; :mod:`~cdc_sink.spark._shared_decode`), in this thread or by the decode
+        pool; the tables left out, or all after a failure, are decoded by their writers."""
+        items = [SharedInput(r.name, r.sub, r.writer.table.schema) for r in ready if not r.refused]
+        if len(items) < 2:
+            return {}
+        pool, fmt, options = self._decode_pool, self.options.format, self.options.decode.options
+
+        def submit(raw: pa.Table, schema: TableSchema) -> Callable[[], Decoded]:
+            if pool is not None:
+                pending = pool.submit(schema, raw.column("value"), raw.column("key"))
+                return pending.result
+            return lambda: decode_here(fmt, options, schema, raw.column("value"), raw.column("key"))
+
+        try:
+            with self._gate.held():
+                return decode_shared(items, submit)
+        except Exception as exc:  # each table decodes its own records then
+            logger.warning("a decode shared by tables failed (%s); each decodes its own", exc)
+            return {}
 
     # ------------------------------------------------------------------ one table
-    def _write_part(self, raw: pa.Table, part: _Part, batch_id: int) -> str:
-        """Writes one table's records of the batch; what became of them."""
+    def _open_part(self, raw: pa.Table, part: _Part, batch_id: int) -> _Ready | str:
+        """One table's records of the batch, its writer open and its schema evolved by
+        them (what is left is their write: :meth:`_write_ready`); or what became of
+        them when that is all (a stopped table's rejects, a table skipped)."""
         sub = raw.take(pa.array(part.rows))  # one table's: small, its buffers reused
         stopped = self._stopped_reason(part.name)
         if stopped is not None:
@@ -682,10 +743,18 @@ class DatabaseSink(ProcessLocal):
             self._skip(part.name, str(exc), len(part.rows))
             return "skipped"
         refused = self._evolve(part.name, writer.table, representatives(sub, part.schema_keys))
-        pool = self._decode_pool
-        if refused is None:
-            return self._observed(part.name, writer, writer.write_rows(sub, batch_id, pool=pool))
-        cut, reason = refused
+        return _Ready(part.name, writer, sub, refused)
+
+    def _write_ready(
+        self, ready: _Ready, batch_id: int, decoded: tuple[Decoded, float] | None
+    ) -> str:
+        """Writes one table's records of the batch (``decoded``: already decoded, with
+        the seconds it took); what became of them."""
+        name, writer, sub, pool = ready.name, ready.writer, ready.sub, self._decode_pool
+        if ready.refused is None:
+            result = writer.write_rows(sub, batch_id, pool=pool, decoded=decoded)
+            return self._observed(name, writer, result)
+        cut, reason = ready.refused
         result = writer.write_rows(
             sub,
             batch_id,
@@ -693,8 +762,8 @@ class DatabaseSink(ProcessLocal):
             reason=f"table stopped: {reason}",
             pool=pool,
         )
-        self._stop(part.name, reason, batch_id)  # once committed: a crash before finds it again
-        return self._observed(part.name, writer, result)
+        self._stop(name, reason, batch_id)  # once committed: a crash before finds it again
+        return self._observed(name, writer, result)
 
     def _observed(self, name: str, writer: TableWriter, result: str) -> str:
         """Tells the hooks of table ``name``'s batch; returns ``result``."""
@@ -950,7 +1019,7 @@ def _driver_rows(rows: DataFrame, *extra: str) -> pa.Table:
     )
 
 
-def _bind(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
+def _bind(fn: Callable[..., _T], *args: Any) -> Callable[[], _T]:
     """``fn`` with ``args`` bound (a loop's values, not its variables)."""
     return lambda: fn(*args)
 

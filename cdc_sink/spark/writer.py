@@ -74,7 +74,7 @@ import pyarrow as pa
 from cdc_sink.dead_letters import DEAD_LETTER_SCHEMA, forward
 from cdc_sink.engine import CommitResult
 from cdc_sink.errors import CommitConflict, InvalidArgument, InvalidOption, TableNotFound
-from cdc_sink.formats import FormatName, SchemaEvolution, get_decoder
+from cdc_sink.formats import Decoded, FormatName, SchemaEvolution, get_decoder
 from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import (
     Offsets,
@@ -319,6 +319,7 @@ class TableWriter(ProcessLocal):
         refused: np.ndarray | None = None,
         reason: str = "",
         pool: DecodePool | None = None,
+        decoded: tuple[Decoded, float] | None = None,
     ) -> BatchResult:
         """Commits micro-batch ``batch_id`` of this table from its raw Kafka records,
         already in the driver (driver mode's columns: :func:`~cdc_sink.spark._driver.
@@ -333,6 +334,9 @@ class TableWriter(ProcessLocal):
             reason: Why, with ``refused``.
             pool: Decode worker processes to decode the records in (a router's, shared
                 by its tables; None: decoded in the calling thread).
+            decoded: ``raw`` already decoded, and the seconds it took (a router's decode
+                shared by tables of one schema); used by the first attempt only, and
+                only without ``refused``.
 
         Raises:
             InvalidOption: The writer's apply mode does not prepare rows in the driver.
@@ -346,7 +350,13 @@ class TableWriter(ProcessLocal):
                 option="apply_mode",
             )
         if refused is None or not refused.any():
-            return self.write_with(lambda txn: mode.prepare_rows(txn, raw, pool), batch_id)
+            once = [decoded]  # a retry after a conflict decodes again: nothing is reused
+
+            def prepare(txn: Transaction) -> PreparedBatch:
+                given, once[0] = once[0], None
+                return mode.prepare_rows(txn, raw, pool, given)
+
+            return self.write_with(prepare, batch_id)
         if refused.all():
             return self.reject_rows(raw, batch_id, reason)
         kept, out = raw.filter(pa.array(~refused)), raw.filter(pa.array(refused))
