@@ -148,7 +148,7 @@ def test_the_router_decodes_tables_of_one_schema_together_and_each_equals_its_mo
     import cdc_sink.spark.database as database
 
     passes: list[int] = []
-    real = database.decode_shared
+    real = decode_shared
 
     def counted(items: Any, submit: Any, **kw: Any) -> Any:
         passes.append(len(items))
