@@ -186,9 +186,10 @@ def _decimals(n: int, rng: np.random.Generator) -> list[str]:
 class Workload:
     """The events of a configuration: the tables' next keys, and the batches."""
 
-    def __init__(self, cfg: Config, events: int, seed: int) -> None:
+    def __init__(self, cfg: Config, events: int, seed: int, *, interleaved: bool = False) -> None:
         self.cfg = cfg
         self.events = events
+        self.interleaved = interleaved
         self.rng = np.random.default_rng(seed)
         self.templates = [Templates(f"t{i:04d}") for i in range(cfg.tables)]
         self.next_key = np.zeros(cfg.tables, np.int64)
@@ -234,7 +235,7 @@ class Workload:
             values.append(v)
             topics.append(tpl.topic)
         start, self.offset = self.offset, self.offset + n
-        return pa.table(
+        out = pa.table(
             {
                 "key": pa.array(keys, pa.binary()),
                 "value": pa.array(values, pa.binary()),
@@ -244,6 +245,11 @@ class Workload:
                 "__kafka_ms": pa.array(np.full(n, ts, np.int64)),
             }
         )
+        if self.interleaved:
+            return out
+        # Spark's Kafka source reads each topic-partition in a task of its own: a
+        # micro-batch's rows come grouped by topic-partition, offsets ascending.
+        return out.take(pa.array(np.argsort(tables, kind="stable")))
 
     def one_event(self, t: int) -> pa.Table:
         """A batch of one update, to table ``t``'s first key."""
@@ -347,7 +353,7 @@ class RunResult:
 
 def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) -> RunResult:
     """One run of ``cfg`` in this process."""
-    work = Workload(cfg, args.events, seed)
+    work = Workload(cfg, args.events, seed, interleaved=args.interleaved)
     warm = work.batch(True)
     root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
     budget = cfg.budget_mb << 20 if cfg.budget_mb else None
@@ -632,6 +638,12 @@ def main() -> None:
         default=0,
         help="decode worker processes of the router (DecodeOptions.processes; default 0)",
     )
+    ap.add_argument(
+        "--interleaved",
+        action="store_true",
+        help="the tables' events shuffled together in each batch (default: grouped by "
+        "topic-partition, as Spark's Kafka source gives them)",
+    )
     ap.add_argument("--json", default=None, help="write every run's figures here")
     ap.add_argument("--profile", default=None, help="profile one run of this configuration")
     ap.add_argument("--from-json", default=None, help="print the report of a --json file")
@@ -730,6 +742,8 @@ def _child(cfg: Config, args: argparse.Namespace, seed: int, *, profile: bool) -
         cmd += ["--cpu-threads", str(args.cpu_threads)]
     if args.decode_processes:
         cmd += ["--decode-processes", str(args.decode_processes)]
+    if args.interleaved:
+        cmd.append("--interleaved")
     if profile:
         cmd += ["--profile", cfg.name]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)

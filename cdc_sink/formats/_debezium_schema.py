@@ -72,7 +72,7 @@ class Shared:
 _ENVELOPED = b'{"schema":'
 _MAX_BLOCKS = 1024
 """Most prefixes checked in one run (a run holds a few thousand events)."""
-_MAX_MISSES = 8
+_MAX_MISSES = 3
 """Blocks of one event in a row after which a run's events are taken as not grouped by
 schema (events of many tables interleaved): the rest keep their schemas."""
 
@@ -116,14 +116,17 @@ def strip_shared_schema(parts: Parts) -> tuple[Parts, Shared | None]:
 
 def _blocks(parts: Parts, live: np.ndarray) -> tuple[np.ndarray, list[bytes], np.ndarray]:
     """Per event, the index of the schema cut off it (-1: none), the schemas, and the
-    bytes of each event's prefix cut off (0: none): the blocks of :func:`strip_shared_schema`."""
+    bytes of each event's prefix cut off (0: none): the blocks of
+    :func:`strip_shared_schema`, found by sampled bytes, then every event's whole
+    prefix compared at once."""
     ids = np.full(parts.n, -1, dtype=np.int64)
     size = np.zeros(parts.n, dtype=np.int64)
+    block_of = np.full(parts.n, -1, dtype=np.int64)
+    prefixes: list[bytes] = []
     schemas: list[bytes] = []
     slots: dict[bytes, int] = {}
-    i = blocks = misses = 0
-    while i < len(live) - 1 and blocks < _MAX_BLOCKS and misses < _MAX_MISSES:
-        blocks += 1
+    i = misses = 0
+    while i < len(live) - 1 and len(prefixes) < _MAX_BLOCKS and misses < _MAX_MISSES:
         e = int(live[i])
         found = _envelope_prefix(parts, e)
         if found is None:
@@ -136,23 +139,41 @@ def _blocks(parts: Parts, live: np.ndarray) -> tuple[np.ndarray, list[bytes], np
             slot = slots.setdefault(text, len(schemas))
             if slot == len(schemas):
                 schemas.append(text)
-            ids[live[i:j]] = slot
-            size[live[i:j]] = n
+            block = live[i:j]
+            ids[block], size[block], block_of[block] = slot, n, len(prefixes)
+            s0 = int(parts.starts[e])
+            prefixes.append(parts.data[s0 : s0 + n].tobytes())
         i = j
+    at = np.flatnonzero(ids >= 0)
+    if len(at):
+        want = pa.array(prefixes, pa.binary()).take(pa.array(block_of[at]))
+        got = spans(parts, parts.starts[at], parts.starts[at] + size[at]).cast(pa.binary())
+        same = np.asarray(pc.equal(got, want).to_numpy(zero_copy_only=False), bool)
+        kept = np.bincount(block_of[at[same]], minlength=len(prefixes))
+        drop = at[~same | (kept[block_of[at]] < 2)]  # a block's lone event saves nothing
+        ids[drop], size[drop] = -1, 0
     return ids, schemas, size
 
 
+_SAMPLE = 48
+"""Bytes of a prefix's end compared to find where a block of events sharing it ends
+(the end of an envelope schema names its table)."""
+
+
 def _block_end(parts: Parts, live: np.ndarray, i: int, n: int) -> int:
-    """One past the last of the events ``live[i:]`` that start with the ``n`` bytes event
-    ``live[i]`` starts with, one after another."""
+    """One past the last of the events ``live[i:]`` that, one after another, end their
+    first ``n`` bytes as event ``live[i]`` does, followed by ``"payload"`` (a sample:
+    the whole prefixes are compared after)."""
+    d = parts.data
     s0 = int(parts.starts[live[i]])
-    prefix = pa.scalar(parts.data[s0 : s0 + n].tobytes(), pa.binary_view())
-    j, step = i + 1, 8
+    offs = np.arange(max(0, n - _SAMPLE), n + 1, dtype=np.int64)
+    want = d[s0 + offs]
+    j, step = i + 1, 64
     while j < len(live):
         idx = live[j : j + step]
-        ok = parts.lengths[idx] > n
-        same = pc.equal(spans(parts, parts.starts[idx], parts.starts[idx] + n, valid=ok), prefix)
-        eq = np.asarray(same.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+        ok = parts.lengths[idx] > n + 1
+        starts = np.where(ok, parts.starts[idx], s0)
+        eq = ok & (d[starts[:, None] + offs[None, :]] == want).all(axis=1)
         if not eq.all():
             return j + int(np.argmin(eq))
         j, step = j + len(idx), step * 2

@@ -177,3 +177,20 @@ def test_the_router_decodes_tables_of_one_schema_together_and_each_equals_its_mo
     for t in tables:
         want = sorted(model[t].values(), key=lambda r: r["id"])
         assert rows_of(tmp_path, f"inventory.{t}", "id") == want
+
+
+def test_events_whose_schemas_differ_before_the_sampled_bytes_keep_their_own() -> None:
+    """Blocks are found by the end of their prefix (a sample); every cut event's whole
+    prefix is then compared, so a schema differing earlier is never given another's."""
+    wide = [("id", "int64", False), *CUSTOMERS[1:]]
+    first = [message("a", CUSTOMERS, "c", customer(i))[1] for i in range(4)]
+    second = [message("a", wide, "c", customer(i))[1] for i in range(4, 8)]
+    values = pa.array(first + second, pa.binary())
+    _, shared = strip_shared_schema(binary_parts(values))
+    assert shared is not None and shared.mask[:4].all()
+    assert not (shared.ids[4:] == shared.ids[0]).any()
+    both = _decode(_raw([(None, v) for v in first + second]))
+    alone = [_decode(_raw([(None, v) for v in half])) for half in (first, second)]
+    assert both.batch.to_arrow().to_pylist() == [
+        r for d in alone for r in d.batch.to_arrow().to_pylist()
+    ]
