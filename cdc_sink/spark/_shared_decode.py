@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,13 @@ from cdc_sink.batch import Rejects
 from cdc_sink.formats._base import Decoded
 from cdc_sink.schema import TableSchema
 
-__all__ = ["SharedInput", "decode_shared", "split_decoded"]
+__all__ = [
+    "SharedInput",
+    "decode_passes",
+    "decode_shared",
+    "plan_shared",
+    "split_decoded",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -42,42 +48,79 @@ schema; the returned callable waits for the :class:`Decoded` (positions: row ind
 
 @dataclasses.dataclass(frozen=True)
 class SharedInput:
-    """One table's records of the micro-batch and the schema they are decoded against."""
+    """One table's records of the micro-batch and the schema they are decoded against
+    (``rows``: their rows in the micro-batch's records, when those are given)."""
 
     name: str
     raw: pa.Table
     schema: TableSchema
+    rows: np.ndarray | None = None
 
 
-def decode_shared(
-    items: Sequence[SharedInput], submit: Submit, *, min_tables: int = 2
-) -> dict[str, tuple[Decoded, float]]:
-    """Decodes the records of the tables that share a schema (``min_tables`` of them at
-    least) one pass per schema; per table so decoded: its :class:`Decoded` (positions
-    counted from its first record, its own schema) and its share of the pass's seconds
-    (by records). Every group is submitted before the first is waited for (a decode
-    pool works on them together). Tables not in the result are decoded alone."""
+def plan_shared(items: Sequence[SharedInput], *, min_tables: int = 2) -> list[list[SharedInput]]:
+    """The decode passes of ``items``: one per schema that ``min_tables`` tables at least
+    share. (Passes cut smaller, their tables' writes started while the next decodes,
+    were slower: both hold the GIL most of the time.)"""
     groups: dict[TableSchema, list[SharedInput]] = {}
     for it in items:
         groups.setdefault(it.schema, []).append(it)
-    started = []
-    for schema, members in groups.items():
-        if len(members) >= min_tables:
-            joined = pa.concat_tables([m.raw for m in members])
-            started.append((members, time.perf_counter(), submit(joined, schema)))
-    out: dict[str, tuple[Decoded, float]] = {}
+    return [members for members in groups.values() if len(members) >= min_tables]
+
+
+def decode_passes(
+    passes: Sequence[list[SharedInput]], submit: Submit, *, parent: pa.Table | None = None
+) -> Iterator[tuple[list[SharedInput], dict[str, tuple[Decoded, float]]]]:
+    """Decodes each pass (every pass submitted before the first is waited for: a decode
+    pool works on them together), yielding its tables and, per table decoded, its
+    :class:`Decoded` (positions counted from its first record, its own schema) and its
+    share of the pass's seconds (by records); a table missing was not split off (see
+    :func:`split_decoded`) and is decoded alone. With ``parent`` (the micro-batch's
+    records, of which the items give their ``rows``), a pass's records are one slice of
+    it when they follow each other there (as Spark's Kafka source gives a
+    topic-partition's records), else taken from it at once."""
+    started = [(m, time.perf_counter(), submit(_joined(m, parent), m[0].schema)) for m in passes]
+    last = 0.0
     for members, t0, wait in started:
         dec = wait()
-        secs = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        secs, last = t1 - max(t0, last), t1
         sizes = [m.raw.num_rows for m in members]
         pieces = split_decoded(dec, sizes, [m.schema for m in members])
+        out: dict[str, tuple[Decoded, float]] = {}
         if pieces is None:
             logger.debug("a shared decode of %d tables was not split", len(members))
-            continue
-        total = max(1, sum(sizes))
-        for m, piece, n in zip(members, pieces, sizes, strict=True):
-            out[m.name] = (piece, secs * n / total)
+        else:
+            total = max(1, sum(sizes))
+            for m, piece, n in zip(members, pieces, sizes, strict=True):
+                out[m.name] = (piece, secs * n / total)
+        yield members, out
+
+
+def decode_shared(
+    items: Sequence[SharedInput],
+    submit: Submit,
+    *,
+    parent: pa.Table | None = None,
+    min_tables: int = 2,
+) -> dict[str, tuple[Decoded, float]]:
+    """:func:`decode_passes` of :func:`plan_shared`, merged: per table decoded, its
+    :class:`Decoded` and its share of the seconds."""
+    out: dict[str, tuple[Decoded, float]] = {}
+    plan = plan_shared(items, min_tables=min_tables)
+    for _, decoded in decode_passes(plan, submit, parent=parent):
+        out.update(decoded)
     return out
+
+
+def _joined(members: Sequence[SharedInput], parent: pa.Table | None) -> pa.Table:
+    """The records of ``members``, one table after another."""
+    rows = [m.rows for m in members]
+    if parent is None or any(r is None for r in rows):
+        return pa.concat_tables([m.raw for m in members])
+    at = np.concatenate([r for r in rows if r is not None])
+    if len(at) and int(at[-1]) - int(at[0]) + 1 == len(at) and _ascending(at):
+        return parent.slice(int(at[0]), len(at))
+    return parent.take(pa.array(at))
 
 
 def split_decoded(

@@ -63,7 +63,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -80,7 +80,7 @@ from cdc_sink.schema import TableSchema
 from cdc_sink.spark._batch import with_refused
 from cdc_sink.spark._decode_pool import DecodePool, decode_here
 from cdc_sink.spark._driver import raw_columns
-from cdc_sink.spark._shared_decode import SharedInput, decode_shared
+from cdc_sink.spark._shared_decode import SharedInput, decode_passes, plan_shared
 from cdc_sink.spark._source_schemas import SourceSchemas
 from cdc_sink.spark.options import SinkOptions
 from cdc_sink.spark.writer import BatchStats, DeadLetterSink, TableWriter, default_app_id
@@ -309,6 +309,7 @@ class _Ready:
     writer: TableWriter
     sub: pa.Table
     refused: tuple[dict[int, int], str] | None
+    rows: np.ndarray
 
 
 class _SharedDeadLetters:
@@ -505,10 +506,7 @@ class DatabaseSink(ProcessLocal):
             )
             ready = [r for r in opened.values() if isinstance(r, _Ready)]
             st.tables.update({n: r for n, r in opened.items() if isinstance(r, str)})
-            shared = self._shared_decode(ready)
-            for r in ready:
-                jobs.append((r.name, _bind(self._write_ready, r, batch_id, shared.get(r.name))))
-            st.tables.update(self._run([(n, self._gated(fn)) for n, fn in jobs], st, errors))
+            st.tables.update(self._write_all(raw, ready, jobs, batch_id, st, errors))
             if errors:
                 raise errors[0]
         finally:
@@ -688,49 +686,83 @@ class DatabaseSink(ProcessLocal):
         if not jobs:
             return {}
         failed: list[BaseException] = [] if errors is None else errors
-        done: dict[str, _T] = {}
         workers = min(self.database.commit_threads, len(jobs))
         with ThreadPoolExecutor(workers, thread_name_prefix="cdc_sink-table") as pool:
             futures = [(name, pool.submit(fn)) for name, fn in jobs]
-            for name, fut in futures:
-                try:
-                    done[name] = fut.result()
-                except BaseException as exc:  # every table ends before the batch fails
-                    st.tables[name] = "failed"
-                    logger.error("table %s: batch %d failed: %s", name, st.batch_id, exc)
-                    failed.append(exc)
+            done = _collect(futures, st, failed)
         if errors is None and failed:
             raise failed[0]
         return done
 
-    def _shared_decode(self, ready: Sequence[_Ready]) -> dict[str, tuple[Decoded, float]]:
-        """One decode pass per schema for the tables of ``ready`` that share one (none
-        refused; :mod:`~cdc_sink.spark._shared_decode`), in this thread or by the decode
-        pool; the tables left out, or all after a failure, are decoded by their writers."""
-        items = [SharedInput(r.name, r.sub, r.writer.table.schema) for r in ready if not r.refused]
-        if len(items) < 2:
+    def _write_all(
+        self,
+        raw: pa.Table,
+        ready: Sequence[_Ready],
+        jobs: Sequence[tuple[str, Callable[[], str]]],
+        batch_id: int,
+        st: RouterStats,
+        errors: list[BaseException],
+    ) -> dict[str, str]:
+        """Writes the tables of ``ready`` and runs ``jobs`` on the commit threads; what
+        became of each. The tables of one schema are decoded together in passes
+        (:mod:`~cdc_sink.spark._shared_decode`) by this thread, or the decode pool, and
+        each pass's tables start their writes while the next pass decodes; the other
+        tables, and all after a failed pass, are decoded by their writers."""
+        plan = plan_shared([_shared_input(r) for r in ready if not r.refused])
+        planned = {m.name for members in plan for m in members}
+        by_name = {r.name: r for r in ready}
+        n = len(jobs) + len(ready)
+        if not n:
             return {}
+        futures: list[tuple[str, Future[str]]] = []
+        with ThreadPoolExecutor(
+            min(self.database.commit_threads, n), thread_name_prefix="cdc_sink-table"
+        ) as pool:
+
+            def start(name: str, fn: Callable[[], str]) -> None:
+                futures.append((name, pool.submit(self._gated(fn))))
+
+            for name, fn in jobs:
+                start(name, fn)
+            for r in ready:
+                if r.name not in planned:
+                    start(r.name, _bind(self._write_ready, r, batch_id, None))
+            try:
+                for members, decoded in decode_passes(plan, self._submit_decode(), parent=raw):
+                    for m in members:
+                        planned.discard(m.name)
+                        dec = decoded.get(m.name)
+                        start(m.name, _bind(self._write_ready, by_name[m.name], batch_id, dec))
+            except Exception as exc:  # each table left decodes its own records then
+                logger.warning("a decode shared by tables failed (%s); each decodes its own", exc)
+            for name in sorted(planned):
+                start(name, _bind(self._write_ready, by_name[name], batch_id, None))
+            return _collect(futures, st, errors)
+
+    def _submit_decode(self) -> Callable[[pa.Table, TableSchema], Callable[[], Decoded]]:
+        """How a shared decode pass is started: by the decode pool, or in the calling
+        thread (when waited for, in a slot of the CPU gate)."""
         pool, fmt, options = self._decode_pool, self.options.format, self.options.decode.options
+        gate = self._gate
 
         def submit(raw: pa.Table, schema: TableSchema) -> Callable[[], Decoded]:
             if pool is not None:
-                pending = pool.submit(schema, raw.column("value"), raw.column("key"))
-                return pending.result
-            return lambda: decode_here(fmt, options, schema, raw.column("value"), raw.column("key"))
+                return pool.submit(schema, raw.column("value"), raw.column("key")).result
 
-        try:
-            with self._gate.held():
-                return decode_shared(items, submit)
-        except Exception as exc:  # each table decodes its own records then
-            logger.warning("a decode shared by tables failed (%s); each decodes its own", exc)
-            return {}
+            def here() -> Decoded:
+                with gate.held():
+                    return decode_here(fmt, options, schema, raw.column("value"), raw.column("key"))
+
+            return here
+
+        return submit
 
     # ------------------------------------------------------------------ one table
     def _open_part(self, raw: pa.Table, part: _Part, batch_id: int) -> _Ready | str:
         """One table's records of the batch, its writer open and its schema evolved by
         them (what is left is their write: :meth:`_write_ready`); or what became of
         them when that is all (a stopped table's rejects, a table skipped)."""
-        sub = raw.take(pa.array(part.rows))  # one table's: small, its buffers reused
+        sub = _rows_of(raw, part.rows)
         stopped = self._stopped_reason(part.name)
         if stopped is not None:
             writer = self._known_writer(part.name) or self._open_writer(part.name)
@@ -743,7 +775,7 @@ class DatabaseSink(ProcessLocal):
             self._skip(part.name, str(exc), len(part.rows))
             return "skipped"
         refused = self._evolve(part.name, writer.table, representatives(sub, part.schema_keys))
-        return _Ready(part.name, writer, sub, refused)
+        return _Ready(part.name, writer, sub, refused, part.rows)
 
     def _write_ready(
         self, ready: _Ready, batch_id: int, decoded: tuple[Decoded, float] | None
@@ -1019,9 +1051,38 @@ def _driver_rows(rows: DataFrame, *extra: str) -> pa.Table:
     )
 
 
+def _shared_input(r: _Ready) -> SharedInput:
+    """What a shared decode takes of one table's records."""
+    return SharedInput(r.name, r.sub, r.writer.table.schema, r.rows)
+
+
+def _collect(
+    futures: Sequence[tuple[str, Future[_T]]], st: RouterStats, errors: list[BaseException]
+) -> dict[str, _T]:
+    """What each table's job returned; a failed table is marked ``failed`` in ``st``,
+    its error logged and added to ``errors`` (every job ends before the batch fails)."""
+    done: dict[str, _T] = {}
+    for name, fut in futures:
+        try:
+            done[name] = fut.result()
+        except BaseException as exc:
+            st.tables[name] = "failed"
+            logger.error("table %s: batch %d failed: %s", name, st.batch_id, exc)
+            errors.append(exc)
+    return done
+
+
 def _bind(fn: Callable[..., _T], *args: Any) -> Callable[[], _T]:
     """``fn`` with ``args`` bound (a loop's values, not its variables)."""
     return lambda: fn(*args)
+
+
+def _rows_of(raw: pa.Table, rows: np.ndarray) -> pa.Table:
+    """The records ``rows`` (ascending) of ``raw``: a slice when they follow each other
+    (a topic-partition's records, as Spark's Kafka source gives them), else a copy."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+        return raw.slice(int(rows[0]), len(rows))
+    return raw.take(pa.array(rows))
 
 
 def representatives(sub: pa.Table, schema_keys: np.ndarray) -> pa.Table:

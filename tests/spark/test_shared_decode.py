@@ -24,7 +24,12 @@ from cdc_sink.formats import Decoded, get_decoder
 from cdc_sink.formats._arrays import binary_parts
 from cdc_sink.formats._debezium_schema import strip_shared_schema
 from cdc_sink.schema import Column, TableSchema
-from cdc_sink.spark._shared_decode import SharedInput, decode_shared, split_decoded
+from cdc_sink.spark._shared_decode import (
+    SharedInput,
+    decode_passes,
+    decode_shared,
+    split_decoded,
+)
 from tests.spark.test_database_router import CUSTOMERS, batch, customer, message, rows_of, sink
 
 SCHEMA = TableSchema(
@@ -147,14 +152,14 @@ def test_the_router_decodes_tables_of_one_schema_together_and_each_equals_its_mo
 ) -> None:
     import cdc_sink.spark.database as database
 
-    passes: list[int] = []
-    real = decode_shared
+    passes: list[list[int]] = []
+    real = decode_passes
 
-    def counted(items: Any, submit: Any, **kw: Any) -> Any:
-        passes.append(len(items))
-        return real(items, submit, **kw)
+    def counted(plan: Any, submit: Any, **kw: Any) -> Any:
+        passes.append([len(p) for p in plan])
+        return real(plan, submit, **kw)
 
-    monkeypatch.setattr(database, "decode_shared", counted)
+    monkeypatch.setattr(database, "decode_passes", counted)
     rng = random.Random(3)
     tables = [f"shard{k}" for k in range(5)]
     model: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in tables}
@@ -173,7 +178,7 @@ def test_the_router_decodes_tables_of_one_schema_together_and_each_equals_its_mo
             router.write_rows(batch(msgs, start=1000 * b), b)
     finally:
         router.close()
-    assert passes and passes[-1] == len(tables)  # every table's records in one pass
+    assert passes and passes[-1] == [len(tables)]  # every table's records in one pass
     for t in tables:
         want = sorted(model[t].values(), key=lambda r: r["id"])
         assert rows_of(tmp_path, f"inventory.{t}", "id") == want
