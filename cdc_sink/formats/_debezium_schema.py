@@ -147,7 +147,8 @@ def _blocks(parts: Parts, live: np.ndarray) -> tuple[np.ndarray, list[bytes], np
     at = np.flatnonzero(ids >= 0)
     if len(at):
         want = pa.array(prefixes, pa.binary()).take(pa.array(block_of[at]))
-        got = spans(parts, parts.starts[at], parts.starts[at] + size[at]).cast(pa.binary())
+        want = want.cast(pa.binary_view())
+        got = spans(parts, parts.starts[at], parts.starts[at] + size[at])
         same = np.asarray(pc.equal(got, want).to_numpy(zero_copy_only=False), bool)
         kept = np.bincount(block_of[at[same]], minlength=len(prefixes))
         drop = at[~same | (kept[block_of[at]] < 2)]  # a block's lone event saves nothing

@@ -199,3 +199,39 @@ def test_events_whose_schemas_differ_before_the_sampled_bytes_keep_their_own() -
     assert both.batch.to_arrow().to_pylist() == [
         r for d in alone for r in d.batch.to_arrow().to_pylist()
     ]
+
+
+@pytest.mark.usefixtures("schema_registry")
+def test_avro_tables_of_one_schema_are_decoded_together_and_each_equals_its_model(
+    tmp_path: Path, schema_registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same through the registry: each table's writer schema has its own id."""
+    import cdc_sink.spark.database as database
+    from tests.spark.test_database_router_avro import avro_message, avro_sink
+    from tests.spark.test_database_router_avro import raw as avro_raw
+
+    passes: list[list[int]] = []
+    real = decode_passes
+
+    def counted(plan: Any, submit: Any, **kw: Any) -> Any:
+        passes.append([len(p) for p in plan])
+        return real(plan, submit, **kw)
+
+    monkeypatch.setattr(database, "decode_passes", counted)
+    url = schema_registry.url
+    tables = [f"avro_shard{k}" for k in range(4)]
+    msgs, names = [], []
+    for t in tables:
+        for i in range(3):
+            msgs.append(avro_message(url, t, CUSTOMERS, customer(i, email=f"{t}-{i}")))
+            names.append(t)
+    router = avro_sink(tmp_path, url)
+    try:
+        st = router.write_rows(avro_raw(msgs, names), 0)
+    finally:
+        router.close()
+    assert set(st.tables.values()) == {"committed"}
+    assert passes == [[len(tables)]]
+    for t in tables:
+        want = [customer(i, email=f"{t}-{i}") for i in range(3)]
+        assert rows_of(tmp_path, f"inventory.{t}", "id") == want
