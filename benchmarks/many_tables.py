@@ -11,7 +11,11 @@ warm-up batch of inserts that creates every table (not timed), then ``--batches`
 batches of 80% updates of existing keys (with ``before``), 15% inserts, 5% deletes. The
 tables have ``--buckets`` buckets (the router's default), the one table
 ``--one-table-buckets`` (4, as the demo's and a one-table job's schema), and
-``--prepare-threads`` prepare threads.
+``--prepare-threads`` prepare threads. A batch's records come grouped by topic-partition,
+offsets ascending, as Spark's Kafka source gives them (one task per topic-partition);
+``--interleaved`` shuffles the tables' records together instead. Every table has the
+same columns unless ``--schemas K`` gives them K distinct schemas (table i's ``status``
+column named after i mod K): the router decodes the tables of one schema together.
 
 Each (configuration, run) is a child process of its own, so that its peak RSS is its own.
 Per configuration: events/s over the measured batches (median of the runs), and per CPU
@@ -37,7 +41,7 @@ Run::
         [--configs 1u-t8,200u-t8,200z-t8,200u-t1,200u-t4,1000w-t8-b16,1000z-t8] \\
         [--runs 3] [--batches 3] [--events 50000] [--dir /tmp/cdc_many_tables] \\
         [--buckets 1] [--one-table-buckets 4] [--prepare-threads N] [--cpu-threads N] \\
-        [--decode-processes N] \\
+        [--decode-processes N] [--interleaved] [--schemas K] \\
         [--json out.json] [--from-json out.json] \\
         [--profile 200u-t1]
 
@@ -133,11 +137,13 @@ class Templates:
     """Pre-rendered pieces of one table's Debezium messages: an event is their join with
     its rows' JSON (one string format per event, no json.dumps)."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, status: str = "status") -> None:
         doc = json.loads((DOCS / "mysql_customers_create.json").read_text())
+        fields = [{**f, "field": status} if f["field"] == "status" else f for f in VALUE_FIELDS]
+        self.row = ROW.replace('"status"', f'"{status}"')
         value = {
             "type": "struct",
-            "fields": VALUE_FIELDS,
+            "fields": fields,
             "optional": True,
             "name": f"dbserver1.inventory.{table}.Value",
         }
@@ -186,12 +192,18 @@ def _decimals(n: int, rng: np.random.Generator) -> list[str]:
 class Workload:
     """The events of a configuration: the tables' next keys, and the batches."""
 
-    def __init__(self, cfg: Config, events: int, seed: int, *, interleaved: bool = False) -> None:
+    def __init__(
+        self, cfg: Config, events: int, seed: int, *, interleaved: bool = False, schemas: int = 1
+    ) -> None:
         self.cfg = cfg
         self.events = events
         self.interleaved = interleaved
         self.rng = np.random.default_rng(seed)
-        self.templates = [Templates(f"t{i:04d}") for i in range(cfg.tables)]
+        # ``schemas`` distinct schemas: table i's status column is named after i % schemas
+        self.templates = [
+            Templates(f"t{i:04d}", f"status{i % schemas}" if i % schemas else "status")
+            for i in range(cfg.tables)
+        ]
         self.next_key = np.zeros(cfg.tables, np.int64)
         zipf = cfg.spread == "zipf"
         w = 1.0 / np.arange(1, cfg.tables + 1) ** 1.1 if zipf else np.ones(cfg.tables)
@@ -199,9 +211,9 @@ class Workload:
         self.amounts = _decimals(997, self.rng)
         self.offset = 0
 
-    def _row(self, k: int, j: int, ts: int) -> str:
+    def _row(self, tpl: Templates, k: int, j: int, ts: int) -> str:
         a = self.amounts
-        return ROW % (k, f"name-{k}-{j % 89}", STATUSES[j % 5], a[j % len(a)], j % 1000, ts)
+        return tpl.row % (k, f"name-{k}-{j % 89}", STATUSES[j % 5], a[j % len(a)], j % 1000, ts)
 
     def batch(self, warm: bool) -> pa.Table:
         """One micro-batch's raw columns: inserts that give every table rows (``warm``),
@@ -224,13 +236,13 @@ class Workload:
             if op == 1:
                 k = int(self.next_key[t])
                 self.next_key[t] = k + 1
-                v = tpl.value("c", "null", self._row(k, j, ts), ts)
+                v = tpl.value("c", "null", self._row(tpl, k, j, ts), ts)
             else:
                 k = j % int(self.next_key[t])
                 if op == 0:
-                    v = tpl.value("u", self._row(k, j + 1, ts), self._row(k, j, ts), ts)
+                    v = tpl.value("u", self._row(tpl, k, j + 1, ts), self._row(tpl, k, j, ts), ts)
                 else:
-                    v = tpl.value("d", self._row(k, j, ts), "null", ts)
+                    v = tpl.value("d", self._row(tpl, k, j, ts), "null", ts)
             keys.append(tpl.key(k))
             values.append(v)
             topics.append(tpl.topic)
@@ -254,7 +266,7 @@ class Workload:
     def one_event(self, t: int) -> pa.Table:
         """A batch of one update, to table ``t``'s first key."""
         tpl, ts = self.templates[t], int(time.time() * 1000)
-        v = tpl.value("u", self._row(0, 1, ts), self._row(0, 2, ts), ts)
+        v = tpl.value("u", self._row(tpl, 0, 1, ts), self._row(tpl, 0, 2, ts), ts)
         self.offset += 1
         return pa.table(
             {
@@ -353,7 +365,7 @@ class RunResult:
 
 def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) -> RunResult:
     """One run of ``cfg`` in this process."""
-    work = Workload(cfg, args.events, seed, interleaved=args.interleaved)
+    work = Workload(cfg, args.events, seed, interleaved=args.interleaved, schemas=args.schemas)
     warm = work.batch(True)
     root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
     budget = cfg.budget_mb << 20 if cfg.budget_mb else None
@@ -644,6 +656,13 @@ def main() -> None:
         help="the tables' events shuffled together in each batch (default: grouped by "
         "topic-partition, as Spark's Kafka source gives them)",
     )
+    ap.add_argument(
+        "--schemas",
+        type=int,
+        default=1,
+        help="distinct table schemas (default 1: every table has the same columns; the "
+        "tables of one schema are decoded together)",
+    )
     ap.add_argument("--json", default=None, help="write every run's figures here")
     ap.add_argument("--profile", default=None, help="profile one run of this configuration")
     ap.add_argument("--from-json", default=None, help="print the report of a --json file")
@@ -744,6 +763,8 @@ def _child(cfg: Config, args: argparse.Namespace, seed: int, *, profile: bool) -
         cmd += ["--decode-processes", str(args.decode_processes)]
     if args.interleaved:
         cmd.append("--interleaved")
+    if args.schemas != 1:
+        cmd += ["--schemas", str(args.schemas)]
     if profile:
         cmd += ["--profile", cfg.name]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
