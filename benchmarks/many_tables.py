@@ -370,11 +370,11 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
     root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
     budget = cfg.budget_mb << 20 if cfg.budget_mb else None
     buckets = args.one_table_buckets if cfg.tables == 1 else args.buckets
-    dbo = DatabaseOptions(
-        root, commit_threads=cfg.threads, num_buckets=buckets, cpu_threads=args.cpu_threads
-    )
+    dbo = DatabaseOptions(root, commit_threads=cfg.threads, num_buckets=buckets)
     if budget:
         dbo = replace(dbo, memory_budget_bytes=budget)
+    if args.cpu_threads:
+        dbo = replace(dbo, cpu_threads=args.cpu_threads)
     sink_options = SinkOptions(
         format="debezium",
         table=TableOptions(prepare_threads=args.prepare_threads),
@@ -630,7 +630,7 @@ def main() -> None:
         "--cpu-threads",
         type=int,
         default=None,
-        help="DatabaseOptions.cpu_threads (default: the router's, the machine's cores)",
+        help="DatabaseOptions.cpu_threads (default: the router's, one)",
     )
     ap.add_argument(
         "--one-table-buckets",

@@ -155,9 +155,11 @@ class DatabaseOptions:
             the least recently written are closed.
         commit_threads: Tables written concurrently (their storage waits overlap).
         cpu_threads: Of those, how many run CPU work (decode, apply) at once, in driver
-            mode; the others wait until one of them waits on storage. None: the driver's
-            cores. Many threads running small numpy and Arrow calls at once contend for
-            the GIL and spend more CPU than the work (:mod:`cdc_sink.utils.cpu_gate`).
+            mode; the others wait until one of them waits on storage. Threads running
+            small numpy and Arrow calls at once contend for the GIL and spend more CPU
+            than the work (:mod:`cdc_sink.utils.cpu_gate`): one (the default) was the
+            fastest measured (docs/benchmarks.md, "Many tables in one job"). None: the
+            driver's cores.
     """
 
     table_root: str
@@ -170,7 +172,7 @@ class DatabaseOptions:
     buckets: Mapping[str, int] = field(default_factory=dict)
     memory_budget_bytes: int = 2 << 30
     commit_threads: int = 8
-    cpu_threads: int | None = None
+    cpu_threads: int | None = 1
 
     def checked(self) -> DatabaseOptions:
         """The options, checked.
