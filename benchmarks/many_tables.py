@@ -29,8 +29,9 @@ them) for the tables written in the last batch (hot) and those not (idle), the t
 open and their bytes after each batch (``TableEvents.tables_open``) against
 ``memory_budget_bytes``, and the time of a one-event batch to a table not open in the
 process (a reload: ``open_table`` and its tablets' load) against one to an open table.
-The tables' ``BatchStats.phases`` summed per batch, and the time of the budget's byte
-count over every open table, say where a batch's time goes.
+The tables' ``BatchStats.phases`` summed per batch, the router's own steps
+(``RouterStats.phases``: route, open, shared decode, write), and the time of the budget's
+byte count over every open table, say where a batch's time goes.
 
 Configurations are ``<tables><u|z|w>-t<commit_threads>[-b<budget MiB>]`` (uniform, Zipf,
 subset), e.g. ``1u-t8``, ``200u-t4``, ``1000w-t8-b16``.
@@ -359,16 +360,15 @@ class RunResult:
     open_write_s: list[float] = field(default_factory=list)
     load_avg: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)
+    router_s: dict[str, float] = field(default_factory=dict)
     accounting_s: float = 0.0
     profile: str = ""
 
 
-def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) -> RunResult:
-    """One run of ``cfg`` in this process."""
-    work = Workload(cfg, args.events, seed, interleaved=args.interleaved, schemas=args.schemas)
-    warm = work.batch(True)
-    root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
-    budget = cfg.budget_mb << 20 if cfg.budget_mb else None
+def _options(
+    cfg: Config, args: argparse.Namespace, root: str, budget: int | None
+) -> tuple[DatabaseOptions, SinkOptions]:
+    """The router's options of a run of ``cfg``."""
     buckets = args.one_table_buckets if cfg.tables == 1 else args.buckets
     dbo = DatabaseOptions(root, commit_threads=cfg.threads, num_buckets=buckets)
     if budget:
@@ -380,6 +380,16 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
         table=TableOptions(prepare_threads=args.prepare_threads),
         decode=DecodeOptions(processes=args.decode_processes),
     )
+    return dbo, sink_options
+
+
+def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) -> RunResult:
+    """One run of ``cfg`` in this process."""
+    work = Workload(cfg, args.events, seed, interleaved=args.interleaved, schemas=args.schemas)
+    warm = work.batch(True)
+    root = tempfile.mkdtemp(prefix=f"{cfg.name}_", dir=args.dir)
+    budget = cfg.budget_mb << 20 if cfg.budget_mb else None
+    dbo, sink_options = _options(cfg, args, root, budget)
     sink = DatabaseSink(dbo, options=sink_options)
     thread_profiles: list[cProfile.Profile] = []
     if profile:
@@ -390,6 +400,7 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
         rss_start = rss_bytes()
         sink.write_rows(warm, 0)
         times, fresh, event_fresh = [], [], []
+        router: dict[str, float] = {}
         prof = cProfile.Profile() if profile else None
         cpu0 = time.process_time() + workers_cpu(sink)
         del warm
@@ -405,6 +416,8 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
             t0 = time.perf_counter()
             st = sink.write_rows(raw, i)
             times.append(time.perf_counter() - t0)
+            for k, v in st.phases.items():
+                router[k] = router.get(k, 0.0) + v
             if prof is not None:
                 prof.disable()
             assert set(st.tables.values()) == {"committed"}, st.tables
@@ -440,6 +453,7 @@ def run_once(cfg: Config, args: argparse.Namespace, seed: int, profile: bool) ->
             idle,
             load_avg=os.getloadavg()[0],
             phases_s={k: v / len(times) for k, v in events.phases.items()},
+            router_s={k: v / len(times) for k, v in router.items()},
             accounting_s=accounting,
         )
         # A released table's reload: a new sink (nothing open), one batch to warm its
@@ -561,6 +575,9 @@ def summarize(
             k: statistics.median(r.phases_s.get(k, 0.0) for r in runs) for k in runs[0].phases_s
         },
         "budget_check_ms": statistics.median(r.accounting_s for r in runs) * 1e3,
+        "router_s_per_batch": {
+            k: statistics.median(r.router_s.get(k, 0.0) for r in runs) for k in runs[0].router_s
+        },
     }
 
 
@@ -725,6 +742,10 @@ def report(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         ph = ", ".join(f"{k} {v:.2f}" for k, v in r["phases_s_per_batch"].items())
         print(f"- {r['config']}: {ph}; the budget's byte count {r['budget_check_ms']:.0f} ms")
+    print("\nThe router's steps, seconds per batch (RouterStats.phases, wall time):")
+    for r in rows:
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in r.get("router_s_per_batch", {}).items())
+        print(f"- {r['config']}: {steps}")
     for r in rows:
         if r["budget_mb"]:
             print(

@@ -279,6 +279,10 @@ class RouterStats:
             ``tombstone``, ``message``, ``schema_change``, ``excluded``).
         unrouted: Records that named no table (rejects of :data:`UNROUTED`).
         total_s: Seconds of the whole batch.
+        phases: Seconds of its steps in driver mode: ``route`` (which table each
+            record names), ``open`` (the tables opened, created, their schemas
+            evolved), ``decode`` (the passes shared by tables of one schema), ``write``
+            (the tables' writes, less the shared decode they waited for).
     """
 
     batch_id: int
@@ -287,6 +291,7 @@ class RouterStats:
     ignored: dict[str, int] = field(default_factory=dict)
     unrouted: int = 0
     total_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -491,6 +496,7 @@ class DatabaseSink(ProcessLocal):
             decoder_options=self.options.decode.options,
         )
         parts, unrouted = self._parts(raw, routed, st)
+        st.phases["route"] = time.perf_counter() - t0
         jobs: list[tuple[str, Callable[[], str]]] = []
         if len(unrouted[0]):
             st.unrouted = len(unrouted[0])
@@ -501,14 +507,18 @@ class DatabaseSink(ProcessLocal):
             )
         errors: list[BaseException] = []
         try:
+            t1 = time.perf_counter()
             opened = self._run(
                 [(p.name, self._gated(_bind(self._open_part, raw, p, batch_id))) for p in parts],
                 st,
                 errors,
             )
+            st.phases["open"] = time.perf_counter() - t1
             ready = [r for r in opened.values() if isinstance(r, _Ready)]
             st.tables.update({n: r for n, r in opened.items() if isinstance(r, str)})
+            t2 = time.perf_counter()
             st.tables.update(self._write_all(raw, ready, jobs, batch_id, st, errors))
+            st.phases["write"] = time.perf_counter() - t2 - st.phases.get("decode", 0.0)
             if errors:
                 raise errors[0]
         finally:
@@ -731,6 +741,9 @@ class DatabaseSink(ProcessLocal):
                     start(r.name, _bind(self._write_ready, r, batch_id, None))
             try:
                 for members, decoded in decode_passes(plan, self._submit_decode(), parent=raw):
+                    st.phases["decode"] = st.phases.get("decode", 0.0) + sum(
+                        secs for _, secs in decoded.values()
+                    )
                     for m in members:
                         planned.discard(m.name)
                         dec = decoded.get(m.name)

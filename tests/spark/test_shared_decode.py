@@ -175,7 +175,8 @@ def test_the_router_decodes_tables_of_one_schema_together_and_each_equals_its_mo
                     else:
                         model[t][i] = customer(i, email=f"{b}-{rng.random()}")
                         msgs.append(message(t, CUSTOMERS, "c", model[t][i]))
-            router.write_rows(batch(msgs, start=1000 * b), b)
+            st = router.write_rows(batch(msgs, start=1000 * b), b)
+            assert {"route", "open", "decode", "write"} <= set(st.phases)
     finally:
         router.close()
     assert passes and passes[-1] == [len(tables)]  # every table's records in one pass
