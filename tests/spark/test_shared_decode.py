@@ -146,20 +146,25 @@ def test_each_tables_envelope_schema_is_cut_off_its_run_of_events() -> None:
     assert all(h.startswith(b'{"payload":') for h in heads)
 
 
-@pytest.mark.parametrize("processes", [0, 1])
-def test_the_router_decodes_tables_of_one_schema_together_and_each_equals_its_model(
-    tmp_path: Path, processes: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def passes(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The router's shared decode passes, each as its tables' count, batch after batch."""
     import cdc_sink.spark.database as database
 
-    passes: list[list[int]] = []
-    real = decode_passes
+    seen: list[list[int]] = []
 
     def counted(plan: Any, submit: Any, **kw: Any) -> Any:
-        passes.append([len(p) for p in plan])
-        return real(plan, submit, **kw)
+        seen.append([len(p) for p in plan])
+        return decode_passes(plan, submit, **kw)
 
     monkeypatch.setattr(database, "decode_passes", counted)
+    return seen
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+def test_the_router_decodes_tables_of_one_schema_together_and_each_equals_its_model(
+    tmp_path: Path, processes: int, passes: list[list[int]]
+) -> None:
     rng = random.Random(3)
     tables = [f"shard{k}" for k in range(5)]
     model: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in tables}
@@ -204,21 +209,12 @@ def test_events_whose_schemas_differ_before_the_sampled_bytes_keep_their_own() -
 
 @pytest.mark.usefixtures("schema_registry")
 def test_avro_tables_of_one_schema_are_decoded_together_and_each_equals_its_model(
-    tmp_path: Path, schema_registry: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, schema_registry: Any, passes: list[list[int]]
 ) -> None:
     """The same through the registry: each table's writer schema has its own id."""
-    import cdc_sink.spark.database as database
     from tests.spark.test_database_router_avro import avro_message, avro_sink
     from tests.spark.test_database_router_avro import raw as avro_raw
 
-    passes: list[list[int]] = []
-    real = decode_passes
-
-    def counted(plan: Any, submit: Any, **kw: Any) -> Any:
-        passes.append([len(p) for p in plan])
-        return real(plan, submit, **kw)
-
-    monkeypatch.setattr(database, "decode_passes", counted)
     url = schema_registry.url
     tables = [f"avro_shard{k}" for k in range(4)]
     msgs, names = [], []
