@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -198,6 +198,9 @@ class Routed:
             first occurrence first.
         schema_keys: Per message (int64): equal for messages of the same value schema
             within this result (-1: none); what :attr:`schema_rows` picks from.
+        schema_texts: JSON: the envelope ``schema`` bytes of each schema key (what a
+            reader of the schema parses, without the rest of the message). Avro: empty
+            (the keys are the writer schema ids).
     """
 
     codes: np.ndarray
@@ -206,6 +209,7 @@ class Routed:
     kinds: np.ndarray
     schema_rows: list[np.ndarray]
     schema_keys: np.ndarray
+    schema_texts: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -269,13 +273,14 @@ def route(
     dec = get_decoder(cast(FormatName, format), **dict(decoder_options or {}))  # checks the options
     if isinstance(dec, DebeziumAvroDecoder):
         lookups = dec.schema_lookups(parts, None)  # the decoder's registry lookups and checks
-        found = _in_runs(parts, AVRO_RUN_BYTES, _AvroRun(parts, lookups))
-    else:  # runs of about one scan chunk once shared envelope schemas are cut off
-        live = np.flatnonzero(parts.valid & (parts.lengths > 10))
-        at = int(parts.starts[live[0]]) if len(live) else 0
-        enveloped = len(live) and parts.data[at : at + 10].tobytes() == b'{"schema":'
-        found = _in_runs(parts, RUN_BYTES * (4 if enveloped else 1), _JsonRun(parts))
-    return _routed(found)
+        return _routed(_in_runs(parts, AVRO_RUN_BYTES, _AvroRun(parts, lookups)), {})
+    # runs of about one scan chunk once shared envelope schemas are cut off
+    live = np.flatnonzero(parts.valid & (parts.lengths > 10))
+    at = int(parts.starts[live[0]]) if len(live) else 0
+    enveloped = len(live) and parts.data[at : at + 10].tobytes() == b'{"schema":'
+    run = _JsonRun(parts)
+    found = _in_runs(parts, RUN_BYTES * (4 if enveloped else 1), run)
+    return _routed(found, {k: text for text, k in run.schema_keys.items()})
 
 
 # ---------------------------------------------------------------------- runs
@@ -578,7 +583,7 @@ def _codes(arr: pa.Array) -> tuple[np.ndarray, list[Any]]:
     return codes, enc.dictionary.to_pylist()
 
 
-def _routed(found: _Found) -> Routed:
+def _routed(found: _Found, texts: dict[int, bytes]) -> Routed:
     """The distinct tables of the messages and each message's code (vectorized: one
     dictionary encoding per source member, one ``unique`` over their combined codes)."""
     n = len(found.kinds)
@@ -614,6 +619,7 @@ def _routed(found: _Found) -> Routed:
         kinds=kinds,
         schema_rows=schema_rows,
         schema_keys=np.asarray(found.schema_key, dtype=np.int64),
+        schema_texts=texts,
     )
 
 

@@ -76,9 +76,19 @@ class SourceSchemas:
         self._cache: dict[_Key, TableSchema] = {}
 
     def schema_of(
-        self, name: str, value: bytes | None, key: bytes | None, *, num_buckets: int
+        self,
+        name: str,
+        value: bytes | None,
+        key: bytes | None,
+        *,
+        num_buckets: int,
+        value_schema: bytes | None = None,
     ) -> TableSchema:
         """The schema the message (``value``, ``key``) of table ``name`` carries.
+
+        ``value_schema``: JSON only, the bytes of the value's envelope ``schema`` when
+        the caller has them (the router's routing reads them): the value is then not
+        parsed, only its key.
 
         Raises:
             cdc_sink.errors.NoPrimaryKey: The message names no key and the user named no
@@ -92,23 +102,39 @@ class SourceSchemas:
             return self._cached(
                 (name, ids, num_buckets), lambda: self._avro(name, value, key, num_buckets)
             )
+        if value_schema is not None:
+            kschema = _key_schema(key, name)
+            ktext = json.dumps(kschema, sort_keys=True).encode()
+            digest = hashlib.blake2b(b"text\0" + value_schema + b"\0" + ktext, digest_size=16)
+            return self._cached(
+                (name, digest.digest(), num_buckets),
+                lambda: self._connect(
+                    name,
+                    _json_object(value_schema, f"the schema of table {name}"),
+                    kschema,
+                    num_buckets,
+                ),
+            )
         doc = _json_object(value, f"a message of table {name}")
         if "schema" not in doc or "payload" not in doc:
             return self._cached(
                 (name, b"", num_buckets), lambda: self._schema_file(name, num_buckets)
             )
-        kdoc = _json_object(key, f"the key of table {name}") if key else {}
-        kschema = kdoc.get("schema") if isinstance(kdoc.get("schema"), Mapping) else None
+        kschema = _key_schema(key, name)
         text = json.dumps([doc["schema"], kschema], sort_keys=True).encode()
         return self._cached(
             (name, hashlib.blake2b(text, digest_size=16).digest(), num_buckets),
-            lambda: schema_from_connect(
-                doc["schema"],
-                kschema,
-                num_buckets=num_buckets,
-                key_columns=self.key_columns.get(name),
-                source=name,
-            ),
+            lambda: self._connect(name, doc["schema"], kschema, num_buckets),
+        )
+
+    def _connect(self, name: str, schema: Any, kschema: Any, num_buckets: int) -> TableSchema:
+        """The table schema of a Connect value schema and key schema."""
+        return schema_from_connect(
+            schema,
+            kschema,
+            num_buckets=num_buckets,
+            key_columns=self.key_columns.get(name),
+            source=name,
         )
 
     def _cached(self, key: _Key, make: Callable[[], TableSchema]) -> TableSchema:
@@ -190,6 +216,12 @@ def _registry(options: Mapping[str, Any]) -> RegistrySettings:
         options.get("registry_auth"),
         options.get("registry_ssl"),
     )
+
+
+def _key_schema(key: bytes | None, name: str) -> Any:
+    """The Connect schema of a JSON message key (None: the key has none)."""
+    kdoc = _json_object(key, f"the key of table {name}") if key else {}
+    return kdoc.get("schema") if isinstance(kdoc.get("schema"), Mapping) else None
 
 
 def _json_object(raw: bytes | None, what: str) -> dict[str, Any]:

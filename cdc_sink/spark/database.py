@@ -304,6 +304,7 @@ class _Part:
     rows: np.ndarray
     schema_rows: np.ndarray
     schema_keys: np.ndarray
+    schema_texts: Mapping[int, bytes]
 
 
 @dataclass
@@ -438,6 +439,8 @@ class DatabaseSink(ProcessLocal):
         """This process's state, empty: tables are opened on first use."""
         self._writers: OrderedDict[str, TableWriter] = OrderedDict()
         self._schemas: SourceSchemas | None = None
+        # (table, id of a source schema) -> the table schema that took it unchanged
+        self._taken: dict[tuple[str, int], TableSchema] = {}
         self._store: ObjectStore | None = None
         self._stopped: dict[str, str] | None = None
         self._skipped: set[str] = set()
@@ -670,7 +673,9 @@ class DatabaseSink(ProcessLocal):
                 st.ignored["excluded"] = st.ignored.get("excluded", 0) + len(rows)
             else:
                 keys = routed.schema_keys[rows]
-                parts.append(_Part(name, source, rows, routed.schema_rows[code], keys))
+                parts.append(
+                    _Part(name, source, rows, routed.schema_rows[code], keys, routed.schema_texts)
+                )
         rows = np.concatenate(bad).astype(np.int64)
         order = np.argsort(rows, kind="stable")
         return parts, (rows[order], [reasons[int(i)] for i in order])
@@ -789,7 +794,10 @@ class DatabaseSink(ProcessLocal):
         except NoPrimaryKey as exc:
             self._skip(part.name, str(exc), len(part.rows))
             return "skipped"
-        refused = self._evolve(part.name, writer.table, representatives(sub, part.schema_keys))
+        at = representative_rows(sub, part.schema_keys)
+        reps = sub.slice(int(at[0]), 1) if len(at) == 1 else sub.take(pa.array(at))
+        texts = [part.schema_texts.get(k) for k in part.schema_keys[at].tolist()]
+        refused = self._evolve(part.name, writer.table, reps, texts)
         return _Ready(part.name, writer, sub, refused, part.rows)
 
     def _write_ready(
@@ -915,7 +923,13 @@ class DatabaseSink(ProcessLocal):
                 )
             return self._schemas
 
-    def _evolve(self, name: str, table: Table, reps: pa.Table) -> tuple[dict[int, int], str] | None:
+    def _evolve(
+        self,
+        name: str,
+        table: Table,
+        reps: pa.Table,
+        value_schemas: Sequence[bytes | None] | None = None,
+    ) -> tuple[dict[int, int], str] | None:
         """Takes the schema each record of ``reps`` carries (the first record of each
         distinct schema in each Kafka partition: :func:`representatives`) into the
         table: columns added, widened, each in a version of its own.
@@ -923,20 +937,25 @@ class DatabaseSink(ProcessLocal):
         Kafka orders records per partition only, so a schema the table cannot take is
         refused per partition: in each partition where it appears, from its first record
         on. Returns ({partition: the offset refusing starts at}, why), or None when the
-        table takes every schema."""
+        table takes every schema. ``value_schemas``: per record of ``reps``, its JSON
+        envelope schema's bytes when the routing read them (the value is not parsed
+        again)."""
         partition = np.asarray(reps.column("partition").to_numpy(zero_copy_only=False), np.int64)
         offset = np.asarray(reps.column("offset").to_numpy(zero_copy_only=False), np.int64)
         cut: dict[int, int] = {}
         why: str | None = None
         for i in range(reps.num_rows):
-            refused = self._refusal(name, table, reps, i)
+            text = None if value_schemas is None else value_schemas[i]
+            refused = self._refusal(name, table, reps, i, text)
             if refused is not None:
                 p, o = int(partition[i]), int(offset[i])
                 cut[p] = min(cut.get(p, o), o)
                 why = why or refused
         return None if why is None else (cut, why)
 
-    def _refusal(self, name: str, table: Table, sub: pa.Table, i: int) -> str | None:
+    def _refusal(
+        self, name: str, table: Table, sub: pa.Table, i: int, value_schema: bytes | None
+    ) -> str | None:
         """Takes the schema record ``i`` of ``sub`` carries into ``table``; why the table
         cannot take it (None: it took it, or it has nothing to take)."""
         try:
@@ -945,14 +964,21 @@ class DatabaseSink(ProcessLocal):
                 _bytes(sub, "value", i),
                 _bytes(sub, "key", i),
                 num_buckets=_own_schema(table).num_buckets,
+                value_schema=value_schema,
             )
         except NoPrimaryKey:
             return None  # the table has the key the user named: the rows are checked
         except SchemaError as exc:
             return f"a schema no table can take: {exc}"
-        change = schema_change(_own_schema(table), source)
+        own = _own_schema(table)
+        if self._taken.get((name, id(source))) is own:
+            return None  # the table's schema already takes it as it is
+        change = schema_change(own, source)
         if change.refused is not None:
             return change.refused
+        if change.empty:
+            # the source schemas are cached for the process: their ids stay theirs
+            self._taken[(name, id(source))] = own
         _apply_change(name, table, change)
         return None
 
@@ -1103,12 +1129,24 @@ def _rows_of(raw: pa.Table, rows: np.ndarray) -> pa.Table:
 def representatives(sub: pa.Table, schema_keys: np.ndarray) -> pa.Table:
     """The first record of each distinct schema key in each Kafka partition of ``sub``
     (records of one table, in order), ordered by partition and offset."""
+    rows = representative_rows(sub, schema_keys)
+    if len(rows) == 1:
+        return sub.slice(int(rows[0]), 1)
+    return sub.take(pa.array(rows))
+
+
+def representative_rows(sub: pa.Table, schema_keys: np.ndarray) -> np.ndarray:
+    """The positions in ``sub`` of :func:`representatives`' records."""
     partition = np.asarray(sub.column("partition").to_numpy(zero_copy_only=False), np.int64)
+    if len(partition) == 0:
+        return np.zeros(0, np.int64)
+    if (partition == partition[0]).all() and (schema_keys == schema_keys[0]).all():
+        return np.zeros(1, np.int64)  # one partition, one schema (most tables' batches)
     order = np.lexsort((np.arange(len(partition)), partition, schema_keys))
     sk, pt = schema_keys[order], partition[order]
     first = order[np.r_[True, (sk[1:] != sk[:-1]) | (pt[1:] != pt[:-1])]]
-    reps = sub.take(pa.array(np.sort(first)))
-    return reps.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    offset = np.asarray(sub.column("offset").to_numpy(zero_copy_only=False), np.int64)
+    return first[np.lexsort((offset[first], partition[first]))]
 
 
 def refused_mask(sub: pa.Table, cut: Mapping[int, int]) -> np.ndarray:

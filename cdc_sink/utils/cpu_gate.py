@@ -41,7 +41,11 @@ class CpuGate:
         if slots < 1:
             raise ValueError(f"a CPU gate needs at least one slot, got {slots}")
         self.slots = slots
-        self._sem = threading.Semaphore(slots)
+        # One slot (the router's default) is a plain lock: its handoff between threads
+        # runs in C, where a Semaphore's runs Python code under the GIL it gates.
+        self._sem: threading.Lock | threading.Semaphore = (
+            threading.Lock() if slots == 1 else threading.Semaphore(slots)
+        )
 
     @contextmanager
     def held(self) -> Iterator[None]:

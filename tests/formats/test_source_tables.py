@@ -272,6 +272,22 @@ def test_schema_rows_give_one_message_per_distinct_schema_of_each_table():
     assert all(rows.dtype.kind == "i" for rows in r.schema_rows)
 
 
+def test_schema_texts_are_each_schema_keys_envelope_schema():
+    """What a reader of the schemas parses instead of the whole message: the envelope
+    ``schema`` bytes of each key, also of the messages whose schema was cut off a run
+    (the runs of a batch spanning several share the keys)."""
+    v2 = with_phone(MYSQL_SCHEMA)
+    count = (12 << 20) // len(value(MYSQL_CREATE["payload"], MYSQL_SCHEMA, True))
+    values = [value(MYSQL_CREATE["payload"], MYSQL_SCHEMA, True)] * count
+    values[1] = value(MYSQL_CREATE["payload"], None, False)
+    values[-1] = value(MYSQL_CREATE["payload"], v2, True)
+    r = routed_json(values)
+    for i, want in ((0, MYSQL_SCHEMA), (count // 2, MYSQL_SCHEMA), (count - 1, v2)):
+        assert json.loads(r.schema_texts[int(r.schema_keys[i])]) == want
+    assert r.schema_keys[1] == -1 and -1 not in r.schema_texts
+    assert sorted(r.schema_texts) == sorted(set(r.schema_keys.tolist()) - {-1})
+
+
 def test_schema_rows_of_a_shared_schema_cut_off_the_run_are_its_first_message():
     """The decoder cuts the envelope schema off the messages repeating the first one's;
     they still count as that schema."""

@@ -258,6 +258,51 @@ def test_a_change_the_table_cannot_take_stops_only_that_table(
     s.close()
 
 
+def test_a_schema_the_table_took_is_not_compared_again_until_the_table_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router remembers the source schemas a table's schema took unchanged (one
+    process): a batch of one of them compares nothing; after the table widened a
+    column, the old schema is compared again, and refused as the narrowing it now is."""
+    from cdc_sink.spark import database
+
+    compared: list[str] = []
+    real = database.schema_change
+
+    def counted(table: Any, source: Any) -> Any:
+        compared.append(source.columns[-1].name)
+        return real(table, source)
+
+    monkeypatch.setattr(database, "schema_change", counted)
+    narrow = [*CUSTOMERS, ("visits", "int32", False)]
+    wide = [*CUSTOMERS, ("visits", "int64", False)]
+    s = sink(tmp_path)
+    s.write_rows(batch([message("customers", narrow, "c", customer(1, visits=1))]), 0)
+    s.write_rows(batch([message("customers", narrow, "c", customer(2, visits=2))], 1), 1)
+    assert len(compared) == 1  # the first batch's check, after the table was created
+    s.write_rows(batch([message("customers", wide, "c", customer(3, visits=3))], 2), 2)
+    st = s.write_rows(batch([message("customers", narrow, "c", customer(4, visits=4))], 3), 3)
+    assert len(compared) == 3
+    assert st.tables["inventory.customers"] == "committed"  # its record, as a reject
+    rejects = open_table(str(tmp_path / "inventory.customers")).rejects()
+    assert rejects.column("offset").to_pylist() == [3]
+    assert "visits" in rejects.column("reason")[0].as_py()
+    assert [r["id"] for r in rows_of(tmp_path, "inventory.customers", "id")] == [1, 2, 3]
+
+
+def test_a_new_key_with_the_same_value_schema_is_refused(tmp_path: Path) -> None:
+    """The schema the router remembers is the value's and the key's together."""
+    s = sink(tmp_path)
+    s.write_rows(batch([message("customers", CUSTOMERS, "c", customer(1))]), 0)
+    s.write_rows(batch([message("customers", CUSTOMERS, "c", customer(2))], 1), 1)
+    rekeyed = message("customers", CUSTOMERS, "c", customer(3), key_field="email")
+    s.write_rows(batch([rekeyed], 2), 2)
+    rejects = open_table(str(tmp_path / "inventory.customers")).rejects()
+    assert rejects.column("offset").to_pylist() == [2]
+    assert "key" in rejects.column("reason")[0].as_py()
+    assert [r["id"] for r in rows_of(tmp_path, "inventory.customers", "id")] == [1, 2]
+
+
 def test_a_table_without_a_key_is_skipped_unless_key_columns_name_one(tmp_path: Path) -> None:
     msgs = [message("audit", CUSTOMERS, "c", customer(1), key_field=None)]
     st = sink(tmp_path).write_rows(batch(msgs), 0)
