@@ -14,7 +14,7 @@ STAMP   = $(VENV)/.installed
 # the JSON decoders' C scan (cdc_sink/formats/_cscan.c), the flat JSON pass
 # (cdc_sink/formats/_cflat.c), the numpy buffer cache (cdc_sink/runtime/_npcache.c), the
 # byte split of compressed pages (cdc_sink/storage/_cbytesplit.c) and the key index's slot
-# placement and salted key hash (cdc_sink/tablet/_cslots.c) in place, so a change to any
+# placement, lookup probe and salted key hash (cdc_sink/tablet/_cslots.c) in place, so a change to any
 # of them reinstalls.
 # Then the test kit (testkit/: the local Kafka broker, Docker tooling, reference model,
 # demo), a distribution of its own that the tests, benchmarks and `make demo` need.

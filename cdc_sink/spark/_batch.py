@@ -71,6 +71,9 @@ def end_offsets(
     """Per topic and partition, the offset after the last record (vectorized group-by)."""
     if len(offset) == 0:
         return {}
+    one = _one_partition(topic, partition, offset)
+    if one is not None:
+        return one
     t = pa.table({"t": topic, "p": partition, "o": offset})
     g = t.group_by(["t", "p"], use_threads=False).aggregate([("o", "max")])
     out: Offsets = {}
@@ -83,6 +86,22 @@ def end_offsets(
         if tp is not None and p is not None and o is not None:
             out.setdefault(tp, {})[str(p)] = int(o) + 1
     return out
+
+
+def _one_partition(
+    topic: pa.ChunkedArray | pa.Array,
+    partition: pa.ChunkedArray | pa.Array,
+    offset: pa.ChunkedArray | pa.Array,
+) -> Offsets | None:
+    """:func:`end_offsets` of records of one topic-partition without nulls (most tables'
+    share of a batch), in numpy; None for any other records."""
+    if topic.null_count or partition.null_count or offset.null_count:
+        return None
+    p = np.asarray(partition.to_numpy(), dtype=np.int64)
+    if not (p == p[0]).all() or len(pc.unique(topic)) != 1:
+        return None
+    o = np.asarray(offset.to_numpy(), dtype=np.int64)
+    return {str(topic[0].as_py()): {str(int(p[0])): int(o.max()) + 1}}
 
 
 def merge_offsets(into: Offsets, more: Mapping[str, Mapping[str, int]]) -> Offsets:

@@ -148,6 +148,33 @@ def _seq_deltas(seq: np.ndarray) -> np.ndarray:
     return out
 
 
+def _set_cells(batch: ChangeBatch) -> list[tuple[str, pa.Array, pa.Array]]:
+    """Per value column the batch has, in schema order: its name, the values of the
+    events that set it, and its presence bits. Columns of one presence mask (a batch's
+    deletes set none of them) are filtered together, in one call."""
+    cols = [c for c in batch.schema.value_columns if c.id in batch.values]
+    masks = [np.asarray(batch.present[c.id], dtype=bool) for c in cols]
+    values: list[pa.Array | None] = [None] * len(cols)
+    groups: list[list[int]] = []
+    for i, mask in enumerate(masks):
+        if mask.all():
+            values[i] = one_array(batch.values[cols[i].id])
+            continue
+        for g in groups:
+            if np.array_equal(masks[g[0]], mask):
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    bits = [_bits(m) for m in masks]
+    for g in groups:
+        arrays = [one_array(batch.values[cols[i].id]) for i in g]
+        kept = pa.RecordBatch.from_arrays(arrays, names=[str(i) for i in g]).filter(bits[g[0]])
+        for i, arr in zip(g, kept.columns, strict=True):
+            values[i] = arr
+    return [(c.name, v, b) for c, v, b in zip(cols, values, bits, strict=True) if v is not None]
+
+
 def encode_compact(
     batch: ChangeBatch, *, compression: WalCompression = DEFAULT_COMPRESSION
 ) -> bytes:
@@ -169,16 +196,8 @@ def encode_compact(
     for col, key in zip(batch.schema.key_columns, batch.keys, strict=True):
         names.append(col.name)
         arrays.append(_one_list(key))
-    for c in batch.schema.value_columns:
-        if c.id not in batch.values:
-            continue
-        mask = np.asarray(batch.present[c.id], dtype=bool)
-        bits = _bits(mask)
-        values = batch.values[c.id]
-        values = one_array(values)
-        if not mask.all():
-            values = values.filter(bits)
-        names += [c.name, SET_PREFIX + c.name]
+    for name, values, bits in _set_cells(batch):
+        names += [name, SET_PREFIX + name]
         arrays += [_one_list(values), _one_list(bits)]
     fields = [pa.field(name, arr.type) for name, arr in zip(names, arrays, strict=True)]
     body = pa.RecordBatch.from_arrays(

@@ -17,6 +17,13 @@
  * miss; the home slot of the row 16 ahead is prefetched, so the misses of several rows
  * overlap instead of coming one after another. The GIL is released while placing.
  *
+ * probe(hashes, slots, shift, row_hash, out): for each i, out[i] (int64) = the first row
+ *     id r met probing from the home slot hashes[i] >> shift whose row_hash[r] equals
+ *     hashes[i] (uint64), or -1 where the probe reaches an empty slot first (removed
+ *     slots are passed over). A lookup's candidates, in one loop where numpy makes a
+ *     round of array operations per probe step; the caller compares their keys (two
+ *     keys may share a hash) and probes on in numpy for a key that differs.
+ *
  * siphash(k0, k1, c, d, data, offsets, width, out): out[i] (uint64) = SipHash-c-d with
  *     the 128-bit key (k0, k1) of row i's bytes: data[offsets[i]:offsets[i+1]] (offsets
  *     int64, n + 1 of them), or with offsets None, data[i*width:(i+1)*width]. Bytes are
@@ -44,6 +51,28 @@ static Py_ssize_t place(const uint64_t *hashes, Py_ssize_t n, int shift, int32_t
         slots[p] = first + (int32_t)i;
     }
     return n;
+}
+
+/* Returns 0, or -1 when a probe met neither an empty slot nor its row (a full table). */
+static int probe(const uint64_t *hashes, Py_ssize_t n, int shift, const int32_t *slots,
+                 uint64_t mask, const uint64_t *row_hash, Py_ssize_t rows, int64_t *out) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) __builtin_prefetch(&slots[hashes[i + AHEAD] >> shift], 0, 0);
+        uint64_t p = hashes[i] >> shift, steps = 0;
+        int64_t found = -1;
+        for (;;) {
+            int32_t s = slots[p];
+            if (s == -1) break;
+            if (s >= 0 && s < rows && row_hash[s] == hashes[i]) {
+                found = s;
+                break;
+            }
+            if (++steps > mask) return -1;
+            p = (p + 1) & mask;
+        }
+        out[i] = found;
+    }
+    return 0;
 }
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
@@ -176,7 +205,42 @@ static PyObject *py_place(PyObject *self, PyObject *args) {
     return result;
 }
 
+static PyObject *py_probe(PyObject *self, PyObject *args) {
+    Py_buffer hashes, slots, row_hash, out;
+    int shift;
+    if (!PyArg_ParseTuple(args, "y*y*iy*w*", &hashes, &slots, &shift, &row_hash, &out))
+        return NULL;
+    Py_ssize_t n = hashes.len / 8, size = slots.len / 4;
+    PyObject *result = NULL;
+    if (hashes.len % 8 || row_hash.len % 8 || out.len != n * 8 || slots.len % 4 || size < 1 ||
+        (size & (size - 1))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "probe: hashes, row_hash uint64, out int64 of n, slots int32 of a "
+                        "power-of-two length");
+    } else if (shift < 1 || shift > 63 || (uint64_t)size != (uint64_t)1 << (64 - shift)) {
+        PyErr_SetString(PyExc_ValueError, "probe: shift does not match the slot count");
+    } else {
+        int bad;
+        Py_BEGIN_ALLOW_THREADS
+        bad = probe(hashes.buf, n, shift, slots.buf, (uint64_t)size - 1, row_hash.buf,
+                    row_hash.len / 8, out.buf);
+        Py_END_ALLOW_THREADS
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "probe: no empty slot left");
+        else
+            result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&slots);
+    PyBuffer_Release(&row_hash);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"probe", py_probe, METH_VARARGS,
+     "probe(hashes, slots, shift, row_hash, out): out[i] = the first row met from the home "
+     "slot of hashes[i] with that hash, or -1 at an empty slot"},
     {"place", py_place, METH_VARARGS,
      "place(hashes, slots, shift, first): row first+i into the first free slot at or "
      "after hashes[i] >> shift (linear probing)"},
@@ -186,4 +250,4 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-CDC_SINK_PLAIN_MODULE(_cslots, "The key index's slot placement and salted hash.")
+CDC_SINK_PLAIN_MODULE(_cslots, "The key index's slot placement, lookup probe and salted hash.")

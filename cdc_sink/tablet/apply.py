@@ -30,6 +30,7 @@ from cdc_sink.schema import Column
 from cdc_sink.tablet.fold import SEQ_NONE, FoldResult, fold_events
 from cdc_sink.tablet.keyindex import KeyIndex
 from cdc_sink.tablet.keystore import take
+from cdc_sink.utils.arrays import run_ends, run_starts
 
 __all__ = [
     "ApplyResult",
@@ -170,8 +171,10 @@ def group_keys(index: KeyIndex, batch: ChangeBatch, row_count: int) -> KeyGroups
             gkey[missing] = row_count + inv.reshape(-1)
     order = np.arange(len(gkey)) if is_increasing(gkey) else np.argsort(gkey, kind="stable")
     gk = gkey[order]
-    starts = np.flatnonzero(np.r_[True, gk[1:] != gk[:-1]])
-    gid = np.cumsum(np.r_[False, gk[1:] != gk[:-1]]).astype(np.int64)
+    new_group = run_starts(gk)
+    starts = np.flatnonzero(new_group)
+    new_group[:1] = False
+    gid = np.cumsum(new_group, dtype=np.int64)
     grow = gk[starts]
     return KeyGroups(h, order, gid, starts, grow, grow < row_count, batch.op[order])
 
@@ -305,7 +308,7 @@ class WritePlan:
         g = self.gid[idx]
         if not self.unique_keys and len(idx):
             # Several setters of one key: the last one (input order) wins.
-            last = np.r_[g[1:] != g[:-1], True]
+            last = run_ends(g)
             g, idx = g[last], idx[last]
         e = self.order[idx]
         if self.any_full:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cdc_sink.batch import OP_DELETE, OP_INSERT, OP_UPSERT
+from cdc_sink.utils.arrays import run_ends, run_starts
 
 __all__ = ["SEQ_NONE", "FoldResult", "fold_events"]
 
@@ -162,8 +163,8 @@ def fold_events(
         return _fold(gid, op, needs_live, seq, live0, seq0, None)
     # One synthetic delete per key gap that holds a truncate, placed by a sort key:
     # 3j before event j, 3j + 1 the event, 3j + 2 after it.
-    first = np.r_[True, gid[1:] != gid[:-1]]
-    last = np.r_[gid[1:] != gid[:-1], True]
+    first = run_starts(gid)
+    last = run_ends(gid)
     before = np.where(first, cut > 0, np.r_[False, cut[1:] != cut[:-1]])
     after = last & (cut < num_cuts)
     j = np.arange(n, dtype=np.int64)
@@ -242,8 +243,8 @@ def _fold(
     n = len(gid)
     ngroups = len(live0)
     idx = np.arange(n, dtype=np.int64)
-    gstart = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]]) if n else np.empty(0, np.int64)
-    gend = np.r_[gstart[1:], n] - 1 if n else np.empty(0, np.int64)
+    gstart = np.flatnonzero(run_starts(gid))
+    gend = np.append(gstart[1:], n) - 1 if n else np.empty(0, np.int64)
     my_start = gstart[gid]
     changes_live = ~needs_live
     rejected = np.zeros(n, dtype=bool)
@@ -269,7 +270,7 @@ def _fold(
             break
         bi = np.flatnonzero(bad)
         gb = gid[bi]
-        rejected[bi[np.r_[True, gb[1:] != gb[:-1]]]] = True
+        rejected[bi[run_starts(gb)]] = True
 
     # Final state per group.
     last_changer = incl[gend] if n else np.empty(0, np.int64)

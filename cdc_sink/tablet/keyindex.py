@@ -40,7 +40,7 @@ import pyarrow as pa
 from cdc_sink.bucketing import spark_xxhash64
 from cdc_sink.tablet.keyhash import salted_hash
 from cdc_sink.tablet.keystore import KeyStore
-from cdc_sink.utils.arrays import one_array
+from cdc_sink.utils.arrays import one_array, run_starts
 
 try:  # built from cdc_sink/tablet/_cslots.c at install; optional
     from cdc_sink.tablet import _cslots as _cslots
@@ -264,8 +264,26 @@ class KeyIndex:
         if n == 0 or self.count == 0:
             return out
         hm = self.index_hash(key_hash, keys)
+        if _cslots is None:
+            self._probe(hm, keys, out, np.arange(n))
+            return out
+        hm = np.ascontiguousarray(hm, np.uint64)
+        _cslots.probe(hm, self._slots, int(self._shift), self._row_hash, out)
+        cand = np.flatnonzero(out >= 0)
+        if len(cand):
+            ok = self._keys_equal(out[cand], cand, keys)
+            if not ok.all():  # another key of the same hash: probe on past it
+                miss = cand[~ok]
+                out[miss] = -1
+                self._probe(hm, keys, out, miss)
+        return out
+
+    def _probe(
+        self, hm: np.ndarray, keys: Sequence[pa.Array], out: np.ndarray, active: np.ndarray
+    ) -> None:
+        """Sets ``out[i]`` to the row of key ``i`` for each ``i`` of ``active`` whose key
+        is in the index (index hashes ``hm``), probing in rounds of array operations."""
         pos = self._home(hm)
-        active = np.arange(n)
         mask = int(self._mask)
         slots = self._slots
         row_hash = self._row_hash
@@ -283,7 +301,6 @@ class KeyIndex:
                     done[cand] = True
             active = active[~done]
             pos[active] = (pos[active] + 1) & mask
-        return out
 
     def _keys_equal(
         self, rows: np.ndarray, which: np.ndarray, keys: Sequence[pa.Array]
@@ -433,8 +450,8 @@ class KeyIndex:
             return np.arange(n, dtype=np.int64)  # distinct hashes: distinct keys
         order = np.argsort(key_hash, kind="stable")
         hs = key_hash[order]
-        starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
-        first_sorted = np.repeat(starts, np.diff(np.r_[starts, n]))
+        starts = np.flatnonzero(run_starts(hs))
+        first_sorted = np.repeat(starts, np.diff(np.append(starts, n)))
         rep = np.empty(n, dtype=np.int64)
         rep[order] = order[first_sorted]  # first occurrence (stable sort keeps input order)
         # Verify: every key equals its representative's key.

@@ -94,6 +94,21 @@ class _Pending:
     seq_undo: _Undo | None
 
 
+def _sources(
+    plan: WritePlan,
+    pres: np.ndarray | None,
+    memo: list[tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray]]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``plan.sources(pres)``, once per distinct presence mask of a batch (its columns
+    mostly share one: the events that set every column, the deletes that set none)."""
+    for seen, got in memo:
+        if seen is pres or (seen is not None and pres is not None and np.array_equal(seen, pres)):
+            return got
+    got = plan.sources(pres)
+    memo.append((pres, got))
+    return got
+
+
 class MemTablet:
     """One bucket's tablet (see the module docstring).
 
@@ -389,6 +404,7 @@ class MemTablet:
             The ids of the columns written.
         """
         touched: list[int] = []
+        memo: list[tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray]]] = []
         for c in self.schema.value_columns:
             if self._seq_col is not None and c.id == self._seq_col.id:
                 # The sequence column holds each key's sequence after the batch.
@@ -403,7 +419,7 @@ class MemTablet:
             if plan.whole(pres):
                 self._add_delta(c, version, plan.rows, batch.values[c.id], touched)
                 continue
-            write, src = plan.sources(pres)
+            write, src = _sources(plan, pres, memo)
             if len(write):
                 vals = column_values(c, None if pres is None else batch.values[c.id], src)
                 self._add_delta(c, version, plan.rows[write], vals, touched)

@@ -57,3 +57,22 @@ class GrowingArray:
             grown = np.full(max(2 * len(self.a), n), self.fill, dtype=self.a.dtype)
             grown[: len(self.a)] = self.a
             self.a = grown
+
+
+def run_starts(a: np.ndarray) -> np.ndarray:
+    """Per element of ``a``: whether it starts a run of equal values (the first does).
+    One concatenation, where ``np.r_`` parses its index expression on every call."""
+    out = np.empty(len(a), dtype=bool)
+    if len(a):
+        out[0] = True
+        np.not_equal(a[1:], a[:-1], out=out[1:])
+    return out
+
+
+def run_ends(a: np.ndarray) -> np.ndarray:
+    """Per element of ``a``: whether it ends a run of equal values (the last does)."""
+    out = np.empty(len(a), dtype=bool)
+    if len(a):
+        out[-1] = True
+        np.not_equal(a[1:], a[:-1], out=out[:-1])
+    return out

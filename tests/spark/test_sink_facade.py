@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cdc_sink.spark
 from cdc_sink.errors import InvalidArgument, InvalidOption
@@ -125,6 +127,36 @@ def test_end_offsets_are_the_offset_after_each_partitions_last_record() -> None:
         end_offsets(pa.array([], pa.string()), pa.array([], pa.int32()), pa.array([], pa.int64()))
         == {}
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", None]),
+            st.one_of(st.integers(0, 2), st.none()),
+            st.one_of(st.integers(0, 10**12), st.none()),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_end_offsets_equal_a_plain_reference_whatever_the_records(
+    records: list[tuple[str | None, int | None, int | None]], chunked: bool
+) -> None:
+    """One topic-partition (the numpy path) or several, nulls (left out), chunked
+    columns: the offset after each partition's largest."""
+    want: dict[str, dict[str, int]] = {}
+    for t, p, o in records:
+        if t is not None and p is not None and o is not None:
+            part = want.setdefault(t, {})
+            part[str(p)] = max(part.get(str(p), 0), o + 1)
+    t, p, o = zip(*records, strict=True)
+    cols = [pa.array(t, pa.string()), pa.array(p, pa.int32()), pa.array(o, pa.int64())]
+    if chunked:
+        cols = [pa.chunked_array([c.slice(0, 1), c.slice(1)]) for c in cols]
+    assert end_offsets(*cols) == want
 
 
 def test_merge_offsets_keeps_the_larger_offset_of_a_partition() -> None:

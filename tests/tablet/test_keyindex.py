@@ -554,3 +554,17 @@ def test_the_compiled_placement_refuses_bad_arguments_instead_of_writing_out_of_
     slots = np.full(16, -1, np.int32)
     cs.place(np.full(3, 15 << 60, dtype=np.uint64), slots, 60, 7)  # a run wraps to slot 0
     assert slots[[15, 0, 1]].tolist() == [7, 8, 9]
+    # The lookup probe: the first row of the same hash from the home slot, past removed
+    # slots and across the end; -1 at an empty slot; bad arguments refused.
+    row_hash = np.zeros(10, np.uint64)
+    row_hash[[7, 8, 9]] = [15 << 60, 14 << 60, 15 << 60]
+    slots[14] = -2  # removed
+    out = np.zeros(3, np.int64)
+    cs.probe(np.array([15 << 60, 14 << 60, 13 << 60], np.uint64), slots, 60, row_hash, out)
+    assert out.tolist() == [7, 8, -1]  # 14's passes the removed slot and another hash
+    with pytest.raises(ValueError, match="out int64 of n"):
+        cs.probe(hm, slots, 60, row_hash, np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="shift"):
+        cs.probe(hm, slots, 59, row_hash, np.zeros(4, np.int64))
+    with pytest.raises(ValueError, match="no empty slot"):
+        cs.probe(hm, np.full(16, 3, np.int32), 60, row_hash, np.zeros(4, np.int64))
