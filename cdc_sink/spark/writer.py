@@ -462,8 +462,7 @@ class TableWriter(ProcessLocal):
         counts = dict(res.counts)
         counts["rejected"] = rejects.num_rows
         self.dead_letters += rejects.num_rows
-        reasons = rejects.column("reason").to_numpy(zero_copy_only=False)
-        by_reason = dict(Counter(reasons.tolist())) if len(reasons) else {}
+        by_reason = dict(Counter(rejects.column("reason").to_pylist())) if rejects.num_rows else {}
         phases = prepared.phases
         st = BatchStats(
             batch_id,

@@ -157,6 +157,9 @@ def sorted_rejects(rejects: Rejects) -> Rejects:
     return Rejects(rejects.positions[order], [rejects.reasons[i] for i in order.tolist()])
 
 
+_NO_RECORDS = REJECTS_SCHEMA.empty_table()
+
+
 def reject_records(rejects: Rejects, source: pa.Table | None = None) -> pa.Table:
     """The rejects-file records of ``rejects``, with their source columns when given.
 
@@ -170,6 +173,8 @@ def reject_records(rejects: Rejects, source: pa.Table | None = None) -> pa.Table
     """
     pos = np.asarray(rejects.positions, dtype=np.int64)
     n = len(pos)
+    if n == 0:
+        return _NO_RECORDS  # most batches': Arrow tables are immutable, one serves all
     cols: dict[str, pa.Array | pa.ChunkedArray] = {"position": pa.array(pos, pa.int64())}
     if source is not None and n:
         idx = pa.array(pos)
@@ -197,6 +202,8 @@ def batch_reject_records(
         The records (:data:`REJECTS_SCHEMA`) and the merged rejects, sorted by position
         (stable: within a position, the order of ``groups``).
     """
+    if not any(len(g) for g in groups):
+        return _NO_RECORDS, Rejects()
     merged = Rejects()
     for group in groups:
         merged.extend(group)

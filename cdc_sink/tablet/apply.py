@@ -129,7 +129,9 @@ class KeyGroups:
     """The events of a batch grouped by key.
 
     Attributes:
-        key_hash: Per event (batch order), the hash of its key.
+        index_hash: Per event (batch order), its key's hash in the tablet's key index
+            (:meth:`~cdc_sink.tablet.keyindex.KeyIndex.index_hash`: what an insert of
+            the new keys reuses).
         order: The events sorted by group, in batch order within a group.
         gid: Per sorted event, its group (dense, non-decreasing).
         starts: Per group, the index in ``order`` of its first event.
@@ -139,7 +141,7 @@ class KeyGroups:
         op: Per sorted event, its op.
     """
 
-    key_hash: np.ndarray
+    index_hash: np.ndarray
     order: np.ndarray
     gid: np.ndarray
     starts: np.ndarray
@@ -156,8 +158,9 @@ def group_keys(index: KeyIndex, batch: ChangeBatch, row_count: int) -> KeyGroups
         batch: Keyed events.
         row_count: The tablet's rows before the batch.
     """
-    h = batch.key_hash()
-    rid = index.lookup(h, batch.keys)
+    # A salted index hashes the keys itself: the batch's routing hash is not needed
+    h = index.index_hash(None if index.seed is not None else batch.key_hash(), batch.keys)
+    rid = index.lookup(None, batch.keys, hm=h)
     missing = np.flatnonzero(rid < 0)
     gkey = rid  # a fresh array: ours to change
     if len(missing):

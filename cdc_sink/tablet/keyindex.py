@@ -251,19 +251,28 @@ class KeyIndex:
                 active = active[~won]
             pos[active] = (pos[active] + 1) & mask
 
-    def lookup(self, key_hash: np.ndarray | None, keys: Sequence[pa.Array]) -> np.ndarray:
+    def lookup(
+        self,
+        key_hash: np.ndarray | None,
+        keys: Sequence[pa.Array],
+        *,
+        hm: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Row id of each key, -1 where the key is not in the index.
 
         Args:
             key_hash: Spark xxhash64 of each key (int64; the routing hash a batch has),
                 or None. Only an unsalted index uses it (and computes it when None).
             keys: The key columns (as long as ``key_hash``).
+            hm: The keys' :meth:`index_hash` when the caller has it (then ``key_hash``
+                is not read).
         """
         n = len(keys[0])
         out = np.full(n, -1, dtype=np.int64)
         if n == 0 or self.count == 0:
             return out
-        hm = self.index_hash(key_hash, keys)
+        if hm is None:
+            hm = self.index_hash(key_hash, keys)
         if _cslots is None:
             self._probe(hm, keys, out, np.arange(n))
             return out
@@ -311,19 +320,25 @@ class KeyIndex:
             ok &= store.equals(rows, col.take(sel))
         return ok
 
-    def insert(self, key_hash: np.ndarray | None, keys: Sequence[pa.Array]) -> np.ndarray:
+    def insert(
+        self,
+        key_hash: np.ndarray | None,
+        keys: Sequence[pa.Array],
+        *,
+        hm: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Adds keys that are absent and distinct; returns their new row ids.
 
         The caller guarantees absence and distinctness (a tablet deduplicates a batch and
         looks keys up first); row ids are ``count, count+1, ...`` in input order.
-        ``key_hash`` is as for :meth:`lookup`.
+        ``key_hash`` and ``hm`` are as for :meth:`lookup`.
         """
         k = len(keys[0])
         rows = np.arange(self.count, self.count + k, dtype=np.int64)
         if k == 0:
             return rows
         self._ensure(k)
-        hm = self.index_hash(key_hash, keys)
+        hm = np.ascontiguousarray(self.index_hash(key_hash, keys) if hm is None else hm, np.uint64)
         self._row_hash[self.count : self.count + k] = hm
         for store, col in zip(self.keys, keys, strict=True):
             store.append(col)

@@ -342,11 +342,13 @@ class MemTablet:
         if len(new_groups):
             rep_events = groups.order[groups.starts[new_groups]]
             if len(rep_events) == len(batch) and is_increasing(rep_events):  # all, in order
-                self.index.insert(groups.key_hash, list(batch.keys))  # (a load): no copies
+                self.index.insert(
+                    None, list(batch.keys), hm=groups.index_hash
+                )  # (a load): no copies
             else:
                 sel = pa.array(rep_events)
                 keys = [k.take(sel) for k in batch.keys]
-                self.index.insert(groups.key_hash[rep_events], keys)
+                self.index.insert(None, keys, hm=groups.index_hash[rep_events])
             self._live.ensure(rc1)
             if self._seq is not None:
                 self._seq.ensure(rc1)
