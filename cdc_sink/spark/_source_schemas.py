@@ -129,9 +129,21 @@ class SourceSchemas:
 
     def _connect(self, name: str, schema: Any, kschema: Any, num_buckets: int) -> TableSchema:
         """The table schema of a Connect value schema and key schema."""
-        return schema_from_connect(
-            schema,
-            kschema,
+        return self._derived(schema_from_connect, name, schema, kschema, num_buckets)
+
+    def _derived(
+        self,
+        derive: Callable[..., TableSchema],
+        name: str,
+        value_schema: Any,
+        key_schema: Any,
+        num_buckets: int,
+    ) -> TableSchema:
+        """``derive`` (:func:`schema_from_connect` or :func:`schema_from_avro`) of table
+        ``name``'s value and key schemas, with the key columns the user named for it."""
+        return derive(
+            value_schema,
+            key_schema,
             num_buckets=num_buckets,
             key_columns=self.key_columns.get(name),
             source=name,
@@ -153,13 +165,7 @@ class SourceSchemas:
         """The schema of an Avro message: its writer schemas, from the registry."""
         vtext = self._registry_schema(value, f"value of table {name}")
         ktext = self._registry_schema(key, f"key of table {name}") if key else None
-        return schema_from_avro(
-            vtext,
-            ktext,
-            num_buckets=num_buckets,
-            key_columns=self.key_columns.get(name),
-            source=name,
-        )
+        return self._derived(schema_from_avro, name, vtext, ktext, num_buckets)
 
     def _registry_schema(self, message: bytes | None, what: str) -> str:
         """The writer schema (JSON text) the wire-format header of ``message`` names."""
