@@ -176,6 +176,15 @@ class KeyIndex:
             key_hash = np.asarray(spark_xxhash64(keys))
         return mix64(key_hash)
 
+    def _hashes(
+        self, key_hash: np.ndarray | None, keys: Sequence[pa.Array], hm: np.ndarray | None
+    ) -> np.ndarray:
+        """The keys' :meth:`index_hash` (``hm`` when the caller has it), contiguous uint64:
+        what :meth:`lookup` probes with and :meth:`insert` places and stores."""
+        if hm is None:
+            hm = self.index_hash(key_hash, keys)
+        return np.ascontiguousarray(hm, np.uint64)
+
     def _ensure(self, extra: int) -> None:
         need = self.count + extra
         if need > len(self._row_hash):
@@ -271,12 +280,10 @@ class KeyIndex:
         out = np.full(n, -1, dtype=np.int64)
         if n == 0 or self.count == 0:
             return out
-        if hm is None:
-            hm = self.index_hash(key_hash, keys)
+        hm = self._hashes(key_hash, keys, hm)
         if _cslots is None:
             self._probe(hm, keys, out, np.arange(n))
             return out
-        hm = np.ascontiguousarray(hm, np.uint64)
         _cslots.probe(hm, self._slots, int(self._shift), self._row_hash, out)
         cand = np.flatnonzero(out >= 0)
         if len(cand):
@@ -338,7 +345,7 @@ class KeyIndex:
         if k == 0:
             return rows
         self._ensure(k)
-        hm = np.ascontiguousarray(self.index_hash(key_hash, keys) if hm is None else hm, np.uint64)
+        hm = self._hashes(key_hash, keys, hm)
         self._row_hash[self.count : self.count + k] = hm
         for store, col in zip(self.keys, keys, strict=True):
             store.append(col)
