@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypeAlias
 
 import numpy as np
@@ -78,9 +79,10 @@ class Delta:
     rows: np.ndarray  # uint32, sorted, unique
     values: pa.Array
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
-        """Bytes held by the row ids and values."""
+        """Bytes held by the row ids and values (counted once: a delta never changes, and
+        a router counts every open table's bytes after each batch)."""
         return int(self.rows.nbytes + self.values.nbytes)
 
     def page_bounds(self, page_rows: int, num_pages: int) -> np.ndarray:
