@@ -17,21 +17,26 @@ offsets ascending, as Spark's Kafka source gives them (one task per topic-partit
 same columns unless ``--schemas K`` gives them K distinct schemas (table i's ``status``
 column named after i mod K): the router decodes the tables of one schema together.
 
-Each (configuration, run) is a child process of its own, so that its peak RSS is its own.
-Per configuration: events/s over the measured batches (median of the runs), and per CPU
-second of the process (every thread; the figure to compare on a loaded machine), wall time per
-batch (p50/p99 over every run's batches), peak and grown RSS of the process, freshness
-per table (the time the table's commit returned, through the ``TableEvents.observe``
-hook, minus the time the batch was handed to ``write_rows``: no Kafka or trigger, the
-batch's hand-in time stands for every event's produce time), the tablets' bytes per open
-table (``memory_bytes()`` of the tablets a table holds, as the router's budget counts
-them) for the tables written in the last batch (hot) and those not (idle), the tables
-open and their bytes after each batch (``TableEvents.tables_open``) against
-``memory_budget_bytes``, and the time of a one-event batch to a table not open in the
-process (a reload: ``open_table`` and its tablets' load) against one to an open table.
-The tables' ``BatchStats.phases`` summed per batch, the router's own steps
-(``RouterStats.phases``: route, open, shared decode, write), and the time of the budget's
-byte count over every open table, say where a batch's time goes.
+Each (configuration, run) is a child process of its own, so that its peak RSS is its
+own. The runs go in rounds (every configuration once, then the next round), and a
+configuration's share of the one table is the median over rounds of its run's figure
+over the one table's run of the same round: a machine's speed can drift over an
+invocation, which a ratio of two medians taken minutes apart carries and a paired one
+cancels. Per configuration: events/s over the measured batches (median of the runs), and
+per CPU second of the process (every thread; the figure to compare on a loaded machine),
+wall time per batch (p50/p99 over every run's batches), peak and grown RSS of the
+process, freshness per table (the time the table's commit returned, through the
+``TableEvents.observe`` hook, minus the time the batch was handed to ``write_rows``: no
+Kafka or trigger, the batch's hand-in time stands for every event's produce time), the
+tablets' bytes per open table (``memory_bytes()`` of the tablets a table holds, as the
+router's budget counts them) for the tables written in the last batch (hot) and those
+not (idle), the tables open and their bytes after each batch
+(``TableEvents.tables_open``) against ``memory_budget_bytes``, and the time of a
+one-event batch to a table not open in the process (a reload: ``open_table`` and its
+tablets' load) against one to an open table. The tables' ``BatchStats.phases`` summed
+per batch, the router's own steps (``RouterStats.phases``: route, open, shared decode,
+write), and the time of the budget's byte count over every open table, say where a
+batch's time goes.
 
 Configurations are ``<tables><u|z|w>-t<commit_threads>[-b<budget MiB>]`` (uniform, Zipf,
 subset), e.g. ``1u-t8``, ``200u-t4``, ``1000w-t8-b16``.
@@ -524,8 +529,10 @@ def summarize(
 ) -> dict[str, Any]:
     eps = statistics.median(r.events_per_s for r in runs)
     cpu = statistics.median(r.cpu_s / len(r.batch_s) for r in runs)
+    eps_runs = [r.events_per_s for r in runs]
+    cpu_runs = [r.cpu_s / len(r.batch_s) for r in runs]
     if base is None and cfg.tables == 1:
-        base = {"events_per_s": eps, "cpu_s_per_batch": cpu}
+        base = {"events_per_s_runs": eps_runs, "cpu_s_per_batch_runs": cpu_runs}
     batch = [t for r in runs for t in r.batch_s]
     fresh = [t for r in runs for t in r.freshness_s]
     efresh = [t for r in runs for t in r.event_freshness_s]
@@ -539,11 +546,14 @@ def summarize(
         "commit_threads": cfg.threads,
         "budget_mb": cfg.budget_mb,
         "events_per_s": eps,
-        "events_per_s_runs": [r.events_per_s for r in runs],
-        "share_of_one_table": eps / base["events_per_s"] if base else None,
+        "events_per_s_runs": eps_runs,
+        "cpu_s_per_batch_runs": cpu_runs,
+        "share_of_one_table": _paired(eps_runs, base["events_per_s_runs"]) if base else None,
         "cpu_s_per_batch": cpu,
         "events_per_cpu_s": events / cpu,
-        "cpu_share_of_one_table": base["cpu_s_per_batch"] / cpu if base else None,
+        "cpu_share_of_one_table": (
+            _paired(base["cpu_s_per_batch_runs"], cpu_runs) if base else None
+        ),
         "batch_p50_s": pct(batch, 50),
         "batch_p99_s": pct(batch, 99),
         "fresh_p50_s": pct(fresh, 50),
@@ -579,6 +589,13 @@ def summarize(
             k: statistics.median(r.router_s.get(k, 0.0) for r in runs) for k in runs[0].router_s
         },
     }
+
+
+def _paired(num: list[float], den: list[float]) -> float:
+    """The median over rounds of ``num[i] / den[i]`` (run ``i`` of a configuration and run
+    ``i`` of the one table, made one after the other: the machine's drift over an
+    invocation cancels); a base of fewer runs pairs its last run with the rest."""
+    return statistics.median(n / den[min(i, len(den) - 1)] for i, n in enumerate(num))
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -709,29 +726,30 @@ def main() -> None:
         report(rows)
         return
     print(machine())
-    everything: dict[str, Any] = {}
-    for name in args.configs.split(","):
-        cfg = Config.parse(name)
-        runs = []
-        for i in range(args.runs):
-            runs.append(_child(cfg, args, i + 1, profile=False))
+    configs = [Config.parse(name) for name in args.configs.split(",")]
+    done: dict[str, list[RunResult]] = {c.name: [] for c in configs}
+    for i in range(args.runs):  # rounds: every configuration once, then again
+        for cfg in configs:
+            done[cfg.name].append(_child(cfg, args, i + 1, profile=False))
+            got = done[cfg.name][-1]
             print(
-                f"{name} run {i + 1}: {runs[-1].events_per_s:,.0f} events/s, batches "
-                + " ".join(f"{t:.2f}" for t in runs[-1].batch_s)
-                + f" s, load {runs[-1].load_avg:.1f}",
+                f"{cfg.name} run {i + 1}: {got.events_per_s:,.0f} events/s, batches "
+                + " ".join(f"{t:.2f}" for t in got.batch_s)
+                + f" s, load {got.load_avg:.1f}",
                 flush=True,
             )
-        row = summarize(cfg, runs, args.events, base)
+        if args.json:
+            saved = {
+                name: {"events": args.events, "runs": [asdict(r) for r in runs]}
+                for name, runs in done.items()
+                if runs
+            }
+            Path(args.json).write_text(json.dumps(saved, indent=1))
+    for cfg in configs:
+        row = summarize(cfg, done[cfg.name], args.events, base)
         if cfg.tables == 1 and base is None:
             base = row
         rows.append(row)
-        everything[name] = {
-            "summary": row,
-            "events": args.events,
-            "runs": [asdict(r) for r in runs],
-        }
-        if args.json:
-            Path(args.json).write_text(json.dumps(everything, indent=1))
     report(rows)
 
 
