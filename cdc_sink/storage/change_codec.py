@@ -125,17 +125,31 @@ def decode_wire(payload: bytes, schema: TableSchema, *, rows: int, path: str) ->
     return batch
 
 
-def _one_list(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """``arr`` as the single element of a large_list array (no copy of the values)."""
-    arr = one_array(arr)
-    offsets = pa.py_buffer(np.array([0, len(arr)], dtype=np.int64))
-    return pa.Array.from_buffers(pa.large_list(arr.type), 1, [None, offsets], children=[arr])
+class _Lists:
+    """Builds the one-element ``large_list`` columns of one segment body: the columns of
+    one length share their offsets buffer, and the list types are made once per value
+    type (a body has a dozen columns, and a table writes a body for every batch)."""
+
+    def __init__(self) -> None:
+        self._offsets: dict[int, pa.Buffer] = {}
+        self._types: dict[pa.DataType, pa.DataType] = {}
+
+    def one(self, arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """``arr`` as the single element of a large_list array (no copy of the values)."""
+        arr = one_array(arr)
+        n = len(arr)
+        offsets = self._offsets.get(n)
+        if offsets is None:
+            offsets = self._offsets[n] = pa.py_buffer(np.array([0, n], dtype=np.int64))
+        t = self._types.get(arr.type)
+        if t is None:
+            t = self._types[arr.type] = pa.large_list(arr.type)
+        return pa.Array.from_buffers(t, 1, [None, offsets], children=[arr])
 
 
-def _bits(mask: np.ndarray) -> pa.Array:
-    """A numpy bool mask as an Arrow boolean array (one bit per event)."""
-    packed = np.packbits(mask, bitorder="little")
-    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(packed)])
+def _bits(packed: bytes, n: int) -> pa.Array:
+    """Packed little-endian mask bits as an Arrow boolean array of ``n`` events."""
+    return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(packed)])
 
 
 def _seq_deltas(seq: np.ndarray) -> np.ndarray:
@@ -151,28 +165,31 @@ def _seq_deltas(seq: np.ndarray) -> np.ndarray:
 def _set_cells(batch: ChangeBatch) -> list[tuple[str, pa.Array, pa.Array]]:
     """Per value column the batch has, in schema order: its name, the values of the
     events that set it, and its presence bits. Columns of one presence mask (a batch's
-    deletes set none of them) are filtered together, in one call."""
+    deletes set none of them) share their bits and are filtered together, in one call."""
+    n = len(batch)
     cols = [c for c in batch.schema.value_columns if c.id in batch.values]
-    masks = [np.asarray(batch.present[c.id], dtype=bool) for c in cols]
+    packed = [
+        np.packbits(np.asarray(batch.present[c.id], dtype=bool), bitorder="little").tobytes()
+        for c in cols
+    ]
+    groups: dict[bytes, list[int]] = {}
+    for i, key in enumerate(packed):
+        groups.setdefault(key, []).append(i)
     values: list[pa.Array | None] = [None] * len(cols)
-    groups: list[list[int]] = []
-    for i, mask in enumerate(masks):
-        if mask.all():
-            values[i] = one_array(batch.values[cols[i].id])
-            continue
-        for g in groups:
-            if np.array_equal(masks[g[0]], mask):
-                g.append(i)
-                break
-        else:
-            groups.append([i])
-    bits = [_bits(m) for m in masks]
-    for g in groups:
-        arrays = [one_array(batch.values[cols[i].id]) for i in g]
-        kept = pa.RecordBatch.from_arrays(arrays, names=[str(i) for i in g]).filter(bits[g[0]])
-        for i, arr in zip(g, kept.columns, strict=True):
-            values[i] = arr
-    return [(c.name, v, b) for c, v, b in zip(cols, values, bits, strict=True) if v is not None]
+    bits: list[pa.Array | None] = [None] * len(cols)
+    for key, members in groups.items():
+        mask_bits = _bits(key, n)
+        arrays = [one_array(batch.values[cols[i].id]) for i in members]
+        if mask_bits.true_count != n:
+            names = [str(i) for i in members]
+            arrays = pa.RecordBatch.from_arrays(arrays, names=names).filter(mask_bits).columns
+        for i, arr in zip(members, arrays, strict=True):
+            values[i], bits[i] = arr, mask_bits
+    return [
+        (c.name, v, b)
+        for c, v, b in zip(cols, values, bits, strict=True)
+        if v is not None and b is not None
+    ]
 
 
 def encode_compact(
@@ -188,17 +205,18 @@ def encode_compact(
     Returns:
         The segment body.
     """
+    lists = _Lists()
     names: list[str] = ["__op"]
-    arrays: list[pa.Array] = [_one_list(pa.array(batch.op, pa.int8()))]
+    arrays: list[pa.Array] = [lists.one(pa.array(batch.op, pa.int8()))]
     if batch.seq is not None:
         names.append("__seq")
-        arrays.append(_one_list(pa.array(_seq_deltas(batch.seq), pa.int64())))
+        arrays.append(lists.one(pa.array(_seq_deltas(batch.seq), pa.int64())))
     for col, key in zip(batch.schema.key_columns, batch.keys, strict=True):
         names.append(col.name)
-        arrays.append(_one_list(key))
+        arrays.append(lists.one(key))
     for name, values, bits in _set_cells(batch):
         names += [name, SET_PREFIX + name]
-        arrays += [_one_list(values), _one_list(bits)]
+        arrays += [lists.one(values), lists.one(bits)]
     fields = [pa.field(name, arr.type) for name, arr in zip(names, arrays, strict=True)]
     body = pa.RecordBatch.from_arrays(
         arrays, schema=pa.schema(fields, metadata={_META_KEY: str(FORMAT_COMPACT).encode()})
