@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from cdc_sink.bucketing import spark_xxhash64
 from cdc_sink.tablet.keyhash import salted_hash
-from cdc_sink.tablet.keystore import KeyStore
+from cdc_sink.tablet.keystore import KeyStore, arrow_values_view, fixed_width_dtype
 from cdc_sink.utils.arrays import one_array, run_starts
 
 try:  # built from cdc_sink/tablet/_cslots.c at install; optional
@@ -322,9 +322,8 @@ class KeyIndex:
         self, rows: np.ndarray, which: np.ndarray, keys: Sequence[pa.Array]
     ) -> np.ndarray:
         ok = np.ones(len(rows), dtype=bool)
-        sel = pa.array(which)
         for store, col in zip(self.keys, keys, strict=True):
-            ok &= store.equals(rows, col.take(sel))
+            ok &= store.equals_at(rows, col, which)
         return ok
 
     def insert(
@@ -478,10 +477,8 @@ class KeyIndex:
         rep[order] = order[first_sorted]  # first occurrence (stable sort keeps input order)
         # Verify: every key equals its representative's key.
         ok = np.ones(n, dtype=bool)
-        rep_sel = pa.array(rep)
         for col in keys:
-            c = one_array(col)
-            ok &= _equal(c.take(rep_sel), c)
+            ok &= _equal_at(one_array(col), rep)
         if not ok.all():  # a 64-bit collision inside the batch: exact grouping
             rep = _exact_first_occurrence(keys)
         return rep.astype(np.int64)
@@ -494,6 +491,16 @@ def _increasing_integers(keys: Sequence[pa.Array]) -> bool:
         return False
     v = one_array(keys[0]).to_numpy()
     return len(v) < 2 or bool((v[1:] > v[:-1]).all())
+
+
+def _equal_at(col: pa.Array, rep: np.ndarray) -> np.ndarray:
+    """Whether ``col[rep[i]]`` equals ``col[i]`` (fixed-width columns without nulls in
+    numpy; the others through Arrow, a null equal to nothing)."""
+    dtype = fixed_width_dtype(col.type)
+    if dtype is not None and dtype != np.dtype(bool) and not col.null_count:
+        v = arrow_values_view(col, dtype)
+        return np.asarray(v[rep] == v, dtype=bool)
+    return _equal(col.take(pa.array(rep)), col)
 
 
 def _equal(a: pa.Array, b: pa.Array) -> np.ndarray:

@@ -201,6 +201,16 @@ class KeyStore:
             return np.asarray(self._values[rows] == q, dtype=bool)
         return _pc_equal(self.take(rows), query)
 
+    def equals_at(
+        self, rows: np.ndarray, query: pa.Array | pa.ChunkedArray, at: np.ndarray
+    ) -> np.ndarray:
+        """Whether the stored key at ``rows[i]`` equals ``query[at[i]]`` (fixed-width
+        keys compared in numpy, without taking the query's keys first)."""
+        if self.dtype is not None:
+            q = arrow_values_view(one_array(query), self.dtype)[at]
+            return np.asarray(self._values[rows] == q, dtype=bool)
+        return self.equals(rows, query.take(pa.array(at)))
+
 
 def _pc_equal(a: pa.Array, b: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc
